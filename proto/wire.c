@@ -1,0 +1,213 @@
+/* wire: protobuf-c messages over SOCK_SEQPACKET with SCM_RIGHTS fds. A datagram is
+ * exactly one packed message, so there is no framing; the kernel keeps boundaries. */
+#define _GNU_SOURCE
+#include "wire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int
+wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fds, int flags)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	if (len > WIRE_MAX_DATAGRAM || n_fds > WIRE_MAX_FDS)
+		return -EMSGSIZE;
+
+	uint8_t stackbuf[4096];
+	_cleanup_free_ uint8_t *heap = NULL;
+	uint8_t *buf = stackbuf;
+	if (len > sizeof(stackbuf)) {
+		heap = malloc(len);
+		if (!heap)
+			return -ENOMEM;
+		buf = heap;
+	}
+	protobuf_c_message_pack(msg, buf);
+
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} ctrl;
+	if (n_fds) {
+		memset(&ctrl, 0, sizeof(ctrl));
+		mh.msg_control = ctrl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	}
+	for (;;) {
+		ssize_t n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+		if (n >= 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static void
+close_cmsg_fds(struct msghdr *mh)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int fd;
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+}
+
+ssize_t
+wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+	/* Room for more fds than accepted, so that an excess is seen and refused rather
+	 * than silently truncated. */
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * (WIRE_MAX_FDS + 1))];
+		struct cmsghdr align;
+	} ctrl;
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctrl.buf,
+		.msg_controllen = sizeof(ctrl.buf),
+	};
+	ssize_t n;
+
+	*n_fds = 0;
+	do
+		n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+
+	size_t got = 0;
+	int bad = 0;
+	if (mh.msg_flags & MSG_CTRUNC)
+		bad = -EBADMSG;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+			bad = -EBADMSG;
+			continue;
+		}
+		got += (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	}
+	if (got > max_fds)
+		bad = -EBADMSG;
+	if (!bad && (mh.msg_flags & MSG_TRUNC))
+		bad = -EMSGSIZE;
+	if (!bad && n == 0)
+		bad = -ECONNRESET;
+	if (bad) {
+		close_cmsg_fds(&mh);
+		return bad;
+	}
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(fds + *n_fds, CMSG_DATA(c), k * sizeof(int));
+		*n_fds += k;
+	}
+	return n;
+}
+
+int
+wire_unpack_request(const uint8_t *buf, size_t len, Pmc__Request **out)
+{
+	Pmc__Request *r = pmc__request__unpack(NULL, len, buf);
+	if (!r)
+		return -EBADMSG;
+	if (r->body_case == PMC__REQUEST__BODY__NOT_SET) {
+		pmc__request__free_unpacked(r, NULL);
+		return -EBADMSG;
+	}
+	*out = r;
+	return 0;
+}
+
+int
+wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out)
+{
+	Pmc__Response *r = pmc__response__unpack(NULL, len, buf);
+	if (!r)
+		return -EBADMSG;
+	*out = r;
+	return 0;
+}
+
+int
+wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
+	  size_t *n_fds, Pmc__Response **out)
+{
+	int r = wire_send(sock, &req->base, NULL, 0, 0);
+	if (r < 0)
+		return r;
+
+	struct pollfd p = {.fd = sock, .events = POLLIN};
+	for (;;) {
+		r = poll(&p, 1, timeout_ms);
+		if (r > 0)
+			break;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+
+	/* Peek the size first: replies to queries may be large. */
+	ssize_t len;
+	do
+		len = recv(sock, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	while (len < 0 && errno == EINTR);
+	if (len < 0)
+		return -errno;
+	if ((size_t)len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	_cleanup_free_ uint8_t *buf = malloc(len ? (size_t)len : 1);
+	if (!buf)
+		return -ENOMEM;
+	int dummy[1];
+	size_t nf = 0;
+	len = wire_recv(sock, buf, len ? (size_t)len : 1, fds ? fds : dummy, fds ? max_fds : 0,
+			&nf, MSG_DONTWAIT);
+	if (len < 0)
+		return (int)len;
+	r = wire_unpack_response(buf, (size_t)len, out);
+	if (r < 0) {
+		for (size_t i = 0; i < nf; i++)
+			close(fds[i]);
+		return r;
+	}
+	if (n_fds)
+		*n_fds = nf;
+	return 0;
+}
+
+int
+wire_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}

@@ -1,0 +1,73 @@
+/* wire: one protobuf-c message per AF_UNIX SOCK_SEQPACKET datagram, with
+ * optional SCM_RIGHTS fds. Shared by the daemon, libpmcclient and pmcctl.
+ * Every function returns 0 (or a size) on success and -errno on failure. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pmc.pb-c.h"
+
+/* Most fds one datagram may carry (a thread's events). */
+#define WIRE_MAX_FDS 64
+/* Largest datagram either side accepts. */
+#define WIRE_MAX_DATAGRAM (4u << 20)
+
+/**
+ * wire_send() - pack @msg and send it as one datagram with @fds attached
+ * @sock: connected SOCK_SEQPACKET socket, borrowed
+ * @msg: message to pack, borrowed
+ * @fds: fds to pass (borrowed: the caller keeps and closes its copies), may be NULL
+ * @n_fds: number of @fds, at most WIRE_MAX_FDS
+ * @flags: extra sendmsg() flags (MSG_DONTWAIT); MSG_NOSIGNAL is always added
+ * Return: 0, -EMSGSIZE (message over WIRE_MAX_DATAGRAM or too many fds), -ENOMEM,
+ * -EAGAIN (MSG_DONTWAIT and the peer's queue is full), -EPIPE, or another sendmsg() errno.
+ */
+int wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fds, int flags);
+
+/**
+ * wire_recv() - receive one datagram and the fds attached to it
+ * @sock: SOCK_SEQPACKET socket, borrowed
+ * @buf: where the datagram goes; @cap: its size
+ * @fds: array of @max_fds slots for the received fds (O_CLOEXEC); the caller owns them
+ * @n_fds: set to the number of fds received
+ * @flags: extra recvmsg() flags (MSG_DONTWAIT)
+ *
+ * Fds are only ever handed to the caller together with a well-formed datagram: on any
+ * error every fd that arrived has been closed and *@n_fds is 0.
+ * Return: the datagram's length (> 0), -ECONNRESET when the peer closed the connection,
+ * -EMSGSIZE when the datagram was longer than @cap, -EBADMSG when the fds were truncated
+ * (MSG_CTRUNC) or more than @max_fds arrived, -EAGAIN, or another recvmsg() errno.
+ */
+ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
+		  int flags);
+
+/**
+ * wire_unpack_request() - decode a datagram into a Request
+ * @out: set on success; free with pmc__request__free_unpacked(*out, NULL)
+ * Return: 0, or -EBADMSG when the bytes are not a Request or name no body.
+ */
+int wire_unpack_request(const uint8_t *buf, size_t len, Pmc__Request **out);
+
+/**
+ * wire_unpack_response() - decode a datagram into a Response
+ * @out: set on success; free with pmc__response__free_unpacked(*out, NULL)
+ * Return: 0, or -EBADMSG when the bytes are not a Response.
+ */
+int wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out);
+
+/**
+ * wire_call() - send @req and wait up to @timeout_ms for one Response
+ * @sock: connected socket, borrowed; nothing else may read it meanwhile
+ * @fds: received fds (owned by the caller on success), @max_fds slots, may be NULL if 0
+ * @out: the decoded Response, freed by the caller with pmc__response__free_unpacked()
+ * Return: 0 (even when (*out)->error is set), -ETIMEDOUT, or a wire_send()/wire_recv() error.
+ */
+int wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
+	      size_t *n_fds, Pmc__Response **out);
+
+/**
+ * wire_connect() - connect a SOCK_SEQPACKET socket to @path
+ * Return: the socket (O_CLOEXEC, blocking), or -errno (-ENAMETOOLONG for a long path).
+ */
+int wire_connect(const char *path);
