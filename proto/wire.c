@@ -1,6 +1,5 @@
 /* wire: protobuf-c messages over SOCK_SEQPACKET with SCM_RIGHTS fds. A datagram is
  * exactly one packed message, so there is no framing; the kernel keeps boundaries. */
-#define _GNU_SOURCE
 #include "wire.h"
 
 #include <errno.h>

@@ -1,0 +1,1093 @@
+/* pmcctl: command-line client of pmcdaemon. It connects to the daemon's SOCK_SEQPACKET socket,
+ * says Hello, sends one request for the command given and prints the reply as an aligned
+ * table, as JSON or as CSV. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sys/types.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <wchar.h>
+
+#include "pmc.pb-c.h"
+#include "util.h"
+#include "wire.h"
+
+#ifdef PMC_VERSION
+#define PMCCTL_VERSION PMC_VERSION
+#else
+#define PMCCTL_VERSION "0.1.0"
+#endif
+#define DEFAULT_SOCKET "/run/pmcdaemon/pmc.sock"
+#define CALL_TIMEOUT_MS 5000
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+enum format {
+	FORMAT_TABLE,
+	FORMAT_JSON,
+	FORMAT_CSV,
+};
+
+struct opts {
+	const char *socket;
+	enum format format;
+	int32_t pid;
+	const char *region;
+};
+
+struct command {
+	const char *name;
+	bool filters; /* takes --pid and --region */
+	int (*run)(int sock, const struct command *cmd, const struct opts *o);
+};
+
+static const char help_text[] =
+        "Usage: pmcctl [OPTIONS] COMMAND\n"
+        "\n"
+        "Query and control pmcdaemon, the daemon that brokers perf counters and aggregates\n"
+        "the named-region samples of instrumented applications.\n"
+        "\n"
+        "Commands:\n"
+        "  status    show the daemon's version, uptime, clients and sample counters\n"
+        "  query     show region statistics, optionally filtered with --pid and --region\n"
+        "  dump      show the statistics of every region of every process\n"
+        "  reset     clear aggregates: all of them, or those matching --pid and --region\n"
+        "  events    list the events this machine can count and the default event set\n"
+        "\n"
+        "Options (they may also follow the command):\n"
+        "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
+        "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv'\n"
+        "      --pid N           only the process with id N (query, reset)\n"
+        "      --region NAME     only the region called NAME (query, reset)\n"
+        "  -h, --help            print this help and exit\n"
+        "      --version         print the version of pmcctl and exit\n"
+        "\n"
+        "Environment:\n"
+        "  PMC_SOCKET    socket of pmcdaemon when --socket is not given;\n"
+        "                if it is not set either: " DEFAULT_SOCKET "\n"
+        "\n"
+        "In tables, events marked '*' were multiplexed: the kernel counted them only part of\n"
+        "the time and their values were extrapolated.\n"
+        "\n"
+        "Exit status:\n"
+        "  0     success\n"
+        "  1     pmcdaemon refused the request, or talking to it failed\n"
+        "  2     usage error: unknown command or option, bad --format or --pid\n"
+        "  69    pmcdaemon could not be reached (EX_UNAVAILABLE)\n"
+        "\n"
+        "Examples:\n"
+        "  pmcctl query --region parse --format json\n"
+        "        statistics of region 'parse' in every process, as JSON\n"
+        "  pmcctl status\n"
+        "        is the daemon up, and how much has it collected\n";
+
+static const Pmc__Stats zero_stats = PMC__STATS__INIT;
+
+static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("pmcctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'pmcctl --help'.\n", stderr);
+	exit(EXIT_USAGE);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("pmcctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_FAIL);
+}
+
+static void __attribute__((noreturn)) oom(void)
+{
+	fail("out of memory");
+}
+
+static void
+response_freep(Pmc__Response **r)
+{
+	if (*r)
+		pmc__response__free_unpacked(*r, NULL);
+}
+
+#define _cleanup_response_ _cleanup_(response_freep)
+
+static const Pmc__Stats *
+stats_or_zero(const Pmc__Stats *s)
+{
+	return s ? s : &zero_stats;
+}
+
+/* Shortest "%g" text that reads back as the same double. */
+static void
+format_real(char *buf, size_t len, double v)
+{
+	snprintf(buf, len, "%.15g", v);
+	if (strtod(buf, NULL) != v)
+		snprintf(buf, len, "%.17g", v);
+}
+
+/* Length of the well-formed UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
+static size_t
+utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	uint32_t cp;
+	size_t len;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/* Copy of @s with every byte that is not part of valid UTF-8 replaced by U+FFFD: protobuf-c
+ * does not check strings, and jansson refuses invalid ones. */
+static char *
+utf8_fix(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(3 * n + 1);
+	char *o = out;
+
+	if (!out)
+		oom();
+	while (n) {
+		size_t k = utf8_seq_len((const unsigned char *)s, n);
+		if (k) {
+			memcpy(o, s, k);
+			o += k;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			k = 1;
+		}
+		s += k;
+		n -= k;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* ---- aligned tables ---- */
+
+struct table {
+	size_t ncols;
+	const char *const *head;
+	const bool *right; /* right-aligned (numeric) columns */
+	char **cell;       /* row-major, ncols per row */
+	size_t n, cap;
+};
+
+static void
+table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->cell[i]);
+	free(t->cell);
+	t->cell = NULL;
+	t->n = t->cap = 0;
+}
+
+static void __attribute__((format(printf, 2, 3))) table_add(struct table *t, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	va_end(ap);
+	/* Region names come from any application that links the library, so keep control
+	 * characters (escape sequences, newlines) away from the operator's terminal. */
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		char **c = reallocarray(t->cell, cap, sizeof(*c));
+		if (!c)
+			oom();
+		t->cell = c;
+		t->cap = cap;
+	}
+	t->cell[t->n++] = s;
+}
+
+/* Columns the text takes on a terminal; bytes that do not decode count one each. */
+static size_t
+display_width(const char *s)
+{
+	mbstate_t st;
+	size_t n = strlen(s), w = 0;
+
+	memset(&st, 0, sizeof(st));
+	while (n) {
+		wchar_t wc;
+		size_t k = mbrtowc(&wc, s, n, &st);
+
+		if (k == (size_t)-1 || k == (size_t)-2) {
+			memset(&st, 0, sizeof(st));
+			k = 1;
+			w++;
+		} else if (k == 0) {
+			break;
+		} else {
+			int cw = wcwidth(wc);
+			w += cw > 0 ? (size_t)cw : 0;
+		}
+		s += k;
+		n -= k;
+	}
+	return w;
+}
+
+static void
+print_padded(const char *s, size_t width, bool right, bool last)
+{
+	size_t w = display_width(s);
+	size_t pad = width > w ? width - w : 0;
+
+	if (right)
+		printf("%*s", (int)pad, "");
+	fputs(s, stdout);
+	if (!right && !last)
+		printf("%*s", (int)pad, "");
+}
+
+static void
+table_print(const struct table *t)
+{
+	_cleanup_free_ size_t *width = calloc(t->ncols, sizeof(*width));
+
+	if (!width)
+		oom();
+	for (size_t c = 0; c < t->ncols; c++)
+		width[c] = display_width(t->head[c]);
+	for (size_t i = 0; i < t->n; i++) {
+		size_t w = display_width(t->cell[i]);
+		if (w > width[i % t->ncols])
+			width[i % t->ncols] = w;
+	}
+	for (size_t c = 0; c < t->ncols; c++) {
+		fputs(c ? "  " : "", stdout);
+		print_padded(t->head[c], width[c], t->right[c], c + 1 == t->ncols);
+	}
+	putchar('\n');
+	for (size_t i = 0; i < t->n; i++) {
+		size_t c = i % t->ncols;
+		fputs(c ? "  " : "", stdout);
+		print_padded(t->cell[i], width[c], t->right[c], c + 1 == t->ncols);
+		if (c + 1 == t->ncols)
+			putchar('\n');
+	}
+}
+
+/* ---- CSV (RFC 4180 quoting) ---- */
+
+static bool csv_mid_row;
+
+static void
+csv_sep(void)
+{
+	if (csv_mid_row)
+		putchar(',');
+	csv_mid_row = true;
+}
+
+static void
+csv_str(const char *str)
+{
+	_cleanup_free_ char *s = utf8_fix(str);
+
+	csv_sep();
+	if (!s[strcspn(s, ",\"\r\n")]) {
+		fputs(s, stdout);
+		return;
+	}
+	putchar('"');
+	for (const char *p = s; *p; p++) {
+		if (*p == '"')
+			putchar('"');
+		putchar(*p);
+	}
+	putchar('"');
+}
+
+static void
+csv_u64(uint64_t v)
+{
+	csv_sep();
+	printf("%" PRIu64, v);
+}
+
+static void
+csv_i64(int64_t v)
+{
+	csv_sep();
+	printf("%" PRId64, v);
+}
+
+/* Non-finite values become empty fields: CSV has no spelling for them. */
+static void
+csv_real(double v)
+{
+	char buf[64];
+
+	csv_sep();
+	if (!isfinite(v))
+		return;
+	format_real(buf, sizeof(buf), v);
+	fputs(buf, stdout);
+}
+
+static void
+csv_bool(bool v)
+{
+	csv_str(v ? "true" : "false");
+}
+
+static void
+csv_end(void)
+{
+	putchar('\n');
+	csv_mid_row = false;
+}
+
+static void
+csv_header(const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		csv_str(names[i]);
+	csv_end();
+}
+
+/* ---- JSON ---- */
+
+static json_t *
+jstr(const char *s)
+{
+	_cleanup_free_ char *fixed = utf8_fix(s);
+
+	return json_string_nocheck(fixed);
+}
+
+/* jansson integers are signed 64-bit: larger counts fall back to a (rounded) real. */
+static json_t *
+ju64(uint64_t v)
+{
+	if (v <= INT64_MAX)
+		return json_integer((json_int_t)v);
+	return json_real((double)v);
+}
+
+/* JSON has no NaN or infinity; null says "no value". */
+static json_t *
+jreal(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* Steals @v, like json_object_set_new(). */
+static void
+jset(json_t *obj, const char *key, json_t *v)
+{
+	_cleanup_free_ char *fixed = utf8_fix(key);
+
+	if (!v || json_object_set_new_nocheck(obj, fixed, v) < 0)
+		oom();
+}
+
+static void
+jappend(json_t *arr, json_t *v)
+{
+	if (!v || json_array_append_new(arr, v) < 0)
+		oom();
+}
+
+static json_t *
+jobject(void)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		oom();
+	return o;
+}
+
+static json_t *
+jarray(void)
+{
+	json_t *a = json_array();
+
+	if (!a)
+		oom();
+	return a;
+}
+
+static void
+json_print(json_t *root)
+{
+	int r = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	json_decref(root);
+	if (r < 0)
+		fail("cannot write JSON");
+	putchar('\n');
+}
+
+/* ---- talking to the daemon ---- */
+
+static int
+connect_daemon(const char *path)
+{
+	int fd = wire_connect(path);
+
+	if (fd < 0) {
+		fprintf(stderr,
+		        "pmcctl: cannot connect to pmcdaemon at %s: %s (is pmcdaemon running? set "
+		        "--socket or PMC_SOCKET)\n",
+		        path, strerror(-fd));
+		exit(EX_UNAVAILABLE);
+	}
+	return fd;
+}
+
+/* Sends @req and returns the Response, which has body @want; on any failure says why, naming
+ * @what, and exits 1. */
+static Pmc__Response *
+call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
+{
+	Pmc__Response *resp = NULL;
+	int r = wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+
+	if (r == -ETIMEDOUT)
+		fail("%s: pmcdaemon did not answer within %d ms", what, CALL_TIMEOUT_MS);
+	if (r < 0)
+		fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
+	if (resp->error) {
+		int e = resp->error < 0 ? -resp->error : resp->error;
+
+		if (resp->message[0])
+			fprintf(stderr, "pmcctl: %s: %s (%s)\n", what, resp->message, strerror(e));
+		else
+			fprintf(stderr, "pmcctl: %s: %s\n", what, strerror(e));
+		pmc__response__free_unpacked(resp, NULL);
+		exit(EXIT_FAIL);
+	}
+	if (resp->body_case != want) {
+		pmc__response__free_unpacked(resp, NULL);
+		fail("%s: unexpected reply from pmcdaemon", what);
+	}
+	return resp;
+}
+
+static void
+hello(int sock)
+{
+	Pmc__Hello h = PMC__HELLO__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.client = (char *)"pmcctl";
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
+	const Pmc__HelloReply *hr = resp->hello;
+	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION)
+		fail("protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
+		     ", pmcctl speaks version %d",
+		     hr->daemon_version[0] ? hr->daemon_version : "(unknown version)", hr->version,
+		     PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+}
+
+/* ---- status ---- */
+
+static const char *const status_keys[] = {
+        "daemon_version", "protocol_version", "pid",       "uptime_ns", "uptime_s",
+        "clients",        "threads",          "processes", "regions",   "samples",
+        "batches",        "dropped",          "rejected",
+};
+
+static int
+cmd_status(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__Status st = PMC__STATUS__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_STATUS);
+	const Pmc__StatusReply *s = resp->status;
+	double uptime_s = (double)s->uptime_ns / 1e9;
+
+	if (o->format == FORMAT_JSON) {
+		json_t *root = jobject();
+
+		jset(root, "daemon_version", jstr(s->daemon_version));
+		jset(root, "protocol_version", ju64(s->protocol_version));
+		jset(root, "pid", json_integer(s->pid));
+		jset(root, "uptime_ns", ju64(s->uptime_ns));
+		jset(root, "uptime_s", jreal(uptime_s));
+		jset(root, "clients", ju64(s->clients));
+		jset(root, "threads", ju64(s->threads));
+		jset(root, "processes", ju64(s->processes));
+		jset(root, "regions", ju64(s->regions));
+		jset(root, "samples", ju64(s->samples));
+		jset(root, "batches", ju64(s->batches));
+		jset(root, "dropped", ju64(s->dropped));
+		jset(root, "rejected", ju64(s->rejected));
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		csv_header(status_keys, ARRAY_SIZE(status_keys));
+		csv_str(s->daemon_version);
+		csv_u64(s->protocol_version);
+		csv_i64(s->pid);
+		csv_u64(s->uptime_ns);
+		csv_real(uptime_s);
+		csv_u64(s->clients);
+		csv_u64(s->threads);
+		csv_u64(s->processes);
+		csv_u64(s->regions);
+		csv_u64(s->samples);
+		csv_u64(s->batches);
+		csv_u64(s->dropped);
+		csv_u64(s->rejected);
+		csv_end();
+	} else {
+		static const char *const head[] = {"key", "value"};
+		static const bool right[] = {false, false};
+		struct table t = {.ncols = 2, .head = head, .right = right};
+
+		table_add(&t, "daemon version:");
+		table_add(&t, "%s", s->daemon_version);
+		table_add(&t, "protocol:");
+		table_add(&t, "%" PRIu32, s->protocol_version);
+		table_add(&t, "pid:");
+		table_add(&t, "%" PRId32, s->pid);
+		table_add(&t, "uptime:");
+		table_add(&t, "%" PRIu64 ".%03" PRIu64 " s", s->uptime_ns / 1000000000u,
+		          s->uptime_ns / 1000000u % 1000u);
+		table_add(&t, "clients:");
+		table_add(&t, "%" PRIu32, s->clients);
+		table_add(&t, "threads:");
+		table_add(&t, "%" PRIu32, s->threads);
+		table_add(&t, "processes:");
+		table_add(&t, "%" PRIu32, s->processes);
+		table_add(&t, "regions:");
+		table_add(&t, "%" PRIu32, s->regions);
+		table_add(&t, "samples:");
+		table_add(&t, "%" PRIu64, s->samples);
+		table_add(&t, "batches:");
+		table_add(&t, "%" PRIu64, s->batches);
+		table_add(&t, "dropped samples:");
+		table_add(&t, "%" PRIu64, s->dropped);
+		table_add(&t, "rejected connections:");
+		table_add(&t, "%" PRIu64, s->rejected);
+
+		size_t w = 0;
+		for (size_t i = 0; i < t.n; i += 2)
+			if (strlen(t.cell[i]) > w)
+				w = strlen(t.cell[i]);
+		for (size_t i = 0; i < t.n; i += 2)
+			printf("%-*s %s\n", (int)w, t.cell[i], t.cell[i + 1]);
+		table_free(&t);
+	}
+	return 0;
+}
+
+/* ---- query and dump ---- */
+
+static json_t *
+stats_json(const Pmc__Stats *s)
+{
+	json_t *o = jobject();
+
+	s = stats_or_zero(s);
+	jset(o, "sum", ju64(s->sum));
+	jset(o, "min", ju64(s->min));
+	jset(o, "max", ju64(s->max));
+	jset(o, "mean", jreal(s->mean));
+	jset(o, "stddev", jreal(s->stddev));
+	jset(o, "p50", jreal(s->p50));
+	jset(o, "p90", jreal(s->p90));
+	jset(o, "p99", jreal(s->p99));
+	return o;
+}
+
+static void
+query_json(const Pmc__QueryReply *q)
+{
+	json_t *root = jobject();
+	json_t *regions = jarray();
+
+	jset(root, "regions", regions);
+	for (size_t i = 0; i < q->n_regions; i++) {
+		const Pmc__RegionStats *r = q->regions[i];
+		json_t *reg = jobject();
+		json_t *events = jobject();
+
+		jappend(regions, reg);
+		jset(reg, "name", jstr(r->name));
+		jset(reg, "pid", json_integer(r->pid));
+		jset(reg, "comm", jstr(r->comm));
+		jset(reg, "uid", json_integer(r->uid));
+		jset(reg, "count", ju64(r->count));
+		jset(reg, "wall_ns", stats_json(r->wall_ns));
+		jset(reg, "events", events);
+		for (size_t j = 0; j < r->n_events; j++) {
+			const Pmc__EventStats *e = r->events[j];
+			json_t *st = stats_json(e->stats);
+
+			jset(st, "scaled", json_boolean(e->scaled_count > 0));
+			if (e->scaled_count > 0) {
+				jset(st, "scaled_samples", ju64(e->scaled_count));
+				jset(st, "running_ratio", jreal(e->scaled_ratio));
+			}
+			jset(events, e->name, st);
+		}
+	}
+	json_print(root);
+}
+
+static const char *const query_csv_head[] = {
+        "pid",  "comm",   "region", "count", "event", "sum",    "min",           "max",
+        "mean", "stddev", "p50",    "p90",   "p99",   "scaled", "running_ratio",
+};
+
+/* @e is NULL for the wall-clock row. */
+static void
+query_csv_row(const Pmc__RegionStats *r, const Pmc__EventStats *e)
+{
+	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
+	bool scaled = e && e->scaled_count > 0;
+
+	csv_i64(r->pid);
+	csv_str(r->comm);
+	csv_str(r->name);
+	csv_u64(r->count);
+	csv_str(e ? e->name : "wall_ns");
+	csv_u64(s->sum);
+	csv_u64(s->min);
+	csv_u64(s->max);
+	csv_real(s->mean);
+	csv_real(s->stddev);
+	csv_real(s->p50);
+	csv_real(s->p90);
+	csv_real(s->p99);
+	csv_bool(scaled);
+	if (scaled)
+		csv_real(e->scaled_ratio);
+	else
+		csv_str("");
+	csv_end();
+}
+
+static void
+query_csv(const Pmc__QueryReply *q)
+{
+	csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+	for (size_t i = 0; i < q->n_regions; i++) {
+		query_csv_row(q->regions[i], NULL);
+		for (size_t j = 0; j < q->regions[i]->n_events; j++)
+			query_csv_row(q->regions[i], q->regions[i]->events[j]);
+	}
+}
+
+static void
+table_add_stat(struct table *t, double v)
+{
+	if (!isfinite(v))
+		table_add(t, "-");
+	else if (v >= 100)
+		table_add(t, "%.0f", v);
+	else
+		table_add(t, "%.2f", v);
+}
+
+static void
+query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStats *e)
+{
+	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
+
+	table_add(t, "%" PRId32, r->pid);
+	table_add(t, "%s", r->comm);
+	table_add(t, "%s", r->name);
+	table_add(t, "%" PRIu64, r->count);
+	if (e)
+		table_add(t, "%s%s", e->name, e->scaled_count > 0 ? "*" : "");
+	else
+		table_add(t, "wall_ns");
+	table_add(t, "%" PRIu64, s->sum);
+	table_add_stat(t, s->mean);
+	table_add(t, "%" PRIu64, s->min);
+	table_add(t, "%" PRIu64, s->max);
+	table_add_stat(t, s->p50);
+	table_add_stat(t, s->p90);
+	table_add_stat(t, s->p99);
+}
+
+static void
+query_table(const Pmc__QueryReply *q)
+{
+	static const char *const head[] = {"PID",  "COMM", "REGION", "COUNT", "EVENT", "SUM",
+	                                   "MEAN", "MIN",  "MAX",    "P50",   "P90",   "P99"};
+	static const bool right[] = {true, false, false, true, false, true,
+	                             true, true,  true,  true, true,  true};
+	struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
+	bool any_scaled = false;
+
+	if (!q->n_regions) {
+		puts("no regions recorded");
+		return;
+	}
+	for (size_t i = 0; i < q->n_regions; i++) {
+		const Pmc__RegionStats *r = q->regions[i];
+
+		query_table_row(&t, r, NULL);
+		for (size_t j = 0; j < r->n_events; j++) {
+			query_table_row(&t, r, r->events[j]);
+			any_scaled |= r->events[j]->scaled_count > 0;
+		}
+	}
+	table_print(&t);
+	table_free(&t);
+	if (any_scaled)
+		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
+}
+
+static int
+cmd_query(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__Query q = PMC__QUERY__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	q.pid = o->pid;
+	if (o->region)
+		q.region = (char *)o->region;
+	req.body_case = PMC__REQUEST__BODY_QUERY;
+	req.query = &q;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_QUERY);
+	if (o->format == FORMAT_JSON)
+		query_json(resp->query);
+	else if (o->format == FORMAT_CSV)
+		query_csv(resp->query);
+	else
+		query_table(resp->query);
+	return 0;
+}
+
+/* ---- reset ---- */
+
+static int
+cmd_reset(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__Reset rs = PMC__RESET__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	rs.pid = o->pid;
+	if (o->region)
+		rs.region = (char *)o->region;
+	req.body_case = PMC__REQUEST__BODY_RESET;
+	req.reset = &rs;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_RESET);
+	uint32_t cleared = resp->reset->cleared;
+
+	if (o->format == FORMAT_JSON) {
+		json_t *root = jobject();
+
+		jset(root, "cleared", ju64(cleared));
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		static const char *const head[] = {"cleared"};
+
+		csv_header(head, ARRAY_SIZE(head));
+		csv_u64(cleared);
+		csv_end();
+	} else {
+		printf("cleared %" PRIu32 " aggregate(s)\n", cleared);
+	}
+	return 0;
+}
+
+/* ---- events ---- */
+
+static bool
+is_default_event(const Pmc__EventsReply *ev, const char *name)
+{
+	for (size_t i = 0; i < ev->n_default_events; i++)
+		if (!strcmp(ev->default_events[i], name))
+			return true;
+	return false;
+}
+
+static int
+cmd_events(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__ListEvents le = PMC__LIST_EVENTS__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_LIST_EVENTS;
+	req.list_events = &le;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_EVENTS);
+	const Pmc__EventsReply *ev = resp->events;
+
+	if (o->format == FORMAT_JSON) {
+		json_t *root = jobject();
+		json_t *defaults = jarray();
+		json_t *events = jarray();
+
+		jset(root, "hardware_pmu", json_boolean(ev->hardware_pmu));
+		jset(root, "default_events", defaults);
+		jset(root, "events", events);
+		for (size_t i = 0; i < ev->n_default_events; i++)
+			jappend(defaults, jstr(ev->default_events[i]));
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const Pmc__EventInfo *e = ev->events[i];
+			json_t *obj = jobject();
+
+			jappend(events, obj);
+			jset(obj, "name", jstr(e->name));
+			jset(obj, "description", jstr(e->description));
+			jset(obj, "usable", json_boolean(e->usable));
+			jset(obj, "hardware", json_boolean(e->hardware));
+			jset(obj, "error", jstr(e->error));
+		}
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		static const char *const head[] = {"name",     "description", "usable",
+		                                   "hardware", "error",       "default"};
+
+		csv_header(head, ARRAY_SIZE(head));
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const Pmc__EventInfo *e = ev->events[i];
+
+			csv_str(e->name);
+			csv_str(e->description);
+			csv_bool(e->usable);
+			csv_bool(e->hardware);
+			csv_str(e->error);
+			csv_bool(is_default_event(ev, e->name));
+			csv_end();
+		}
+	} else {
+		static const char *const head[] = {"NAME", "USABLE", "KIND", "DESCRIPTION"};
+		static const bool right[] = {false, false, false, false};
+		struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
+
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const Pmc__EventInfo *e = ev->events[i];
+
+			table_add(&t, "%s", e->name);
+			table_add(&t, "%s", e->usable ? "yes" : "no");
+			table_add(&t, "%s", e->hardware ? "hardware" : "software");
+			if (!e->usable && e->error[0])
+				table_add(&t, "%s", e->error);
+			else
+				table_add(&t, "%s", e->description);
+		}
+		table_print(&t);
+		table_free(&t);
+
+		/* Reuse the table's sanitizing for the daemon-supplied names. */
+		struct table d = {.ncols = 1};
+		for (size_t i = 0; i < ev->n_default_events; i++)
+			table_add(&d, "%s", ev->default_events[i]);
+		fputs("\ndefault events:", stdout);
+		for (size_t i = 0; i < d.n; i++)
+			printf("%s %s", i ? "," : "", d.cell[i]);
+		puts(d.n ? "" : " (none)");
+		table_free(&d);
+		if (!ev->hardware_pmu)
+			puts("no hardware PMU on this machine: only software events can be "
+			     "counted");
+	}
+	return 0;
+}
+
+/* ---- command line ---- */
+
+static const struct command commands[] = {
+        {"status", false, cmd_status}, {"query", true, cmd_query},    {"dump", false, cmd_query},
+        {"reset", true, cmd_reset},    {"events", false, cmd_events},
+};
+
+enum {
+	OPT_SOCKET = 0x100,
+	OPT_FORMAT,
+	OPT_PID,
+	OPT_REGION,
+	OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"pid", required_argument, NULL, OPT_PID},
+        {"region", required_argument, NULL, OPT_REGION},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+};
+
+static int32_t
+parse_pid(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s < '0' || *s > '9' || errno || *end || v <= 0 || v > INT32_MAX)
+		usage_error("invalid --pid '%s': expected a process id greater than 0", s);
+	return (int32_t)v;
+}
+
+static enum format
+parse_format(const char *s)
+{
+	if (!strcmp(s, "table"))
+		return FORMAT_TABLE;
+	if (!strcmp(s, "json"))
+		return FORMAT_JSON;
+	if (!strcmp(s, "csv"))
+		return FORMAT_CSV;
+	usage_error("invalid --format '%s': expected table, json or csv", s);
+}
+
+static void
+set_command(const char **command, const char *arg)
+{
+	if (*command)
+		usage_error("unexpected argument '%s' after command '%s'", arg, *command);
+	*command = arg;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = {.format = FORMAT_TABLE};
+	const char *command = NULL;
+	const char *env = getenv("PMC_SOCKET");
+	int c;
+
+	setlocale(LC_CTYPE, "");
+	o.socket = env && env[0] ? env : DEFAULT_SOCKET;
+
+	/* A leading '-' hands over the command in place, so options may follow it even
+	 * under POSIXLY_CORRECT; ':' lets us word the errors ourselves. */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "-:h", long_options, NULL)) != -1) {
+		switch (c) {
+		case 1:
+			set_command(&command, optarg);
+			break;
+		case OPT_SOCKET:
+			if (!optarg[0])
+				usage_error("--socket needs a path");
+			o.socket = optarg;
+			break;
+		case OPT_FORMAT:
+			o.format = parse_format(optarg);
+			break;
+		case OPT_PID:
+			o.pid = parse_pid(optarg);
+			break;
+		case OPT_REGION:
+			if (!optarg[0])
+				usage_error("--region needs a name");
+			o.region = optarg;
+			break;
+		case 'h':
+			fputs(help_text, stdout);
+			return fflush(stdout) ? EXIT_FAIL : 0;
+		case OPT_VERSION:
+			puts("pmcctl " PMCCTL_VERSION);
+			return fflush(stdout) ? EXIT_FAIL : 0;
+		case ':':
+			usage_error("option '%s' needs an argument", argv[optind - 1]);
+		default:
+			if (!strncmp(argv[optind - 1], "--", 2) || !optopt)
+				usage_error("unknown option '%s'", argv[optind - 1]);
+			usage_error("unknown option '-%c'", optopt);
+		}
+	}
+	for (; optind < argc; optind++)
+		set_command(&command, argv[optind]);
+	if (!command)
+		usage_error("missing command (status, query, dump, reset or events)");
+
+	const struct command *cmd = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(commands[i].name, command))
+			cmd = &commands[i];
+	if (!cmd)
+		usage_error("unknown command '%s'", command);
+	if (!cmd->filters && o.pid)
+		usage_error("--pid cannot be used with '%s'", cmd->name);
+	if (!cmd->filters && o.region)
+		usage_error("--region cannot be used with '%s'", cmd->name);
+
+	_cleanup_close_ int sock = connect_daemon(o.socket);
+	hello(sock);
+	int r = cmd->run(sock, cmd, &o);
+
+	if (fflush(stdout) || ferror(stdout))
+		fail("writing output: %s", strerror(errno));
+	return r;
+}

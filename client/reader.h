@@ -1,0 +1,320 @@
+/* reader: reading one hardware counter from user space through its perf_event user page
+ * (struct perf_event_mmap_page) with rdpmc, following the seqlock protocol documented above that
+ * struct in <linux/perf_event.h>; plus the helpers around it: sign extension of the raw counter,
+ * time-based scaling of multiplexed counts, and parsing the buffer a read() of a perf group
+ * returns when rdpmc cannot be used. The rdpmc and rdtsc instructions sit behind struct
+ * pmc_reader_ops, so the reader is a pure function of the page and the ops, which the unit tests
+ * simulate on machines without a PMU. Internal to the client library (not installed); header-only
+ * so that the hot path inlines into its caller. */
+#pragma once
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/perf_event.h>
+
+#ifndef __SIZEOF_INT128__
+#error "client/reader.h needs unsigned __int128 (a 64-bit target)"
+#endif
+
+__extension__ typedef unsigned __int128 pmc_u128;
+
+/* Passes pmc_reader_read() makes through the seqlock before it gives up with -EAGAIN. */
+#define PMC_READER_MAX_TRIES 1000
+
+/* The kernel's barrier(): stops the compiler moving memory accesses across it. */
+#define pmc_barrier() __asm__ __volatile__("" ::: "memory")
+
+/* One load of a field of the page. A relaxed atomic load is the same single instruction as a
+ * volatile load, but it also tells the compiler (and ThreadSanitizer) that a concurrent writer is
+ * expected, so a simulated page written by another thread is not a data race. */
+#define PMC_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/**
+ * struct pmc_reader_ops - the instructions pmc_reader_read() needs, as a seam
+ * @rdpmc: returns the raw value of hardware counter @counter (the page's index - 1), of which
+ *         only the low pmc_width bits are meaningful
+ * @rdtsc: returns the current value of the clock the page's time_* fields describe (the TSC)
+ * @ctx: passed to both unchanged; borrowed, never freed by the reader
+ *
+ * Production code uses pmc_reader_hw_ops; tests use fakes that return chosen values.
+ */
+struct pmc_reader_ops {
+	uint64_t (*rdpmc)(void *ctx, uint32_t counter);
+	uint64_t (*rdtsc)(void *ctx);
+	void *ctx;
+};
+
+/**
+ * struct pmc_reading - one consistent snapshot of a counter
+ * @value: the event count (not scaled; see pmc_scale())
+ * @enabled: nanoseconds the event has been enabled
+ * @running: nanoseconds the event has actually been counting on a PMU counter
+ */
+struct pmc_reading {
+	uint64_t value;
+	uint64_t enabled;
+	uint64_t running;
+};
+
+/**
+ * pmc_sign_extend() - sign-extend the low @width bits of a raw counter value
+ * @v: raw value as rdpmc returned it; bits at and above @width are ignored
+ * @width: the counter's width in bits (perf_event_mmap_page.pmc_width)
+ *
+ * Pure. A @width of 0, 64 or more means "no extension" and returns @v unchanged (reinterpreted
+ * as signed), so a page with a missing or bogus pmc_width can never cause an undefined shift.
+ * Return: the low @width bits of @v read as a two's-complement number.
+ */
+static inline int64_t
+pmc_sign_extend(uint64_t v, unsigned width)
+{
+	if (width == 0 || width >= 64)
+		return (int64_t)v;
+
+	uint64_t sign = UINT64_C(1) << (width - 1);
+
+	v &= (sign << 1) - 1;
+	/* Unsigned arithmetic only: (v ^ sign) - sign wraps to the negative value's bit pattern. */
+	return (int64_t)((v ^ sign) - sign);
+}
+
+/**
+ * pmc_cyc_to_ns() - convert clock cycles to nanoseconds with the page's time_mult/time_shift
+ * @cyc: cycles (already corrected for cap_user_time_short by the caller)
+ * @mult: perf_event_mmap_page.time_mult
+ * @shift: perf_event_mmap_page.time_shift
+ *
+ * Pure. Computes (@cyc * @mult) >> @shift exactly in 128 bits, truncated to 64 bits. That equals
+ * the kernel's documented quot * mult + ((rem * mult) >> shift), with quot = cyc >> shift and
+ * rem = cyc & ((1 << shift) - 1), wherever that form does not overflow, and stays exact (and
+ * free of undefined shifts) for any @shift a broken page might hold.
+ * Return: the nanoseconds, modulo 2^64.
+ */
+static inline uint64_t
+pmc_cyc_to_ns(uint64_t cyc, uint32_t mult, unsigned shift)
+{
+	if (shift >= 128)
+		return 0;
+	return (uint64_t)(((pmc_u128)cyc * mult) >> shift);
+}
+
+/**
+ * pmc_reader_read() - read a counter through its user page without a system call
+ * @pc: the event's mmap()ed perf_event_mmap_page, borrowed; must not be NULL. The kernel (or a
+ *      test) may update it concurrently: the seqlock in @pc->lock makes the snapshot consistent.
+ * @ops: the rdpmc/rdtsc implementation, borrowed; normally &pmc_reader_hw_ops
+ * @out: filled in on success only; left untouched on any error
+ *
+ * Follows the protocol documented above struct perf_event_mmap_page: snapshot lock, read index,
+ * offset, the raw counter (sign-extended from pmc_width) and time_enabled/time_running, and retry
+ * when lock changed meanwhile. An odd lock (an update in progress) is retried as well. With
+ * cap_user_time the times are brought up to date with the clock: the cycles from @ops->rdtsc
+ * (corrected with time_cycles/time_mask under cap_user_time_short) are converted with
+ * time_offset/time_mult/time_shift and the delta added to enabled and, the event being on a
+ * counter (index != 0), to running. Without cap_user_time they are the page's last values.
+ * Only a self-monitoring thread may use the hardware ops: the counter is the current CPU's.
+ *
+ * Return: 0 on success; -ENODATA when the page has cap_user_rdpmc clear or index 0 (the event is
+ * not on a counter readable from user space: fall back to read()); -EAGAIN when the lock kept
+ * changing for PMC_READER_MAX_TRIES passes, so a writer that never finishes cannot hang the
+ * caller (retry later or fall back).
+ */
+static inline int
+pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
+                struct pmc_reading *out)
+{
+	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
+		uint32_t seq = __atomic_load_n(&pc->lock, __ATOMIC_ACQUIRE);
+
+		pmc_barrier();
+		if (seq & 1)
+			continue; /* the writer is half-way through an update */
+
+		uint32_t idx = PMC_READ_ONCE(pc->index);
+
+		if (!pc->cap_user_rdpmc || !idx)
+			return -ENODATA;
+
+		unsigned width = PMC_READ_ONCE(pc->pmc_width);
+		uint64_t count = (uint64_t)PMC_READ_ONCE(pc->offset);
+
+		count += (uint64_t)pmc_sign_extend(ops->rdpmc(ops->ctx, idx - 1), width);
+
+		uint64_t enabled = PMC_READ_ONCE(pc->time_enabled);
+		uint64_t running = PMC_READ_ONCE(pc->time_running);
+		int has_time = pc->cap_user_time;
+		int has_short = has_time && pc->cap_user_time_short;
+		uint64_t cyc = 0, time_offset = 0, time_cycles = 0, time_mask = 0;
+		uint32_t time_mult = 0;
+		unsigned time_shift = 0;
+
+		if (has_time) {
+			cyc = ops->rdtsc(ops->ctx);
+			time_offset = PMC_READ_ONCE(pc->time_offset);
+			time_mult = PMC_READ_ONCE(pc->time_mult);
+			time_shift = PMC_READ_ONCE(pc->time_shift);
+			if (has_short) {
+				time_cycles = PMC_READ_ONCE(pc->time_cycles);
+				time_mask = PMC_READ_ONCE(pc->time_mask);
+			}
+		}
+
+		/* Orders the loads above before the re-read of lock, also for a writer on another
+		 * CPU; on x86 this and the barrier compile to nothing. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		pmc_barrier();
+		if (PMC_READ_ONCE(pc->lock) != seq)
+			continue;
+
+		if (has_time) {
+			if (has_short)
+				cyc = time_cycles + ((cyc - time_cycles) & time_mask);
+
+			uint64_t delta = time_offset + pmc_cyc_to_ns(cyc, time_mult, time_shift);
+
+			enabled += delta;
+			running += delta; /* idx != 0 here: the event is on a counter */
+		}
+
+		out->value = count;
+		out->enabled = enabled;
+		out->running = running;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+#if defined(__x86_64__)
+#define PMC_HAVE_RDPMC 1
+
+/**
+ * pmc_rdpmc_hw() - the rdpmc instruction
+ * @ctx: unused
+ * @counter: the counter to read (ECX): the page's index - 1
+ *
+ * Faults (SIGSEGV) unless the kernel allows user-space rdpmc for this task, which is what the
+ * page's cap_user_rdpmc tells; only pmc_reader_read() should call it.
+ * Return: the raw counter value (EDX:EAX).
+ */
+static inline uint64_t
+pmc_rdpmc_hw(void *ctx, uint32_t counter)
+{
+	uint32_t lo, hi;
+
+	(void)ctx;
+	__asm__ __volatile__("rdpmc" : "=a"(lo), "=d"(hi) : "c"(counter) : "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/**
+ * pmc_rdtsc_hw() - the rdtsc instruction
+ * @ctx: unused
+ *
+ * Return: the time-stamp counter (EDX:EAX).
+ */
+static inline uint64_t
+pmc_rdtsc_hw(void *ctx)
+{
+	uint32_t lo, hi;
+
+	(void)ctx;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+#else
+/**
+ * pmc_rdpmc_hw() - placeholder where rdpmc is not implemented (PMC_HAVE_RDPMC undefined)
+ * @ctx: unused
+ * @counter: unused
+ *
+ * Lets the code compile on every architecture; callers check PMC_HAVE_RDPMC and use read()
+ * instead, so this is never reached.
+ * Return: 0.
+ */
+static inline uint64_t
+pmc_rdpmc_hw(void *ctx, uint32_t counter)
+{
+	(void)ctx;
+	(void)counter;
+	return 0;
+}
+
+/**
+ * pmc_rdtsc_hw() - placeholder where rdtsc is not implemented (PMC_HAVE_RDPMC undefined)
+ * @ctx: unused
+ *
+ * Return: 0.
+ */
+static inline uint64_t
+pmc_rdtsc_hw(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+#endif
+
+/* The real instructions. A constant, so pmc_reader_read(pc, &pmc_reader_hw_ops, &r) compiles at
+ * -O2 to the instructions inline, with no indirect calls. */
+static const struct pmc_reader_ops pmc_reader_hw_ops = {
+        .rdpmc = pmc_rdpmc_hw,
+        .rdtsc = pmc_rdtsc_hw,
+        .ctx = NULL,
+};
+
+/**
+ * pmc_scale() - estimate the full count of a multiplexed event
+ * @value: the count observed while the event was running
+ * @enabled: nanoseconds the event was enabled
+ * @running: nanoseconds it was actually counting
+ *
+ * Pure. Computes @value * @enabled / @running in 128 bits, so no intermediate product overflows;
+ * a result above UINT64_MAX (only possible with @enabled > @running) saturates to UINT64_MAX.
+ * Return: 0 when @running is 0 (the event never ran, even if @enabled is 0 too); @value
+ * unchanged when @enabled == @running; otherwise the scaled count, rounded down.
+ */
+static inline uint64_t
+pmc_scale(uint64_t value, uint64_t enabled, uint64_t running)
+{
+	if (running == 0)
+		return 0;
+	if (enabled == running)
+		return value;
+
+	pmc_u128 scaled = (pmc_u128)value * enabled / running;
+
+	return scaled > UINT64_MAX ? UINT64_MAX : (uint64_t)scaled;
+}
+
+/**
+ * pmc_reader_parse_group() - parse what read() of a perf group leader returned
+ * @buf: the words read(), borrowed; the group was opened with read_format =
+ *       PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
+ *       so it holds { u64 nr; u64 time_enabled; u64 time_running; u64 values[nr]; }
+ * @n_words: how many words read() returned (its byte count / 8), not the buffer's capacity
+ * @n_events: how many events the caller put in the group
+ * @values: receives the @n_events counts, in group order (leader first); caller-owned
+ * @enabled: receives time_enabled; may be NULL
+ * @running: receives time_running; may be NULL
+ *
+ * Pure. Nothing is written unless the whole buffer checks out.
+ * Return: 0, or -EBADMSG when @n_words is shorter than the header, nr differs from @n_events, or
+ * @n_words is not exactly 3 + nr (a short read, or a read_format with more fields such as
+ * PERF_FORMAT_ID, whose values would otherwise be misread).
+ */
+static inline int
+pmc_reader_parse_group(const uint64_t *buf, size_t n_words, size_t n_events, uint64_t *values,
+                       uint64_t *enabled, uint64_t *running)
+{
+	if (n_words < 3 || buf[0] != n_events || n_words - 3 != n_events)
+		return -EBADMSG;
+
+	for (size_t i = 0; i < n_events; i++)
+		values[i] = buf[3 + i];
+	if (enabled)
+		*enabled = buf[1];
+	if (running)
+		*running = buf[2];
+	return 0;
+}

@@ -1,0 +1,275 @@
+/* perf: the daemon's event table and perf_event_open() of client thread groups. */
+#include "perf.h"
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define HWC(id, op, res)                                                                           \
+	((uint64_t)PERF_COUNT_HW_CACHE_##id | ((uint64_t)PERF_COUNT_HW_CACHE_OP_##op << 8) |     \
+	 ((uint64_t)PERF_COUNT_HW_CACHE_RESULT_##res << 16))
+
+static const struct perf_known known[] = {
+	{"cycles", "CPU cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+	{"instructions", "instructions retired", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+	{"cache-references", "last-level cache accesses", PERF_TYPE_HARDWARE,
+	 PERF_COUNT_HW_CACHE_REFERENCES},
+	{"cache-misses", "last-level cache misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
+	{"branches", "branch instructions retired", PERF_TYPE_HARDWARE,
+	 PERF_COUNT_HW_BRANCH_INSTRUCTIONS},
+	{"branch-misses", "mispredicted branches", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
+	{"bus-cycles", "bus cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BUS_CYCLES},
+	{"stalled-cycles-frontend", "cycles stalled in the front end", PERF_TYPE_HARDWARE,
+	 PERF_COUNT_HW_STALLED_CYCLES_FRONTEND},
+	{"stalled-cycles-backend", "cycles stalled in the back end", PERF_TYPE_HARDWARE,
+	 PERF_COUNT_HW_STALLED_CYCLES_BACKEND},
+	{"ref-cycles", "reference cycles (unscaled by frequency)", PERF_TYPE_HARDWARE,
+	 PERF_COUNT_HW_REF_CPU_CYCLES},
+	{"L1-dcache-loads", "L1 data cache loads", PERF_TYPE_HW_CACHE, HWC(L1D, READ, ACCESS)},
+	{"L1-dcache-load-misses", "L1 data cache load misses", PERF_TYPE_HW_CACHE,
+	 HWC(L1D, READ, MISS)},
+	{"L1-icache-load-misses", "L1 instruction cache misses", PERF_TYPE_HW_CACHE,
+	 HWC(L1I, READ, MISS)},
+	{"LLC-loads", "last-level cache loads", PERF_TYPE_HW_CACHE, HWC(LL, READ, ACCESS)},
+	{"LLC-load-misses", "last-level cache load misses", PERF_TYPE_HW_CACHE, HWC(LL, READ, MISS)},
+	{"dTLB-load-misses", "data TLB load misses", PERF_TYPE_HW_CACHE, HWC(DTLB, READ, MISS)},
+	{"iTLB-load-misses", "instruction TLB misses", PERF_TYPE_HW_CACHE, HWC(ITLB, READ, MISS)},
+	{"branch-load-misses", "branch predictor misses", PERF_TYPE_HW_CACHE, HWC(BPU, READ, MISS)},
+	{"task-clock", "CPU time of the thread in ns", PERF_TYPE_SOFTWARE,
+	 PERF_COUNT_SW_TASK_CLOCK},
+	{"cpu-clock", "CPU clock in ns", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK},
+	{"page-faults", "page faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+	{"minor-faults", "minor page faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN},
+	{"major-faults", "major page faults (I/O)", PERF_TYPE_SOFTWARE,
+	 PERF_COUNT_SW_PAGE_FAULTS_MAJ},
+	{"context-switches", "context switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
+	{"cpu-migrations", "migrations to another CPU", PERF_TYPE_SOFTWARE,
+	 PERF_COUNT_SW_CPU_MIGRATIONS},
+	{"alignment-faults", "alignment faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_ALIGNMENT_FAULTS},
+	{"emulation-faults", "emulation faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_EMULATION_FAULTS},
+};
+
+/* Aliases perf(1) users type. */
+static const struct {
+	const char *alias, *name;
+} aliases[] = {
+	{"cpu-cycles", "cycles"}, {"cs", "context-switches"}, {"faults", "page-faults"},
+	{"migrations", "cpu-migrations"}, {"branch-instructions", "branches"},
+};
+
+static char *const hw_defaults[] = {"cycles", "instructions", "cache-misses", "branch-misses"};
+static char *const sw_defaults[] = {"task-clock", "page-faults", "context-switches",
+				    "cpu-migrations"};
+static bool have_pmu;
+static int held[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+
+const struct perf_known *
+perf_known_events(size_t *n)
+{
+	*n = ARRAY_SIZE(known);
+	return known;
+}
+
+static const struct perf_known *
+lookup(const char *name, size_t len)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(aliases); i++)
+		if (strlen(aliases[i].alias) == len && !strncmp(aliases[i].alias, name, len)) {
+			name = aliases[i].name;
+			len = strlen(name);
+			break;
+		}
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		if (strlen(known[i].name) == len && !strncmp(known[i].name, name, len))
+			return &known[i];
+	return NULL;
+}
+
+int
+perf_resolve(const char *name, struct perf_event_attr *attr)
+{
+	size_t len = strlen(name);
+	if (len == 0 || len >= PERF_NAME_MAX)
+		return -EINVAL;
+	const char *colon = strchr(name, ':');
+	size_t base = colon ? (size_t)(colon - name) : len;
+	const struct perf_known *k = lookup(name, base);
+	if (!k)
+		return -ENOENT;
+
+	bool sw = k->type == PERF_TYPE_SOFTWARE;
+	bool user = true, kernel = sw;
+	if (colon) {
+		user = kernel = false;
+		if (!colon[1])
+			return -EINVAL;
+		for (const char *m = colon + 1; *m; m++) {
+			if (*m == 'u')
+				user = true;
+			else if (*m == 'k')
+				kernel = true;
+			else
+				return -EINVAL;
+		}
+	}
+	memset(attr, 0, sizeof(*attr));
+	attr->size = sizeof(*attr);
+	attr->type = k->type;
+	attr->config = k->config;
+	attr->exclude_user = !user;
+	attr->exclude_kernel = !kernel;
+	attr->exclude_hv = 1;
+	attr->read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
+			    PERF_FORMAT_TOTAL_TIME_RUNNING;
+	return 0;
+}
+
+static size_t
+edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t row[PERF_NAME_MAX + 1];
+	if (la > PERF_NAME_MAX || lb > PERF_NAME_MAX)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+const char *
+perf_suggest(const char *name)
+{
+	char base[PERF_NAME_MAX];
+	snprintf(base, sizeof(base), "%s", name);
+	char *colon = strchr(base, ':');
+	if (colon)
+		*colon = 0;
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
+		size_t d = edit_distance(base, known[i].name);
+		if (d < best_d) {
+			best_d = d;
+			best = known[i].name;
+		}
+	}
+	/* Only suggest what looks like a typo, not an arbitrary name. */
+	if (best && best_d <= 1 + strlen(base) / 3)
+		return best;
+	return NULL;
+}
+
+static int
+open_one(struct perf_event_attr *attr, pid_t tid, int group)
+{
+	int fd = (int)syscall(SYS_perf_event_open, attr, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int
+perf_open_group(pid_t tid, char *const *names, size_t n, int *fds, size_t *failed)
+{
+	struct perf_event_attr attr;
+	size_t i;
+	int r = 0;
+
+	for (i = 0; i < n; i++) {
+		r = perf_resolve(names[i], &attr);
+		if (r < 0)
+			break;
+		r = open_one(&attr, tid, i ? fds[0] : -1);
+		if (r < 0)
+			break;
+		fds[i] = r;
+		r = 0;
+	}
+	if (r < 0) {
+		*failed = i;
+		while (i-- > 0)
+			close(fds[i]);
+	}
+	return r;
+}
+
+int
+perf_probe(const char *name)
+{
+	struct perf_event_attr attr;
+	int r = perf_resolve(name, &attr);
+	if (r < 0)
+		return r;
+	r = open_one(&attr, 0, -1);
+	if (r < 0)
+		return r;
+	close(r);
+	return 0;
+}
+
+void
+perf_setup(void)
+{
+	static const uint64_t sw[] = {PERF_COUNT_SW_TASK_CLOCK, PERF_COUNT_SW_PAGE_FAULTS,
+				      PERF_COUNT_SW_CONTEXT_SWITCHES,
+				      PERF_COUNT_SW_CPU_MIGRATIONS};
+	for (size_t i = 0; i < ARRAY_SIZE(sw); i++) {
+		struct perf_event_attr attr = {.size = sizeof(attr),
+					       .type = PERF_TYPE_SOFTWARE,
+					       .config = sw[i],
+					       .disabled = 1};
+		int fd = open_one(&attr, 0, -1);
+		if (fd >= 0)
+			held[i] = fd;
+	}
+	int r = perf_probe("cycles");
+	have_pmu = r == 0;
+	if (!have_pmu)
+		log_info("no hardware PMU (cycles: %s): default events are software events",
+			 strerror(-r));
+}
+
+void
+perf_cleanup(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(held); i++)
+		if (held[i] >= 0) {
+			close(held[i]);
+			held[i] = -1;
+		}
+}
+
+bool
+perf_hardware_pmu(void)
+{
+	return have_pmu;
+}
+
+char *const *
+perf_default_events(size_t *n)
+{
+	if (have_pmu) {
+		*n = ARRAY_SIZE(hw_defaults);
+		return hw_defaults;
+	}
+	*n = ARRAY_SIZE(sw_defaults);
+	return sw_defaults;
+}

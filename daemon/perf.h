@@ -1,0 +1,85 @@
+/* perf: event names and perf_event_open() for the daemon. The daemon resolves every
+ * name (the privileged side decides what an event means) and opens the counters of a
+ * client thread as one group. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PERF_MAX_EVENTS 16
+#define PERF_NAME_MAX 64
+
+struct perf_event_attr;
+
+/** One named event this daemon knows. */
+struct perf_known {
+	const char *name;
+	const char *description;
+	uint32_t type;
+	uint64_t config;
+};
+
+/**
+ * perf_known_events() - the table of event names this daemon resolves
+ * @n: set to its length
+ * Return: the static table (borrowed).
+ */
+const struct perf_known *perf_known_events(size_t *n);
+
+/**
+ * perf_resolve() - fill @attr for event @name ("cycles", "page-faults:u", ...)
+ * @attr: zeroed and filled on success, ready for perf_event_open() in a group whose
+ *        leader reads PERF_FORMAT_GROUP with both total times
+ * Modifiers: ":u" user only, ":k" kernel only, ":uk" both. Without one, hardware events
+ * count user mode only and software events count both (they count kernel activity:
+ * page faults, context switches).
+ * Return: 0, -ENOENT for an unknown name, -EINVAL for a bad modifier or a long name.
+ */
+int perf_resolve(const char *name, struct perf_event_attr *attr);
+
+/**
+ * perf_suggest() - the known name closest to @name (edit distance), for error messages
+ * Return: a static name (borrowed), or NULL when nothing is close.
+ */
+const char *perf_suggest(const char *name);
+
+/**
+ * perf_open_group() - open @n resolved events on thread @tid as one group
+ * @tid: thread to count (any CPU)
+ * @names: event names (borrowed), already checked with perf_resolve()
+ * @fds: @n slots; on success fds[0] is the group leader; the caller owns them all
+ * Return: 0, or -errno of the failing perf_event_open() (every fd opened so far
+ * closed); *@failed is set to the index of the event that failed.
+ */
+int perf_open_group(pid_t tid, char *const *names, size_t n, int *fds, size_t *failed);
+
+/**
+ * perf_setup() - probe the machine once at start-up
+ *
+ * Finds whether a hardware PMU can count (sets the default event set accordingly) and
+ * keeps one event of each software kind open for the daemon's life, which makes every
+ * later open and close of those events about 12x cheaper (the kernel skips its
+ * first-user set-up and last-user teardown).
+ */
+void perf_setup(void);
+
+/** perf_cleanup() - close what perf_setup() holds. */
+void perf_cleanup(void);
+
+/** perf_hardware_pmu() - whether perf_setup() found a usable hardware PMU. */
+bool perf_hardware_pmu(void);
+
+/**
+ * perf_default_events() - the event names used when a client asks for none
+ * @n: set to the count
+ * Return: static names (borrowed).
+ */
+char *const *perf_default_events(size_t *n);
+
+/**
+ * perf_probe() - try to open @name on the daemon itself
+ * Return: 0 when it can be counted here, else the negative errno.
+ */
+int perf_probe(const char *name);

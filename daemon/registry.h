@@ -1,0 +1,85 @@
+/* registry: the daemon's aggregates, per process and per region, kept after the
+ * process disconnects. A process is keyed by (pid, start time) so that a recycled pid
+ * never merges into a dead process's figures. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "stats.h"
+
+/** Figures of one event in one region. */
+struct event_agg {
+	struct stats st;
+	uint64_t scaled;       /* samples whose value was extrapolated */
+	double ratio_sum;      /* sum of running/enabled over those samples */
+};
+
+/** One named region of one process. */
+struct region_agg {
+	char *name;
+	uint64_t count;
+	struct stats wall;
+	size_t n_ev;              /* slots in ev, indexed by process event id */
+	struct event_agg *ev;     /* slot i is in use when ev[i].st.count or seen[i] */
+	bool *seen;
+};
+
+struct process {
+	pid_t pid;
+	uid_t uid;
+	uint64_t start;           /* start time in clock ticks since boot (/proc/PID/stat) */
+	char comm[17];
+	unsigned connections;
+	size_t n_events;
+	char **events;            /* process event ids -> names */
+	size_t n_regions;
+	struct region_agg **regions;
+	struct process *next;
+};
+
+struct registry {
+	struct process *procs;
+	size_t n_procs;
+	size_t n_regions;
+};
+
+/**
+ * registry_process() - the live process @pid, created on first use
+ * @uid: the peer's uid (kept for queries)
+ * Return: the process (owned by @reg), or NULL on -ENOMEM or when @pid is gone.
+ */
+struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
+
+/**
+ * process_region() - find or create region @name of @p
+ * Return: the region (owned by @p), or NULL on -ENOMEM.
+ */
+struct region_agg *process_region(struct registry *reg, struct process *p, const char *name);
+
+/**
+ * process_event_id() - the process-wide id of event @name, created on first use
+ * Return: id >= 0, or -ENOMEM.
+ */
+int process_event_id(struct process *p, const char *name);
+
+/**
+ * region_event() - the figures of process event @id in @r, created on first use
+ * Return: the slot (owned by @r), or NULL on -ENOMEM.
+ */
+struct event_agg *region_event(struct region_agg *r, size_t id);
+
+/** process_read_start() - read @pid's start time and comm; 0 or -errno (-ESRCH). */
+int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
+
+/**
+ * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:
+ * any); regions stay known, with zero figures
+ * Return: the number of regions cleared.
+ */
+unsigned registry_reset(struct registry *reg, pid_t pid, const char *region);
+
+/** registry_free() - free everything @reg holds. */
+void registry_free(struct registry *reg);

@@ -1,0 +1,97 @@
+/* server: the libevent loop of pmcdaemon: accepts connections, hands each to a
+ * session, and stops on SIGINT or SIGTERM. Nothing outside this file and session.c
+ * sees libevent's return conventions. */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "session.h"
+#include "util.h"
+
+static void
+on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	for (int i = 0; i < 32; i++) {
+		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_errno(-errno, "accept");
+			return;
+		}
+		int r = session_new(srv, c);
+		if (r < 0)
+			log_errno(r, "cannot serve a new connection");
+	}
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct server *srv = arg;
+	log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	event_base_loopbreak(srv->base);
+}
+
+int
+server_new(int listen_fd, struct server **out)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	if (!srv) {
+		close(listen_fd);
+		return -ENOMEM;
+	}
+	srv->listen_fd = listen_fd;
+	srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
+	srv->rxbuf = malloc(SERVER_MAX_REQUEST);
+	srv->base = event_base_new();
+	if (!srv->rxbuf || !srv->base) {
+		server_free(srv);
+		return -ENOMEM;
+	}
+	evutil_make_socket_nonblocking(listen_fd);
+	srv->listen_ev = event_new(srv->base, listen_fd, EV_READ | EV_PERSIST, on_accept, srv);
+	srv->sig_ev[0] = evsignal_new(srv->base, SIGINT, on_signal, srv);
+	srv->sig_ev[1] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+	if (!srv->listen_ev || !srv->sig_ev[0] || !srv->sig_ev[1] ||
+	    event_add(srv->listen_ev, NULL) < 0 || event_add(srv->sig_ev[0], NULL) < 0 ||
+	    event_add(srv->sig_ev[1], NULL) < 0) {
+		server_free(srv);
+		return -ENOMEM;
+	}
+	*out = srv;
+	return 0;
+}
+
+int
+server_run(struct server *srv)
+{
+	return event_base_dispatch(srv->base) < 0 ? -EIO : 0;
+}
+
+void
+server_free(struct server *srv)
+{
+	if (!srv)
+		return;
+	while (srv->sessions)
+		session_free(srv->sessions);
+	for (size_t i = 0; i < ARRAY_SIZE(srv->sig_ev); i++)
+		if (srv->sig_ev[i])
+			event_free(srv->sig_ev[i]);
+	if (srv->listen_ev)
+		event_free(srv->listen_ev);
+	if (srv->base)
+		event_base_free(srv->base);
+	if (srv->listen_fd >= 0)
+		close(srv->listen_fd);
+	registry_free(&srv->reg);
+	free(srv->rxbuf);
+	free(srv);
+}

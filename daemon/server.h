@@ -1,0 +1,41 @@
+/* server: pmcdaemon's libevent loop, its listening socket, its signals and the
+ * figures it reports in Status. */
+#pragma once
+
+#include <stdint.h>
+
+#include "registry.h"
+
+struct event_base;
+struct event;
+struct session;
+
+/* Largest request datagram the daemon accepts. */
+#define SERVER_MAX_REQUEST (1u << 20)
+
+struct server {
+	struct event_base *base;
+	int listen_fd;
+	struct event *listen_ev;
+	struct event *sig_ev[2];
+	struct session *sessions;
+	unsigned n_sessions;
+	unsigned n_threads;
+	struct registry reg;
+	uint64_t started_ns;
+	uint64_t samples, batches, dropped, rejected;
+	uint8_t *rxbuf; /* one request at a time: the loop is single-threaded */
+};
+
+/**
+ * server_new() - set up the loop around listening socket @listen_fd
+ * @listen_fd: bound, listening SOCK_SEQPACKET socket; taken (closed on failure too)
+ * Return: 0 with *@out set, or -errno.
+ */
+int server_new(int listen_fd, struct server **out);
+
+/** server_run() - serve until SIGINT or SIGTERM; 0 or -errno. */
+int server_run(struct server *srv);
+
+/** server_free() - close every connection and free @srv; NULL is fine. */
+void server_free(struct server *srv);

@@ -1,0 +1,631 @@
+/* session: decode and dispatch each datagram of one client connection. A datagram
+ * that does not decode, names no request, or breaks the protocol closes this
+ * connection only; a request the daemon refuses gets an error Response. */
+#include "session.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <linux/perf_event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "perf.h"
+#include "server.h"
+#include "util.h"
+#include "wire.h"
+
+#define SESSION_MAX_THREADS 4096
+#define SESSION_MAX_REGION_ID 65535
+#define REGION_NAME_MAX 127
+/* Datagrams handled per wake-up before yielding to the other connections. */
+#define SESSION_BURST 64
+
+static int
+reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
+{
+	int r = wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT);
+	if (r < 0)
+		log_debug("pid %d: cannot send reply: %s", (int)s->pid, strerror(-r));
+	return r;
+}
+
+static int
+reply_error(struct session *s, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int
+reply_error(struct session *s, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_debug("pid %d: refused: %s", (int)s->pid, msg);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.error = err;
+	resp.message = msg;
+	return reply(s, &resp, NULL, 0);
+}
+
+static int
+handle_hello(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__Hello *h = req->hello;
+	if (h->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
+		reply_error(s, EPROTO, "protocol version %u is not supported (this daemon speaks %d)",
+			    h->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		return -EPROTO;
+	}
+	s->hello = 1;
+	Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;
+	hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	hr.daemon_version = PMC_VERSION;
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_HELLO;
+	resp.hello = &hr;
+	return reply(s, &resp, NULL, 0);
+}
+
+static struct session_thread *
+find_thread(struct session *s, pid_t tid)
+{
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (s->threads[i].tid == tid)
+			return &s->threads[i];
+	return NULL;
+}
+
+static void
+thread_close(struct server *srv, struct session_thread *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		close(t->fds[i]);
+	free(t->fds);
+	free(t->ev_id);
+	srv->n_threads--;
+}
+
+static void
+drop_thread(struct session *s, struct session_thread *t)
+{
+	thread_close(s->srv, t);
+	*t = s->threads[--s->n_threads];
+}
+
+static bool
+thread_of(pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+	return stat(path, &st) == 0;
+}
+
+static int
+handle_register(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__RegisterThread *rt = req->register_thread;
+	pid_t tid = rt->tid;
+	char *const *names = rt->events;
+	size_t n = rt->n_events;
+
+	if (tid <= 0 || !thread_of(s->pid, tid))
+		return reply_error(s, EPERM,
+				   "thread %d is not a thread of the calling process %d: a process "
+				   "may only register its own threads",
+				   (int)tid, (int)s->pid);
+	if (!n)
+		names = perf_default_events(&n);
+	if (n > PERF_MAX_EVENTS)
+		return reply_error(s, E2BIG, "%zu events asked for; at most %d per thread", n,
+				   PERF_MAX_EVENTS);
+	for (size_t i = 0; i < n; i++) {
+		struct perf_event_attr attr;
+		int r = perf_resolve(names[i], &attr);
+		if (r == -ENOENT) {
+			const char *hint = perf_suggest(names[i]);
+			return reply_error(s, ENOENT,
+					   "unknown event '%.64s'%s%s%s; 'pmcctl events' lists the "
+					   "events this machine can count",
+					   names[i], hint ? " (did you mean '" : "", hint ? hint : "",
+					   hint ? "'?)" : "");
+		}
+		if (r < 0)
+			return reply_error(s, -r,
+					   "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
+					   "NAME:uk",
+					   names[i]);
+	}
+
+	struct session_thread *old = find_thread(s, tid);
+	if (!old && s->n_threads >= SESSION_MAX_THREADS)
+		return reply_error(s, EMFILE, "at most %d threads per connection",
+				   SESSION_MAX_THREADS);
+
+	int fds[PERF_MAX_EVENTS];
+	size_t failed = 0;
+	int r = perf_open_group(tid, names, n, fds, &failed);
+	if (r < 0) {
+		const char *why = r == -ENOENT || r == -EOPNOTSUPP
+					  ? " (this machine cannot count it: no hardware PMU? the "
+					    "software events task-clock, page-faults, "
+					    "context-switches and cpu-migrations always work)"
+					  : "";
+		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
+				   names[failed], (int)tid, strerror(-r), why);
+	}
+
+	struct session_thread t = {.tid = tid, .n = n};
+	t.fds = malloc(n * sizeof(int));
+	t.ev_id = malloc(n * sizeof(uint32_t));
+	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];
+	r = t.fds && t.ev_id ? 0 : -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int id = process_event_id(s->proc, names[i]);
+		if (id < 0)
+			r = id;
+		else
+			t.ev_id[i] = (uint32_t)id;
+		pmc__event_desc__init(&descs[i]);
+		descs[i].name = names[i];
+		descs[i].group = 0;
+		dp[i] = &descs[i];
+	}
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		free(t.fds);
+		free(t.ev_id);
+		return reply_error(s, ENOMEM, "out of memory");
+	}
+	memcpy(t.fds, fds, n * sizeof(int));
+
+	if (old) {
+		thread_close(s->srv, old);
+		*old = t;
+	} else {
+		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
+		if (!v) {
+			s->srv->n_threads++;
+			thread_close(s->srv, &t);
+			return reply_error(s, ENOMEM, "out of memory");
+		}
+		s->threads = v;
+		s->threads[s->n_threads++] = t;
+	}
+	s->srv->n_threads++;
+
+	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+	rr.tid = tid;
+	rr.n_events = n;
+	rr.events = dp;
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+	resp.register_reply = &rr;
+	log_debug("pid %d: registered thread %d with %zu events", (int)s->pid, (int)tid, n);
+	return reply(s, &resp, fds, n);
+}
+
+static int
+handle_thread_exit(struct session *s, const Pmc__Request *req)
+{
+	struct session_thread *t = find_thread(s, req->thread_exit->tid);
+	if (t)
+		drop_thread(s, t);
+	return 0;
+}
+
+static int
+define_regions(struct session *s, const Pmc__SampleBatch *b)
+{
+	if (b->n_def_id != b->n_def_name)
+		return -EBADMSG;
+	for (size_t i = 0; i < b->n_def_id; i++) {
+		uint32_t id = b->def_id[i];
+		const char *name = b->def_name[i];
+		size_t len = strlen(name);
+		if (id == 0 || id > SESSION_MAX_REGION_ID || len == 0 || len > REGION_NAME_MAX)
+			return -EBADMSG;
+		if (id >= s->n_ids) {
+			size_t n = id + 1 > 2 * s->n_ids ? id + 1 : 2 * s->n_ids;
+			struct region_agg **v = realloc(s->ids, n * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			memset(v + s->n_ids, 0, (n - s->n_ids) * sizeof(*v));
+			s->ids = v;
+			s->n_ids = n;
+		}
+		struct region_agg *r = process_region(&s->srv->reg, s->proc, name);
+		if (!r)
+			return -ENOMEM;
+		s->ids[id] = r;
+	}
+	return 0;
+}
+
+static int
+handle_batch(struct session *s, const Pmc__SampleBatch *b)
+{
+	struct session_thread *t = find_thread(s, b->tid);
+	if (!t)
+		return -EBADMSG;
+	size_t n = b->n_region, ne = t->n;
+	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_flags && b->n_flags != n))
+		return -EBADMSG;
+	int r = define_regions(s, b);
+	if (r < 0)
+		return r;
+	/* Check the whole batch before counting any of it. */
+	size_t n_scaled = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = b->region[i];
+		if (id >= s->n_ids || !s->ids[id])
+			return -EBADMSG;
+		if (b->n_flags && (b->flags[i] & PMC__SAMPLE_FLAG__SAMPLE_FLAG_SCALED))
+			n_scaled++;
+	}
+	if (b->n_scale_ratio && b->n_scale_ratio != n_scaled)
+		return -EBADMSG;
+
+	struct event_agg *ev[PERF_MAX_EVENTS];
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct region_agg *reg = s->ids[b->region[i]];
+		bool scaled = b->n_flags && (b->flags[i] & PMC__SAMPLE_FLAG__SAMPLE_FLAG_SCALED);
+		double ratio = 1.0;
+		if (scaled) {
+			if (b->n_scale_ratio)
+				ratio = b->scale_ratio[k];
+			k++;
+		}
+		reg->count++;
+		stats_add(&reg->wall, b->wall_ns[i]);
+		for (size_t j = 0; j < ne; j++) {
+			ev[j] = region_event(reg, t->ev_id[j]);
+			if (!ev[j])
+				return -ENOMEM;
+			stats_add(&ev[j]->st, b->values[i * ne + j]);
+			if (scaled) {
+				ev[j]->scaled++;
+				ev[j]->ratio_sum += ratio;
+			}
+		}
+	}
+	s->srv->samples += n;
+	s->srv->batches++;
+	s->srv->dropped += b->dropped;
+	return 0;
+}
+
+static int
+handle_sample_batch(struct session *s, const Pmc__Request *req)
+{
+	int r = handle_batch(s, req->sample_batch);
+	if (r == -EBADMSG)
+		log_warn("pid %d: malformed sample batch (tid %d): closing the connection",
+			 (int)s->pid, (int)req->sample_batch->tid);
+	return r;
+}
+
+static void
+fill_stats(Pmc__Stats *out, const struct stats *st)
+{
+	pmc__stats__init(out);
+	out->sum = st->sum;
+	out->min = st->count ? st->min : 0;
+	out->max = st->max;
+	out->mean = st->mean;
+	out->stddev = stats_stddev(st);
+	out->p50 = stats_quantile(st, 0.50);
+	out->p90 = stats_quantile(st, 0.90);
+	out->p99 = stats_quantile(st, 0.99);
+}
+
+struct query_buf {
+	Pmc__RegionStats *rs, **rsp;
+	Pmc__Stats *st;
+	Pmc__EventStats *es, **esp;
+	size_t n_rs, n_st, n_es;
+};
+
+static void
+query_buf_free(struct query_buf *q)
+{
+	free(q->rs);
+	free(q->rsp);
+	free(q->st);
+	free(q->es);
+	free(q->esp);
+}
+
+static bool
+query_match(const struct process *p, const struct region_agg *r, pid_t pid, const char *region)
+{
+	if (pid && p->pid != pid)
+		return false;
+	return !region || !*region || !strcmp(region, r->name);
+}
+
+static int
+handle_query(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__Query *q = req->query;
+	struct registry *reg = &s->srv->reg;
+	size_t n_rs = 0, n_es = 0;
+
+	for (struct process *p = reg->procs; p; p = p->next)
+		for (size_t i = 0; i < p->n_regions; i++) {
+			struct region_agg *r = p->regions[i];
+			if (!query_match(p, r, q->pid, q->region))
+				continue;
+			n_rs++;
+			for (size_t j = 0; j < r->n_ev; j++)
+				n_es += r->seen[j];
+		}
+
+	_cleanup_(query_buf_free) struct query_buf b = {0};
+	b.rs = calloc(n_rs + 1, sizeof(*b.rs));
+	b.rsp = calloc(n_rs + 1, sizeof(*b.rsp));
+	b.st = calloc(n_rs + n_es + 1, sizeof(*b.st));
+	b.es = calloc(n_es + 1, sizeof(*b.es));
+	b.esp = calloc(n_es + 1, sizeof(*b.esp));
+	if (!b.rs || !b.rsp || !b.st || !b.es || !b.esp)
+		return reply_error(s, ENOMEM, "out of memory");
+
+	for (struct process *p = reg->procs; p; p = p->next)
+		for (size_t i = 0; i < p->n_regions; i++) {
+			struct region_agg *r = p->regions[i];
+			if (!query_match(p, r, q->pid, q->region))
+				continue;
+			Pmc__RegionStats *rs = &b.rs[b.n_rs];
+			b.rsp[b.n_rs++] = rs;
+			pmc__region_stats__init(rs);
+			rs->pid = p->pid;
+			rs->uid = p->uid;
+			rs->comm = p->comm;
+			rs->name = r->name;
+			rs->count = r->count;
+			rs->wall_ns = &b.st[b.n_st++];
+			fill_stats(rs->wall_ns, &r->wall);
+			rs->events = &b.esp[b.n_es];
+			for (size_t j = 0; j < r->n_ev; j++) {
+				if (!r->seen[j])
+					continue;
+				Pmc__EventStats *es = &b.es[b.n_es];
+				b.esp[b.n_es++] = es;
+				rs->n_events++;
+				pmc__event_stats__init(es);
+				es->name = p->events[j];
+				es->stats = &b.st[b.n_st++];
+				fill_stats(es->stats, &r->ev[j].st);
+				es->scaled_count = r->ev[j].scaled;
+				es->scaled_ratio = r->ev[j].scaled
+							   ? r->ev[j].ratio_sum / (double)r->ev[j].scaled
+							   : 1.0;
+			}
+		}
+
+	Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
+	qr.n_regions = b.n_rs;
+	qr.regions = b.rsp;
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_QUERY;
+	resp.query = &qr;
+	if (pmc__response__get_packed_size(&resp) > WIRE_MAX_DATAGRAM)
+		return reply_error(s, EMSGSIZE,
+				   "%zu regions do not fit in one reply: narrow the query with "
+				   "--pid or --region",
+				   b.n_rs);
+	return reply(s, &resp, NULL, 0);
+}
+
+static int
+handle_reset(struct session *s, const Pmc__Request *req)
+{
+	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
+	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_RESET;
+	resp.reset = &rr;
+	return reply(s, &resp, NULL, 0);
+}
+
+static int
+handle_status(struct session *s, const Pmc__Request *req)
+{
+	struct server *srv = s->srv;
+	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
+	st.daemon_version = PMC_VERSION;
+	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	st.uptime_ns = util_now_ns(CLOCK_MONOTONIC) - srv->started_ns;
+	st.clients = srv->n_sessions;
+	st.threads = srv->n_threads;
+	st.processes = (uint32_t)srv->reg.n_procs;
+	st.regions = (uint32_t)srv->reg.n_regions;
+	st.samples = srv->samples;
+	st.batches = srv->batches;
+	st.dropped = srv->dropped;
+	st.rejected = srv->rejected;
+	st.pid = getpid();
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_STATUS;
+	resp.status = &st;
+	return reply(s, &resp, NULL, 0);
+}
+
+static int
+handle_list_events(struct session *s, const Pmc__Request *req)
+{
+	size_t n, n_def;
+	const struct perf_known *k = perf_known_events(&n);
+	char *const *def = perf_default_events(&n_def);
+	Pmc__EventInfo info[n], *ip[n];
+	char errs[n][96];
+
+	for (size_t i = 0; i < n; i++) {
+		pmc__event_info__init(&info[i]);
+		ip[i] = &info[i];
+		info[i].name = (char *)k[i].name;
+		info[i].description = (char *)k[i].description;
+		info[i].hardware = k[i].type != PERF_TYPE_SOFTWARE;
+		int r = perf_probe(k[i].name);
+		info[i].usable = r == 0;
+		snprintf(errs[i], sizeof(errs[i]), "%s", r ? strerror(-r) : "");
+		info[i].error = errs[i];
+	}
+	Pmc__EventsReply er = PMC__EVENTS_REPLY__INIT;
+	er.n_events = n;
+	er.events = ip;
+	er.hardware_pmu = perf_hardware_pmu();
+	er.n_default_events = n_def;
+	er.default_events = (char **)def;
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_EVENTS;
+	resp.events = &er;
+	return reply(s, &resp, NULL, 0);
+}
+
+typedef int (*handler_fn)(struct session *s, const Pmc__Request *req);
+
+static const struct {
+	handler_fn fn;
+	bool needs_hello;
+} handlers[] = {
+	[PMC__REQUEST__BODY_HELLO] = {handle_hello, false},
+	[PMC__REQUEST__BODY_REGISTER_THREAD] = {handle_register, true},
+	[PMC__REQUEST__BODY_SAMPLE_BATCH] = {handle_sample_batch, true},
+	[PMC__REQUEST__BODY_THREAD_EXIT] = {handle_thread_exit, true},
+	[PMC__REQUEST__BODY_QUERY] = {handle_query, true},
+	[PMC__REQUEST__BODY_RESET] = {handle_reset, true},
+	[PMC__REQUEST__BODY_STATUS] = {handle_status, true},
+	[PMC__REQUEST__BODY_LIST_EVENTS] = {handle_list_events, true},
+};
+
+/* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
+static int
+session_dispatch_one(struct session *s)
+{
+	int fds[1];
+	size_t n_fds = 0;
+	ssize_t len = wire_recv(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 0, &n_fds,
+				MSG_DONTWAIT);
+	if (len < 0) {
+		if (len == -EMSGSIZE)
+			log_warn("pid %d: request over %u bytes: closing the connection",
+				 (int)s->pid, SERVER_MAX_REQUEST);
+		else if (len == -EBADMSG)
+			log_warn("pid %d: unexpected file descriptors: closing the connection",
+				 (int)s->pid);
+		return (int)len;
+	}
+	Pmc__Request *req = NULL;
+	int r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req);
+	if (r < 0) {
+		log_warn("pid %d: malformed request (%zd bytes): closing the connection",
+			 (int)s->pid, len);
+		return r;
+	}
+	unsigned c = req->body_case;
+	if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
+		r = -EBADMSG;
+	} else if (handlers[c].needs_hello && !s->hello) {
+		log_warn("pid %d: request before Hello: closing the connection", (int)s->pid);
+		r = -EPROTO;
+	} else {
+		r = handlers[c].fn(s, req);
+	}
+	pmc__request__free_unpacked(req, NULL);
+	return r == -EAGAIN ? -EPIPE : r;
+}
+
+static void
+session_on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	int r = 0;
+	for (int i = 0; i < SESSION_BURST; i++) {
+		r = session_dispatch_one(s);
+		if (r < 0)
+			break;
+	}
+	if (r == 0 || r == -EAGAIN)
+		return;
+	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE)
+		s->srv->rejected++;
+	if (r != -ECONNRESET)
+		log_debug("pid %d: closing connection: %s", (int)s->pid, strerror(-r));
+	session_free(s);
+}
+
+int
+session_new(struct server *srv, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0) {
+		close(fd);
+		return -EPERM;
+	}
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->srv = srv;
+	s->fd = fd;
+	s->pid = cred.pid;
+	s->uid = cred.uid;
+	s->gid = cred.gid;
+	s->proc = registry_process(&srv->reg, cred.pid, cred.uid);
+	s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s);
+	if (!s->proc || !s->ev || event_add(s->ev, NULL) < 0) {
+		int r = s->proc ? -ENOMEM : -ESRCH;
+		if (s->ev)
+			event_free(s->ev);
+		free(s);
+		close(fd);
+		return r;
+	}
+	/* Query replies can be large; root may raise the buffer past wmem_max. */
+	int sz = 8 << 20;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	s->proc->connections++;
+	s->next = srv->sessions;
+	if (srv->sessions)
+		srv->sessions->prev = s;
+	srv->sessions = s;
+	srv->n_sessions++;
+	log_debug("pid %d (uid %d, %s): connected", (int)s->pid, (int)s->uid, s->proc->comm);
+	return 0;
+}
+
+void
+session_free(struct session *s)
+{
+	if (!s)
+		return;
+	struct server *srv = s->srv;
+	for (size_t i = 0; i < s->n_threads; i++)
+		thread_close(srv, &s->threads[i]);
+	free(s->threads);
+	free(s->ids);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		srv->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	srv->n_sessions--;
+	s->proc->connections--;
+	event_free(s->ev);
+	close(s->fd);
+	free(s);
+}

@@ -1,0 +1,42 @@
+/* session: one client connection of pmcdaemon: its peer credentials, the threads
+ * it registered (with the daemon's copies of their fds) and its region ids. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct server;
+
+struct session_thread {
+	pid_t tid;
+	size_t n;          /* events */
+	int *fds;          /* daemon's copies */
+	uint32_t *ev_id;   /* process event ids, one per event */
+};
+
+struct session {
+	struct server *srv;
+	struct session *prev, *next;
+	int fd;
+	struct event *ev;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int hello;
+	struct process *proc;
+	size_t n_threads;
+	struct session_thread *threads;
+	size_t n_ids;
+	struct region_agg **ids; /* client region id -> region */
+};
+
+/**
+ * session_new() - start serving the accepted connection @fd
+ * @fd: taken (closed on failure too)
+ * Return: 0, or -errno (-EPERM: the peer's credentials cannot be read).
+ */
+int session_new(struct server *srv, int fd);
+
+/** session_free() - close the connection and its threads' fds; the process's
+ * aggregates stay in the registry. */
+void session_free(struct session *s);

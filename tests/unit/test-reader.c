@@ -1,0 +1,614 @@
+/* Unit tests for client/reader.h: sign extension, the rdpmc seqlock reader over a simulated
+ * perf_event_mmap_page with fake rdpmc/rdtsc (no PMU needed), time scaling, the fallback cases,
+ * retries under a concurrent writer thread, the bound on retries, and group read() parsing.
+ * Prints "ok N - name" per test; exits 1 at the first failed check. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "reader.h"
+
+#define CHECK(expr)                                                                                \
+	do {                                                                                       \
+		if (!(expr)) {                                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+/* Compares as uint64_t (so signed values compare by bit pattern) and prints both sides. */
+#define CHECK_EQ(a, b)                                                                             \
+	do {                                                                                       \
+		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                   \
+		if (a_ != b_) {                                                                    \
+			fprintf(stderr,                                                            \
+			        "%s:%d: check failed: %s == %s (%" PRIu64 " [0x%" PRIx64           \
+			        "] != %" PRIu64 " [0x%" PRIx64 "])\n",                             \
+			        __FILE__, __LINE__, #a, #b, a_, a_, b_, b_);                       \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static unsigned n_tests;
+
+static void
+run_test(void (*fn)(void), const char *name)
+{
+	fn();
+	printf("ok %u - %s\n", ++n_tests, name);
+	fflush(stdout);
+}
+
+#define RUN(fn) run_test(fn, #fn)
+
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static size_t
+page_len(void)
+{
+	size_t psz = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (sizeof(struct perf_event_mmap_page) + psz - 1) / psz * psz;
+}
+
+/* A zeroed, page-aligned page like the one the kernel maps; free with page_free(). */
+static struct perf_event_mmap_page *
+page_new(void)
+{
+	void *p =
+	        mmap(NULL, page_len(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(p != MAP_FAILED);
+	return p;
+}
+
+static void
+page_free(struct perf_event_mmap_page *pg)
+{
+	CHECK(munmap(pg, page_len()) == 0);
+}
+
+/* The fake instructions and what they saw. */
+struct fake {
+	struct perf_event_mmap_page *pg;
+	uint64_t raw;          /* what rdpmc returns */
+	uint64_t tsc;          /* what rdtsc returns */
+	uint32_t want_counter; /* rdpmc must be asked for exactly this counter */
+	unsigned rdpmc_calls;
+	unsigned rdtsc_calls;
+	unsigned bump_first; /* the first this-many rdpmc calls move pg->lock on (force a retry) */
+	bool bump_always;    /* every rdpmc call moves pg->lock on (a writer that never finishes) */
+};
+
+static uint64_t
+fake_rdpmc(void *ctx, uint32_t counter)
+{
+	struct fake *f = ctx;
+
+	CHECK_EQ(counter, f->want_counter);
+	f->rdpmc_calls++;
+	/* By 2, so lock stays even: the retry comes from "lock changed", not "lock odd". */
+	if (f->bump_always || f->rdpmc_calls <= f->bump_first)
+		__atomic_fetch_add(&f->pg->lock, 2, __ATOMIC_RELAXED);
+	return f->raw;
+}
+
+static uint64_t
+fake_rdtsc(void *ctx)
+{
+	struct fake *f = ctx;
+
+	f->rdtsc_calls++;
+	return f->tsc;
+}
+
+static struct pmc_reader_ops
+fake_ops(struct fake *f)
+{
+	return (struct pmc_reader_ops){.rdpmc = fake_rdpmc, .rdtsc = fake_rdtsc, .ctx = f};
+}
+
+/* A page with rdpmc allowed on hardware counter @index - 1 of width @width. */
+static struct perf_event_mmap_page *
+page_rdpmc(uint32_t index, uint16_t width, int64_t offset)
+{
+	struct perf_event_mmap_page *pg = page_new();
+
+	pg->version = 0;
+	pg->cap_bit0_is_deprecated = 1;
+	pg->cap_user_rdpmc = 1;
+	pg->index = index;
+	pg->pmc_width = width;
+	pg->offset = offset;
+	pg->lock = 42;
+	return pg;
+}
+
+static void
+test_sign_extend_40(void)
+{
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 40), -1);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFE), 40), -2);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x8000000000), 40), -(INT64_C(1) << 39));
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x7FFFFFFFFF), 40), (INT64_C(1) << 39) - 1);
+	CHECK_EQ(pmc_sign_extend(0, 40), 0);
+	CHECK_EQ(pmc_sign_extend(12345, 40), 12345);
+	/* Bits above the width are not part of the counter. */
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xABC0000000000005), 40), 5);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x123FFFFFFFFFFF), 40), -1);
+	/* offset + extended value, as the reader adds them: 1000 + (-1) = 999. */
+	CHECK_EQ((uint64_t)INT64_C(1000) + (uint64_t)pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 40),
+	         999);
+}
+
+static void
+test_sign_extend_48(void)
+{
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFF), 48), UINT64_C(0x7FFFFFFFFFFF));
+	CHECK(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFF), 48) > 0);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x0000123456789ABC), 48), UINT64_C(0x123456789ABC));
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFFFF), 48), -1);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x800000000000), 48), -(INT64_C(1) << 47));
+	/* A 40-bit pattern with bit 39 set is positive at width 48. */
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 48), UINT64_C(0xFFFFFFFFFF));
+}
+
+static void
+test_sign_extend_odd_widths(void)
+{
+	/* 0, 64 and more: no extension, no undefined shift. */
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 0), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x8000000000000001), 64), UINT64_C(0x8000000000000001));
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 65), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 65535), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ(pmc_sign_extend(1, 1), -1);
+	CHECK_EQ(pmc_sign_extend(2, 1), 0);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFFFFFF), 63), -1);
+	CHECK_EQ(pmc_sign_extend(UINT64_C(0x3FFFFFFFFFFFFFFF), 63), UINT64_C(0x3FFFFFFFFFFFFFFF));
+}
+
+static void
+test_read_counter(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(3, 40, 1000);
+	struct fake f = {.pg = pg, .raw = UINT64_C(0xFFFFFFFFFF), .want_counter = 2};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	pg->time_enabled = 777;
+	pg->time_running = 555;
+	pg->time_mult = 12345; /* ignored: cap_user_time is clear */
+	pg->time_offset = 99;
+
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 999); /* 1000 + (-1) */
+	CHECK_EQ(r.enabled, 777);
+	CHECK_EQ(r.running, 555);
+	CHECK_EQ(f.rdpmc_calls, 1);
+	CHECK_EQ(f.rdtsc_calls, 0);
+
+	/* Negative offset, positive counter: -5 + 16. */
+	pg->offset = -5;
+	f.raw = 0x10;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 11);
+
+	/* Width 48: bit 39 set is an ordinary positive count. */
+	pg->pmc_width = 48;
+	pg->offset = 0;
+	f.raw = UINT64_C(0xFFFFFFFFFF);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, UINT64_C(0xFFFFFFFFFF));
+
+	/* The same raw value at width 40 is -1 again; the width is re-read on every call. */
+	pg->pmc_width = 40;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, UINT64_MAX);
+
+	/* An x86 fixed counter (bit 30 of the rdpmc index) is passed through untouched. */
+	pg->index = UINT32_C(0x40000002);
+	f.want_counter = UINT32_C(0x40000001);
+	pg->offset = INT64_C(1) << 50;
+	f.raw = 7;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, (UINT64_C(1) << 50) + 7);
+	CHECK_EQ(f.rdpmc_calls, 5);
+	CHECK_EQ(pg->lock, 42); /* the reader never writes the page */
+	page_free(pg);
+}
+
+static void
+test_read_time(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(1, 48, 100);
+	/* A 3 GHz TSC about 3 s after time_zero. */
+	struct fake f = {.pg = pg, .raw = 23, .tsc = UINT64_C(9000000123), .want_counter = 0};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	pg->cap_user_time = 1;
+	pg->time_enabled = 5000;
+	pg->time_running = 3000;
+	pg->time_shift = 31;
+	pg->time_mult = 715827883; /* round(2^31 / 3) */
+	pg->time_offset = (uint64_t)-INT64_C(2000000000);
+
+	/*
+	 * By hand: cyc = 9000000123 = 4 * 2^31 + 410065531, so quot = 4, rem = 410065531;
+	 * quot * mult = 2863311532; rem * mult = 293536340947000873, >> 31 = 136688510;
+	 * delta = -2000000000 + 2863311532 + 136688510 = 1000000042.
+	 */
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(f.rdtsc_calls, 1);
+	CHECK_EQ(r.value, 123);
+	CHECK_EQ(r.enabled, UINT64_C(5000) + 1000000042);
+	CHECK_EQ(r.running, UINT64_C(3000) + 1000000042);
+
+	/* shift 0, mult 1: nanoseconds are cycles; offset wraps around 2^64. */
+	pg->time_shift = 0;
+	pg->time_mult = 1;
+	pg->time_offset = (uint64_t)-INT64_C(9000000000);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, UINT64_C(5000) + 123);
+	CHECK_EQ(r.running, UINT64_C(3000) + 123);
+
+	/* A shift past 64 is nonsense but must not be undefined: (cyc * mult) >> 70 = 0 here. */
+	pg->time_shift = 70;
+	pg->time_offset = 10;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, 5010);
+	page_free(pg);
+}
+
+static void
+test_read_time_short(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(2, 48, 0);
+	/* A 32-bit clock that wrapped: time_cycles' low half is 0xF0000000, the clock now reads
+	 * 0x10000000, so 0x20000000 cycles have passed since time_cycles. */
+	struct fake f = {.pg = pg, .raw = 5, .tsc = UINT64_C(0x10000000), .want_counter = 1};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	pg->cap_user_time = 1;
+	pg->cap_user_time_short = 1;
+	pg->time_enabled = 100;
+	pg->time_running = 40;
+	pg->time_shift = 0;
+	pg->time_mult = 1;
+	pg->time_cycles = UINT64_C(0x123F0000000);
+	pg->time_mask = UINT64_C(0xFFFFFFFF);
+	pg->time_offset = (uint64_t)-UINT64_C(0x12400000000);
+
+	/* cyc = 0x123F0000000 + ((0x10000000 - 0x123F0000000) & 0xFFFFFFFF) = 0x12410000000;
+	 * delta = 0x12410000000 - 0x12400000000 = 0x10000000. */
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 5);
+	CHECK_EQ(r.enabled, 100 + UINT64_C(0x10000000));
+	CHECK_EQ(r.running, 40 + UINT64_C(0x10000000));
+
+	/* Without cap_user_time_short the raw cycles are used: delta = 0x10000000 - 0x12400000000.
+	 */
+	pg->cap_user_time_short = 0;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, 100 + UINT64_C(0x10000000) - UINT64_C(0x12400000000));
+
+	/* time_short alone, without cap_user_time, does nothing. */
+	pg->cap_user_time = 0;
+	pg->cap_user_time_short = 1;
+	f.rdtsc_calls = 0;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, 100);
+	CHECK_EQ(r.running, 40);
+	CHECK_EQ(f.rdtsc_calls, 0);
+	page_free(pg);
+}
+
+static void
+test_scale(void)
+{
+	CHECK_EQ(pmc_scale(100, 200, 100), 200);
+	CHECK_EQ(pmc_scale(100, 150, 150), 100);
+	CHECK_EQ(pmc_scale(UINT64_MAX, 7, 7), UINT64_MAX);
+	CHECK_EQ(pmc_scale(100, 150, 0), 0);
+	CHECK_EQ(pmc_scale(100, 0, 0), 0);
+	CHECK_EQ(pmc_scale(10, 10, 3), 33); /* rounds down */
+	CHECK_EQ(pmc_scale(0, 10, 3), 0);
+	/* value * enabled overflows 64 bits in all of these. */
+	CHECK_EQ(pmc_scale(UINT64_C(1) << 62, UINT64_C(1) << 40, UINT64_C(1) << 39), UINT64_C(1)
+	                                                                                     << 63);
+	/* (2^63 - 1) * 3e12 / 2e12 = (3 * 2^63 - 3) / 2, rounded down = 3 * 2^62 - 2. */
+	CHECK_EQ(pmc_scale(INT64_MAX, UINT64_C(3000000000000), UINT64_C(2000000000000)),
+	         UINT64_C(13835058055282163710));
+	CHECK_EQ(pmc_scale(UINT64_C(1000000000000000000), UINT64_C(999999999999),
+	                   UINT64_C(1000000000000)),
+	         UINT64_C(999999999999000000));
+	/* Saturates instead of wrapping. */
+	CHECK_EQ(pmc_scale(UINT64_MAX, 2, 1), UINT64_MAX);
+	CHECK_EQ(pmc_scale(UINT64_C(1) << 63, 3, 1), UINT64_MAX);
+}
+
+static void
+test_fallback(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(0, 48, 5);
+	struct fake f = {.pg = pg, .raw = 1};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r = {.value = 11, .enabled = 22, .running = 33};
+
+	/* index 0: the event is not on a counter right now. */
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+
+	/* cap_user_rdpmc clear: rdpmc not allowed. */
+	pg->index = 4;
+	pg->cap_user_rdpmc = 0;
+	pg->cap_user_time = 1;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+
+	/* Both. */
+	pg->index = 0;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+
+	CHECK_EQ(f.rdpmc_calls, 0);
+	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ(r.value, 11);
+	CHECK_EQ(r.enabled, 22);
+	CHECK_EQ(r.running, 33);
+
+	/* Turning it back on works. */
+	pg->index = 4;
+	pg->cap_user_rdpmc = 1;
+	pg->cap_user_time = 0;
+	f.want_counter = 3;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 6);
+	page_free(pg);
+}
+
+static void
+test_retry_forced(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(1, 48, 10);
+	struct fake f = {.pg = pg, .raw = 1, .want_counter = 0, .bump_first = 1};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	/* The first pass sees lock move under it and must go round again. */
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(f.rdpmc_calls, 2);
+	CHECK_EQ(r.value, 11);
+	CHECK_EQ(pg->lock, 44);
+
+	/* Five disturbed passes, the sixth succeeds. */
+	f.rdpmc_calls = 0;
+	f.bump_first = 5;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(f.rdpmc_calls, 6);
+	CHECK_EQ(pg->lock, 54);
+	page_free(pg);
+}
+
+struct writer {
+	struct perf_event_mmap_page *pg;
+	uint64_t iterations;
+	int done;
+};
+
+/* The kernel's perf_event_update_userpage(): lock odd while the fields change. */
+static void *
+writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct perf_event_mmap_page *pg = w->pg;
+
+	for (uint64_t k = 1; k <= w->iterations; k++) {
+		__atomic_fetch_add(&pg->lock, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		__atomic_store_n(&pg->offset, (int64_t)(k * 1000), __ATOMIC_RELAXED);
+		__atomic_store_n(&pg->time_enabled, k, __ATOMIC_RELAXED);
+		__atomic_store_n(&pg->time_running, k, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&pg->lock, 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void
+test_seqlock_concurrent_writer(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(1, 48, 0);
+	/* The first read is disturbed by the fake itself, so at least one retry is certain. */
+	struct fake f = {.pg = pg, .raw = 0, .want_counter = 0, .bump_first = 1};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct writer w = {.pg = pg, .iterations = 1000000};
+	unsigned long n_ok = 0, n_again = 0, n_reads = 0;
+	uint64_t last = 0;
+	pthread_t th;
+
+	pg->lock = 0;
+	CHECK_EQ(pthread_create(&th, NULL, writer_main, &w), 0);
+	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) || n_reads < 100000) {
+		struct pmc_reading r;
+		int ret = pmc_reader_read(pg, &ops, &r);
+
+		n_reads++;
+		if (n_reads == 1)
+			CHECK(f.rdpmc_calls >= 2);
+		if (ret == -EAGAIN) {
+			n_again++;
+			continue;
+		}
+		CHECK_EQ(ret, 0);
+		n_ok++;
+		/* Every snapshot is one k: never offset from one update and times from another. */
+		CHECK_EQ(r.value, 1000 * r.enabled);
+		CHECK_EQ(r.running, r.enabled);
+		CHECK(r.enabled >= last);
+		CHECK(r.enabled <= w.iterations);
+		last = r.enabled;
+	}
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK(n_ok > 0);
+	/* More rdpmc calls than successful passes: some pass was retried. */
+	CHECK(f.rdpmc_calls > n_ok);
+	CHECK_EQ(pg->lock % 2, 0);
+
+	/* Once the writer is done, the last update is what is read. */
+	struct pmc_reading r;
+
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, w.iterations);
+	CHECK_EQ(r.value, 1000 * w.iterations);
+	printf("# %lu reads, %lu ok, %lu -EAGAIN, %lu retried passes with rdpmc\n", n_reads, n_ok,
+	       n_again, (unsigned long)f.rdpmc_calls - n_ok);
+	page_free(pg);
+}
+
+static void
+test_stuck_writer(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(1, 48, 0);
+	struct fake f = {.pg = pg, .raw = 1, .want_counter = 0, .bump_always = true};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r = {.value = 11};
+
+	/* lock changes during every pass. */
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ(f.rdpmc_calls, PMC_READER_MAX_TRIES);
+	CHECK_EQ(r.value, 11);
+
+	/* A writer that stopped half-way: lock stays odd, the counter is never even read. */
+	f.bump_always = false;
+	f.rdpmc_calls = 0;
+	pg->lock = 7;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ(f.rdpmc_calls, 0);
+	CHECK_EQ(r.value, 11);
+
+	/* And when it finishes, reading works again. */
+	pg->lock = 8;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1);
+	page_free(pg);
+}
+
+static void
+test_parse_group(void)
+{
+	const uint64_t good[] = {3, 1000, 400, 11, 22, UINT64_MAX};
+	uint64_t values[4] = {0}, enabled = 0, running = 0;
+
+	CHECK_EQ(pmc_reader_parse_group(good, 6, 3, values, &enabled, &running), 0);
+	CHECK_EQ(values[0], 11);
+	CHECK_EQ(values[1], 22);
+	CHECK_EQ(values[2], UINT64_MAX);
+	CHECK_EQ(values[3], 0);
+	CHECK_EQ(enabled, 1000);
+	CHECK_EQ(running, 400);
+
+	/* The times are optional. */
+	memset(values, 0, sizeof(values));
+	CHECK_EQ(pmc_reader_parse_group(good, 6, 3, values, NULL, NULL), 0);
+	CHECK_EQ(values[2], UINT64_MAX);
+
+	/* Nothing is written on error. */
+	uint64_t v[4] = {9, 9, 9, 9}, e = 9, ru = 9;
+
+	/* Short: one value missing, only the header, less than the header, nothing. */
+	CHECK_EQ(pmc_reader_parse_group(good, 5, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ(pmc_reader_parse_group(good, 3, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ(pmc_reader_parse_group(good, 2, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ(pmc_reader_parse_group(NULL, 0, 3, v, &e, &ru), -EBADMSG);
+
+	/* nr is not the number of events the caller put in the group. */
+	const uint64_t wrong_nr[] = {2, 1000, 400, 11, 22, 33};
+
+	CHECK_EQ(pmc_reader_parse_group(wrong_nr, 6, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ(pmc_reader_parse_group(good, 6, 2, v, &e, &ru), -EBADMSG);
+	CHECK_EQ(pmc_reader_parse_group(good, 6, 4, v, &e, &ru), -EBADMSG);
+
+	/* A huge nr must not overflow the length check. */
+	const uint64_t huge_nr[] = {UINT64_MAX, 1000, 400, 11};
+
+	CHECK_EQ(pmc_reader_parse_group(huge_nr, 4, 1, v, &e, &ru), -EBADMSG);
+
+	/* PERF_FORMAT_ID as well ({value, id} pairs): too long for nr, rejected. */
+	const uint64_t with_ids[] = {2, 1000, 400, 11, 101, 22, 102};
+
+	CHECK_EQ(pmc_reader_parse_group(with_ids, 7, 2, v, &e, &ru), -EBADMSG);
+
+	for (size_t i = 0; i < 4; i++)
+		CHECK_EQ(v[i], 9);
+	CHECK_EQ(e, 9);
+	CHECK_EQ(ru, 9);
+
+	/* An empty group is well-formed. */
+	const uint64_t empty[] = {0, 5, 4};
+
+	CHECK_EQ(pmc_reader_parse_group(empty, 3, 0, NULL, &e, &ru), 0);
+	CHECK_EQ(e, 5);
+	CHECK_EQ(ru, 4);
+}
+
+static void
+test_hw_seam(void)
+{
+	/* Only wiring: this machine may not allow the real instructions. */
+	CHECK(pmc_reader_hw_ops.rdpmc == pmc_rdpmc_hw);
+	CHECK(pmc_reader_hw_ops.rdtsc == pmc_rdtsc_hw);
+	CHECK(pmc_reader_hw_ops.ctx == NULL);
+#if defined(__x86_64__)
+	CHECK(PMC_HAVE_RDPMC == 1);
+#elif defined(PMC_HAVE_RDPMC)
+	CHECK(!"PMC_HAVE_RDPMC defined off x86-64");
+#endif
+}
+
+int
+main(void)
+{
+	int fds_at_start = count_fds();
+
+	RUN(test_sign_extend_40);
+	RUN(test_sign_extend_48);
+	RUN(test_sign_extend_odd_widths);
+	RUN(test_read_counter);
+	RUN(test_read_time);
+	RUN(test_read_time_short);
+	RUN(test_scale);
+	RUN(test_fallback);
+	RUN(test_retry_forced);
+	RUN(test_seqlock_concurrent_writer);
+	RUN(test_stuck_writer);
+	RUN(test_parse_group);
+	RUN(test_hw_seam);
+
+	CHECK_EQ(count_fds(), fds_at_start);
+	printf("ok %u - no_fd_leak\n", ++n_tests);
+	return 0;
+}

@@ -1,0 +1,621 @@
+/* Unit tests for daemon/stats.c: exact moments, histogram layout, quantile accuracy, merge,
+ * saturation and reset. Prints "ok N - name" per test; exits 1 at the first failed check. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+
+#define CHECK(expr)                                                                                \
+	do {                                                                                       \
+		if (!(expr)) {                                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+#define POW2(k) (UINT64_C(1) << (k))
+
+static unsigned n_tests;
+
+static void
+run_test(void (*fn)(void), const char *name)
+{
+	fn();
+	printf("ok %u - %s\n", ++n_tests, name);
+	fflush(stdout);
+}
+
+#define RUN(fn) run_test(fn, #fn)
+
+/* True when @a and @b agree to @rel relative to the larger magnitude (or both are ~0). */
+static int
+near(double a, double b, double rel)
+{
+	double scale = fmax(fabs(a), fabs(b));
+
+	return fabs(a - b) <= rel * (scale > 1.0 ? scale : 1.0);
+}
+
+/* splitmix64: deterministic sample streams. */
+static uint64_t
+rng_next(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank quantile of sorted @v[0..n). */
+static uint64_t
+true_quantile(const uint64_t *v, size_t n, double q)
+{
+	double r = ceil(q * (double)n);
+	size_t rank = r < 1.0 ? 1 : r > (double)n ? n : (size_t)r;
+
+	return v[rank - 1];
+}
+
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void
+add_all(struct stats *s, const uint64_t *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		CHECK(stats_add(s, v[i]) == 0);
+}
+
+static void
+test_empty(void)
+{
+	struct stats s, t;
+
+	stats_init(&s);
+	CHECK(s.count == 0 && s.sum == 0 && s.min == 0 && s.max == 0);
+	CHECK(s.mean == 0 && s.m2 == 0 && s.hist == NULL);
+	CHECK(stats_stddev(&s) == 0);
+	CHECK(stats_quantile(&s, 0) == 0);
+	CHECK(stats_quantile(&s, 0.5) == 0);
+	CHECK(stats_quantile(&s, 1) == 0);
+	CHECK(stats_memory(&s) == 0);
+
+	/* Merging empties allocates nothing. */
+	stats_init(&t);
+	CHECK(stats_merge(&s, &t) == 0);
+	CHECK(s.count == 0 && s.hist == NULL && stats_memory(&s) == 0);
+
+	stats_free(&s);
+	stats_free(&s);
+	CHECK(s.hist == NULL && s.count == 0);
+}
+
+static void
+test_known_set(void)
+{
+	static const uint64_t v[] = {2, 4, 4, 4, 5, 5, 7, 9};
+	struct stats s;
+
+	stats_init(&s);
+	add_all(&s, v, sizeof(v) / sizeof(v[0]));
+	CHECK(s.count == 8);
+	CHECK(s.sum == 40);
+	CHECK(s.min == 2);
+	CHECK(s.max == 9);
+	CHECK(near(s.mean, 5.0, 1e-12));
+	CHECK(near(s.m2, 32.0, 1e-12));
+	CHECK(near(stats_stddev(&s), 2.0, 1e-12));
+	/* Small values have exact buckets, so nearest-rank quantiles are exact. */
+	CHECK(stats_quantile(&s, 0) == 2);
+	CHECK(stats_quantile(&s, 0.125) == 2);
+	CHECK(stats_quantile(&s, 0.25) == 4);
+	CHECK(stats_quantile(&s, 0.5) == 4);
+	CHECK(stats_quantile(&s, 0.75) == 5);
+	CHECK(stats_quantile(&s, 0.8) == 7);
+	CHECK(stats_quantile(&s, 0.9) == 9);
+	CHECK(stats_quantile(&s, 1) == 9);
+	CHECK(stats_memory(&s) == STATS_BUCKETS * sizeof(uint64_t));
+	stats_free(&s);
+}
+
+static void
+test_single_sample(void)
+{
+	struct stats s;
+
+	stats_init(&s);
+	CHECK(stats_add(&s, 1000003) == 0);
+	CHECK(s.count == 1 && s.sum == 1000003 && s.min == 1000003 && s.max == 1000003);
+	CHECK(s.mean == 1000003.0);
+	CHECK(stats_stddev(&s) == 0);
+	CHECK(stats_quantile(&s, 0) == 1000003.0);
+	CHECK(stats_quantile(&s, 0.5) == 1000003.0);
+	CHECK(stats_quantile(&s, 1) == 1000003.0);
+	stats_free(&s);
+}
+
+static void
+test_constant_stream(void)
+{
+	static const uint64_t consts[] = {0, 7, 123456789, POW2(40) + 12345, UINT64_MAX};
+	size_t c, i;
+
+	for (c = 0; c < sizeof(consts) / sizeof(consts[0]); c++) {
+		uint64_t k = consts[c];
+		struct stats s;
+
+		stats_init(&s);
+		for (i = 0; i < 1000; i++)
+			CHECK(stats_add(&s, k) == 0);
+		CHECK(s.count == 1000 && s.min == k && s.max == k);
+		CHECK(s.mean == (double)k);
+		CHECK(stats_stddev(&s) == 0);
+		CHECK(stats_quantile(&s, 0.5) == (double)k);
+		CHECK(stats_quantile(&s, 0.9) == (double)k);
+		CHECK(stats_quantile(&s, 0.99) == (double)k);
+		CHECK(stats_quantile(&s, 0.999) == (double)k);
+		stats_free(&s);
+	}
+}
+
+static void
+test_small_values(void)
+{
+	struct stats s;
+	double p50, p99;
+	uint64_t v;
+
+	stats_init(&s);
+	for (v = 1; v <= 100; v++)
+		CHECK(stats_add(&s, v) == 0);
+	CHECK(s.count == 100 && s.sum == 5050 && s.min == 1 && s.max == 100);
+	CHECK(near(s.mean, 50.5, 1e-12));
+	CHECK(near(stats_stddev(&s), sqrt((100.0 * 100.0 - 1.0) / 12.0), 1e-12));
+
+	p50 = stats_quantile(&s, 0.5);
+	p99 = stats_quantile(&s, 0.99);
+	CHECK(p50 >= (double)stats_bucket_low(stats_bucket(50)));
+	CHECK(p50 <= (double)stats_bucket_high(stats_bucket(50)));
+	CHECK(p99 >= (double)stats_bucket_low(stats_bucket(99)));
+	CHECK(p99 <= (double)stats_bucket_high(stats_bucket(99)));
+	CHECK(fabs(p50 - 50.0) <= 50.0 / 32.0);
+	CHECK(fabs(p99 - 99.0) <= 99.0 / 32.0);
+
+	/* Values below 32 sit in width-1 buckets: exact. */
+	CHECK(stats_quantile(&s, 0.01) == 1);
+	CHECK(stats_quantile(&s, 0.1) == 10);
+	CHECK(stats_quantile(&s, 0.15) == 15);
+	CHECK(stats_quantile(&s, 0.16) == 16);
+	CHECK(stats_quantile(&s, 0.31) == 31);
+	/* 0.07 * 100 is 7.000000000000001 in doubles: still rank 7. */
+	CHECK(stats_quantile(&s, 0.07) == 7);
+	CHECK(stats_quantile(&s, 0.29) == 29);
+	CHECK(stats_quantile(&s, 1) == 100);
+	stats_free(&s);
+}
+
+static void
+test_quantile_args(void)
+{
+	struct stats s;
+	uint64_t v;
+
+	stats_init(&s);
+	for (v = 1000; v <= 5000; v += 10)
+		CHECK(stats_add(&s, v) == 0);
+	CHECK(stats_quantile(&s, -1) == 1000);
+	CHECK(stats_quantile(&s, 0) == 1000);
+	CHECK(stats_quantile(&s, NAN) == 1000);
+	CHECK(stats_quantile(&s, 1) == 5000);
+	CHECK(stats_quantile(&s, 2) == 5000);
+	CHECK(stats_quantile(&s, INFINITY) == 5000);
+	/* Never outside [min, max]. */
+	CHECK(stats_quantile(&s, 1e-9) >= 1000);
+	CHECK(stats_quantile(&s, 1 - 1e-9) <= 5000);
+	stats_free(&s);
+
+	/* Bucket [992, 1023] has midpoint 1007: clamped up to min 1020, then down to max 1000. */
+	stats_init(&s);
+	for (v = 1020; v <= 1023; v++)
+		CHECK(stats_add(&s, v) == 0);
+	CHECK(stats_add(&s, 4000) == 0);
+	CHECK(stats_bucket_low(stats_bucket(1020)) == 992 &&
+	      stats_bucket_high(stats_bucket(1020)) == 1023);
+	CHECK(stats_quantile(&s, 0.5) == 1020);
+	stats_reset(&s);
+	CHECK(stats_add(&s, 10) == 0);
+	for (v = 992; v <= 1000; v++)
+		CHECK(stats_add(&s, v) == 0);
+	CHECK(stats_quantile(&s, 0.9) == 1000);
+	stats_free(&s);
+}
+
+/* Quantiles of @v[0..n) (unsorted, scratch) within 1/32 of the true nearest-rank ones. */
+static void
+check_quantiles(uint64_t *v, size_t n)
+{
+	static const double qs[] = {0.001, 0.01, 0.05, 0.1,  0.25, 0.5,
+	                            0.75,  0.9,  0.95, 0.99, 0.999};
+	struct stats s;
+	size_t i;
+
+	stats_init(&s);
+	add_all(&s, v, n);
+	qsort(v, n, sizeof(*v), cmp_u64);
+	CHECK(s.min == v[0] && s.max == v[n - 1]);
+	for (i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+		double t = (double)true_quantile(v, n, qs[i]);
+
+		CHECK(fabs(stats_quantile(&s, qs[i]) - t) <= t / 32.0);
+	}
+	for (i = 1; i < 1000; i++) {
+		double q = (double)i / 1000.0, t = (double)true_quantile(v, n, q);
+
+		CHECK(fabs(stats_quantile(&s, q) - t) <= t / 32.0);
+	}
+	stats_free(&s);
+}
+
+static void
+test_large_uniform(void)
+{
+	const size_t n = 100000;
+	uint64_t *v = malloc(n * sizeof(*v)), seed = 42;
+	size_t i;
+
+	CHECK(v);
+	for (i = 0; i < n; i++)
+		v[i] = 1000000 + rng_next(&seed) % 1000001;
+	check_quantiles(v, n);
+	free(v);
+}
+
+static void
+test_wide_range(void)
+{
+	const size_t n = 50000;
+	uint64_t *v = malloc(n * sizeof(*v)), seed = 7;
+	size_t i;
+
+	CHECK(v);
+	/* Roughly log-uniform over the whole uint64 range, small values included. */
+	for (i = 0; i < n; i++)
+		v[i] = rng_next(&seed) >> (rng_next(&seed) % 64);
+	check_quantiles(v, n);
+	free(v);
+}
+
+static void
+test_bucket_layout(void)
+{
+	unsigned b;
+
+	CHECK(STATS_BUCKETS < 1024);
+	CHECK(stats_bucket_low(0) == 0);
+	CHECK(stats_bucket_high(STATS_BUCKETS - 1) == UINT64_MAX);
+	for (b = 0; b < STATS_BUCKETS; b++) {
+		uint64_t lo = stats_bucket_low(b), hi = stats_bucket_high(b);
+
+		CHECK(lo <= hi);
+		if (b > 0)
+			CHECK(lo == stats_bucket_high(b - 1) + 1);
+		CHECK(stats_bucket(lo) == b);
+		CHECK(stats_bucket(hi) == b);
+		if (b < 32)
+			CHECK(lo == b && hi == b);
+		else
+			CHECK((hi - lo + 1) * 16 <= lo);
+	}
+	CHECK(stats_bucket_low(STATS_BUCKETS) == stats_bucket_low(STATS_BUCKETS - 1));
+	CHECK(stats_bucket_high(5000) == UINT64_MAX);
+}
+
+static void
+test_bucket_sweep(void)
+{
+	const size_t cap = 4097 + 64 * 3 + 64 * 16 * 3 + 16 + 20000;
+	uint64_t *v = malloc(cap * sizeof(*v)), seed = 99;
+	size_t n = 0, i;
+	unsigned k, j;
+
+	CHECK(v);
+	for (i = 0; i <= 4096; i++)
+		v[n++] = i;
+	for (k = 0; k < 64; k++) {
+		v[n++] = POW2(k) - 1;
+		v[n++] = POW2(k);
+		v[n++] = POW2(k) + 1;
+		for (j = 0; k >= 4 && j < 16; j++) {
+			uint64_t edge = POW2(k) + j * POW2(k - 4);
+
+			v[n++] = edge - 1;
+			v[n++] = edge;
+			v[n++] = edge + 1;
+		}
+	}
+	v[n++] = POW2(32);
+	v[n++] = POW2(63);
+	v[n++] = UINT64_MAX;
+	v[n++] = UINT64_MAX - 1;
+	for (i = 0; i < 20000; i++)
+		v[n++] = rng_next(&seed) >> (i % 64);
+	CHECK(n <= cap);
+
+	CHECK(stats_bucket(0) == 0);
+	CHECK(stats_bucket(15) == 15);
+	CHECK(stats_bucket(16) == 16);
+	CHECK(stats_bucket(17) == 17);
+	CHECK(stats_bucket_low(stats_bucket(POW2(32))) == POW2(32));
+	CHECK(stats_bucket_low(stats_bucket(POW2(63))) == POW2(63));
+	CHECK(stats_bucket(UINT64_MAX) == STATS_BUCKETS - 1);
+
+	qsort(v, n, sizeof(*v), cmp_u64);
+	for (i = 0; i < n; i++) {
+		unsigned b = stats_bucket(v[i]);
+
+		CHECK(b < STATS_BUCKETS);
+		CHECK(stats_bucket_low(b) <= v[i] && v[i] <= stats_bucket_high(b));
+		if (i > 0)
+			CHECK(stats_bucket(v[i - 1]) <= b);
+	}
+	free(v);
+}
+
+static void
+test_sum_saturation(void)
+{
+	struct stats s, t;
+
+	stats_init(&s);
+	CHECK(stats_add(&s, UINT64_MAX - 5) == 0);
+	CHECK(s.sum == UINT64_MAX - 5);
+	CHECK(stats_add(&s, 5) == 0);
+	CHECK(s.sum == UINT64_MAX);
+	CHECK(stats_add(&s, 10) == 0);
+	CHECK(s.sum == UINT64_MAX);
+	CHECK(stats_add(&s, UINT64_MAX) == 0);
+	CHECK(s.sum == UINT64_MAX);
+	CHECK(s.count == 4 && s.min == 5 && s.max == UINT64_MAX);
+	CHECK(stats_quantile(&s, 1) == (double)UINT64_MAX);
+	CHECK(stats_quantile(&s, 0) == 5);
+
+	/* Merge saturates too. */
+	stats_init(&t);
+	CHECK(stats_add(&t, POW2(63)) == 0);
+	CHECK(stats_merge(&t, &t) == 0);
+	CHECK(t.sum == UINT64_MAX && t.count == 2);
+	CHECK(stats_merge(&t, &s) == 0);
+	CHECK(t.sum == UINT64_MAX && t.count == 6);
+	stats_free(&s);
+	stats_free(&t);
+}
+
+static void
+check_same(const struct stats *a, const struct stats *b)
+{
+	CHECK(a->count == b->count);
+	CHECK(a->sum == b->sum);
+	CHECK(a->min == b->min);
+	CHECK(a->max == b->max);
+	CHECK(near(a->mean, b->mean, 1e-9));
+	CHECK(near(stats_stddev(a), stats_stddev(b), 1e-9));
+	CHECK((a->hist == NULL) == (b->hist == NULL));
+	if (a->hist)
+		CHECK(memcmp(a->hist, b->hist, STATS_BUCKETS * sizeof(uint64_t)) == 0);
+}
+
+static void
+test_merge_halves(void)
+{
+	const size_t n = 2001;
+	uint64_t *v = malloc(n * sizeof(*v)), seed = 1234;
+	struct stats whole, a, b, parts, acc;
+	size_t i;
+
+	CHECK(v);
+	for (i = 0; i < n; i++)
+		v[i] = i % 3 == 0 ? i : 1000000 + rng_next(&seed) % 50000000;
+	stats_init(&whole);
+	stats_init(&a);
+	stats_init(&b);
+	add_all(&whole, v, n);
+	add_all(&a, v, n / 2);
+	add_all(&b, v + n / 2, n - n / 2);
+
+	CHECK(stats_merge(&a, &b) == 0);
+	check_same(&a, &whole);
+	/* @from is left alone. */
+	CHECK(b.count == n - n / 2);
+
+	/* Many uneven pieces, merged into an aggregate that starts empty. */
+	stats_init(&acc);
+	for (i = 0; i < n;) {
+		size_t len = 1 + (i * 7) % 300;
+
+		if (len > n - i)
+			len = n - i;
+		stats_init(&parts);
+		add_all(&parts, v + i, len);
+		CHECK(stats_merge(&acc, &parts) == 0);
+		stats_free(&parts);
+		i += len;
+	}
+	check_same(&acc, &whole);
+	stats_free(&acc);
+	stats_free(&a);
+	stats_free(&b);
+	stats_free(&whole);
+	free(v);
+}
+
+static void
+test_merge_edges(void)
+{
+	struct stats s, e, copy, twice;
+	uint64_t v;
+	unsigned i;
+
+	stats_init(&s);
+	stats_init(&e);
+	for (v = 10; v < 500; v += 3)
+		CHECK(stats_add(&s, v) == 0);
+
+	/* Empty into filled: unchanged. */
+	CHECK(stats_merge(&s, &e) == 0);
+	CHECK(s.count == 164 && s.min == 10 && s.max == 499);
+
+	/* Filled into empty: a copy, histogram allocated. */
+	CHECK(stats_merge(&e, &s) == 0);
+	CHECK(e.hist != NULL && e.hist != s.hist);
+	check_same(&e, &s);
+	CHECK(e.mean == s.mean && e.m2 == s.m2);
+
+	/* Self merge: every sample twice. */
+	stats_init(&copy);
+	CHECK(stats_merge(&copy, &s) == 0);
+	stats_init(&twice);
+	for (i = 0; i < 2; i++)
+		for (v = 10; v < 500; v += 3)
+			CHECK(stats_add(&twice, v) == 0);
+	CHECK(stats_merge(&s, &s) == 0);
+	check_same(&s, &twice);
+	CHECK(near(s.mean, copy.mean, 1e-12));
+	CHECK(near(stats_stddev(&s), stats_stddev(&copy), 1e-12));
+
+	stats_free(&s);
+	stats_free(&e);
+	stats_free(&copy);
+	stats_free(&twice);
+}
+
+static void
+test_no_histogram(void)
+{
+	/* What an aggregate looks like after its histogram allocation failed. */
+	struct stats s = {.count = 3, .sum = 15, .min = 1, .max = 9, .mean = 5.0, .m2 = 32.0};
+	struct stats t;
+
+	CHECK(stats_memory(&s) == 0);
+	CHECK(stats_quantile(&s, 0) == 1);
+	CHECK(stats_quantile(&s, 0.5) == 5);
+	CHECK(stats_quantile(&s, 1) == 9);
+
+	/* Merged into an aggregate with a histogram: scalars combine, histogram kept as is. */
+	stats_init(&t);
+	CHECK(stats_add(&t, 100) == 0);
+	CHECK(stats_merge(&t, &s) == 0);
+	CHECK(t.count == 4 && t.sum == 115 && t.min == 1 && t.max == 100);
+	CHECK(near(t.mean, 115.0 / 4.0, 1e-12));
+	CHECK(t.hist[stats_bucket(100)] == 1);
+	/* Quantiles use the samples the histogram holds. */
+	CHECK(stats_quantile(&t, 0.5) == 100);
+	stats_free(&t);
+
+	/* Merging it into an empty aggregate allocates nothing. */
+	stats_init(&t);
+	CHECK(stats_merge(&t, &s) == 0);
+	CHECK(t.hist == NULL && t.count == 3);
+	stats_free(&t);
+}
+
+static void
+test_reset(void)
+{
+	struct stats s, fresh;
+	uint64_t *hist;
+	uint64_t v;
+	unsigned b;
+
+	stats_init(&s);
+	for (v = 0; v < 1000; v++)
+		CHECK(stats_add(&s, v * v) == 0);
+	hist = s.hist;
+	stats_reset(&s);
+	CHECK(s.count == 0 && s.sum == 0 && s.min == 0 && s.max == 0);
+	CHECK(s.mean == 0 && s.m2 == 0);
+	CHECK(stats_stddev(&s) == 0);
+	CHECK(stats_quantile(&s, 0.5) == 0);
+	/* The histogram is kept, zeroed. */
+	CHECK(s.hist == hist);
+	CHECK(stats_memory(&s) == STATS_BUCKETS * sizeof(uint64_t));
+	for (b = 0; b < STATS_BUCKETS; b++)
+		CHECK(s.hist[b] == 0);
+
+	/* Refilled, it matches a fresh aggregate. */
+	stats_init(&fresh);
+	for (v = 5; v < 50; v++) {
+		CHECK(stats_add(&s, v) == 0);
+		CHECK(stats_add(&fresh, v) == 0);
+	}
+	check_same(&s, &fresh);
+	CHECK(s.hist == hist);
+
+	stats_free(&s);
+	CHECK(s.hist == NULL && s.count == 0 && stats_memory(&s) == 0);
+	stats_reset(&s);
+	CHECK(s.hist == NULL);
+	CHECK(stats_add(&s, 3) == 0);
+	CHECK(s.count == 1 && s.min == 3 && s.max == 3);
+	stats_free(&s);
+	stats_free(&fresh);
+}
+
+int
+main(void)
+{
+	int fds_start = count_fds();
+
+	RUN(test_empty);
+	RUN(test_known_set);
+	RUN(test_single_sample);
+	RUN(test_constant_stream);
+	RUN(test_small_values);
+	RUN(test_quantile_args);
+	RUN(test_large_uniform);
+	RUN(test_wide_range);
+	RUN(test_bucket_layout);
+	RUN(test_bucket_sweep);
+	RUN(test_sum_saturation);
+	RUN(test_merge_halves);
+	RUN(test_merge_edges);
+	RUN(test_no_histogram);
+	RUN(test_reset);
+
+	CHECK(fds_start >= 0);
+	CHECK(count_fds() == fds_start);
+	printf("ok %u - no_fd_leak\n", ++n_tests);
+	printf("1..%u\n", n_tests);
+	return 0;
+}
