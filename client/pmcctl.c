@@ -98,7 +98,14 @@ static const char help_text[] =
 
 static const Pmc__Stats zero_stats = PMC__STATS__INIT;
 
-static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
+static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void oom(void) __attribute__((noreturn));
+struct table;
+static void table_add(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -110,7 +117,8 @@ static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const ch
 	exit(EXIT_USAGE);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
+static void
+fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -122,7 +130,8 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt
 	exit(EXIT_FAIL);
 }
 
-static void __attribute__((noreturn)) oom(void)
+static void
+oom(void)
 {
 	fail("out of memory");
 }
@@ -234,7 +243,8 @@ table_free(struct table *t)
 	t->n = t->cap = 0;
 }
 
-static void __attribute__((format(printf, 2, 3))) table_add(struct table *t, const char *fmt, ...)
+static void
+table_add(struct table *t, const char *fmt, ...)
 {
 	va_list ap;
 	char *s;
@@ -508,6 +518,8 @@ call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCas
 
 	if (r == -ETIMEDOUT)
 		fail("%s: pmcdaemon did not answer within %d ms", what, CALL_TIMEOUT_MS);
+	if (r == -ECONNRESET || r == -EPIPE)
+		fail("%s: pmcdaemon closed the connection", what);
 	if (r < 0)
 		fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
 	if (resp->error) {
@@ -538,14 +550,19 @@ hello(int sock)
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 
-	_cleanup_response_ Pmc__Response *resp =
-	        call(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
+	Pmc__Response *resp = call(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
 	const Pmc__HelloReply *hr = resp->hello;
-	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION)
-		fail("protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
-		     ", pmcctl speaks version %d",
-		     hr->daemon_version[0] ? hr->daemon_version : "(unknown version)", hr->version,
-		     PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+
+	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
+		fprintf(stderr,
+		        "pmcctl: protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
+		        ", pmcctl speaks version %d\n",
+		        hr->daemon_version[0] ? hr->daemon_version : "(unknown version)",
+		        hr->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		pmc__response__free_unpacked(resp, NULL);
+		exit(EXIT_FAIL);
+	}
+	pmc__response__free_unpacked(resp, NULL);
 }
 
 /* ---- status ---- */
@@ -604,9 +621,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->rejected);
 		csv_end();
 	} else {
-		static const char *const head[] = {"key", "value"};
-		static const bool right[] = {false, false};
-		struct table t = {.ncols = 2, .head = head, .right = right};
+		/* A table only for its sanitizing; printed as "key: value" lines. */
+		struct table t = {.ncols = 2};
 
 		table_add(&t, "daemon version:");
 		table_add(&t, "%s", s->daemon_version);
@@ -936,10 +952,12 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 			table_add(&t, "%s", e->name);
 			table_add(&t, "%s", e->usable ? "yes" : "no");
 			table_add(&t, "%s", e->hardware ? "hardware" : "software");
-			if (!e->usable && e->error[0])
-				table_add(&t, "%s", e->error);
-			else
+			if (e->usable || !e->error[0])
 				table_add(&t, "%s", e->description);
+			else if (e->description[0])
+				table_add(&t, "%s (%s)", e->description, e->error);
+			else
+				table_add(&t, "%s", e->error);
 		}
 		table_print(&t);
 		table_free(&t);
@@ -963,8 +981,11 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 /* ---- command line ---- */
 
 static const struct command commands[] = {
-        {"status", false, cmd_status}, {"query", true, cmd_query},    {"dump", false, cmd_query},
-        {"reset", true, cmd_reset},    {"events", false, cmd_events},
+        {.name = "status", .filters = false, .run = cmd_status},
+        {.name = "query", .filters = true, .run = cmd_query},
+        {.name = "dump", .filters = false, .run = cmd_query},
+        {.name = "reset", .filters = true, .run = cmd_reset},
+        {.name = "events", .filters = false, .run = cmd_events},
 };
 
 enum {

@@ -26,10 +26,24 @@ __extension__ typedef unsigned __int128 pmc_u128;
 /* The kernel's barrier(): stops the compiler moving memory accesses across it. */
 #define pmc_barrier() __asm__ __volatile__("" ::: "memory")
 
-/* One load of a field of the page. A relaxed atomic load is the same single instruction as a
- * volatile load, but it also tells the compiler (and ThreadSanitizer) that a concurrent writer is
- * expected, so a simulated page written by another thread is not a data race. */
-#define PMC_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+/* One load of a field of the page. An acquire load orders it before everything after it, in
+ * particular before the final re-read of lock, even against a writer on another CPU; that is the
+ * C11 seqlock reader without a fence, which gcc's ThreadSanitizer cannot model. It also tells the
+ * compiler (and TSan) that a concurrent writer is expected. On x86-64 it is the same single mov
+ * as a volatile load. */
+#define PMC_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+
+/* Bit @n of perf_event_mmap_page.capabilities as the kernel's bitfields lay it out (the first
+ * declared field is the least significant bit on little-endian ABIs, the most on big-endian).
+ * Reading the whole word lets the reader take the capabilities in one ordered load. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PMC_CAP_BIT(n) (UINT64_C(1) << (n))
+#else
+#define PMC_CAP_BIT(n) (UINT64_C(1) << (63 - (n)))
+#endif
+#define PMC_CAP_USER_RDPMC PMC_CAP_BIT(2)
+#define PMC_CAP_USER_TIME PMC_CAP_BIT(3)
+#define PMC_CAP_USER_TIME_SHORT PMC_CAP_BIT(5)
 
 /**
  * struct pmc_reader_ops - the instructions pmc_reader_read() needs, as a seam
@@ -126,15 +140,16 @@ pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc
                 struct pmc_reading *out)
 {
 	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
-		uint32_t seq = __atomic_load_n(&pc->lock, __ATOMIC_ACQUIRE);
+		uint32_t seq = PMC_READ_ONCE(pc->lock);
 
 		pmc_barrier();
 		if (seq & 1)
 			continue; /* the writer is half-way through an update */
 
 		uint32_t idx = PMC_READ_ONCE(pc->index);
+		uint64_t caps = PMC_READ_ONCE(pc->capabilities);
 
-		if (!pc->cap_user_rdpmc || !idx)
+		if (!(caps & PMC_CAP_USER_RDPMC) || !idx)
 			return -ENODATA;
 
 		unsigned width = PMC_READ_ONCE(pc->pmc_width);
@@ -144,8 +159,8 @@ pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc
 
 		uint64_t enabled = PMC_READ_ONCE(pc->time_enabled);
 		uint64_t running = PMC_READ_ONCE(pc->time_running);
-		int has_time = pc->cap_user_time;
-		int has_short = has_time && pc->cap_user_time_short;
+		int has_time = !!(caps & PMC_CAP_USER_TIME);
+		int has_short = has_time && (caps & PMC_CAP_USER_TIME_SHORT);
 		uint64_t cyc = 0, time_offset = 0, time_cycles = 0, time_mask = 0;
 		uint32_t time_mult = 0;
 		unsigned time_shift = 0;
@@ -161,9 +176,6 @@ pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc
 			}
 		}
 
-		/* Orders the loads above before the re-read of lock, also for a writer on another
-		 * CPU; on x86 this and the barrier compile to nothing. */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		pmc_barrier();
 		if (PMC_READ_ONCE(pc->lock) != seq)
 			continue;

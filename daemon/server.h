@@ -24,6 +24,7 @@ struct server {
 	struct registry reg;
 	uint64_t started_ns;
 	uint64_t samples, batches, dropped, rejected;
+	int draining;
 	uint8_t *rxbuf; /* one request at a time: the loop is single-threaded */
 };
 

@@ -353,10 +353,40 @@ query_match(const struct process *p, const struct region_agg *r, pid_t pid, cons
 	return !region || !*region || !strcmp(region, r->name);
 }
 
+static int session_dispatch_one(struct session *s);
+static void session_close(struct session *s, int r);
+
+/* Read what other connections have already queued, so that a query made after a
+ * client exited sees that client's last batch (the kernel queued it before the
+ * client's exit, but the loop may not have read it yet). Bounded: only what is
+ * queued now, and never recursively. */
+static void
+drain_others(struct session *self)
+{
+	struct server *srv = self->srv;
+	if (srv->draining)
+		return;
+	srv->draining = 1;
+	struct session *next;
+	for (struct session *o = srv->sessions; o; o = next) {
+		next = o->next;
+		if (o == self)
+			continue;
+		int r;
+		for (int i = 0; i < SESSION_BURST * 16; i++)
+			if ((r = session_dispatch_one(o)) < 0)
+				break;
+		if (r < 0 && r != -EAGAIN)
+			session_close(o, r);
+	}
+	srv->draining = 0;
+}
+
 static int
 handle_query(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__Query *q = req->query;
+	drain_others(s);
 	struct registry *reg = &s->srv->reg;
 	size_t n_rs = 0, n_es = 0;
 
@@ -429,6 +459,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 static int
 handle_reset(struct session *s, const Pmc__Request *req)
 {
+	drain_others(s);
 	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
 	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -441,6 +472,7 @@ static int
 handle_status(struct session *s, const Pmc__Request *req)
 {
 	struct server *srv = s->srv;
+	drain_others(s);
 	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
 	st.daemon_version = PMC_VERSION;
 	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -557,6 +589,12 @@ session_on_readable(evutil_socket_t fd, short what, void *arg)
 	}
 	if (r == 0 || r == -EAGAIN)
 		return;
+	session_close(s, r);
+}
+
+static void
+session_close(struct session *s, int r)
+{
 	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE)
 		s->srv->rejected++;
 	if (r != -ECONNRESET)

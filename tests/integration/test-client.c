@@ -1,1 +1,169 @@
-int main(void){return 0;}
+/* pmc-test-client: an application for the integration tests, linked with
+ * libpmcclient like any other. Each mode runs regions whose ground truth is known
+ * and prints that truth as "key=value" lines for the test script to compare with
+ * what pmcctl reports.
+ *
+ *   pages N K        region "pages": K calls, each writing N fresh pages
+ *   cpu K            region "spin": K calls of busy arithmetic; prints the thread CPU
+ *                    time (CLOCK_THREAD_CPUTIME_ID) spent inside the regions
+ *   threads T N K    T threads at once, each: region "mt-pages", K calls of N pages
+ *   nested N K       region "outer" writes N pages and holds region "inner", which
+ *                    writes N more: outer counts 2N per call, inner N
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pmc/pmc.h>
+
+static size_t pagesz;
+
+static void
+touch_fresh(long n)
+{
+	unsigned char *m = mmap(NULL, (size_t)n * pagesz, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	for (long i = 0; i < n; i++)
+		((volatile unsigned char *)m)[(size_t)i * pagesz] = 1;
+	munmap(m, (size_t)n * pagesz);
+}
+
+/* The mapping is made outside the region so that only the writes are counted. */
+static unsigned char *
+map_pages(long n)
+{
+	unsigned char *m = mmap(NULL, (size_t)n * pagesz, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	return m;
+}
+
+static void
+write_pages(unsigned char *m, long n)
+{
+	for (long i = 0; i < n; i++)
+		((volatile unsigned char *)m)[(size_t)i * pagesz] = 1;
+}
+
+static void
+run_pages(const char *name, long n, long k)
+{
+	pmc_region_t r = pmc_region(name);
+	for (long c = 0; c < k; c++) {
+		unsigned char *m = map_pages(n);
+		pmc_begin(r);
+		write_pages(m, n);
+		pmc_end(r);
+		munmap(m, (size_t)n * pagesz);
+	}
+}
+
+static uint64_t
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct mt_arg {
+	long n, k;
+};
+
+static void *
+mt_main(void *p)
+{
+	struct mt_arg *a = p;
+	run_pages("mt-pages", a->n, a->k);
+	return NULL; /* the final partial batch goes out at thread exit */
+}
+
+int
+main(int argc, char **argv)
+{
+	pagesz = (size_t)sysconf(_SC_PAGESIZE);
+	if (argc < 2) {
+		fprintf(stderr, "usage: see the top of test-client.c\n");
+		return 2;
+	}
+	const char *mode = argv[1];
+	if (!strcmp(mode, "pages") && argc == 4) {
+		long n = atol(argv[2]), k = atol(argv[3]);
+		run_pages("pages", n, k);
+		printf("count=%ld\npage_faults=%ld\n", k, n * k);
+	} else if (!strcmp(mode, "cpu") && argc == 3) {
+		long k = atol(argv[2]);
+		pmc_region_t r = pmc_region("spin");
+		uint64_t cpu = 0;
+		volatile uint64_t x = 1;
+		touch_fresh(1);
+		for (long c = 0; c < k; c++) {
+			uint64_t c0 = thread_cpu_ns();
+			pmc_begin(r);
+			for (int i = 0; i < 2000000; i++)
+				x = x * 6364136223846793005u + 1442695040888963407u;
+			pmc_end(r);
+			cpu += thread_cpu_ns() - c0;
+		}
+		printf("count=%ld\nthread_cpu_ns=%llu\n", k, (unsigned long long)cpu);
+	} else if (!strcmp(mode, "threads") && argc == 5) {
+		long t = atol(argv[2]);
+		struct mt_arg a = {atol(argv[3]), atol(argv[4])};
+		pthread_t th[64];
+		if (t < 1 || t > 64)
+			return 2;
+		for (long i = 0; i < t; i++)
+			if (pthread_create(&th[i], NULL, mt_main, &a)) {
+				perror("pthread_create");
+				return 1;
+			}
+		for (long i = 0; i < t; i++)
+			pthread_join(th[i], NULL);
+		printf("count=%ld\npage_faults=%ld\n", t * a.k, t * a.n * a.k);
+	} else if (!strcmp(mode, "nested") && argc == 4) {
+		long n = atol(argv[2]), k = atol(argv[3]);
+		pmc_region_t outer = pmc_region("outer"), inner = pmc_region("inner");
+		for (long c = 0; c < k; c++) {
+			unsigned char *a = map_pages(n), *b = map_pages(n);
+			pmc_begin(outer);
+			write_pages(a, n);
+			pmc_begin(inner);
+			write_pages(b, n);
+			pmc_end(inner);
+			pmc_end(outer);
+			munmap(a, (size_t)n * pagesz);
+			munmap(b, (size_t)n * pagesz);
+		}
+		/* The scoped form too, with an early break out of the block. */
+		for (long c = 0; c < k; c++) {
+			unsigned char *a = map_pages(n);
+			PMC_REGION("scoped")
+			{
+				write_pages(a, n);
+				if (c >= 0)
+					break;
+				write_pages(a, n); /* never reached */
+			}
+			munmap(a, (size_t)n * pagesz);
+		}
+		printf("outer_page_faults=%ld\ninner_page_faults=%ld\nscoped_page_faults=%ld\n",
+		       2 * n * k, n * k, n * k);
+	} else {
+		fprintf(stderr, "pmc-test-client: bad arguments\n");
+		return 2;
+	}
+	printf("enabled=%d\n", pmc_enabled());
+	return 0;
+}

@@ -1,1 +1,163 @@
-int main(void){return 0;}
+/* pmc-test-raw: speaks the wire protocol by hand to check what pmcdaemon refuses.
+ * Each mode prints what the daemon answered and exits 0 when the answer is the one
+ * expected, 1 otherwise.
+ *
+ *   SOCKET foreign-tid TID   register a thread of another process: refused (EPERM)
+ *   SOCKET event NAME        register with event NAME: refused (ENOENT), message printed
+ *   SOCKET garbage           a datagram that is not a Request: connection closed
+ *   SOCKET fds               a valid Status request with an fd attached: connection closed
+ *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
+ *   SOCKET no-hello          a Status request before Hello: connection closed
+ *   SOCKET status            a Status request: answered (shows the daemon still serves)
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+static int
+call(int fd, Pmc__Request *req, Pmc__Response **resp)
+{
+	int fds[WIRE_MAX_FDS];
+	size_t n = 0;
+	int r = wire_call(fd, req, 5000, fds, WIRE_MAX_FDS, &n, resp);
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+	return r;
+}
+
+static int
+hello(int fd)
+{
+	Pmc__Hello h = PMC__HELLO__INIT;
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	Pmc__Response *resp;
+	int r = call(fd, &req, &resp);
+	if (r < 0)
+		return r;
+	r = resp->error ? -resp->error : 0;
+	pmc__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+/* After a bad datagram the daemon must close the connection: wait for EOF. */
+static int
+expect_closed(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, 5000) <= 0) {
+		printf("connection still open after 5 s\n");
+		return 1;
+	}
+	char b[64];
+	ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+		printf("connection closed by the daemon\n");
+		return 0;
+	}
+	printf("unexpected reply (%zd bytes)\n", n);
+	return 1;
+}
+
+static int
+register_tid(int fd, int tid, char *event)
+{
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = tid;
+	char *events[1] = {event};
+	if (event) {
+		rt.n_events = 1;
+		rt.events = events;
+	}
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	Pmc__Response *resp;
+	int r = call(fd, &req, &resp);
+	if (r < 0) {
+		printf("no answer: %s\n", strerror(-r));
+		return -1;
+	}
+	int err = resp->error;
+	printf("error=%d (%s)\nmessage=%s\n", err, err ? strerror(err) : "none", resp->message);
+	pmc__response__free_unpacked(resp, NULL);
+	return err;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: pmc-test-raw SOCKET MODE [ARG]\n");
+		return 2;
+	}
+	const char *mode = argv[2];
+	int fd = wire_connect(argv[1]);
+	if (fd < 0) {
+		fprintf(stderr, "connect: %s\n", strerror(-fd));
+		return 1;
+	}
+	Pmc__Request req = PMC__REQUEST__INIT;
+	Pmc__Status st = PMC__STATUS__INIT;
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+
+	if (!strcmp(mode, "no-hello")) {
+		if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
+			return 1;
+		return expect_closed(fd);
+	}
+	if (hello(fd) < 0) {
+		fprintf(stderr, "hello refused\n");
+		return 1;
+	}
+	if (!strcmp(mode, "foreign-tid") && argc == 4)
+		return register_tid(fd, atoi(argv[3]), NULL) == EPERM ? 0 : 1;
+	if (!strcmp(mode, "event") && argc == 4)
+		return register_tid(fd, getpid(), argv[3]) == ENOENT ? 0 : 1;
+	if (!strcmp(mode, "garbage")) {
+		static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
+		if (send(fd, junk, sizeof(junk), 0) < 0)
+			return 1;
+		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "fds")) {
+		int extra[1] = {0};
+		if (wire_send(fd, &req.base, extra, 1, 0) < 0)
+			return 1;
+		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "bad-batch")) {
+		Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+		uint32_t region[1] = {1};
+		uint64_t wall[1] = {5};
+		b.tid = getpid();
+		b.n_region = 1, b.region = region;
+		b.n_wall_ns = 1, b.wall_ns = wall;
+		Pmc__Request breq = PMC__REQUEST__INIT;
+		breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+		breq.sample_batch = &b;
+		if (wire_send(fd, &breq.base, NULL, 0, 0) < 0)
+			return 1;
+		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "status")) {
+		Pmc__Response *resp;
+		if (call(fd, &req, &resp) < 0 || resp->body_case != PMC__RESPONSE__BODY_STATUS)
+			return 1;
+		printf("clients=%u rejected=%llu\n", resp->status->clients,
+		       (unsigned long long)resp->status->rejected);
+		pmc__response__free_unpacked(resp, NULL);
+		return 0;
+	}
+	fprintf(stderr, "pmc-test-raw: unknown mode %s\n", mode);
+	return 2;
+}

@@ -1,0 +1,22 @@
+#!/bin/bash
+# With no daemon the application runs to completion exactly as before, after one
+# warning line on stderr; PMC_DISABLE=1 silences even that.
+. "$(dirname "$0")/lib.sh"
+as_user env PMC_SOCKET="$TMP/nobody-listens.sock" "$PMC_TEST_CLIENT_BIN" threads 4 2 600 >"$TMP/out" 2>"$TMP/err" ||
+	fail "the application failed without a daemon"
+expect_eq "output" "$(kv count "$TMP/out")" 2400
+expect_eq "enabled" "$(kv enabled "$TMP/out")" 0
+expect_eq "stderr lines" "$(wc -l <"$TMP/err")" 1
+grep -q "pmc: profiling disabled: cannot connect to pmcdaemon at $TMP/nobody-listens.sock" "$TMP/err" ||
+	fail "warning does not name the socket: $(cat "$TMP/err")"
+pass "warning: $(cat "$TMP/err")"
+as_user env PMC_DISABLE=1 "$PMC_EXAMPLE_BIN" 5 2 >"$TMP/out" 2>"$TMP/err" || fail "PMC_DISABLE=1 run failed"
+expect_eq "PMC_DISABLE stderr lines" "$(wc -l <"$TMP/err")" 0
+# A daemon that is gone after the client connected: the client carries on.
+start_daemon
+as_user "$PMC_TEST_CLIENT_BIN" pages 2 2000 >"$TMP/out" 2>"$TMP/err" &
+cpid=$!
+sleep 0.2
+kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
+wait "$cpid" || fail "client failed after the daemon died"
+expect_eq "client finished" "$(kv count "$TMP/out")" 2000

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Each refusal is a clear error, and the daemon keeps serving everyone else.
+. "$(dirname "$0")/lib.sh"
+start_daemon
+raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
+
+out=$(raw foreign-tid "$DAEMON_PID") || fail "foreign tid not refused with EPERM: $out"
+grep -q "is not a thread of the calling process" <<<"$out" || fail "unclear message: $out"
+pass "foreign tid refused: $(grep message= <<<"$out")"
+out=$(raw foreign-tid 1) || fail "tid 1 not refused: $out"
+
+out=$(raw event page-fualts) || fail "unknown event not refused with ENOENT: $out"
+grep -q "unknown event 'page-fualts'" <<<"$out" || fail "message does not name the event: $out"
+grep -q "did you mean 'page-faults'" <<<"$out" || fail "no suggestion: $out"
+pass "unknown event refused: $(grep message= <<<"$out")"
+
+# Through the library: one warning naming the event, and the application still runs.
+as_user env PMC_EVENTS=page-faults,no-such-event "$PMC_TEST_CLIENT_BIN" pages 1 5 >"$TMP/out" 2>"$TMP/err" ||
+	fail "application failed with a bad PMC_EVENTS"
+grep -q "unknown event 'no-such-event'" "$TMP/err" || fail "library warning: $(cat "$TMP/err")"
+pass "library warns: $(cat "$TMP/err")"
+
+for m in garbage fds bad-batch no-hello; do
+	out=$(raw $m) || fail "$m: $out"
+	pass "$m: $out"
+done
+out=$(raw status) || fail "daemon no longer answers"
+grep -q "rejected=4" <<<"$out" || fail "rejected count: $out"
+pass "daemon still serves: $out"
+# And a real client still gets exact counts.
+run_client "$TMP/out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 4 10
+expect_eq "page-faults after refusals" "$(region_json pages "$CLIENT_PID" | jq '.events["page-faults"].sum')" 40
+daemon_alive

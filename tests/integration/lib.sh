@@ -1,0 +1,64 @@
+# Shared by the integration scripts: start a real pmcdaemon as root on a temporary
+# socket, run clients as an unprivileged user (uid 65534), and compare JSON with jq.
+# Exit 77 (skipped) where this cannot run: not root, no setpriv/jq, no perf_event.
+set -euo pipefail
+
+: "${PMCDAEMON_BIN:?set by ctest}" "${PMCCTL_BIN:?set by ctest}"
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+
+[ "$(id -u)" = 0 ] || skip "needs root to run the daemon and switch to uid 65534"
+command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+command -v jq >/dev/null || skip "jq is missing"
+if [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 4)" -gt 3 ]; then
+	skip "perf_event_open is disabled (perf_event_paranoid > 3)"
+fi
+
+TMP=$(mktemp -d /tmp/pmc-test.XXXXXX)
+chmod 755 "$TMP"
+SOCK=$TMP/pmc.sock
+DAEMON_PID=
+cleanup() {
+	[ -n "$DAEMON_PID" ] && kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# The binaries must be reachable by uid 65534.
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env PMC_SOCKET="$SOCK" "$@"; }
+
+start_daemon() {
+	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
+	DAEMON_PID=$!
+	for _ in $(seq 100); do
+		[ -S "$SOCK" ] && return 0
+		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "pmcdaemon exited at start"; }
+		sleep 0.05
+	done
+	fail "pmcdaemon did not create $SOCK"
+}
+
+daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "pmcdaemon died"; }; }
+
+pmcctl() { "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
+
+# query_json REGION PID: the JSON object of one region of one process
+region_json() {
+	pmcctl query --region "$1" --pid "$2" --format json | jq -e --arg r "$1" '.regions[] | select(.name == $r)'
+}
+
+# expect_eq WHAT GOT WANT
+expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; pass "$1 = $3"; }
+
+# run_client OUT ARGS...: run the test client as uid 65534, keep its pid and output
+run_client() {
+	local out=$1
+	shift
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- env PMC_SOCKET="$SOCK" "$@" >"$out" 2>"$out.err" &
+	local pid=$!
+	wait "$pid" || { cat "$out.err" >&2; fail "client $* failed"; }
+	CLIENT_PID=$pid
+}
+kv() { sed -n "s/^$1=//p" "$2"; }
