@@ -95,8 +95,7 @@ gettid_(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-static void
-warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void
 warn_once(const char *fmt, ...)
@@ -172,8 +171,8 @@ connect_locked(void)
 	int fd = wire_connect(path);
 	if (fd < 0) {
 		warn_once("profiling disabled: cannot connect to pmcdaemon at %s: %s (is pmcdaemon "
-			  "running? set PMC_SOCKET, or PMC_DISABLE=1 to silence this)",
-			  path, strerror(-fd));
+		          "running? set PMC_SOCKET, or PMC_DISABLE=1 to silence this)",
+		          path, strerror(-fd));
 		atomic_store(&G.state, ST_OFF);
 		return;
 	}
@@ -192,7 +191,7 @@ connect_locked(void)
 		r = -1;
 	} else if (r < 0) {
 		warn_once("profiling disabled: no answer from pmcdaemon at %s: %s", path,
-			  strerror(-r));
+		          strerror(-r));
 	}
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
@@ -285,14 +284,14 @@ register_locked(void)
 	int r = wire_call(G.fd, &req, PMC_CALL_TIMEOUT_MS, t->fds, PMC_MAX_EVENTS, &n_fds, &resp);
 	if (r < 0) {
 		warn_once("thread %d not profiled: registering with pmcdaemon failed: %s",
-			  (int)t->tid, strerror(-r));
+		          (int)t->tid, strerror(-r));
 		free(t);
 		return NULL;
 	}
 	if (resp->error || resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
 	    resp->register_reply->n_events != n_fds || n_fds == 0) {
 		warn_once("thread %d not profiled: %s", (int)t->tid,
-			  resp->error ? resp->message : "unexpected reply from pmcdaemon");
+		          resp->error ? resp->message : "unexpected reply from pmcdaemon");
 		for (size_t i = 0; i < n_fds; i++)
 			close(t->fds[i]);
 		pmc__response__free_unpacked(resp, NULL);
@@ -338,7 +337,6 @@ register_locked(void)
 	return t;
 }
 
-
 /* Reads every counter of @t into v[0..n) with enabled/running in v[n..2n), v[2n..3n). */
 static inline int
 read_counters(struct pmc_thread *t, uint64_t *v)
@@ -367,7 +365,7 @@ read_counters(struct pmc_thread *t, uint64_t *v)
 		if (r < 0)
 			return -errno;
 		if (pmc_reader_parse_group(buf, (size_t)r / sizeof(uint64_t), k, v + g, &v[n + g],
-					   &v[2 * n + g]) < 0)
+		                           &v[2 * n + g]) < 0)
 			return -EBADMSG;
 		for (size_t i = g + 1; i < end; i++) {
 			v[n + i] = v[n + g];
@@ -584,8 +582,8 @@ pmc_flush(void)
 	struct pmc_thread *t = T;
 	if (!t || t->state != ST_ON)
 		return atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_NONE
-			       ? 0
-			       : -ENOTCONN;
+		               ? 0
+		               : -ENOTCONN;
 	if (t->gen != atomic_load(&G.gen))
 		return -ENOTCONN;
 	return flush_thread(t);

@@ -28,25 +28,26 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: pmcdaemon [OPTIONS]\n"
-		"\n"
-		"Broker of CPU performance counters for unprivileged applications. Each thread\n"
-		"of an application linked with libpmcclient registers here; the daemon opens its\n"
-		"perf_event counters and passes their file descriptors over the socket, so the\n"
-		"application reads them itself (rdpmc, or read() of the group). The region\n"
-		"samples the applications send back are aggregated per process and region;\n"
-		"query them with pmcctl(1). Runs in the foreground and logs to stderr.\n"
-		"\n"
-		"Options:\n"
-		"  -s, --socket PATH   listen on PATH (default " DEFAULT_SOCKET ");\n"
-		"                      ignored when systemd passes a socket (pmcdaemon.socket)\n"
-		"  -v, --verbose       log every connection, registration and refusal\n"
-		"  -h, --help          show this help and exit\n"
-		"      --version       show the version and exit\n"
-		"\n"
-		"Signals: SIGINT and SIGTERM stop the daemon cleanly; the socket is removed.\n"
-		"Exit status: 0 after a clean stop, 1 when it cannot start (the message says why),\n"
-		"2 for a usage error.\n");
+	        "Usage: pmcdaemon [OPTIONS]\n"
+	        "\n"
+	        "Broker of CPU performance counters for unprivileged applications. Each thread\n"
+	        "of an application linked with libpmcclient registers here; the daemon opens its\n"
+	        "perf_event counters and passes their file descriptors over the socket, so the\n"
+	        "application reads them itself (rdpmc, or read() of the group). The region\n"
+	        "samples the applications send back are aggregated per process and region;\n"
+	        "query them with pmcctl(1). Runs in the foreground and logs to stderr.\n"
+	        "\n"
+	        "Options:\n"
+	        "  -s, --socket PATH   listen on PATH (default " DEFAULT_SOCKET ");\n"
+	        "                      ignored when systemd passes a socket (pmcdaemon.socket)\n"
+	        "  -v, --verbose       log every connection, registration and refusal\n"
+	        "  -h, --help          show this help and exit\n"
+	        "      --version       show the version and exit\n"
+	        "\n"
+	        "Signals: SIGINT and SIGTERM stop the daemon cleanly; the socket is removed.\n"
+	        "Exit status: 0 after a clean stop, 1 when it cannot start (the message says "
+	        "why),\n"
+	        "2 for a usage error.\n");
 }
 
 static int
@@ -101,11 +102,11 @@ int
 main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{0},
+	        {"socket", required_argument, NULL, 's'},
+	        {"verbose", no_argument, NULL, 'v'},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {0},
 	};
 	const char *path = DEFAULT_SOCKET;
 	int verbose = 0, c;
@@ -131,7 +132,7 @@ main(int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "pmcdaemon: unexpected argument '%s'\nTry 'pmcdaemon --help'.\n",
-			argv[optind]);
+		        argv[optind]);
 		return 2;
 	}
 	log_setup(verbose ? LOG_DEBUG : LOG_INFO);
@@ -142,15 +143,16 @@ main(int argc, char **argv)
 #ifdef PMC_WITH_SYSTEMD
 	int n = sd_listen_fds(1);
 	if (n > 1) {
-		log_err("systemd passed %d sockets; pmcdaemon.socket must listen on exactly one", n);
+		log_err("systemd passed %d sockets; pmcdaemon.socket must listen on exactly one",
+		        n);
 		return 1;
 	}
 	if (n == 1) {
 		fd = SD_LISTEN_FDS_START;
 		if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
 			log_err("the socket systemd passed is not a listening AF_UNIX "
-				"SOCK_SEQPACKET socket: set ListenSequentialPacket= in "
-				"pmcdaemon.socket");
+			        "SOCK_SEQPACKET socket: set ListenSequentialPacket= in "
+			        "pmcdaemon.socket");
 			return 1;
 		}
 	}

@@ -12,60 +12,67 @@
 #include "util.h"
 
 #define HWC(id, op, res)                                                                           \
-	((uint64_t)PERF_COUNT_HW_CACHE_##id | ((uint64_t)PERF_COUNT_HW_CACHE_OP_##op << 8) |     \
+	((uint64_t)PERF_COUNT_HW_CACHE_##id | ((uint64_t)PERF_COUNT_HW_CACHE_OP_##op << 8) |       \
 	 ((uint64_t)PERF_COUNT_HW_CACHE_RESULT_##res << 16))
 
 static const struct perf_known known[] = {
-	{"cycles", "CPU cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
-	{"instructions", "instructions retired", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
-	{"cache-references", "last-level cache accesses", PERF_TYPE_HARDWARE,
-	 PERF_COUNT_HW_CACHE_REFERENCES},
-	{"cache-misses", "last-level cache misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
-	{"branches", "branch instructions retired", PERF_TYPE_HARDWARE,
-	 PERF_COUNT_HW_BRANCH_INSTRUCTIONS},
-	{"branch-misses", "mispredicted branches", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
-	{"bus-cycles", "bus cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BUS_CYCLES},
-	{"stalled-cycles-frontend", "cycles stalled in the front end", PERF_TYPE_HARDWARE,
-	 PERF_COUNT_HW_STALLED_CYCLES_FRONTEND},
-	{"stalled-cycles-backend", "cycles stalled in the back end", PERF_TYPE_HARDWARE,
-	 PERF_COUNT_HW_STALLED_CYCLES_BACKEND},
-	{"ref-cycles", "reference cycles (unscaled by frequency)", PERF_TYPE_HARDWARE,
-	 PERF_COUNT_HW_REF_CPU_CYCLES},
-	{"L1-dcache-loads", "L1 data cache loads", PERF_TYPE_HW_CACHE, HWC(L1D, READ, ACCESS)},
-	{"L1-dcache-load-misses", "L1 data cache load misses", PERF_TYPE_HW_CACHE,
-	 HWC(L1D, READ, MISS)},
-	{"L1-icache-load-misses", "L1 instruction cache misses", PERF_TYPE_HW_CACHE,
-	 HWC(L1I, READ, MISS)},
-	{"LLC-loads", "last-level cache loads", PERF_TYPE_HW_CACHE, HWC(LL, READ, ACCESS)},
-	{"LLC-load-misses", "last-level cache load misses", PERF_TYPE_HW_CACHE, HWC(LL, READ, MISS)},
-	{"dTLB-load-misses", "data TLB load misses", PERF_TYPE_HW_CACHE, HWC(DTLB, READ, MISS)},
-	{"iTLB-load-misses", "instruction TLB misses", PERF_TYPE_HW_CACHE, HWC(ITLB, READ, MISS)},
-	{"branch-load-misses", "branch predictor misses", PERF_TYPE_HW_CACHE, HWC(BPU, READ, MISS)},
-	{"task-clock", "CPU time of the thread in ns", PERF_TYPE_SOFTWARE,
-	 PERF_COUNT_SW_TASK_CLOCK},
-	{"cpu-clock", "CPU clock in ns", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK},
-	{"page-faults", "page faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
-	{"minor-faults", "minor page faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN},
-	{"major-faults", "major page faults (I/O)", PERF_TYPE_SOFTWARE,
-	 PERF_COUNT_SW_PAGE_FAULTS_MAJ},
-	{"context-switches", "context switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
-	{"cpu-migrations", "migrations to another CPU", PERF_TYPE_SOFTWARE,
-	 PERF_COUNT_SW_CPU_MIGRATIONS},
-	{"alignment-faults", "alignment faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_ALIGNMENT_FAULTS},
-	{"emulation-faults", "emulation faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_EMULATION_FAULTS},
+        {"cycles", "CPU cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+        {"instructions", "instructions retired", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+        {"cache-references", "last-level cache accesses", PERF_TYPE_HARDWARE,
+         PERF_COUNT_HW_CACHE_REFERENCES},
+        {"cache-misses", "last-level cache misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
+        {"branches", "branch instructions retired", PERF_TYPE_HARDWARE,
+         PERF_COUNT_HW_BRANCH_INSTRUCTIONS},
+        {"branch-misses", "mispredicted branches", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
+        {"bus-cycles", "bus cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BUS_CYCLES},
+        {"stalled-cycles-frontend", "cycles stalled in the front end", PERF_TYPE_HARDWARE,
+         PERF_COUNT_HW_STALLED_CYCLES_FRONTEND},
+        {"stalled-cycles-backend", "cycles stalled in the back end", PERF_TYPE_HARDWARE,
+         PERF_COUNT_HW_STALLED_CYCLES_BACKEND},
+        {"ref-cycles", "reference cycles (unscaled by frequency)", PERF_TYPE_HARDWARE,
+         PERF_COUNT_HW_REF_CPU_CYCLES},
+        {"L1-dcache-loads", "L1 data cache loads", PERF_TYPE_HW_CACHE, HWC(L1D, READ, ACCESS)},
+        {"L1-dcache-load-misses", "L1 data cache load misses", PERF_TYPE_HW_CACHE,
+         HWC(L1D, READ, MISS)},
+        {"L1-icache-load-misses", "L1 instruction cache misses", PERF_TYPE_HW_CACHE,
+         HWC(L1I, READ, MISS)},
+        {"LLC-loads", "last-level cache loads", PERF_TYPE_HW_CACHE, HWC(LL, READ, ACCESS)},
+        {"LLC-load-misses", "last-level cache load misses", PERF_TYPE_HW_CACHE,
+         HWC(LL, READ, MISS)},
+        {"dTLB-load-misses", "data TLB load misses", PERF_TYPE_HW_CACHE, HWC(DTLB, READ, MISS)},
+        {"iTLB-load-misses", "instruction TLB misses", PERF_TYPE_HW_CACHE, HWC(ITLB, READ, MISS)},
+        {"branch-load-misses", "branch predictor misses", PERF_TYPE_HW_CACHE, HWC(BPU, READ, MISS)},
+        {"task-clock", "CPU time of the thread in ns", PERF_TYPE_SOFTWARE,
+         PERF_COUNT_SW_TASK_CLOCK},
+        {"cpu-clock", "CPU clock in ns", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK},
+        {"page-faults", "page faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+        {"minor-faults", "minor page faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN},
+        {"major-faults", "major page faults (I/O)", PERF_TYPE_SOFTWARE,
+         PERF_COUNT_SW_PAGE_FAULTS_MAJ},
+        {"context-switches", "context switches", PERF_TYPE_SOFTWARE,
+         PERF_COUNT_SW_CONTEXT_SWITCHES},
+        {"cpu-migrations", "migrations to another CPU", PERF_TYPE_SOFTWARE,
+         PERF_COUNT_SW_CPU_MIGRATIONS},
+        {"alignment-faults", "alignment faults", PERF_TYPE_SOFTWARE,
+         PERF_COUNT_SW_ALIGNMENT_FAULTS},
+        {"emulation-faults", "emulation faults", PERF_TYPE_SOFTWARE,
+         PERF_COUNT_SW_EMULATION_FAULTS},
 };
 
 /* Aliases perf(1) users type. */
 static const struct {
 	const char *alias, *name;
 } aliases[] = {
-	{"cpu-cycles", "cycles"}, {"cs", "context-switches"}, {"faults", "page-faults"},
-	{"migrations", "cpu-migrations"}, {"branch-instructions", "branches"},
+        {"cpu-cycles", "cycles"},
+        {"cs", "context-switches"},
+        {"faults", "page-faults"},
+        {"migrations", "cpu-migrations"},
+        {"branch-instructions", "branches"},
 };
 
 static char *const hw_defaults[] = {"cycles", "instructions", "cache-misses", "branch-misses"};
 static char *const sw_defaults[] = {"task-clock", "page-faults", "context-switches",
-				    "cpu-migrations"};
+                                    "cpu-migrations"};
 static bool have_pmu;
 static int held[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
@@ -125,8 +132,8 @@ perf_resolve(const char *name, struct perf_event_attr *attr)
 	attr->exclude_user = !user;
 	attr->exclude_kernel = !kernel;
 	attr->exclude_hv = 1;
-	attr->read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
-			    PERF_FORMAT_TOTAL_TIME_RUNNING;
+	attr->read_format =
+	        PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
 	return 0;
 }
 
@@ -229,13 +236,12 @@ void
 perf_setup(void)
 {
 	static const uint64_t sw[] = {PERF_COUNT_SW_TASK_CLOCK, PERF_COUNT_SW_PAGE_FAULTS,
-				      PERF_COUNT_SW_CONTEXT_SWITCHES,
-				      PERF_COUNT_SW_CPU_MIGRATIONS};
+	                              PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_CPU_MIGRATIONS};
 	for (size_t i = 0; i < ARRAY_SIZE(sw); i++) {
 		struct perf_event_attr attr = {.size = sizeof(attr),
-					       .type = PERF_TYPE_SOFTWARE,
-					       .config = sw[i],
-					       .disabled = 1};
+		                               .type = PERF_TYPE_SOFTWARE,
+		                               .config = sw[i],
+		                               .disabled = 1};
 		int fd = open_one(&attr, 0, -1);
 		if (fd >= 0)
 			held[i] = fd;
@@ -244,7 +250,7 @@ perf_setup(void)
 	have_pmu = r == 0;
 	if (!have_pmu)
 		log_info("no hardware PMU (cycles: %s): default events are software events",
-			 strerror(-r));
+		         strerror(-r));
 }
 
 void

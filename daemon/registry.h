@@ -13,8 +13,8 @@
 /** Figures of one event in one region. */
 struct event_agg {
 	struct stats st;
-	uint64_t scaled;       /* samples whose value was extrapolated */
-	double ratio_sum;      /* sum of running/enabled over those samples */
+	uint64_t scaled;  /* samples whose value was extrapolated */
+	double ratio_sum; /* sum of running/enabled over those samples */
 };
 
 /** One named region of one process. */
@@ -22,19 +22,19 @@ struct region_agg {
 	char *name;
 	uint64_t count;
 	struct stats wall;
-	size_t n_ev;              /* slots in ev, indexed by process event id */
-	struct event_agg *ev;     /* slot i is in use when ev[i].st.count or seen[i] */
+	size_t n_ev;          /* slots in ev, indexed by process event id */
+	struct event_agg *ev; /* slot i is in use when ev[i].st.count or seen[i] */
 	bool *seen;
 };
 
 struct process {
 	pid_t pid;
 	uid_t uid;
-	uint64_t start;           /* start time in clock ticks since boot (/proc/PID/stat) */
+	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
 	unsigned connections;
 	size_t n_events;
-	char **events;            /* process event ids -> names */
+	char **events; /* process event ids -> names */
 	size_t n_regions;
 	struct region_agg **regions;
 	struct process *next;

@@ -35,9 +35,8 @@ reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
 	return r;
 }
 
-static int
-reply_error(struct session *s, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static int reply_error(struct session *s, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 static int
 reply_error(struct session *s, int err, const char *fmt, ...)
@@ -59,8 +58,9 @@ handle_hello(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__Hello *h = req->hello;
 	if (h->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
-		reply_error(s, EPROTO, "protocol version %u is not supported (this daemon speaks %d)",
-			    h->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		reply_error(s, EPROTO,
+		            "protocol version %u is not supported (this daemon speaks %d)",
+		            h->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
 		return -EPROTO;
 	}
 	s->hello = 1;
@@ -118,48 +118,48 @@ handle_register(struct session *s, const Pmc__Request *req)
 
 	if (tid <= 0 || !thread_of(s->pid, tid))
 		return reply_error(s, EPERM,
-				   "thread %d is not a thread of the calling process %d: a process "
-				   "may only register its own threads",
-				   (int)tid, (int)s->pid);
+		                   "thread %d is not a thread of the calling process %d: a process "
+		                   "may only register its own threads",
+		                   (int)tid, (int)s->pid);
 	if (!n)
 		names = perf_default_events(&n);
 	if (n > PERF_MAX_EVENTS)
 		return reply_error(s, E2BIG, "%zu events asked for; at most %d per thread", n,
-				   PERF_MAX_EVENTS);
+		                   PERF_MAX_EVENTS);
 	for (size_t i = 0; i < n; i++) {
 		struct perf_event_attr attr;
 		int r = perf_resolve(names[i], &attr);
 		if (r == -ENOENT) {
 			const char *hint = perf_suggest(names[i]);
 			return reply_error(s, ENOENT,
-					   "unknown event '%.64s'%s%s%s; 'pmcctl events' lists the "
-					   "events this machine can count",
-					   names[i], hint ? " (did you mean '" : "", hint ? hint : "",
-					   hint ? "'?)" : "");
+			                   "unknown event '%.64s'%s%s%s; 'pmcctl events' lists the "
+			                   "events this machine can count",
+			                   names[i], hint ? " (did you mean '" : "",
+			                   hint ? hint : "", hint ? "'?)" : "");
 		}
 		if (r < 0)
 			return reply_error(s, -r,
-					   "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
-					   "NAME:uk",
-					   names[i]);
+			                   "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
+			                   "NAME:uk",
+			                   names[i]);
 	}
 
 	struct session_thread *old = find_thread(s, tid);
 	if (!old && s->n_threads >= SESSION_MAX_THREADS)
 		return reply_error(s, EMFILE, "at most %d threads per connection",
-				   SESSION_MAX_THREADS);
+		                   SESSION_MAX_THREADS);
 
 	int fds[PERF_MAX_EVENTS];
 	size_t failed = 0;
 	int r = perf_open_group(tid, names, n, fds, &failed);
 	if (r < 0) {
 		const char *why = r == -ENOENT || r == -EOPNOTSUPP
-					  ? " (this machine cannot count it: no hardware PMU? the "
-					    "software events task-clock, page-faults, "
-					    "context-switches and cpu-migrations always work)"
-					  : "";
-		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
-				   names[failed], (int)tid, strerror(-r), why);
+		                          ? " (this machine cannot count it: no hardware PMU? the "
+		                            "software events task-clock, page-faults, "
+		                            "context-switches and cpu-migrations always work)"
+		                          : "";
+		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s", names[failed],
+		                   (int)tid, strerror(-r), why);
 	}
 
 	struct session_thread t = {.tid = tid, .n = n};
@@ -310,7 +310,7 @@ handle_sample_batch(struct session *s, const Pmc__Request *req)
 	int r = handle_batch(s, req->sample_batch);
 	if (r == -EBADMSG)
 		log_warn("pid %d: malformed sample batch (tid %d): closing the connection",
-			 (int)s->pid, (int)req->sample_batch->tid);
+		         (int)s->pid, (int)req->sample_batch->tid);
 	return r;
 }
 
@@ -436,9 +436,9 @@ handle_query(struct session *s, const Pmc__Request *req)
 				es->stats = &b.st[b.n_st++];
 				fill_stats(es->stats, &r->ev[j].st);
 				es->scaled_count = r->ev[j].scaled;
-				es->scaled_ratio = r->ev[j].scaled
-							   ? r->ev[j].ratio_sum / (double)r->ev[j].scaled
-							   : 1.0;
+				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
+				                                             (double)r->ev[j].scaled
+				                                   : 1.0;
 			}
 		}
 
@@ -450,9 +450,9 @@ handle_query(struct session *s, const Pmc__Request *req)
 	resp.query = &qr;
 	if (pmc__response__get_packed_size(&resp) > WIRE_MAX_DATAGRAM)
 		return reply_error(s, EMSGSIZE,
-				   "%zu regions do not fit in one reply: narrow the query with "
-				   "--pid or --region",
-				   b.n_rs);
+		                   "%zu regions do not fit in one reply: narrow the query with "
+		                   "--pid or --region",
+		                   b.n_rs);
 	return reply(s, &resp, NULL, 0);
 }
 
@@ -530,14 +530,14 @@ static const struct {
 	handler_fn fn;
 	bool needs_hello;
 } handlers[] = {
-	[PMC__REQUEST__BODY_HELLO] = {handle_hello, false},
-	[PMC__REQUEST__BODY_REGISTER_THREAD] = {handle_register, true},
-	[PMC__REQUEST__BODY_SAMPLE_BATCH] = {handle_sample_batch, true},
-	[PMC__REQUEST__BODY_THREAD_EXIT] = {handle_thread_exit, true},
-	[PMC__REQUEST__BODY_QUERY] = {handle_query, true},
-	[PMC__REQUEST__BODY_RESET] = {handle_reset, true},
-	[PMC__REQUEST__BODY_STATUS] = {handle_status, true},
-	[PMC__REQUEST__BODY_LIST_EVENTS] = {handle_list_events, true},
+        [PMC__REQUEST__BODY_HELLO] = {handle_hello, false},
+        [PMC__REQUEST__BODY_REGISTER_THREAD] = {handle_register, true},
+        [PMC__REQUEST__BODY_SAMPLE_BATCH] = {handle_sample_batch, true},
+        [PMC__REQUEST__BODY_THREAD_EXIT] = {handle_thread_exit, true},
+        [PMC__REQUEST__BODY_QUERY] = {handle_query, true},
+        [PMC__REQUEST__BODY_RESET] = {handle_reset, true},
+        [PMC__REQUEST__BODY_STATUS] = {handle_status, true},
+        [PMC__REQUEST__BODY_LIST_EVENTS] = {handle_list_events, true},
 };
 
 /* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
@@ -546,22 +546,22 @@ session_dispatch_one(struct session *s)
 {
 	int fds[1];
 	size_t n_fds = 0;
-	ssize_t len = wire_recv(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 0, &n_fds,
-				MSG_DONTWAIT);
+	ssize_t len =
+	        wire_recv(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 0, &n_fds, MSG_DONTWAIT);
 	if (len < 0) {
 		if (len == -EMSGSIZE)
 			log_warn("pid %d: request over %u bytes: closing the connection",
-				 (int)s->pid, SERVER_MAX_REQUEST);
+			         (int)s->pid, SERVER_MAX_REQUEST);
 		else if (len == -EBADMSG)
 			log_warn("pid %d: unexpected file descriptors: closing the connection",
-				 (int)s->pid);
+			         (int)s->pid);
 		return (int)len;
 	}
 	Pmc__Request *req = NULL;
 	int r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req);
 	if (r < 0) {
 		log_warn("pid %d: malformed request (%zd bytes): closing the connection",
-			 (int)s->pid, len);
+		         (int)s->pid, len);
 		return r;
 	}
 	unsigned c = req->body_case;

@@ -9,9 +9,9 @@ struct server;
 
 struct session_thread {
 	pid_t tid;
-	size_t n;          /* events */
-	int *fds;          /* daemon's copies */
-	uint32_t *ev_id;   /* process event ids, one per event */
+	size_t n;        /* events */
+	int *fds;        /* daemon's copies */
+	uint32_t *ev_id; /* process event ids, one per event */
 };
 
 struct session {

@@ -35,7 +35,7 @@ main(int argc, char **argv)
 
 	for (long c = 0; c < calls; c++) {
 		unsigned char *mem = mmap(NULL, pages * pagesz, PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (mem == MAP_FAILED) {
 			perror("pmc-example: mmap");
 			return 1;

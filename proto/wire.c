@@ -81,10 +81,10 @@ wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_f
 		struct cmsghdr align;
 	} ctrl;
 	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = ctrl.buf,
-		.msg_controllen = sizeof(ctrl.buf),
+	        .msg_iov = &iov,
+	        .msg_iovlen = 1,
+	        .msg_control = ctrl.buf,
+	        .msg_controllen = sizeof(ctrl.buf),
 	};
 	ssize_t n;
 
@@ -150,7 +150,7 @@ wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out)
 
 int
 wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
-	  size_t *n_fds, Pmc__Response **out)
+          size_t *n_fds, Pmc__Response **out)
 {
 	int r = wire_send(sock, &req->base, NULL, 0, 0);
 	if (r < 0)
@@ -181,8 +181,8 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 		return -ENOMEM;
 	int dummy[1];
 	size_t nf = 0;
-	len = wire_recv(sock, buf, len ? (size_t)len : 1, fds ? fds : dummy, fds ? max_fds : 0,
-			&nf, MSG_DONTWAIT);
+	len = wire_recv(sock, buf, len ? (size_t)len : 1, fds ? fds : dummy, fds ? max_fds : 0, &nf,
+	                MSG_DONTWAIT);
 	if (len < 0)
 		return (int)len;
 	r = wire_unpack_response(buf, (size_t)len, out);

@@ -41,7 +41,7 @@ int wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fd
  * (MSG_CTRUNC) or more than @max_fds arrived, -EAGAIN, or another recvmsg() errno.
  */
 ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
-		  int flags);
+                  int flags);
 
 /**
  * wire_unpack_request() - decode a datagram into a Request
@@ -65,7 +65,7 @@ int wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out);
  * Return: 0 (even when (*out)->error is set), -ETIMEDOUT, or a wire_send()/wire_recv() error.
  */
 int wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
-	      size_t *n_fds, Pmc__Response **out);
+              size_t *n_fds, Pmc__Response **out);
 
 /**
  * wire_connect() - connect a SOCK_SEQPACKET socket to @path

@@ -8,11 +8,13 @@ PMC_EVENTS=page-faults,task-clock run_client "$TMP/out" env PMC_EVENTS=page-faul
 expect_eq "client enabled" "$(kv enabled "$TMP/out")" 1
 j=$(region_json pages "$CLIENT_PID")
 expect_eq "count" "$(jq .count <<<"$j")" $K
-expect_eq "page-faults sum" "$(jq '.events["page-faults"].sum' <<<"$j")" $((N * K))
-expect_eq "page-faults min" "$(jq '.events["page-faults"].min' <<<"$j")" $N
-expect_eq "page-faults max" "$(jq '.events["page-faults"].max' <<<"$j")" $N
-expect_eq "page-faults p99" "$(jq '.events["page-faults"].p99 == '$N <<<"$j")" true
-expect_eq "page-faults stddev" "$(jq '.events["page-faults"].stddev == 0' <<<"$j")" true
+expect_faults "page-faults sum" "$(jq '.events["page-faults"].sum' <<<"$j")" $((N * K))
+expect_faults "page-faults min" "$(jq '.events["page-faults"].min' <<<"$j")" $N
+if [ -z "${PMC_SANITIZED:-}" ]; then # per-call exactness: see expect_faults
+	expect_eq "page-faults max" "$(jq '.events["page-faults"].max' <<<"$j")" $N
+	expect_eq "page-faults p99" "$(jq '.events["page-faults"].p99 == '$N <<<"$j")" true
+	expect_eq "page-faults stddev" "$(jq '.events["page-faults"].stddev == 0' <<<"$j")" true
+fi
 expect_eq "not scaled" "$(jq '.events["page-faults"].scaled' <<<"$j")" false
 expect_eq "uid" "$(jq .uid <<<"$j")" 65534
 expect_eq "event keys" "$(jq -c '.events | keys_unsorted' <<<"$j")" '["page-faults","task-clock"]'
@@ -22,7 +24,7 @@ expect_eq "wall_ns has stats" "$(jq -c '.wall_ns | keys_unsorted' <<<"$j")" \
 # The example program, the same way: 16 pages x 20 calls.
 run_client "$TMP/ex" env PMC_EVENTS=page-faults "$PMC_EXAMPLE_BIN" 20 16
 j=$(region_json touch-pages "$CLIENT_PID")
-expect_eq "example touch-pages page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" 320
+expect_faults "example touch-pages page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" 320
 # A client that disconnected keeps its aggregates.
 j=$(region_json pages "$(pmcctl query --format json | jq '.regions[] | select(.name=="pages") | .pid')")
 expect_eq "kept after disconnect" "$(jq .count <<<"$j")" $K

@@ -27,7 +27,7 @@ static void
 touch_fresh(long n)
 {
 	unsigned char *m = mmap(NULL, (size_t)n * pagesz, PROT_READ | PROT_WRITE,
-				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
 		perror("mmap");
 		exit(1);
@@ -42,7 +42,7 @@ static unsigned char *
 map_pages(long n)
 {
 	unsigned char *m = mmap(NULL, (size_t)n * pagesz, PROT_READ | PROT_WRITE,
-				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
 		perror("mmap");
 		exit(1);

@@ -113,14 +113,13 @@ PMC_EXPORT pmc_region_t pmc__scope_begin(pmc_region_t *slot, const char *name);
  */
 #if defined(__GNUC__) && !defined(__cplusplus)
 #define PMC_REGION(name)                                                                           \
-	for (struct pmc__scope PMC__CAT(pmc__s_, __LINE__)                                         \
-		     __attribute__((cleanup(pmc__scope_end))) = {                                  \
-			     pmc__scope_begin(({                                                   \
-						      static pmc_region_t pmc__slot;               \
-						      &pmc__slot;                                  \
-					      }),                                                  \
-					      (name)),                                             \
-			     1};                                                                   \
+	for (struct pmc__scope PMC__CAT(pmc__s_, __LINE__) __attribute__((cleanup(                 \
+	             pmc__scope_end))) = {pmc__scope_begin(({                                      \
+		                                                   static pmc_region_t pmc__slot;  \
+		                                                   &pmc__slot;                     \
+	                                                   }),                                     \
+	                                                   (name)),                                \
+	                                  1};                                                      \
 	     PMC__CAT(pmc__s_, __LINE__).once; PMC__CAT(pmc__s_, __LINE__).once = 0)
 #endif
 
