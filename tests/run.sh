@@ -16,7 +16,7 @@ run_suite() {
 	cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 ||
 		{ cat "$dir/build.log" >&2; echo "build failed in $dir" >&2; return 1; }
 	# The integration tests run clients as uid 65534: let it reach the built binaries.
-	chmod -R o+rX "$dir" 2>/dev/null || true
+	chmod -R o+rX "$dir" 2>/dev/null || true # a convenience; lib.sh copies what uid 65534 runs
 	(cd "$dir" && ctest --output-on-failure -j2)
 }
 

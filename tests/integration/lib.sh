@@ -37,8 +37,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The binaries must be reachable by uid 65534.
-as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env PMC_SOCKET="$SOCK" "$@"; }
+# uid 65534 may not be able to reach the build tree (a checkout under /root): run its
+# programs from a copy in $TMP, with the library found through LD_LIBRARY_PATH.
+mkdir "$TMP/bin"
+for b in PMC_EXAMPLE_BIN PMC_TEST_CLIENT_BIN PMC_TEST_RAW_BIN PMCCTL_BIN; do
+	[ -n "${!b:-}" ] || continue
+	cp "${!b}" "$TMP/bin/"
+	printf -v "$b" '%s' "$TMP/bin/$(basename "${!b}")"
+done
+[ -n "${PMC_CLIENT_LIB:-}" ] && cp -a "$(dirname "$PMC_CLIENT_LIB")"/libpmcclient.so* "$TMP/bin/"
+chmod -R a+rX "$TMP/bin"
+USER_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" "$@"; }
 
 start_daemon() {
 	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
@@ -67,7 +77,7 @@ expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; pass "$1 = $3";
 run_client() {
 	local out=$1
 	shift
-	setpriv --reuid=65534 --regid=65534 --clear-groups -- env PMC_SOCKET="$SOCK" "$@" >"$out" 2>"$out.err" &
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" "$@" >"$out" 2>"$out.err" &
 	local pid=$!
 	wait "$pid" || { cat "$out.err" >&2; fail "client $* failed"; }
 	CLIENT_PID=$pid
