@@ -237,7 +237,7 @@ pmc_rdtsc_hw(void *ctx)
 }
 #else
 /**
- * pmc_rdpmc_hw() - placeholder where rdpmc is not implemented (PMC_HAVE_RDPMC undefined)
+ * pmc_rdpmc_hw() - returns 0 where there is no rdpmc instruction (PMC_HAVE_RDPMC undefined)
  * @ctx: unused
  * @counter: unused
  *
@@ -254,7 +254,7 @@ pmc_rdpmc_hw(void *ctx, uint32_t counter)
 }
 
 /**
- * pmc_rdtsc_hw() - placeholder where rdtsc is not implemented (PMC_HAVE_RDPMC undefined)
+ * pmc_rdtsc_hw() - returns 0 where there is no rdtsc instruction (PMC_HAVE_RDPMC undefined)
  * @ctx: unused
  *
  * Return: 0.

@@ -53,10 +53,10 @@ usage(FILE *f)
 static int
 listen_on(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
+	struct sockaddr_un sa;
+	int r = wire_sockaddr(path, &sa);
+	if (r < 0)
+		return r;
 
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -80,7 +80,7 @@ listen_on(const char *path)
 		return -errno;
 	/* Any local user may connect; peer credentials decide every request. */
 	if (chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
-		int r = -errno;
+		r = -errno;
 		unlink(path);
 		return r;
 	}

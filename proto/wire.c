@@ -197,12 +197,23 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 }
 
 int
+wire_sockaddr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+int
 wire_connect(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
+	struct sockaddr_un sa;
+	int r = wire_sockaddr(path, &sa);
+	if (r < 0)
+		return r;
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

@@ -67,6 +67,14 @@ int wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out);
 int wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
               size_t *n_fds, Pmc__Response **out);
 
+struct sockaddr_un;
+
+/**
+ * wire_sockaddr() - fill @sa with the AF_UNIX address of @path
+ * Return: 0, or -ENAMETOOLONG when @path does not fit in sun_path.
+ */
+int wire_sockaddr(const char *path, struct sockaddr_un *sa);
+
 /**
  * wire_connect() - connect a SOCK_SEQPACKET socket to @path
  * Return: the socket (O_CLOEXEC, blocking), or -errno (-ENAMETOOLONG for a long path).

@@ -18,15 +18,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "pmc-test.h"
 #include "reader.h"
-
-#define CHECK(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
 
 /* Compares as uint64_t (so signed values compare by bit pattern) and prints both sides. */
 #define CHECK_EQ(a, b)                                                                             \
@@ -52,21 +45,6 @@ run_test(void (*fn)(void), const char *name)
 }
 
 #define RUN(fn) run_test(fn, #fn)
-
-static int
-count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d);
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
 
 static size_t
 page_len(void)
@@ -624,7 +602,7 @@ test_hw_seam(void)
 int
 main(void)
 {
-	int fds_at_start = count_fds();
+	int fds_at_start = pmc_test_count_fds();
 
 	RUN(test_sign_extend_40);
 	RUN(test_sign_extend_48);
@@ -641,7 +619,7 @@ main(void)
 	RUN(test_caps_layout);
 	RUN(test_hw_seam);
 
-	CHECK_EQ(count_fds(), fds_at_start);
+	CHECK_EQ(pmc_test_count_fds(), fds_at_start);
 	printf("ok %u - no_fd_leak\n", ++n_tests);
 	return 0;
 }

@@ -11,15 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pmc-test.h"
 #include "stats.h"
-
-#define CHECK(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
 
 #define POW2(k) (UINT64_C(1) << (k))
 
@@ -71,22 +64,6 @@ true_quantile(const uint64_t *v, size_t n, double q)
 	size_t rank = r < 1.0 ? 1 : r > (double)n ? n : (size_t)r;
 
 	return v[rank - 1];
-}
-
-static int
-count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			n++;
-	closedir(d);
-	return n;
 }
 
 static void
@@ -595,7 +572,7 @@ test_reset(void)
 int
 main(void)
 {
-	int fds_start = count_fds();
+	int fds_start = pmc_test_count_fds();
 
 	RUN(test_empty);
 	RUN(test_known_set);
@@ -614,7 +591,7 @@ main(void)
 	RUN(test_reset);
 
 	CHECK(fds_start >= 0);
-	CHECK(count_fds() == fds_start);
+	CHECK(pmc_test_count_fds() == fds_start);
 	printf("ok %u - no_fd_leak\n", ++n_tests);
 	printf("1..%u\n", n_tests);
 	return 0;
