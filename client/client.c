@@ -58,12 +58,12 @@ struct pmc_thread {
 	uint64_t *frame_mem;
 	uint64_t now[3 * PMC_MAX_EVENTS];
 	/* Sample buffer, sent as one SampleBatch. */
-	size_t n_samples, n_scaled;
+	size_t n_samples, n_ratio, n_scaled_samples;
 	uint64_t dropped;
 	uint32_t region[PMC_BATCH];
 	uint64_t wall[PMC_BATCH];
-	uint32_t flags[PMC_BATCH];
-	float ratio[PMC_BATCH];
+	uint32_t scaled[PMC_BATCH];
+	float *ratio;     /* PMC_BATCH * n: running/enabled of each extrapolated value */
 	uint64_t *values; /* PMC_BATCH * n */
 };
 
@@ -259,6 +259,7 @@ thread_release(struct pmc_thread *t)
 	}
 	free(t->frame_mem);
 	free(t->values);
+	free(t->ratio);
 	free(t);
 }
 
@@ -327,7 +328,8 @@ register_locked(void)
 			}
 	t->frame_mem = calloc(PMC_MAX_DEPTH * 3 * t->n, sizeof(uint64_t));
 	t->values = calloc(PMC_BATCH * t->n, sizeof(uint64_t));
-	if (!t->frame_mem || !t->values) {
+	t->ratio = calloc(PMC_BATCH * t->n, sizeof(float));
+	if (!t->frame_mem || !t->values || !t->ratio) {
 		thread_release(t);
 		return NULL;
 	}
@@ -467,27 +469,29 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 	struct frame *f = &t->stack[d - 1];
 	size_t n = t->n, i = t->n_samples;
 	uint64_t *out = t->values + i * n;
-	int scaled = 0;
-	float ratio = 1.0f;
+	uint32_t scaled = 0;
+	size_t n_ratio = t->n_ratio;
 	for (size_t j = 0; j < n; j++) {
 		uint64_t dv = now[j] - f->v[j];
 		uint64_t de = now[n + j] - f->v[n + j];
 		uint64_t dr = now[2 * n + j] - f->v[2 * n + j];
 		if (unlikely(dr != de)) {
-			scaled = 1;
-			if (de)
-				ratio = (float)dr / (float)de;
+			/* Multiplexed during the region: extrapolate, and say so. */
+			scaled |= UINT32_C(1) << j;
+			t->ratio[n_ratio++] = de ? (float)dr / (float)de : 0.0f;
 			dv = pmc_scale(dv, de, dr);
 		}
 		out[j] = dv;
 	}
 	t->region[i] = region;
 	t->wall[i] = t1 - f->t0;
-	t->flags[i] = scaled ? PMC__SAMPLE_FLAG__SAMPLE_FLAG_SCALED : 0;
+	t->scaled[i] = scaled;
 	if (unlikely(region == PMC_WARMUP_REGION))
 		return;
-	if (scaled)
-		t->ratio[t->n_scaled++] = ratio;
+	if (unlikely(scaled)) {
+		t->n_ratio = n_ratio;
+		t->n_scaled_samples++;
+	}
 	if (unlikely(++t->n_samples == PMC_BATCH))
 		flush_thread(t);
 }
@@ -510,8 +514,8 @@ thread_warm_up(struct pmc_thread *t)
 	memset(t->values, 0, PMC_BATCH * t->n * sizeof(uint64_t));
 	memset(t->region, 0, sizeof(t->region));
 	memset(t->wall, 0, sizeof(t->wall));
-	memset(t->flags, 0, sizeof(t->flags));
-	memset(t->ratio, 0, sizeof(t->ratio));
+	memset(t->scaled, 0, sizeof(t->scaled));
+	memset(t->ratio, 0, PMC_BATCH * t->n * sizeof(float));
 	memset(t->now, 0, sizeof(t->now));
 	region_begin(t, PMC_WARMUP_REGION);
 	region_end(t, PMC_WARMUP_REGION);
@@ -530,10 +534,10 @@ flush_thread(struct pmc_thread *t)
 	b.wall_ns = t->wall;
 	b.n_values = t->n_samples * t->n;
 	b.values = t->values;
-	if (t->n_scaled) {
-		b.n_flags = t->n_samples;
-		b.flags = t->flags;
-		b.n_scale_ratio = t->n_scaled;
+	if (t->n_scaled_samples) {
+		b.n_scaled = t->n_samples;
+		b.scaled = t->scaled;
+		b.n_scale_ratio = t->n_ratio;
 		b.scale_ratio = t->ratio;
 	}
 	b.dropped = t->dropped;
@@ -572,7 +576,7 @@ flush_thread(struct pmc_thread *t)
 		t->dropped += t->n_samples;
 	else
 		t->dropped = 0;
-	t->n_samples = t->n_scaled = 0;
+	t->n_samples = t->n_ratio = t->n_scaled_samples = 0;
 	return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <perfmon/pfmlib_perf_event.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -74,6 +75,8 @@ static char *const hw_defaults[] = {"cycles", "instructions", "cache-misses", "b
 static char *const sw_defaults[] = {"task-clock", "page-faults", "context-switches",
                                     "cpu-migrations"};
 static bool have_pmu;
+static bool have_pfm;
+static unsigned hw_counters = 4;
 static int held[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
 const struct perf_known *
@@ -98,6 +101,36 @@ lookup(const char *name, size_t len)
 	return NULL;
 }
 
+static void
+finish_attr(struct perf_event_attr *attr)
+{
+	attr->size = sizeof(*attr);
+	attr->exclude_hv = 1;
+	attr->disabled = 0;
+	attr->read_format =
+	        PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+}
+
+/* Every other name goes to libpfm4: "perf::TASK-CLOCK", "INST_RETIRED:ANY_P:u", ... */
+static int
+resolve_pfm(const char *name, struct perf_event_attr *attr)
+{
+	if (!have_pfm)
+		return -ENOENT;
+	pfm_perf_encode_arg_t arg;
+	memset(&arg, 0, sizeof(arg));
+	memset(attr, 0, sizeof(*attr));
+	arg.attr = attr;
+	arg.size = sizeof(arg);
+	int r = pfm_get_os_event_encoding(name, PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
+	if (r == PFM_ERR_NOTFOUND)
+		return -ENOENT;
+	if (r != PFM_SUCCESS)
+		return -EINVAL;
+	finish_attr(attr);
+	return 0;
+}
+
 int
 perf_resolve(const char *name, struct perf_event_attr *attr)
 {
@@ -108,7 +141,7 @@ perf_resolve(const char *name, struct perf_event_attr *attr)
 	size_t base = colon ? (size_t)(colon - name) : len;
 	const struct perf_known *k = lookup(name, base);
 	if (!k)
-		return -ENOENT;
+		return resolve_pfm(name, attr);
 
 	bool sw = k->type == PERF_TYPE_SOFTWARE;
 	bool user = true, kernel = sw;
@@ -194,17 +227,55 @@ open_one(struct perf_event_attr *attr, pid_t tid, int group)
 }
 
 int
-perf_open_group(pid_t tid, char *const *names, size_t n, int *fds, size_t *failed)
+perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group)
 {
 	struct perf_event_attr attr;
-	size_t i;
+	size_t k = 0, n_hw = 0;
+	uint32_t g = 0;
+
+	/* Software events in one group of their own: they never need a counter, so
+	 * they always run. Hardware events in groups no larger than the PMU's generic
+	 * counters, so that each group can be scheduled; the kernel multiplexes groups
+	 * when they do not all fit, and every value read says so (running < enabled). */
+	for (size_t i = 0; i < n; i++) {
+		int r = perf_resolve(names[i], &attr);
+		if (r < 0)
+			return r;
+		if (attr.type == PERF_TYPE_SOFTWARE) {
+			order[k] = i;
+			group[k++] = 0;
+		}
+	}
+	if (k)
+		g = 1;
+	for (size_t i = 0; i < n; i++) {
+		(void)perf_resolve(names[i], &attr);
+		if (attr.type == PERF_TYPE_SOFTWARE)
+			continue;
+		if (n_hw && n_hw % hw_counters == 0)
+			g++;
+		order[k] = i;
+		group[k++] = g;
+		n_hw++;
+	}
+	return 0;
+}
+
+int
+perf_open_group(pid_t tid, char *const *names, const uint32_t *group, size_t n, int *fds,
+                size_t *failed)
+{
+	struct perf_event_attr attr;
+	size_t i, leader = 0;
 	int r = 0;
 
 	for (i = 0; i < n; i++) {
 		r = perf_resolve(names[i], &attr);
 		if (r < 0)
 			break;
-		r = open_one(&attr, tid, i ? fds[0] : -1);
+		if (i == 0 || group[i] != group[i - 1])
+			leader = i;
+		r = open_one(&attr, tid, leader == i ? -1 : fds[leader]);
 		if (r < 0)
 			break;
 		fds[i] = r;
@@ -232,6 +303,67 @@ perf_probe(const char *name)
 	return 0;
 }
 
+/* Generic counters of the core PMU libpfm4 finds, less the one the NMI watchdog holds. */
+static unsigned
+pfm_core_counters(void)
+{
+	unsigned n = 0;
+	pfm_pmu_t p;
+	pfm_for_all_pmus(p)
+	{
+		pfm_pmu_info_t info;
+		memset(&info, 0, sizeof(info));
+		info.size = sizeof(info);
+		if (pfm_get_pmu_info(p, &info) != PFM_SUCCESS || !info.is_present ||
+		    info.type != PFM_PMU_TYPE_CORE)
+			continue;
+		if (info.num_cntrs > 0 && (n == 0 || (unsigned)info.num_cntrs < n))
+			n = (unsigned)info.num_cntrs;
+	}
+	if (n == 0)
+		n = 4;
+	FILE *f = fopen("/proc/sys/kernel/nmi_watchdog", "re");
+	if (f) {
+		int on = 0;
+		if (fscanf(f, "%d", &on) == 1 && on && n > 1)
+			n--;
+		fclose(f);
+	}
+	return n;
+}
+
+unsigned
+perf_hw_counters(void)
+{
+	return hw_counters;
+}
+
+void
+perf_pfm_events(void (*fn)(void *ctx, const char *name, const char *desc), void *ctx)
+{
+	if (!have_pfm)
+		return;
+	pfm_pmu_t p;
+	pfm_for_all_pmus(p)
+	{
+		pfm_pmu_info_t info;
+		memset(&info, 0, sizeof(info));
+		info.size = sizeof(info);
+		if (pfm_get_pmu_info(p, &info) != PFM_SUCCESS || !info.is_present)
+			continue;
+		for (int i = info.first_event; i != -1; i = pfm_get_event_next(i)) {
+			pfm_event_info_t ev;
+			memset(&ev, 0, sizeof(ev));
+			ev.size = sizeof(ev);
+			if (pfm_get_event_info(i, PFM_OS_PERF_EVENT_EXT, &ev) != PFM_SUCCESS)
+				continue;
+			char full[PERF_NAME_MAX];
+			snprintf(full, sizeof(full), "%s::%s", info.name, ev.name);
+			fn(ctx, full, ev.desc ? ev.desc : "");
+		}
+	}
+}
+
 void
 perf_setup(void)
 {
@@ -246,6 +378,9 @@ perf_setup(void)
 		if (fd >= 0)
 			held[i] = fd;
 	}
+	have_pfm = pfm_initialize() == PFM_SUCCESS;
+	if (have_pfm)
+		hw_counters = pfm_core_counters();
 	int r = perf_probe("cycles");
 	have_pmu = r == 0;
 	if (!have_pmu)
@@ -256,6 +391,10 @@ perf_setup(void)
 void
 perf_cleanup(void)
 {
+	if (have_pfm) {
+		pfm_terminate();
+		have_pfm = false;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(held); i++)
 		if (held[i] >= 0) {
 			close(held[i]);

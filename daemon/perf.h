@@ -46,14 +46,36 @@ int perf_resolve(const char *name, struct perf_event_attr *attr);
 const char *perf_suggest(const char *name);
 
 /**
- * perf_open_group() - open @n resolved events on thread @tid as one group
+ * perf_plan() - split @n events into perf groups
+ * @order: @n slots: order[k] is the index in @names of the k-th event to open
+ * @group: @n slots: group[k] is the group of the k-th event; groups are contiguous and
+ *         the first event of each is its leader
+ * Software events share one group; hardware events go in groups of at most
+ * perf_hw_counters(), which the kernel multiplexes when they do not all fit.
+ * Return: 0, or the perf_resolve() error of the first bad name.
+ */
+int perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group);
+
+/**
+ * perf_open_group() - open @n resolved events on thread @tid in the groups of @group
  * @tid: thread to count (any CPU)
- * @names: event names (borrowed), already checked with perf_resolve()
- * @fds: @n slots; on success fds[0] is the group leader; the caller owns them all
+ * @names: event names (borrowed) in opening order, already checked with perf_resolve()
+ * @group: as perf_plan() gives it
+ * @fds: @n slots; the caller owns them all on success
  * Return: 0, or -errno of the failing perf_event_open() (every fd opened so far
  * closed); *@failed is set to the index of the event that failed.
  */
-int perf_open_group(pid_t tid, char *const *names, size_t n, int *fds, size_t *failed);
+int perf_open_group(pid_t tid, char *const *names, const uint32_t *group, size_t n, int *fds,
+                    size_t *failed);
+
+/** perf_hw_counters() - hardware events per group (the core PMU's generic counters). */
+unsigned perf_hw_counters(void);
+
+/**
+ * perf_pfm_events() - call @fn for every event of every PMU libpfm4 finds on this host,
+ * named "PMU::EVENT" (strings valid during the call only)
+ */
+void perf_pfm_events(void (*fn)(void *ctx, const char *name, const char *desc), void *ctx);
 
 /**
  * perf_setup() - probe the machine once at start-up

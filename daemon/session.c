@@ -149,17 +149,26 @@ handle_register(struct session *s, const Pmc__Request *req)
 		return reply_error(s, EMFILE, "at most %d threads per connection",
 		                   SESSION_MAX_THREADS);
 
+	size_t order[PERF_MAX_EVENTS];
+	uint32_t group[PERF_MAX_EVENTS];
+	char *ordered[PERF_MAX_EVENTS];
+	int r = perf_plan(names, n, order, group);
+	if (r < 0)
+		return reply_error(s, -r, "cannot group the events: %s", strerror(-r));
+	for (size_t i = 0; i < n; i++)
+		ordered[i] = names[order[i]];
+
 	int fds[PERF_MAX_EVENTS];
 	size_t failed = 0;
-	int r = perf_open_group(tid, names, n, fds, &failed);
+	r = perf_open_group(tid, ordered, group, n, fds, &failed);
 	if (r < 0) {
 		const char *why = r == -ENOENT || r == -EOPNOTSUPP
 		                          ? " (this machine cannot count it: no hardware PMU? the "
 		                            "software events task-clock, page-faults, "
 		                            "context-switches and cpu-migrations always work)"
 		                          : "";
-		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s", names[failed],
-		                   (int)tid, strerror(-r), why);
+		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
+		                   ordered[failed], (int)tid, strerror(-r), why);
 	}
 
 	struct session_thread t = {.tid = tid, .n = n};
@@ -168,14 +177,14 @@ handle_register(struct session *s, const Pmc__Request *req)
 	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];
 	r = t.fds && t.ev_id ? 0 : -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		int id = process_event_id(s->proc, names[i]);
+		int id = process_event_id(s->proc, ordered[i]);
 		if (id < 0)
 			r = id;
 		else
 			t.ev_id[i] = (uint32_t)id;
 		pmc__event_desc__init(&descs[i]);
-		descs[i].name = names[i];
-		descs[i].group = 0;
+		descs[i].name = ordered[i];
+		descs[i].group = group[i];
 		dp[i] = &descs[i];
 	}
 	if (r < 0) {
@@ -257,44 +266,50 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	if (!t)
 		return -EBADMSG;
 	size_t n = b->n_region, ne = t->n;
-	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_flags && b->n_flags != n))
+	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n))
 		return -EBADMSG;
 	int r = define_regions(s, b);
 	if (r < 0)
 		return r;
 	/* Check the whole batch before counting any of it. */
-	size_t n_scaled = 0;
+	size_t n_ratio = 0;
+	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = b->region[i];
 		if (id >= s->n_ids || !s->ids[id])
 			return -EBADMSG;
-		if (b->n_flags && (b->flags[i] & PMC__SAMPLE_FLAG__SAMPLE_FLAG_SCALED))
-			n_scaled++;
+		if (b->n_scaled) {
+			if (b->scaled[i] & ~valid)
+				return -EBADMSG;
+			n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
+		}
 	}
-	if (b->n_scale_ratio && b->n_scale_ratio != n_scaled)
+	if (b->n_scale_ratio != n_ratio)
 		return -EBADMSG;
 
 	struct event_agg *ev[PERF_MAX_EVENTS];
+	struct region_agg *last = NULL;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct region_agg *reg = s->ids[b->region[i]];
-		bool scaled = b->n_flags && (b->flags[i] & PMC__SAMPLE_FLAG__SAMPLE_FLAG_SCALED);
-		double ratio = 1.0;
-		if (scaled) {
-			if (b->n_scale_ratio)
-				ratio = b->scale_ratio[k];
-			k++;
+		if (reg != last) {
+			/* Create every slot first: creating one may move the others. */
+			for (size_t j = 0; j < ne; j++)
+				if (!region_event(reg, t->ev_id[j]))
+					return -ENOMEM;
+			for (size_t j = 0; j < ne; j++)
+				ev[j] = &reg->ev[t->ev_id[j]];
+			last = reg;
 		}
 		reg->count++;
 		stats_add(&reg->wall, b->wall_ns[i]);
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
 		for (size_t j = 0; j < ne; j++) {
-			ev[j] = region_event(reg, t->ev_id[j]);
-			if (!ev[j])
-				return -ENOMEM;
 			stats_add(&ev[j]->st, b->values[i * ne + j]);
-			if (scaled) {
+			if (scaled & (UINT32_C(1) << j)) {
+				float ratio = b->scale_ratio[k++];
 				ev[j]->scaled++;
-				ev[j]->ratio_sum += ratio;
+				ev[j]->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
 			}
 		}
 	}
@@ -492,28 +507,82 @@ handle_status(struct session *s, const Pmc__Request *req)
 	return reply(s, &resp, NULL, 0);
 }
 
+struct event_list {
+	Pmc__EventInfo *info;
+	size_t n, cap;
+	int oom;
+};
+
+static void
+event_list_add(void *ctx, const char *name, const char *desc)
+{
+	struct event_list *l = ctx;
+	if (l->oom)
+		return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		Pmc__EventInfo *v = realloc(l->info, cap * sizeof(*v));
+		if (!v) {
+			l->oom = 1;
+			return;
+		}
+		l->info = v;
+		l->cap = cap;
+	}
+	Pmc__EventInfo *e = &l->info[l->n];
+	pmc__event_info__init(e);
+	struct perf_event_attr attr;
+	int r = perf_resolve(name, &attr);
+	bool hardware = r == 0 && attr.type != PERF_TYPE_SOFTWARE;
+	if (r == 0)
+		r = perf_probe(name);
+	e->name = strdup(name);
+	e->description = strdup(desc);
+	e->error = strdup(r ? strerror(-r) : "");
+	e->usable = r == 0;
+	e->hardware = hardware;
+	if (!e->name || !e->description || !e->error) {
+		free(e->name);
+		free(e->description);
+		free(e->error);
+		l->oom = 1;
+		return;
+	}
+	l->n++;
+}
+
+static void
+event_list_free(struct event_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->info[i].name);
+		free(l->info[i].description);
+		free(l->info[i].error);
+	}
+	free(l->info);
+}
+
 static int
 handle_list_events(struct session *s, const Pmc__Request *req)
 {
 	size_t n, n_def;
 	const struct perf_known *k = perf_known_events(&n);
 	char *const *def = perf_default_events(&n_def);
-	Pmc__EventInfo info[n], *ip[n];
-	char errs[n][96];
+	_cleanup_(event_list_free) struct event_list l = {0};
 
-	for (size_t i = 0; i < n; i++) {
-		pmc__event_info__init(&info[i]);
-		ip[i] = &info[i];
-		info[i].name = (char *)k[i].name;
-		info[i].description = (char *)k[i].description;
-		info[i].hardware = k[i].type != PERF_TYPE_SOFTWARE;
-		int r = perf_probe(k[i].name);
-		info[i].usable = r == 0;
-		snprintf(errs[i], sizeof(errs[i]), "%s", r ? strerror(-r) : "");
-		info[i].error = errs[i];
-	}
+	/* Each name is opened once on the daemon itself to tell whether it counts here. */
+	for (size_t i = 0; i < n; i++)
+		event_list_add(&l, k[i].name, k[i].description);
+	perf_pfm_events(event_list_add, &l);
+	if (l.oom)
+		return reply_error(s, ENOMEM, "out of memory");
+	_cleanup_free_ Pmc__EventInfo **ip = calloc(l.n + 1, sizeof(*ip));
+	if (!ip)
+		return reply_error(s, ENOMEM, "out of memory");
+	for (size_t i = 0; i < l.n; i++)
+		ip[i] = &l.info[i];
 	Pmc__EventsReply er = PMC__EVENTS_REPLY__INIT;
-	er.n_events = n;
+	er.n_events = l.n;
 	er.events = ip;
 	er.hardware_pmu = perf_hardware_pmu();
 	er.n_default_events = n_def;
