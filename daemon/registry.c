@@ -130,6 +130,43 @@ region_event(struct region_agg *r, size_t id)
 	return &r->ev[id];
 }
 
+/* The sum of the first counted event of @r whose base name is @base. */
+static bool
+event_sum(const struct process *p, const struct region_agg *r, const char *base, uint64_t *sum)
+{
+	size_t len = strlen(base);
+	for (size_t i = 0; i < r->n_ev && i < p->n_events; i++) {
+		const char *name = p->events[i];
+		if (!r->seen[i] || strncmp(name, base, len) || (name[len] && name[len] != ':'))
+			continue;
+		*sum = r->ev[i].st.sum;
+		return true;
+	}
+	return false;
+}
+
+size_t
+region_derived(const struct process *p, const struct region_agg *r, struct derived *out)
+{
+	static const struct {
+		const char *name, *num, *den;
+	} metrics[DERIVED_MAX] = {
+	        {"ipc", "instructions", "cycles"},
+	        {"cache-miss-ratio", "cache-misses", "cache-references"},
+	        {"branch-miss-ratio", "branch-misses", "branches"},
+	};
+	size_t n = 0;
+	for (size_t i = 0; i < DERIVED_MAX; i++) {
+		uint64_t num, den;
+		if (!event_sum(p, r, metrics[i].num, &num) ||
+		    !event_sum(p, r, metrics[i].den, &den) || den == 0)
+			continue;
+		out[n].name = metrics[i].name;
+		out[n++].value = (double)num / (double)den;
+	}
+	return n;
+}
+
 static void
 region_clear(struct region_agg *r)
 {

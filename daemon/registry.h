@@ -81,5 +81,23 @@ int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
  */
 unsigned registry_reset(struct registry *reg, pid_t pid, const char *region);
 
+/** A derived metric: the ratio of two events' sums. */
+struct derived {
+	const char *name; /* static */
+	double value;
+};
+
+#define DERIVED_MAX 3
+
+/**
+ * region_derived() - the derived metrics of @r whose two events it counted
+ * @p: @r's process (names the event ids)
+ * @out: DERIVED_MAX slots
+ * Events match by base name, whatever their ":u"/":k" modifier. A metric whose
+ * denominator sum is 0 is left out.
+ * Return: the number of metrics written.
+ */
+size_t region_derived(const struct process *p, const struct region_agg *r, struct derived *out);
+
 /** registry_free() - free everything @reg holds. */
 void registry_free(struct registry *reg);

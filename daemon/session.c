@@ -344,15 +344,18 @@ fill_stats(Pmc__Stats *out, const struct stats *st)
 }
 
 struct query_buf {
+	Pmc__Derived *dv, **dvp;
 	Pmc__RegionStats *rs, **rsp;
 	Pmc__Stats *st;
 	Pmc__EventStats *es, **esp;
-	size_t n_rs, n_st, n_es;
+	size_t n_rs, n_st, n_es, n_dv;
 };
 
 static void
 query_buf_free(struct query_buf *q)
 {
+	free(q->dv);
+	free(q->dvp);
 	free(q->rs);
 	free(q->rsp);
 	free(q->st);
@@ -421,7 +424,9 @@ handle_query(struct session *s, const Pmc__Request *req)
 	b.st = calloc(n_rs + n_es + 1, sizeof(*b.st));
 	b.es = calloc(n_es + 1, sizeof(*b.es));
 	b.esp = calloc(n_es + 1, sizeof(*b.esp));
-	if (!b.rs || !b.rsp || !b.st || !b.es || !b.esp)
+	b.dv = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b.dv));
+	b.dvp = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b.dvp));
+	if (!b.rs || !b.rsp || !b.st || !b.es || !b.esp || !b.dv || !b.dvp)
 		return reply_error(s, ENOMEM, "out of memory");
 
 	for (struct process *p = reg->procs; p; p = p->next)
@@ -453,7 +458,18 @@ handle_query(struct session *s, const Pmc__Request *req)
 				es->scaled_count = r->ev[j].scaled;
 				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
 				                                             (double)r->ev[j].scaled
-				                                   : 1.0;
+				                                   : 0.0;
+			}
+			struct derived d[DERIVED_MAX];
+			size_t nd = region_derived(p, r, d);
+			rs->derived = &b.dvp[b.n_dv];
+			rs->n_derived = nd;
+			for (size_t j = 0; j < nd; j++) {
+				Pmc__Derived *dv = &b.dv[b.n_dv];
+				b.dvp[b.n_dv++] = dv;
+				pmc__derived__init(dv);
+				dv->name = (char *)d[j].name;
+				dv->value = d[j].value;
 			}
 		}
 
