@@ -9,6 +9,14 @@
  *   threads T N K    T threads at once, each: region "mt-pages", K calls of N pages
  *   nested N K       region "outer" writes N pages and holds region "inner", which
  *                    writes N more: outer counts 2N per call, inner N
+ *   fork N K         region "parent" K calls of N pages, then a child process runs
+ *                    region "child" K calls of N pages while the parent runs region
+ *                    "parent-after" (whose first calls also take the copy-on-write
+ *                    faults fork() leaves): each process counts only its own pages
+ *   exec N K         region "before-exec" K calls of N pages, pmc_flush(), then exec
+ *                    itself as "pages N K" (same pid, new image)
+ *   block M          region "block": the thread blocks M times reading an empty pipe
+ *                    that another thread fills one byte at a time
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -16,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,6 +99,25 @@ mt_main(void *p)
 	return NULL; /* the final partial batch goes out at thread exit */
 }
 
+struct feeder_arg {
+	int fd;
+	long m;
+};
+
+/* Writes one byte every 2 ms, so that the reader finds the pipe empty each time. */
+static void *
+feeder(void *p)
+{
+	struct feeder_arg *a = p;
+	struct timespec ts = {0, 2 * 1000 * 1000};
+	for (long i = 0; i < a->m; i++) {
+		nanosleep(&ts, NULL);
+		if (write(a->fd, "x", 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -160,6 +188,52 @@ main(int argc, char **argv)
 		}
 		printf("outer_page_faults=%ld\ninner_page_faults=%ld\nscoped_page_faults=%ld\n",
 		       2 * n * k, n * k, n * k);
+	} else if (!strcmp(mode, "fork") && argc == 4) {
+		long n = atol(argv[2]), k = atol(argv[3]);
+		run_pages("parent", n, k);
+		fflush(stdout);
+		pid_t child = fork();
+		if (child < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (child == 0) {
+			run_pages("child", n, k);
+			exit(0); /* the child's samples go out at exit */
+		}
+		run_pages("parent-after", n, k);
+		int st;
+		if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
+			return 1;
+		printf("child_pid=%d\nparent_page_faults=%ld\nchild_page_faults=%ld\n", (int)child,
+		       n * k, n * k);
+	} else if (!strcmp(mode, "exec") && argc == 4) {
+		run_pages("before-exec", atol(argv[2]), atol(argv[3]));
+		/* exec runs no atexit handler: send what is buffered first. */
+		if (pmc_flush() < 0)
+			return 1;
+		fflush(stdout);
+		execl("/proc/self/exe", argv[0], "pages", argv[2], argv[3], (char *)NULL);
+		perror("exec");
+		return 1;
+	} else if (!strcmp(mode, "block") && argc == 3) {
+		long m = atol(argv[2]);
+		int p[2];
+		pthread_t th;
+		if (pipe(p) < 0)
+			return 1;
+		struct feeder_arg fa = {p[1], m};
+		pmc_region_t r = pmc_region("block");
+		char c;
+		pmc_begin(r);
+		if (pthread_create(&th, NULL, feeder, &fa))
+			return 1;
+		for (long i = 0; i < m; i++)
+			if (read(p[0], &c, 1) != 1)
+				return 1;
+		pmc_end(r);
+		pthread_join(th, NULL);
+		printf("blocks=%ld\n", m);
 	} else {
 		fprintf(stderr, "pmc-test-client: bad arguments\n");
 		return 2;

@@ -9,6 +9,11 @@
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
  *   SOCKET status            a Status request: answered (shows the daemon still serves)
+ *   SOCKET scaled-batch      register (page-faults,task-clock), then send region "mux":
+ *                            samples {10,100} with value 0 extrapolated at ratio 0.25, and
+ *                            {20,200} not: the daemon must mark page-faults as scaled
+ *   SOCKET bad-mask          the same batch with a scaled bit for a third, absent value:
+ *                            connection closed
  */
 #include <errno.h>
 #include <poll.h>
@@ -65,6 +70,41 @@ expect_closed(int fd)
 	}
 	printf("unexpected reply (%zd bytes)\n", n);
 	return 1;
+}
+
+static int
+send_scaled_batch(int fd, uint32_t mask0)
+{
+	char *events[2] = {"page-faults", "task-clock"};
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = getpid();
+	rt.n_events = 2;
+	rt.events = events;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	Pmc__Response *resp;
+	if (call(fd, &req, &resp) < 0 || resp->error)
+		return -1;
+	pmc__response__free_unpacked(resp, NULL);
+
+	uint32_t region[2] = {1, 1}, scaled[2] = {mask0, 0}, def_id[1] = {1};
+	uint64_t wall[2] = {1000, 2000}, values[4] = {10, 100, 20, 200};
+	float ratio[1] = {0.25f};
+	char *def_name[1] = {"mux"};
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = getpid();
+	b.n_region = 2, b.region = region;
+	b.n_wall_ns = 2, b.wall_ns = wall;
+	b.n_values = 4, b.values = values;
+	b.n_scaled = 2, b.scaled = scaled;
+	b.n_scale_ratio = 1, b.scale_ratio = ratio;
+	b.n_def_id = 1, b.def_id = def_id;
+	b.n_def_name = 1, b.def_name = def_name;
+	Pmc__Request breq = PMC__REQUEST__INIT;
+	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	breq.sample_batch = &b;
+	return wire_send(fd, &breq.base, NULL, 0, 0);
 }
 
 static int
@@ -146,6 +186,22 @@ main(int argc, char **argv)
 		breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		breq.sample_batch = &b;
 		if (wire_send(fd, &breq.base, NULL, 0, 0) < 0)
+			return 1;
+		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "scaled-batch")) {
+		if (send_scaled_batch(fd, 1) < 0)
+			return 1;
+		/* Any answer after the batch means the daemon has read it. */
+		Pmc__Response *resp;
+		if (call(fd, &req, &resp) < 0 || resp->body_case != PMC__RESPONSE__BODY_STATUS)
+			return 1;
+		pmc__response__free_unpacked(resp, NULL);
+		printf("sent\n");
+		return 0;
+	}
+	if (!strcmp(mode, "bad-mask")) {
+		if (send_scaled_batch(fd, 1u << 2) < 0)
 			return 1;
 		return expect_closed(fd);
 	}
