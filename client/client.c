@@ -223,6 +223,15 @@ pmc_enabled(void)
 	return atomic_load(&G.state) == ST_ON;
 }
 
+PMC_EXPORT int
+pmc_thread_uses_rdpmc(void)
+{
+	struct pmc_thread *t = T;
+	if (!t || t->state != ST_ON || t->gen != atomic_load(&G.gen))
+		return -1;
+	return t->rdpmc;
+}
+
 PMC_EXPORT pmc_region_t
 pmc_region(const char *name)
 {

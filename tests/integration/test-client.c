@@ -9,12 +9,15 @@
  *   threads T N K    T threads at once, each: region "mt-pages", K calls of N pages
  *   nested N K       region "outer" writes N pages and holds region "inner", which
  *                    writes N more: outer counts 2N per call, inner N
+ *   named NAME N K   like pages, in a region called NAME (any bytes)
  *   fork N K         region "parent" K calls of N pages, then a child process runs
  *                    region "child" K calls of N pages while the parent runs region
  *                    "parent-after" (whose first calls also take the copy-on-write
  *                    faults fork() leaves): each process counts only its own pages
  *   exec N K         region "before-exec" K calls of N pages, pmc_flush(), then exec
  *                    itself as "pages N K" (same pid, new image)
+ *   loop ITER        region "loop": an x86-64 loop of exactly 2 instructions per
+ *                    iteration (dec; jnz); prints instructions=2*ITER and rdpmc=0|1
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time
  */
@@ -216,6 +219,18 @@ main(int argc, char **argv)
 		execl("/proc/self/exe", argv[0], "pages", argv[2], argv[3], (char *)NULL);
 		perror("exec");
 		return 1;
+	} else if (!strcmp(mode, "loop") && argc == 3) {
+		unsigned long iter = strtoul(argv[2], NULL, 10);
+		pmc_region_t r = pmc_region("loop");
+		pmc_begin(r); /* registers the thread */
+		pmc_end(r);
+		pmc_begin(r);
+#if defined(__x86_64__)
+		unsigned long i = iter;
+		__asm__ __volatile__("1: dec %0\n\tjnz 1b" : "+r"(i) : : "cc");
+#endif
+		pmc_end(r);
+		printf("instructions=%lu\nrdpmc=%d\n", 2 * iter, pmc_thread_uses_rdpmc());
 	} else if (!strcmp(mode, "block") && argc == 3) {
 		long m = atol(argv[2]);
 		int p[2];
@@ -234,6 +249,10 @@ main(int argc, char **argv)
 		pmc_end(r);
 		pthread_join(th, NULL);
 		printf("blocks=%ld\n", m);
+	} else if (!strcmp(mode, "named") && argc == 5) {
+		long n = atol(argv[3]), k = atol(argv[4]);
+		run_pages(argv[2], n, k);
+		printf("count=%ld\npage_faults=%ld\n", k, n * k);
 	} else {
 		fprintf(stderr, "pmc-test-client: bad arguments\n");
 		return 2;

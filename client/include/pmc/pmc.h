@@ -91,6 +91,14 @@ PMC_EXPORT int pmc_flush(void);
  */
 PMC_EXPORT int pmc_enabled(void);
 
+/**
+ * pmc_thread_uses_rdpmc() - how the calling thread reads its counters
+ * Return: 1 with rdpmc (no syscall in pmc_begin/pmc_end), 0 with one read() of each
+ * counter group per call (the kernel does not allow rdpmc, or no hardware PMU), -1 when
+ * the thread is not profiled (not registered yet, disabled, or no daemon).
+ */
+PMC_EXPORT int pmc_thread_uses_rdpmc(void);
+
 /* Scoped form: the region ends when the block is left, by break, return or goto too. */
 struct pmc__scope {
 	pmc_region_t id;
