@@ -3,6 +3,7 @@
  * main.c: options, the listening socket (or systemd's), and start-up. */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,10 @@
 #endif
 
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
 #include "perf.h"
+#include "policy.h"
 #include "server.h"
 #include "util.h"
 #include "wire.h"
@@ -40,7 +44,35 @@ usage(FILE *f)
 	        "Options:\n"
 	        "  -s, --socket PATH   listen on PATH (default " DEFAULT_SOCKET ");\n"
 	        "                      ignored when systemd passes a socket (pmcdaemon.socket)\n"
-	        "  -v, --verbose       log every connection, registration and refusal\n"
+	        "      --socket-mode MODE\n"
+		"                      permissions of the socket file (octal, default 0666: any\n"
+		"                      local user may connect)\n"
+		"      --socket-group GROUP\n"
+		"                      group of the socket file (with --socket-mode 0660: only\n"
+		"                      that group may connect)\n"
+		"      --allow-kernel LIST\n"
+		"                      who may count kernel mode with hardware events: USER, UID,\n"
+		"                      @GROUP, @GID or all, comma-separated (default: root only;\n"
+		"                      software events of one's own threads always count both)\n"
+		"      --allow-events LIST\n"
+		"                      the only event names clients may ask for (default: any)\n"
+		"      --admin-group GROUP\n"
+		"                      members see every process in queries and may reset, as\n"
+		"                      root does; others see only their own processes\n"
+		"      --max-clients N       connections at once (default 1024)\n"
+		"      --max-threads N       registered threads per process (default 1024)\n"
+		"      --max-regions N       regions per process (default 4096; samples of\n"
+		"                            more are dropped and counted)\n"
+		"      --max-batch-rate N    sample batches a second per connection (default\n"
+		"                            10000; the excess is dropped and counted)\n"
+		"  -v, --verbose       log every connection, registration and refusal\n"
+	        "      --metrics ADDR:PORT\n"
+	        "                      serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+	        "                      (off by default); ADDR must be a loopback address, such\n"
+	        "                      as 127.0.0.1 or [::1], unless --metrics-any is given;\n"
+	        "                      port 0 picks a free port (logged)\n"
+	        "      --metrics-any   allow any --metrics address: the page has no access\n"
+	        "                      control and shows every process's region names\n"
 	        "  -h, --help          show this help and exit\n"
 	        "      --version       show the version and exit\n"
 	        "\n"
@@ -50,8 +82,95 @@ usage(FILE *f)
 	        "2 for a usage error.\n");
 }
 
+struct socket_opts {
+	mode_t mode;
+	gid_t gid;
+};
+
 static int
-listen_on(const char *path)
+parse_limit(const char *opt, const char *arg, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(arg, &end, 10);
+	if (errno || !*arg || *end || v == 0 || v > 100000000) {
+		fprintf(stderr, "pmcdaemon: --%s '%s': expected a whole number from 1 to 100000000\n",
+			opt, arg);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* The authorization and limit options; 0 or -EINVAL after printing why. */
+static int
+policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
+{
+	const char *bad = NULL;
+	char *end;
+	int r;
+
+	switch (c) {
+	case 1000:
+		errno = 0;
+		unsigned long mode = strtoul(arg, &end, 8);
+		if (errno || !*arg || *end || mode > 0777) {
+			fprintf(stderr, "pmcdaemon: --socket-mode '%s': expected octal, such as 0660\n",
+				arg);
+			return -EINVAL;
+		}
+		so->mode = (mode_t)mode;
+		return 0;
+	case 1001:
+	case 1004: {
+		struct group *g = getgrnam(arg);
+		unsigned long gid;
+		if (g)
+			gid = g->gr_gid;
+		else {
+			errno = 0;
+			gid = strtoul(arg, &end, 10);
+			if (errno || !*arg || *end) {
+				fprintf(stderr, "pmcdaemon: --%s '%s': no such group\n",
+					c == 1001 ? "socket-group" : "admin-group", arg);
+				return -EINVAL;
+			}
+		}
+		if (c == 1001)
+			so->gid = (gid_t)gid;
+		else {
+			p->has_admin_gid = true;
+			p->admin_gid = (gid_t)gid;
+		}
+		return 0;
+	}
+	case 1002:
+		r = policy_parse_kernel(p, arg, &bad);
+		if (r < 0)
+			fprintf(stderr,
+				"pmcdaemon: --allow-kernel: %s%s%s: expected USER, UID, @GROUP, @GID "
+				"or all, comma-separated\n",
+				bad ? "'" : "", bad ? bad : strerror(-r), bad ? "' is unknown" : "");
+		return r;
+	case 1003:
+		r = policy_parse_events(p, arg);
+		if (r < 0)
+			fprintf(stderr, "pmcdaemon: --allow-events: %s\n", strerror(-r));
+		return r;
+	case 1005:
+		return parse_limit("max-clients", arg, &p->max_clients);
+	case 1006:
+		return parse_limit("max-threads", arg, &p->max_threads);
+	case 1007:
+		return parse_limit("max-regions", arg, &p->max_regions);
+	case 1008:
+		return parse_limit("max-batch-rate", arg, &p->max_batch_rate);
+	}
+	return -EINVAL;
+}
+
+static int
+listen_on(const char *path, const struct socket_opts *o)
 {
 	struct sockaddr_un sa;
 	int r = wire_sockaddr(path, &sa);
@@ -78,8 +197,10 @@ listen_on(const char *path)
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
-	/* Any local user may connect; peer credentials decide every request. */
-	if (chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
+	/* Who may connect: the socket's mode and group (default: any local user); peer
+	 * credentials then decide every request. */
+	if ((o->gid != (gid_t)-1 && chown(path, (uid_t)-1, o->gid) < 0) ||
+	    chmod(path, o->mode) < 0 || listen(fd, 128) < 0) {
 		r = -errno;
 		unlink(path);
 		return r;
@@ -104,13 +225,31 @@ main(int argc, char **argv)
 	static const struct option opts[] = {
 	        {"socket", required_argument, NULL, 's'},
 	        {"verbose", no_argument, NULL, 'v'},
+	        {"metrics", required_argument, NULL, 'M'},
+	        {"socket-mode", required_argument, NULL, 1000},
+	        {"socket-group", required_argument, NULL, 1001},
+	        {"allow-kernel", required_argument, NULL, 1002},
+	        {"allow-events", required_argument, NULL, 1003},
+	        {"admin-group", required_argument, NULL, 1004},
+	        {"max-clients", required_argument, NULL, 1005},
+	        {"max-threads", required_argument, NULL, 1006},
+	        {"max-regions", required_argument, NULL, 1007},
+	        {"max-batch-rate", required_argument, NULL, 1008},
+	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {0},
 	};
 	const char *path = DEFAULT_SOCKET;
 	int verbose = 0, c;
+	struct policy policy;
+	struct socket_opts sock_opts = {.mode = 0666, .gid = (gid_t)-1};
+	const char *metrics_spec = NULL;
+	bool metrics_any = false;
+	struct metrics_addr metrics_addr;
+	struct metrics *metrics = NULL;
 
+	policy_init(&policy);
 	while ((c = getopt_long(argc, argv, "s:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -119,9 +258,21 @@ main(int argc, char **argv)
 		case 'v':
 			verbose = 1;
 			break;
+		case 'M':
+			metrics_spec = optarg;
+			break;
+		case 'A':
+			metrics_any = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 1000 ... 1008:
+			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
+				policy_free(&policy);
+				return 2;
+			}
+			break;
 		case 'V':
 			printf("pmcdaemon " PMC_VERSION "\n");
 			return 0;
@@ -134,6 +285,29 @@ main(int argc, char **argv)
 		fprintf(stderr, "pmcdaemon: unexpected argument '%s'\nTry 'pmcdaemon --help'.\n",
 		        argv[optind]);
 		return 2;
+	}
+	if (metrics_any && !metrics_spec) {
+		fprintf(stderr, "pmcdaemon: --metrics-any needs --metrics ADDR:PORT\n");
+		return 2;
+	}
+	if (metrics_spec) {
+		int r = metrics_parse_addr(metrics_spec, metrics_any, &metrics_addr);
+		if (r == -EPERM)
+			fprintf(stderr,
+			        "pmcdaemon: --metrics %s: not a loopback address; the metrics page "
+			        "has no access control, so serving it beyond this host needs "
+			        "--metrics-any too\n",
+			        metrics_spec);
+		else if (r == -ENOENT)
+			fprintf(stderr, "pmcdaemon: --metrics %s: the address does not resolve\n",
+			        metrics_spec);
+		else if (r < 0)
+			fprintf(stderr,
+			        "pmcdaemon: --metrics '%s': expected ADDR:PORT, such as "
+			        "127.0.0.1:9464 or [::1]:9464\n",
+			        metrics_spec);
+		if (r < 0)
+			return 2;
 	}
 	log_setup(verbose ? LOG_DEBUG : LOG_INFO);
 	signal(SIGPIPE, SIG_IGN);
@@ -158,7 +332,7 @@ main(int argc, char **argv)
 	}
 #endif
 	if (fd < 0) {
-		fd = listen_on(path);
+		fd = listen_on(path, &sock_opts);
 		if (fd < 0) {
 			if (fd == -EADDRINUSE)
 				log_err("%s: another pmcdaemon is already listening there", path);
@@ -171,19 +345,37 @@ main(int argc, char **argv)
 
 	perf_setup();
 	struct server *srv;
-	int r = server_new(fd, &srv);
+	int r = server_new(fd, &policy, &srv);
 	if (r < 0) {
 		log_errno(r, "cannot start");
 		return 1;
 	}
 	log_info("listening on %s", owned ? path : "the socket passed by systemd");
-#ifdef PMC_WITH_SYSTEMD
-	sd_notify(0, "READY=1\nSTATUS=serving");
-#endif
+	if (metrics_spec) {
+		r = metrics_new(srv, &metrics_addr, &metrics);
+		if (r < 0) {
+			log_errno(r, "--metrics %s: cannot serve metrics there", metrics_spec);
+			server_free(srv);
+			perf_cleanup();
+			if (owned)
+				unlink(path);
+			return 1;
+		}
+	}
+	struct notify *notify;
+	r = notify_start(srv, &notify);
+	if (r < 0) {
+		log_errno(r, "cannot start the systemd notifications");
+		metrics_free(metrics);
+		server_free(srv);
+		perf_cleanup();
+		if (owned)
+			unlink(path);
+		return 1;
+	}
 	r = server_run(srv);
-#ifdef PMC_WITH_SYSTEMD
-	sd_notify(0, "STOPPING=1");
-#endif
+	metrics_free(metrics); /* before server_free(): it serves from the loop */
+	notify_stop(notify);   /* before server_free(): its timer lives in the loop */
 	server_free(srv);
 	perf_cleanup();
 	if (owned)

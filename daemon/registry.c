@@ -67,11 +67,20 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 }
 
 struct region_agg *
-process_region(struct registry *reg, struct process *p, const char *name)
+region_find(struct process *p, const char *name)
 {
 	for (size_t i = 0; i < p->n_regions; i++)
 		if (!strcmp(p->regions[i]->name, name))
 			return p->regions[i];
+	return NULL;
+}
+
+struct region_agg *
+process_region(struct registry *reg, struct process *p, const char *name)
+{
+	struct region_agg *found = region_find(p, name);
+	if (found)
+		return found;
 	struct region_agg **v = realloc(p->regions, (p->n_regions + 1) * sizeof(*v));
 	if (!v)
 		return NULL;

@@ -33,6 +33,8 @@ struct process {
 	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
 	unsigned connections;
+	unsigned n_threads;       /* registered now, over all its connections */
+	bool warned_regions;      /* logged once that it hit --max-regions */
 	size_t n_events;
 	char **events; /* process event ids -> names */
 	size_t n_regions;
@@ -52,6 +54,9 @@ struct registry {
  * Return: the process (owned by @reg), or NULL on -ENOMEM or when @pid is gone.
  */
 struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
+
+/** region_find() - region @name of @p, or NULL */
+struct region_agg *region_find(struct process *p, const char *name);
 
 /**
  * process_region() - find or create region @name of @p

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +14,26 @@
 #include "log.h"
 #include "session.h"
 #include "util.h"
+#include "wire.h"
+
+/* Over --max-clients: one error Response, so that the client can say why, then close. */
+static void
+refuse_client(struct server *srv, int fd)
+{
+	char msg[160];
+	snprintf(msg, sizeof(msg),
+	         "pmcdaemon serves %u clients, its limit: try again later, or raise "
+	         "--max-clients",
+	         srv->n_sessions);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.error = EUSERS;
+	resp.message = msg;
+	(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+	close(fd);
+	if (srv->refused_clients++ == 0)
+		log_warn("refusing connections: %u clients, the --max-clients limit",
+		         srv->n_sessions);
+}
 
 static void
 on_accept(evutil_socket_t fd, short what, void *arg)
@@ -24,6 +45,10 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 				log_errno(-errno, "accept");
 			return;
+		}
+		if (srv->n_sessions >= srv->policy.max_clients) {
+			refuse_client(srv, c);
+			continue;
 		}
 		int r = session_new(srv, c);
 		if (r < 0)
@@ -40,7 +65,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 int
-server_new(int listen_fd, struct server **out)
+server_new(int listen_fd, const struct policy *policy, struct server **out)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
 	if (!srv) {
@@ -48,6 +73,7 @@ server_new(int listen_fd, struct server **out)
 		return -ENOMEM;
 	}
 	srv->listen_fd = listen_fd;
+	srv->policy = *policy;
 	srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
 	srv->rxbuf = malloc(SERVER_MAX_REQUEST);
 	srv->base = event_base_new();
@@ -92,6 +118,7 @@ server_free(struct server *srv)
 	if (srv->listen_fd >= 0)
 		close(srv->listen_fd);
 	registry_free(&srv->reg);
+	policy_free(&srv->policy);
 	free(srv->rxbuf);
 	free(srv);
 }

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "policy.h"
 #include "registry.h"
 
 struct event_base;
@@ -23,7 +24,8 @@ struct server {
 	unsigned n_threads;
 	struct registry reg;
 	uint64_t started_ns;
-	uint64_t samples, batches, dropped, rejected;
+	struct policy policy;
+	uint64_t samples, batches, dropped, rejected, refused_clients;
 	int draining;
 	uint8_t *rxbuf; /* one request at a time: the loop is single-threaded */
 };
@@ -31,9 +33,10 @@ struct server {
 /**
  * server_new() - set up the loop around listening socket @listen_fd
  * @listen_fd: bound, listening SOCK_SEQPACKET socket; taken (closed on failure too)
+ * @policy: copied; its allocations now belong to the server
  * Return: 0 with *@out set, or -errno.
  */
-int server_new(int listen_fd, struct server **out);
+int server_new(int listen_fd, const struct policy *policy, struct server **out);
 
 /** server_run() - serve until SIGINT or SIGTERM; 0 or -errno. */
 int server_run(struct server *srv);

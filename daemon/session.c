@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,9 @@
 #include "util.h"
 #include "wire.h"
 
-#define SESSION_MAX_THREADS 4096
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
 #define SESSION_MAX_REGION_ID 65535
 #define REGION_NAME_MAX 127
 /* Datagrams handled per wake-up before yielding to the other connections. */
@@ -83,8 +86,10 @@ find_thread(struct session *s, pid_t tid)
 }
 
 static void
-thread_close(struct server *srv, struct session_thread *t)
+thread_close(struct session *s, struct session_thread *t)
 {
+	struct server *srv = s->srv;
+	s->proc->n_threads--;
 	for (size_t i = 0; i < t->n; i++)
 		close(t->fds[i]);
 	free(t->fds);
@@ -95,8 +100,17 @@ thread_close(struct server *srv, struct session_thread *t)
 static void
 drop_thread(struct session *s, struct session_thread *t)
 {
-	thread_close(s->srv, t);
+	thread_close(s, t);
 	*t = s->threads[--s->n_threads];
+}
+
+/* The pidfd names the very process that connected: once it has exited, its pid may
+ * belong to another process, whose threads must not be counted for this peer. */
+static bool
+peer_alive(struct session *s)
+{
+	struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+	return poll(&p, 1, 0) == 0;
 }
 
 static bool
@@ -116,6 +130,10 @@ handle_register(struct session *s, const Pmc__Request *req)
 	char *const *names = rt->events;
 	size_t n = rt->n_events;
 
+	if (s->pidfd >= 0 && !peer_alive(s))
+		return reply_error(s, ESRCH,
+		                   "process %d has exited: its connection may not register threads",
+		                   (int)s->pid);
 	if (tid <= 0 || !thread_of(s->pid, tid))
 		return reply_error(s, EPERM,
 		                   "thread %d is not a thread of the calling process %d: a process "
@@ -144,10 +162,33 @@ handle_register(struct session *s, const Pmc__Request *req)
 			                   names[i]);
 	}
 
+	const struct policy *pol = &s->srv->policy;
+	bool kernel_ok = policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
+	for (size_t i = 0; i < n; i++) {
+		struct perf_event_attr attr;
+		(void)perf_resolve(names[i], &attr);
+		if (!policy_event_allowed(pol, names[i]))
+			return reply_error(s, EACCES,
+			                   "event '%.64s' is not allowed here: the operator set "
+			                   "--allow-events",
+			                   names[i]);
+		/* Software events of one's own thread count kernel activity the process
+		 * can already see (/proc/self/status); hardware ones would observe the
+		 * kernel itself. */
+		if (!attr.exclude_kernel && attr.type != PERF_TYPE_SOFTWARE && !kernel_ok)
+			return reply_error(
+			        s, EACCES,
+			        "counting kernel mode ('%.64s') is not allowed for uid "
+			        "%d: use '%.*s:u', or ask the operator for --allow-kernel",
+			        names[i], (int)s->uid, (int)strcspn(names[i], ":"), names[i]);
+	}
+
 	struct session_thread *old = find_thread(s, tid);
-	if (!old && s->n_threads >= SESSION_MAX_THREADS)
-		return reply_error(s, EMFILE, "at most %d threads per connection",
-		                   SESSION_MAX_THREADS);
+	if (!old && s->proc->n_threads >= pol->max_threads)
+		return reply_error(s, EMFILE,
+		                   "process %d already has %u registered threads, the daemon's "
+		                   "limit (--max-threads)",
+		                   (int)s->pid, pol->max_threads);
 
 	size_t order[PERF_MAX_EVENTS];
 	uint32_t group[PERF_MAX_EVENTS];
@@ -197,19 +238,21 @@ handle_register(struct session *s, const Pmc__Request *req)
 	memcpy(t.fds, fds, n * sizeof(int));
 
 	if (old) {
-		thread_close(s->srv, old);
+		thread_close(s, old);
 		*old = t;
 	} else {
 		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
 		if (!v) {
 			s->srv->n_threads++;
-			thread_close(s->srv, &t);
+			s->proc->n_threads++;
+			thread_close(s, &t);
 			return reply_error(s, ENOMEM, "out of memory");
 		}
 		s->threads = v;
 		s->threads[s->n_threads++] = t;
 	}
 	s->srv->n_threads++;
+	s->proc->n_threads++;
 
 	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
 	rr.tid = tid;
@@ -231,6 +274,9 @@ handle_thread_exit(struct session *s, const Pmc__Request *req)
 	return 0;
 }
 
+/* Ids of regions over --max-regions map here: their samples are dropped, counted. */
+static struct region_agg refused_region;
+
 static int
 define_regions(struct session *s, const Pmc__SampleBatch *b)
 {
@@ -251,12 +297,43 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 			s->ids = v;
 			s->n_ids = n;
 		}
-		struct region_agg *r = process_region(&s->srv->reg, s->proc, name);
+		struct process *p = s->proc;
+		struct region_agg *r = region_find(p, name);
+		if (!r && p->n_regions >= s->srv->policy.max_regions) {
+			if (!p->warned_regions)
+				log_warn("pid %d: over %u regions (--max-regions): samples of "
+				         "region '%s' and later new ones are dropped",
+				         (int)s->pid, s->srv->policy.max_regions, name);
+			p->warned_regions = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
+		if (!r)
+			r = process_region(&s->srv->reg, p, name);
 		if (!r)
 			return -ENOMEM;
 		s->ids[id] = r;
 	}
 	return 0;
+}
+
+/* At most --max-batch-rate batches a second per connection; the rest are dropped. */
+static bool
+over_rate(struct session *s)
+{
+	uint64_t sec = util_now_ns(CLOCK_MONOTONIC) / 1000000000u;
+	if (sec != s->rate_window) {
+		s->rate_window = sec;
+		s->rate_batches = 0;
+	}
+	if (++s->rate_batches <= s->srv->policy.max_batch_rate)
+		return false;
+	if (!s->warned_rate)
+		log_warn("pid %d: over %u sample batches a second (--max-batch-rate): dropping "
+		         "the excess",
+		         (int)s->pid, s->srv->policy.max_batch_rate);
+	s->warned_rate = 1;
+	return true;
 }
 
 static int
@@ -287,11 +364,24 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	if (b->n_scale_ratio != n_ratio)
 		return -EBADMSG;
 
+	s->srv->dropped += b->dropped;
+	if (over_rate(s)) {
+		s->srv->dropped += n;
+		return 0;
+	}
+
 	struct event_agg *ev[PERF_MAX_EVENTS];
 	struct region_agg *last = NULL;
-	size_t k = 0;
+	size_t k = 0, counted = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct region_agg *reg = s->ids[b->region[i]];
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		if (reg == &refused_region) {
+			k += (size_t)__builtin_popcount(scaled);
+			s->srv->dropped++;
+			continue;
+		}
+		counted++;
 		if (reg != last) {
 			/* Create every slot first: creating one may move the others. */
 			for (size_t j = 0; j < ne; j++)
@@ -303,7 +393,6 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 		}
 		reg->count++;
 		stats_add(&reg->wall, b->wall_ns[i]);
-		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
 		for (size_t j = 0; j < ne; j++) {
 			stats_add(&ev[j]->st, b->values[i * ne + j]);
 			if (scaled & (UINT32_C(1) << j)) {
@@ -313,9 +402,8 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 			}
 		}
 	}
-	s->srv->samples += n;
+	s->srv->samples += counted;
 	s->srv->batches++;
-	s->srv->dropped += b->dropped;
 	return 0;
 }
 
@@ -364,8 +452,12 @@ query_buf_free(struct query_buf *q)
 }
 
 static bool
-query_match(const struct process *p, const struct region_agg *r, pid_t pid, const char *region)
+query_match(const struct session *s, const struct process *p, const struct region_agg *r, pid_t pid,
+            const char *region)
 {
+	/* Users see their own processes; root and --admin-group see all. */
+	if (!s->admin && p->uid != s->uid)
+		return false;
 	if (pid && p->pid != pid)
 		return false;
 	return !region || !*region || !strcmp(region, r->name);
@@ -411,7 +503,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 	for (struct process *p = reg->procs; p; p = p->next)
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
-			if (!query_match(p, r, q->pid, q->region))
+			if (!query_match(s, p, r, q->pid, q->region))
 				continue;
 			n_rs++;
 			for (size_t j = 0; j < r->n_ev; j++)
@@ -432,7 +524,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 	for (struct process *p = reg->procs; p; p = p->next)
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
-			if (!query_match(p, r, q->pid, q->region))
+			if (!query_match(s, p, r, q->pid, q->region))
 				continue;
 			Pmc__RegionStats *rs = &b.rs[b.n_rs];
 			b.rsp[b.n_rs++] = rs;
@@ -490,6 +582,11 @@ handle_query(struct session *s, const Pmc__Request *req)
 static int
 handle_reset(struct session *s, const Pmc__Request *req)
 {
+	if (!s->admin)
+		return reply_error(s, EPERM,
+		                   "reset needs root or a member of the daemon's --admin-group "
+		                   "(uid %d is neither)",
+		                   (int)s->uid);
 	drain_others(s);
 	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
 	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
@@ -706,12 +803,18 @@ session_new(struct server *srv, int fd)
 	s->pid = cred.pid;
 	s->uid = cred.uid;
 	s->gid = cred.gid;
+	len = sizeof(s->pidfd);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0)
+		s->pidfd = -1;
+	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
 	s->proc = registry_process(&srv->reg, cred.pid, cred.uid);
 	s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s);
 	if (!s->proc || !s->ev || event_add(s->ev, NULL) < 0) {
 		int r = s->proc ? -ENOMEM : -ESRCH;
 		if (s->ev)
 			event_free(s->ev);
+		if (s->pidfd >= 0)
+			close(s->pidfd);
 		free(s);
 		close(fd);
 		return r;
@@ -737,7 +840,7 @@ session_free(struct session *s)
 		return;
 	struct server *srv = s->srv;
 	for (size_t i = 0; i < s->n_threads; i++)
-		thread_close(srv, &s->threads[i]);
+		thread_close(s, &s->threads[i]);
 	free(s->threads);
 	free(s->ids);
 	if (s->prev)
@@ -749,6 +852,8 @@ session_free(struct session *s)
 	srv->n_sessions--;
 	s->proc->connections--;
 	event_free(s->ev);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	close(s->fd);
 	free(s);
 }

@@ -23,6 +23,11 @@ struct session {
 	uid_t uid;
 	gid_t gid;
 	int hello;
+	int pidfd;               /* the peer process, where SO_PEERPIDFD exists; else -1 */
+	int admin;               /* root or --admin-group: sees all, may reset */
+	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
+	unsigned rate_batches;
+	int warned_rate;
 	struct process *proc;
 	size_t n_threads;
 	struct session_thread *threads;

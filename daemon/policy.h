@@ -1,0 +1,63 @@
+/* policy: what each peer may do, decided from its credentials (SO_PEERCRED and its
+ * groups), and the limits that keep one client from exhausting the daemon. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define POLICY_MAX_IDS 64
+
+struct policy {
+	/* --allow-kernel: who may count kernel mode with hardware events. */
+	bool kernel_all;
+	size_t n_kernel_uids, n_kernel_gids;
+	uid_t kernel_uids[POLICY_MAX_IDS];
+	gid_t kernel_gids[POLICY_MAX_IDS];
+	/* --allow-events: the only event names clients may ask for (NULL: any). */
+	char **events;
+	size_t n_events;
+	/* --admin-group: members see every process and may reset, as root does. */
+	bool has_admin_gid;
+	gid_t admin_gid;
+	/* Limits. */
+	unsigned max_clients;
+	unsigned max_threads;    /* registered threads per process */
+	unsigned max_regions;    /* regions per process */
+	unsigned max_batch_rate; /* sample batches per second per connection */
+};
+
+/** policy_init() - the defaults: no kernel mode for anyone but root, any event. */
+void policy_init(struct policy *p);
+
+/** policy_free() - free what the parse functions allocated. */
+void policy_free(struct policy *p);
+
+/**
+ * policy_parse_ids() - add "USER", "UID", "@GROUP", "@GID" or "all" entries of the
+ * comma-separated @list to the kernel-mode allowlist
+ * Return: 0, -EINVAL naming no known user or group (*@bad points at it), -E2BIG.
+ */
+int policy_parse_kernel(struct policy *p, const char *list, const char **bad);
+
+/**
+ * policy_parse_events() - set the event allowlist to the comma-separated @list
+ * Return: 0 or -ENOMEM.
+ */
+int policy_parse_events(struct policy *p, const char *list);
+
+/**
+ * policy_peer_in_group() - whether process @pid (credentials @uid, @gid) is in @group,
+ * as its primary group or one of its supplementary groups (/proc/PID/status)
+ */
+bool policy_peer_in_group(pid_t pid, gid_t gid, gid_t group);
+
+/** policy_is_admin() - root, or a member of --admin-group */
+bool policy_is_admin(const struct policy *p, pid_t pid, uid_t uid, gid_t gid);
+
+/** policy_may_count_kernel() - root, or allowed by --allow-kernel */
+bool policy_may_count_kernel(const struct policy *p, pid_t pid, uid_t uid, gid_t gid);
+
+/** policy_event_allowed() - whether @name (modifiers stripped) is in the allowlist */
+bool policy_event_allowed(const struct policy *p, const char *name);
