@@ -153,7 +153,11 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
           size_t *n_fds, Pmc__Response **out)
 {
 	int r = wire_send(sock, &req->base, NULL, 0, 0);
-	if (r < 0)
+	/* A peer that refused us (over its client limit) has sent why, then closed:
+	 * the send fails, but its answer is still there to read. */
+	if (r == -EPIPE || r == -ECONNRESET)
+		timeout_ms = 0;
+	else if (r < 0)
 		return r;
 
 	struct pollfd p = {.fd = sock, .events = POLLIN};
@@ -162,16 +166,19 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 		if (r > 0)
 			break;
 		if (r == 0)
-			return -ETIMEDOUT;
+			return timeout_ms == 0 ? -ECONNRESET : -ETIMEDOUT;
 		if (errno != EINTR)
 			return -errno;
 	}
 
 	/* Peek the size first: replies to queries may be large. */
 	ssize_t len;
+	int resets = 0;
+	/* A peer that closed with our request unread makes the first recv() report
+	 * ECONNRESET (the kernel's pending socket error) before what it did send. */
 	do
 		len = recv(sock, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
-	while (len < 0 && errno == EINTR);
+	while (len < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
 	if (len < 0)
 		return -errno;
 	if ((size_t)len > WIRE_MAX_DATAGRAM)

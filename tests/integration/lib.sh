@@ -95,3 +95,15 @@ expect_faults() {
 		expect_eq "$1" "$2" "$3"
 	fi
 }
+
+# metrics_port: the port of a daemon started with --metrics 127.0.0.1:0, from its log
+metrics_port() {
+	local port
+	for _ in $(seq 100); do
+		port=$(sed -n 's|^.*serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$TMP/daemon.log")
+		[ -n "$port" ] && { echo "$port"; return 0; }
+		daemon_alive
+		sleep 0.05
+	done
+	fail "pmcdaemon did not log the address of its metrics page"
+}

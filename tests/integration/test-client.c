@@ -6,7 +6,8 @@
  *   pages N K        region "pages": K calls, each writing N fresh pages
  *   cpu K            region "spin": K calls of busy arithmetic; prints the thread CPU
  *                    time (CLOCK_THREAD_CPUTIME_ID) spent inside the regions
- *   threads T N K    T threads at once, each: region "mt-pages", K calls of N pages
+ *   threads T N K    T threads, registered at once (region "mt-start"), then each:
+ *                    region "mt-pages", K calls of N pages
  *   nested N K       region "outer" writes N pages and holds region "inner", which
  *                    writes N more: outer counts 2N per call, inner N
  *   named NAME N K   like pages, in a region called NAME (any bytes)
@@ -92,12 +93,19 @@ thread_cpu_ns(void)
 
 struct mt_arg {
 	long n, k;
+	pthread_barrier_t start;
 };
 
 static void *
 mt_main(void *p)
 {
 	struct mt_arg *a = p;
+	/* Register (region "mt-start"), then wait for the others: all threads are
+	 * registered at once, whatever the scheduling. */
+	pmc_region_t r = pmc_region("mt-start");
+	pmc_begin(r);
+	pmc_end(r);
+	pthread_barrier_wait(&a->start);
 	run_pages("mt-pages", a->n, a->k);
 	return NULL; /* the final partial batch goes out at thread exit */
 }
@@ -151,10 +159,11 @@ main(int argc, char **argv)
 		printf("count=%ld\nthread_cpu_ns=%llu\n", k, (unsigned long long)cpu);
 	} else if (!strcmp(mode, "threads") && argc == 5) {
 		long t = atol(argv[2]);
-		struct mt_arg a = {atol(argv[3]), atol(argv[4])};
+		struct mt_arg a = {.n = atol(argv[3]), .k = atol(argv[4])};
 		pthread_t th[64];
 		if (t < 1 || t > 64)
 			return 2;
+		pthread_barrier_init(&a.start, NULL, (unsigned)t);
 		for (long i = 0; i < t; i++)
 			if (pthread_create(&th[i], NULL, mt_main, &a)) {
 				perror("pthread_create");

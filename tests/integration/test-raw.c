@@ -3,7 +3,12 @@
  * expected, 1 otherwise.
  *
  *   SOCKET foreign-tid TID   register a thread of another process: refused (EPERM)
- *   SOCKET event NAME        register with event NAME: refused (ENOENT), message printed
+ *   SOCKET event NAME [ERR]  register with event NAME: refused with errno ERR (a number;
+ *                            default ENOENT), message printed
+ *   SOCKET hold SECONDS      say Hello, then keep the connection open SECONDS
+ *   SOCKET orphan            say Hello, fork, exit: the child registers its own thread
+ *                            on the inherited connection of a process that has exited:
+ *                            refused (ESRCH)
  *   SOCKET garbage           a datagram that is not a Request: connection closed
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
@@ -161,8 +166,27 @@ main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "foreign-tid") && argc == 4)
 		return register_tid(fd, atoi(argv[3]), NULL) == EPERM ? 0 : 1;
-	if (!strcmp(mode, "event") && argc == 4)
-		return register_tid(fd, getpid(), argv[3]) == ENOENT ? 0 : 1;
+	if (!strcmp(mode, "event") && (argc == 4 || argc == 5))
+		return register_tid(fd, getpid(), argv[3]) == (argc == 5 ? atoi(argv[4]) : ENOENT)
+		               ? 0
+		               : 1;
+	if (!strcmp(mode, "hold") && argc == 4) {
+		sleep((unsigned)atoi(argv[3]));
+		return 0;
+	}
+	if (!strcmp(mode, "orphan")) {
+		int p[2];
+		if (pipe(p) < 0)
+			return 1;
+		pid_t child = fork();
+		if (child < 0)
+			return 1;
+		if (child > 0)
+			_exit(0); /* the connection's process is gone; its child holds the socket */
+		close(p[1]);
+		usleep(200 * 1000);
+		return register_tid(fd, getpid(), NULL) == ESRCH ? 0 : 1;
+	}
 	if (!strcmp(mode, "garbage")) {
 		static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
 		if (send(fd, junk, sizeof(junk), 0) < 0)

@@ -1,0 +1,92 @@
+#!/bin/bash
+# Authorization, each refusal tried as an unprivileged user with the error it gets,
+# and the limits, each with a clear error or a counted drop.
+. "$(dirname "$0")/lib.sh"
+raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
+ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
+EACCES=13 ENOENT=2
+
+start_daemon --admin-group 4242
+# Kernel mode of hardware events: refused before anything is opened.
+out=$(raw event cycles:k $EACCES) || fail "cycles:k not refused with EACCES: $out"
+grep -q "counting kernel mode ('cycles:k') is not allowed for uid 65534" <<<"$out" || fail "message: $out"
+pass "kernel mode refused: $(grep message= <<<"$out")"
+out=$(raw event cycles:uk $EACCES) || fail "cycles:uk not refused: $out"
+# Software events of one's own thread count kernel activity: allowed.
+run_client "$TMP/cs" env PMC_EVENTS=context-switches,page-faults "$PMC_TEST_CLIENT_BIN" block 5
+[ "$(region_json block "$CLIENT_PID" | jq '.events["context-switches"].sum')" -ge 5 ] || fail "context-switches not counted"
+pass "software events count kernel activity for uid 65534"
+
+# Who sees what: uid 65534 its own processes, another user nothing, root all.
+expect_eq "owner sees its process" "$(ctl_as 65534 query --format json | jq "[.regions[] | select(.pid == $CLIENT_PID)] | length")" 1
+expect_eq "another user sees nothing" "$(ctl_as 65533 query --format json | jq '.regions | length')" 0
+expect_eq "root sees it" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 1
+# Reset: root and --admin-group only.
+set +e
+out=$(ctl_as 65534 reset 2>&1); rc=$?
+set -e
+expect_eq "reset by a user exits" $rc 1
+grep -q "reset needs root or a member of the daemon's --admin-group" <<<"$out" || fail "reset message: $out"
+pass "reset refused: $out"
+out=$(setpriv --reuid=65534 --regid=65534 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" reset --format json) ||
+	fail "admin-group member may not reset: $out"
+expect_eq "admin group member resets" "$(jq '.cleared > 0' <<<"$out")" true
+expect_eq "admin group member sees all" "$(setpriv --reuid=65533 --regid=65533 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 1
+
+# A connection whose process has exited may not register (pidfd).
+out=$(raw orphan) || fail "orphan registration not refused with ESRCH: $out"
+grep -q "has exited" <<<"$out" || fail "orphan message: $out"
+pass "orphan refused: $(grep message= <<<"$out")"
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# --allow-events and --allow-kernel.
+start_daemon --allow-events page-faults,task-clock
+out=$(raw event context-switches $EACCES) || fail "event outside --allow-events not refused: $out"
+grep -q "not allowed here: the operator set --allow-events" <<<"$out" || fail "message: $out"
+pass "--allow-events: $(grep message= <<<"$out")"
+run_client "$TMP/ok" env PMC_EVENTS=page-faults:u "$PMC_TEST_CLIENT_BIN" pages 2 5
+expect_faults "allowed event with modifier" "$(region_json pages "$CLIENT_PID" | jq '.events["page-faults:u"].sum')" 10
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# Socket mode: 0600 lets no one but root connect; the application runs on regardless.
+start_daemon --socket-mode 0600
+set +e
+ctl_as 65534 status >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+expect_eq "pmcctl as a user on a 0600 socket exits" $rc 69
+grep -q "Permission denied" "$TMP/err" || fail "message: $(cat "$TMP/err")"
+as_user "$PMC_TEST_CLIENT_BIN" pages 1 3 >"$TMP/out" 2>"$TMP/err" || fail "application failed"
+grep -q "Permission denied" "$TMP/err" || fail "library warning: $(cat "$TMP/err")"
+pass "application warned and ran: $(cat "$TMP/err")"
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# Limits.
+start_daemon --max-clients 1 --max-threads 2 --max-regions 2 --max-batch-rate 2 --allow-kernel nobody
+raw hold 3 >/dev/null &
+holder=$!
+sleep 0.5
+set +e
+out=$(pmcctl status 2>&1); rc=$?
+set -e
+expect_eq "over --max-clients exits" $rc 1
+grep -q -- "--max-clients" <<<"$out" || fail "max-clients message: $out"
+pass "over --max-clients: $out"
+wait $holder
+# cycles:k passes the policy for nobody; it can then fail only for lack of a PMU.
+out=$(raw event cycles:k 0) || out=$(raw event cycles:k $ENOENT) ||
+	fail "cycles:k refused despite --allow-kernel nobody: $out"
+pass "--allow-kernel nobody lets cycles:k through the policy: $(grep error= <<<"$out")"
+run_client "$TMP/mt" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 4 1 10
+grep -q -- "--max-threads" "$TMP/mt.err" || fail "no --max-threads warning: $(cat "$TMP/mt.err")"
+expect_eq "2 threads of 4 counted" "$(region_json mt-pages "$CLIENT_PID" | jq .count)" 20
+run_client "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 5
+# inner ends first, then outer: "scoped" is the third region, over the limit
+expect_eq "only the first 2 regions kept" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[].name]')" '["inner","outer"]'
+grep -q -- "--max-regions" "$TMP/daemon.log" || fail "no --max-regions log"
+run_client "$TMP/rate" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 2500
+count=$(region_json pages "$CLIENT_PID" | jq .count)
+# 2500 samples = 4 full batches + 1: at most 2 batches a second are counted.
+[ "$count" -le 1024 ] || fail "--max-batch-rate 2: $count samples counted"
+[ "$(pmcctl status --format json | jq .dropped)" -gt 0 ] || fail "drops not reported in status"
+pass "--max-batch-rate: $count of 2500 samples counted, $(pmcctl status --format json | jq .dropped) dropped in all"
+daemon_alive

@@ -1,0 +1,87 @@
+#!/bin/bash
+# pmcdaemon --metrics as Prometheus sees it: `promtool check metrics` (parser and linter)
+# accepts the page, and a real prometheus on loopback scrapes the daemon every second
+# until its query API returns the region's exact count. Skips (77) without promtool; the
+# scrape part needs the prometheus binary too (both come with Debian's prometheus package).
+. "$(dirname "$0")/lib.sh"
+command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
+command -v promtool >/dev/null || skip "promtool is missing (Debian package prometheus)"
+
+# promtool must catch what it is here to catch: a counter without _total, a unit in ns.
+printf '# HELP pmc_x_ns x\n# TYPE pmc_x_ns counter\npmc_x_ns 1\n' >"$TMP/bad"
+if promtool check metrics <"$TMP/bad" >/dev/null 2>&1; then
+	fail "promtool check metrics accepts a page it should refuse"
+fi
+
+start_daemon --metrics 127.0.0.1:0
+PORT=$(metrics_port)
+run_client "$TMP/a" env PMC_EVENTS=page-faults,task-clock "$PMC_TEST_CLIENT_BIN" pages 4 6
+A=$CLIENT_PID
+run_client "$TMP/w" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" named $'odd "name"\\\n\xfe' 1 3
+expect_eq "query count" "$(region_json pages "$A" | jq .count)" 6
+
+curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "GET /metrics"
+grep -q "^pmc_region_count_total{pid=\"$A\"," "$TMP/metrics" || fail "page lacks the client's region"
+if ! promtool check metrics <"$TMP/metrics" >"$TMP/promtool.out" 2>&1; then
+	cat "$TMP/promtool.out" >&2
+	fail "promtool check metrics refused the page"
+fi
+[ ! -s "$TMP/promtool.out" ] || fail "promtool check metrics: $(cat "$TMP/promtool.out")"
+pass "promtool check metrics"
+
+if ! command -v prometheus >/dev/null; then
+	echo "note: the prometheus binary is missing: the real scrape was not run"
+	exit 0
+fi
+
+PROM_PID=
+trap 'rc=$?; [ -z "$PROM_PID" ] || { kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null; }; (exit $rc); cleanup' EXIT
+cat >"$TMP/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: pmc
+    static_configs:
+      - targets: ['127.0.0.1:$PORT']
+EOF
+
+# Prometheus cannot be told to pick a free port: try a few random ones.
+PROM_URL=
+for _ in 1 2 3 4 5; do
+	P2=$((20000 + RANDOM % 40000))
+	rm -rf "$TMP/prom-data"
+	prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/prom-data" \
+		--web.listen-address="127.0.0.1:$P2" >"$TMP/prometheus.log" 2>&1 &
+	PROM_PID=$!
+	for _ in $(seq 200); do
+		curl -sf -o /dev/null "http://127.0.0.1:$P2/-/ready" && { PROM_URL=http://127.0.0.1:$P2; break; }
+		kill -0 "$PROM_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	[ -n "$PROM_URL" ] && break
+	kill "$PROM_PID" 2>/dev/null || true
+	wait "$PROM_PID" 2>/dev/null || true
+	PROM_PID=
+	grep -q "address already in use" "$TMP/prometheus.log" || { cat "$TMP/prometheus.log" >&2; fail "prometheus did not start"; }
+done
+[ -n "$PROM_URL" ] || fail "prometheus found no free port in 5 tries"
+
+# promql QUERY: the value of the query's first sample, empty while there is none
+promql() {
+	curl -sf --get --data-urlencode "query=$1" "$PROM_URL/api/v1/query" | jq -r '.data.result[0].value[1] // empty'
+}
+got=
+for _ in $(seq 300); do
+	got=$(promql "pmc_region_count_total{pid=\"$A\",region=\"pages\"}" || true)
+	[ -n "$got" ] && break
+	sleep 0.1
+done
+[ -n "$got" ] || { cat "$TMP/prometheus.log" >&2; fail "prometheus had no pmc_region_count_total after 30 s"; }
+expect_eq "scraped region count" "$got" 6
+expect_faults "scraped page-faults sum" \
+	"$(promql "pmc_region_event_sum{pid=\"$A\",region=\"pages\",event=\"page-faults\"}")" 24
+expect_eq "scrape target up" "$(promql 'up{job="pmc"}')" 1
+expect_eq "scraped odd region name" \
+	"$(promql "pmc_region_count_total{region=\"odd \\\"name\\\"\\\\\\n\\ufffd\"}")" 3
+daemon_alive

@@ -1,0 +1,83 @@
+#!/bin/bash
+# pmcctl top: the live view, while a client runs regions in the background: two refreshes
+# with the region and its rates, filters, Ctrl-C exits 0, usage errors exit 2.
+. "$(dirname "$0")/lib.sh"
+start_daemon
+
+# One thread running region "mt-pages" (one fresh page per run) until killed; setpriv
+# execs the client, so $! is its pid.
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 1 1 1000000000 >"$TMP/c" 2>"$TMP/c.err" &
+C=$!
+trap 'rc=$?; kill "$C" 2>/dev/null; wait "$C" 2>/dev/null; (exit $rc); cleanup' EXIT
+for _ in $(seq 100); do
+	pmcctl query --pid "$C" --region mt-pages --format json | jq -e '.regions[0].count > 0' >/dev/null && break
+	kill -0 "$C" 2>/dev/null || { cat "$TMP/c.err" >&2; fail "the client exited"; }
+	sleep 0.1
+done
+pmcctl query --pid "$C" --region mt-pages --format json | jq -e '.regions[0].count > 0' >/dev/null ||
+	fail "the client's region never showed up"
+
+set +e
+pmcctl top --iterations 2 --interval 0.5 >"$TMP/top" 2>"$TMP/top.err"
+expect_eq "top exit" $? 0
+set -e
+cat "$TMP/top"
+[ ! -s "$TMP/top.err" ] || fail "top wrote to stderr: $(cat "$TMP/top.err")"
+expect_eq "refreshes" "$(grep -c '^pmcctl top - ' "$TMP/top")" 2
+# Not a terminal: no escape sequences, refreshes separated by one blank line.
+! grep -q $'\033' "$TMP/top" || fail "escape sequences on a pipe"
+awk '/^pmcctl top - / && NR > 1 && prev != "" { exit 1 } { prev = $0 }' "$TMP/top" ||
+	fail "refreshes not separated by a blank line"
+grep -qE '^ *PID +COMM +REGION +RUNS/S +RUNS +WALL/RUN +page-faults/s$' "$TMP/top" || fail "column heads"
+expect_eq "rows of the client's region" "$(awk -v p="$C" '$1 == p && $3 == "mt-pages"' "$TMP/top" | wc -l)" 2
+# The client is running: its rate is not 0, and one page per run gives as many page
+# faults per second as runs per second (the same figures, so the same text).
+awk -v p="$C" -v sanitized="${PMC_SANITIZED:-}" '$1 == p && $3 == "mt-pages" {
+	if ($4 == "0" || $4 == "-") { print "rate " $4; exit 1 }
+	if (sanitized == "" && $7 != $4) { print "runs/s " $4 " page-faults/s " $7; exit 1 }
+}' "$TMP/top" || fail "rates of mt-pages"
+pass "rates of mt-pages"
+
+pmcctl top --iterations 1 --interval 0.1 --region nope >"$TMP/top" || fail "top --region nope"
+grep -q "^no regions recorded$" "$TMP/top" || fail "--region filter: $(cat "$TMP/top")"
+pmcctl top --iterations 1 --interval 0.1 --pid "$C" >"$TMP/top" || fail "top --pid"
+expect_eq "--pid filter rows" "$(awk -v p="$C" '$1 == p && $3 == "mt-pages"' "$TMP/top" | wc -l)" 1
+
+# Ctrl-C: exits 0 after what it printed (pmcctl itself in the background, so that $! is
+# its pid; it must undo the SIG_IGN a background job gets for SIGINT).
+"$PMCCTL_BIN" --socket "$SOCK" top --interval 0.2 >"$TMP/top" 2>&1 &
+T=$!
+for _ in $(seq 50); do
+	grep -q mt-pages "$TMP/top" && break
+	sleep 0.1
+done
+kill -INT "$T"
+for _ in $(seq 50); do
+	kill -0 "$T" 2>/dev/null || break
+	sleep 0.1
+done
+if kill -0 "$T" 2>/dev/null; then
+	kill -KILL "$T"
+	fail "top still running 5 s after SIGINT"
+fi
+set +e
+wait "$T"
+expect_eq "exit on SIGINT" $? 0
+set -e
+grep -q mt-pages "$TMP/top" || fail "top printed nothing before SIGINT: $(cat "$TMP/top")"
+
+set +e
+pmcctl top --format json >/dev/null 2>&1
+expect_eq "top --format json exit" $? 2
+pmcctl top --format table --iterations 1 --interval 0.1 >/dev/null 2>&1
+expect_eq "top --format table exit" $? 0
+pmcctl top --iterations 0 >/dev/null 2>&1
+expect_eq "--iterations 0 exit" $? 2
+pmcctl top --interval abc >/dev/null 2>&1
+expect_eq "--interval abc exit" $? 2
+pmcctl status --interval 1 >/dev/null 2>&1
+expect_eq "status --interval exit" $? 2
+"$PMCCTL_BIN" --help | grep -q '^  top ' 
+expect_eq "top in --help" $? 0
+set -e
+daemon_alive

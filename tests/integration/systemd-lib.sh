@@ -1,0 +1,40 @@
+# Shared by the systemd-* scripts, sourced after lib.sh: the daemon run the ways
+# systemd runs it, without PID 1 systemd.
+[ "${PMC_WITH_SYSTEMD:-}" = ON ] || skip "built with PMC_WITH_SYSTEMD=OFF: no socket activation, no sd_notify"
+
+# wait_for FILE REGEX [SECONDS]: until a line of FILE matches REGEX (grep -E)
+wait_for() {
+	local i
+	for i in $(seq $((${3:-10} * 20))); do
+		grep -qE -- "$2" "$1" 2>/dev/null && return 0
+		[ -z "$DAEMON_PID" ] || daemon_alive
+		sleep 0.05
+	done
+	echo "--- $1:" >&2
+	cat "$1" >&2 || true
+	fail "no line matching '$2' in $1 within ${3:-10} s"
+}
+
+# stop_daemon: SIGTERM; the daemon must exit 0 with no sanitizer report (as lib.sh's
+# cleanup checks), and the script goes on.
+stop_daemon() {
+	local rc=0
+	kill -TERM "$DAEMON_PID"
+	wait "$DAEMON_PID" || rc=$?
+	DAEMON_PID=
+	if [ "$rc" != 0 ] || grep -qE "Sanitizer|runtime error" "$TMP/daemon.log"; then
+		cat "$TMP/daemon.log" >&2
+		fail "pmcdaemon exited with status $rc on SIGTERM"
+	fi
+	pass "pmcdaemon stopped cleanly"
+}
+
+# Helpers started in the background (pmc-notify-listen): killed on exit, before lib.sh's
+# cleanup, which sees the script's exit status.
+BG_PIDS=()
+trap 'rc_=$?; [ ${#BG_PIDS[@]} = 0 ] || kill "${BG_PIDS[@]}" 2>/dev/null; (exit $rc_); cleanup' EXIT
+
+# The daemon is run from $TMP/bin too: the users it runs as may not reach the build tree.
+cp "$PMCDAEMON_BIN" "$TMP/bin/"
+chmod a+rx "$TMP/bin/pmcdaemon"
+PMCDAEMON_BIN=$TMP/bin/pmcdaemon

@@ -1,0 +1,73 @@
+#!/bin/bash
+# pmcdaemon.service's SystemCallFilter= allows every system call the daemon makes: the
+# daemon runs under strace, socket-activated and notifying a watchdog as under systemd,
+# serves pmcctl and a uid-65534 client, and stops; each call it made must be in
+# @system-service or perf_event_open, and in no group of SystemCallFilter=~ (a call
+# outside the filter kills the service with SIGSYS).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/systemd-lib.sh"
+: "${PMC_NOTIFY_LISTEN_BIN:?set by ctest}"
+command -v strace >/dev/null || skip "strace is missing"
+command -v systemd-analyze >/dev/null || skip "systemd-analyze is missing (Debian package systemd)"
+command -v systemd-socket-activate >/dev/null || skip "systemd-socket-activate is missing"
+strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (no ptrace)"
+UNIT=$(dirname "$0")/../../systemd/pmcdaemon.service.in
+[ -f "$UNIT" ] || fail "no $UNIT"
+
+# expand GROUP|CALL...: the system calls named, groups expanded recursively
+expand() {
+	local g
+	for g in "$@"; do
+		case $g in
+		@*) expand $(systemd-analyze syscall-filter "$g" 2>/dev/null |
+			awk 'NR > 1 && $1 !~ /^#/ && NF == 1 {print $1}') ;;
+		*) echo "$g" ;;
+		esac
+	done
+}
+allow=$(sed -n 's/^SystemCallFilter=\([^~].*\)$/\1/p' "$UNIT")
+deny=$(sed -n 's/^SystemCallFilter=~\(.*\)$/\1/p' "$UNIT")
+[ -n "$allow" ] || fail "no SystemCallFilter= allow list in the unit"
+# shellcheck disable=SC2086 # lists of names
+expand $allow | sort -u >"$TMP/allow"
+# shellcheck disable=SC2086
+expand $deny | sort -u >"$TMP/deny"
+[ "$(wc -l <"$TMP/allow")" -gt 100 ] || fail "could not expand the filter: $allow"
+grep -qx perf_event_open "$TMP/allow" || fail "perf_event_open is not allowed"
+
+NOTIFY=$TMP/notify.sock
+"$PMC_NOTIFY_LISTEN_BIN" "$NOTIFY" 100 >"$TMP/notify.out" 2>&1 &
+BG_PIDS+=($!)
+for _ in $(seq 100); do [ -S "$NOTIFY" ] && break; sleep 0.05; done
+(umask 000 && NOTIFY_SOCKET=$NOTIFY WATCHDOG_USEC=200000 exec strace -f -qq -o "$TMP/strace" \
+	systemd-socket-activate --seqpacket -l "$SOCK" "$PMCDAEMON_BIN" --verbose) 2>"$TMP/daemon.log" &
+STRACE_PID=$!
+BG_PIDS+=("$STRACE_PID")
+wait_for "$TMP/notify.out" "READY=1" 20
+# strace's child: socket-activate, then pmcdaemon (one pid); lib.sh's cleanup stops it.
+DAEMON_PID=$(pmcctl status --format json | jq .pid)
+run_client "$TMP/out" env PMC_EVENTS=page-faults,task-clock "$PMC_TEST_CLIENT_BIN" threads 2 3 20
+expect_eq "client enabled" "$(kv enabled "$TMP/out")" 1
+pmcctl query --format json >/dev/null
+pmcctl dump --format csv >/dev/null
+pmcctl events >/dev/null
+pmcctl reset >/dev/null
+run_client "$TMP/bad" "$PMC_TEST_RAW_BIN" "$SOCK" garbage
+wait_for "$TMP/notify.out" "WATCHDOG=1"
+stop_daemon
+# strace exits with the status of the command it ran: 0 as well.
+rc=0
+wait "$STRACE_PID" || rc=$?
+expect_eq "strace (the daemon's exit status)" "$rc" 0
+
+# The calls made once the daemon runs: from its execve on (systemd installs the filter
+# just before it).
+awk '!seen && /execve\(".*pmcdaemon"/ {seen = 1} seen' "$TMP/strace" |
+	sed -nE 's/^[0-9]+ +([a-z0-9_]+)\(.*$/\1/p' | sort -u >"$TMP/made"
+[ "$(wc -l <"$TMP/made")" -gt 20 ] || fail "strace saw too few calls: $(cat "$TMP/made")"
+grep -qx perf_event_open "$TMP/made" || fail "strace did not see perf_event_open"
+missing=$(comm -23 "$TMP/made" "$TMP/allow" | tr '\n' ' ')
+denied=$(comm -12 "$TMP/made" "$TMP/deny" | tr '\n' ' ')
+[ -z "$missing" ] || fail "system calls outside SystemCallFilter=: $missing"
+[ -z "$denied" ] || fail "system calls that SystemCallFilter=~ denies: $denied"
+pass "all $(wc -l <"$TMP/made") system calls the daemon made are allowed by the unit"
