@@ -763,15 +763,22 @@ static void
 session_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	int r = 0;
-	for (int i = 0; i < SESSION_BURST; i++) {
-		r = session_dispatch_one(s);
+	int r = session_pump(s, SESSION_BURST);
+	if (r < 0)
+		session_close(s, r);
+}
+
+int
+session_pump(struct session *s, unsigned max)
+{
+	for (unsigned i = 0; i < max; i++) {
+		int r = session_dispatch_one(s);
+		if (r == -EAGAIN)
+			return 0;
 		if (r < 0)
-			break;
+			return r;
 	}
-	if (r == 0 || r == -EAGAIN)
-		return;
-	session_close(s, r);
+	return 0;
 }
 
 static void

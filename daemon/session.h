@@ -42,6 +42,14 @@ struct session {
  */
 int session_new(struct server *srv, int fd);
 
+/**
+ * session_pump() - handle up to @max datagrams queued on the connection
+ * Return: 0 when the connection stays open (nothing left, or @max handled), or the
+ * negative errno for which it must be closed (the peer hung up, or broke the
+ * protocol): the caller then frees @s with session_free().
+ */
+int session_pump(struct session *s, unsigned max);
+
 /** session_free() - close the connection and its threads' fds; the process's
  * aggregates stay in the registry. */
 void session_free(struct session *s);

@@ -2,8 +2,10 @@
 # The whole test suite from a fresh Debian 12 machine, as root: installs the build
 # dependencies, builds with warnings as errors and runs every test (unit; integration
 # as uid 65534 against a real daemon; the hw suite skips without a hardware PMU), then
-# builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again.
-# Usage: tests/run.sh [--quick]   (--quick: skip the sanitizer pass)
+# builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
+# and fuzzes the daemon's decode and dispatch with libFuzzer for PMC_FUZZ_SECONDS
+# (default 120), failing on any crash, leak or sanitizer report.
+# Usage: tests/run.sh [--quick]   (--quick: skip the sanitizer and fuzzing passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .ci/deps
@@ -21,6 +23,19 @@ run_suite() {
 }
 
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-if [ "${1:-}" != --quick ]; then
-	run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
-fi
+[ "${1:-}" = --quick ] && exit 0
+run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
+
+echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
+	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
+cmake --build build-fuzz --target fuzz-dispatch -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
+	{ cat build-fuzz/build.log >&2; exit 1; }
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+cp tests/fuzz/corpus/* "$corpus/"
+build-fuzz/tests/fuzz-dispatch -max_total_time="${PMC_FUZZ_SECONDS:-120}" -timeout=10 \
+	-rss_limit_mb=2048 -print_final_stats=1 "$corpus" >build-fuzz/fuzz.log 2>&1 ||
+	{ tail -60 build-fuzz/fuzz.log >&2; echo "fuzzing found a crash or leak (build-fuzz/fuzz.log)" >&2; exit 1; }
+grep -E "^stat::number_of_executed_units|^Done" build-fuzz/fuzz.log
+echo "fuzz: no crash, no leak"
