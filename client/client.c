@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@
 #define PMC_MAX_EVENTS 16
 #define PMC_MAX_DEPTH 32
 #define PMC_BATCH 512
+/* Samples a thread keeps while the daemon is away (restarting), sent when it is back. */
+#define PMC_GAP 4096
 #define PMC_CALL_TIMEOUT_MS 2000
 /* Never handed out by pmc_region(): ids stay below PMC_MAX_REGIONS. */
 #define PMC_WARMUP_REGION UINT32_MAX
@@ -36,7 +39,8 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-enum { ST_NONE, ST_ON, ST_OFF };
+/* ST_LOST: was connected, the daemon went away; a background thread reconnects. */
+enum { ST_NONE, ST_ON, ST_OFF, ST_LOST };
 
 struct frame {
 	pmc_region_t id;
@@ -47,6 +51,9 @@ struct frame {
 struct pmc_thread {
 	unsigned gen;
 	int state;
+	unsigned conn; /* G.conn when this thread last told the daemon about itself */
+	char *ev_names[PMC_MAX_EVENTS];
+	uint32_t ev_groups[PMC_MAX_EVENTS];
 	pid_t tid;
 	size_t n;
 	int fds[PMC_MAX_EVENTS];
@@ -58,13 +65,15 @@ struct pmc_thread {
 	uint64_t *frame_mem;
 	uint64_t now[3 * PMC_MAX_EVENTS];
 	/* Sample buffer, sent as one SampleBatch. */
-	size_t n_samples, n_ratio, n_scaled_samples;
+	size_t n_samples, n_ratio;
+	size_t cap;      /* samples the arrays below hold: PMC_BATCH, PMC_GAP after a loss */
+	size_t flush_at; /* n_samples at which pmc_end() sends */
 	uint64_t dropped;
-	uint32_t region[PMC_BATCH];
-	uint64_t wall[PMC_BATCH];
-	uint32_t scaled[PMC_BATCH];
-	float *ratio;     /* PMC_BATCH * n: running/enabled of each extrapolated value */
-	uint64_t *values; /* PMC_BATCH * n */
+	uint32_t *region;
+	uint64_t *wall;
+	uint32_t *scaled;
+	float *ratio;     /* cap * n: running/enabled of each extrapolated value */
+	uint64_t *values; /* cap * n */
 };
 
 static struct {
@@ -81,11 +90,17 @@ static struct {
 	uint32_t n_regions;
 	char *names[PMC_MAX_REGIONS];
 	uint8_t announced[PMC_MAX_REGIONS];
+	unsigned conn;       /* connections made so far */
+	uint64_t sent_total; /* samples sent in batches, to any daemon */
+	const char *path;
+	int reconnecting;
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
 
 static void thread_destroy(void *arg);
+static void connection_failed_locked(int r);
+static int reattach_locked(struct pmc_thread *t);
 static void pmc_atexit(void);
 static void thread_warm_up(struct pmc_thread *t);
 
@@ -140,7 +155,10 @@ on_fork_child(void)
 	G.fd = -1;
 	pthread_mutex_init(&G.lock, NULL);
 	memset(G.announced, 0, sizeof(G.announced));
-	if (atomic_load(&G.state) == ST_ON)
+	/* The reconnecting thread, if any, did not survive the fork. */
+	G.reconnecting = 0;
+	G.sent_total = 0;
+	if (atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_LOST)
 		atomic_store(&G.state, ST_NONE);
 	atomic_fetch_add(&G.gen, 1);
 }
@@ -202,6 +220,8 @@ connect_locked(void)
 	}
 	G.fd = fd;
 	G.pid = getpid();
+	G.path = path;
+	G.conn++;
 	atomic_store(&G.state, ST_ON);
 }
 
@@ -257,6 +277,32 @@ pmc_region(const char *name)
 	return id;
 }
 
+/* (Re)sizes the sample arrays to @cap samples; on failure they keep their size. */
+static int
+buffers_resize(struct pmc_thread *t, size_t cap)
+{
+	uint32_t *region = realloc(t->region, cap * sizeof(*region));
+	if (region)
+		t->region = region;
+	uint64_t *wall = realloc(t->wall, cap * sizeof(*wall));
+	if (wall)
+		t->wall = wall;
+	uint32_t *scaled = realloc(t->scaled, cap * sizeof(*scaled));
+	if (scaled)
+		t->scaled = scaled;
+	float *ratio = realloc(t->ratio, cap * t->n * sizeof(*ratio));
+	if (ratio)
+		t->ratio = ratio;
+	uint64_t *values = realloc(t->values, cap * t->n * sizeof(*values));
+	if (values)
+		t->values = values;
+	if (!region || !wall || !scaled || !ratio || !values)
+		return -ENOMEM;
+	t->cap = cap;
+	t->flush_at = PMC_BATCH;
+	return 0;
+}
+
 static void
 thread_release(struct pmc_thread *t)
 {
@@ -266,9 +312,14 @@ thread_release(struct pmc_thread *t)
 		if (t->fds[i] >= 0)
 			close(t->fds[i]);
 	}
+	for (size_t i = 0; i < t->n; i++)
+		free(t->ev_names[i]);
 	free(t->frame_mem);
 	free(t->values);
 	free(t->ratio);
+	free(t->region);
+	free(t->wall);
+	free(t->scaled);
 	free(t);
 }
 
@@ -311,8 +362,11 @@ register_locked(void)
 	t->n = n_fds;
 	int leader = 0;
 	unsigned last_group = UINT32_MAX;
+	t->conn = G.conn;
 	for (size_t i = 0; i < n_fds; i++) {
 		unsigned g = resp->register_reply->events[i]->group;
+		t->ev_groups[i] = g;
+		t->ev_names[i] = strdup(resp->register_reply->events[i]->name);
 		if (g != last_group)
 			leader = (int)i;
 		last_group = g;
@@ -335,10 +389,13 @@ register_locked(void)
 				munmap(t->pages[i], (size_t)pagesz);
 				t->pages[i] = NULL;
 			}
+	for (size_t i = 0; i < t->n; i++)
+		if (!t->ev_names[i]) {
+			thread_release(t);
+			return NULL;
+		}
 	t->frame_mem = calloc(PMC_MAX_DEPTH * 3 * t->n, sizeof(uint64_t));
-	t->values = calloc(PMC_BATCH * t->n, sizeof(uint64_t));
-	t->ratio = calloc(PMC_BATCH * t->n, sizeof(float));
-	if (!t->frame_mem || !t->values || !t->ratio) {
+	if (!t->frame_mem || buffers_resize(t, PMC_BATCH) < 0) {
 		thread_release(t);
 		return NULL;
 	}
@@ -497,11 +554,8 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 	t->scaled[i] = scaled;
 	if (unlikely(region == PMC_WARMUP_REGION))
 		return;
-	if (unlikely(scaled)) {
-		t->n_ratio = n_ratio;
-		t->n_scaled_samples++;
-	}
-	if (unlikely(++t->n_samples == PMC_BATCH))
+	t->n_ratio = n_ratio;
+	if (unlikely(++t->n_samples == t->flush_at))
 		flush_thread(t);
 }
 
@@ -520,14 +574,168 @@ static void
 thread_warm_up(struct pmc_thread *t)
 {
 	memset(t->frame_mem, 0, PMC_MAX_DEPTH * 3 * t->n * sizeof(uint64_t));
-	memset(t->values, 0, PMC_BATCH * t->n * sizeof(uint64_t));
-	memset(t->region, 0, sizeof(t->region));
-	memset(t->wall, 0, sizeof(t->wall));
-	memset(t->scaled, 0, sizeof(t->scaled));
-	memset(t->ratio, 0, PMC_BATCH * t->n * sizeof(float));
+	memset(t->values, 0, t->cap * t->n * sizeof(uint64_t));
+	memset(t->region, 0, t->cap * sizeof(*t->region));
+	memset(t->wall, 0, t->cap * sizeof(*t->wall));
+	memset(t->scaled, 0, t->cap * sizeof(*t->scaled));
+	memset(t->ratio, 0, t->cap * t->n * sizeof(float));
 	memset(t->now, 0, sizeof(t->now));
 	region_begin(t, PMC_WARMUP_REGION);
 	region_end(t, PMC_WARMUP_REGION);
+}
+
+static void *
+reconnect_main(void *arg)
+{
+	(void)arg;
+	unsigned delay_ms = 100;
+	for (;;) {
+		struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+		if (delay_ms < 1000)
+			delay_ms *= 2;
+		pthread_mutex_lock(&G.lock);
+		if (atomic_load(&G.state) != ST_LOST) {
+			G.reconnecting = 0;
+			pthread_mutex_unlock(&G.lock);
+			return NULL;
+		}
+		const char *path = G.path;
+		pthread_mutex_unlock(&G.lock);
+
+		int fd = wire_connect(path);
+		if (fd < 0)
+			continue;
+		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		Pmc__Hello h = PMC__HELLO__INIT;
+		h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+		h.client = "libpmcclient";
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_HELLO;
+		req.hello = &h;
+		Pmc__Response *resp = NULL;
+		int r = wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+		if (r == 0 && resp->error)
+			r = -EPROTO;
+		if (resp)
+			pmc__response__free_unpacked(resp, NULL);
+		if (r < 0) {
+			close(fd);
+			continue;
+		}
+		pthread_mutex_lock(&G.lock);
+		if (atomic_load(&G.state) == ST_LOST) {
+			G.fd = fd;
+			G.conn++;
+			memset(G.announced, 0, sizeof(G.announced));
+			atomic_store(&G.state, ST_ON);
+		} else {
+			close(fd);
+		}
+		G.reconnecting = 0;
+		pthread_mutex_unlock(&G.lock);
+		return NULL;
+	}
+}
+
+/* Called with G.lock held after a send failed with @r. A full queue (-EAGAIN) only
+ * costs these samples; a daemon that went away is reconnected in the background, so
+ * that no region ever waits for it. */
+static void
+connection_failed_locked(int r)
+{
+	if (r == -EAGAIN || r == -EMSGSIZE || r == -ENOMEM || atomic_load(&G.state) != ST_ON)
+		return;
+	close(G.fd);
+	G.fd = -1;
+	atomic_store(&G.state, ST_LOST);
+	if (G.reconnecting)
+		return;
+	pthread_attr_t attr;
+	pthread_t th;
+	sigset_t all, old;
+	/* The reconnecting thread must never take one of the application's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &attr, reconnect_main, NULL) == 0)
+			G.reconnecting = 1;
+		pthread_attr_destroy(&attr);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Called with G.lock held: tell a daemon that restarted about this thread, which
+ * still holds its counters. No reply: the daemon closes the connection if it refuses. */
+static int
+reattach_locked(struct pmc_thread *t)
+{
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = t->tid;
+	rt.n_events = t->n;
+	rt.events = t->ev_names;
+	rt.reattach = 1;
+	rt.n_groups = t->n;
+	rt.groups = t->ev_groups;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	if (r == 0)
+		t->conn = G.conn;
+	return r;
+}
+
+/* Called with G.lock held: sends samples [@start, @end) of @t as one batch. */
+static int
+send_slice_locked(struct pmc_thread *t, size_t start, size_t end, size_t rstart, size_t nr,
+                  uint64_t dropped)
+{
+	size_t n = end - start;
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = t->tid;
+	b.n_region = n;
+	b.region = t->region + start;
+	b.n_wall_ns = n;
+	b.wall_ns = t->wall + start;
+	b.n_values = n * t->n;
+	b.values = t->values + start * t->n;
+	if (nr) {
+		b.n_scaled = n;
+		b.scaled = t->scaled + start;
+		b.n_scale_ratio = nr;
+		b.scale_ratio = t->ratio + rstart;
+	}
+	b.dropped = dropped;
+	b.sent_before = G.sent_total;
+	/* Announce each region once per connection; the lock orders this batch before any
+	 * later one that relies on the names. */
+	uint32_t def_id[PMC_BATCH];
+	char *def_name[PMC_BATCH];
+	size_t nd = 0;
+	for (size_t i = start; i < end; i++) {
+		uint32_t id = t->region[i];
+		if (!G.announced[id]) {
+			G.announced[id] = 1;
+			def_id[nd] = id;
+			def_name[nd++] = G.names[id];
+		}
+	}
+	b.n_def_id = b.n_def_name = nd;
+	b.def_id = def_id;
+	b.def_name = def_name;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &b;
+	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	if (r < 0) {
+		for (size_t i = 0; i < nd; i++)
+			G.announced[def_id[i]] = 0;
+		return r;
+	}
+	G.sent_total += n;
+	return 0;
 }
 
 static int
@@ -535,57 +743,54 @@ flush_thread(struct pmc_thread *t)
 {
 	if (!t->n_samples && !t->dropped)
 		return 0;
-	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-	b.tid = t->tid;
-	b.n_region = t->n_samples;
-	b.region = t->region;
-	b.n_wall_ns = t->n_samples;
-	b.wall_ns = t->wall;
-	b.n_values = t->n_samples * t->n;
-	b.values = t->values;
-	if (t->n_scaled_samples) {
-		b.n_scaled = t->n_samples;
-		b.scaled = t->scaled;
-		b.n_scale_ratio = t->n_ratio;
-		b.scale_ratio = t->ratio;
-	}
-	b.dropped = t->dropped;
-	uint32_t def_id[PMC_BATCH];
-	char *def_name[PMC_BATCH];
-	Pmc__Request req = PMC__REQUEST__INIT;
-	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-	req.sample_batch = &b;
+	size_t start = 0, rstart = 0, n = t->n_samples;
+	int r = 0;
 
-	int r;
 	pthread_mutex_lock(&G.lock);
-	if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen)) {
+	if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
 		r = -ENOTCONN;
-	} else {
-		/* Announce each region once per connection; the lock orders this batch
-		 * before any later one that relies on the names. */
-		size_t nd = 0;
-		for (size_t i = 0; i < t->n_samples; i++) {
-			uint32_t id = t->region[i];
-			if (!G.announced[id]) {
-				G.announced[id] = 1;
-				def_id[nd] = id;
-				def_name[nd++] = G.names[id];
-			}
-		}
-		b.n_def_id = b.n_def_name = nd;
-		b.def_id = def_id;
-		b.def_name = def_name;
-		r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	else if (t->conn != G.conn && (r = reattach_locked(t)) < 0)
+		connection_failed_locked(r);
+	/* In slices of one batch: after an outage the buffer holds up to PMC_GAP. */
+	do {
 		if (r < 0)
-			for (size_t i = 0; i < nd; i++)
-				G.announced[def_id[i]] = 0;
-	}
+			break;
+		size_t end = n - start > PMC_BATCH ? start + PMC_BATCH : n, nr = 0;
+		for (size_t i = start; i < end; i++)
+			nr += (size_t)__builtin_popcount(t->scaled[i]);
+		r = send_slice_locked(t, start, end, rstart, nr, start ? 0 : t->dropped);
+		if (r < 0) {
+			connection_failed_locked(r);
+			break;
+		}
+		start = end;
+		rstart += nr;
+	} while (start < n);
+	int lost = atomic_load(&G.state) == ST_LOST;
 	pthread_mutex_unlock(&G.lock);
-	if (r < 0)
-		t->dropped += t->n_samples;
-	else
+
+	if (start > 0)
 		t->dropped = 0;
-	t->n_samples = t->n_ratio = t->n_scaled_samples = 0;
+	if (r < 0 && lost && t->cap < PMC_GAP)
+		(void)buffers_resize(t, PMC_GAP);
+	if (r < 0 && lost && n < t->cap) {
+		/* Keep what is unsent for the daemon that comes back, within PMC_GAP; try
+		 * again every 64 samples (cheap: the lock and a state check). */
+		size_t left = n - start, rleft = t->n_ratio - rstart, k = t->n;
+		memmove(t->region, t->region + start, left * sizeof(*t->region));
+		memmove(t->wall, t->wall + start, left * sizeof(*t->wall));
+		memmove(t->scaled, t->scaled + start, left * sizeof(*t->scaled));
+		memmove(t->values, t->values + start * k, left * k * sizeof(*t->values));
+		memmove(t->ratio, t->ratio + rstart, rleft * sizeof(*t->ratio));
+		t->n_samples = left;
+		t->n_ratio = rleft;
+		t->flush_at = left + 64 < t->cap ? left + 64 : t->cap;
+		return r;
+	}
+	if (r < 0)
+		t->dropped += n - start;
+	t->n_samples = t->n_ratio = 0;
+	t->flush_at = PMC_BATCH;
 	return r;
 }
 
@@ -616,7 +821,7 @@ thread_destroy(void *arg)
 		req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
 		req.thread_exit = &te;
 		pthread_mutex_lock(&G.lock);
-		if (atomic_load(&G.state) == ST_ON)
+		if (atomic_load(&G.state) == ST_ON && t->conn == G.conn)
 			(void)wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
 		pthread_mutex_unlock(&G.lock);
 	}

@@ -65,6 +65,10 @@ usage(FILE *f)
 		"                            more are dropped and counted)\n"
 		"      --max-batch-rate N    sample batches a second per connection (default\n"
 		"                            10000; the excess is dropped and counted)\n"
+		"      --state FILE    keep the aggregates in FILE: restored at start, written\n"
+		"                      atomically every --state-interval seconds (default 10)\n"
+		"                      and at SIGTERM, so that they survive a restart\n"
+		"      --state-interval SECONDS\n"
 		"  -v, --verbose       log every connection, registration and refusal\n"
 	        "      --metrics ADDR:PORT\n"
 	        "                      serve Prometheus metrics at http://ADDR:PORT/metrics\n"
@@ -235,6 +239,8 @@ main(int argc, char **argv)
 	        {"max-threads", required_argument, NULL, 1006},
 	        {"max-regions", required_argument, NULL, 1007},
 	        {"max-batch-rate", required_argument, NULL, 1008},
+	        {"state", required_argument, NULL, 1009},
+	        {"state-interval", required_argument, NULL, 1010},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -242,6 +248,8 @@ main(int argc, char **argv)
 	};
 	const char *path = DEFAULT_SOCKET;
 	int verbose = 0, c;
+	const char *state_path = NULL;
+	unsigned state_interval = 10;
 	struct policy policy;
 	struct socket_opts sock_opts = {.mode = 0666, .gid = (gid_t)-1};
 	const char *metrics_spec = NULL;
@@ -267,6 +275,13 @@ main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 1009:
+			state_path = optarg;
+			break;
+		case 1010:
+			if (parse_limit("state-interval", optarg, &state_interval) < 0)
+				return 2;
+			break;
 		case 1000 ... 1008:
 			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
 				policy_free(&policy);
@@ -348,6 +363,12 @@ main(int argc, char **argv)
 	int r = server_new(fd, &policy, &srv);
 	if (r < 0) {
 		log_errno(r, "cannot start");
+		return 1;
+	}
+	if (state_path && (r = server_use_state(srv, state_path, state_interval)) < 0) {
+		log_errno(r, "cannot restore the state from %s (move the file away to start afresh)",
+			  state_path);
+		server_free(srv);
 		return 1;
 	}
 	log_info("listening on %s", owned ? path : "the socket passed by systemd");

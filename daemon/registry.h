@@ -34,6 +34,8 @@ struct process {
 	char comm[17];
 	unsigned connections;
 	unsigned n_threads;       /* registered now, over all its connections */
+	uint64_t received;        /* samples the process has sent, as far as we know */
+	uint64_t lost;            /* of those, lost by an earlier daemon */
 	bool warned_regions;      /* logged once that it hit --max-regions */
 	size_t n_events;
 	char **events; /* process event ids -> names */

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "session.h"
+#include "state.h"
 #include "util.h"
 #include "wire.h"
 
@@ -57,11 +58,50 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+save_state(struct server *srv)
+{
+	int r = state_save(srv, srv->state_path);
+	if (r < 0)
+		log_errno(r, "cannot save the state to %s (the previous one is kept)",
+		          srv->state_path);
+}
+
+static void
+on_state_timer(evutil_socket_t fd, short what, void *arg)
+{
+	save_state(arg);
+}
+
+static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct server *srv = arg;
 	log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	/* Count what clients have already sent, so that the saved totals are whole. */
+	session_drain_all(srv);
+	if (srv->state_path)
+		save_state(srv);
 	event_base_loopbreak(srv->base);
+}
+
+int
+server_use_state(struct server *srv, const char *path, unsigned interval_s)
+{
+	int r = state_load(srv, path);
+	if (r == -ENOENT)
+		log_info("%s: no state yet; it will be written every %u s and at exit", path,
+		         interval_s);
+	else if (r < 0)
+		return r;
+	else
+		log_info("%s: restored %zu processes, %zu regions", path, srv->reg.n_procs,
+		         srv->reg.n_regions);
+	srv->state_path = path;
+	srv->state_ev = event_new(srv->base, -1, EV_PERSIST, on_state_timer, srv);
+	struct timeval tv = {.tv_sec = interval_s};
+	if (!srv->state_ev || event_add(srv->state_ev, &tv) < 0)
+		return -ENOMEM;
+	return 0;
 }
 
 int
@@ -113,6 +153,8 @@ server_free(struct server *srv)
 			event_free(srv->sig_ev[i]);
 	if (srv->listen_ev)
 		event_free(srv->listen_ev);
+	if (srv->state_ev)
+		event_free(srv->state_ev);
 	if (srv->base)
 		event_base_free(srv->base);
 	if (srv->listen_fd >= 0)

@@ -25,7 +25,10 @@ struct server {
 	struct registry reg;
 	uint64_t started_ns;
 	struct policy policy;
-	uint64_t samples, batches, dropped, rejected, refused_clients;
+	uint64_t samples, batches, dropped, rejected, refused_clients, lost;
+	const char *state_path;   /* --state, or NULL */
+	uint64_t state_saved_ns;  /* CLOCK_REALTIME of the last save */
+	struct event *state_ev;   /* the save timer */
 	int draining;
 	uint8_t *rxbuf; /* one request at a time: the loop is single-threaded */
 };
@@ -37,6 +40,14 @@ struct server {
  * Return: 0 with *@out set, or -errno.
  */
 int server_new(int listen_fd, const struct policy *policy, struct server **out);
+
+/**
+ * server_use_state() - restore the aggregates from @path (if it exists) and save them
+ * there every @interval_s seconds and at SIGTERM/SIGINT
+ * @path: borrowed for the server's life
+ * Return: 0, or -errno (-EBADMSG: the file is not a pmcdaemon state file).
+ */
+int server_use_state(struct server *srv, const char *path, unsigned interval_s);
 
 /** server_run() - serve until SIGINT or SIGTERM; 0 or -errno. */
 int server_run(struct server *srv);

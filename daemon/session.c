@@ -49,6 +49,11 @@ reply_error(struct session *s, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (s->no_reply) {
+		/* Nowhere to say it: the client is told by the closed connection. */
+		log_warn("pid %d: refused, closing the connection: %s", (int)s->pid, msg);
+		return err == EAGAIN || err == 0 ? -EPROTO : -err;
+	}
 	log_debug("pid %d: refused: %s", (int)s->pid, msg);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.error = err;
@@ -90,7 +95,7 @@ thread_close(struct session *s, struct session_thread *t)
 {
 	struct server *srv = s->srv;
 	s->proc->n_threads--;
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0; i < t->n_fds; i++)
 		close(t->fds[i]);
 	free(t->fds);
 	free(t->ev_id);
@@ -122,10 +127,59 @@ thread_of(pid_t pid, pid_t tid)
 	return stat(path, &st) == 0;
 }
 
+static int register_thread(struct session *s, const Pmc__RegisterThread *rt);
+
 static int
 handle_register(struct session *s, const Pmc__Request *req)
 {
-	const Pmc__RegisterThread *rt = req->register_thread;
+	s->no_reply = req->register_thread->reattach;
+	int r = register_thread(s, req->register_thread);
+	s->no_reply = 0;
+	return r;
+}
+
+/* A thread that still holds counters from a daemon that restarted: record its events
+ * (already checked, in the client's order and groups) without opening anything. */
+static int
+reattach_thread(struct session *s, struct session_thread *old, const Pmc__RegisterThread *rt)
+{
+	size_t n = rt->n_events;
+	if (n == 0 || rt->n_groups != n)
+		return reply_error(s, EINVAL, "reattach of thread %d names no events",
+		                   (int)rt->tid);
+	struct session_thread t = {.tid = rt->tid, .n = n};
+	t.ev_id = malloc(n * sizeof(uint32_t));
+	if (!t.ev_id)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		int id = process_event_id(s->proc, rt->events[i]);
+		if (id < 0) {
+			free(t.ev_id);
+			return -ENOMEM;
+		}
+		t.ev_id[i] = (uint32_t)id;
+	}
+	if (old) {
+		thread_close(s, old);
+		*old = t;
+	} else {
+		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
+		if (!v) {
+			free(t.ev_id);
+			return -ENOMEM;
+		}
+		s->threads = v;
+		s->threads[s->n_threads++] = t;
+	}
+	s->srv->n_threads++;
+	s->proc->n_threads++;
+	log_debug("pid %d: thread %d reattached with %zu events", (int)s->pid, (int)rt->tid, n);
+	return 0;
+}
+
+static int
+register_thread(struct session *s, const Pmc__RegisterThread *rt)
+{
 	pid_t tid = rt->tid;
 	char *const *names = rt->events;
 	size_t n = rt->n_events;
@@ -189,6 +243,8 @@ handle_register(struct session *s, const Pmc__Request *req)
 		                   "process %d already has %u registered threads, the daemon's "
 		                   "limit (--max-threads)",
 		                   (int)s->pid, pol->max_threads);
+	if (rt->reattach)
+		return reattach_thread(s, old, rt);
 
 	size_t order[PERF_MAX_EVENTS];
 	uint32_t group[PERF_MAX_EVENTS];
@@ -212,7 +268,7 @@ handle_register(struct session *s, const Pmc__Request *req)
 		                   ordered[failed], (int)tid, strerror(-r), why);
 	}
 
-	struct session_thread t = {.tid = tid, .n = n};
+	struct session_thread t = {.tid = tid, .n = n, .n_fds = n};
 	t.fds = malloc(n * sizeof(int));
 	t.ev_id = malloc(n * sizeof(uint32_t));
 	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];
@@ -317,6 +373,23 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 	return 0;
 }
 
+/* What the process says it sent before this batch, against what this daemon (or the
+ * state it restarted from) received: the difference was lost by a daemon that died. */
+static void
+account_sent(struct session *s, const Pmc__SampleBatch *b)
+{
+	struct process *p = s->proc;
+	if (b->sent_before > p->received) {
+		uint64_t lost = b->sent_before - p->received;
+		p->lost += lost;
+		s->srv->lost += lost;
+		log_warn("pid %d: %llu samples it sent were lost by an earlier daemon", (int)s->pid,
+		         (unsigned long long)lost);
+	}
+	/* A smaller figure is a new image (exec): its count starts again. */
+	p->received = b->sent_before + b->n_region;
+}
+
 /* At most --max-batch-rate batches a second per connection; the rest are dropped. */
 static bool
 over_rate(struct session *s)
@@ -365,6 +438,7 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 		return -EBADMSG;
 
 	s->srv->dropped += b->dropped;
+	account_sent(s, b);
 	if (over_rate(s)) {
 		s->srv->dropped += n;
 		return 0;
@@ -471,9 +545,8 @@ static void session_close(struct session *s, int r);
  * client's exit, but the loop may not have read it yet). Bounded: only what is
  * queued now, and never recursively. */
 static void
-drain_others(struct session *self)
+drain_others(struct server *srv, struct session *self)
 {
-	struct server *srv = self->srv;
 	if (srv->draining)
 		return;
 	srv->draining = 1;
@@ -496,7 +569,7 @@ static int
 handle_query(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__Query *q = req->query;
-	drain_others(s);
+	drain_others(s->srv, s);
 	struct registry *reg = &s->srv->reg;
 	size_t n_rs = 0, n_es = 0;
 
@@ -587,7 +660,7 @@ handle_reset(struct session *s, const Pmc__Request *req)
 		                   "reset needs root or a member of the daemon's --admin-group "
 		                   "(uid %d is neither)",
 		                   (int)s->uid);
-	drain_others(s);
+	drain_others(s->srv, s);
 	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
 	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -600,7 +673,7 @@ static int
 handle_status(struct session *s, const Pmc__Request *req)
 {
 	struct server *srv = s->srv;
-	drain_others(s);
+	drain_others(s->srv, s);
 	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
 	st.daemon_version = PMC_VERSION;
 	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -614,6 +687,9 @@ handle_status(struct session *s, const Pmc__Request *req)
 	st.dropped = srv->dropped;
 	st.rejected = srv->rejected;
 	st.pid = getpid();
+	st.lost = srv->lost;
+	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
+	st.state_saved_ns = srv->state_saved_ns;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_STATUS;
 	resp.status = &st;
@@ -766,6 +842,12 @@ session_on_readable(evutil_socket_t fd, short what, void *arg)
 	int r = session_pump(s, SESSION_BURST);
 	if (r < 0)
 		session_close(s, r);
+}
+
+void
+session_drain_all(struct server *srv)
+{
+	drain_others(srv, NULL);
 }
 
 int

@@ -10,6 +10,7 @@ struct server;
 struct session_thread {
 	pid_t tid;
 	size_t n;        /* events */
+	size_t n_fds;    /* 0 for a thread reattached after a restart: it keeps its own */
 	int *fds;        /* daemon's copies */
 	uint32_t *ev_id; /* process event ids, one per event */
 };
@@ -28,6 +29,7 @@ struct session {
 	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;
+	int no_reply;            /* handling a request that gets no reply (reattach) */
 	struct process *proc;
 	size_t n_threads;
 	struct session_thread *threads;
@@ -49,6 +51,12 @@ int session_new(struct server *srv, int fd);
  * protocol): the caller then frees @s with session_free().
  */
 int session_pump(struct session *s, unsigned max);
+
+/**
+ * session_drain_all() - handle what every connection has queued now (bounded), closing
+ * those that hung up; before a query answers, and before the state is saved at exit
+ */
+void session_drain_all(struct server *srv);
 
 /** session_free() - close the connection and its threads' fds; the process's
  * aggregates stay in the registry. */
