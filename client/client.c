@@ -92,6 +92,7 @@ static struct {
 	uint8_t announced[PMC_MAX_REGIONS];
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
+	uint64_t orphans;    /* samples of exited threads that could not be sent */
 	const char *path;
 	int reconnecting;
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
@@ -707,7 +708,7 @@ send_slice_locked(struct pmc_thread *t, size_t start, size_t end, size_t rstart,
 		b.n_scale_ratio = nr;
 		b.scale_ratio = t->ratio + rstart;
 	}
-	b.dropped = dropped;
+	b.dropped = dropped + G.orphans;
 	b.sent_before = G.sent_total;
 	/* Announce each region once per connection; the lock orders this batch before any
 	 * later one that relies on the names. */
@@ -735,6 +736,7 @@ send_slice_locked(struct pmc_thread *t, size_t start, size_t end, size_t rstart,
 		return r;
 	}
 	G.sent_total += n;
+	G.orphans = 0;
 	return 0;
 }
 
@@ -815,6 +817,10 @@ thread_destroy(void *arg)
 		return;
 	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
 		flush_thread(t);
+		/* What the daemon could not take now is reported by the next batch sent. */
+		pthread_mutex_lock(&G.lock);
+		G.orphans += t->n_samples + t->dropped;
+		pthread_mutex_unlock(&G.lock);
 		Pmc__ThreadExit te = PMC__THREAD_EXIT__INIT;
 		te.tid = t->tid;
 		Pmc__Request req = PMC__REQUEST__INIT;

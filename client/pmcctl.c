@@ -13,13 +13,17 @@
 #include <limits.h>
 #include <locale.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
 #include <wchar.h>
 
 #include "pmc.pb-c.h"
@@ -48,11 +52,15 @@ struct opts {
 	enum format format;
 	int32_t pid;
 	const char *region;
+	double interval;     /* top: seconds between refreshes */
+	unsigned iterations; /* top: refreshes before exiting, 0 for no limit */
+	bool live_opts;      /* --interval or --iterations given */
 };
 
 struct command {
 	const char *name;
 	bool filters; /* takes --pid and --region */
+	bool live;    /* top: takes --interval and --iterations, prints tables only */
 	int (*run)(int sock, const struct command *cmd, const struct opts *o);
 };
 
@@ -68,12 +76,17 @@ static const char help_text[] =
         "  dump      show the statistics of every region of every process\n"
         "  reset     clear aggregates: all of them, or those matching --pid and --region\n"
         "  events    list the events this machine can count and the default event set\n"
+        "  top       live view of the busiest regions: runs and events per second, refreshed\n"
+        "            every second (--pid and --region filter it); Ctrl-C quits\n"
         "\n"
         "Options (they may also follow the command):\n"
         "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
         "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv'\n"
-        "      --pid N           only the process with id N (query, reset)\n"
-        "      --region NAME     only the region called NAME (query, reset)\n"
+        "      --pid N           only the process with id N (query, reset, top)\n"
+        "      --region NAME     only the region called NAME (query, reset, top)\n"
+        "      --interval SECONDS\n"
+        "                        top: seconds between refreshes (default 1, at least 0.1)\n"
+        "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
         "  -h, --help            print this help and exit\n"
         "      --version         print the version of pmcctl and exit\n"
         "\n"
@@ -94,7 +107,9 @@ static const char help_text[] =
         "  pmcctl query --region parse --format json\n"
         "        statistics of region 'parse' in every process, as JSON\n"
         "  pmcctl status\n"
-        "        is the daemon up, and how much has it collected\n";
+        "        is the daemon up, and how much has it collected\n"
+        "  pmcctl top --interval 2\n"
+        "        the regions running most often right now, every 2 seconds\n";
 
 static const Pmc__Stats zero_stats = PMC__STATS__INIT;
 
@@ -243,6 +258,16 @@ table_free(struct table *t)
 	t->n = t->cap = 0;
 }
 
+/* Region names come from any application that links the library, so keep control
+ * characters (escape sequences, newlines) away from the operator's terminal. */
+static void
+strip_controls(char *s)
+{
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 static void
 table_add(struct table *t, const char *fmt, ...)
 {
@@ -253,11 +278,7 @@ table_add(struct table *t, const char *fmt, ...)
 	if (vasprintf(&s, fmt, ap) < 0)
 		oom();
 	va_end(ap);
-	/* Region names come from any application that links the library, so keep control
-	 * characters (escape sequences, newlines) away from the operator's terminal. */
-	for (char *p = s; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	strip_controls(s);
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : 64;
 		char **c = reallocarray(t->cell, cap, sizeof(*c));
@@ -298,20 +319,20 @@ display_width(const char *s)
 }
 
 static void
-print_padded(const char *s, size_t width, bool right, bool last)
+print_padded(FILE *f, const char *s, size_t width, bool right, bool last)
 {
 	size_t w = display_width(s);
 	size_t pad = width > w ? width - w : 0;
 
 	if (right)
-		printf("%*s", (int)pad, "");
-	fputs(s, stdout);
+		fprintf(f, "%*s", (int)pad, "");
+	fputs(s, f);
 	if (!right && !last)
-		printf("%*s", (int)pad, "");
+		fprintf(f, "%*s", (int)pad, "");
 }
 
 static void
-table_print(const struct table *t)
+table_print(const struct table *t, FILE *f)
 {
 	_cleanup_free_ size_t *width = calloc(t->ncols, sizeof(*width));
 
@@ -325,16 +346,16 @@ table_print(const struct table *t)
 			width[i % t->ncols] = w;
 	}
 	for (size_t c = 0; c < t->ncols; c++) {
-		fputs(c ? "  " : "", stdout);
-		print_padded(t->head[c], width[c], t->right[c], c + 1 == t->ncols);
+		fputs(c ? "  " : "", f);
+		print_padded(f, t->head[c], width[c], t->right[c], c + 1 == t->ncols);
 	}
-	putchar('\n');
+	fputc('\n', f);
 	for (size_t i = 0; i < t->n; i++) {
 		size_t c = i % t->ncols;
-		fputs(c ? "  " : "", stdout);
-		print_padded(t->cell[i], width[c], t->right[c], c + 1 == t->ncols);
+		fputs(c ? "  " : "", f);
+		print_padded(f, t->cell[i], width[c], t->right[c], c + 1 == t->ncols);
 		if (c + 1 == t->ncols)
-			putchar('\n');
+			fputc('\n', f);
 	}
 }
 
@@ -570,7 +591,8 @@ hello(int sock)
 static const char *const status_keys[] = {
         "daemon_version", "protocol_version", "pid",       "uptime_ns", "uptime_s",
         "clients",        "threads",          "processes", "regions",   "samples",
-        "batches",        "dropped",          "rejected",
+        "batches",        "dropped",          "rejected",  "lost",      "state_file",
+        "state_saved_ns",
 };
 
 static int
@@ -603,6 +625,9 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "batches", ju64(s->batches));
 		jset(root, "dropped", ju64(s->dropped));
 		jset(root, "rejected", ju64(s->rejected));
+		jset(root, "lost", ju64(s->lost));
+		jset(root, "state_file", jstr(s->state_file));
+		jset(root, "state_saved_ns", ju64(s->state_saved_ns));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -619,6 +644,9 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->batches);
 		csv_u64(s->dropped);
 		csv_u64(s->rejected);
+		csv_u64(s->lost);
+		csv_str(s->state_file);
+		csv_u64(s->state_saved_ns);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -649,6 +677,18 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "%" PRIu64, s->dropped);
 		table_add(&t, "rejected connections:");
 		table_add(&t, "%" PRIu64, s->rejected);
+		table_add(&t, "lost samples:");
+		table_add(&t, "%" PRIu64 "%s", s->lost,
+		          s->lost ? " (sent to a daemon that was killed before saving them)" : "");
+		if (*s->state_file) {
+			char when[64] = "never";
+			time_t sec = (time_t)(s->state_saved_ns / 1000000000u);
+			struct tm tm;
+			if (s->state_saved_ns && localtime_r(&sec, &tm))
+				strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+			table_add(&t, "state file:");
+			table_add(&t, "%s (saved %s)", s->state_file, when);
+		}
 
 		size_t w = 0;
 		for (size_t i = 0; i < t.n; i += 2)
@@ -815,7 +855,7 @@ query_table(const Pmc__QueryReply *q)
 			any_scaled |= r->events[j]->scaled_count > 0;
 		}
 	}
-	table_print(&t);
+	table_print(&t, stdout);
 	table_free(&t);
 	if (any_scaled)
 		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
@@ -959,7 +999,7 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 			else
 				table_add(&t, "%s", e->error);
 		}
-		table_print(&t);
+		table_print(&t, stdout);
 		table_free(&t);
 
 		/* Reuse the table's sanitizing for the daemon-supplied names. */
@@ -978,6 +1018,420 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 	return 0;
 }
 
+/* ---- top ---- */
+
+/* One Status and one Query, and when they were taken. */
+struct top_snap {
+	Pmc__Response *status, *query;
+	uint64_t t_ns;
+	const Pmc__RegionStats **sorted; /* the query's regions by (pid, name) */
+};
+
+struct top_row {
+	const Pmc__RegionStats *r, *prev; /* prev: the same region one refresh ago, or NULL */
+	double rate;                      /* runs per second */
+	double wall;                      /* mean wall ns of the runs in the interval */
+};
+
+static void
+top_snap_free(struct top_snap *s)
+{
+	if (s->status)
+		pmc__response__free_unpacked(s->status, NULL);
+	if (s->query)
+		pmc__response__free_unpacked(s->query, NULL);
+	free(s->sorted);
+	memset(s, 0, sizeof(*s));
+}
+
+static int
+region_key_cmp(const void *a, const void *b)
+{
+	const Pmc__RegionStats *x = *(const Pmc__RegionStats *const *)a;
+	const Pmc__RegionStats *y = *(const Pmc__RegionStats *const *)b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static void
+top_fetch(int sock, const struct opts *o, struct top_snap *s)
+{
+	Pmc__Status st = PMC__STATUS__INIT;
+	Pmc__Query q = PMC__QUERY__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+	s->status = call(sock, "top", &req, PMC__RESPONSE__BODY_STATUS);
+
+	q.pid = o->pid;
+	if (o->region)
+		q.region = (char *)o->region;
+	req.body_case = PMC__REQUEST__BODY_QUERY;
+	req.query = &q;
+	s->query = call(sock, "top", &req, PMC__RESPONSE__BODY_QUERY);
+	s->t_ns = util_now_ns(CLOCK_MONOTONIC);
+
+	size_t n = s->query->query->n_regions;
+	s->sorted = calloc(n + 1, sizeof(*s->sorted));
+	if (!s->sorted)
+		oom();
+	memcpy(s->sorted, s->query->query->regions, n * sizeof(*s->sorted));
+	qsort(s->sorted, n, sizeof(*s->sorted), region_key_cmp);
+}
+
+static const Pmc__RegionStats *
+top_find(const struct top_snap *s, const Pmc__RegionStats *r)
+{
+	const Pmc__RegionStats **hit;
+
+	if (!s->query)
+		return NULL;
+	hit = bsearch(&r, s->sorted, s->query->query->n_regions, sizeof(*s->sorted),
+	              region_key_cmp);
+	return hit ? *hit : NULL;
+}
+
+static const Pmc__EventStats *
+find_event(const Pmc__RegionStats *r, const char *name)
+{
+	for (size_t i = 0; r && i < r->n_events; i++)
+		if (!strcmp(r->events[i]->name, name))
+			return r->events[i];
+	return NULL;
+}
+
+/* Growth of a sum since the previous refresh; after a reset, the whole new sum. */
+static uint64_t
+delta(uint64_t now, uint64_t before)
+{
+	return now >= before ? now - before : now;
+}
+
+/* Per-second rate of event @name in @row, NAN when the region does not count it. */
+static double
+top_event_rate(const struct top_row *row, const char *name, double dt)
+{
+	const Pmc__EventStats *e = find_event(row->r, name);
+	const Pmc__EventStats *pe = find_event(row->prev, name);
+
+	if (!e)
+		return NAN;
+	return (double)delta(stats_or_zero(e->stats)->sum, pe ? stats_or_zero(pe->stats)->sum : 0) /
+	       dt;
+}
+
+static int
+top_row_cmp(const void *a, const void *b)
+{
+	const struct top_row *x = a, *y = b;
+
+	if (x->rate != y->rate)
+		return x->rate > y->rate ? -1 : 1;
+	if (x->r->count != y->r->count)
+		return x->r->count > y->r->count ? -1 : 1;
+	return region_key_cmp(&x->r, &y->r);
+}
+
+/* 1234, 12.3k, 4.5M...: rates and counts in a narrow column. */
+static void
+format_si(char *buf, size_t len, double v)
+{
+	static const char prefix[] = "kMGTPE";
+	int i = -1;
+
+	if (!isfinite(v)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	if (v == 0) {
+		snprintf(buf, len, "0");
+		return;
+	}
+	if (v < 999.95) {
+		snprintf(buf, len, v < 9.995 ? "%.2f" : "%.1f", v);
+		return;
+	}
+	while (v >= 999.95 && prefix[i + 1]) {
+		v /= 1000;
+		i++;
+	}
+	snprintf(buf, len, "%.1f%c", v, prefix[i]);
+}
+
+static void
+format_ns(char *buf, size_t len, double ns)
+{
+	if (!isfinite(ns))
+		snprintf(buf, len, "-");
+	else if (ns < 1e3)
+		snprintf(buf, len, "%.0fns", ns);
+	else if (ns < 1e6)
+		snprintf(buf, len, "%.1fus", ns / 1e3);
+	else if (ns < 1e9)
+		snprintf(buf, len, "%.1fms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.2fs", ns / 1e9);
+}
+
+/* Writes the first @len bytes of @s, cut to @cols terminal columns, and a newline. */
+static void
+put_cut(const char *s, size_t len, size_t cols)
+{
+	mbstate_t st;
+	size_t w = 0, n = len;
+	const char *p = s;
+
+	memset(&st, 0, sizeof(st));
+	while (n) {
+		wchar_t wc;
+		size_t k = mbrtowc(&wc, p, n, &st);
+		size_t cw = 1;
+
+		if (k == (size_t)-1 || k == (size_t)-2) {
+			memset(&st, 0, sizeof(st));
+			k = 1;
+		} else if (k == 0) {
+			break;
+		} else {
+			int c = wcwidth(wc);
+			cw = c > 0 ? (size_t)c : 0;
+		}
+		if (w + cw > cols)
+			break;
+		w += cw;
+		p += k;
+		n -= k;
+	}
+	fwrite(s, 1, (size_t)(p - s), stdout);
+	putchar('\n');
+}
+
+/* Prints @text (lines ending in '\n') with each line cut to @cols columns. */
+static void
+put_lines_cut(const char *text, size_t cols)
+{
+	while (*text) {
+		const char *nl = strchr(text, '\n');
+		size_t len = nl ? (size_t)(nl - text) : strlen(text);
+
+		put_cut(text, len, cols);
+		text += len + (nl != NULL);
+	}
+}
+
+static void
+top_print(const struct top_snap *cur, const struct top_snap *prev, const struct opts *o, bool tty,
+          size_t max_rows, size_t cols)
+{
+	const Pmc__StatusReply *s = cur->status->status;
+	const Pmc__QueryReply *q = cur->query->query;
+	double dt = (double)(cur->t_ns - prev->t_ns) / 1e9;
+	_cleanup_free_ struct top_row *rows = calloc(q->n_regions + 1, sizeof(*rows));
+	_cleanup_free_ char *version = strdup(s->daemon_version);
+	_cleanup_free_ char *text = NULL;
+	size_t text_len = 0;
+	FILE *f;
+
+	if (!rows || !version)
+		oom();
+	if (dt <= 0)
+		dt = 1e-9;
+	for (size_t i = 0; i < q->n_regions; i++) {
+		struct top_row *row = &rows[i];
+		const Pmc__RegionStats *p = top_find(prev, q->regions[i]);
+
+		row->r = q->regions[i];
+		/* A count that went down was reset: count it all as new. */
+		row->prev = p && p->count <= row->r->count ? p : NULL;
+		uint64_t runs = delta(row->r->count, row->prev ? row->prev->count : 0);
+		uint64_t wall = delta(stats_or_zero(row->r->wall_ns)->sum,
+		                      row->prev ? stats_or_zero(row->prev->wall_ns)->sum : 0);
+		row->rate = (double)runs / dt;
+		row->wall = runs ? (double)wall / (double)runs : NAN;
+	}
+	qsort(rows, q->n_regions, sizeof(*rows), top_row_cmp);
+	size_t n_show = q->n_regions < max_rows ? q->n_regions : max_rows;
+
+	/* One column per event the shown rows count, in order of first appearance. */
+	_cleanup_free_ const char **ev = calloc(1, sizeof(*ev));
+	size_t n_ev = 0;
+	if (!ev)
+		oom();
+	for (size_t i = 0; i < n_show; i++)
+		for (size_t j = 0; j < rows[i].r->n_events; j++) {
+			const char *name = rows[i].r->events[j]->name;
+			size_t k = 0;
+
+			while (k < n_ev && strcmp(ev[k], name))
+				k++;
+			if (k < n_ev)
+				continue;
+			const char **v = reallocarray(ev, n_ev + 2, sizeof(*ev));
+			if (!v)
+				oom();
+			ev = v;
+			ev[n_ev++] = name;
+		}
+
+	static const char *const fixed_head[] = {"PID",    "COMM", "REGION",
+	                                         "RUNS/S", "RUNS", "WALL/RUN"};
+	static const bool fixed_right[] = {true, false, false, true, true, true};
+	size_t nf = ARRAY_SIZE(fixed_head);
+	_cleanup_free_ char **head = calloc(nf + n_ev, sizeof(*head));
+	_cleanup_free_ bool *right = calloc(nf + n_ev, sizeof(*right));
+	if (!head || !right)
+		oom();
+	for (size_t c = 0; c < nf; c++) {
+		head[c] = (char *)fixed_head[c];
+		right[c] = fixed_right[c];
+	}
+	for (size_t k = 0; k < n_ev; k++) {
+		if (asprintf(&head[nf + k], "%s/s", ev[k]) < 0)
+			oom();
+		strip_controls(head[nf + k]);
+		right[nf + k] = true;
+	}
+	struct table t = {.ncols = nf + n_ev, .head = (const char *const *)head, .right = right};
+	for (size_t i = 0; i < n_show; i++) {
+		const struct top_row *row = &rows[i];
+		char a[32], b[32];
+
+		format_si(a, sizeof(a), row->rate);
+		format_ns(b, sizeof(b), row->wall);
+		table_add(&t, "%" PRId32, row->r->pid);
+		table_add(&t, "%s", row->r->comm);
+		table_add(&t, "%s", row->r->name);
+		table_add(&t, "%s", a);
+		table_add(&t, "%" PRIu64, row->r->count);
+		table_add(&t, "%s", b);
+		for (size_t k = 0; k < n_ev; k++) {
+			format_si(a, sizeof(a), top_event_rate(row, ev[k], dt));
+			table_add(&t, "%s", a);
+		}
+	}
+
+	f = open_memstream(&text, &text_len);
+	if (!f)
+		oom();
+	char clock[16], showing[64] = "";
+	time_t now = time(NULL);
+	struct tm tm;
+	uint64_t up = s->uptime_ns / 1000000000u;
+	const Pmc__StatusReply *ps = prev->status->status;
+
+	strftime(clock, sizeof(clock), "%H:%M:%S", localtime_r(&now, &tm));
+	strip_controls(version);
+	fprintf(f, "pmcctl top - %s - every %g s - pmcdaemon %s (pid %" PRId32 "), up ", clock,
+	        o->interval, version, s->pid);
+	if (up >= 86400)
+		fprintf(f, "%" PRIu64 "d ", up / 86400);
+	fprintf(f, "%u:%02u:%02u\n", (unsigned)(up % 86400 / 3600), (unsigned)(up % 3600 / 60),
+	        (unsigned)(up % 60));
+	if (n_show < q->n_regions)
+		snprintf(showing, sizeof(showing), "; showing %zu of %zu regions", n_show,
+		         q->n_regions);
+	char rate[32];
+	format_si(rate, sizeof(rate), (double)delta(s->samples, ps->samples) / dt);
+	fprintf(f,
+	        "clients %" PRIu32 ", threads %" PRIu32 ", processes %" PRIu32 ", regions %" PRIu32
+	        "; samples %" PRIu64 " (%s/s), batches %" PRIu64 ", dropped %" PRIu64
+	        ", rejected %" PRIu64 "%s\n\n",
+	        s->clients, s->threads, s->processes, s->regions, s->samples, rate, s->batches,
+	        s->dropped, s->rejected, showing);
+	if (n_show)
+		table_print(&t, f);
+	else
+		fputs("no regions recorded\n", f);
+	table_free(&t);
+	for (size_t k = 0; k < n_ev; k++)
+		free(head[nf + k]);
+	if (fclose(f))
+		oom();
+
+	if (tty) {
+		fputs("\033[H\033[2J", stdout);
+		put_lines_cut(text, cols);
+	} else {
+		fwrite(text, 1, text_len, stdout);
+	}
+}
+
+/* Never runs: SIGINT and SIGTERM stay blocked and are taken by sigtimedwait(). Installing
+ * it undoes an inherited SIG_IGN, which would discard them. */
+static void
+top_on_signal(int sig)
+{
+}
+
+/* Sleeps @ns; true when SIGINT or SIGTERM came, now or while the daemon was answering. */
+static bool
+top_sleep(const sigset_t *set, uint64_t ns)
+{
+	uint64_t end = util_now_ns(CLOCK_MONOTONIC) + ns;
+
+	for (;;) {
+		uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+		uint64_t left = end > now ? end - now : 0;
+		struct timespec ts = {.tv_sec = (time_t)(left / 1000000000u),
+		                      .tv_nsec = (long)(left % 1000000000u)};
+
+		if (sigtimedwait(set, NULL, &ts) > 0)
+			return true;
+		if (errno == EAGAIN)
+			return false;
+	}
+}
+
+static int
+cmd_top(int sock, const struct command *cmd, const struct opts *o)
+{
+	struct top_snap prev = {0}, cur = {0};
+	struct sigaction sa = {.sa_handler = top_on_signal};
+	sigset_t set;
+	bool tty = isatty(STDOUT_FILENO);
+	uint64_t interval_ns = (uint64_t)(o->interval * 1e9);
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	/* Rates need two snapshots: the first screen comes after at most a second. */
+	top_fetch(sock, o, &prev);
+	if (top_sleep(&set, interval_ns < 1000000000u ? interval_ns : 1000000000u))
+		goto out;
+	for (unsigned i = 0; !o->iterations || i < o->iterations; i++) {
+		struct winsize ws;
+		size_t rows = 20, cols = SIZE_MAX;
+
+		if (i && top_sleep(&set, interval_ns))
+			break;
+		top_fetch(sock, o, &cur);
+		if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+			/* Two header lines, a blank one, the column heads and the cursor's. */
+			rows = ws.ws_row > 6 ? ws.ws_row - 5u : 1;
+			cols = ws.ws_col ? ws.ws_col : SIZE_MAX;
+		}
+		if (!tty && i)
+			putchar('\n');
+		top_print(&cur, &prev, o, tty, rows, cols);
+		if (fflush(stdout) || ferror(stdout))
+			fail("writing output: %s", strerror(errno));
+		top_snap_free(&prev);
+		prev = cur;
+		memset(&cur, 0, sizeof(cur));
+	}
+out:
+	top_snap_free(&prev);
+	top_snap_free(&cur);
+	return 0;
+}
+
 /* ---- command line ---- */
 
 static const struct command commands[] = {
@@ -986,6 +1440,7 @@ static const struct command commands[] = {
         {.name = "dump", .filters = false, .run = cmd_query},
         {.name = "reset", .filters = true, .run = cmd_reset},
         {.name = "events", .filters = false, .run = cmd_events},
+        {.name = "top", .filters = true, .live = true, .run = cmd_top},
 };
 
 enum {
@@ -994,6 +1449,8 @@ enum {
 	OPT_PID,
 	OPT_REGION,
 	OPT_VERSION,
+	OPT_INTERVAL,
+	OPT_ITERATIONS,
 };
 
 static const struct option long_options[] = {
@@ -1003,6 +1460,8 @@ static const struct option long_options[] = {
         {"region", required_argument, NULL, OPT_REGION},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"iterations", required_argument, NULL, OPT_ITERATIONS},
         {NULL, 0, NULL, 0},
 };
 
@@ -1017,6 +1476,32 @@ parse_pid(const char *s)
 	if (*s < '0' || *s > '9' || errno || *end || v <= 0 || v > INT32_MAX)
 		usage_error("invalid --pid '%s': expected a process id greater than 0", s);
 	return (int32_t)v;
+}
+
+static double
+parse_interval(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || v < 0.1 || v > 86400)
+		usage_error("invalid --interval '%s': expected seconds from 0.1 to 86400", s);
+	return v;
+}
+
+static unsigned
+parse_iterations(const char *s)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*s < '0' || *s > '9' || errno || *end || v == 0 || v > UINT_MAX)
+		usage_error("invalid --iterations '%s': expected a count greater than 0", s);
+	return (unsigned)v;
 }
 
 static enum format
@@ -1042,7 +1527,7 @@ set_command(const char **command, const char *arg)
 int
 main(int argc, char **argv)
 {
-	struct opts o = {.format = FORMAT_TABLE};
+	struct opts o = {.format = FORMAT_TABLE, .interval = 1};
 	const char *command = NULL;
 	const char *env = getenv("PMC_SOCKET");
 	int c;
@@ -1074,6 +1559,14 @@ main(int argc, char **argv)
 				usage_error("--region needs a name");
 			o.region = optarg;
 			break;
+		case OPT_INTERVAL:
+			o.interval = parse_interval(optarg);
+			o.live_opts = true;
+			break;
+		case OPT_ITERATIONS:
+			o.iterations = parse_iterations(optarg);
+			o.live_opts = true;
+			break;
 		case 'h':
 			fputs(help_text, stdout);
 			return fflush(stdout) ? EXIT_FAIL : 0;
@@ -1091,7 +1584,7 @@ main(int argc, char **argv)
 	for (; optind < argc; optind++)
 		set_command(&command, argv[optind]);
 	if (!command)
-		usage_error("missing command (status, query, dump, reset or events)");
+		usage_error("missing command (status, query, dump, reset, events or top)");
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -1103,6 +1596,10 @@ main(int argc, char **argv)
 		usage_error("--pid cannot be used with '%s'", cmd->name);
 	if (!cmd->filters && o.region)
 		usage_error("--region cannot be used with '%s'", cmd->name);
+	if (!cmd->live && o.live_opts)
+		usage_error("--interval and --iterations are for 'top' only, not '%s'", cmd->name);
+	if (cmd->live && o.format != FORMAT_TABLE)
+		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
 
 	_cleanup_close_ int sock = connect_daemon(o.socket);
 	hello(sock);

@@ -237,6 +237,14 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 			        names[i], (int)s->uid, (int)strcspn(names[i], ":"), names[i]);
 	}
 
+	/* The process gets its aggregates with its first thread: a connection that only
+	 * queries (pmcctl) leaves nothing behind. */
+	if (!s->proc) {
+		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
+		if (!s->proc)
+			return reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
+		s->proc->connections++;
+	}
 	struct session_thread *old = find_thread(s, tid);
 	if (!old && s->proc->n_threads >= pol->max_threads)
 		return reply_error(s, EMFILE,
@@ -845,8 +853,14 @@ session_on_readable(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-session_drain_all(struct server *srv)
+session_drain_all(struct server *srv, bool final)
 {
+	/* Before a final drain, refuse further datagrams: a client's send then fails and
+	 * it keeps the samples for the next daemon, instead of queueing them here to be
+	 * dropped unread. */
+	if (final)
+		for (struct session *s = srv->sessions; s; s = s->next)
+			shutdown(s->fd, SHUT_RD);
 	drain_others(srv, NULL);
 }
 
@@ -896,10 +910,9 @@ session_new(struct server *srv, int fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0)
 		s->pidfd = -1;
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
-	s->proc = registry_process(&srv->reg, cred.pid, cred.uid);
 	s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s);
-	if (!s->proc || !s->ev || event_add(s->ev, NULL) < 0) {
-		int r = s->proc ? -ENOMEM : -ESRCH;
+	if (!s->ev || event_add(s->ev, NULL) < 0) {
+		int r = -ENOMEM;
 		if (s->ev)
 			event_free(s->ev);
 		if (s->pidfd >= 0)
@@ -912,13 +925,12 @@ session_new(struct server *srv, int fd)
 	int sz = 8 << 20;
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	s->proc->connections++;
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;
 	srv->sessions = s;
 	srv->n_sessions++;
-	log_debug("pid %d (uid %d, %s): connected", (int)s->pid, (int)s->uid, s->proc->comm);
+	log_debug("pid %d (uid %d): connected", (int)s->pid, (int)s->uid);
 	return 0;
 }
 
@@ -939,7 +951,8 @@ session_free(struct session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	srv->n_sessions--;
-	s->proc->connections--;
+	if (s->proc)
+		s->proc->connections--;
 	event_free(s->ev);
 	if (s->pidfd >= 0)
 		close(s->pidfd);

@@ -19,6 +19,10 @@
  *                    itself as "pages N K" (same pid, new image)
  *   loop ITER        region "loop": an x86-64 loop of exactly 2 instructions per
  *                    iteration (dec; jnz); prints instructions=2*ITER and rdpmc=0|1
+ *   steady T K US    T threads, each K calls of region "steady" writing 1 fresh page,
+ *                    sleeping US microseconds between calls; prints the total and the
+ *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
+ *                    restarted meanwhile: regions must never wait for it)
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time
  */
@@ -108,6 +112,40 @@ mt_main(void *p)
 	pthread_barrier_wait(&a->start);
 	run_pages("mt-pages", a->n, a->k);
 	return NULL; /* the final partial batch goes out at thread exit */
+}
+
+struct steady_arg {
+	long k, us;
+	uint64_t max_ns;
+};
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *
+steady_main(void *p)
+{
+	struct steady_arg *a = p;
+	pmc_region_t r = pmc_region("steady");
+	for (long c = 0; c < a->k; c++) {
+		unsigned char *m = map_pages(1);
+		uint64_t t0 = mono_ns();
+		pmc_begin(r);
+		write_pages(m, 1);
+		pmc_end(r);
+		uint64_t d = mono_ns() - t0;
+		if (d > a->max_ns)
+			a->max_ns = d;
+		munmap(m, pagesz);
+		if (a->us)
+			usleep((useconds_t)a->us);
+	}
+	return NULL;
 }
 
 struct feeder_arg {
@@ -240,6 +278,25 @@ main(int argc, char **argv)
 #endif
 		pmc_end(r);
 		printf("instructions=%lu\nrdpmc=%d\n", 2 * iter, pmc_thread_uses_rdpmc());
+	} else if (!strcmp(mode, "steady") && argc == 5) {
+		long t = atol(argv[2]);
+		struct steady_arg a[64];
+		pthread_t th[64];
+		if (t < 1 || t > 64)
+			return 2;
+		for (long i = 0; i < t; i++) {
+			a[i] = (struct steady_arg){.k = atol(argv[3]), .us = atol(argv[4])};
+			if (pthread_create(&th[i], NULL, steady_main, &a[i]))
+				return 1;
+		}
+		uint64_t max = 0;
+		for (long i = 0; i < t; i++) {
+			pthread_join(th[i], NULL);
+			if (a[i].max_ns > max)
+				max = a[i].max_ns;
+		}
+		printf("count=%ld\npage_faults=%ld\nmax_region_ns=%llu\n", t * a[0].k, t * a[0].k,
+		       (unsigned long long)max);
 	} else if (!strcmp(mode, "block") && argc == 3) {
 		long m = atol(argv[2]);
 		int p[2];

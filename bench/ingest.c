@@ -1,0 +1,613 @@
+/* pmc-bench-ingest: the daemon's side of the costs, driven over the wire protocol directly
+ * (the pmc_wire library and the generated protobuf-c code, no libpmcclient).
+ *
+ *   pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS
+ *	Daemon ingest. NPROC load processes each connect, say Hello, register their own thread
+ *	(page-faults, task-clock, context-switches, cpu-migrations; the fds received are closed),
+ *	announce a few regions in a first SampleBatch, then send one prebuilt full SampleBatch
+ *	(512 samples) after another with blocking send(), as fast as the daemon takes them.
+ *	REPS times: the load runs; the daemon's own sample counter (Status) is read SECONDS
+ *	apart; the load pauses; then protobuf-c alone unpacks (and frees) the same datagram in
+ *	a loop for SECONDS / 2 on this core. Prints the medians: daemon samples/s over wall
+ *	time, the daemon's CPU use meanwhile (/proc/PID/schedstat) and samples per daemon
+ *	CPU-second, protobuf-c's samples per second of wall and of CPU time, and the median
+ *	per-repetition ratio of the two per-CPU-second rates (one core's capacity each: other
+ *	processes on the machine take CPU time from either side unevenly).
+ *
+ *   pmc-bench-ingest load SOCKET SECONDS
+ *	One load process alone, for profiling the daemon (perf record -p).
+ *
+ *   pmc-bench-ingest register SOCKET REPS ITERS
+ *	Thread registration: on one connection (connect and Hello once), RegisterThread for this
+ *	thread, wait for RegisterReply and its fds, close them; against perf_event_open of the
+ *	same group of events on this thread, then close. Alternating blocks of ITERS, REPS times.
+ *
+ *   pmc-bench-ingest regions SOCKET NREGIONS
+ *	Daemon memory per region: the daemon's resident (VmRSS) and allocated (VmData) memory
+ *	before and after this client announces NREGIONS regions (batches of names only), then
+ *	again after it sends one sample to each of them. Meant for a fresh daemon.
+ *
+ * Events: page-faults, task-clock, context-switches, cpu-migrations. Output: key=value lines for
+ * bench/run; diagnostics on stderr; exit 1 on failure.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "util.h"
+#include "wire.h"
+
+#define BATCH 512
+#define N_REGIONS 8
+#define CALL_TIMEOUT_MS 10000
+#define MAX_REPS 101
+#define MAX_PROCS 64
+
+static volatile uint64_t sink;
+
+static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "pmc-bench-ingest: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static void
+sleep_s(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s,
+	                      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static pid_t
+gettid_(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* One request, one response; received fds are closed. Dies on any failure. */
+static Pmc__Response *
+call(int fd, Pmc__Request *req)
+{
+	int fds[WIRE_MAX_FDS];
+	size_t n_fds = 0;
+	Pmc__Response *resp = NULL;
+	int r = wire_call(fd, req, CALL_TIMEOUT_MS, fds, WIRE_MAX_FDS, &n_fds, &resp);
+
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	if (r < 0)
+		die("request to the daemon: %s", strerror(-r));
+	if (resp->error)
+		die("the daemon refused: %s", resp->message);
+	return resp;
+}
+
+static int
+conn_open(const char *path)
+{
+	int fd = wire_connect(path);
+
+	if (fd < 0)
+		die("connect %s: %s", path, strerror(-fd));
+	Pmc__Hello h = PMC__HELLO__INIT;
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.client = "pmc-bench-ingest";
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	pmc__response__free_unpacked(call(fd, &req), NULL);
+	return fd;
+}
+
+struct status {
+	uint64_t samples;
+	uint32_t regions;
+	pid_t pid;
+};
+
+static struct status
+status_get(int fd)
+{
+	Pmc__Status st = PMC__STATUS__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+	Pmc__Response *resp = call(fd, &req);
+	if (resp->body_case != PMC__RESPONSE__BODY_STATUS)
+		die("unexpected reply to Status");
+	struct status s = {.samples = resp->status->samples,
+	                   .regions = resp->status->regions,
+	                   .pid = resp->status->pid};
+	pmc__response__free_unpacked(resp, NULL);
+	return s;
+}
+
+struct events {
+	size_t n;
+	char *names[BENCH_MAX_EVENTS];
+	const struct bench_event *ev[BENCH_MAX_EVENTS];
+};
+
+/* The events every mode registers: the daemon's software defaults, in the order. */
+#define INGEST_EVENTS "page-faults,task-clock,context-switches,cpu-migrations"
+
+static void
+events_get(struct events *e)
+{
+	int n = bench_parse_events(INGEST_EVENTS, e->ev);
+
+	if (n < 0)
+		exit(1);
+	e->n = (size_t)n;
+	for (size_t i = 0; i < e->n; i++)
+		e->names[i] = (char *)e->ev[i]->name;
+}
+
+/* RegisterThread for the calling thread; the fds of the reply are closed. */
+static void
+register_self(int fd, const struct events *e)
+{
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = gettid_();
+	rt.n_events = e->n;
+	rt.events = (char **)e->names;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	Pmc__Response *resp = call(fd, &req);
+	if (resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
+	    resp->register_reply->n_events != e->n)
+		die("unexpected reply to RegisterThread");
+	pmc__response__free_unpacked(resp, NULL);
+}
+
+static uint64_t
+xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+struct batch {
+	uint8_t *buf;
+	size_t len;
+	size_t samples;
+};
+
+/* Packs a SampleBatch of @n_samples plausible samples (region ids 1..@n_regions, wall times of
+ * 1-50 us, task-clock close to the wall time, a few page faults and context switches) for
+ * thread @tid with @n_ev values each; with @announce, it also defines regions 1..@n_regions. */
+static struct batch
+batch_build(pid_t tid, size_t n_ev, size_t n_samples, uint32_t first_id, uint32_t n_regions,
+            int announce, int with_samples)
+{
+	static char names[N_REGIONS + 1][32];
+	uint32_t region[BATCH], def_id[BATCH];
+	uint64_t wall[BATCH], values[BATCH * BENCH_MAX_EVENTS];
+	char *def_name[BATCH], def_buf[BATCH][32];
+	uint64_t seed = 0x9e3779b97f4a7c15u ^ (uint64_t)tid;
+
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = tid;
+	if (with_samples) {
+		for (size_t i = 0; i < n_samples; i++) {
+			uint64_t w = 1000 + xorshift(&seed) % 50000;
+
+			region[i] = first_id + (uint32_t)(i % n_regions);
+			wall[i] = w;
+			for (size_t j = 0; j < n_ev; j++) {
+				uint64_t r = xorshift(&seed);
+				uint64_t v;
+
+				switch (j) {
+				case 0:
+					v = r % 64 == 0 ? 1 + r % 3 : 0; /* page-faults */
+					break;
+				case 1:
+					v = w - w / 16 + r % 256; /* task-clock */
+					break;
+				case 2:
+					v = r % 200 == 0; /* context-switches */
+					break;
+				default:
+					v = 0;
+				}
+				values[i * n_ev + j] = v;
+			}
+		}
+		b.n_region = n_samples;
+		b.region = region;
+		b.n_wall_ns = n_samples;
+		b.wall_ns = wall;
+		b.n_values = n_samples * n_ev;
+		b.values = values;
+	}
+	if (announce) {
+		for (uint32_t k = 0; k < n_regions && k < BATCH; k++) {
+			def_id[k] = first_id + k;
+			if (n_regions <= N_REGIONS) {
+				snprintf(names[k], sizeof(names[k]), "bench-ingest-%u", k);
+				def_name[k] = names[k];
+			} else {
+				snprintf(def_buf[k], sizeof(def_buf[k]), "bench-region-%05u",
+				         first_id + k);
+				def_name[k] = def_buf[k];
+			}
+		}
+		b.n_def_id = b.n_def_name = n_regions;
+		b.def_id = def_id;
+		b.def_name = def_name;
+	}
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &b;
+	struct batch out = {.len = pmc__request__get_packed_size(&req)};
+	out.buf = malloc(out.len);
+	if (!out.buf)
+		die("out of memory");
+	pmc__request__pack(&req, out.buf);
+	out.samples = with_samples ? n_samples : 0;
+	return out;
+}
+
+static void
+send_all(int fd, const struct batch *b)
+{
+	while (send(fd, b->buf, b->len, MSG_NOSIGNAL) < 0)
+		if (errno != EINTR)
+			die("send: %s", strerror(errno));
+}
+
+/* Shared with the load processes. */
+struct load_ctl {
+	atomic_int go, stop, ready;
+	atomic_uint_least64_t sent;
+};
+
+static void
+load_run(const char *path, struct load_ctl *ctl, double seconds)
+{
+	struct events e;
+
+	events_get(&e);
+	int fd = conn_open(path);
+	/* A deep queue, so that the daemon never waits for a load process that is not
+	 * scheduled: 4 MiB is about 800 batches. Forced past wmem_max where root may. */
+	int sz = 4 << 20;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	register_self(fd, &e);
+	pid_t tid = gettid_();
+	struct batch first = batch_build(tid, e.n, BATCH, 1, N_REGIONS, 1, 1);
+	struct batch steady = batch_build(tid, e.n, BATCH, 1, N_REGIONS, 0, 1);
+	send_all(fd, &first);
+	atomic_fetch_add(&ctl->ready, 1);
+	uint64_t end = seconds > 0 ? bench_now_ns() + (uint64_t)(seconds * 1e9) : UINT64_MAX;
+	while (!atomic_load(&ctl->stop) && bench_now_ns() < end) {
+		if (!atomic_load(&ctl->go)) {
+			sleep_s(0.001);
+			continue;
+		}
+		send_all(fd, &steady);
+		atomic_fetch_add(&ctl->sent, steady.samples);
+	}
+	close(fd);
+	free(first.buf);
+	free(steady.buf);
+}
+
+/* Nanoseconds of CPU time process @pid has used (single-threaded daemon). */
+static uint64_t
+cpu_ns(pid_t pid)
+{
+	char path[64];
+	unsigned long long run = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	FILE *fp = fopen(path, "re");
+	if (fp) {
+		int ok = fscanf(fp, "%llu", &run) == 1;
+
+		fclose(fp);
+		if (ok)
+			return run;
+	}
+	unsigned long long ut = 0, st = 0;
+	char buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		die("cannot read %s", path);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	/* utime and stime are fields 14 and 15; field 3 follows ") ". */
+	for (int field = 2; p && field < 14; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, "%llu %llu", &ut, &st) != 2)
+		die("cannot parse %s", path);
+	return (ut + st) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* protobuf-c alone: unpacks and frees @b in a loop for @seconds; sets samples per second of
+ * wall time and per second of this thread's CPU time. */
+static void
+unpack_rate(const struct batch *b, double seconds, double *per_s, double *per_cpu_s)
+{
+	uint64_t t0 = bench_now_ns(), c0 = bench_cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+	uint64_t n = 0, t;
+
+	do {
+		for (int k = 0; k < 16; k++) {
+			Pmc__Request *req = pmc__request__unpack(NULL, b->len, b->buf);
+
+			if (!req)
+				die("protobuf-c cannot unpack the batch");
+			sink += req->sample_batch->n_region;
+			pmc__request__free_unpacked(req, NULL);
+		}
+		n += 16;
+	} while ((t = bench_now_ns()) < end);
+	*per_s = (double)(n * b->samples) * 1e9 / (double)(t - t0);
+	*per_cpu_s = (double)(n * b->samples) * 1e9 / (double)(bench_cpu_ns() - c0);
+}
+
+static int
+cmd_ingest(const char *path, int nproc, int reps, double seconds)
+{
+	struct load_ctl *ctl =
+	        mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t kids[MAX_PROCS];
+	static double rate[MAX_REPS], cpu[MAX_REPS], per_cpu[MAX_REPS], unpack[MAX_REPS],
+	        unpack_cpu[MAX_REPS], ratio[MAX_REPS];
+
+	if (ctl == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	for (int i = 0; i < nproc; i++) {
+		kids[i] = fork();
+		if (kids[i] < 0)
+			die("fork: %s", strerror(errno));
+		if (kids[i] == 0) {
+			load_run(path, ctl, 0);
+			_exit(0);
+		}
+	}
+	uint64_t deadline = bench_now_ns() + 10000000000u;
+	while (atomic_load(&ctl->ready) < nproc) {
+		if (bench_now_ns() > deadline)
+			die("the load processes did not start");
+		sleep_s(0.01);
+	}
+	int fd = conn_open(path);
+	pid_t dpid = status_get(fd).pid;
+	/* protobuf-c alone unpacks the very datagram the load processes send. */
+	struct events e;
+	events_get(&e);
+	struct batch steady = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);
+
+	for (int rep = 0; rep < reps; rep++) {
+		atomic_store(&ctl->go, 1);
+		sleep_s(0.2);
+		struct status s0 = status_get(fd);
+		uint64_t c0 = cpu_ns(dpid), t0 = bench_now_ns();
+		sleep_s(seconds);
+		struct status s1 = status_get(fd);
+		uint64_t c1 = cpu_ns(dpid), t1 = bench_now_ns();
+		atomic_store(&ctl->go, 0);
+		sleep_s(0.05);
+		(void)status_get(fd); /* the daemon drains what is queued before it answers */
+
+		rate[rep] = (double)(s1.samples - s0.samples) * 1e9 / (double)(t1 - t0);
+		cpu[rep] = (double)(c1 - c0) / (double)(t1 - t0);
+		per_cpu[rep] =
+		        c1 > c0 ? (double)(s1.samples - s0.samples) * 1e9 / (double)(c1 - c0) : 0;
+		unpack_rate(&steady, seconds / 2, &unpack[rep], &unpack_cpu[rep]);
+		ratio[rep] = per_cpu[rep] / unpack_cpu[rep];
+		fprintf(stderr,
+		        "  ingest rep %d: daemon %.2f M samples/s (%.0f %% of a core, %.2f M per "
+		        "CPU-second), protobuf-c unpack %.2f M samples/s (%.2f M per CPU-second)\n",
+		        rep + 1, rate[rep] / 1e6, cpu[rep] * 100, per_cpu[rep] / 1e6,
+		        unpack[rep] / 1e6, unpack_cpu[rep] / 1e6);
+	}
+	atomic_store(&ctl->stop, 1);
+	for (int i = 0; i < nproc; i++) {
+		int st;
+
+		if (waitpid(kids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+			die("a load process failed");
+	}
+	printf("procs=%d\nreps=%d\nseconds=%.2f\nbatch_samples=%d\nbatch_bytes=%zu\n", nproc, reps,
+	       seconds, BATCH, steady.len);
+	printf("ingest_samples_per_s=%.0f\n", bench_median(rate, (size_t)reps));
+	printf("daemon_cpu=%.3f\n", bench_median(cpu, (size_t)reps));
+	printf("ingest_samples_per_cpu_s=%.0f\n", bench_median(per_cpu, (size_t)reps));
+	printf("unpack_samples_per_s=%.0f\n", bench_median(unpack, (size_t)reps));
+	printf("unpack_samples_per_cpu_s=%.0f\n", bench_median(unpack_cpu, (size_t)reps));
+	printf("ingest_ratio=%.3f\n", bench_median(ratio, (size_t)reps));
+	free(steady.buf);
+	close(fd);
+	return 0;
+}
+
+static int
+cmd_load(const char *path, double seconds)
+{
+	struct load_ctl ctl = {0};
+
+	atomic_store(&ctl.go, 1);
+	load_run(path, &ctl, seconds);
+	printf("sent_samples=%" PRIu64 "\n", (uint64_t)atomic_load(&ctl.sent));
+	return 0;
+}
+
+static int
+cmd_register(const char *path, int reps, long iters)
+{
+	struct events e;
+	static double reg[MAX_REPS], raw[MAX_REPS], ratio[MAX_REPS];
+
+	events_get(&e);
+	int fd = conn_open(path);
+	int fds[BENCH_MAX_EVENTS];
+
+	for (int rep = -1; rep < reps; rep++) {
+		for (int k = 0; k < 2; k++) {
+			int v = (rep + k + 2) % 2;
+			uint64_t t0 = bench_now_ns();
+
+			for (long i = 0; i < iters; i++) {
+				if (v == 0) {
+					register_self(fd, &e);
+					continue;
+				}
+				int r = bench_open_group(e.ev, (int)e.n, fds);
+				if (r < 0)
+					die("perf_event_open: %s", strerror(-r));
+				for (size_t j = 0; j < e.n; j++)
+					close(fds[j]);
+			}
+			double ns = (double)(bench_now_ns() - t0) / (double)iters;
+			if (rep < 0)
+				continue; /* warm-up */
+			if (v == 0)
+				reg[rep] = ns;
+			else
+				raw[rep] = ns;
+		}
+		if (rep >= 0)
+			ratio[rep] = reg[rep] / raw[rep];
+	}
+	close(fd);
+	printf("events=%zu\nreps=%d\niters=%ld\n", e.n, reps, iters);
+	printf("register_ns=%.0f\nraw_open_close_ns=%.0f\nregister_ratio=%.3f\n",
+	       bench_median(reg, (size_t)reps), bench_median(raw, (size_t)reps),
+	       bench_median(ratio, (size_t)reps));
+	return 0;
+}
+
+struct mem {
+	double rss, data; /* VmRSS and VmData, bytes */
+};
+
+static struct mem
+mem_get(pid_t pid)
+{
+	char path[64], line[256];
+	struct mem m = {0};
+	unsigned long kb;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		die("cannot read %s", path);
+	while (fgets(line, sizeof(line), fp)) {
+		if (sscanf(line, "VmRSS: %lu kB", &kb) == 1)
+			m.rss = (double)kb * 1024;
+		else if (sscanf(line, "VmData: %lu kB", &kb) == 1)
+			m.data = (double)kb * 1024;
+	}
+	fclose(fp);
+	return m;
+}
+
+static int
+cmd_regions(const char *path, uint32_t n)
+{
+	struct events e;
+
+	events_get(&e);
+	int fd = conn_open(path);
+	register_self(fd, &e);
+	struct status st0 = status_get(fd), st1;
+	pid_t tid = gettid_(), dpid = st0.pid;
+	struct mem m[3];
+
+	m[0] = mem_get(dpid);
+	for (int with_samples = 0; with_samples < 2; with_samples++) {
+		for (uint32_t first = 1; first <= n; first += BATCH) {
+			uint32_t k = n - first + 1 < BATCH ? n - first + 1 : BATCH;
+			struct batch b =
+			        batch_build(tid, e.n, k, first, k, !with_samples, with_samples);
+
+			send_all(fd, &b);
+			free(b.buf);
+		}
+		st1 = status_get(fd); /* answered after the batches before it */
+		m[1 + with_samples] = mem_get(dpid);
+	}
+	close(fd);
+	/* The daemon may keep fewer (--max-regions): divide by what it created. */
+	double made = st1.regions - st0.regions;
+	if (!(made > 0))
+		die("the daemon created no region");
+	printf("regions=%u\nregions_created=%.0f\nevents=%zu\n", n, made, e.n);
+	printf("region_defined_rss_bytes=%.0f\n", (m[1].rss - m[0].rss) / made);
+	printf("region_defined_data_bytes=%.0f\n", (m[1].data - m[0].data) / made);
+	printf("region_sampled_rss_bytes=%.0f\n", (m[2].rss - m[0].rss) / made);
+	printf("region_sampled_data_bytes=%.0f\n", (m[2].data - m[0].data) / made);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 6 && !strcmp(argv[1], "ingest")) {
+		int nproc = atoi(argv[3]), reps = atoi(argv[4]);
+		double seconds = atof(argv[5]);
+
+		if (nproc < 1 || nproc > MAX_PROCS || reps < 1 || reps > MAX_REPS || !(seconds > 0))
+			die("ingest: NPROC in 1..%d, REPS in 1..%d, SECONDS > 0", MAX_PROCS,
+			    MAX_REPS);
+		return cmd_ingest(argv[2], nproc, reps, seconds);
+	}
+	if (argc == 4 && !strcmp(argv[1], "load"))
+		return cmd_load(argv[2], atof(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "register")) {
+		int reps = atoi(argv[3]);
+		long iters = atol(argv[4]);
+
+		if (reps < 1 || reps > MAX_REPS || iters < 1)
+			die("register: REPS in 1..%d, ITERS >= 1", MAX_REPS);
+		return cmd_register(argv[2], reps, iters);
+	}
+	if (argc == 4 && !strcmp(argv[1], "regions")) {
+		long n = atol(argv[3]);
+
+		if (n < 1 || n > 65535)
+			die("regions: NREGIONS in 1..65535");
+		return cmd_regions(argv[2], (uint32_t)n);
+	}
+	fprintf(stderr, "usage: pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS\n"
+	                "       pmc-bench-ingest load SOCKET SECONDS\n"
+	                "       pmc-bench-ingest register SOCKET REPS ITERS\n"
+	                "       pmc-bench-ingest regions SOCKET NREGIONS\n");
+	return 2;
+}

@@ -1,0 +1,432 @@
+/* pmc-bench-region: what a region costs an application, and what a registered thread costs it
+ * in memory, measured through libpmcclient against a running pmcdaemon.
+ *
+ *   pmc-bench-region time [REPS [ITERS]]
+ *	One region (begin + end around an empty body) through pmc_begin()/pmc_end() with an id
+ *	interned beforehand, through PMC_REGION, through PAPI's high-level API
+ *	(PAPI_hl_region_begin/end, when built with PAPI and PAPI can count these events here),
+ *	and the floor for the same path: what reading the same counters costs with nothing
+ *	around it. The floor opens its own group of the same events (the daemon's attributes)
+ *	on this thread and does what a region must do at the least: where the counters' user
+ *	pages allow rdpmc, two inline rdpmc sequences (client/reader.h) over every event;
+ *	otherwise two read()s of the group (PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED |
+ *	TOTAL_TIME_RUNNING); plus two clock_gettime(CLOCK_MONOTONIC) for the wall time, in the
+ *	order the library does them. The variants alternate in blocks of ITERS regions, REPS
+ *	times (the starting variant rotates); each prints the median ns per region of the
+ *	thread's CPU time (CLOCK_THREAD_CPUTIME_ID: the time other processes take the CPU is
+ *	not the region's cost; the wall-time median is printed too) and the median of its
+ *	per-repetition ratio to the floor measured in the same repetition.
+ *	Events: PMC_EVENTS (default: the four software events); PAPI gets the same ones through
+ *	PAPI_EVENTS (set here).
+ *
+ *   pmc-bench-region memory NTHREADS
+ *	Heap (malloc accounting, one arena) and resident memory that NTHREADS threads add while
+ *	alive when each has registered with the daemon (one region each), minus the same
+ *	threads that did not: the client library's memory per registered thread.
+ *
+ * Output: key=value lines on stdout for bench/run; diagnostics on stderr; exit 1 on failure.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <pmc/pmc.h>
+
+#include "bench.h"
+#include "reader.h"
+
+#ifdef PMC_BENCH_PAPI
+#include <papi.h>
+#endif
+
+enum { V_FLOOR, V_PMC, V_MACRO, V_PAPI, V_COUNT };
+
+static const char *const variant_key[V_COUNT] = {"floor", "pmc", "macro", "papi"};
+
+#define MAX_REPS 101
+
+struct floor {
+	int n;
+	int fds[BENCH_MAX_EVENTS];
+	const struct perf_event_mmap_page *pages[BENCH_MAX_EVENTS];
+	int rdpmc;
+};
+
+/* Keeps the compiler from dropping what the loops compute. */
+static volatile uint64_t sink;
+
+static int
+floor_open(struct floor *f, const struct bench_event *const *ev, int n)
+{
+	long pagesz = sysconf(_SC_PAGESIZE);
+	int r = bench_open_group(ev, n, f->fds);
+
+	if (r < 0)
+		return r;
+	f->n = n;
+	/* The same test as the client library: rdpmc only when every page allows it. */
+	f->rdpmc = PMC_HAVE_RDPMC;
+	for (int i = 0; i < n; i++) {
+		void *p = mmap(NULL, (size_t)pagesz, PROT_READ, MAP_SHARED, f->fds[i], 0);
+
+		f->pages[i] = p == MAP_FAILED ? NULL : p;
+		struct pmc_reading rd;
+		if (!f->pages[i] || pmc_reader_read(f->pages[i], &pmc_reader_hw_ops, &rd) < 0)
+			f->rdpmc = 0;
+	}
+	return 0;
+}
+
+/* One read of every counter, as the client library does it at begin and at end. */
+static inline void
+floor_read(const struct floor *f, uint64_t *buf)
+{
+	if (f->rdpmc) {
+		for (int i = 0; i < f->n; i++) {
+			struct pmc_reading rd;
+
+			/* Checked, as the library checks it. */
+			buf[3 + i] = pmc_reader_read(f->pages[i], &pmc_reader_hw_ops, &rd) == 0
+			                     ? rd.value
+			                     : 0;
+		}
+		return;
+	}
+	if (read(f->fds[0], buf, (3 + (size_t)f->n) * sizeof(uint64_t)) < 0)
+		buf[3] = 0;
+}
+
+static void
+run_floor(const struct floor *f, long iters)
+{
+	uint64_t a[3 + BENCH_MAX_EVENTS], b[3 + BENCH_MAX_EVENTS], acc = 0;
+
+	for (long i = 0; i < iters; i++) {
+		floor_read(f, a);
+		uint64_t w0 = bench_now_ns();
+		__asm__ __volatile__("" ::: "memory");
+		uint64_t w1 = bench_now_ns();
+		floor_read(f, b);
+		acc += (w1 - w0) + (b[3] - a[3]);
+	}
+	sink = acc;
+}
+
+static void
+run_pmc(pmc_region_t id, long iters)
+{
+	for (long i = 0; i < iters; i++) {
+		pmc_begin(id);
+		__asm__ __volatile__("" ::: "memory");
+		pmc_end(id);
+	}
+}
+
+static void
+run_macro(long iters)
+{
+	for (long i = 0; i < iters; i++) {
+		PMC_REGION("bench-macro")
+		{
+			__asm__ __volatile__("" ::: "memory");
+		}
+	}
+}
+
+#ifdef PMC_BENCH_PAPI
+static void
+run_papi(long iters)
+{
+	for (long i = 0; i < iters; i++) {
+		PAPI_hl_region_begin("bench-papi");
+		__asm__ __volatile__("" ::: "memory");
+		PAPI_hl_region_end("bench-papi");
+	}
+}
+
+/* Whether PAPI can count @ev here; if not, @why gets PAPI's own words. Leaves PAPI_EVENTS set
+ * for the high-level API and makes its first (initialising) region. */
+static int
+papi_probe(const struct bench_event *const *ev, int n, char *why, size_t len)
+{
+	char list[512] = "";
+	int r = PAPI_library_init(PAPI_VER_CURRENT);
+
+	if (r != PAPI_VER_CURRENT) {
+		snprintf(why, len, "PAPI_library_init: %s", PAPI_strerror(r));
+		return -1;
+	}
+	int cid = PAPI_get_component_index("perf_event");
+	const PAPI_component_info_t *ci = cid >= 0 ? PAPI_get_component_info(cid) : NULL;
+	if (!ci) {
+		snprintf(why, len, "PAPI has no perf_event component");
+		return -1;
+	}
+	if (ci->disabled) {
+		snprintf(why, len, "PAPI's perf_event component is disabled: %.400s",
+		         ci->disabled_reason);
+		return -1;
+	}
+	int set = PAPI_NULL;
+	r = PAPI_create_eventset(&set);
+	for (int i = 0; r == PAPI_OK && i < n; i++) {
+		r = PAPI_add_named_event(set, ev[i]->papi);
+		if (r != PAPI_OK) {
+			snprintf(why, len, "PAPI_add_named_event(%s): %s", ev[i]->papi,
+			         PAPI_strerror(r));
+			break;
+		}
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? "," : "",
+		         ev[i]->papi);
+	}
+	if (r == PAPI_OK && (r = PAPI_start(set)) != PAPI_OK)
+		snprintf(why, len, "PAPI_start: %s", PAPI_strerror(r));
+	if (r == PAPI_OK) {
+		long long v[BENCH_MAX_EVENTS];
+		PAPI_stop(set, v);
+	}
+	if (set != PAPI_NULL) {
+		PAPI_cleanup_eventset(set);
+		PAPI_destroy_eventset(&set);
+	}
+	if (r != PAPI_OK)
+		return -1;
+	setenv("PAPI_EVENTS", list, 1);
+	r = PAPI_hl_region_begin("bench-papi");
+	if (r == PAPI_OK)
+		r = PAPI_hl_region_end("bench-papi");
+	if (r != PAPI_OK) {
+		snprintf(why, len, "PAPI_hl_region_begin/end: %s", PAPI_strerror(r));
+		return -1;
+	}
+	return 0;
+}
+#endif
+
+/* Runs @iters regions of variant @v; sets the thread's CPU time and the wall time per region. */
+static void
+run_variant(int v, const struct floor *f, pmc_region_t id, long iters, double *cpu, double *wall)
+{
+	uint64_t w0 = bench_now_ns(), c0 = bench_cpu_ns();
+
+	switch (v) {
+	case V_FLOOR:
+		run_floor(f, iters);
+		break;
+	case V_PMC:
+		run_pmc(id, iters);
+		break;
+	case V_MACRO:
+		run_macro(iters);
+		break;
+#ifdef PMC_BENCH_PAPI
+	case V_PAPI:
+		run_papi(iters);
+		break;
+#endif
+	}
+	*cpu = (double)(bench_cpu_ns() - c0) / (double)iters;
+	*wall = (double)(bench_now_ns() - w0) / (double)iters;
+}
+
+static const char *
+events_env(void)
+{
+	const char *env = getenv("PMC_EVENTS");
+
+	if (!env || !*env) {
+		setenv("PMC_EVENTS", BENCH_DEFAULT_EVENTS, 1);
+		env = BENCH_DEFAULT_EVENTS;
+	}
+	return env;
+}
+
+static int
+cmd_time(int reps, long iters)
+{
+	const struct bench_event *ev[BENCH_MAX_EVENTS];
+	const char *list = events_env();
+	int n = bench_parse_events(list, ev);
+	struct floor f = {0};
+	char papi_why[512] = "PAPI not built in (papi.h was not found at configure time)";
+	int have[V_COUNT] = {1, 1, 1, 0};
+	static double ns[V_COUNT][MAX_REPS], wall[V_COUNT][MAX_REPS], ratio[V_COUNT][MAX_REPS];
+	double unused;
+
+	if (n < 0)
+		return 1;
+	int r = floor_open(&f, ev, n);
+	if (r < 0) {
+		fprintf(stderr, "pmc-bench-region: perf_event_open(%s): %s\n", list, strerror(-r));
+		return 1;
+	}
+	pmc_region_t id = pmc_region("bench-begin-end");
+	pmc_begin(id);
+	pmc_end(id);
+	if (!id || !pmc_enabled()) {
+		fprintf(stderr, "pmc-bench-region: libpmcclient is not profiling (no daemon at "
+		                "PMC_SOCKET?)\n");
+		return 1;
+	}
+#ifdef PMC_BENCH_PAPI
+	have[V_PAPI] = papi_probe(ev, n, papi_why, sizeof(papi_why)) == 0;
+#endif
+
+	for (int v = 0; v < V_COUNT; v++)
+		if (have[v])
+			run_variant(v, &f, id, iters, &unused, &unused); /* warm-up */
+	for (int rep = 0; rep < reps; rep++) {
+		for (int k = 0; k < V_COUNT; k++) {
+			int v = (rep + k) % V_COUNT;
+
+			if (have[v])
+				run_variant(v, &f, id, iters, &ns[v][rep], &wall[v][rep]);
+		}
+		for (int v = 0; v < V_COUNT; v++)
+			ratio[v][rep] = ns[v][rep] / ns[V_FLOOR][rep];
+	}
+	pmc_flush();
+
+	printf("events=%s\nn_events=%d\nreps=%d\niters=%ld\n", list, n, reps, iters);
+	printf("floor_kind=%s\n", f.rdpmc ? "rdpmc" : "read");
+	for (int v = 0; v < V_COUNT; v++) {
+		if (!have[v])
+			continue;
+		printf("%s_ns=%.1f\n", variant_key[v], bench_median(ns[v], (size_t)reps));
+		printf("%s_ratio=%.3f\n", variant_key[v], bench_median(ratio[v], (size_t)reps));
+		printf("%s_wall_ns=%.1f\n", variant_key[v], bench_median(wall[v], (size_t)reps));
+	}
+	if (!have[V_PAPI])
+		printf("papi_error=%s\n", papi_why);
+	return 0;
+}
+
+struct mem_phase {
+	pthread_barrier_t ready, release;
+	pmc_region_t id;
+	int do_register;
+};
+
+static void *
+mem_thread(void *arg)
+{
+	struct mem_phase *p = arg;
+
+	if (p->do_register) {
+		pmc_begin(p->id);
+		pmc_end(p->id);
+	}
+	pthread_barrier_wait(&p->ready);
+	pthread_barrier_wait(&p->release);
+	return NULL;
+}
+
+static size_t
+resident_bytes(void)
+{
+	unsigned long size = 0, resident = 0;
+	FILE *fp = fopen("/proc/self/statm", "re");
+
+	if (fp) {
+		if (fscanf(fp, "%lu %lu", &size, &resident) != 2)
+			resident = 0;
+		fclose(fp);
+	}
+	return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t
+heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* Runs @n threads to the point where all are alive (and registered if asked); sets what the
+ * process gained meanwhile. Returns 0 or -errno. */
+static int
+mem_run(int n, pmc_region_t id, int do_register, double *heap, double *rss)
+{
+	struct mem_phase p = {.id = id, .do_register = do_register};
+	pthread_t *th = calloc((size_t)n, sizeof(*th));
+
+	if (!th)
+		return -ENOMEM;
+	pthread_barrier_init(&p.ready, NULL, (unsigned)n + 1);
+	pthread_barrier_init(&p.release, NULL, (unsigned)n + 1);
+	size_t h0 = heap_bytes(), r0 = resident_bytes();
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&th[i], NULL, mem_thread, &p) != 0) {
+			fprintf(stderr, "pmc-bench-region: pthread_create failed\n");
+			exit(1);
+		}
+	pthread_barrier_wait(&p.ready);
+	*heap = (double)heap_bytes() - (double)h0;
+	*rss = (double)resident_bytes() - (double)r0;
+	pthread_barrier_wait(&p.release);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&p.ready);
+	pthread_barrier_destroy(&p.release);
+	free(th);
+	return 0;
+}
+
+static int
+cmd_memory(int n)
+{
+	double h[3], rs[3];
+
+	/* One arena, so that mallinfo2() sees the threads' allocations too. */
+	mallopt(M_ARENA_MAX, 1);
+	events_env();
+	pmc_region_t id = pmc_region("bench-memory");
+	if (!id || !pmc_enabled()) {
+		fprintf(stderr, "pmc-bench-region: libpmcclient is not profiling (no daemon at "
+		                "PMC_SOCKET?)\n");
+		return 1;
+	}
+	/* Unregistered threads first (their stacks stay cached by glibc), then registered ones,
+	 * then unregistered again: the last is the baseline, with the same cached stacks. */
+	if (mem_run(n, id, 0, &h[0], &rs[0]) < 0 || mem_run(n, id, 1, &h[1], &rs[1]) < 0 ||
+	    mem_run(n, id, 0, &h[2], &rs[2]) < 0)
+		return 1;
+	printf("threads=%d\n", n);
+	printf("thread_heap_bytes=%.0f\n", (h[1] - h[2]) / n);
+	printf("thread_rss_bytes=%.0f\n", (rs[1] - rs[2]) / n);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "time")) {
+		int reps = argc > 2 ? atoi(argv[2]) : 11;
+		long iters = argc > 3 ? atol(argv[3]) : 4000;
+
+		if (reps < 1 || reps > MAX_REPS || iters < 1) {
+			fprintf(stderr, "pmc-bench-region: REPS in 1..%d, ITERS >= 1\n", MAX_REPS);
+			return 2;
+		}
+		return cmd_time(reps, iters);
+	}
+	if (argc == 3 && !strcmp(argv[1], "memory")) {
+		int n = atoi(argv[2]);
+
+		if (n < 1 || n > 4096) {
+			fprintf(stderr, "pmc-bench-region: NTHREADS in 1..4096\n");
+			return 2;
+		}
+		return cmd_memory(n);
+	}
+	fprintf(stderr, "usage: pmc-bench-region time [REPS [ITERS]] | memory NTHREADS\n");
+	return 2;
+}

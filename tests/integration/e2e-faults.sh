@@ -1,0 +1,77 @@
+#!/bin/bash
+# Faults: the daemon stopped (SIGTERM) or killed (SIGKILL) while 8 client threads run
+# regions, then started again on the same socket and state file; a client killed in
+# the middle of its run; a daemon that hangs (SIGSTOP).
+. "$(dirname "$0")/lib.sh"
+STATE=$TMP/state.pb
+status_of() { pmcctl status --format json | jq -r ".$1"; }
+steady_count() { pmcctl query --region steady --pid "$1" --format json | jq '.regions[0].count // 0'; }
+
+# 1. SIGTERM and restart: every sample counted exactly once, none lost.
+start_daemon --state "$STATE" --state-interval 1
+T=8 K=1200
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
+	"$PMC_TEST_CLIENT_BIN" steady $T $K 1000 >"$TMP/a.out" 2>"$TMP/a.err" &
+cpid=$!
+sleep 0.5
+kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID" || fail "daemon exit status on SIGTERM"
+[ -s "$STATE" ] || fail "no state file written at SIGTERM"
+DAEMON_PID=
+start_daemon --state "$STATE" --state-interval 1
+wait $cpid || { cat "$TMP/a.err" >&2; fail "the application failed across the restart"; }
+expect_eq "SIGTERM: application finished" "$(kv count "$TMP/a.out")" $((T * K))
+expect_eq "SIGTERM: region count" "$(steady_count $cpid)" $((T * K))
+expect_faults "SIGTERM: page-faults" "$(region_json steady $cpid | jq '.events["page-faults"].sum')" $((T * K))
+expect_eq "SIGTERM: lost" "$(status_of lost)" 0
+expect_eq "SIGTERM: dropped" "$(status_of dropped)" 0
+grep -q "restored 1 processes" "$TMP/daemon.log" || fail "state not restored: $(cat "$TMP/daemon.log")"
+echo "longest region call across the restart: $(kv max_region_ns "$TMP/a.out") ns"
+kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# 2. SIGKILL and restart: what the dead daemon had not saved is lost, and reported as
+#    lost; nothing is counted twice: counted + lost + dropped = sent, exactly.
+#    The client runs on well after the restart, so that it reports what it sent.
+rm -f "$STATE"
+K=2500
+start_daemon --state "$STATE" --state-interval 1
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
+	"$PMC_TEST_CLIENT_BIN" steady $T $K 1000 >"$TMP/b.out" 2>"$TMP/b.err" &
+cpid=$!
+sleep 1.5
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
+DAEMON_PID=
+start_daemon --state "$STATE" --state-interval 1
+wait $cpid || { cat "$TMP/b.err" >&2; fail "the application failed after SIGKILL"; }
+expect_eq "SIGKILL: application finished" "$(kv count "$TMP/b.out")" $((T * K))
+counted=$(steady_count $cpid) lost=$(status_of lost) dropped=$(status_of dropped)
+echo "SIGKILL: counted $counted, lost $lost, dropped $dropped of $((T * K))"
+expect_eq "SIGKILL: counted + lost + dropped" $((counted + lost + dropped)) $((T * K))
+[ "$counted" -lt $((T * K)) ] || [ "$lost" = 0 ] || fail "lost reported but nothing missing"
+expect_faults "SIGKILL: page-faults = counted" "$(region_json steady $cpid | jq '.events["page-faults"].sum')" "$counted"
+pmcctl status | grep -qi "lost" || fail "pmcctl status does not show lost samples"
+
+# 3. A client killed in the middle: what arrived is kept, its threads and fds freed.
+fds_before=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults,task-clock \
+	"$PMC_TEST_CLIENT_BIN" steady 4 100000 100 >/dev/null 2>&1 &
+cpid=$!
+for _ in $(seq 100); do [ "$(status_of threads)" = 4 ] && break; sleep 0.05; done
+expect_eq "threads while running" "$(status_of threads)" 4
+sleep 0.5
+kill -KILL $cpid; wait $cpid 2>/dev/null || true
+for _ in $(seq 100); do [ "$(status_of threads)" = 0 ] && break; sleep 0.05; done
+expect_eq "threads after the kill" "$(status_of threads)" 0
+[ "$(steady_count $cpid)" -gt 0 ] || fail "nothing kept of the killed client"
+pass "kept $(steady_count $cpid) samples of the killed client"
+expect_eq "daemon fds after the kill" "$(ls /proc/"$DAEMON_PID"/fd | wc -l)" "$fds_before"
+
+# 4. A hung daemon (SIGSTOP): regions go on, the application finishes on its own.
+kill -STOP "$DAEMON_PID"
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
+	"$PMC_TEST_CLIENT_BIN" steady 8 3000 0 >"$TMP/c.out" 2>"$TMP/c.err" &
+cpid=$!
+sleep 1
+kill -CONT "$DAEMON_PID"
+wait $cpid || fail "the application failed while the daemon hung"
+expect_eq "hung daemon: application finished" "$(kv count "$TMP/c.out")" 24000
+daemon_alive
