@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -374,6 +375,15 @@ register_locked(void)
 		t->group_leader[i] = leader;
 	}
 	pmc__response__free_unpacked(resp, NULL);
+
+	/* The daemon opens leaders disabled; enabling them here, on the counted thread,
+	 * costs no interrupt of another CPU. */
+	for (size_t i = 0; i < t->n; i++)
+		if (t->group_leader[i] == (int)i &&
+		    ioctl(t->fds[i], PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) < 0) {
+			thread_release(t);
+			return NULL;
+		}
 
 	long pagesz = sysconf(_SC_PAGESIZE);
 	t->rdpmc = PMC_HAVE_RDPMC;

@@ -275,6 +275,10 @@ perf_open_group(pid_t tid, char *const *names, const uint32_t *group, size_t n, 
 			break;
 		if (i == 0 || group[i] != group[i - 1])
 			leader = i;
+		/* Leaders start disabled: enabling a counter of a thread running elsewhere
+		 * interrupts that CPU (about 20 us each); the client enables its groups
+		 * itself, on its own thread, for nothing. */
+		attr.disabled = leader == i;
 		r = open_one(&attr, tid, leader == i ? -1 : fds[leader]);
 		if (r < 0)
 			break;

@@ -62,6 +62,8 @@ int perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group);
  * @names: event names (borrowed) in opening order, already checked with perf_resolve()
  * @group: as perf_plan() gives it
  * @fds: @n slots; the caller owns them all on success
+ * Each group leader is opened disabled: the counted thread enables its groups with
+ * ioctl(PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) on each leader.
  * Return: 0, or -errno of the failing perf_event_open() (every fd opened so far
  * closed); *@failed is set to the index of the event that failed.
  */
