@@ -575,6 +575,66 @@ cmd_regions(const char *path, uint32_t n)
 	return 0;
 }
 
+/* Daemon memory with @n clients connected at once: @n child processes, each connected,
+ * with its thread registered (4 events: the daemon keeps 4 fds) and one batch of 64
+ * samples over 8 regions sent; measured once all are in, then the children exit. */
+static int
+cmd_clients(const char *path, int n)
+{
+	struct events e;
+	int ready[2], hold[2];
+
+	events_get(&e);
+	int fd = conn_open(path);
+	struct status st0 = status_get(fd);
+	struct mem m0 = mem_get(st0.pid);
+	if (pipe(ready) < 0 || pipe(hold) < 0)
+		die("pipe: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		pid_t child = fork();
+		if (child < 0)
+			die("fork: %s", strerror(errno));
+		if (child == 0) {
+			close(ready[0]);
+			close(hold[1]);
+			int c = conn_open(path);
+			register_self(c, &e);
+			struct batch b = batch_build(gettid_(), e.n, 64, 1, 8, 1, 1);
+			send_all(c, &b);
+			/* Wait for the daemon to have read the batch, then say so. */
+			struct status st = status_get(c);
+			(void)st;
+			char x = 1;
+			if (write(ready[1], &x, 1) != 1)
+				_exit(1);
+			if (read(hold[0], &x, 1) < 0)
+				_exit(1);
+			_exit(0);
+		}
+	}
+	close(ready[1]);
+	close(hold[0]);
+	char x;
+	for (int i = 0; i < n; i++)
+		if (read(ready[0], &x, 1) != 1)
+			die("a client process failed");
+	struct mem m1 = mem_get(st0.pid);
+	close(hold[1]); /* the children exit */
+	while (wait(NULL) > 0)
+		;
+	sleep_s(0.5);
+	struct status st2 = status_get(fd);
+	struct mem m2 = mem_get(st0.pid);
+	printf("clients=%d\n", n);
+	printf("daemon_rss_before=%.0f\ndaemon_rss_with_clients=%.0f\ndaemon_rss_after=%.0f\n",
+	       m0.rss, m1.rss, m2.rss);
+	printf("per_client_rss_bytes=%.0f\nper_client_data_bytes=%.0f\n", (m1.rss - m0.rss) / n,
+	       (m1.data - m0.data) / n);
+	printf("regions_kept=%u\n", st2.regions);
+	close(fd);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -605,7 +665,15 @@ main(int argc, char **argv)
 			die("regions: NREGIONS in 1..65535");
 		return cmd_regions(argv[2], (uint32_t)n);
 	}
+	if (argc == 4 && !strcmp(argv[1], "clients")) {
+		int n = atoi(argv[3]);
+
+		if (n < 1 || n > 100000)
+			die("clients: N in 1..100000");
+		return cmd_clients(argv[2], n);
+	}
 	fprintf(stderr, "usage: pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS\n"
+	                "       pmc-bench-ingest clients SOCKET N\n"
 	                "       pmc-bench-ingest load SOCKET SECONDS\n"
 	                "       pmc-bench-ingest register SOCKET REPS ITERS\n"
 	                "       pmc-bench-ingest regions SOCKET NREGIONS\n");

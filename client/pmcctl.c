@@ -592,7 +592,7 @@ static const char *const status_keys[] = {
         "daemon_version", "protocol_version", "pid",       "uptime_ns", "uptime_s",
         "clients",        "threads",          "processes", "regions",   "samples",
         "batches",        "dropped",          "rejected",  "lost",      "state_file",
-        "state_saved_ns",
+        "state_saved_ns", "evicted",
 };
 
 static int
@@ -628,6 +628,7 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "lost", ju64(s->lost));
 		jset(root, "state_file", jstr(s->state_file));
 		jset(root, "state_saved_ns", ju64(s->state_saved_ns));
+		jset(root, "evicted", ju64(s->evicted));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -647,6 +648,7 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->lost);
 		csv_str(s->state_file);
 		csv_u64(s->state_saved_ns);
+		csv_u64(s->evicted);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -677,6 +679,9 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "%" PRIu64, s->dropped);
 		table_add(&t, "rejected connections:");
 		table_add(&t, "%" PRIu64, s->rejected);
+		table_add(&t, "exited processes dropped:");
+		table_add(&t, "%" PRIu64 "%s", s->evicted,
+		          s->evicted ? " (over --keep-exited: their figures are gone)" : "");
 		table_add(&t, "lost samples:");
 		table_add(&t, "%" PRIu64 "%s", s->lost,
 		          s->lost ? " (sent to a daemon that was killed before saving them)" : "");
@@ -1078,7 +1083,8 @@ top_fetch(int sock, const struct opts *o, struct top_snap *s)
 	s->sorted = calloc(n + 1, sizeof(*s->sorted));
 	if (!s->sorted)
 		oom();
-	memcpy(s->sorted, s->query->query->regions, n * sizeof(*s->sorted));
+	if (n)
+		memcpy(s->sorted, s->query->query->regions, n * sizeof(*s->sorted));
 	qsort(s->sorted, n, sizeof(*s->sorted), region_key_cmp);
 }
 

@@ -65,6 +65,8 @@ usage(FILE *f)
 		"                            more are dropped and counted)\n"
 		"      --max-batch-rate N    sample batches a second per connection (default\n"
 		"                            10000; the excess is dropped and counted)\n"
+		"      --keep-exited N       processes whose figures are kept after they exit\n"
+		"                            (default 1000; beyond, those that ended first go)\n"
 		"      --state FILE    keep the aggregates in FILE: restored at start, written\n"
 		"                      atomically every --state-interval seconds (default 10)\n"
 		"                      and at SIGTERM, so that they survive a restart\n"
@@ -169,6 +171,8 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		return parse_limit("max-regions", arg, &p->max_regions);
 	case 1008:
 		return parse_limit("max-batch-rate", arg, &p->max_batch_rate);
+	case 1011:
+		return parse_limit("keep-exited", arg, &p->keep_exited);
 	}
 	return -EINVAL;
 }
@@ -241,6 +245,7 @@ main(int argc, char **argv)
 	        {"max-batch-rate", required_argument, NULL, 1008},
 	        {"state", required_argument, NULL, 1009},
 	        {"state-interval", required_argument, NULL, 1010},
+	        {"keep-exited", required_argument, NULL, 1011},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -282,6 +287,7 @@ main(int argc, char **argv)
 			if (parse_limit("state-interval", optarg, &state_interval) < 0)
 				return 2;
 			break;
+		case 1011:
 		case 1000 ... 1008:
 			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
 				policy_free(&policy);

@@ -18,6 +18,7 @@ policy_init(struct policy *p)
 	p->max_threads = 1024;
 	p->max_regions = 4096;
 	p->max_batch_rate = 10000;
+	p->keep_exited = 1000;
 }
 
 void

@@ -26,6 +26,7 @@ struct policy {
 	unsigned max_threads;    /* registered threads per process */
 	unsigned max_regions;    /* regions per process */
 	unsigned max_batch_rate; /* sample batches per second per connection */
+	unsigned keep_exited;    /* processes whose figures are kept after they disconnect */
 };
 
 /** policy_init() - the defaults: no kernel mode for anyone but root, any event. */

@@ -51,8 +51,10 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	if (process_read_start(pid, &start, comm) < 0)
 		return NULL;
 	for (struct process *p = reg->procs; p; p = p->next)
-		if (p->pid == pid && p->start == start)
+		if (p->pid == pid && p->start == start) {
+			p->ended = 0;
 			return p;
+		}
 	struct process *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -205,6 +207,42 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 	return n;
 }
 
+static void region_free(struct region_agg *r);
+
+static void
+process_free(struct registry *reg, struct process *p)
+{
+	reg->n_regions -= p->n_regions;
+	for (size_t i = 0; i < p->n_regions; i++)
+		region_free(p->regions[i]);
+	free(p->regions);
+	for (size_t i = 0; i < p->n_events; i++)
+		free(p->events[i]);
+	free(p->events);
+	free(p);
+}
+
+void
+registry_process_ended(struct registry *reg, struct process *p, uint64_t now)
+{
+	p->ended = now ? now : 1;
+	size_t n_ended = 0;
+	for (struct process *q = reg->procs; q; q = q->next)
+		n_ended += q->ended != 0;
+	while (n_ended > reg->max_ended) {
+		struct process **oldest = NULL;
+		for (struct process **q = &reg->procs; *q; q = &(*q)->next)
+			if ((*q)->ended && (!oldest || (*q)->ended < (*oldest)->ended))
+				oldest = q;
+		struct process *victim = *oldest;
+		*oldest = victim->next;
+		reg->n_procs--;
+		reg->evicted++;
+		process_free(reg, victim);
+		n_ended--;
+	}
+}
+
 static void
 region_free(struct region_agg *r)
 {
@@ -223,14 +261,9 @@ registry_free(struct registry *reg)
 	struct process *p = reg->procs;
 	while (p) {
 		struct process *next = p->next;
-		for (size_t i = 0; i < p->n_regions; i++)
-			region_free(p->regions[i]);
-		free(p->regions);
-		for (size_t i = 0; i < p->n_events; i++)
-			free(p->events[i]);
-		free(p->events);
-		free(p);
+		process_free(reg, p);
 		p = next;
 	}
-	memset(reg, 0, sizeof(*reg));
+	reg->procs = NULL;
+	reg->n_procs = reg->n_regions = 0;
 }

@@ -33,10 +33,11 @@ struct process {
 	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
 	unsigned connections;
-	unsigned n_threads;       /* registered now, over all its connections */
-	uint64_t received;        /* samples the process has sent, as far as we know */
-	uint64_t lost;            /* of those, lost by an earlier daemon */
-	bool warned_regions;      /* logged once that it hit --max-regions */
+	unsigned n_threads;  /* registered now, over all its connections */
+	uint64_t received;   /* samples the process has sent, as far as we know */
+	uint64_t lost;       /* of those, lost by an earlier daemon */
+	uint64_t ended;      /* when its last connection closed (0: connected) */
+	bool warned_regions; /* logged once that it hit --max-regions */
 	size_t n_events;
 	char **events; /* process event ids -> names */
 	size_t n_regions;
@@ -48,6 +49,8 @@ struct registry {
 	struct process *procs;
 	size_t n_procs;
 	size_t n_regions;
+	size_t max_ended; /* processes kept after they disconnect (--keep-exited) */
+	uint64_t evicted; /* disconnected processes dropped to stay within max_ended */
 };
 
 /**
@@ -105,6 +108,13 @@ struct derived {
  * Return: the number of metrics written.
  */
 size_t region_derived(const struct process *p, const struct region_agg *r, struct derived *out);
+
+/**
+ * registry_process_ended() - @p's last connection closed at @now: keep its figures,
+ * dropping those of the process that ended longest ago when more than
+ * @reg->max_ended have ended
+ */
+void registry_process_ended(struct registry *reg, struct process *p, uint64_t now);
 
 /** registry_free() - free everything @reg holds. */
 void registry_free(struct registry *reg);

@@ -78,7 +78,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	struct server *srv = arg;
 	log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	/* Count what clients have already sent, so that the saved totals are whole. */
-	session_drain_all(srv);
+	session_drain_all(srv, true);
 	if (srv->state_path)
 		save_state(srv);
 	event_base_loopbreak(srv->base);
@@ -114,6 +114,7 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	}
 	srv->listen_fd = listen_fd;
 	srv->policy = *policy;
+	srv->reg.max_ended = policy->keep_exited;
 	srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
 	srv->rxbuf = malloc(SERVER_MAX_REQUEST);
 	srv->base = event_base_new();

@@ -696,6 +696,7 @@ handle_status(struct session *s, const Pmc__Request *req)
 	st.rejected = srv->rejected;
 	st.pid = getpid();
 	st.lost = srv->lost;
+	st.evicted = srv->reg.evicted;
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
 	st.state_saved_ns = srv->state_saved_ns;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -951,8 +952,8 @@ session_free(struct session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	srv->n_sessions--;
-	if (s->proc)
-		s->proc->connections--;
+	if (s->proc && --s->proc->connections == 0)
+		registry_process_ended(&srv->reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
 	event_free(s->ev);
 	if (s->pidfd >= 0)
 		close(s->pidfd);

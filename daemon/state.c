@@ -241,6 +241,7 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	p->uid = ps->uid;
 	p->start = ps->start;
 	p->received = ps->received;
+	p->ended = 1; /* not connected; the first to go if too many have ended */
 	snprintf(p->comm, sizeof(p->comm), "%s", ps->comm);
 	p->next = reg->procs;
 	reg->procs = p;

@@ -90,3 +90,17 @@ count=$(region_json pages "$CLIENT_PID" | jq .count)
 [ "$(pmcctl status --format json | jq .dropped)" -gt 0 ] || fail "drops not reported in status"
 pass "--max-batch-rate: $count of 2500 samples counted, $(pmcctl status --format json | jq .dropped) dropped in all"
 daemon_alive
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# --keep-exited: the figures of at most N exited processes are kept, the oldest go first.
+start_daemon --keep-exited 2
+pids=()
+for i in 1 2 3 4; do
+	run_client "$TMP/k$i" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 3
+	pids+=("$CLIENT_PID")
+done
+# The last client's disconnect may still be queued: a status call drains it first.
+expect_eq "evicted" "$(pmcctl status --format json | jq .evicted)" 2
+expect_eq "kept: the last two" "$(pmcctl query --format json | jq -c '[.regions[].pid] | sort')" \
+	"$(printf '%s\n' "${pids[2]}" "${pids[3]}" | sort -n | jq -cs .)"
+daemon_alive
