@@ -2,6 +2,7 @@
  * it registered (with the daemon's copies of their fds) and its region ids. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -54,9 +55,11 @@ int session_pump(struct session *s, unsigned max);
 
 /**
  * session_drain_all() - handle what every connection has queued now (bounded), closing
- * those that hung up; before a query answers, and before the state is saved at exit
+ * those that hung up
+ * @final: at exit: first stop every connection from queueing more (clients keep what
+ * they could not send for the next daemon), so that the saved state is whole
  */
-void session_drain_all(struct server *srv);
+void session_drain_all(struct server *srv, bool final);
 
 /** session_free() - close the connection and its threads' fds; the process's
  * aggregates stay in the registry. */

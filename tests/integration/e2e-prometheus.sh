@@ -35,7 +35,8 @@ if ! command -v prometheus >/dev/null; then
 fi
 
 PROM_PID=
-trap 'rc=$?; [ -z "$PROM_PID" ] || { kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null; }; (exit $rc); cleanup' EXIT
+# cleanup (lib.sh) takes the exit status from $?; errexit would stop the trap half-way.
+trap 'rc=$?; set +e; [ -z "$PROM_PID" ] || { kill "$PROM_PID"; wait "$PROM_PID"; } 2>/dev/null; (exit $rc); cleanup' EXIT
 cat >"$TMP/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s

@@ -8,7 +8,8 @@ start_daemon
 # execs the client, so $! is its pid.
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 1 1 1000000000 >"$TMP/c" 2>"$TMP/c.err" &
 C=$!
-trap 'rc=$?; kill "$C" 2>/dev/null; wait "$C" 2>/dev/null; (exit $rc); cleanup' EXIT
+# cleanup (lib.sh) takes the exit status from $?; errexit would stop the trap half-way.
+trap 'rc=$?; set +e; kill "$C" 2>/dev/null; wait "$C" 2>/dev/null; (exit $rc); cleanup' EXIT
 for _ in $(seq 100); do
 	pmcctl query --pid "$C" --region mt-pages --format json | jq -e '.regions[0].count > 0' >/dev/null && break
 	kill -0 "$C" 2>/dev/null || { cat "$TMP/c.err" >&2; fail "the client exited"; }
