@@ -24,7 +24,8 @@
  *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
  *                    restarted meanwhile: regions must never wait for it)
  *   block M          region "block": the thread blocks M times reading an empty pipe
- *                    that another thread fills one byte at a time
+ *                    that another thread fills one byte at a time; prints the switches
+ *                    /proc/thread-self/status counted around the region
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -146,6 +147,24 @@ steady_main(void *p)
 			usleep((useconds_t)a->us);
 	}
 	return NULL;
+}
+
+/* Voluntary plus involuntary context switches of the calling thread, from the kernel's
+ * own per-thread counters: the ground truth around a region. */
+static long
+thread_switches(void)
+{
+	FILE *f = fopen("/proc/thread-self/status", "re");
+	char line[256];
+	long v, total = 0;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1 ||
+		    sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+			total += v;
+	fclose(f);
+	return total;
 }
 
 struct feeder_arg {
@@ -306,6 +325,7 @@ main(int argc, char **argv)
 		struct feeder_arg fa = {p[1], m};
 		pmc_region_t r = pmc_region("block");
 		char c;
+		long cs0 = thread_switches();
 		pmc_begin(r);
 		if (pthread_create(&th, NULL, feeder, &fa))
 			return 1;
@@ -313,7 +333,9 @@ main(int argc, char **argv)
 			if (read(p[0], &c, 1) != 1)
 				return 1;
 		pmc_end(r);
+		long cs1 = thread_switches();
 		pthread_join(th, NULL);
+		printf("switches_around=%ld\n", cs1 - cs0);
 		printf("blocks=%ld\n", m);
 	} else if (!strcmp(mode, "named") && argc == 5) {
 		long n = atol(argv[3]), k = atol(argv[4]);
