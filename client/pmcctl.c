@@ -756,6 +756,11 @@ query_json(const Pmc__QueryReply *q)
 			}
 			jset(events, e->name, st);
 		}
+		/* Ratios of event sums, where both events were counted (ipc, miss ratios). */
+		json_t *derived = jobject();
+		jset(reg, "derived", derived);
+		for (size_t j = 0; j < r->n_derived; j++)
+			jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
 	}
 	json_print(root);
 }
@@ -793,6 +798,28 @@ query_csv_row(const Pmc__RegionStats *r, const Pmc__EventStats *e)
 	csv_end();
 }
 
+/* A derived metric: "derived:NAME" in the event column, its value in the mean column. */
+static void
+query_csv_derived(const Pmc__RegionStats *r, const Pmc__Derived *d)
+{
+	csv_i64(r->pid);
+	csv_str(r->comm);
+	csv_str(r->name);
+	csv_u64(r->count);
+	char name[96];
+	snprintf(name, sizeof(name), "derived:%s", d->name);
+	csv_str(name);
+	csv_str("");
+	csv_str("");
+	csv_str("");
+	csv_real(d->value);
+	for (int k = 0; k < 4; k++)
+		csv_str("");
+	csv_bool(false);
+	csv_str("");
+	csv_end();
+}
+
 static void
 query_csv(const Pmc__QueryReply *q)
 {
@@ -801,6 +828,8 @@ query_csv(const Pmc__QueryReply *q)
 		query_csv_row(q->regions[i], NULL);
 		for (size_t j = 0; j < q->regions[i]->n_events; j++)
 			query_csv_row(q->regions[i], q->regions[i]->events[j]);
+		for (size_t j = 0; j < q->regions[i]->n_derived; j++)
+			query_csv_derived(q->regions[i], q->regions[i]->derived[j]);
 	}
 }
 
@@ -858,6 +887,18 @@ query_table(const Pmc__QueryReply *q)
 		for (size_t j = 0; j < r->n_events; j++) {
 			query_table_row(&t, r, r->events[j]);
 			any_scaled |= r->events[j]->scaled_count > 0;
+		}
+		/* Derived ratios: the value in the MEAN column. */
+		for (size_t j = 0; j < r->n_derived; j++) {
+			table_add(&t, "%" PRId32, r->pid);
+			table_add(&t, "%s", r->comm);
+			table_add(&t, "%s", r->name);
+			table_add(&t, "%" PRIu64, r->count);
+			table_add(&t, "(%s)", r->derived[j]->name);
+			table_add(&t, "-");
+			table_add(&t, "%.3f", r->derived[j]->value);
+			for (int k = 0; k < 5; k++)
+				table_add(&t, "-");
 		}
 	}
 	table_print(&t, stdout);

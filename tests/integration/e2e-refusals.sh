@@ -24,8 +24,14 @@ for m in garbage fds bad-batch no-hello; do
 	out=$(raw $m) || fail "$m: $out"
 	pass "$m: $out"
 done
+out=$("$PMC_TEST_RAW_BIN" "$SOCK" oversize) || fail "oversize datagram: $out"
+pass "2 MiB datagram: $out"
+grep -q "request over 1048576 bytes" "$TMP/daemon.log" || fail "oversize not logged"
+out=$(raw many-events 17) || fail "17 events not refused with E2BIG: $out"
+grep -q "17 events asked for; at most 16 per thread" <<<"$out" || fail "message: $out"
+pass "too many events: $(grep message= <<<"$out")"
 out=$(raw status) || fail "daemon no longer answers"
-grep -q "rejected=4" <<<"$out" || fail "rejected count: $out"
+grep -q "rejected=5" <<<"$out" || fail "rejected count: $out"
 pass "daemon still serves: $out"
 # And a real client still gets exact counts.
 run_client "$TMP/out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 4 10

@@ -5,6 +5,8 @@
  *   SOCKET foreign-tid TID   register a thread of another process: refused (EPERM)
  *   SOCKET event NAME [ERR]  register with event NAME: refused with errno ERR (a number;
  *                            default ENOENT), message printed
+ *   SOCKET oversize          a 2 MiB datagram (over the daemon's 1 MiB limit): closed
+ *   SOCKET many-events N     register with N events: refused (E2BIG) past the limit
  *   SOCKET hold SECONDS      say Hello, then keep the connection open SECONDS
  *   SOCKET orphan            say Hello, fork, exit: the child registers its own thread
  *                            on the inherited connection of a process that has exited:
@@ -170,6 +172,45 @@ main(int argc, char **argv)
 		return register_tid(fd, getpid(), argv[3]) == (argc == 5 ? atoi(argv[4]) : ENOENT)
 		               ? 0
 		               : 1;
+	if (!strcmp(mode, "oversize")) {
+		size_t len = 2u << 20;
+		int sz = 4 << 20;
+		/* Only root may raise the buffer this far: the test runs this mode as root. */
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0) {
+			perror("SO_SNDBUFFORCE");
+			return 1;
+		}
+		char *big = calloc(1, len);
+		if (!big || send(fd, big, len, 0) != (ssize_t)len) {
+			perror("send");
+			return 1;
+		}
+		free(big);
+		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "many-events") && argc == 4) {
+		int n = atoi(argv[3]);
+		char *events[64];
+		if (n < 1 || n > 64)
+			return 2;
+		for (int i = 0; i < n; i++)
+			events[i] = "page-faults";
+		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+		rt.tid = getpid();
+		rt.n_events = (size_t)n;
+		rt.events = events;
+		Pmc__Request r2 = PMC__REQUEST__INIT;
+		r2.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+		r2.register_thread = &rt;
+		Pmc__Response *resp;
+		if (call(fd, &r2, &resp) < 0)
+			return 1;
+		int err = resp->error;
+		printf("error=%d (%s)\nmessage=%s\n", err, err ? strerror(err) : "none",
+		       resp->message);
+		pmc__response__free_unpacked(resp, NULL);
+		return err == E2BIG ? 0 : 1;
+	}
 	if (!strcmp(mode, "hold") && argc == 4) {
 		sleep((unsigned)atoi(argv[3]));
 		return 0;
