@@ -96,6 +96,7 @@ static struct {
 	uint64_t orphans;    /* samples of exited threads that could not be sent */
 	const char *path;
 	int reconnecting;
+	int disabled; /* PMC_DISABLE: off on purpose */
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
@@ -176,6 +177,7 @@ connect_locked(void)
 		once = 1;
 		const char *dis = getenv("PMC_DISABLE");
 		if (dis && *dis && strcmp(dis, "0")) {
+			G.disabled = 1;
 			atomic_store(&G.state, ST_OFF);
 			return;
 		}
@@ -810,10 +812,10 @@ PMC_EXPORT int
 pmc_flush(void)
 {
 	struct pmc_thread *t = T;
-	if (!t || t->state != ST_ON)
-		return atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_NONE
-		               ? 0
-		               : -ENOTCONN;
+	if (!t || t->state != ST_ON) {
+		int st = atomic_load(&G.state);
+		return st == ST_ON || st == ST_NONE || G.disabled ? 0 : -ENOTCONN;
+	}
 	if (t->gen != atomic_load(&G.gen))
 		return -ENOTCONN;
 	return flush_thread(t);

@@ -45,33 +45,33 @@ usage(FILE *f)
 	        "  -s, --socket PATH   listen on PATH (default " DEFAULT_SOCKET ");\n"
 	        "                      ignored when systemd passes a socket (pmcdaemon.socket)\n"
 	        "      --socket-mode MODE\n"
-		"                      permissions of the socket file (octal, default 0666: any\n"
-		"                      local user may connect)\n"
-		"      --socket-group GROUP\n"
-		"                      group of the socket file (with --socket-mode 0660: only\n"
-		"                      that group may connect)\n"
-		"      --allow-kernel LIST\n"
-		"                      who may count kernel mode with hardware events: USER, UID,\n"
-		"                      @GROUP, @GID or all, comma-separated (default: root only;\n"
-		"                      software events of one's own threads always count both)\n"
-		"      --allow-events LIST\n"
-		"                      the only event names clients may ask for (default: any)\n"
-		"      --admin-group GROUP\n"
-		"                      members see every process in queries and may reset, as\n"
-		"                      root does; others see only their own processes\n"
-		"      --max-clients N       connections at once (default 1024)\n"
-		"      --max-threads N       registered threads per process (default 1024)\n"
-		"      --max-regions N       regions per process (default 4096; samples of\n"
-		"                            more are dropped and counted)\n"
-		"      --max-batch-rate N    sample batches a second per connection (default\n"
-		"                            10000; the excess is dropped and counted)\n"
-		"      --keep-exited N       processes whose figures are kept after they exit\n"
-		"                            (default 1000; beyond, those that ended first go)\n"
-		"      --state FILE    keep the aggregates in FILE: restored at start, written\n"
-		"                      atomically every --state-interval seconds (default 10)\n"
-		"                      and at SIGTERM, so that they survive a restart\n"
-		"      --state-interval SECONDS\n"
-		"  -v, --verbose       log every connection, registration and refusal\n"
+	        "                      permissions of the socket file (octal, default 0666: any\n"
+	        "                      local user may connect)\n"
+	        "      --socket-group GROUP\n"
+	        "                      group of the socket file (with --socket-mode 0660: only\n"
+	        "                      that group may connect)\n"
+	        "      --allow-kernel LIST\n"
+	        "                      who may count kernel mode with hardware events: USER, UID,\n"
+	        "                      @GROUP, @GID or all, comma-separated (default: root only;\n"
+	        "                      software events of one's own threads always count both)\n"
+	        "      --allow-events LIST\n"
+	        "                      the only event names clients may ask for (default: any)\n"
+	        "      --admin-group GROUP\n"
+	        "                      members see every process in queries and may reset, as\n"
+	        "                      root does; others see only their own processes\n"
+	        "      --max-clients N       connections at once (default 1024)\n"
+	        "      --max-threads N       registered threads per process (default 1024)\n"
+	        "      --max-regions N       regions per process (default 4096; samples of\n"
+	        "                            more are dropped and counted)\n"
+	        "      --max-batch-rate N    sample batches a second per connection (default\n"
+	        "                            10000; the excess is dropped and counted)\n"
+	        "      --keep-exited N       processes whose figures are kept after they exit\n"
+	        "                            (default 1000; beyond, those that ended first go)\n"
+	        "      --state FILE    keep the aggregates in FILE: restored at start, written\n"
+	        "                      atomically every --state-interval seconds (default 10)\n"
+	        "                      and at SIGTERM, so that they survive a restart\n"
+	        "      --state-interval SECONDS\n"
+	        "  -v, --verbose       log every connection, registration and refusal\n"
 	        "      --metrics ADDR:PORT\n"
 	        "                      serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	        "                      (off by default); ADDR must be a loopback address, such\n"
@@ -82,7 +82,8 @@ usage(FILE *f)
 	        "  -h, --help          show this help and exit\n"
 	        "      --version       show the version and exit\n"
 	        "\n"
-	        "Signals: SIGINT and SIGTERM stop the daemon cleanly; the socket is removed.\n"
+	        "Signals: SIGINT and SIGTERM stop the daemon cleanly; the socket is removed,\n"
+	        "unless systemd passed it.\n"
 	        "Exit status: 0 after a clean stop, 1 when it cannot start (the message says "
 	        "why),\n"
 	        "2 for a usage error.\n");
@@ -100,8 +101,9 @@ parse_limit(const char *opt, const char *arg, unsigned *out)
 	errno = 0;
 	unsigned long v = strtoul(arg, &end, 10);
 	if (errno || !*arg || *end || v == 0 || v > 100000000) {
-		fprintf(stderr, "pmcdaemon: --%s '%s': expected a whole number from 1 to 100000000\n",
-			opt, arg);
+		fprintf(stderr,
+		        "pmcdaemon: --%s '%s': expected a whole number from 1 to 100000000\n", opt,
+		        arg);
 		return -EINVAL;
 	}
 	*out = (unsigned)v;
@@ -121,8 +123,9 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		errno = 0;
 		unsigned long mode = strtoul(arg, &end, 8);
 		if (errno || !*arg || *end || mode > 0777) {
-			fprintf(stderr, "pmcdaemon: --socket-mode '%s': expected octal, such as 0660\n",
-				arg);
+			fprintf(stderr,
+			        "pmcdaemon: --socket-mode '%s': expected octal, such as 0660\n",
+			        arg);
 			return -EINVAL;
 		}
 		so->mode = (mode_t)mode;
@@ -138,7 +141,7 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 			gid = strtoul(arg, &end, 10);
 			if (errno || !*arg || *end) {
 				fprintf(stderr, "pmcdaemon: --%s '%s': no such group\n",
-					c == 1001 ? "socket-group" : "admin-group", arg);
+				        c == 1001 ? "socket-group" : "admin-group", arg);
 				return -EINVAL;
 			}
 		}
@@ -154,9 +157,11 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		r = policy_parse_kernel(p, arg, &bad);
 		if (r < 0)
 			fprintf(stderr,
-				"pmcdaemon: --allow-kernel: %s%s%s: expected USER, UID, @GROUP, @GID "
-				"or all, comma-separated\n",
-				bad ? "'" : "", bad ? bad : strerror(-r), bad ? "' is unknown" : "");
+			        "pmcdaemon: --allow-kernel: %s%s%s: expected USER, UID, @GROUP, "
+			        "@GID "
+			        "or all, comma-separated\n",
+			        bad ? "'" : "", bad ? bad : strerror(-r),
+			        bad ? "' is unknown" : "");
 		return r;
 	case 1003:
 		r = policy_parse_events(p, arg);
@@ -372,8 +377,9 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (state_path && (r = server_use_state(srv, state_path, state_interval)) < 0) {
-		log_errno(r, "cannot restore the state from %s (move the file away to start afresh)",
-			  state_path);
+		log_errno(r,
+		          "cannot restore the state from %s (move the file away to start afresh)",
+		          state_path);
 		server_free(srv);
 		return 1;
 	}

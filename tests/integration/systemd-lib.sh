@@ -4,8 +4,7 @@
 
 # wait_for FILE REGEX [SECONDS]: until a line of FILE matches REGEX (grep -E)
 wait_for() {
-	local i
-	for i in $(seq $((${3:-10} * 20))); do
+	for _ in $(seq $((${3:-10} * 20))); do
 		grep -qE -- "$2" "$1" 2>/dev/null && return 0
 		[ -z "$DAEMON_PID" ] || daemon_alive
 		sleep 0.05
@@ -32,9 +31,20 @@ stop_daemon() {
 # Helpers started in the background (pmc-notify-listen): killed on exit, before lib.sh's
 # cleanup, which sees the script's exit status.
 BG_PIDS=()
-trap 'rc_=$?; [ ${#BG_PIDS[@]} = 0 ] || kill "${BG_PIDS[@]}" 2>/dev/null; (exit $rc_); cleanup' EXIT
+trap 'rc_=$?; set +e; [ ${#BG_PIDS[@]} = 0 ] || kill "${BG_PIDS[@]}" 2>/dev/null; (exit $rc_); cleanup' EXIT
 
 # The daemon is run from $TMP/bin too: the users it runs as may not reach the build tree.
 cp "$PMCDAEMON_BIN" "$TMP/bin/"
 chmod a+rx "$TMP/bin/pmcdaemon"
 PMCDAEMON_BIN=$TMP/bin/pmcdaemon
+
+# unit_args STATE_ROOT: the arguments that ExecStart= of pmcdaemon.service gives the
+# daemon, in the array UNIT_ARGS, with STATE_ROOT for %S (/var/lib under systemd)
+unit_args() {
+	: "${PMC_SERVICE_UNIT:?set by ctest}"
+	local line
+	line=$(sed -n 's/^ExecStart=[^ ]*//p' "$PMC_SERVICE_UNIT")
+	line=${line//%S/$1}
+	[[ $line != *%* ]] || fail "ExecStart= has a specifier this test cannot stand for: $line"
+	read -ra UNIT_ARGS <<<"$line"
+}

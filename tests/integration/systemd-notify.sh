@@ -20,10 +20,11 @@ start_notified() {
 	done
 	[ -S "$TMP/$1.notify" ] || fail "pmc-notify-listen did not bind: $(cat "$TMP/$1.err")"
 	SOCK=$TMP/$1.sock
+	USER_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")
 	# systemd sets WATCHDOG_PID to the main pid: the shell execs, so $$ is the daemon.
 	NOTIFY_SOCKET=$TMP/$1.notify WATCHDOG_USEC=200000 \
 		sh -c 'export WATCHDOG_PID="${1:-$$}"; shift; exec "$@"' sh "$2" \
-		"$PMCDAEMON_BIN" --socket "$SOCK" --verbose 2>"$TMP/daemon.log" &
+		"$PMCDAEMON_BIN" --socket "$SOCK" --verbose >"$TMP/daemon.log" 2>&1 &
 	DAEMON_PID=$!
 	wait_for "$TMP/$1.out" "READY=1"
 }

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/systemd-lib.sh"
 DUID=61234
-setpriv --help | grep -q -- --ambient-caps || skip "this setpriv has no --ambient-caps"
+[[ $(setpriv --help) == *--ambient-caps* ]] || skip "this setpriv has no --ambient-caps"
 setpriv --inh-caps=+perfmon true 2>/dev/null ||
 	skip "setpriv does not know CAP_PERFMON (util-linux or kernel older than 5.8)"
 ! id -u "$DUID" >/dev/null 2>&1 || skip "uid $DUID belongs to a user here; the test needs it unused"
@@ -18,11 +18,18 @@ mkdir "$TMP/run" && chown "$DUID:$DUID" "$TMP/run"
 SOCK=$TMP/run/pmc.sock
 USER_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")
 
-# start_as CAPS: the daemon as uid $DUID holding CAPS ("-all,+perfmon" or "-all")
+# The unit's StateDirectory=, as systemd makes it for the service's user.
+mkdir -p "$TMP/state/pmcdaemon"
+chown "$DUID:$DUID" "$TMP/state/pmcdaemon"
+chmod 0700 "$TMP/state/pmcdaemon"
+unit_args "$TMP/state"
+
+# start_as CAPS: the daemon as uid $DUID holding CAPS ("-all,+perfmon" or "-all"), with
+# the arguments of the unit's ExecStart=
 start_as() {
 	setpriv --reuid="$DUID" --regid="$DUID" --clear-groups --no-new-privs \
 		--inh-caps="$1" --ambient-caps="$1" --bounding-set="$1" -- \
-		"$PMCDAEMON_BIN" --socket "$SOCK" --verbose 2>"$TMP/daemon.log" &
+		"$PMCDAEMON_BIN" "${UNIT_ARGS[@]}" --socket "$SOCK" --verbose >"$TMP/daemon.log" 2>&1 &
 	DAEMON_PID=$!
 	wait_for "$TMP/daemon.log" "listening on $SOCK"
 }
@@ -50,6 +57,15 @@ expect_faults "page-faults min" "$(jq '.events["page-faults"].min' <<<"$j")" $N
 if [ -z "${PMC_SANITIZED:-}" ]; then
 	expect_eq "page-faults max" "$(jq '.events["page-faults"].max' <<<"$j")" $N
 fi
+stop_daemon
+
+# The state file the unit names, written by that user, brings the figures back.
+st_file=$(ls "$TMP"/state/pmcdaemon/*)
+expect_eq "state file owner and mode" "$(stat -c '%u %a' "$st_file")" "$DUID 600"
+start_as -all,+perfmon
+j=$(region_json pages "$CLIENT_PID")
+expect_eq "count after a restart" "$(jq .count <<<"$j")" $K
+expect_faults "page-faults after a restart" "$(jq '.events["page-faults"].sum' <<<"$j")" $((N * K))
 stop_daemon
 
 # Without CAP_PERFMON the kernel refuses to count another user's threads: the

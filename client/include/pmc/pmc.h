@@ -78,9 +78,11 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
  * pmc_flush() - send the calling thread's buffered samples now
  *
  * Samples are also sent when the buffer fills, when a thread exits and at process exit.
- * Return: 0 (also when there was nothing to send or profiling is off), -EAGAIN when the
- * daemon's queue was full (the samples are counted as dropped), -ENOTCONN when the
- * daemon is not connected, or another negative errno from sending.
+ * Return: 0 (also when there was nothing to send, or PMC_DISABLE turned profiling off),
+ * -EAGAIN when the daemon's queue was full (the samples are counted as dropped),
+ * -ENOTCONN when no daemon is connected (none at start: nothing is ever sent; gone since:
+ * the samples are kept, up to 4096 per thread, for when it is back), or another negative
+ * errno from sending.
  */
 PMC_EXPORT int pmc_flush(void);
 

@@ -1,0 +1,26 @@
+# Shared by the install tests: `cmake --install` of the build tree under test into a
+# temporary DESTDIR, as a packager does. $DEST is that root; $P_* are the installed
+# paths inside it (the configured GNUInstallDirs and unit directories).
+set -euo pipefail
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+# expect_eq WHAT GOT WANT
+expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; pass "$1 = $3"; }
+
+: "${PMC_BUILD_DIR:?set by ctest}" "${CMAKE_COMMAND:?set by ctest}"
+
+TMP=$(mktemp -d /tmp/pmc-install.XXXXXX)
+chmod 755 "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+DEST=$TMP/dest
+DESTDIR=$DEST "$CMAKE_COMMAND" --install "$PMC_BUILD_DIR" >"$TMP/install.log" 2>&1 ||
+	{ cat "$TMP/install.log" >&2; fail "cmake --install failed"; }
+P_SBIN=$DEST$PMC_INSTALL_FULL_SBINDIR
+P_BIN=$DEST$PMC_INSTALL_FULL_BINDIR
+P_LIB=$DEST$PMC_INSTALL_FULL_LIBDIR
+P_INCLUDE=$DEST$PMC_INSTALL_FULL_INCLUDEDIR
+P_MAN=$DEST$PMC_INSTALL_FULL_MANDIR
+P_PREFIX=$DEST$PMC_INSTALL_PREFIX
+P_UNITS=${PMC_SYSTEMD_UNITDIR:+$DEST$PMC_SYSTEMD_UNITDIR}
