@@ -83,12 +83,14 @@ run_client "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 
 # inner ends first, then outer: "scoped" is the third region, over the limit
 expect_eq "only the first 2 regions kept" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[].name]')" '["inner","outer"]'
 grep -q -- "--max-regions" "$TMP/daemon.log" || fail "no --max-regions log"
+d0=$(pmcctl status --format json | jq .dropped)
 run_client "$TMP/rate" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 2500
 count=$(region_json pages "$CLIENT_PID" | jq .count)
-# 2500 samples = 4 full batches + 1: at most 2 batches a second are counted.
-[ "$count" -le 1024 ] || fail "--max-batch-rate 2: $count samples counted"
-[ "$(pmcctl status --format json | jq .dropped)" -gt 0 ] || fail "drops not reported in status"
-pass "--max-batch-rate: $count of 2500 samples counted, $(pmcctl status --format json | jq .dropped) dropped in all"
+d1=$(pmcctl status --format json | jq .dropped)
+# 2500 samples = 4 full batches + 1, sent within a second or two: at most 2 batches a
+# second are counted, and every sample is either counted or reported dropped.
+[ "$count" -lt 2500 ] || fail "--max-batch-rate 2: all $count samples counted"
+expect_eq "--max-batch-rate: counted + dropped" $((count + d1 - d0)) 2500
 daemon_alive
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
