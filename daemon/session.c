@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "log.h"
 #include "perf.h"
 #include "server.h"
@@ -417,6 +418,182 @@ over_rate(struct session *s)
 	return true;
 }
 
+/* The extrapolated values (bits of @scaled) of one sample of @reg; @k indexes the next ratio. */
+static void
+count_scaled(const struct session_thread *t, const Pmc__SampleBatch *b, struct region_agg *reg,
+             uint32_t scaled, size_t *k)
+{
+	for (size_t j = 0; scaled; j++, scaled >>= 1) {
+		if (!(scaled & 1))
+			continue;
+		struct event_agg *e = &reg->ev[t->ev_id[j]];
+		float ratio = b->scale_ratio[(*k)++];
+		e->scaled++;
+		e->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
+	}
+}
+
+/* Counts a checked batch sample by sample with stats_add(): the way for values over
+ * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. 0 or -ENOMEM. */
+static int
+count_samples(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
+              size_t *counted)
+{
+	struct region_agg *last = NULL;
+	size_t k = 0, ne = t->n;
+	for (size_t i = 0; i < b->n_region; i++) {
+		struct region_agg *reg = s->ids[b->region[i]];
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		if (reg == &refused_region) {
+			k += (size_t)__builtin_popcount(scaled);
+			s->srv->dropped++;
+			continue;
+		}
+		(*counted)++;
+		if (reg != last) {
+			/* Create every slot first: creating one may move the others. */
+			for (size_t j = 0; j < ne; j++)
+				if (!region_event(reg, t->ev_id[j]))
+					return -ENOMEM;
+			last = reg;
+		}
+		reg->count++;
+		stats_add(&reg->wall, b->wall_ns[i]);
+		for (size_t j = 0; j < ne; j++)
+			stats_add(&reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+		if (scaled)
+			count_scaled(t, b, reg, scaled, &k);
+	}
+	return 0;
+}
+
+/* Distinct region ids of a batch counted with no allocation, and their accumulators (one per
+ * column: the wall time, then each event). */
+#define BATCH_STACK_REGIONS 32
+#define BATCH_STACK_ACCS 160
+
+struct batch_region {
+	struct region_agg *reg; /* NULL: refused (--max-regions) */
+	uint32_t id;
+	size_t first; /* its first sample in the batch */
+};
+
+/* Client region id -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the
+ * daemon is one thread). */
+static uint16_t batch_slot[SESSION_MAX_REGION_ID + 1];
+_Static_assert(SESSION_MAX_REGION_ID <= UINT16_MAX, "batch_slot holds 1 + a region index");
+
+/* @b fits the accumulators: no value over STATS_ACC_MAX_VALUE, not too many samples. */
+static bool
+batch_fits_acc(const Pmc__SampleBatch *b)
+{
+	uint64_t all = 0;
+	if (b->n_region > STATS_ACC_MAX_COUNT)
+		return false;
+	for (size_t i = 0; i < b->n_wall_ns; i++)
+		all |= b->wall_ns[i];
+	for (size_t i = 0; i < b->n_values; i++)
+		all |= b->values[i];
+	return all <= STATS_ACC_MAX_VALUE;
+}
+
+/*
+ * Counts a checked batch with one stats_acc per (distinct region, column), opened on the
+ * aggregates before the sample loop and folded in after it: per sample no lookup of event
+ * slots, no allocation check and no division. Returns 0, -ENOMEM, or -EAGAIN (nothing
+ * counted) when the batch does not fit the accumulators or their memory cannot be had.
+ */
+static int
+count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
+                  size_t *counted)
+{
+	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
+	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
+	size_t n = b->n_region, ne = t->n, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
+	int r = -EAGAIN;
+
+	if (!batch_fits_acc(b))
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = b->region[i];
+		if (batch_slot[id])
+			continue;
+		if (nr == cap) {
+			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
+			                                        : realloc(br, 2 * cap * sizeof(*v));
+			if (!v)
+				goto out;
+			if (br == stack_br)
+				memcpy(v, stack_br, sizeof(stack_br));
+			br = v;
+			cap *= 2;
+		}
+		struct region_agg *reg = s->ids[id];
+		br[nr] = (struct batch_region){reg == &refused_region ? NULL : reg, id, i};
+		batch_slot[id] = (uint16_t)++nr;
+	}
+	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
+		goto out;
+	/* Create every slot first: creating one may move the others. */
+	for (size_t x = 0; x < nr; x++)
+		for (size_t j = 0; br[x].reg && j < ne; j++)
+			if (!region_event(br[x].reg, t->ev_id[j])) {
+				r = -ENOMEM;
+				goto out;
+			}
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		struct stats_acc *a = acc + x * na;
+		size_t i = br[x].first;
+		if (!reg)
+			continue;
+		/* A histogram that cannot be allocated misses the samples, as with stats_add(). */
+		stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+	}
+
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t x = batch_slot[b->region[i]] - 1u;
+		struct region_agg *reg = br[x].reg;
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		if (!reg) {
+			k += (size_t)__builtin_popcount(scaled);
+			s->srv->dropped++;
+			continue;
+		}
+		(*counted)++;
+		reg->count++;
+		struct stats_acc *a = acc + x * na;
+		const uint64_t *v = b->values + i * ne;
+		stats_acc_add(&a[0], b->wall_ns[i]);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_add(&a[1 + j], v[j]);
+		if (scaled)
+			count_scaled(t, b, reg, scaled, &k);
+	}
+
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		const struct stats_acc *a = acc + x * na;
+		if (!reg)
+			continue;
+		stats_acc_fold(&reg->wall, &a[0]);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_fold(&reg->ev[t->ev_id[j]].st, &a[1 + j]);
+	}
+	r = 0;
+out:
+	for (size_t x = 0; x < nr; x++)
+		batch_slot[br[x].id] = 0;
+	if (br != stack_br)
+		free(br);
+	if (acc != stack_acc)
+		free(acc);
+	return r;
+}
+
 static int
 handle_batch(struct session *s, const Pmc__SampleBatch *b)
 {
@@ -452,38 +629,12 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 		return 0;
 	}
 
-	struct event_agg *ev[PERF_MAX_EVENTS];
-	struct region_agg *last = NULL;
-	size_t k = 0, counted = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct region_agg *reg = s->ids[b->region[i]];
-		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
-		if (reg == &refused_region) {
-			k += (size_t)__builtin_popcount(scaled);
-			s->srv->dropped++;
-			continue;
-		}
-		counted++;
-		if (reg != last) {
-			/* Create every slot first: creating one may move the others. */
-			for (size_t j = 0; j < ne; j++)
-				if (!region_event(reg, t->ev_id[j]))
-					return -ENOMEM;
-			for (size_t j = 0; j < ne; j++)
-				ev[j] = &reg->ev[t->ev_id[j]];
-			last = reg;
-		}
-		reg->count++;
-		stats_add(&reg->wall, b->wall_ns[i]);
-		for (size_t j = 0; j < ne; j++) {
-			stats_add(&ev[j]->st, b->values[i * ne + j]);
-			if (scaled & (UINT32_C(1) << j)) {
-				float ratio = b->scale_ratio[k++];
-				ev[j]->scaled++;
-				ev[j]->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
-			}
-		}
-	}
+	size_t counted = 0;
+	r = count_accumulated(s, t, b, &counted);
+	if (r == -EAGAIN)
+		r = count_samples(s, t, b, &counted);
+	if (r < 0)
+		return r;
 	s->srv->samples += counted;
 	s->srv->batches++;
 	return 0;
@@ -824,9 +975,15 @@ session_dispatch_one(struct session *s)
 			         (int)s->pid);
 		return (int)len;
 	}
-	Pmc__Request *req = NULL;
-	int r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req);
-	if (r < 0) {
+	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
+	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
+	Pmc__SampleBatch fast_batch;
+	int r = 0;
+	if (batch_decode(s->srv->rxbuf, (size_t)len, &fast_batch) == 0) {
+		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+		fast.sample_batch = &fast_batch;
+		req = &fast;
+	} else if ((r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
 		log_warn("pid %d: malformed request (%zd bytes): closing the connection",
 		         (int)s->pid, len);
 		return r;
@@ -840,7 +997,8 @@ session_dispatch_one(struct session *s)
 	} else {
 		r = handlers[c].fn(s, req);
 	}
-	pmc__request__free_unpacked(req, NULL);
+	if (req != &fast)
+		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;
 }
 

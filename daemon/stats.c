@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* log2 of the number of linear sub-buckets per power of two. */
-#define SUB_BITS 4u
+#define SUB_BITS STATS_SUB_BITS
 #define SUB_COUNT (1u << SUB_BITS)
 
 _Static_assert(STATS_BUCKETS == (64u - SUB_BITS + 1u) * SUB_COUNT, "STATS_BUCKETS mismatch");
@@ -18,18 +17,6 @@ static uint64_t
 sat_add(uint64_t a, uint64_t b)
 {
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-unsigned
-stats_bucket(uint64_t v)
-{
-	unsigned e;
-
-	if (v < SUB_COUNT)
-		return (unsigned)v;
-	e = 63u - (unsigned)__builtin_clzll(v);
-	return ((e - SUB_BITS + 1u) << SUB_BITS) |
-	       (unsigned)((v >> (e - SUB_BITS)) & (SUB_COUNT - 1u));
 }
 
 uint64_t
@@ -100,6 +87,56 @@ stats_add(struct stats *s, uint64_t v)
 		return r;
 	s->hist[stats_bucket(v)]++;
 	return 0;
+}
+
+int
+stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift)
+{
+	int r = hist_ensure(s);
+
+	a->sum = 0;
+	a->sq = 0;
+	a->shift = shift;
+	a->count = 0;
+	a->min = UINT64_MAX;
+	a->max = 0;
+	a->hist = s->hist;
+	return r;
+}
+
+void
+stats_acc_fold(struct stats *s, const struct stats_acc *a)
+{
+	long double n, s1, mean, m2, na, nt, delta;
+
+	if (a->count == 0)
+		return;
+	/* Exact: s1 = sum(v - shift), |s1| < 2^75. Then one rounding per moment. */
+	n = (long double)a->count;
+	s1 = (long double)(stats_i128)(a->sum - (stats_u128)a->count * a->shift);
+	mean = (long double)a->shift + s1 / n;
+	m2 = (long double)a->sq - s1 * (s1 / n);
+	if (!(m2 > 0))
+		m2 = 0;
+
+	if (s->count == 0) {
+		s->min = a->min;
+		s->max = a->max;
+		s->mean = (double)mean;
+		s->m2 = (double)m2;
+	} else {
+		if (a->min < s->min)
+			s->min = a->min;
+		if (a->max > s->max)
+			s->max = a->max;
+		na = (long double)s->count;
+		nt = na + n;
+		delta = mean - (long double)s->mean;
+		s->mean = (double)((long double)s->mean + delta * (n / nt));
+		s->m2 = (double)((long double)s->m2 + m2 + delta * delta * (na * n / nt));
+	}
+	s->count += a->count;
+	s->sum = sat_add(s->sum, a->sum > UINT64_MAX ? UINT64_MAX : (uint64_t)a->sum);
 }
 
 int

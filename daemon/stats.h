@@ -1,7 +1,9 @@
 /* stats: a streaming aggregate of uint64 samples, one per (process, region, event) in the
  * daemon. Keeps count, saturating sum, min, max, Welford's running mean and variance, and a
  * bounded log-linear histogram from which approximate quantiles are read. Two aggregates can
- * be merged exactly. Not thread-safe: the caller serialises access to one struct stats. */
+ * be merged exactly. Samples come one at a time (stats_add()) or, without a division per
+ * sample, gathered in a struct stats_acc and folded in at once (stats_acc_fold()). Not
+ * thread-safe: the caller serialises access to one struct stats. */
 #pragma once
 
 #include <stddef.h>
@@ -16,6 +18,8 @@
  * value. Groups 4..63 give 60 * 16 buckets after the first 16, 976 in all.
  */
 #define STATS_BUCKETS 976u
+/* log2 of the number of linear sub-buckets per power of two. */
+#define STATS_SUB_BITS 4u
 
 /**
  * struct stats - streaming aggregate of uint64 samples
@@ -124,7 +128,17 @@ size_t stats_memory(const struct stats *s);
  * @v: the value
  * Return: the bucket index, below STATS_BUCKETS; non-decreasing in @v.
  */
-unsigned stats_bucket(uint64_t v);
+static inline unsigned
+stats_bucket(uint64_t v)
+{
+	unsigned e;
+
+	if (v < (1u << STATS_SUB_BITS))
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	return ((e - STATS_SUB_BITS + 1u) << STATS_SUB_BITS) |
+	       (unsigned)((v >> (e - STATS_SUB_BITS)) & ((1u << STATS_SUB_BITS) - 1u));
+}
 
 /**
  * stats_bucket_low() - smallest value in a bucket
@@ -139,3 +153,90 @@ uint64_t stats_bucket_low(unsigned b);
  * Return: the highest value v with stats_bucket(v) == @b (UINT64_MAX for the last bucket).
  */
 uint64_t stats_bucket_high(unsigned b);
+
+/*
+ * Batch accumulation. stats_add() divides once per sample (Welford's running mean). A caller
+ * with many samples at once gathers them in a struct stats_acc instead, in integers only, and
+ * folds the accumulator into the aggregate once:
+ *
+ *	stats_acc_begin(&a, &s, first);		(first: any value near the samples)
+ *	stats_acc_add(&a, v);			(for each sample v)
+ *	stats_acc_fold(&s, &a);
+ *
+ * Every value added must be at most STATS_ACC_MAX_VALUE (as must the shift given to
+ * stats_acc_begin()), and at most STATS_ACC_MAX_COUNT values go into one accumulator: then
+ * its sums are exact (no overflow in 128 bits). Several accumulators may be open on one
+ * aggregate at once (they fold in one after the other); between stats_acc_begin() and
+ * stats_acc_fold() the aggregate must not be freed.
+ */
+#define STATS_ACC_MAX_VALUE ((UINT64_C(1) << 53) - 1u)
+#define STATS_ACC_MAX_COUNT (UINT64_C(1) << 22)
+
+__extension__ typedef unsigned __int128 stats_u128;
+__extension__ typedef __int128 stats_i128;
+
+/**
+ * struct stats_acc - samples gathered for one aggregate, not yet folded in
+ * @sum: exact sum of the values
+ * @sq: exact sum of the squared deviations (v - @shift)^2
+ * @shift: the origin of the deviations: the first value, or one near the samples
+ * @count: number of values added
+ * @min: smallest value added (UINT64_MAX while @count is 0)
+ * @max: largest value added (0 while @count is 0)
+ * @hist: the aggregate's histogram, counted directly; NULL if it could not be allocated
+ *
+ * Filled by stats_acc_begin() and stats_acc_add(); read by stats_acc_fold().
+ */
+struct stats_acc {
+	stats_u128 sum, sq;
+	uint64_t shift, count, min, max;
+	uint64_t *hist;
+};
+
+/**
+ * stats_acc_begin() - open an empty accumulator for @s
+ * @a: the accumulator, caller-owned; any previous contents are overwritten
+ * @s: the aggregate the samples are for
+ * @shift: origin of the deviations, at most STATS_ACC_MAX_VALUE: the first sample, or any
+ *         value within the samples' range (the fold is exact enough for any such value)
+ *
+ * Allocates @s's histogram if it has none, so that stats_acc_add() allocates nothing; if
+ * that fails the samples are gathered anyway and only miss the histogram (as with
+ * stats_add()).
+ * Return: 0, or -ENOMEM when the histogram could not be allocated.
+ */
+int stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift);
+
+/**
+ * stats_acc_add() - gather one sample
+ * @a: an accumulator opened by stats_acc_begin()
+ * @v: the sample, at most STATS_ACC_MAX_VALUE; at most STATS_ACC_MAX_COUNT per accumulator
+ *
+ * Counts @v in the aggregate's histogram at once; everything else waits for
+ * stats_acc_fold(). No division, no allocation, no failure.
+ */
+static inline void
+stats_acc_add(struct stats_acc *a, uint64_t v)
+{
+	int64_t d = (int64_t)(v - a->shift);
+
+	a->count++;
+	a->sum += v;
+	a->sq += (stats_u128)((stats_i128)d * d);
+	a->min = v < a->min ? v : a->min;
+	a->max = v > a->max ? v : a->max;
+	if (a->hist)
+		a->hist[stats_bucket(v)]++;
+}
+
+/**
+ * stats_acc_fold() - add the samples gathered in @a to @s
+ * @s: the aggregate @a was opened for
+ * @a: the accumulator, left unchanged; an empty one changes nothing
+ *
+ * The result is what stats_add() of each of @a's samples would give: count, sum
+ * (saturating), min and max exactly, the histogram already (stats_acc_add()), mean and m2 up
+ * to floating-point rounding: @a's mean and sum of squared deviations are derived from its
+ * exact sums with one rounding each, then merged by the parallel formula of stats_merge().
+ */
+void stats_acc_fold(struct stats *s, const struct stats_acc *a);
