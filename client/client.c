@@ -166,6 +166,40 @@ on_fork_child(void)
 	atomic_fetch_add(&G.gen, 1);
 }
 
+/* Connects to the daemon at @path and says Hello.
+ * Return: the socket (non-blocking), or -errno; *@hello_failed tells a failed Hello
+ * from a failed connect, and @why holds the daemon's words when it refused. */
+static int
+daemon_connect(const char *path, int *hello_failed, char *why, size_t why_len)
+{
+	*hello_failed = 0;
+	*why = 0;
+	int fd = wire_connect(path);
+	if (fd < 0)
+		return fd;
+	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	Pmc__Hello h = PMC__HELLO__INIT;
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.client = "libpmcclient";
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	Pmc__Response *resp = NULL;
+	int r = wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+	if (r == 0 && resp->error) {
+		snprintf(why, why_len, "%s", resp->message);
+		r = -EPROTO;
+	}
+	if (resp)
+		pmc__response__free_unpacked(resp, NULL);
+	if (r < 0) {
+		close(fd);
+		*hello_failed = 1;
+		return r;
+	}
+	return fd;
+}
+
 /* Called with G.lock held. */
 static void
 connect_locked(void)
@@ -190,35 +224,20 @@ connect_locked(void)
 	if (!path || !*path)
 		path = PMC_DEFAULT_SOCKET;
 
-	int fd = wire_connect(path);
+	char why[256] = "";
+	int hello_failed = 0;
+	int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
 	if (fd < 0) {
-		warn_once("profiling disabled: cannot connect to pmcdaemon at %s: %s (is pmcdaemon "
-		          "running? set PMC_SOCKET, or PMC_DISABLE=1 to silence this)",
-		          path, strerror(-fd));
-		atomic_store(&G.state, ST_OFF);
-		return;
-	}
-	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-
-	Pmc__Hello h = PMC__HELLO__INIT;
-	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
-	h.client = "libpmcclient";
-	Pmc__Request req = PMC__REQUEST__INIT;
-	req.body_case = PMC__REQUEST__BODY_HELLO;
-	req.hello = &h;
-	Pmc__Response *resp = NULL;
-	int r = wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
-	if (r == 0 && resp->error) {
-		warn_once("profiling disabled: pmcdaemon at %s refused: %s", path, resp->message);
-		r = -1;
-	} else if (r < 0) {
-		warn_once("profiling disabled: no answer from pmcdaemon at %s: %s", path,
-		          strerror(-r));
-	}
-	if (resp)
-		pmc__response__free_unpacked(resp, NULL);
-	if (r < 0) {
-		close(fd);
+		if (!hello_failed)
+			warn_once("profiling disabled: cannot connect to pmcdaemon at %s: %s (is "
+			          "pmcdaemon running? set PMC_SOCKET, or PMC_DISABLE=1 to silence "
+			          "this)",
+			          path, strerror(-fd));
+		else if (*why)
+			warn_once("profiling disabled: pmcdaemon at %s refused: %s", path, why);
+		else
+			warn_once("profiling disabled: no answer from pmcdaemon at %s: %s", path,
+			          strerror(-fd));
 		atomic_store(&G.state, ST_OFF);
 		return;
 	}
@@ -616,26 +635,11 @@ reconnect_main(void *arg)
 		const char *path = G.path;
 		pthread_mutex_unlock(&G.lock);
 
-		int fd = wire_connect(path);
+		int hello_failed;
+		char why[256];
+		int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
 		if (fd < 0)
 			continue;
-		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-		Pmc__Hello h = PMC__HELLO__INIT;
-		h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
-		h.client = "libpmcclient";
-		Pmc__Request req = PMC__REQUEST__INIT;
-		req.body_case = PMC__REQUEST__BODY_HELLO;
-		req.hello = &h;
-		Pmc__Response *resp = NULL;
-		int r = wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
-		if (r == 0 && resp->error)
-			r = -EPROTO;
-		if (resp)
-			pmc__response__free_unpacked(resp, NULL);
-		if (r < 0) {
-			close(fd);
-			continue;
-		}
 		pthread_mutex_lock(&G.lock);
 		if (atomic_load(&G.state) == ST_LOST) {
 			G.fd = fd;

@@ -41,20 +41,6 @@
 
 static size_t pagesz;
 
-static void
-touch_fresh(long n)
-{
-	unsigned char *m = mmap(NULL, (size_t)n * pagesz, PROT_READ | PROT_WRITE,
-	                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED) {
-		perror("mmap");
-		exit(1);
-	}
-	for (long i = 0; i < n; i++)
-		((volatile unsigned char *)m)[(size_t)i * pagesz] = 1;
-	munmap(m, (size_t)n * pagesz);
-}
-
 /* The mapping is made outside the region so that only the writes are counted. */
 static unsigned char *
 map_pages(long n)
@@ -204,7 +190,9 @@ main(int argc, char **argv)
 		pmc_region_t r = pmc_region("spin");
 		uint64_t cpu = 0;
 		volatile uint64_t x = 1;
-		touch_fresh(1);
+		unsigned char *warm = map_pages(1);
+		write_pages(warm, 1);
+		munmap(warm, pagesz);
 		for (long c = 0; c < k; c++) {
 			uint64_t c0 = thread_cpu_ns();
 			pmc_begin(r);
