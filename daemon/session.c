@@ -467,19 +467,21 @@ count_samples(struct session *s, const struct session_thread *t, const Pmc__Samp
 	return 0;
 }
 
-/* Distinct region ids of a batch counted with no allocation, and their accumulators (one per
- * column: the wall time, then each event). */
+/* What a batch may have without allocating: distinct region ids, accumulators (one per
+ * region and column: the wall time, then each event), samples. */
 #define BATCH_STACK_REGIONS 32
 #define BATCH_STACK_ACCS 160
+#define BATCH_STACK_SAMPLES 2048
 
 struct batch_region {
 	struct region_agg *reg; /* NULL: refused (--max-regions) */
 	uint32_t id;
-	size_t first; /* its first sample in the batch */
+	uint32_t n;          /* its samples in the batch */
+	uint32_t start, end; /* where they are in the grouped order */
 };
 
 /* Client region id -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the
- * daemon is one thread). */
+ * daemon is one thread, and no batch is handled inside another). */
 static uint16_t batch_slot[SESSION_MAX_REGION_ID + 1];
 _Static_assert(SESSION_MAX_REGION_ID <= UINT16_MAX, "batch_slot holds 1 + a region index");
 
@@ -487,21 +489,27 @@ _Static_assert(SESSION_MAX_REGION_ID <= UINT16_MAX, "batch_slot holds 1 + a regi
 static bool
 batch_fits_acc(const Pmc__SampleBatch *b)
 {
-	uint64_t all = 0;
+	uint64_t all = 0, x[4] = {0, 0, 0, 0};
+	size_t i = 0;
 	if (b->n_region > STATS_ACC_MAX_COUNT)
 		return false;
-	for (size_t i = 0; i < b->n_wall_ns; i++)
+	for (i = 0; i < b->n_wall_ns; i++)
 		all |= b->wall_ns[i];
-	for (size_t i = 0; i < b->n_values; i++)
+	/* Four chains: one would take a cycle per value. */
+	for (i = 0; i + 4 <= b->n_values; i += 4)
+		for (size_t j = 0; j < 4; j++)
+			x[j] |= b->values[i + j];
+	for (; i < b->n_values; i++)
 		all |= b->values[i];
-	return all <= STATS_ACC_MAX_VALUE;
+	return (all | x[0] | x[1] | x[2] | x[3]) <= STATS_ACC_MAX_VALUE;
 }
 
 /*
- * Counts a checked batch with one stats_acc per (distinct region, column), opened on the
- * aggregates before the sample loop and folded in after it: per sample no lookup of event
- * slots, no allocation check and no division. Returns 0, -ENOMEM, or -EAGAIN (nothing
- * counted) when the batch does not fit the accumulators or their memory cannot be had.
+ * Counts a checked batch region by region: the samples are grouped by region (a counting
+ * sort), then the values of each region and column go through one stats_acc, opened on the
+ * aggregate before anything is counted and folded in at the end. Per value: no lookup, no
+ * allocation, no division, and one histogram in use at a time. Returns 0, -ENOMEM, or -EAGAIN
+ * (nothing counted) when the batch does not fit the accumulators or memory is short.
  */
 static int
 count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
@@ -509,6 +517,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 {
 	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
 	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
+	uint32_t stack_order[BATCH_STACK_SAMPLES], *order = stack_order;
 	size_t n = b->n_region, ne = t->n, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
 	int r = -EAGAIN;
 
@@ -516,8 +525,10 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = b->region[i];
-		if (batch_slot[id])
+		if (batch_slot[id]) {
+			br[batch_slot[id] - 1u].n++;
 			continue;
+		}
 		if (nr == cap) {
 			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
 			                                        : realloc(br, 2 * cap * sizeof(*v));
@@ -529,9 +540,11 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 			cap *= 2;
 		}
 		struct region_agg *reg = s->ids[id];
-		br[nr] = (struct batch_region){reg == &refused_region ? NULL : reg, id, i};
+		br[nr] = (struct batch_region){reg == &refused_region ? NULL : reg, id, 1, 0, 0};
 		batch_slot[id] = (uint16_t)++nr;
 	}
+	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
+		goto out;
 	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
 		goto out;
 	/* Create every slot first: creating one may move the others. */
@@ -541,39 +554,52 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 				r = -ENOMEM;
 				goto out;
 			}
+	/* The samples grouped by region, each group in batch order. */
+	for (size_t x = 0, at = 0; x < nr; x++) {
+		br[x].start = br[x].end = (uint32_t)at;
+		at += br[x].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[br[batch_slot[b->region[i]] - 1u].end++] = (uint32_t)i;
+	/* A histogram that cannot be allocated: stats_add() counts the batch without it. */
 	for (size_t x = 0; x < nr; x++) {
 		struct region_agg *reg = br[x].reg;
 		struct stats_acc *a = acc + x * na;
-		size_t i = br[x].first;
+		size_t i = order[br[x].start];
 		if (!reg)
 			continue;
-		/* A histogram that cannot be allocated misses the samples, as with stats_add(). */
-		stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]);
+		if (stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]) < 0)
+			goto out;
 		for (size_t j = 0; j < ne; j++)
-			stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+			if (stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st,
+			                    b->values[i * ne + j]) < 0)
+				goto out;
 	}
 
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		size_t x = batch_slot[b->region[i]] - 1u;
+	for (size_t x = 0; x < nr; x++) {
 		struct region_agg *reg = br[x].reg;
-		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		struct stats_acc *a = acc + x * na;
+		const uint32_t *rows = order + br[x].start;
 		if (!reg) {
-			k += (size_t)__builtin_popcount(scaled);
-			s->srv->dropped++;
+			s->srv->dropped += br[x].n;
 			continue;
 		}
-		(*counted)++;
-		reg->count++;
-		struct stats_acc *a = acc + x * na;
-		const uint64_t *v = b->values + i * ne;
-		stats_acc_add(&a[0], b->wall_ns[i]);
+		*counted += br[x].n;
+		reg->count += br[x].n;
+		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
 		for (size_t j = 0; j < ne; j++)
-			stats_acc_add(&a[1 + j], v[j]);
-		if (scaled)
-			count_scaled(t, b, reg, scaled, &k);
+			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
 	}
-
+	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
+		uint32_t scaled = b->scaled[i];
+		struct region_agg *reg = br[batch_slot[b->region[i]] - 1u].reg;
+		if (!scaled)
+			continue;
+		if (reg)
+			count_scaled(t, b, reg, scaled, &k);
+		else
+			k += (size_t)__builtin_popcount(scaled);
+	}
 	for (size_t x = 0; x < nr; x++) {
 		struct region_agg *reg = br[x].reg;
 		const struct stats_acc *a = acc + x * na;
@@ -591,6 +617,8 @@ out:
 		free(br);
 	if (acc != stack_acc)
 		free(acc);
+	if (order != stack_order)
+		free(order);
 	return r;
 }
 

@@ -105,35 +105,110 @@ stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift)
 }
 
 void
+stats_acc_gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t *idx,
+                 size_t n)
+{
+	stats_u128 sq = a->sq;
+	uint64_t shift = a->shift, lo = a->min, hi = a->max, *hist = a->hist, run = 0;
+	unsigned last;
+
+	if (n == 0)
+		return;
+	/*
+	 * Counting each sample into the histogram as it comes would chain the increments of a
+	 * bucket through memory (store, then load) when many samples share it, as counts of
+	 * rare events do: count the run in a register instead.
+	 */
+	last = stats_bucket(base[(size_t)idx[0] * stride]);
+	for (size_t k = 0; k < n;) {
+		/* Values below 2^53: the sum of 2^11 of them fits in 64 bits. */
+		size_t stop = n - k > 2048 ? k + 2048 : n;
+		uint64_t sum = 0;
+
+		for (; k < stop; k++) {
+			uint64_t v = base[(size_t)idx[k] * stride];
+			int64_t d = (int64_t)(v - shift);
+			unsigned bucket = stats_bucket(v);
+
+			sum += v;
+			sq += (stats_u128)((stats_i128)d * d);
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+			if (bucket != last) {
+				hist[last] += run;
+				last = bucket;
+				run = 0;
+			}
+			run++;
+		}
+		a->sum += sum;
+	}
+	hist[last] += run;
+	a->sq = sq;
+	a->min = lo;
+	a->max = hi;
+	a->count += n;
+}
+
+/* x in 64-bit precision; libgcc's 128-bit conversion only when it needs more than 64 bits. */
+static long double
+ld_i128(stats_i128 x)
+{
+	return x >= INT64_MIN && x <= INT64_MAX ? (long double)(int64_t)x : (long double)x;
+}
+
+static long double
+ld_u128(stats_u128 x)
+{
+	return x <= UINT64_MAX ? (long double)(uint64_t)x : (long double)x;
+}
+
+void
 stats_acc_fold(struct stats *s, const struct stats_acc *a)
 {
-	long double n, s1, mean, m2, na, nt, delta;
+	/* Exact: s1 = sum(v - shift), |s1| < 2^75; sq < 2^128. */
+	stats_i128 s1i = (stats_i128)(a->sum - (stats_u128)a->count * a->shift);
+	long double s1, q, m2, na, nb, f, delta;
 
 	if (a->count == 0)
 		return;
-	/* Exact: s1 = sum(v - shift), |s1| < 2^75. Then one rounding per moment. */
-	n = (long double)a->count;
-	s1 = (long double)(stats_i128)(a->sum - (stats_u128)a->count * a->shift);
-	mean = (long double)a->shift + s1 / n;
-	m2 = (long double)a->sq - s1 * (s1 / n);
+	/* One rounding each in 64-bit precision: sq - s1^2 / n cancels at most a factor 2n. */
+	s1 = ld_i128(s1i);
+	nb = (long double)a->count;
+	q = s1 / nb;
+	m2 = ld_u128(a->sq) - s1 * q;
 	if (!(m2 > 0))
 		m2 = 0;
 
 	if (s->count == 0) {
 		s->min = a->min;
 		s->max = a->max;
-		s->mean = (double)mean;
+		s->mean = (double)((long double)a->shift + q);
 		s->m2 = (double)m2;
 	} else {
+		/*
+		 * The parallel formula of stats_merge() in 64-bit precision. While @s's sum is
+		 * exact (not saturated) the means come from the sums, and their difference from
+		 * exact integers, not from the rounded means: then the result is as exact as if
+		 * every sample had come in one accumulator.
+		 */
 		if (a->min < s->min)
 			s->min = a->min;
 		if (a->max > s->max)
 			s->max = a->max;
 		na = (long double)s->count;
-		nt = na + n;
-		delta = mean - (long double)s->mean;
-		s->mean = (double)((long double)s->mean + delta * (n / nt));
-		s->m2 = (double)((long double)s->m2 + m2 + delta * delta * (na * n / nt));
+		f = nb / (na + nb);
+		if (s->sum < UINT64_MAX) {
+			stats_i128 t =
+			        (stats_i128)((stats_u128)a->shift * s->count) - (stats_i128)s->sum;
+
+			delta = ld_i128(t) / na + q; /* (shift - sum / na) + q */
+			s->mean = (double)(ld_u128((stats_u128)s->sum + a->sum) / (na + nb));
+		} else {
+			delta = ((long double)a->shift - (long double)s->mean) + q;
+			s->mean = (double)((long double)s->mean + delta * f);
+		}
+		s->m2 = (double)((long double)s->m2 + m2 + delta * delta * na * f);
 	}
 	s->count += a->count;
 	s->sum = sat_add(s->sum, a->sum > UINT64_MAX ? UINT64_MAX : (uint64_t)a->sum);

@@ -131,13 +131,14 @@ size_t stats_memory(const struct stats *s);
 static inline unsigned
 stats_bucket(uint64_t v)
 {
-	unsigned e;
+	/*
+	 * Without a branch: with s = e - 4 for v >= 16 (e its leading bit) and s = 0 below,
+	 * v >> s is 16 + the sub-bucket for v >= 16 and v itself below, so (s << 4) + (v >> s)
+	 * is the layout above in both cases.
+	 */
+	unsigned s = (63u ^ (unsigned)__builtin_clzll(v | (1u << STATS_SUB_BITS))) - STATS_SUB_BITS;
 
-	if (v < (1u << STATS_SUB_BITS))
-		return (unsigned)v;
-	e = 63u - (unsigned)__builtin_clzll(v);
-	return ((e - STATS_SUB_BITS + 1u) << STATS_SUB_BITS) |
-	       (unsigned)((v >> (e - STATS_SUB_BITS)) & ((1u << STATS_SUB_BITS) - 1u));
+	return (s << STATS_SUB_BITS) + (unsigned)(v >> s);
 }
 
 /**
@@ -160,7 +161,7 @@ uint64_t stats_bucket_high(unsigned b);
  * folds the accumulator into the aggregate once:
  *
  *	stats_acc_begin(&a, &s, first);		(first: any value near the samples)
- *	stats_acc_add(&a, v);			(for each sample v)
+ *	stats_acc_add(&a, v);			(for each sample v, or stats_acc_gather())
  *	stats_acc_fold(&s, &a);
  *
  * Every value added must be at most STATS_ACC_MAX_VALUE (as must the shift given to
@@ -183,9 +184,10 @@ __extension__ typedef __int128 stats_i128;
  * @count: number of values added
  * @min: smallest value added (UINT64_MAX while @count is 0)
  * @max: largest value added (0 while @count is 0)
- * @hist: the aggregate's histogram, counted directly; NULL if it could not be allocated
+ * @hist: the aggregate's histogram, counted directly
  *
- * Filled by stats_acc_begin() and stats_acc_add(); read by stats_acc_fold().
+ * Filled by stats_acc_begin(), stats_acc_add() and stats_acc_gather(); read by
+ * stats_acc_fold().
  */
 struct stats_acc {
 	stats_u128 sum, sq;
@@ -200,10 +202,9 @@ struct stats_acc {
  * @shift: origin of the deviations, at most STATS_ACC_MAX_VALUE: the first sample, or any
  *         value within the samples' range (the fold is exact enough for any such value)
  *
- * Allocates @s's histogram if it has none, so that stats_acc_add() allocates nothing; if
- * that fails the samples are gathered anyway and only miss the histogram (as with
- * stats_add()).
- * Return: 0, or -ENOMEM when the histogram could not be allocated.
+ * Allocates @s's histogram if it has none, so that stats_acc_add() allocates nothing.
+ * Return: 0, or -ENOMEM when the histogram could not be allocated: then @a must not be used
+ * (stats_add() takes samples without a histogram).
  */
 int stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift);
 
@@ -225,9 +226,23 @@ stats_acc_add(struct stats_acc *a, uint64_t v)
 	a->sq += (stats_u128)((stats_i128)d * d);
 	a->min = v < a->min ? v : a->min;
 	a->max = v > a->max ? v : a->max;
-	if (a->hist)
-		a->hist[stats_bucket(v)]++;
+	a->hist[stats_bucket(v)]++;
 }
+
+/**
+ * stats_acc_gather() - gather the samples @base[@idx[k] * @stride] for k < @n
+ * @a: an accumulator opened by stats_acc_begin()
+ * @base: the first value of the column
+ * @stride: distance between two rows of the column, in values
+ * @idx: @n row indices
+ * @n: number of samples; each at most STATS_ACC_MAX_VALUE, at most STATS_ACC_MAX_COUNT in
+ *     @a in all
+ *
+ * The same as stats_acc_add() of each sample in turn, faster: the sums stay in registers and
+ * a run of samples that fall in one histogram bucket is counted with one store.
+ */
+void stats_acc_gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t *idx,
+                      size_t n);
 
 /**
  * stats_acc_fold() - add the samples gathered in @a to @s
@@ -236,7 +251,9 @@ stats_acc_add(struct stats_acc *a, uint64_t v)
  *
  * The result is what stats_add() of each of @a's samples would give: count, sum
  * (saturating), min and max exactly, the histogram already (stats_acc_add()), mean and m2 up
- * to floating-point rounding: @a's mean and sum of squared deviations are derived from its
- * exact sums with one rounding each, then merged by the parallel formula of stats_merge().
+ * to floating-point rounding, and nearer the exact ones than stats_add()'s running mean gets
+ * (which loses digits when the values are large next to their spread): @a's mean and m2 come
+ * from its exact sums with one rounding each, merged by the parallel formula of stats_merge()
+ * in 64-bit precision and, while @s's sum has not saturated, from @s's exact sum.
  */
 void stats_acc_fold(struct stats *s, const struct stats_acc *a);

@@ -1,5 +1,6 @@
 /* Unit tests for daemon/stats.c: exact moments, histogram layout, quantile accuracy, merge,
- * saturation and reset. Prints "ok N - name" per test; exits 1 at the first failed check. */
+ * saturation and reset, and the batch accumulators (struct stats_acc) against stats_add().
+ * Prints "ok N - name" per test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -569,6 +570,384 @@ test_reset(void)
 	stats_free(&fresh);
 }
 
+/* The bucket formula stats_bucket() had before it lost its branch. */
+static unsigned
+bucket_reference(uint64_t v)
+{
+	unsigned e;
+
+	if (v < 16)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	return ((e - 3u) << 4) | (unsigned)((v >> (e - 4u)) & 15u);
+}
+
+static void
+test_bucket_reference(void)
+{
+	uint64_t seed = 5, v;
+	unsigned k;
+	int d;
+
+	for (v = 0; v < 70000; v++)
+		CHECK(stats_bucket(v) == bucket_reference(v));
+	for (k = 0; k < 64; k++)
+		for (d = -2; d <= 2; d++) {
+			v = POW2(k) + (uint64_t)(int64_t)d;
+			CHECK(stats_bucket(v) == bucket_reference(v));
+		}
+	for (k = 0; k < 200000; k++) {
+		v = rng_next(&seed) >> (k % 64);
+		CHECK(stats_bucket(v) == bucket_reference(v));
+	}
+	CHECK(stats_bucket(UINT64_MAX) == bucket_reference(UINT64_MAX));
+}
+
+/* How an accumulator's shift is picked from the values of its piece. */
+enum shift_mode { SHIFT_FIRST, SHIFT_MIN, SHIFT_MAX, SHIFT_MID };
+
+static uint64_t
+pick_shift(const uint64_t *v, size_t n, enum shift_mode mode)
+{
+	uint64_t lo = v[0], hi = v[0];
+	size_t i;
+
+	for (i = 1; i < n; i++) {
+		lo = v[i] < lo ? v[i] : lo;
+		hi = v[i] > hi ? v[i] : hi;
+	}
+	switch (mode) {
+	case SHIFT_MIN:
+		return lo;
+	case SHIFT_MAX:
+		return hi;
+	case SHIFT_MID:
+		return lo + (hi - lo) / 2;
+	default:
+		return v[0];
+	}
+}
+
+/* @v[0..n) into @s in pieces of @piece samples, one accumulator each, as the daemon does per
+ * batch; with @gather, through stats_acc_gather() in two interleaved halves. */
+static void
+acc_pieces(struct stats *s, const uint64_t *v, size_t n, size_t piece, enum shift_mode mode,
+           int gather)
+{
+	uint32_t *idx = malloc((piece + 1) * sizeof(*idx));
+	struct stats_acc a;
+	size_t i, j, len;
+
+	CHECK(idx);
+	for (i = 0; i < n; i += len) {
+		len = n - i < piece ? n - i : piece;
+		CHECK(stats_acc_begin(&a, s, pick_shift(v + i, len, mode)) == 0);
+		if (!gather) {
+			for (j = 0; j < len; j++)
+				stats_acc_add(&a, v[i + j]);
+		} else {
+			/* Even rows, then odd rows: the order of the samples does not matter. */
+			size_t k = 0;
+
+			for (j = 0; j < len; j += 2)
+				idx[k++] = (uint32_t)j;
+			stats_acc_gather(&a, v + i, 1, idx, k);
+			k = 0;
+			for (j = 1; j < len; j += 2)
+				idx[k++] = (uint32_t)j;
+			stats_acc_gather(&a, v + i, 1, idx, k);
+		}
+		CHECK(a.count == len);
+		stats_acc_fold(s, &a);
+	}
+	free(idx);
+}
+
+/* Mean and m2 of @v[0..n) in long double, two passes: the reference. */
+static void
+exact_moments(const uint64_t *v, size_t n, long double *mean, long double *m2)
+{
+	long double sum = 0, d, m = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sum += (long double)v[i];
+	*mean = sum / (long double)n;
+	for (i = 0; i < n; i++) {
+		d = (long double)v[i] - *mean;
+		m += d * d;
+	}
+	*m2 = m;
+}
+
+static double worst_acc_err, worst_welford_err;
+
+static double
+rel_err(long double got, long double want)
+{
+	long double scale = fabsl(want) > 1 ? fabsl(want) : 1;
+
+	return (double)(fabsl(got - want) / scale);
+}
+
+/* @v[0..n) through stats_add() and through accumulators of several piece sizes and shifts:
+ * the same count, sum, min, max and histogram; mean and m2 within 1e-11 of the exact ones,
+ * and within 1e-9 of Welford's wherever Welford's are that close to the exact ones (its
+ * running mean loses digits when the values are large next to their spread: 2^52 + [0, 1000)
+ * costs it 4 digits of m2). */
+static void
+check_acc_matches(const uint64_t *v, size_t n)
+{
+	static const size_t pieces[] = {1, 2, 7, 64, 512, 100000};
+	static const enum shift_mode modes[] = {SHIFT_FIRST, SHIFT_MIN, SHIFT_MAX, SHIFT_MID};
+	struct stats w, s;
+	long double mean, m2;
+	size_t p, m;
+
+	exact_moments(v, n, &mean, &m2);
+	stats_init(&w);
+	add_all(&w, v, n);
+	if (rel_err(w.mean, mean) > worst_welford_err)
+		worst_welford_err = rel_err(w.mean, mean);
+	if (rel_err(w.m2, m2) > worst_welford_err)
+		worst_welford_err = rel_err(w.m2, m2);
+	for (p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++)
+		for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+			stats_init(&s);
+			acc_pieces(&s, v, n, pieces[p], modes[m], (p + m) % 2);
+			CHECK(s.count == w.count && s.sum == w.sum);
+			CHECK(s.min == w.min && s.max == w.max);
+			CHECK(memcmp(s.hist, w.hist, STATS_BUCKETS * sizeof(uint64_t)) == 0);
+			CHECK(rel_err(s.mean, mean) <= 1e-11);
+			CHECK(rel_err(s.m2, m2) <= 1e-11);
+			if (rel_err(w.mean, mean) <= 1e-10 && rel_err(w.m2, m2) <= 1e-10) {
+				CHECK(near(s.mean, w.mean, 1e-9));
+				CHECK(near(stats_stddev(&s), stats_stddev(&w), 1e-9));
+			}
+			if (rel_err(s.mean, mean) > worst_acc_err)
+				worst_acc_err = rel_err(s.mean, mean);
+			if (rel_err(s.m2, m2) > worst_acc_err)
+				worst_acc_err = rel_err(s.m2, m2);
+			stats_free(&s);
+		}
+	stats_free(&w);
+}
+
+static void
+test_acc_random(void)
+{
+	const size_t n = 4000;
+	uint64_t *v = malloc(n * sizeof(*v)), seed = 2024;
+	unsigned kind;
+	size_t i;
+
+	CHECK(v);
+	for (kind = 0; kind < 9; kind++) {
+		for (i = 0; i < n; i++) {
+			uint64_t r = rng_next(&seed);
+
+			switch (kind) {
+			case 0: /* small counts, mostly 0: page faults, context switches */
+				v[i] = r % 64 == 0 ? 1 + r % 3 : 0;
+				break;
+			case 1: /* wall times in ns */
+				v[i] = 1000 + r % 50000;
+				break;
+			case 2: /* large, narrow: a big offset and a small spread */
+				v[i] = POW2(52) + r % 1000;
+				break;
+			case 3: /* log-uniform below 2^53 */
+				v[i] = (r >> 11) >> (rng_next(&seed) % 53);
+				break;
+			case 4: /* the extremes of the accumulators' range */
+				v[i] = r % 2 ? STATS_ACC_MAX_VALUE : 0;
+				break;
+			case 5: /* one outlier first, then a constant */
+				v[i] = i == 0 ? POW2(45) : 12345;
+				break;
+			case 6: /* uniform below 2^53 */
+				v[i] = r >> 11;
+				break;
+			case 7: /* a slow drift */
+				v[i] = POW2(40) + i * 1000 + r % 7;
+				break;
+			default: /* constant */
+				v[i] = 987654321;
+			}
+		}
+		check_acc_matches(v, n);
+		check_acc_matches(v, 1);
+		check_acc_matches(v, 2);
+		check_acc_matches(v, 513);
+	}
+	printf("# largest relative error of mean or m2 against the exact ones: accumulators %.3g, "
+	       "stats_add() %.3g\n",
+	       worst_acc_err, worst_welford_err);
+	free(v);
+}
+
+static void
+test_acc_gather_equals_add(void)
+{
+	const size_t rows = 1000, cols = 5;
+	uint64_t *v = malloc(rows * cols * sizeof(*v)), seed = 77;
+	uint32_t *idx = malloc(rows * sizeof(*idx));
+	struct stats s1, s2;
+	struct stats_acc a1, a2;
+	size_t i, k = 0, c;
+
+	CHECK(v && idx);
+	for (i = 0; i < rows * cols; i++)
+		v[i] = rng_next(&seed) >> (11 + i % 50);
+	/* Every third row, in a scrambled order, of each column. */
+	for (i = 0; i < rows; i += 3)
+		idx[k++] = (uint32_t)((i * 7) % rows);
+	for (c = 0; c < cols; c++) {
+		stats_init(&s1);
+		stats_init(&s2);
+		CHECK(stats_acc_begin(&a1, &s1, v[c]) == 0);
+		CHECK(stats_acc_begin(&a2, &s2, v[c]) == 0);
+		for (i = 0; i < k; i++)
+			stats_acc_add(&a1, v[idx[i] * cols + c]);
+		stats_acc_gather(&a2, v + c, cols, idx, k);
+		stats_acc_gather(&a2, v + c, cols, idx, 0);
+		CHECK(a1.sum == a2.sum && a1.sq == a2.sq && a1.shift == a2.shift);
+		CHECK(a1.count == k && a2.count == k);
+		CHECK(a1.min == a2.min && a1.max == a2.max);
+		CHECK(memcmp(s1.hist, s2.hist, STATS_BUCKETS * sizeof(uint64_t)) == 0);
+		stats_acc_fold(&s1, &a1);
+		stats_acc_fold(&s2, &a2);
+		CHECK(s1.count == s2.count && s1.sum == s2.sum && s1.mean == s2.mean &&
+		      s1.m2 == s2.m2);
+		stats_free(&s1);
+		stats_free(&s2);
+	}
+	free(idx);
+	free(v);
+}
+
+static void
+test_acc_edges(void)
+{
+	static const uint64_t known[] = {2, 4, 4, 4, 5, 5, 7, 9};
+	struct stats s, w, t;
+	struct stats_acc a;
+	uint64_t *v;
+	size_t i;
+
+	/* An empty accumulator changes nothing but the histogram's allocation. */
+	stats_init(&s);
+	CHECK(stats_acc_begin(&a, &s, 7) == 0);
+	CHECK(s.hist != NULL && a.count == 0 && a.min == UINT64_MAX && a.max == 0);
+	stats_acc_fold(&s, &a);
+	CHECK(s.count == 0 && s.sum == 0 && s.min == 0 && s.max == 0 && s.mean == 0 && s.m2 == 0);
+	CHECK(stats_quantile(&s, 0.5) == 0);
+
+	/* The known set, with a shift outside the samples' range. */
+	CHECK(stats_acc_begin(&a, &s, 1000) == 0);
+	for (i = 0; i < 8; i++)
+		stats_acc_add(&a, known[i]);
+	stats_acc_fold(&s, &a);
+	CHECK(s.count == 8 && s.sum == 40 && s.min == 2 && s.max == 9);
+	CHECK(near(s.mean, 5.0, 1e-15) && near(s.m2, 32.0, 1e-15));
+	CHECK(stats_quantile(&s, 0.5) == 4 && stats_quantile(&s, 0.9) == 9);
+	stats_free(&s);
+
+	/* One sample: its mean exactly, no spread. */
+	stats_init(&s);
+	CHECK(stats_acc_begin(&a, &s, 1000003) == 0);
+	stats_acc_add(&a, 1000003);
+	stats_acc_fold(&s, &a);
+	CHECK(s.count == 1 && s.mean == 1000003.0 && s.m2 == 0 && stats_stddev(&s) == 0);
+
+	/* Folded into an aggregate filled by stats_add(), then merged: as if all were added. */
+	stats_init(&w);
+	stats_init(&t);
+	CHECK(stats_add(&s, 17) == 0);
+	CHECK(stats_add(&w, 1000003) == 0);
+	CHECK(stats_add(&w, 17) == 0);
+	CHECK(stats_acc_begin(&a, &s, 50) == 0);
+	for (i = 0; i < 8; i++) {
+		stats_acc_add(&a, known[i]);
+		CHECK(stats_add(&w, known[i]) == 0);
+	}
+	stats_acc_fold(&s, &a);
+	check_same(&s, &w);
+	CHECK(stats_acc_begin(&a, &t, 3) == 0);
+	stats_acc_add(&a, 3);
+	stats_acc_add(&a, POW2(50));
+	stats_acc_fold(&t, &a);
+	CHECK(stats_merge(&s, &t) == 0);
+	CHECK(stats_add(&w, 3) == 0);
+	CHECK(stats_add(&w, POW2(50)) == 0);
+	check_same(&s, &w);
+	stats_free(&s);
+	stats_free(&t);
+	stats_free(&w);
+
+	/* A constant stream: mean exact, no spread, in any pieces. */
+	stats_init(&s);
+	for (i = 0; i < 10; i++) {
+		CHECK(stats_acc_begin(&a, &s, STATS_ACC_MAX_VALUE) == 0);
+		for (size_t j = 0; j < 100; j++)
+			stats_acc_add(&a, STATS_ACC_MAX_VALUE);
+		stats_acc_fold(&s, &a);
+	}
+	CHECK(s.count == 1000 && s.mean == (double)STATS_ACC_MAX_VALUE && s.m2 == 0);
+	CHECK(stats_stddev(&s) == 0 && s.min == STATS_ACC_MAX_VALUE && s.max == s.min);
+	stats_free(&s);
+
+	/* The sum saturates as stats_add()'s does: in one accumulator, and when folded. */
+	v = malloc(4096 * sizeof(*v));
+	CHECK(v);
+	for (i = 0; i < 4096; i++)
+		v[i] = STATS_ACC_MAX_VALUE - i;
+	stats_init(&s);
+	stats_init(&w);
+	acc_pieces(&s, v, 4096, 4096, SHIFT_FIRST, 0);
+	add_all(&w, v, 4096);
+	CHECK(s.sum == UINT64_MAX && w.sum == UINT64_MAX);
+	check_same(&s, &w);
+	stats_free(&s);
+	stats_init(&s);
+	CHECK(stats_add(&s, UINT64_MAX - 5) == 0);
+	CHECK(stats_acc_begin(&a, &s, 5) == 0);
+	stats_acc_add(&a, 5);
+	stats_acc_add(&a, 1);
+	stats_acc_fold(&s, &a);
+	CHECK(s.sum == UINT64_MAX && s.count == 3 && s.min == 1 && s.max == UINT64_MAX - 5);
+	stats_free(&s);
+	stats_free(&w);
+	free(v);
+}
+
+/* The most samples one accumulator takes, at the widest spread: its 128-bit sums do not
+ * overflow. */
+static void
+test_acc_limits(void)
+{
+	const size_t n = (size_t)STATS_ACC_MAX_COUNT;
+	struct stats s;
+	struct stats_acc a;
+	long double mean, m2;
+	size_t i;
+
+	stats_init(&s);
+	CHECK(stats_acc_begin(&a, &s, 0) == 0);
+	for (i = 0; i < n; i++)
+		stats_acc_add(&a, i % 4 == 0 ? 0 : STATS_ACC_MAX_VALUE);
+	stats_acc_fold(&s, &a);
+	CHECK(s.count == n && s.sum == UINT64_MAX && s.min == 0 && s.max == STATS_ACC_MAX_VALUE);
+	/* A quarter at 0, three quarters at M: mean 3M/4, m2 = n * 3M^2/16. */
+	mean = 0.75L * (long double)STATS_ACC_MAX_VALUE;
+	m2 = (long double)n * 3.0L * (long double)STATS_ACC_MAX_VALUE *
+	     (long double)STATS_ACC_MAX_VALUE / 16.0L;
+	CHECK(rel_err(s.mean, mean) <= 1e-12);
+	CHECK(rel_err(s.m2, m2) <= 1e-12);
+	CHECK(s.hist[0] == n / 4 && s.hist[stats_bucket(STATS_ACC_MAX_VALUE)] == n - n / 4);
+	stats_free(&s);
+}
+
 int
 main(void)
 {
@@ -589,6 +968,11 @@ main(void)
 	RUN(test_merge_edges);
 	RUN(test_no_histogram);
 	RUN(test_reset);
+	RUN(test_bucket_reference);
+	RUN(test_acc_random);
+	RUN(test_acc_gather_equals_add);
+	RUN(test_acc_edges);
+	RUN(test_acc_limits);
 
 	CHECK(fds_start >= 0);
 	CHECK(pmc_test_count_fds() == fds_start);

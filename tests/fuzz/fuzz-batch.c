@@ -1,0 +1,49 @@
+/* libFuzzer target: the daemon's hand decoder of SampleBatch requests (daemon/batch.c)
+ * against protobuf-c. Input: one datagram. Whenever batch_decode() takes it,
+ * pmc__request__unpack() must decode it to the same SampleBatch, field by field; a difference
+ * aborts. Seeds: tests/fuzz/corpus (whose records start with a 2-byte length: the fuzzer
+ * finds the datagrams inside) and any plain batch. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "wire.h"
+
+static void
+same_array(size_t n_a, const void *a, size_t n_b, const void *b, size_t size)
+{
+	if (n_a != n_b || (a == NULL) != (n_a == 0) || (b == NULL) != (n_b == 0))
+		abort();
+	if (n_a && memcmp(a, b, n_a * size) != 0)
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	Pmc__SampleBatch fast;
+	int r = batch_decode(data, size, &fast);
+	if (r == -EAGAIN)
+		return 0;
+	if (r != 0)
+		abort();
+	Pmc__Request *req = pmc__request__unpack(NULL, size, data);
+	if (!req || req->body_case != PMC__REQUEST__BODY_SAMPLE_BATCH || req->base.n_unknown_fields)
+		abort();
+	const Pmc__SampleBatch *b = req->sample_batch;
+	if (fast.base.descriptor != b->base.descriptor || fast.base.n_unknown_fields ||
+	    b->base.n_unknown_fields || fast.tid != b->tid || fast.dropped != b->dropped ||
+	    fast.sent_before != b->sent_before || fast.n_def_id || b->n_def_id || fast.n_def_name ||
+	    b->n_def_name)
+		abort();
+	same_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
+	same_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
+	same_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));
+	same_array(fast.n_scaled, fast.scaled, b->n_scaled, b->scaled, sizeof(*b->scaled));
+	same_array(fast.n_scale_ratio, fast.scale_ratio, b->n_scale_ratio, b->scale_ratio,
+	           sizeof(*b->scale_ratio));
+	pmc__request__free_unpacked(req, NULL);
+	return 0;
+}

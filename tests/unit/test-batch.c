@@ -1,0 +1,528 @@
+/* Unit tests for daemon/batch.c, the hand decoder of SampleBatch requests, against protobuf-c
+ * field by field: on the fuzzer's seed corpus, random batches, random mutations of both and
+ * hand-made encodings. Whenever batch_decode() takes a datagram, pmc__request__unpack() must
+ * decode it to the same SampleBatch; the plain batches clients send must be taken. Prints
+ * "ok N - name" per test; exits 1 at the first failed check. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "pmc-test.h"
+#include "wire.h"
+
+#ifndef PMC_FUZZ_CORPUS
+#define PMC_FUZZ_CORPUS "tests/fuzz/corpus"
+#endif
+
+static unsigned n_tests;
+static unsigned long n_fast, n_slow;
+
+static void
+run_test(void (*fn)(void), const char *name)
+{
+	fn();
+	printf("ok %u - %s\n", ++n_tests, name);
+	fflush(stdout);
+}
+
+#define RUN(fn) run_test(fn, #fn)
+
+/* splitmix64 */
+static uint64_t
+rng_next(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* The @n elements of size @size at @a and @b are equal, and both arrays are NULL when empty. */
+static void
+check_array(size_t n_a, const void *a, size_t n_b, const void *b, size_t size)
+{
+	CHECK(n_a == n_b);
+	CHECK((a == NULL) == (n_a == 0));
+	CHECK((b == NULL) == (n_b == 0));
+	if (n_a)
+		CHECK(memcmp(a, b, n_a * size) == 0);
+}
+
+/*
+ * Decodes @buf both ways. @expect: 1, batch_decode() must take it; 0, it must leave it to
+ * protobuf-c; -1, either. When it takes it, protobuf-c must decode the same batch.
+ * Return: 1 when batch_decode() took it.
+ */
+static int
+check_decode(const uint8_t *buf, size_t len, int expect)
+{
+	Pmc__SampleBatch fast;
+	Pmc__Request *req;
+	const Pmc__SampleBatch *b;
+	int r = batch_decode(buf, len, &fast);
+
+	CHECK(r == 0 || r == -EAGAIN);
+	if (expect >= 0)
+		CHECK((r == 0) == (expect == 1));
+	if (r < 0) {
+		n_slow++;
+		return 0;
+	}
+	n_fast++;
+	req = pmc__request__unpack(NULL, len, buf);
+	CHECK(req != NULL);
+	CHECK(req->body_case == PMC__REQUEST__BODY_SAMPLE_BATCH);
+	CHECK(req->base.n_unknown_fields == 0);
+	b = req->sample_batch;
+	CHECK(b != NULL);
+	CHECK(fast.base.descriptor == b->base.descriptor);
+	CHECK(fast.base.n_unknown_fields == 0 && b->base.n_unknown_fields == 0);
+	CHECK(fast.tid == b->tid);
+	CHECK(fast.dropped == b->dropped);
+	CHECK(fast.sent_before == b->sent_before);
+	check_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
+	check_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
+	check_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));
+	check_array(fast.n_scaled, fast.scaled, b->n_scaled, b->scaled, sizeof(*b->scaled));
+	check_array(fast.n_scale_ratio, fast.scale_ratio, b->n_scale_ratio, b->scale_ratio,
+	            sizeof(*b->scale_ratio));
+	CHECK(fast.n_def_id == 0 && fast.def_id == NULL && b->n_def_id == 0);
+	CHECK(fast.n_def_name == 0 && fast.def_name == NULL && b->n_def_name == 0);
+	pmc__request__free_unpacked(req, NULL);
+	return 1;
+}
+
+/* Random mutations of @buf: flipped bits, changed, inserted and removed bytes, truncation. */
+static void
+check_mutations(const uint8_t *buf, size_t len, unsigned rounds, uint64_t *seed)
+{
+	uint8_t *m = malloc(len + 16);
+
+	CHECK(m);
+	for (unsigned k = 0; k < rounds; k++) {
+		size_t n = len;
+		unsigned edits = 1 + (unsigned)(rng_next(seed) % 3);
+
+		memcpy(m, buf, len);
+		for (unsigned e = 0; e < edits; e++) {
+			uint64_t r = rng_next(seed);
+			size_t at = n ? (size_t)(r >> 8) % n : 0;
+
+			switch (r % 6) {
+			case 0:
+				if (n)
+					m[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
+				break;
+			case 1:
+				if (n)
+					m[at] = (uint8_t)(r >> 48);
+				break;
+			case 2:
+				if (n < len + 16) {
+					memmove(m + at + 1, m + at, n - at);
+					m[at] = (uint8_t)(r >> 48);
+					n++;
+				}
+				break;
+			case 3:
+				if (n) {
+					memmove(m + at, m + at + 1, n - at - 1);
+					n--;
+				}
+				break;
+			case 4:
+				n = at;
+				break;
+			default:
+				if (n)
+					m[at] = (uint8_t)(0x80 | (r >> 48));
+			}
+		}
+		check_decode(m, n, -1);
+	}
+	free(m);
+}
+
+static uint8_t *
+pack_request(const Pmc__Request *req, size_t *len)
+{
+	uint8_t *buf;
+
+	*len = pmc__request__get_packed_size(req);
+	buf = malloc(*len ? *len : 1);
+	CHECK(buf);
+	CHECK(pmc__request__pack(req, buf) == *len);
+	return buf;
+}
+
+static uint8_t *
+pack_batch(Pmc__SampleBatch *b, size_t *len)
+{
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = b;
+	return pack_request(&req, len);
+}
+
+/* A value whose varint takes 1..9 bytes, mostly small; 10 bytes too with @big. */
+static uint64_t
+random_value(uint64_t *seed, int big)
+{
+	uint64_t r = rng_next(seed);
+
+	switch (r % 8) {
+	case 0:
+		return 0;
+	case 1:
+	case 2:
+		return r >> 57;
+	case 3:
+	case 4:
+		return 1000 + (r >> 8) % 50000;
+	case 5:
+		return rng_next(seed) >> (1 + (r >> 58) % 63);
+	case 6:
+		return rng_next(seed) >> 11;
+	default:
+		return big && (r >> 3) % 4 == 0 ? UINT64_MAX - (r >> 60) : (r >> 8) % 5;
+	}
+}
+
+/* Decodes a random batch: @plain ones (what clients send) must be taken. */
+static void
+check_random_batch(uint64_t *seed, int plain, size_t max_samples)
+{
+	size_t n = (size_t)(rng_next(seed) % (max_samples + 1));
+	size_t ne = (size_t)(rng_next(seed) % 17), n_ratio = 0;
+	uint32_t *region = malloc((n + 1) * sizeof(*region));
+	uint32_t *scaled = malloc((n + 1) * sizeof(*scaled));
+	uint64_t *wall = malloc((n + 1) * sizeof(*wall));
+	uint64_t *values = malloc((n * ne + 1) * sizeof(*values));
+	float *ratio = malloc((n * ne + 1) * sizeof(*ratio));
+	uint32_t def_id[2] = {1, 2};
+	char *def_name[2] = {"main", "inner"};
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	int with_scaled = rng_next(seed) % 3 == 0, big = 0, allow_big = rng_next(seed) % 4 == 0;
+	uint8_t *buf;
+	size_t len;
+
+	CHECK(region && scaled && wall && values && ratio);
+	b.tid = (int32_t)(rng_next(seed) % 4 ? rng_next(seed) % 4194304 : rng_next(seed));
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = rng_next(seed);
+
+		region[i] = r % 5 ? 1 + (uint32_t)(r % 8) : (uint32_t)(r >> 32);
+		wall[i] = random_value(seed, allow_big);
+		scaled[i] = with_scaled && r % 4 == 0 ? (uint32_t)(rng_next(seed) >> 32) : 0;
+		if (ne < 32)
+			scaled[i] &= (UINT32_C(1) << ne) - 1;
+		n_ratio += (size_t)__builtin_popcount(scaled[i]);
+		big |= wall[i] > UINT64_MAX / 2;
+		for (size_t j = 0; j < ne; j++) {
+			values[i * ne + j] = random_value(seed, allow_big);
+			big |= values[i * ne + j] > UINT64_MAX / 2;
+		}
+	}
+	for (size_t k = 0; k < n_ratio && k < n * ne; k++) {
+		uint32_t x = (uint32_t)rng_next(seed);
+
+		if (k % 2)
+			memcpy(&ratio[k], &x, sizeof(x));
+		else
+			ratio[k] = (float)(x % 1000) / 1000.0f;
+	}
+	b.n_region = n;
+	b.region = region;
+	b.n_wall_ns = rng_next(seed) % 16 ? n : n / 2;
+	b.wall_ns = wall;
+	b.n_values = n * ne;
+	b.values = values;
+	if (with_scaled) {
+		b.n_scaled = n;
+		b.scaled = scaled;
+		b.n_scale_ratio = n_ratio < n * ne ? n_ratio : n * ne;
+		b.scale_ratio = ratio;
+	}
+	if (!plain) {
+		if (rng_next(seed) % 2) {
+			b.n_def_id = b.n_def_name = 2;
+			b.def_id = def_id;
+			b.def_name = def_name;
+		}
+		if (rng_next(seed) % 2)
+			b.tid = -(int32_t)(1 + rng_next(seed) % 1000);
+		b.dropped = rng_next(seed) >> (rng_next(seed) % 64);
+		b.sent_before = rng_next(seed) >> (rng_next(seed) % 64);
+	}
+	buf = pack_batch(&b, &len);
+	check_decode(buf, len,
+	             plain && !big && b.tid >= 0 && n <= BATCH_MAX_SAMPLES &&
+	                             n * ne <= BATCH_MAX_VALUES
+	                     ? 1
+	                     : -1);
+	if (rng_next(seed) % 4 == 0)
+		check_mutations(buf, len, 20, seed);
+	free(buf);
+	free(region);
+	free(scaled);
+	free(wall);
+	free(values);
+	free(ratio);
+}
+
+static void
+test_random_batches(void)
+{
+	uint64_t seed = 1;
+
+	for (unsigned k = 0; k < 3000; k++)
+		check_random_batch(&seed, 1, k % 10 ? 40 : 600);
+	for (unsigned k = 0; k < 3000; k++)
+		check_random_batch(&seed, 0, k % 10 ? 40 : 600);
+	/* Over the decoder's capacity: left to protobuf-c. */
+	for (unsigned k = 0; k < 20; k++)
+		check_random_batch(&seed, 1, 3 * BATCH_MAX_SAMPLES);
+}
+
+/* A plain batch as the client library sends it: 512 samples of 4 events. */
+static void
+test_client_batch(void)
+{
+	static uint32_t region[512];
+	static uint64_t wall[512], values[512 * 4];
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	uint64_t seed = 3;
+	uint8_t *buf;
+	size_t len;
+
+	for (size_t i = 0; i < 512; i++) {
+		region[i] = 1 + (uint32_t)(i % 8);
+		wall[i] = 1000 + rng_next(&seed) % 50000;
+		for (size_t j = 0; j < 4; j++)
+			values[i * 4 + j] = j == 1 ? wall[i] - wall[i] / 16 : rng_next(&seed) % 3;
+	}
+	b.tid = 4242;
+	b.n_region = b.n_wall_ns = 512;
+	b.region = region;
+	b.wall_ns = wall;
+	b.n_values = 2048;
+	b.values = values;
+	b.sent_before = 123456789;
+	b.dropped = 3;
+	buf = pack_batch(&b, &len);
+	CHECK(check_decode(buf, len, 1));
+	/* Every prefix is cut short somewhere: protobuf-c's to refuse. */
+	for (size_t k = 0; k < len; k++)
+		CHECK(check_decode(buf, k, 0) == 0);
+	free(buf);
+}
+
+/* Hand-made encodings: what the decoder takes and what it leaves to protobuf-c. */
+static void
+check_bytes(const char *what, const uint8_t *body, size_t n, int expect)
+{
+	uint8_t buf[256];
+
+	CHECK(n + 2 <= sizeof(buf) && n < 128);
+	buf[0] = 0x1a; /* Request.sample_batch */
+	buf[1] = (uint8_t)n;
+	memcpy(buf + 2, body, n);
+	if (check_decode(buf, n + 2, expect) != (expect == 1)) {
+		fprintf(stderr, "case: %s\n", what);
+		exit(1);
+	}
+}
+
+#define BYTES(what, expect, ...)                                                                   \
+	do {                                                                                       \
+		static const uint8_t b_[] = {__VA_ARGS__};                                         \
+		check_bytes(what, b_, sizeof(b_), expect);                                         \
+	} while (0)
+
+static void
+test_encodings(void)
+{
+	uint8_t buf[64];
+
+	BYTES("empty batch", 1, 0x08, 0x00);
+	check_bytes("no fields", buf, 0, 1);
+	BYTES("tid, regions, wall", 1, 0x08, 0x05, 0x12, 0x02, 0x01, 0x02, 0x1a, 0x02, 0x07, 0x09);
+	BYTES("fields out of order", 1, 0x1a, 0x01, 0x07, 0x12, 0x01, 0x01, 0x08, 0x05);
+	BYTES("empty packed fields", 1, 0x12, 0x00, 0x1a, 0x00, 0x22, 0x00, 0x2a, 0x00, 0x4a, 0x00);
+	BYTES("scale ratios", 1, 0x4a, 0x08, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x3f);
+	BYTES("9-byte value", 1, 0x22, 0x09, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f);
+	BYTES("8-byte value", 1, 0x22, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f);
+	BYTES("2-byte values, then 8 bytes of other fields", 1, 0x22, 0x04, 0x80, 0x01, 0xff, 0x7f,
+	      0x08, 0x05, 0x40, 0x01, 0x50, 0x01, 0x2a, 0x00);
+	BYTES("varint running past its packed field", 0, 0x22, 0x01, 0x81, 0x08, 0x05, 0x40, 0x01,
+	      0x50, 0x01, 0x2a, 0x00);
+	BYTES("10-byte value", 0, 0x22, 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	      0x01);
+	BYTES("6-byte region id that fits 32 bits", 1, 0x12, 0x06, 0x81, 0x80, 0x80, 0x80, 0x80,
+	      0x00);
+	BYTES("5-byte region id over 32 bits", 0, 0x12, 0x05, 0xff, 0xff, 0xff, 0xff, 0x1f);
+	BYTES("5-byte region id of 32 bits", 1, 0x12, 0x05, 0xff, 0xff, 0xff, 0xff, 0x0f);
+	BYTES("negative tid (10 bytes)", 0, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	      0xff, 0x01);
+	BYTES("tid as 5 bytes, high bit", 1, 0x08, 0xff, 0xff, 0xff, 0xff, 0x0f);
+	BYTES("dropped and sent_before", 1, 0x40, 0x96, 0x01, 0x50, 0xff, 0xff, 0x03);
+	BYTES("unpacked region", 0, 0x10, 0x01);
+	BYTES("unpacked value", 0, 0x20, 0x01);
+	BYTES("two region fields", 0, 0x12, 0x01, 0x01, 0x12, 0x01, 0x02);
+	BYTES("tid twice", 0, 0x08, 0x01, 0x08, 0x02);
+	BYTES("two-byte tag", 0, 0x88, 0x00, 0x05);
+	BYTES("unknown field", 0, 0x58, 0x01);
+	BYTES("field 0", 0, 0x00, 0x01);
+	BYTES("tid as length-delimited", 0, 0x0a, 0x01, 0x05);
+	BYTES("tid as fixed32", 0, 0x0d, 0x01, 0x00, 0x00, 0x00);
+	BYTES("region as fixed64", 0, 0x11, 0, 0, 0, 0, 0, 0, 0, 0);
+	BYTES("group", 0, 0x0b, 0x0c);
+	BYTES("def_id", 0, 0x32, 0x01, 0x01);
+	BYTES("def_name", 0, 0x3a, 0x01, 0x61);
+	BYTES("scale ratios not a multiple of 4", 0, 0x4a, 0x03, 0x00, 0x00, 0x80);
+	BYTES("varint cut short in a packed field", 0, 0x22, 0x01, 0x80);
+	BYTES("packed field longer than the batch", 0, 0x22, 0x05, 0x01);
+	BYTES("6-byte length", 0, 0x22, 0x81, 0x80, 0x80, 0x80, 0x80, 0x00);
+	BYTES("5-byte length", 1, 0x22, 0x81, 0x80, 0x80, 0x80, 0x00, 0x07);
+	BYTES("tid cut short", 0, 0x08, 0x80);
+
+	/* The Request around the batch. */
+	static const uint8_t two_bodies[] = {0x0a, 0x00, 0x1a, 0x00};
+	static const uint8_t batch_then_other[] = {0x1a, 0x00, 0x3a, 0x00};
+	static const uint8_t batch_twice[] = {0x1a, 0x02, 0x08, 0x01, 0x1a, 0x02, 0x08, 0x02};
+	static const uint8_t short_body[] = {0x1a, 0x03, 0x08, 0x01};
+	static const uint8_t long_body[] = {0x1a, 0x01, 0x08, 0x01};
+	static const uint8_t hello[] = {0x0a, 0x02, 0x08, 0x01};
+	static const uint8_t long_len[] = {0x1a, 0x82, 0x80, 0x80, 0x80, 0x80, 0x00, 0x08, 0x01};
+	CHECK(check_decode(two_bodies, sizeof(two_bodies), 0) == 0);
+	CHECK(check_decode(batch_then_other, sizeof(batch_then_other), 0) == 0);
+	CHECK(check_decode(batch_twice, sizeof(batch_twice), 0) == 0);
+	CHECK(check_decode(short_body, sizeof(short_body), 0) == 0);
+	CHECK(check_decode(long_body, sizeof(long_body), 0) == 0);
+	CHECK(check_decode(hello, sizeof(hello), 0) == 0);
+	CHECK(check_decode(long_len, sizeof(long_len), 0) == 0);
+	CHECK(check_decode(hello, 0, 0) == 0);
+	CHECK(check_decode(hello, 1, 0) == 0);
+}
+
+/* A corpus datagram that is a SampleBatch, made plain (no region definitions, tid >= 0): it
+ * must be taken. Return: 1 when it was a batch. */
+static int
+check_plain_copy(const uint8_t *buf, size_t len, uint64_t *seed)
+{
+	Pmc__Request *req = pmc__request__unpack(NULL, len, buf);
+	Pmc__SampleBatch *b;
+	uint8_t *plain;
+	size_t n;
+	int big = 0;
+
+	if (!req)
+		return 0;
+	if (req->body_case != PMC__REQUEST__BODY_SAMPLE_BATCH) {
+		pmc__request__free_unpacked(req, NULL);
+		return 0;
+	}
+	b = req->sample_batch;
+	for (size_t i = 0; i < b->n_def_id; i++)
+		free(b->def_name[i]);
+	free(b->def_id);
+	free(b->def_name);
+	b->n_def_id = b->n_def_name = 0;
+	b->def_id = NULL;
+	b->def_name = NULL;
+	if (b->tid < 0)
+		b->tid = 1;
+	for (size_t i = 0; i < b->n_wall_ns; i++)
+		big |= b->wall_ns[i] > UINT64_MAX / 2;
+	for (size_t i = 0; i < b->n_values; i++)
+		big |= b->values[i] > UINT64_MAX / 2;
+	plain = pack_request(req, &n);
+	check_decode(plain, n, b->base.n_unknown_fields || big ? -1 : 1);
+	check_mutations(plain, n, 2000, seed);
+	free(plain);
+	pmc__request__free_unpacked(req, NULL);
+	return 1;
+}
+
+/* The fuzzer's seed corpus: records of a 2-byte little-endian length and a datagram. */
+static void
+test_corpus(void)
+{
+	DIR *d = opendir(PMC_FUZZ_CORPUS);
+	struct dirent *e;
+	unsigned files = 0, records = 0, batches = 0, derived = 0;
+	unsigned long fast_before = n_fast;
+	uint64_t seed = 11;
+
+	CHECK(d);
+	while ((e = readdir(d))) {
+		char path[4096];
+		uint8_t *data;
+		long size;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", PMC_FUZZ_CORPUS, e->d_name);
+		f = fopen(path, "rb");
+		CHECK(f);
+		CHECK(fseek(f, 0, SEEK_END) == 0);
+		size = ftell(f);
+		CHECK(size >= 0 && fseek(f, 0, SEEK_SET) == 0);
+		data = malloc((size_t)size + 1);
+		CHECK(data);
+		CHECK(fread(data, 1, (size_t)size, f) == (size_t)size);
+		fclose(f);
+		files++;
+		for (size_t at = 0; at + 2 <= (size_t)size;) {
+			size_t len = data[at] | (size_t)data[at + 1] << 8;
+
+			at += 2;
+			if (len > (size_t)size - at)
+				len = (size_t)size - at;
+			records++;
+			batches += (unsigned)check_decode(data + at, len, -1);
+			check_mutations(data + at, len, 2000, &seed);
+			derived += (unsigned)check_plain_copy(data + at, len, &seed);
+			at += len;
+		}
+		free(data);
+	}
+	closedir(d);
+	CHECK(files > 0 && records > 0);
+	printf("# corpus: %u files, %u datagrams, %u taken by batch_decode(); %u batches made "
+	       "plain; of all their mutations, %lu taken\n",
+	       files, records, batches, derived, n_fast - fast_before - batches - derived);
+	CHECK(derived > 0);
+}
+
+int
+main(void)
+{
+	int fds_start = pmc_test_count_fds();
+
+	RUN(test_encodings);
+	RUN(test_client_batch);
+	RUN(test_random_batches);
+	RUN(test_corpus);
+	printf("# %lu datagrams taken by batch_decode() and equal to protobuf-c's decode, %lu left "
+	       "to protobuf-c\n",
+	       n_fast, n_slow);
+	CHECK(n_fast > 1000 && n_slow > 1000);
+
+	CHECK(fds_start >= 0);
+	CHECK(pmc_test_count_fds() == fds_start);
+	printf("ok %u - no_fd_leak\n", ++n_tests);
+	printf("1..%u\n", n_tests);
+	return 0;
+}
