@@ -4,7 +4,8 @@
 # as uid 65534 against a real daemon; the hw suite skips without a hardware PMU), then
 # builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
 # and fuzzes the daemon's decode and dispatch with libFuzzer for PMC_FUZZ_SECONDS
-# (default 120), failing on any crash, leak or sanitizer report.
+# (default 120) and its hand decoder of sample batches against protobuf-c for 30 s,
+# failing on any crash, leak, sanitizer report or difference.
 # Usage: tests/run.sh [--quick]   (--quick: skip the sanitizer and fuzzing passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,13 +30,21 @@ run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefin
 echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
 	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target fuzz-dispatch -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
+cmake --build build-fuzz --target fuzz-dispatch fuzz-batch -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
 	{ cat build-fuzz/build.log >&2; exit 1; }
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-cp tests/fuzz/corpus/* "$corpus/"
-build-fuzz/tests/fuzz-dispatch -max_total_time="${PMC_FUZZ_SECONDS:-120}" -timeout=10 \
-	-rss_limit_mb=2048 -print_final_stats=1 "$corpus" >build-fuzz/fuzz.log 2>&1 ||
-	{ tail -60 build-fuzz/fuzz.log >&2; echo "fuzzing found a crash or leak (build-fuzz/fuzz.log)" >&2; exit 1; }
-grep -E "^stat::number_of_executed_units|^Done" build-fuzz/fuzz.log
+# fuzz TARGET SECONDS: each from the seed corpus; a crash, leak or report fails the run.
+fuzz() {
+	rm -rf "$corpus"/*
+	cp tests/fuzz/corpus/* "$corpus/"
+	build-fuzz/tests/"$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 "$corpus" >build-fuzz/"$1".log 2>&1 ||
+		{ tail -60 build-fuzz/"$1".log >&2; echo "$1 found a crash or leak (build-fuzz/$1.log)" >&2; exit 1; }
+	echo "$1: $(grep -E '^stat::number_of_executed_units' build-fuzz/"$1".log | awk '{ print $2 }') inputs in $2 s"
+}
+# Decode and dispatch of every request by the daemon's session code.
+fuzz fuzz-dispatch "${PMC_FUZZ_SECONDS:-120}"
+# The hand decoder of sample batches against protobuf-c, field by field.
+fuzz fuzz-batch 30
 echo "fuzz: no crash, no leak"
