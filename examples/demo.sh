@@ -8,7 +8,6 @@ cd "$(dirname "$0")/.."
 .ci/deps
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
-chmod -R o+rX build 2>/dev/null || true
 
 calls=${1:-200} pages=${2:-16}
 tmp=$(mktemp -d /tmp/pmc-demo.XXXXXX)
@@ -19,10 +18,17 @@ daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 
+# uid 65534 may not reach the build tree (a checkout under /root): run a copy.
+mkdir "$tmp/bin"
+cp build/examples/pmc-example "$tmp/bin/"
+cp -a build/client/libpmcclient.so* "$tmp/bin/"
+chmod -R a+rX "$tmp/bin"
+
 echo "== pmc-example $calls $pages, as uid 65534 (events: page-faults, task-clock, context-switches)"
 setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-	env PMC_SOCKET="$sock" PMC_EVENTS=page-faults,task-clock,context-switches \
-	build/examples/pmc-example "$calls" "$pages"
+	env LD_LIBRARY_PATH="$tmp/bin" PMC_SOCKET="$sock" \
+	PMC_EVENTS=page-faults,task-clock,context-switches \
+	"$tmp/bin/pmc-example" "$calls" "$pages"
 echo
 echo "== pmcctl query (touch-pages writes $pages fresh pages per call: page-faults = $((calls * pages)) in all)"
 build/client/pmcctl --socket "$sock" query
