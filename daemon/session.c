@@ -508,8 +508,9 @@ batch_fits_acc(const Pmc__SampleBatch *b)
  * Counts a checked batch region by region: the samples are grouped by region (a counting
  * sort), then the values of each region and column go through one stats_acc, opened on the
  * aggregate before anything is counted and folded in at the end. Per value: no lookup, no
- * allocation, no division, and one histogram in use at a time. Returns 0, -ENOMEM, or -EAGAIN
- * (nothing counted) when the batch does not fit the accumulators or memory is short.
+ * division, no allocation but a histogram block the first time a value falls in its power of
+ * two, and one histogram in use at a time. Returns 0, -ENOMEM, or -EAGAIN (nothing counted)
+ * when the batch does not fit the accumulators or memory is short.
  */
 static int
 count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
@@ -561,19 +562,20 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 	}
 	for (size_t i = 0; i < n; i++)
 		order[br[batch_slot[b->region[i]] - 1u].end++] = (uint32_t)i;
-	/* A histogram that cannot be allocated: stats_add() counts the batch without it. */
+	/*
+	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
+	 * cannot be allocated only misses its samples, which every other figure still counts,
+	 * as with stats_add() (stats.h).
+	 */
 	for (size_t x = 0; x < nr; x++) {
 		struct region_agg *reg = br[x].reg;
 		struct stats_acc *a = acc + x * na;
 		size_t i = order[br[x].start];
 		if (!reg)
 			continue;
-		if (stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]) < 0)
-			goto out;
+		stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]);
 		for (size_t j = 0; j < ne; j++)
-			if (stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st,
-			                    b->values[i * ne + j]) < 0)
-				goto out;
+			stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
 	}
 
 	for (size_t x = 0; x < nr; x++) {

@@ -72,17 +72,18 @@ save_stats(struct arena *a, const struct stats *st)
 		return o;
 	size_t n = 0;
 	for (unsigned i = 0; i < STATS_BUCKETS; i++)
-		n += st->hist[i] != 0;
+		n += stats_hist_get(st, i) != 0;
 	Pmc__HistBucket *b = arena_alloc(a, n * sizeof(*b));
 	Pmc__HistBucket **bp = arena_alloc(a, n * sizeof(*bp));
 	if (!b || !bp)
 		return NULL;
 	for (unsigned i = 0, k = 0; i < STATS_BUCKETS; i++) {
-		if (!st->hist[i])
+		uint64_t count = stats_hist_get(st, i);
+		if (!count)
 			continue;
 		pmc__hist_bucket__init(&b[k]);
 		b[k].index = i;
-		b[k].count = st->hist[i];
+		b[k].count = count;
 		bp[k] = &b[k];
 		k++;
 	}
@@ -103,15 +104,12 @@ load_stats(struct stats *st, const Pmc__StatsState *o)
 	st->max = o->max;
 	st->mean = o->mean;
 	st->m2 = o->m2;
-	if (!o->n_hist)
-		return 0;
-	st->hist = calloc(STATS_BUCKETS, sizeof(uint64_t));
-	if (!st->hist)
-		return -ENOMEM;
+	/* Blocks only for the groups with a nonzero count; a later pair for an index wins. */
 	for (size_t i = 0; i < o->n_hist; i++) {
 		if (o->hist[i]->index >= STATS_BUCKETS)
 			return -EBADMSG;
-		st->hist[o->hist[i]->index] = o->hist[i]->count;
+		if (stats_hist_set(st, o->hist[i]->index, o->hist[i]->count) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }

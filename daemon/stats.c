@@ -12,6 +12,26 @@
 
 _Static_assert(STATS_BUCKETS == (64u - SUB_BITS + 1u) * SUB_COUNT, "STATS_BUCKETS mismatch");
 _Static_assert(STATS_BUCKETS < 1024u, "histogram must stay bounded");
+_Static_assert(STATS_BUCKETS % STATS_GROUP_BUCKETS == 0, "groups cover the buckets");
+_Static_assert(2u * (STATS_SLOT_BIAS + STATS_GROUPS - 1u) <= UINT8_MAX, "slots fit a byte");
+_Static_assert(STATS_SLOT_BIAS > STATS_GROUPS - 1u, "a slot is never 0");
+_Static_assert(sizeof(struct stats_hist) == 64u, "the table takes one cache line");
+
+#define BLOCK_BYTES (SUB_COUNT * sizeof(uint64_t))
+
+/* The slot of block @j for group @g, and where the counter of bucket @b is in @c when its
+ * group's slot is @k (struct stats_hist). */
+static inline uint8_t
+hist_slot(unsigned j, unsigned g)
+{
+	return (uint8_t)(2u * (STATS_SLOT_BIAS + j - g));
+}
+
+static inline size_t
+hist_index(unsigned k, unsigned b)
+{
+	return 8u * (size_t)k + b - 16u * STATS_SLOT_BIAS;
+}
 
 static uint64_t
 sat_add(uint64_t a, uint64_t b)
@@ -52,20 +72,99 @@ stats_init(struct stats *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int
-hist_ensure(struct stats *s)
+/* What a histogram lookup sees while @s has none: no blocks. Never written. */
+static struct stats_hist hist_none;
+
+static inline struct stats_hist *
+hist_or_none(const struct stats *s)
 {
-	if (s->hist)
+	return s->hist ? s->hist : &hist_none;
+}
+
+/* The block of group @g, allocated (zeroed) if @s has none yet; NULL when that fails, with
+ * @s unchanged. Moves @s->hist. */
+static uint64_t *
+hist_block(struct stats *s, unsigned g)
+{
+	struct stats_hist *h = s->hist;
+	unsigned n = h ? h->n : 0;
+
+	if (h && h->slot[g])
+		return &h->c[hist_index(h->slot[g], g * SUB_COUNT)];
+	/* One block more, no spare room: most aggregates stop at a few. */
+	h = realloc(h, sizeof(*h) + (n + 1u) * BLOCK_BYTES);
+	if (!h)
+		return NULL;
+	if (n == 0)
+		memset(h, 0, sizeof(*h));
+	memset(&h->c[n * SUB_COUNT], 0, BLOCK_BYTES);
+	h->slot[g] = hist_slot(n, g);
+	h->n = (uint8_t)(n + 1u);
+	s->hist = h;
+	return &h->c[n * SUB_COUNT];
+}
+
+/* stats_hist_add() where bucket @b's group has no block yet. Kept out of the loops. */
+static int hist_add_new(struct stats *s, unsigned b, uint64_t n) __attribute__((noinline, cold));
+
+static int
+hist_add_new(struct stats *s, unsigned b, uint64_t n)
+{
+	uint64_t *blk = hist_block(s, b / SUB_COUNT);
+
+	if (!blk)
+		return -ENOMEM;
+	blk[b % SUB_COUNT] += n;
+	return 0;
+}
+
+/* Counts @n in bucket @b of @h, @s's histogram or hist_none; returns what @s's histogram is
+ * afterwards (it moves when a block is added). */
+static inline struct stats_hist *
+hist_count(struct stats *s, struct stats_hist *h, unsigned b, uint64_t n)
+{
+	unsigned k = h->slot[b / SUB_COUNT];
+
+	if (__builtin_expect(k != 0, 1)) {
+		h->c[hist_index(k, b)] += n;
+		return h;
+	}
+	(void)hist_add_new(s, b, n);
+	return hist_or_none(s);
+}
+
+int
+stats_hist_add(struct stats *s, unsigned b, uint64_t n)
+{
+	unsigned k = hist_or_none(s)->slot[b / SUB_COUNT];
+
+	if (__builtin_expect(k != 0, 1)) {
+		s->hist->c[hist_index(k, b)] += n;
 		return 0;
-	s->hist = calloc(STATS_BUCKETS, sizeof(*s->hist));
-	return s->hist ? 0 : -ENOMEM;
+	}
+	return n ? hist_add_new(s, b, n) : 0;
+}
+
+int
+stats_hist_set(struct stats *s, unsigned b, uint64_t n)
+{
+	uint64_t *blk;
+
+	if (b >= STATS_BUCKETS)
+		return -EINVAL;
+	if (!n && !hist_or_none(s)->slot[b / SUB_COUNT])
+		return 0;
+	blk = hist_block(s, b / SUB_COUNT);
+	if (!blk)
+		return -ENOMEM;
+	blk[b % SUB_COUNT] = n;
+	return 0;
 }
 
 int
 stats_add(struct stats *s, uint64_t v)
 {
 	double delta;
-	int r;
 
 	if (s->count == 0) {
 		s->min = v;
@@ -82,72 +181,88 @@ stats_add(struct stats *s, uint64_t v)
 	s->mean += delta / (double)s->count;
 	s->m2 += delta * ((double)v - s->mean);
 
-	r = hist_ensure(s);
-	if (r < 0)
-		return r;
-	s->hist[stats_bucket(v)]++;
-	return 0;
+	return stats_hist_add(s, stats_bucket(v), 1);
 }
 
-int
+void
 stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift)
 {
-	int r = hist_ensure(s);
-
 	a->sum = 0;
 	a->sq = 0;
 	a->shift = shift;
 	a->count = 0;
 	a->min = UINT64_MAX;
 	a->max = 0;
-	a->hist = s->hist;
-	return r;
+	a->s = s;
+}
+
+/* The loop of stats_acc_gather(), inlined once for stride 1 (a column of its own, as the wall
+ * times are) and once for any stride. */
+static inline void gather(struct stats_acc *a, const uint64_t *base, size_t stride,
+                          const uint32_t *idx, size_t n) __attribute__((always_inline));
+
+static inline void
+gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t *idx, size_t n)
+{
+	stats_u128 sq = 0, total = 0;
+	uint64_t lo = a->min, hi = a->max, run = 0;
+	struct stats *s = a->s;
+	struct stats_hist *h = hist_or_none(s);
+	const uint32_t *end = idx + n;
+	unsigned last;
+
+	/*
+	 * Counting each sample into the histogram as it comes would chain the increments of a
+	 * bucket through memory (store, then load) when many samples share it, as counts of
+	 * rare events do: count the run in a register instead. A run is never empty, so no
+	 * block is allocated for a group without samples.
+	 *
+	 * The squares are summed unshifted, sum(v^2) < 2^106 * STATS_ACC_MAX_COUNT = 2^128, and
+	 * shifted once at the end: sum((v - shift)^2) = sum(v^2) - 2 shift sum(v) + n shift^2,
+	 * exact modulo 2^128 and so exact, the true value being below 2^128 too. One register
+	 * and one subtraction less per sample than shifting each.
+	 */
+	last = stats_bucket(base[(size_t)*idx * stride]);
+	while (idx < end) {
+		/* Values below 2^53: the sum of 2^11 of them fits in 64 bits. */
+		const uint32_t *stop = end - idx > 2048 ? idx + 2048 : end;
+		uint64_t sum = 0;
+
+		for (; idx < stop; idx++) {
+			uint64_t v = base[(size_t)*idx * stride];
+			unsigned bucket = stats_bucket(v);
+
+			sum += v;
+			sq += (stats_u128)v * v;
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+			if (bucket != last) {
+				h = hist_count(s, h, last, run);
+				last = bucket;
+				run = 0;
+			}
+			run++;
+		}
+		total += sum;
+	}
+	(void)hist_count(s, h, last, run);
+	a->sum += total;
+	a->sq += sq - 2u * a->shift * total + (stats_u128)n * a->shift * a->shift;
+	a->min = lo;
+	a->max = hi;
+	a->count += n;
 }
 
 void
 stats_acc_gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t *idx,
                  size_t n)
 {
-	stats_u128 sq = a->sq;
-	uint64_t shift = a->shift, lo = a->min, hi = a->max, *hist = a->hist, run = 0;
-	unsigned last;
-
 	if (n == 0)
 		return;
-	/*
-	 * Counting each sample into the histogram as it comes would chain the increments of a
-	 * bucket through memory (store, then load) when many samples share it, as counts of
-	 * rare events do: count the run in a register instead.
-	 */
-	last = stats_bucket(base[(size_t)idx[0] * stride]);
-	for (size_t k = 0; k < n;) {
-		/* Values below 2^53: the sum of 2^11 of them fits in 64 bits. */
-		size_t stop = n - k > 2048 ? k + 2048 : n;
-		uint64_t sum = 0;
-
-		for (; k < stop; k++) {
-			uint64_t v = base[(size_t)idx[k] * stride];
-			int64_t d = (int64_t)(v - shift);
-			unsigned bucket = stats_bucket(v);
-
-			sum += v;
-			sq += (stats_u128)((stats_i128)d * d);
-			lo = v < lo ? v : lo;
-			hi = v > hi ? v : hi;
-			if (bucket != last) {
-				hist[last] += run;
-				last = bucket;
-				run = 0;
-			}
-			run++;
-		}
-		a->sum += sum;
-	}
-	hist[last] += run;
-	a->sq = sq;
-	a->min = lo;
-	a->max = hi;
-	a->count += n;
+	if (stride == 1)
+		gather(a, base, 1, idx, n);
+	else
+		gather(a, base, stride, idx, n);
 }
 
 /* x in 64-bit precision; libgcc's 128-bit conversion only when it needs more than 64 bits. */
@@ -220,8 +335,8 @@ stats_merge(struct stats *into, const struct stats *from)
 	/* Copy first: @from may be @into. */
 	const struct stats b = *from;
 	double n, delta;
-	unsigned i;
-	int r;
+	const struct stats_hist *h = b.hist;
+	int r = 0;
 
 	if (b.count == 0)
 		return 0;
@@ -244,14 +359,35 @@ stats_merge(struct stats *into, const struct stats *from)
 	into->count += b.count;
 	into->sum = sat_add(into->sum, b.sum);
 
-	if (!b.hist)
+	if (!h)
 		return 0;
-	r = hist_ensure(into);
-	if (r < 0)
-		return r;
-	for (i = 0; i < STATS_BUCKETS; i++)
-		into->hist[i] = sat_add(into->hist[i], b.hist[i]);
-	return 0;
+	if (from == into) {
+		/* Every block doubles; none is added, so @h does not move. */
+		for (unsigned i = 0; i < h->n * SUB_COUNT; i++)
+			into->hist->c[i] = sat_add(h->c[i], h->c[i]);
+		return 0;
+	}
+	for (unsigned g = 0; g < STATS_GROUPS; g++) {
+		const uint64_t *src;
+		uint64_t *dst, any = 0;
+
+		if (!h->slot[g])
+			continue;
+		src = &h->c[hist_index(h->slot[g], g * SUB_COUNT)];
+		for (unsigned i = 0; i < SUB_COUNT; i++)
+			any |= src[i];
+		/* A block zeroed by stats_reset() adds nothing: no block for it in @into. */
+		if (!any)
+			continue;
+		dst = hist_block(into, g);
+		if (!dst) {
+			r = -ENOMEM;
+			continue;
+		}
+		for (unsigned i = 0; i < SUB_COUNT; i++)
+			dst[i] = sat_add(dst[i], src[i]);
+	}
+	return r;
 }
 
 double
@@ -291,8 +427,9 @@ nearest_rank(double q, uint64_t n)
 double
 stats_quantile(const struct stats *s, double q)
 {
+	const struct stats_hist *h = s->hist;
 	uint64_t n = 0, rank, seen = 0, lo, hi, mid;
-	unsigned i;
+	unsigned i = STATS_BUCKETS - 1u;
 
 	if (s->count == 0)
 		return 0;
@@ -301,20 +438,29 @@ stats_quantile(const struct stats *s, double q)
 	if (q >= 1)
 		return (double)s->max;
 
-	if (s->hist)
-		for (i = 0; i < STATS_BUCKETS; i++)
-			n = sat_add(n, s->hist[i]);
+	/* A group without a block has only zero counters: skipping it changes no sum. */
+	for (unsigned k = 0; h && k < h->n * SUB_COUNT; k++)
+		n = sat_add(n, h->c[k]);
 	if (n == 0)
 		return clamp_to_range(s, s->mean);
 
 	rank = nearest_rank(q, n);
-	for (i = 0; i < STATS_BUCKETS; i++) {
-		seen = sat_add(seen, s->hist[i]);
-		if (seen >= rank)
-			break;
+	for (unsigned g = 0; g < STATS_GROUPS; g++) {
+		const uint64_t *blk;
+
+		if (!h->slot[g])
+			continue;
+		blk = &h->c[hist_index(h->slot[g], g * SUB_COUNT)];
+		for (unsigned j = 0; j < SUB_COUNT; j++) {
+			seen = sat_add(seen, blk[j]);
+			if (seen >= rank) {
+				i = g * SUB_COUNT + j;
+				goto found;
+			}
+		}
 	}
-	if (i == STATS_BUCKETS)
-		i = STATS_BUCKETS - 1u;
+	/* Not reached: the counters sum to n >= rank. The last bucket, as before. */
+found:
 
 	lo = stats_bucket_low(i);
 	hi = stats_bucket_high(i);
@@ -329,12 +475,12 @@ stats_quantile(const struct stats *s, double q)
 void
 stats_reset(struct stats *s)
 {
-	uint64_t *hist = s->hist;
+	struct stats_hist *h = s->hist;
 
-	if (hist)
-		memset(hist, 0, STATS_BUCKETS * sizeof(*hist));
+	if (h)
+		memset(h->c, 0, h->n * BLOCK_BYTES);
 	stats_init(s);
-	s->hist = hist;
+	s->hist = h;
 }
 
 void
@@ -347,5 +493,5 @@ stats_free(struct stats *s)
 size_t
 stats_memory(const struct stats *s)
 {
-	return s->hist ? STATS_BUCKETS * sizeof(*s->hist) : 0;
+	return s->hist ? sizeof(*s->hist) + s->hist->n * BLOCK_BYTES : 0;
 }

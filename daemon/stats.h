@@ -21,6 +21,54 @@
 /* log2 of the number of linear sub-buckets per power of two. */
 #define STATS_SUB_BITS 4u
 
+/*
+ * Storage: the buckets come in STATS_GROUPS groups of STATS_GROUP_BUCKETS, group g holding
+ * buckets 16g..16g+15 (group 0 the exact values 0..15, group g >= 1 the values with their
+ * highest bit at g + 3). Real samples fall in a few powers of two, so a histogram keeps a
+ * block of 16 counters (128 bytes) only for the groups a sample has fallen in.
+ */
+#define STATS_GROUP_BUCKETS (1u << STATS_SUB_BITS)
+#define STATS_GROUPS (STATS_BUCKETS / STATS_GROUP_BUCKETS)
+/* See struct stats_hist: a slot is 2 * (STATS_SLOT_BIAS + block - group), never 0. */
+#define STATS_SLOT_BIAS 64u
+
+/**
+ * struct stats_hist - the sparse histogram: one allocation, a table then the blocks
+ * @slot: per group g, 0 when it has no block (all its counters are 0), else
+ *        2 * (STATS_SLOT_BIAS + j - g) for block j, a value in [8, 248]
+ * @n: blocks in @c
+ * @c: the blocks of 16 counters, block j at @c[16j], in the order they were allocated
+ *
+ * The counter of bucket b, in group g = b / 16 with a block, is then
+ *	@c[8 * @slot[g] + b - 16 * STATS_SLOT_BIAS]	(= @c[16j + b % 16])
+ * one shift-and-add from the slot and the bucket, which keeps the per-sample path as short
+ * as a dense array's but for the table look-up.
+ *
+ * Takes sizeof(struct stats_hist) (64) + 128 * @n bytes, and grows (realloc(), so it may
+ * move) by one block the first time a sample falls in a group. Read it through
+ * stats_hist_get() and stats_hist_block(); the daemon writes it only through the stats_*()
+ * functions.
+ */
+struct stats_hist {
+	uint8_t slot[STATS_GROUPS];
+	uint8_t n;
+	uint64_t c[];
+};
+
+/**
+ * stats_hist_block() - the block of a group
+ * @h: a histogram
+ * @g: the group, below STATS_GROUPS
+ * Return: the group's 16 counters (buckets 16@g..16@g+15), or NULL when it has no block.
+ */
+static inline const uint64_t *
+stats_hist_block(const struct stats_hist *h, unsigned g)
+{
+	unsigned k = h->slot[g];
+
+	return k ? &h->c[8u * k + STATS_GROUP_BUCKETS * g - 16u * STATS_SLOT_BIAS] : NULL;
+}
+
 /**
  * struct stats - streaming aggregate of uint64 samples
  * @count: number of samples added
@@ -29,15 +77,16 @@
  * @max: largest sample (0 while @count is 0)
  * @mean: Welford's running mean
  * @m2: Welford's running sum of squared deviations from the mean
- * @hist: STATS_BUCKETS counters, allocated by the first stats_add() (or stats_merge() of an
- *        aggregate that has one), owned by the struct and released by stats_free()
+ * @hist: the histogram's blocks (struct stats_hist), NULL until a sample is first counted in
+ *        it (by stats_add(), the accumulators, stats_merge() or stats_hist_set()); owned by
+ *        the struct and released by stats_free()
  *
  * Initialise with stats_init() (or zero it); the fields may be read directly.
  */
 struct stats {
 	uint64_t count, sum, min, max;
 	double mean, m2;
-	uint64_t *hist;
+	struct stats_hist *hist;
 };
 
 /**
@@ -54,9 +103,10 @@ void stats_init(struct stats *s);
  * @v: the sample
  *
  * Updates count, sum (saturating), min, max, mean and m2, then counts @v in the histogram,
- * allocating it on first use. If that allocation fails every other field has still been
- * updated; only the histogram misses the sample (see stats_quantile()).
- * Return: 0, or -ENOMEM when the histogram could not be allocated.
+ * allocating the block of @v's group the first time a sample falls in it. If that allocation
+ * fails every other field has still been updated; only the histogram misses the sample (see
+ * stats_quantile()).
+ * Return: 0, or -ENOMEM when the histogram block could not be allocated.
  */
 int stats_add(struct stats *s, uint64_t v);
 
@@ -67,10 +117,11 @@ int stats_add(struct stats *s, uint64_t v);
  *
  * The result is what adding every sample of both to one aggregate would give: count, sum
  * (saturating), min and max exactly, mean and m2 by the parallel Welford formula (equal up to
- * floating-point rounding), histograms added bucket by bucket. If @into has no histogram and
- * @from has one, it is allocated; if that fails the scalar fields are merged anyway and only
- * @from's histogram counts are lost.
- * Return: 0, or -ENOMEM when @into's histogram could not be allocated.
+ * floating-point rounding), histograms added bucket by bucket (saturating). @into gets a
+ * block for each group in which @from has a nonzero counter and @into has none yet; if one
+ * cannot be allocated the scalar fields are merged anyway and only @from's counts in that
+ * group are lost.
+ * Return: 0, or -ENOMEM when a block of @into's histogram could not be allocated.
  */
 int stats_merge(struct stats *into, const struct stats *from);
 
@@ -92,9 +143,9 @@ double stats_stddev(const struct stats *s);
  * returns min and @q >= 1 returns max exactly. The result is exact for samples below 32 and
  * for a constant stream, and otherwise within 1/32 of the true sample's value.
  *
- * If the histogram allocation failed the quantile reflects only the samples it holds; with no
- * histogram at all it is min for @q <= 0, max for @q >= 1 and the mean clamped to [min, max]
- * otherwise.
+ * If a histogram block allocation failed the quantile reflects only the samples it holds;
+ * with none in the histogram at all it is min for @q <= 0, max for @q >= 1 and the mean
+ * clamped to [min, max] otherwise.
  * Return: the quantile, 0 when @s is empty.
  */
 double stats_quantile(const struct stats *s, double q);
@@ -103,7 +154,8 @@ double stats_quantile(const struct stats *s, double q);
  * stats_reset() - empty @s
  * @s: the aggregate
  *
- * Keeps the histogram allocated (zeroed) so that refilling @s allocates nothing.
+ * Keeps the histogram's blocks allocated, zeroed, so that refilling @s with samples in the
+ * same groups allocates nothing; stats_memory() is unchanged. stats_free() releases them.
  */
 void stats_reset(struct stats *s);
 
@@ -119,9 +171,51 @@ void stats_free(struct stats *s);
 /**
  * stats_memory() - heap memory owned by @s
  * @s: the aggregate
- * Return: bytes allocated for @s (the histogram), not counting the struct itself.
+ * Return: bytes allocated for @s, not counting the struct itself: 0 without a histogram,
+ * else sizeof(struct stats_hist) (64) + 128 bytes per block.
  */
 size_t stats_memory(const struct stats *s);
+
+/**
+ * stats_hist_get() - histogram count of a bucket
+ * @s: the aggregate
+ * @b: bucket index, below STATS_BUCKETS
+ * Return: the samples counted in bucket @b, 0 where its group has no block.
+ */
+static inline uint64_t
+stats_hist_get(const struct stats *s, unsigned b)
+{
+	const struct stats_hist *h = s->hist;
+	unsigned k = h ? h->slot[b / STATS_GROUP_BUCKETS] : 0;
+
+	return k ? h->c[8u * k + b - 16u * STATS_SLOT_BIAS] : 0;
+}
+
+/**
+ * stats_hist_set() - set the histogram count of a bucket
+ * @s: the aggregate
+ * @b: bucket index
+ * @n: the count; 0 allocates nothing
+ *
+ * For restoring a saved histogram (daemon/state.c): touches nothing but that counter (the
+ * caller keeps the scalar fields consistent with it).
+ * Return: 0, -EINVAL when @b >= STATS_BUCKETS, or -ENOMEM when the block of @b's group could
+ * not be allocated (@s is unchanged then).
+ */
+int stats_hist_set(struct stats *s, unsigned b, uint64_t n);
+
+/**
+ * stats_hist_add() - add to the histogram count of a bucket
+ * @s: the aggregate
+ * @b: bucket index, below STATS_BUCKETS
+ * @n: samples to count in @b (wrapping, as stats_add() counts); 0 allocates nothing
+ *
+ * Touches nothing but that counter: stats_add() and the accumulators count their samples
+ * in the histogram this way.
+ * Return: 0, or -ENOMEM when the block of @b's group could not be allocated: the histogram
+ * misses the @n samples then.
+ */
+int stats_hist_add(struct stats *s, unsigned b, uint64_t n);
 
 /**
  * stats_bucket() - histogram bucket of a value
@@ -168,7 +262,14 @@ uint64_t stats_bucket_high(unsigned b);
  * stats_acc_begin()), and at most STATS_ACC_MAX_COUNT values go into one accumulator: then
  * its sums are exact (no overflow in 128 bits). Several accumulators may be open on one
  * aggregate at once (they fold in one after the other); between stats_acc_begin() and
- * stats_acc_fold() the aggregate must not be freed.
+ * stats_acc_fold() the aggregate must not be freed or moved (the accumulator points to it).
+ *
+ * The samples are counted in the aggregate's histogram as they are added, and a histogram
+ * block is allocated the first time one falls in a group. Nothing in this path fails: when
+ * such an allocation fails the samples of that group miss the histogram, and every other
+ * field still gets them at stats_acc_fold(), exactly as stats_add() does without memory. So a
+ * batch opened with stats_acc_begin() on each of its aggregates is always counted whole,
+ * with no reserve step before counting and no fallback after.
  */
 #define STATS_ACC_MAX_VALUE ((UINT64_C(1) << 53) - 1u)
 #define STATS_ACC_MAX_COUNT (UINT64_C(1) << 22)
@@ -184,7 +285,7 @@ __extension__ typedef __int128 stats_i128;
  * @count: number of values added
  * @min: smallest value added (UINT64_MAX while @count is 0)
  * @max: largest value added (0 while @count is 0)
- * @hist: the aggregate's histogram, counted directly
+ * @s: the aggregate, whose histogram counts the values directly
  *
  * Filled by stats_acc_begin(), stats_acc_add() and stats_acc_gather(); read by
  * stats_acc_fold().
@@ -192,7 +293,7 @@ __extension__ typedef __int128 stats_i128;
 struct stats_acc {
 	stats_u128 sum, sq;
 	uint64_t shift, count, min, max;
-	uint64_t *hist;
+	struct stats *s;
 };
 
 /**
@@ -202,19 +303,18 @@ struct stats_acc {
  * @shift: origin of the deviations, at most STATS_ACC_MAX_VALUE: the first sample, or any
  *         value within the samples' range (the fold is exact enough for any such value)
  *
- * Allocates @s's histogram if it has none, so that stats_acc_add() allocates nothing.
- * Return: 0, or -ENOMEM when the histogram could not be allocated: then @a must not be used
- * (stats_add() takes samples without a histogram).
+ * Allocates nothing and cannot fail: the histogram's blocks come as samples need them.
  */
-int stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift);
+void stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift);
 
 /**
  * stats_acc_add() - gather one sample
  * @a: an accumulator opened by stats_acc_begin()
  * @v: the sample, at most STATS_ACC_MAX_VALUE; at most STATS_ACC_MAX_COUNT per accumulator
  *
- * Counts @v in the aggregate's histogram at once; everything else waits for
- * stats_acc_fold(). No division, no allocation, no failure.
+ * Counts @v in the aggregate's histogram at once (stats_hist_add(): allocating the block of
+ * @v's group the first time, or missing @v there when that fails); everything else waits for
+ * stats_acc_fold(). No division, no failure.
  */
 static inline void
 stats_acc_add(struct stats_acc *a, uint64_t v)
@@ -226,7 +326,7 @@ stats_acc_add(struct stats_acc *a, uint64_t v)
 	a->sq += (stats_u128)((stats_i128)d * d);
 	a->min = v < a->min ? v : a->min;
 	a->max = v > a->max ? v : a->max;
-	a->hist[stats_bucket(v)]++;
+	(void)stats_hist_add(a->s, stats_bucket(v), 1);
 }
 
 /**
@@ -239,7 +339,8 @@ stats_acc_add(struct stats_acc *a, uint64_t v)
  *     @a in all
  *
  * The same as stats_acc_add() of each sample in turn, faster: the sums stay in registers and
- * a run of samples that fall in one histogram bucket is counted with one store.
+ * a run of samples that fall in one histogram bucket is counted with one store (allocating
+ * the block of the bucket's group the first time, as stats_acc_add() does).
  */
 void stats_acc_gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t *idx,
                       size_t n);
