@@ -26,9 +26,9 @@ struct server {
 	uint64_t started_ns;
 	struct policy policy;
 	uint64_t samples, batches, dropped, rejected, refused_clients, lost;
-	const char *state_path;   /* --state, or NULL */
-	uint64_t state_saved_ns;  /* CLOCK_REALTIME of the last save */
-	struct event *state_ev;   /* the save timer */
+	const char *state_path;  /* --state, or NULL */
+	uint64_t state_saved_ns; /* CLOCK_REALTIME of the last save */
+	struct event *state_ev;  /* the save timer */
 	int draining;
 	uint8_t *rxbuf; /* one request at a time: the loop is single-threaded */
 };

@@ -25,12 +25,12 @@ struct session {
 	uid_t uid;
 	gid_t gid;
 	int hello;
-	int pidfd;               /* the peer process, where SO_PEERPIDFD exists; else -1 */
-	int admin;               /* root or --admin-group: sees all, may reset */
-	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
+	int pidfd;            /* the peer process, where SO_PEERPIDFD exists; else -1 */
+	int admin;            /* root or --admin-group: sees all, may reset */
+	uint64_t rate_window; /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;
-	int no_reply;            /* handling a request that gets no reply (reattach) */
+	int no_reply; /* handling a request that gets no reply (reattach) */
 	struct process *proc;
 	size_t n_threads;
 	struct session_thread *threads;

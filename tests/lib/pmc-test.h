@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,8 +27,25 @@ pmc_test_count_fds(void)
 	return n;
 }
 
-#define PMC_TEST_RUN(fn)                                                                           \
-	do {                                                                                       \
-		fn();                                                                              \
-		printf("ok - %s\n", #fn);                                                          \
-	} while (0)
+/* Runs one test function and prints "ok N - name" (TAP-like), numbered per program. */
+static unsigned pmc_test_n; /* tests run so far */
+
+static inline void
+pmc_test_run(void (*fn)(void), const char *name)
+{
+	fn();
+	printf("ok %u - %s\n", ++pmc_test_n, name);
+	fflush(stdout);
+}
+
+#define PMC_TEST_RUN(fn) pmc_test_run(fn, #fn)
+
+/* splitmix64: deterministic pseudo-random streams for tests. */
+static inline uint64_t
+pmc_test_rng(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}

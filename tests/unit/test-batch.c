@@ -22,29 +22,11 @@
 #define PMC_FUZZ_CORPUS "tests/fuzz/corpus"
 #endif
 
-static unsigned n_tests;
 static unsigned long n_fast, n_slow;
 
-static void
-run_test(void (*fn)(void), const char *name)
-{
-	fn();
-	printf("ok %u - %s\n", ++n_tests, name);
-	fflush(stdout);
-}
+#define RUN(fn) PMC_TEST_RUN(fn)
 
-#define RUN(fn) run_test(fn, #fn)
-
-/* splitmix64 */
-static uint64_t
-rng_next(uint64_t *state)
-{
-	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
+#define rng_next pmc_test_rng
 
 /* The @n elements of size @size at @a and @b are equal, and both arrays are NULL when empty. */
 static void
@@ -522,7 +504,7 @@ main(void)
 
 	CHECK(fds_start >= 0);
 	CHECK(pmc_test_count_fds() == fds_start);
-	printf("ok %u - no_fd_leak\n", ++n_tests);
-	printf("1..%u\n", n_tests);
+	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
+	printf("1..%u\n", pmc_test_n);
 	return 0;
 }

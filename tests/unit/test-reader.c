@@ -34,17 +34,7 @@
 		}                                                                                  \
 	} while (0)
 
-static unsigned n_tests;
-
-static void
-run_test(void (*fn)(void), const char *name)
-{
-	fn();
-	printf("ok %u - %s\n", ++n_tests, name);
-	fflush(stdout);
-}
-
-#define RUN(fn) run_test(fn, #fn)
+#define RUN(fn) PMC_TEST_RUN(fn)
 
 static size_t
 page_len(void)
@@ -620,6 +610,6 @@ main(void)
 	RUN(test_hw_seam);
 
 	CHECK_EQ(pmc_test_count_fds(), fds_at_start);
-	printf("ok %u - no_fd_leak\n", ++n_tests);
+	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
 	return 0;
 }

@@ -17,17 +17,7 @@
 
 #define POW2(k) (UINT64_C(1) << (k))
 
-static unsigned n_tests;
-
-static void
-run_test(void (*fn)(void), const char *name)
-{
-	fn();
-	printf("ok %u - %s\n", ++n_tests, name);
-	fflush(stdout);
-}
-
-#define RUN(fn) run_test(fn, #fn)
+#define RUN(fn) PMC_TEST_RUN(fn)
 
 /* True when @a and @b agree to @rel relative to the larger magnitude (or both are ~0). */
 static int
@@ -38,16 +28,7 @@ near(double a, double b, double rel)
 	return fabs(a - b) <= rel * (scale > 1.0 ? scale : 1.0);
 }
 
-/* splitmix64: deterministic sample streams. */
-static uint64_t
-rng_next(uint64_t *state)
-{
-	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
+#define rng_next pmc_test_rng
 
 static int
 cmp_u64(const void *a, const void *b)
@@ -993,7 +974,7 @@ main(void)
 
 	CHECK(fds_start >= 0);
 	CHECK(pmc_test_count_fds() == fds_start);
-	printf("ok %u - no_fd_leak\n", ++n_tests);
-	printf("1..%u\n", n_tests);
+	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
+	printf("1..%u\n", pmc_test_n);
 	return 0;
 }
