@@ -701,7 +701,8 @@ static void
 test_state_round_trip(void)
 {
 	static const char *const events[] = {"page-faults", "task-clock", "context-switches"};
-	char dir[] = "/tmp/pmc-test-stats-XXXXXX", path[64];
+	char dir[] = "/tmp/pmc-test-stats-......", path[64];
+	memset(dir + sizeof(dir) - 7, 'X', 6); /* mkdtemp()'s template */
 	struct server srv, back;
 	struct process *p, *q;
 	struct region_agg *r[3];
@@ -779,7 +780,8 @@ test_state_round_trip(void)
 static void
 test_state_load_pairs(void)
 {
-	char dir[] = "/tmp/pmc-test-stats-XXXXXX", path[64];
+	char dir[] = "/tmp/pmc-test-stats-......", path[64];
+	memset(dir + sizeof(dir) - 7, 'X', 6); /* mkdtemp()'s template */
 	Pmc__State st = PMC__STATE__INIT;
 	Pmc__ProcessState ps = PMC__PROCESS_STATE__INIT, *pps = &ps;
 	Pmc__RegionState rs = PMC__REGION_STATE__INIT, *prs = &rs;
