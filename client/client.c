@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ struct pmc_thread {
 	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
 	int rdpmc;
 	unsigned depth;
+	unsigned overflow; /* begins not pushed (too deep, or a failed read): their ends skip */
 	struct frame stack[PMC_MAX_DEPTH];
 	uint64_t *frame_mem;
 	uint64_t now[3 * PMC_MAX_EVENTS];
@@ -148,6 +150,19 @@ parse_events(void)
 	}
 }
 
+/* Holding the lock across fork() means the child never sees a half-done update. */
+static void
+on_fork_prepare(void)
+{
+	pthread_mutex_lock(&G.lock);
+}
+
+static void
+on_fork_parent(void)
+{
+	pthread_mutex_unlock(&G.lock);
+}
+
 static void
 on_fork_child(void)
 {
@@ -174,10 +189,10 @@ daemon_connect(const char *path, int *hello_failed, char *why, size_t why_len)
 {
 	*hello_failed = 0;
 	*why = 0;
-	int fd = wire_connect(path);
+	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
+	int fd = wire_connect_flags(path, SOCK_NONBLOCK);
 	if (fd < 0)
 		return fd;
-	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	h.client = "libpmcclient";
@@ -217,7 +232,7 @@ connect_locked(void)
 		}
 		parse_events();
 		G.key_ok = pthread_key_create(&G.key, thread_destroy) == 0;
-		pthread_atfork(NULL, NULL, on_fork_child);
+		pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 		atexit(pmc_atexit);
 	}
 	const char *path = getenv("PMC_SOCKET");
@@ -369,11 +384,15 @@ register_locked(void)
 	if (r < 0) {
 		warn_once("thread %d not profiled: registering with pmcdaemon failed: %s",
 		          (int)t->tid, strerror(-r));
+		/* A late reply would answer the next thread's request: this connection is
+		 * out of step for good. Start afresh (in the background). */
+		connection_failed_locked(r == -EAGAIN ? -ETIMEDOUT : r);
 		free(t);
 		return NULL;
 	}
 	if (resp->error || resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
-	    resp->register_reply->n_events != n_fds || n_fds == 0) {
+	    resp->register_reply->tid != t->tid || resp->register_reply->n_events != n_fds ||
+	    n_fds == 0) {
 		warn_once("thread %d not profiled: %s", (int)t->tid,
 		          resp->error ? resp->message : "unexpected reply from pmcdaemon");
 		for (size_t i = 0; i < n_fds; i++)
@@ -476,7 +495,7 @@ read_counters(struct pmc_thread *t, uint64_t *v)
 	return 0;
 }
 
-static int flush_thread(struct pmc_thread *t);
+static int flush_thread(struct pmc_thread *t, bool may_wait);
 
 static struct pmc_thread *
 thread_slow(void)
@@ -529,13 +548,16 @@ thread_get(void)
 static inline void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
-	if (unlikely(t->depth >= PMC_MAX_DEPTH)) {
+	if (unlikely(t->depth >= PMC_MAX_DEPTH || t->overflow)) {
 		t->dropped++;
+		t->overflow++;
 		return;
 	}
 	struct frame *f = &t->stack[t->depth];
-	if (unlikely(read_counters(t, f->v) < 0))
+	if (unlikely(read_counters(t, f->v) < 0)) {
+		t->overflow++;
 		return;
+	}
 	f->id = region;
 	f->t0 = util_now_ns(CLOCK_MONOTONIC);
 	t->depth++;
@@ -588,14 +610,21 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 		return;
 	t->n_ratio = n_ratio;
 	if (unlikely(++t->n_samples == t->flush_at))
-		flush_thread(t);
+		flush_thread(t, false);
 }
 
 PMC_EXPORT void
 pmc_end(pmc_region_t region)
 {
 	struct pmc_thread *t = T;
-	if (unlikely(!region || !t || t->state != ST_ON || !t->depth))
+	if (unlikely(!region || !t || t->state != ST_ON))
+		return;
+	/* The end of a begin that was not pushed: leave the open frames alone. */
+	if (unlikely(t->overflow)) {
+		t->overflow--;
+		return;
+	}
+	if (unlikely(!t->depth))
 		return;
 	region_end(t, region);
 }
@@ -756,16 +785,23 @@ send_slice_locked(struct pmc_thread *t, size_t start, size_t end, size_t rstart,
 	return 0;
 }
 
+/* @may_wait: false from pmc_end(), which must never wait: when another thread holds the
+ * lock (registering, for up to PMC_CALL_TIMEOUT_MS), the samples stay for a later try. */
 static int
-flush_thread(struct pmc_thread *t)
+flush_thread(struct pmc_thread *t, bool may_wait)
 {
 	if (!t->n_samples && !t->dropped)
 		return 0;
 	size_t start = 0, rstart = 0, n = t->n_samples;
-	int r = 0;
+	int r = 0, busy = 0;
 
-	pthread_mutex_lock(&G.lock);
-	if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
+	if (may_wait)
+		pthread_mutex_lock(&G.lock);
+	else if (pthread_mutex_trylock(&G.lock) != 0)
+		busy = 1;
+	if (busy)
+		r = -EBUSY;
+	else if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
 		r = -ENOTCONN;
 	else if (t->conn != G.conn && (r = reattach_locked(t)) < 0)
 		connection_failed_locked(r);
@@ -784,8 +820,9 @@ flush_thread(struct pmc_thread *t)
 		start = end;
 		rstart += nr;
 	} while (start < n);
-	int lost = atomic_load(&G.state) == ST_LOST;
-	pthread_mutex_unlock(&G.lock);
+	int lost = busy || atomic_load(&G.state) == ST_LOST;
+	if (!busy)
+		pthread_mutex_unlock(&G.lock);
 
 	if (start > 0)
 		t->dropped = 0;
@@ -822,7 +859,7 @@ pmc_flush(void)
 	}
 	if (t->gen != atomic_load(&G.gen))
 		return -ENOTCONN;
-	return flush_thread(t);
+	return flush_thread(t, true);
 }
 
 static void
@@ -832,7 +869,7 @@ thread_destroy(void *arg)
 	if (!t)
 		return;
 	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
-		flush_thread(t);
+		flush_thread(t, true);
 		/* What the daemon could not take now is reported by the next batch sent. */
 		pthread_mutex_lock(&G.lock);
 		G.orphans += t->n_samples + t->dropped;
@@ -860,7 +897,7 @@ pmc_atexit(void)
 {
 	struct pmc_thread *t = T;
 	if (t && t->state == ST_ON && t->gen == atomic_load(&G.gen))
-		flush_thread(t);
+		flush_thread(t, true);
 }
 
 PMC_EXPORT pmc_region_t

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 	struct server *srv = arg;
 	for (int i = 0; i < 32; i++) {
 		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* Out of fds: the listening socket stays readable, so stop watching it
+			 * for a while instead of spinning (and logging) on it. */
+			log_errno(-errno, "accept: not accepting connections for 100 ms");
+			event_del(srv->listen_ev);
+			struct timeval tv = {0, 100000};
+			event_add(srv->accept_retry, &tv);
+			return;
+		}
 		if (c < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 				log_errno(-errno, "accept");
@@ -70,6 +80,13 @@ static void
 on_state_timer(evutil_socket_t fd, short what, void *arg)
 {
 	save_state(arg);
+}
+
+static void
+on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	event_add(srv->listen_ev, NULL);
 }
 
 static void
@@ -124,9 +141,14 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	}
 	evutil_make_socket_nonblocking(listen_fd);
 	srv->listen_ev = event_new(srv->base, listen_fd, EV_READ | EV_PERSIST, on_accept, srv);
+	srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
+	struct rlimit rl;
+	srv->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+	                        ? (size_t)rl.rlim_cur
+	                        : 1u << 20;
 	srv->sig_ev[0] = evsignal_new(srv->base, SIGINT, on_signal, srv);
 	srv->sig_ev[1] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
-	if (!srv->listen_ev || !srv->sig_ev[0] || !srv->sig_ev[1] ||
+	if (!srv->listen_ev || !srv->accept_retry || !srv->sig_ev[0] || !srv->sig_ev[1] ||
 	    event_add(srv->listen_ev, NULL) < 0 || event_add(srv->sig_ev[0], NULL) < 0 ||
 	    event_add(srv->sig_ev[1], NULL) < 0) {
 		server_free(srv);
@@ -156,6 +178,8 @@ server_free(struct server *srv)
 		event_free(srv->listen_ev);
 	if (srv->state_ev)
 		event_free(srv->state_ev);
+	if (srv->accept_retry)
+		event_free(srv->accept_retry);
 	if (srv->base)
 		event_base_free(srv->base);
 	if (srv->listen_fd >= 0)

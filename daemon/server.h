@@ -22,6 +22,9 @@ struct server {
 	struct session *sessions;
 	unsigned n_sessions;
 	unsigned n_threads;
+	size_t n_fds;               /* counter fds held for registered threads */
+	size_t fd_limit;            /* RLIMIT_NOFILE at start */
+	struct event *accept_retry; /* re-arms accepting after EMFILE */
 	struct registry reg;
 	uint64_t started_ns;
 	struct policy policy;

@@ -26,6 +26,8 @@
 #define SO_PEERPIDFD 77
 #endif
 #define SESSION_MAX_REGION_ID 65535
+/* fds kept free for connections, the state file and the metrics page. */
+#define SESSION_FD_RESERVE 64
 #define REGION_NAME_MAX 127
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
@@ -101,6 +103,7 @@ thread_close(struct session *s, struct session_thread *t)
 	free(t->fds);
 	free(t->ev_id);
 	srv->n_threads--;
+	srv->n_fds -= t->n_fds;
 }
 
 static void
@@ -133,10 +136,27 @@ static int register_thread(struct session *s, const Pmc__RegisterThread *rt);
 static int
 handle_register(struct session *s, const Pmc__Request *req)
 {
-	s->no_reply = req->register_thread->reattach;
-	int r = register_thread(s, req->register_thread);
+	const Pmc__RegisterThread *rt = req->register_thread;
+	s->no_reply = rt->reattach;
+	int r = register_thread(s, rt);
 	s->no_reply = 0;
+	/* A refused reattach has no reply to carry the refusal: remember the thread, and drop
+	 * (counting them) its batches, rather than closing a connection the whole process
+	 * shares, which it would only open again to be refused again. */
+	if (r < 0 && rt->reattach && s->n_refused < ARRAY_SIZE(s->refused)) {
+		s->refused[s->n_refused++] = rt->tid;
+		return 0;
+	}
 	return r;
+}
+
+static bool
+thread_refused(const struct session *s, pid_t tid)
+{
+	for (size_t i = 0; i < s->n_refused; i++)
+		if (s->refused[i] == tid)
+			return true;
+	return false;
 }
 
 /* A thread that still holds counters from a daemon that restarted: record its events
@@ -266,7 +286,20 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 
 	int fds[PERF_MAX_EVENTS];
 	size_t failed = 0;
+	if (s->srv->n_fds + n + SESSION_FD_RESERVE > s->srv->fd_limit)
+		return reply_error(s, EMFILE,
+		                   "pmcdaemon holds %zu counter fds, near its limit of %zu: raise "
+		                   "its LimitNOFILE or lower --max-threads",
+		                   s->srv->n_fds, s->srv->fd_limit);
 	r = perf_open_group(tid, ordered, group, n, fds, &failed);
+	/* The tid was checked before the open: if the thread ended meanwhile, the number may
+	 * already name a thread of another process. Check again now that it is counted. */
+	if (r == 0 && !thread_of(s->pid, tid)) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		return reply_error(s, ESRCH, "thread %d ended while it was being registered",
+		                   (int)tid);
+	}
 	if (r < 0) {
 		const char *why = r == -ENOENT || r == -EOPNOTSUPP
 		                          ? " (this machine cannot count it: no hardware PMU? the "
@@ -309,6 +342,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
 		if (!v) {
 			s->srv->n_threads++;
+			s->srv->n_fds += t.n_fds;
 			s->proc->n_threads++;
 			thread_close(s, &t);
 			return reply_error(s, ENOMEM, "out of memory");
@@ -317,6 +351,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		s->threads[s->n_threads++] = t;
 	}
 	s->srv->n_threads++;
+	s->srv->n_fds += n;
 	s->proc->n_threads++;
 
 	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
@@ -351,7 +386,12 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 		uint32_t id = b->def_id[i];
 		const char *name = b->def_name[i];
 		size_t len = strlen(name);
-		if (id == 0 || id > SESSION_MAX_REGION_ID || len == 0 || len > REGION_NAME_MAX)
+		/* Client ids are dense from 1: one far above the region limit only makes the
+		 * id table large (8 bytes an id, per connection). */
+		uint32_t max_id =
+		        s->srv->policy.max_regions > 4096 ? s->srv->policy.max_regions : 4096;
+		if (id == 0 || id > SESSION_MAX_REGION_ID || id > max_id || len == 0 ||
+		    len > REGION_NAME_MAX)
 			return -EBADMSG;
 		if (id >= s->n_ids) {
 			size_t n = id + 1 > 2 * s->n_ids ? id + 1 : 2 * s->n_ids;
@@ -628,6 +668,10 @@ static int
 handle_batch(struct session *s, const Pmc__SampleBatch *b)
 {
 	struct session_thread *t = find_thread(s, b->tid);
+	if (!t && thread_refused(s, b->tid)) {
+		s->srv->dropped += b->n_region + b->dropped;
+		return 0;
+	}
 	if (!t)
 		return -EBADMSG;
 	size_t n = b->n_region, ne = t->n;

@@ -30,7 +30,9 @@ struct session {
 	uint64_t rate_window; /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;
-	int no_reply; /* handling a request that gets no reply (reattach) */
+	int no_reply;     /* handling a request that gets no reply (reattach) */
+	size_t n_refused; /* threads whose reattach was refused: batches dropped */
+	pid_t refused[16];
 	struct process *proc;
 	size_t n_threads;
 	struct session_thread *threads;

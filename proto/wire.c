@@ -217,11 +217,17 @@ wire_sockaddr(const char *path, struct sockaddr_un *sa)
 int
 wire_connect(const char *path)
 {
+	return wire_connect_flags(path, 0);
+}
+
+int
+wire_connect_flags(const char *path, int sock_flags)
+{
 	struct sockaddr_un sa;
 	int r = wire_sockaddr(path, &sa);
 	if (r < 0)
 		return r;
-	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | sock_flags, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)

@@ -80,3 +80,10 @@ int wire_sockaddr(const char *path, struct sockaddr_un *sa);
  * Return: the socket (O_CLOEXEC, blocking), or -errno (-ENAMETOOLONG for a long path).
  */
 int wire_connect(const char *path);
+
+/**
+ * wire_connect_flags() - wire_connect() with extra socket() type flags
+ * @sock_flags: SOCK_NONBLOCK: the connect fails with -EAGAIN at once when the listener's
+ *              backlog is full, instead of waiting
+ */
+int wire_connect_flags(const char *path, int sock_flags);

@@ -10,4 +10,11 @@ for r in outer inner scoped; do
 	expect_eq "$r count" "$(jq .count <<<"$j")" $K
 	expect_faults "$r page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" "$(kv ${r}_page_faults "$TMP/out")"
 done
+# Deeper than the library's 32 levels: the outermost 32 are recorded, each with its own
+# span (the ends of the unrecorded inner levels do not close outer frames).
+run_client "$TMP/deep" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" deep 40
+j=$(region_json deep "$CLIENT_PID")
+expect_eq "deep count" "$(jq .count <<<"$j")" "$(kv count "$TMP/deep")"
+expect_faults "deep page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" "$(kv page_faults "$TMP/deep")"
+[ -n "${PMC_SANITIZED:-}" ] || expect_eq "deep: outermost level" "$(jq '.events["page-faults"].max' <<<"$j")" 40
 daemon_alive

@@ -12,6 +12,17 @@ grep -q "pmc: profiling disabled: cannot connect to pmcdaemon at $TMP/nobody-lis
 pass "warning: $(cat "$TMP/err")"
 as_user env PMC_DISABLE=1 "$PMC_EXAMPLE_BIN" 5 2 >"$TMP/out" 2>"$TMP/err" || fail "PMC_DISABLE=1 run failed"
 expect_eq "PMC_DISABLE stderr lines" "$(wc -l <"$TMP/err")" 0
+# A daemon that hangs with its backlog full: the connect fails at once, no wait.
+"$PMC_TEST_RAW_BIN" "$TMP/stuck.sock" stuck 20 >"$TMP/stuck.out" &
+stuck=$!
+for _ in $(seq 100); do grep -q ready "$TMP/stuck.out" 2>/dev/null && break; sleep 0.05; done
+chmod 666 "$TMP/stuck.sock"
+as_user env PMC_SOCKET="$TMP/stuck.sock" "$PMC_TEST_CLIENT_BIN" pages 1 10 >"$TMP/out" 2>"$TMP/err" ||
+	fail "the application failed against a hung daemon"
+kill $stuck; wait $stuck 2>/dev/null || true
+expect_eq "hung daemon: application finished" "$(kv count "$TMP/out")" 10
+grep -q "Resource temporarily unavailable" "$TMP/err" || fail "warning: $(cat "$TMP/err")"
+pass "hung daemon: $(cat "$TMP/err")"
 # A daemon that is gone after the client connected: the client carries on.
 start_daemon
 as_user "$PMC_TEST_CLIENT_BIN" pages 2 2000 >"$TMP/out" 2>"$TMP/err" &

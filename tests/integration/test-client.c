@@ -23,6 +23,9 @@
  *                    sleeping US microseconds between calls; prints the total and the
  *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
  *                    restarted meanwhile: regions must never wait for it)
+ *   deep D           region "deep" nested D levels deep (more than the library's 32),
+ *                    each level writing 1 fresh page before going deeper: the 32
+ *                    outermost levels are recorded, level k with D - k page faults
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region
@@ -151,6 +154,21 @@ thread_switches(void)
 			total += v;
 	fclose(f);
 	return total;
+}
+
+static pmc_region_t deep_region;
+
+static void
+deep(long level, long d)
+{
+	if (level == d)
+		return;
+	unsigned char *m = map_pages(1);
+	pmc_begin(deep_region);
+	write_pages(m, 1);
+	deep(level + 1, d);
+	pmc_end(deep_region);
+	munmap(m, pagesz);
 }
 
 struct feeder_arg {
@@ -304,6 +322,15 @@ main(int argc, char **argv)
 		}
 		printf("count=%ld\npage_faults=%ld\nmax_region_ns=%llu\n", t * a[0].k, t * a[0].k,
 		       (unsigned long long)max);
+	} else if (!strcmp(mode, "deep") && argc == 3) {
+		long d = atol(argv[2]), want = 0;
+		deep_region = pmc_region("deep");
+		/* The mappings of deeper levels are made inside the outer regions: pre-fault
+		 * nothing of them, so each level counts its own page and its inner levels'. */
+		deep(0, d);
+		for (long k = 0; k < d && k < 32; k++)
+			want += d - k;
+		printf("count=%ld\npage_faults=%ld\n", d < 32 ? d : 32, want);
 	} else if (!strcmp(mode, "block") && argc == 3) {
 		long m = atol(argv[2]);
 		int p[2];

@@ -7,6 +7,8 @@
  *                            default ENOENT), message printed
  *   SOCKET oversize          a 2 MiB datagram (over the daemon's 1 MiB limit): closed
  *   SOCKET many-events N     register with N events: refused (E2BIG) past the limit
+ *   SOCKET stuck SECONDS     listen on SOCKET itself, never accept, and fill the backlog:
+ *                            a daemon that hangs; prints "ready" once it is full
  *   SOCKET hold SECONDS      say Hello, then keep the connection open SECONDS
  *   SOCKET orphan            say Hello, fork, exit: the child registers its own thread
  *                            on the inherited connection of a process that has exited:
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "wire.h"
@@ -147,6 +150,23 @@ main(int argc, char **argv)
 		return 2;
 	}
 	const char *mode = argv[2];
+	if (!strcmp(mode, "stuck") && argc == 4) {
+		struct sockaddr_un sa;
+		int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (l < 0 || wire_sockaddr(argv[1], &sa) < 0 ||
+		    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 0) < 0) {
+			perror("stuck: listen");
+			return 1;
+		}
+		/* Connect until one would wait: the backlog is then full. */
+		for (int i = 0; i < 64; i++)
+			if (wire_connect_flags(argv[1], SOCK_NONBLOCK) < 0)
+				break;
+		printf("ready\n");
+		fflush(stdout);
+		sleep((unsigned)atoi(argv[3]));
+		return 0;
+	}
 	int fd = wire_connect(argv[1]);
 	if (fd < 0) {
 		fprintf(stderr, "connect: %s\n", strerror(-fd));
