@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,9 +158,28 @@ write_atomically(const char *path, const uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* This boot's id, or "" where the kernel does not say. */
+static void
+boot_id(char out[64])
+{
+	out[0] = 0;
+	_cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, 63);
+	if (n <= 0) {
+		out[0] = 0;
+		return;
+	}
+	out[n] = 0;
+	out[strcspn(out, "\n")] = 0;
+}
+
 int
 state_save(struct server *srv, const char *path)
 {
+	char boot[64];
+	boot_id(boot);
 	_cleanup_(arena_free) struct arena a = {0};
 	struct registry *reg = &srv->reg;
 	Pmc__State st = PMC__STATE__INIT;
@@ -169,6 +189,7 @@ state_save(struct server *srv, const char *path)
 	st.batches = srv->batches;
 	st.dropped = srv->dropped;
 	st.lost = srv->lost;
+	st.boot_id = boot;
 	st.processes = arena_alloc(&a, reg->n_procs * sizeof(*st.processes));
 	for (struct process *p = reg->procs; p && !a.oom; p = p->next) {
 		Pmc__ProcessState *ps = arena_alloc(&a, sizeof(*ps));
@@ -298,7 +319,13 @@ state_load(struct server *srv, const char *path)
 	_cleanup_(state_freep) Pmc__State *st = pmc__state__unpack(NULL, len, buf);
 	if (!st || st->version != STATE_VERSION)
 		return -EBADMSG;
+	char boot[64];
+	boot_id(boot);
+	bool rebooted = strcmp(boot, st->boot_id) != 0;
 	for (size_t i = 0; i < st->n_processes; i++) {
+		/* Saved before a reboot: keep the figures, but let no new process match them. */
+		if (rebooted)
+			st->processes[i]->start = UINT64_MAX;
 		int r = load_process(srv, st->processes[i]);
 		if (r < 0) {
 			registry_free(&srv->reg);
