@@ -15,6 +15,10 @@ done
 run_client "$TMP/deep" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" deep 40
 j=$(region_json deep "$CLIENT_PID")
 expect_eq "deep count" "$(jq .count <<<"$j")" "$(kv count "$TMP/deep")"
-expect_faults "deep page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" "$(kv page_faults "$TMP/deep")"
+if [ -z "${PMC_SANITIZED:-}" ]; then
+	expect_eq "deep page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" "$(kv page_faults "$TMP/deep")"
+else # ASan's shadow of 40 new stack frames faults inside the regions too
+	[ "$(jq '.events["page-faults"].sum' <<<"$j")" -ge "$(kv page_faults "$TMP/deep")" ] || fail "deep page-faults below the truth"
+fi
 [ -n "${PMC_SANITIZED:-}" ] || expect_eq "deep: outermost level" "$(jq '.events["page-faults"].max' <<<"$j")" 40
 daemon_alive
