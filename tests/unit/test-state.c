@@ -70,9 +70,10 @@ test_state_from_another_boot(void)
 	CHECK(n > 0);
 	Pmc__State *st = pmc__state__unpack(NULL, (size_t)n, buf);
 	CHECK(st && *st->boot_id);
+	char *saved = st->boot_id;
 	st->boot_id = "00000000-0000-0000-0000-000000000000";
 	size_t len = pmc__state__pack(st, buf);
-	st->boot_id = NULL;
+	st->boot_id = saved;
 	pmc__state__free_unpacked(st, NULL);
 	fd = open(path, O_WRONLY | O_TRUNC);
 	CHECK(fd >= 0 && write(fd, buf, len) == (ssize_t)len);
