@@ -106,6 +106,27 @@ thread_close(struct session *s, struct session_thread *t)
 	srv->n_fds -= t->n_fds;
 }
 
+/* Keeps @t (taken on success) in place of @old, or as a new thread of @s, and counts it;
+ * thread_close() undoes the counting. Return: 0 or -ENOMEM (@t still the caller's). */
+static int
+thread_store(struct session *s, struct session_thread *old, struct session_thread *t)
+{
+	if (old) {
+		thread_close(s, old);
+		*old = *t;
+	} else {
+		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->threads = v;
+		s->threads[s->n_threads++] = *t;
+	}
+	s->srv->n_threads++;
+	s->srv->n_fds += t->n_fds;
+	s->proc->n_threads++;
+	return 0;
+}
+
 static void
 drop_thread(struct session *s, struct session_thread *t)
 {
@@ -180,20 +201,10 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 		}
 		t.ev_id[i] = (uint32_t)id;
 	}
-	if (old) {
-		thread_close(s, old);
-		*old = t;
-	} else {
-		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
-		if (!v) {
-			free(t.ev_id);
-			return -ENOMEM;
-		}
-		s->threads = v;
-		s->threads[s->n_threads++] = t;
+	if (thread_store(s, old, &t) < 0) {
+		free(t.ev_id);
+		return -ENOMEM;
 	}
-	s->srv->n_threads++;
-	s->proc->n_threads++;
 	log_debug("pid %d: thread %d reattached with %zu events", (int)s->pid, (int)rt->tid, n);
 	return 0;
 }
@@ -335,24 +346,13 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	}
 	memcpy(t.fds, fds, n * sizeof(int));
 
-	if (old) {
-		thread_close(s, old);
-		*old = t;
-	} else {
-		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
-		if (!v) {
-			s->srv->n_threads++;
-			s->srv->n_fds += t.n_fds;
-			s->proc->n_threads++;
-			thread_close(s, &t);
-			return reply_error(s, ENOMEM, "out of memory");
-		}
-		s->threads = v;
-		s->threads[s->n_threads++] = t;
+	if (thread_store(s, old, &t) < 0) {
+		for (size_t i = 0; i < n; i++)
+			close(t.fds[i]);
+		free(t.fds);
+		free(t.ev_id);
+		return reply_error(s, ENOMEM, "out of memory");
 	}
-	s->srv->n_threads++;
-	s->srv->n_fds += n;
-	s->proc->n_threads++;
 
 	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
 	rr.tid = tid;
