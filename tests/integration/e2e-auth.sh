@@ -14,7 +14,11 @@ pass "kernel mode refused: $(grep message= <<<"$out")"
 out=$(raw event cycles:uk $EACCES) || fail "cycles:uk not refused: $out"
 # Software events of one's own thread count kernel activity: allowed.
 run_client "$TMP/cs" env PMC_EVENTS=context-switches,page-faults "$PMC_TEST_CLIENT_BIN" block 5
-[ "$(region_json block "$CLIENT_PID" | jq '.events["context-switches"].sum')" -ge 5 ] || fail "context-switches not counted"
+# (as many as the kernel's own counters saw around the region, less the two at its edges;
+# a reader slower than the writer finds bytes waiting and does not block every time)
+cs=$(region_json block "$CLIENT_PID" | jq '.events["context-switches"].sum')
+around=$(kv switches_around "$TMP/cs")
+[ "$cs" -gt 0 ] && [ "$cs" -ge $((around - 2)) ] || fail "context-switches $cs, the kernel saw $around"
 pass "software events count kernel activity for uid 65534"
 
 # Who sees what: uid 65534 its own processes, another user nothing, root all.
