@@ -89,14 +89,19 @@ static inline void
 floor_read(const struct floor *f, uint64_t *buf)
 {
 	if (f->rdpmc) {
-		for (int i = 0; i < f->n; i++) {
-			struct pmc_reading rd;
-
-			/* Checked, as the library checks it. */
-			buf[3 + i] = pmc_reader_read(f->pages[i], &pmc_reader_hw_ops, &rd) == 0
-			                     ? rd.value
-			                     : 0;
+		/* One group: the leader with its times (brought up to date with rdtsc), the
+		 * members' counts alone, each checked, as the library does it. */
+		struct pmc_reading rd;
+		if (pmc_reader_read(f->pages[0], &pmc_reader_hw_ops, &rd) == 0) {
+			buf[1] = rd.enabled;
+			buf[2] = rd.running;
+			buf[3] = rd.value;
+		} else {
+			buf[3] = 0;
 		}
+		for (int i = 1; i < f->n; i++)
+			if (pmc_reader_read_count(f->pages[i], &pmc_reader_hw_ops, &buf[3 + i]) < 0)
+				buf[3 + i] = 0;
 		return;
 	}
 	if (read(f->fds[0], buf, (3 + (size_t)f->n) * sizeof(uint64_t)) < 0)

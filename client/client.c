@@ -59,7 +59,7 @@ struct pmc_thread {
 	pid_t tid;
 	size_t n;
 	int fds[PMC_MAX_EVENTS];
-	void *pages[PMC_MAX_EVENTS];
+	struct perf_event_mmap_page *pages[PMC_MAX_EVENTS];
 	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
 	int rdpmc;
 	unsigned depth;
@@ -430,8 +430,7 @@ register_locked(void)
 	for (size_t i = 0; i < t->n; i++) {
 		void *p = mmap(NULL, (size_t)pagesz, PROT_READ, MAP_SHARED, t->fds[i], 0);
 		t->pages[i] = p == MAP_FAILED ? NULL : p;
-		if (!t->pages[i] ||
-		    !((const struct perf_event_mmap_page *)t->pages[i])->cap_user_rdpmc)
+		if (!t->pages[i] || !t->pages[i]->cap_user_rdpmc)
 			t->rdpmc = 0;
 	}
 	if (!t->rdpmc)
@@ -461,19 +460,9 @@ static inline int
 read_counters(struct pmc_thread *t, uint64_t *v)
 {
 	size_t n = t->n;
-	if (t->rdpmc) {
-		size_t i;
-		for (i = 0; i < n; i++) {
-			struct pmc_reading rd;
-			if (pmc_reader_read(t->pages[i], &pmc_reader_hw_ops, &rd) < 0)
-				break;
-			v[i] = rd.value;
-			v[n + i] = rd.enabled;
-			v[2 * n + i] = rd.running;
-		}
-		if (i == n)
-			return 0;
-	}
+	if (t->rdpmc &&
+	    pmc_reader_read_groups(t->pages, t->group_leader, n, &pmc_reader_hw_ops, v) == 0)
+		return 0;
 	uint64_t buf[3 + PMC_MAX_EVENTS];
 	for (size_t g = 0; g < n;) {
 		size_t end = g + 1;

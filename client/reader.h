@@ -114,30 +114,11 @@ pmc_cyc_to_ns(uint64_t cyc, uint32_t mult, unsigned shift)
 	return (uint64_t)(((pmc_u128)cyc * mult) >> shift);
 }
 
-/**
- * pmc_reader_read() - read a counter through its user page without a system call
- * @pc: the event's mmap()ed perf_event_mmap_page, borrowed; must not be NULL. The kernel (or a
- *      test) may update it concurrently: the seqlock in @pc->lock makes the snapshot consistent.
- * @ops: the rdpmc/rdtsc implementation, borrowed; normally &pmc_reader_hw_ops
- * @out: filled in on success only; left untouched on any error
- *
- * Follows the protocol documented above struct perf_event_mmap_page: snapshot lock, read index,
- * offset, the raw counter (sign-extended from pmc_width) and time_enabled/time_running, and retry
- * when lock changed meanwhile. An odd lock (an update in progress) is retried as well. With
- * cap_user_time the times are brought up to date with the clock: the cycles from @ops->rdtsc
- * (corrected with time_cycles/time_mask under cap_user_time_short) are converted with
- * time_offset/time_mult/time_shift and the delta added to enabled and, the event being on a
- * counter (index != 0), to running. Without cap_user_time they are the page's last values.
- * Only a self-monitoring thread may use the hardware ops: the counter is the current CPU's.
- *
- * Return: 0 on success; -ENODATA when the page has cap_user_rdpmc clear or index 0 (the event is
- * not on a counter readable from user space: fall back to read()); -EAGAIN when the lock kept
- * changing for PMC_READER_MAX_TRIES passes, so a writer that never finishes cannot hang the
- * caller (retry later or fall back).
- */
-static inline int
-pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
-                struct pmc_reading *out)
+/* pmc_reader_read() and pmc_reader_read_count(): @want_time chooses whether the times are read
+ * (a compile-time constant once inlined). */
+static inline __attribute__((always_inline)) int
+pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
+                 struct pmc_reading *out, int want_time)
 {
 	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
 		uint32_t seq = PMC_READ_ONCE(pc->lock);
@@ -157,14 +138,18 @@ pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc
 
 		count += (uint64_t)pmc_sign_extend(ops->rdpmc(ops->ctx, idx - 1), width);
 
-		uint64_t enabled = PMC_READ_ONCE(pc->time_enabled);
-		uint64_t running = PMC_READ_ONCE(pc->time_running);
-		int has_time = !!(caps & PMC_CAP_USER_TIME);
-		int has_short = has_time && (caps & PMC_CAP_USER_TIME_SHORT);
+		uint64_t enabled = 0, running = 0;
+		int has_time = 0, has_short = 0;
 		uint64_t cyc = 0, time_offset = 0, time_cycles = 0, time_mask = 0;
 		uint32_t time_mult = 0;
 		unsigned time_shift = 0;
 
+		if (want_time) {
+			enabled = PMC_READ_ONCE(pc->time_enabled);
+			running = PMC_READ_ONCE(pc->time_running);
+			has_time = !!(caps & PMC_CAP_USER_TIME);
+			has_short = has_time && (caps & PMC_CAP_USER_TIME_SHORT);
+		}
 		if (has_time) {
 			cyc = ops->rdtsc(ops->ctx);
 			time_offset = PMC_READ_ONCE(pc->time_offset);
@@ -196,6 +181,101 @@ pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc
 		return 0;
 	}
 	return -EAGAIN;
+}
+
+/**
+ * pmc_reader_read() - read a counter through its user page without a system call
+ * @pc: the event's mmap()ed perf_event_mmap_page, borrowed; must not be NULL. The kernel (or a
+ *      test) may update it concurrently: the seqlock in @pc->lock makes the snapshot consistent.
+ * @ops: the rdpmc/rdtsc implementation, borrowed; normally &pmc_reader_hw_ops
+ * @out: filled in on success only; left untouched on any error
+ *
+ * Follows the protocol documented above struct perf_event_mmap_page: snapshot lock, read index,
+ * offset, the raw counter (sign-extended from pmc_width) and time_enabled/time_running, and retry
+ * when lock changed meanwhile. An odd lock (an update in progress) is retried as well. With
+ * cap_user_time the times are brought up to date with the clock: the cycles from @ops->rdtsc
+ * (corrected with time_cycles/time_mask under cap_user_time_short) are converted with
+ * time_offset/time_mult/time_shift and the delta added to enabled and, the event being on a
+ * counter (index != 0), to running. Without cap_user_time they are the page's last values.
+ * Only a self-monitoring thread may use the hardware ops: the counter is the current CPU's.
+ *
+ * Return: 0 on success; -ENODATA when the page has cap_user_rdpmc clear or index 0 (the event is
+ * not on a counter readable from user space: fall back to read()); -EAGAIN when the lock kept
+ * changing for PMC_READER_MAX_TRIES passes, so a writer that never finishes cannot hang the
+ * caller (retry later or fall back).
+ */
+static inline int
+pmc_reader_read(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
+                struct pmc_reading *out)
+{
+	return pmc_reader_read_(pc, ops, out, 1);
+}
+
+/**
+ * pmc_reader_read_count() - pmc_reader_read() of the count alone, for a group member
+ * @pc: as for pmc_reader_read()
+ * @ops: as for pmc_reader_read(); @ops->rdtsc is never called
+ * @value: receives the count on success only
+ *
+ * The kernel schedules a group as a unit, so every member has its leader's time_enabled and
+ * time_running (a read() of the group reports the leader's alone): a caller that has read the
+ * leader with pmc_reader_read() takes its times for the members and saves, per member, the
+ * rdtsc and the time fields. The seqlock protocol and the errors are pmc_reader_read()'s.
+ * Return: 0, -ENODATA or -EAGAIN, as pmc_reader_read().
+ */
+static inline int
+pmc_reader_read_count(const volatile struct perf_event_mmap_page *pc,
+                      const struct pmc_reader_ops *ops, uint64_t *value)
+{
+	struct pmc_reading rd;
+	int r = pmc_reader_read_(pc, ops, &rd, 0);
+
+	if (r == 0)
+		*value = rd.value;
+	return r;
+}
+
+/**
+ * pmc_reader_read_groups() - read every counter of a thread's perf groups through their pages
+ * @pages: @n mmap()ed user pages, borrowed, in group order (each leader before its members);
+ *         none NULL
+ * @leader: @n indexes; @leader[i] is the index of event i's group leader (i for a leader)
+ * @n: how many events
+ * @ops: as for pmc_reader_read()
+ * @v: 3 * @n words, caller-owned: the counts in v[0..n), time_enabled in v[n..2n) and
+ *     time_running in v[2n..3n), the layout of a read() of each group spread per event
+ *
+ * Each leader is read with its times (one clock read per group), each member's count alone
+ * with its leader's times, as a read() of the group reports them.
+ * Return: 0 when every event was read; otherwise the first error of pmc_reader_read() or
+ * pmc_reader_read_count() (-ENODATA: use read(); -EAGAIN), with @v partly written.
+ */
+static inline int
+pmc_reader_read_groups(struct perf_event_mmap_page *const *pages, const int *leader, size_t n,
+                       const struct pmc_reader_ops *ops, uint64_t *v)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t g = (size_t)leader[i];
+		int r;
+
+		if (g != i) {
+			r = pmc_reader_read_count(pages[i], ops, &v[i]);
+			if (r < 0)
+				return r;
+			v[n + i] = v[n + g];
+			v[2 * n + i] = v[2 * n + g];
+		} else {
+			struct pmc_reading rd;
+
+			r = pmc_reader_read(pages[i], ops, &rd);
+			if (r < 0)
+				return r;
+			v[i] = rd.value;
+			v[n + i] = rd.enabled;
+			v[2 * n + i] = rd.running;
+		}
+	}
+	return 0;
 }
 
 #if defined(__x86_64__)

@@ -489,6 +489,101 @@ test_stuck_writer(void)
 	page_free(pg);
 }
 
+/* A group member's count alone: the seqlock and the fallbacks of pmc_reader_read(), and never a
+ * clock read nor a time field, whatever the page's capabilities say. */
+static void
+test_read_count(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(3, 48, -100);
+	struct fake f = {.pg = pg, .raw = UINT64_C(0xFFFFFFFFFFFF), .tsc = 999, .want_counter = 2};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	uint64_t v = 77;
+
+	pg->cap_user_time = 1;
+	pg->cap_user_time_short = 1;
+	pg->time_enabled = 5000;
+	pg->time_running = 3000;
+	pg->time_mult = 1;
+
+	/* -100 + (-1 sign-extended from 48 bits) */
+	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), 0);
+	CHECK_EQ(v, (uint64_t)-101);
+	CHECK_EQ(f.rdpmc_calls, 1);
+	CHECK_EQ(f.rdtsc_calls, 0);
+
+	/* A writer that moved the lock on: retried, still no clock read. */
+	f.raw = 50;
+	f.rdpmc_calls = 0;
+	f.bump_first = 2;
+	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), 0);
+	CHECK_EQ(v, (uint64_t)-50);
+	CHECK_EQ(f.rdpmc_calls, 3);
+	CHECK_EQ(f.rdtsc_calls, 0);
+
+	/* Not on a counter, no rdpmc, a writer that never finishes: the errors, @v untouched. */
+	v = 77;
+	pg->index = 0;
+	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
+	pg->index = 3;
+	pg->cap_user_rdpmc = 0;
+	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
+	pg->cap_user_rdpmc = 1;
+	f.bump_always = true;
+	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -EAGAIN);
+	CHECK_EQ(v, 77);
+	CHECK_EQ(f.rdtsc_calls, 0);
+	page_free(pg);
+}
+
+/* Reads counter @counter as raw + counter, for pages on several counters at once. */
+static uint64_t
+fake_rdpmc_multi(void *ctx, uint32_t counter)
+{
+	struct fake *f = ctx;
+
+	f->rdpmc_calls++;
+	return f->raw + counter;
+}
+
+/* Two groups, {0, 1, 2} and {3, 4}: one clock read per group, the members with their leader's
+ * times, and any member not on a counter sends the caller to read(). */
+static void
+test_read_groups(void)
+{
+	struct perf_event_mmap_page *pg[5];
+	const int leader[5] = {0, 0, 0, 3, 3};
+	struct fake f = {.raw = 1000, .tsc = 50};
+	struct pmc_reader_ops ops = {.rdpmc = fake_rdpmc_multi, .rdtsc = fake_rdtsc, .ctx = &f};
+	uint64_t v[15];
+
+	for (int i = 0; i < 5; i++) {
+		pg[i] = page_rdpmc((uint32_t)i + 1, 48, 10 * i);
+		pg[i]->cap_user_time = 1;
+		pg[i]->time_mult = 1;
+		/* Members' own time fields are wrong on purpose: they must not be used. */
+		pg[i]->time_enabled = leader[i] == i ? 100 * (uint64_t)(i + 1) : 7;
+		pg[i]->time_running = leader[i] == i ? 60 * (uint64_t)(i + 1) : 7;
+	}
+	CHECK_EQ(pmc_reader_read_groups(pg, leader, 5, &ops, v), 0);
+	CHECK_EQ(f.rdtsc_calls, 2);
+	CHECK_EQ(f.rdpmc_calls, 5);
+	for (int i = 0; i < 5; i++) {
+		int g = leader[i];
+		CHECK_EQ(v[i], 1000 + (uint64_t)i + 10 * (uint64_t)i); /* raw + counter + offset */
+		CHECK_EQ(v[5 + i], 100 * (uint64_t)(g + 1) + 50);      /* the leader's, + tsc */
+		CHECK_EQ(v[10 + i], 60 * (uint64_t)(g + 1) + 50);
+	}
+
+	/* A member off its counter (index 0): the whole read is refused, for read() to do. */
+	pg[4]->index = 0;
+	CHECK_EQ(pmc_reader_read_groups(pg, leader, 5, &ops, v), -ENODATA);
+	pg[4]->index = 5;
+	pg[0]->cap_user_rdpmc = 0;
+	CHECK_EQ(pmc_reader_read_groups(pg, leader, 5, &ops, v), -ENODATA);
+	for (int i = 0; i < 5; i++)
+		page_free(pg[i]);
+}
+
 static void
 test_parse_group(void)
 {
@@ -605,6 +700,8 @@ main(void)
 	RUN(test_retry_forced);
 	RUN(test_seqlock_concurrent_writer);
 	RUN(test_stuck_writer);
+	RUN(test_read_count);
+	RUN(test_read_groups);
 	RUN(test_parse_group);
 	RUN(test_caps_layout);
 	RUN(test_hw_seam);
