@@ -20,7 +20,9 @@
  *   pmc-bench-ingest register SOCKET REPS ITERS
  *	Thread registration: on one connection (connect and Hello once), RegisterThread for this
  *	thread, wait for RegisterReply and its fds, close them; against perf_event_open of the
- *	same group of events on this thread, then close. Alternating blocks of ITERS, REPS times.
+ *	same group of events on this thread, then close; and, to show what the round trip alone
+ *	costs, a Status request and its reply on the same connection. Alternating blocks of
+ *	ITERS, REPS times.
  *
  *   pmc-bench-ingest regions SOCKET NREGIONS
  *	Daemon memory per region: the daemon's resident (VmRSS) and allocated (VmData) memory
@@ -471,20 +473,24 @@ static int
 cmd_register(const char *path, int reps, long iters)
 {
 	struct events e;
-	static double reg[MAX_REPS], raw[MAX_REPS], ratio[MAX_REPS];
+	static double reg[MAX_REPS], raw[MAX_REPS], rtt[MAX_REPS], ratio[MAX_REPS];
 
 	events_get(&e);
 	int fd = conn_open(path);
 	int fds[BENCH_MAX_EVENTS];
 
 	for (int rep = -1; rep < reps; rep++) {
-		for (int k = 0; k < 2; k++) {
-			int v = (rep + k + 2) % 2;
+		for (int k = 0; k < 3; k++) {
+			int v = (rep + k + 3) % 3;
 			uint64_t t0 = bench_now_ns();
 
 			for (long i = 0; i < iters; i++) {
 				if (v == 0) {
 					register_self(fd, &e);
+					continue;
+				}
+				if (v == 2) {
+					(void)status_get(fd);
 					continue;
 				}
 				int r = bench_open_group(e.ev, (int)e.n, fds);
@@ -498,8 +504,10 @@ cmd_register(const char *path, int reps, long iters)
 				continue; /* warm-up */
 			if (v == 0)
 				reg[rep] = ns;
-			else
+			else if (v == 1)
 				raw[rep] = ns;
+			else
+				rtt[rep] = ns;
 		}
 		if (rep >= 0)
 			ratio[rep] = reg[rep] / raw[rep];
@@ -509,6 +517,7 @@ cmd_register(const char *path, int reps, long iters)
 	printf("register_ns=%.0f\nraw_open_close_ns=%.0f\nregister_ratio=%.3f\n",
 	       bench_median(reg, (size_t)reps), bench_median(raw, (size_t)reps),
 	       bench_median(ratio, (size_t)reps));
+	printf("status_round_trip_ns=%.0f\n", bench_median(rtt, (size_t)reps));
 	return 0;
 }
 
