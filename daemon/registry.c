@@ -68,13 +68,67 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	return p;
 }
 
+/* FNV-1a: region names are short, and the index only needs a spread, not secrecy (a client
+ * that makes its own names collide slows only its own process's lookups, and at most
+ * --max-regions of them). */
+static uint64_t
+name_hash(const char *name)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		h = (h ^ *c) * UINT64_C(1099511628211);
+	return h;
+}
+
+/* The slot of @name in @p's index: where it is, or the empty slot where it would go. */
+static size_t
+index_slot(const struct process *p, const char *name, uint64_t h)
+{
+	size_t mask = p->index_cap - 1;
+	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+		uint32_t v = p->index[i];
+		if (!v)
+			return i;
+		const struct region_agg *r = p->regions[v - 1];
+		if (r->hash == h && !strcmp(r->name, name))
+			return i;
+	}
+}
+
+/* Makes room in @p for one more region: the array and, at half full, the index. */
+static int
+process_grow(struct process *p)
+{
+	if (p->n_regions == p->cap_regions) {
+		size_t n = p->cap_regions ? 2 * p->cap_regions : 8;
+		struct region_agg **v = realloc(p->regions, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		p->regions = v;
+		p->cap_regions = n;
+	}
+	if (2 * (p->n_regions + 1) > p->index_cap) {
+		size_t cap = p->index_cap ? 2 * p->index_cap : 16;
+		uint32_t *idx = calloc(cap, sizeof(*idx));
+		if (!idx)
+			return -ENOMEM;
+		free(p->index);
+		p->index = idx;
+		p->index_cap = cap;
+		for (size_t i = 0; i < p->n_regions; i++)
+			idx[index_slot(p, p->regions[i]->name, p->regions[i]->hash)] =
+			        (uint32_t)i + 1;
+	}
+	return 0;
+}
+
 struct region_agg *
 region_find(struct process *p, const char *name)
 {
-	for (size_t i = 0; i < p->n_regions; i++)
-		if (!strcmp(p->regions[i]->name, name))
-			return p->regions[i];
-	return NULL;
+	if (!p->index_cap)
+		return NULL;
+	uint32_t v = p->index[index_slot(p, name, name_hash(name))];
+	return v ? p->regions[v - 1] : NULL;
 }
 
 struct region_agg *
@@ -83,10 +137,8 @@ process_region(struct registry *reg, struct process *p, const char *name)
 	struct region_agg *found = region_find(p, name);
 	if (found)
 		return found;
-	struct region_agg **v = realloc(p->regions, (p->n_regions + 1) * sizeof(*v));
-	if (!v)
+	if (process_grow(p) < 0)
 		return NULL;
-	p->regions = v;
 	struct region_agg *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
@@ -95,7 +147,9 @@ process_region(struct registry *reg, struct process *p, const char *name)
 		free(r);
 		return NULL;
 	}
+	r->hash = name_hash(name);
 	stats_init(&r->wall);
+	p->index[index_slot(p, name, r->hash)] = (uint32_t)p->n_regions + 1;
 	p->regions[p->n_regions++] = r;
 	reg->n_regions++;
 	return r;
@@ -216,6 +270,7 @@ process_free(struct registry *reg, struct process *p)
 	for (size_t i = 0; i < p->n_regions; i++)
 		region_free(p->regions[i]);
 	free(p->regions);
+	free(p->index);
 	for (size_t i = 0; i < p->n_events; i++)
 		free(p->events[i]);
 	free(p->events);

@@ -20,6 +20,7 @@ struct event_agg {
 /** One named region of one process. */
 struct region_agg {
 	char *name;
+	uint64_t hash; /* of name, for the process's index */
 	uint64_t count;
 	struct stats wall;
 	size_t n_ev;          /* slots in ev, indexed by process event id */
@@ -41,7 +42,13 @@ struct process {
 	size_t n_events;
 	char **events; /* process event ids -> names */
 	size_t n_regions;
+	size_t cap_regions;
 	struct region_agg **regions;
+	/* Name -> region: open addressing, 1 + index into regions (0: empty), a power of two
+	 * at least twice n_regions; so that a client defining its regions again on every new
+	 * connection costs the daemon one probe a name, not a scan. */
+	uint32_t *index;
+	size_t index_cap;
 	struct process *next;
 };
 

@@ -1,0 +1,73 @@
+/* Unit tests for daemon/registry.c: a process's regions by name, through its index, as it
+ * grows past several resizes; and the figures a process keeps across a region reset. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pmc-test.h"
+#include "registry.h"
+
+#define N 5000
+
+static void
+test_regions_by_name(void)
+{
+	struct registry reg = {0};
+	struct process *p = registry_process(&reg, getpid(), getuid());
+	CHECK(p);
+	static struct region_agg *made[N];
+	char name[32];
+
+	CHECK(region_find(p, "parse") == NULL); /* no index yet */
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "region-%d", i);
+		made[i] = process_region(&reg, p, name);
+		CHECK(made[i]);
+		CHECK(!strcmp(made[i]->name, name));
+		/* Asking again, right away and after the index grew, gives the same region. */
+		CHECK(process_region(&reg, p, name) == made[i]);
+		CHECK(region_find(p, name) == made[i]);
+	}
+	CHECK(p->n_regions == N);
+	CHECK(reg.n_regions == N);
+	CHECK(p->index_cap >= 2 * N);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "region-%d", i);
+		CHECK(region_find(p, name) == made[i]);
+		CHECK(p->regions[i] == made[i]); /* in the order they came */
+	}
+	/* Names that are not there, including prefixes and extensions of ones that are. */
+	CHECK(region_find(p, "region-") == NULL);
+	CHECK(region_find(p, "region-50000") == NULL);
+	CHECK(region_find(p, "region-1x") == NULL);
+	CHECK(region_find(p, "") == NULL);
+	registry_free(&reg);
+	CHECK(reg.n_regions == 0);
+}
+
+/* Two processes index their regions apart: the same name is two regions. */
+static void
+test_processes_apart(void)
+{
+	struct registry reg = {0};
+	struct process *p = registry_process(&reg, getpid(), getuid());
+	struct process *q = registry_process(&reg, getppid(), getuid());
+	CHECK(p && q && p != q);
+	struct region_agg *a = process_region(&reg, p, "parse");
+	struct region_agg *b = process_region(&reg, q, "parse");
+	CHECK(a && b && a != b);
+	CHECK(region_find(p, "parse") == a);
+	CHECK(region_find(q, "parse") == b);
+	CHECK(region_find(q, "other") == NULL);
+	CHECK(reg.n_regions == 2);
+	registry_free(&reg);
+}
+
+int
+main(void)
+{
+	PMC_TEST_RUN(test_regions_by_name);
+	PMC_TEST_RUN(test_processes_apart);
+	return 0;
+}
