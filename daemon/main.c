@@ -67,6 +67,12 @@ usage(FILE *f)
 	        "                            10000; the excess is dropped and counted)\n"
 	        "      --keep-exited N       processes whose figures are kept after they exit\n"
 	        "                            (default 1000; beyond, those that ended first go)\n"
+	        "      --keep-exited-per-user N\n"
+	        "                            of those, per user (default 100; beyond, that\n"
+	        "                            user's that ended first go)\n"
+	        "      --max-total-regions N regions over every process, running or exited\n"
+	        "                            (default 262144; exited processes' figures go\n"
+	        "                            first, then new regions are dropped and counted)\n"
 	        "      --state FILE    keep the aggregates in FILE: restored at start, written\n"
 	        "                      atomically every --state-interval seconds (default 10)\n"
 	        "                      and at SIGTERM, so that they survive a restart\n"
@@ -178,6 +184,10 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		return parse_limit("max-batch-rate", arg, &p->max_batch_rate);
 	case 1011:
 		return parse_limit("keep-exited", arg, &p->keep_exited);
+	case 1012:
+		return parse_limit("keep-exited-per-user", arg, &p->keep_exited_per_user);
+	case 1013:
+		return parse_limit("max-total-regions", arg, &p->max_total_regions);
 	}
 	return -EINVAL;
 }
@@ -251,6 +261,8 @@ main(int argc, char **argv)
 	        {"state", required_argument, NULL, 1009},
 	        {"state-interval", required_argument, NULL, 1010},
 	        {"keep-exited", required_argument, NULL, 1011},
+	        {"keep-exited-per-user", required_argument, NULL, 1012},
+	        {"max-total-regions", required_argument, NULL, 1013},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -292,7 +304,7 @@ main(int argc, char **argv)
 			if (parse_limit("state-interval", optarg, &state_interval) < 0)
 				return 2;
 			break;
-		case 1011:
+		case 1011 ... 1013:
 		case 1000 ... 1008:
 			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
 				policy_free(&policy);

@@ -19,6 +19,8 @@ policy_init(struct policy *p)
 	p->max_regions = 4096;
 	p->max_batch_rate = 10000;
 	p->keep_exited = 1000;
+	p->keep_exited_per_user = 100;
+	p->max_total_regions = 262144;
 }
 
 void

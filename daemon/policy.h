@@ -23,10 +23,12 @@ struct policy {
 	gid_t admin_gid;
 	/* Limits. */
 	unsigned max_clients;
-	unsigned max_threads;    /* registered threads per process */
-	unsigned max_regions;    /* regions per process */
-	unsigned max_batch_rate; /* sample batches per second per connection */
-	unsigned keep_exited;    /* processes whose figures are kept after they disconnect */
+	unsigned max_threads;          /* registered threads per process */
+	unsigned max_regions;          /* regions per process */
+	unsigned max_batch_rate;       /* sample batches per second per connection */
+	unsigned keep_exited;          /* processes whose figures are kept after they disconnect */
+	unsigned keep_exited_per_user; /* of those, per uid */
+	unsigned max_total_regions;    /* regions over every process, live or exited */
 };
 
 /** policy_init() - the defaults: no kernel mode for anyone but root, any event. */

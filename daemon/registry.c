@@ -277,25 +277,49 @@ process_free(struct registry *reg, struct process *p)
 	free(p);
 }
 
+/* Forgets the process that ended first, of @uid only unless it is -1, never @keep.
+ * Return: false when there is none. */
+static bool
+evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
+{
+	struct process **oldest = NULL;
+	for (struct process **q = &reg->procs; *q; q = &(*q)->next)
+		if ((*q)->ended && *q != keep && (uid == (uid_t)-1 || (*q)->uid == uid) &&
+		    (!oldest || (*q)->ended < (*oldest)->ended))
+			oldest = q;
+	if (!oldest)
+		return false;
+	struct process *victim = *oldest;
+	*oldest = victim->next;
+	reg->n_procs--;
+	reg->evicted++;
+	process_free(reg, victim);
+	return true;
+}
+
 void
 registry_process_ended(struct registry *reg, struct process *p, uint64_t now)
 {
 	p->ended = now ? now : 1;
-	size_t n_ended = 0;
-	for (struct process *q = reg->procs; q; q = q->next)
+	size_t n_ended = 0, n_uid = 0;
+	for (struct process *q = reg->procs; q; q = q->next) {
 		n_ended += q->ended != 0;
-	while (n_ended > reg->max_ended) {
-		struct process **oldest = NULL;
-		for (struct process **q = &reg->procs; *q; q = &(*q)->next)
-			if ((*q)->ended && (!oldest || (*q)->ended < (*oldest)->ended))
-				oldest = q;
-		struct process *victim = *oldest;
-		*oldest = victim->next;
-		reg->n_procs--;
-		reg->evicted++;
-		process_free(reg, victim);
-		n_ended--;
+		n_uid += q->ended != 0 && q->uid == p->uid;
 	}
+	/* One user's short-lived processes first push out that user's own. */
+	for (; reg->max_ended_per_uid && n_uid > reg->max_ended_per_uid; n_uid--, n_ended--)
+		(void)evict_oldest(reg, p->uid, NULL);
+	for (; n_ended > reg->max_ended; n_ended--)
+		(void)evict_oldest(reg, (uid_t)-1, NULL);
+}
+
+bool
+registry_room(struct registry *reg, const struct process *keep)
+{
+	while (reg->max_regions && reg->n_regions >= reg->max_regions)
+		if (!evict_oldest(reg, (uid_t)-1, keep))
+			return false;
+	return true;
 }
 
 static void

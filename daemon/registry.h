@@ -39,6 +39,7 @@ struct process {
 	uint64_t lost;       /* of those, lost by an earlier daemon */
 	uint64_t ended;      /* when its last connection closed (0: connected) */
 	bool warned_regions; /* logged once that it hit --max-regions */
+	bool warned_total;   /* logged once that it hit --max-total-regions */
 	size_t n_events;
 	char **events; /* process event ids -> names */
 	size_t n_regions;
@@ -56,8 +57,10 @@ struct registry {
 	struct process *procs;
 	size_t n_procs;
 	size_t n_regions;
-	size_t max_ended; /* processes kept after they disconnect (--keep-exited) */
-	uint64_t evicted; /* disconnected processes dropped to stay within max_ended */
+	size_t max_ended;         /* processes kept after they disconnect (--keep-exited) */
+	size_t max_ended_per_uid; /* of those, per uid (--keep-exited-per-user; 0: no limit) */
+	size_t max_regions;       /* over every process (--max-total-regions; 0: no limit) */
+	uint64_t evicted;         /* disconnected processes dropped to stay within max_ended */
 };
 
 /**
@@ -122,6 +125,17 @@ size_t region_derived(const struct process *p, const struct region_agg *r, struc
  * @reg->max_ended have ended
  */
 void registry_process_ended(struct registry *reg, struct process *p, uint64_t now);
+
+/**
+ * registry_room() - make room for one more region under @reg->max_regions
+ * @keep: the process that wants the region; never evicted
+ *
+ * When the registry holds max_regions regions, the processes that ended first are forgotten
+ * (counted in @reg->evicted) until one more fits.
+ * Return: true when one more region fits; false when only live processes (or @keep) hold
+ * them all: the caller refuses the region.
+ */
+bool registry_room(struct registry *reg, const struct process *keep);
 
 /** registry_free() - free everything @reg holds. */
 void registry_free(struct registry *reg);

@@ -132,6 +132,8 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	srv->listen_fd = listen_fd;
 	srv->policy = *policy;
 	srv->reg.max_ended = policy->keep_exited;
+	srv->reg.max_ended_per_uid = policy->keep_exited_per_user;
+	srv->reg.max_regions = policy->max_total_regions;
 	srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
 	srv->rxbuf = malloc(SERVER_MAX_REQUEST);
 	srv->base = event_base_new();

@@ -413,6 +413,17 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 			s->ids[id] = &refused_region;
 			continue;
 		}
+		if (!r && !registry_room(&s->srv->reg, p)) {
+			if (!p->warned_total)
+				log_warn(
+				        "pid %d: the daemon holds %u regions of running processes, "
+				        "its limit (--max-total-regions): samples of region '%s' "
+				        "and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_total_regions, name);
+			p->warned_total = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
 		if (!r)
 			r = process_region(&s->srv->reg, p, name);
 		if (!r)

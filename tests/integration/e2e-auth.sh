@@ -110,3 +110,44 @@ expect_eq "evicted" "$(pmcctl status --format json | jq .evicted)" 2
 expect_eq "kept: the last two" "$(pmcctl query --format json | jq -c '[.regions[].pid] | sort')" \
 	"$(printf '%s\n' "${pids[2]}" "${pids[3]}" | sort -n | jq -cs .)"
 daemon_alive
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# --keep-exited-per-user: one user's short-lived processes push out that user's own
+# figures first, never another user's.
+start_daemon --keep-exited 10 --keep-exited-per-user 1
+"${USER_ENV[@]}" PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 3 >"$TMP/root.out" 2>"$TMP/root.err" &
+root_pid=$!
+wait $root_pid || { cat "$TMP/root.err" >&2; fail "root client failed"; }
+pids=()
+for i in 1 2 3; do
+	run_client "$TMP/u$i" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 3
+	pids+=("$CLIENT_PID")
+done
+expect_eq "evicted (uid 65534's first two)" "$(pmcctl status --format json | jq .evicted)" 2
+expect_eq "kept: root's and uid 65534's last" "$(pmcctl query --format json | jq -c '[.regions[].pid] | sort')" \
+	"$(printf '%s\n' "$root_pid" "${pids[2]}" | sort -n | jq -cs .)"
+daemon_alive
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# --max-total-regions: an exited process's figures make room for a running one's new region.
+# nested defines 3 regions: the second process's second one evicts the first process.
+start_daemon --max-total-regions 4
+run_client "$TMP/t1" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
+pmcctl status >/dev/null # the disconnect is handled before the next client comes
+run_client "$TMP/t2" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
+expect_eq "evicted to make room" "$(pmcctl status --format json | jq .evicted)" 1
+expect_eq "the second process keeps its 3 regions" \
+	"$(pmcctl query --format json | jq -c '[.regions[] | [.pid, .name, .count]] | sort')" \
+	"$(jq -cn --argjson p "$CLIENT_PID" '[[$p, "inner", 3], [$p, "outer", 3], [$p, "scoped", 3]]')"
+daemon_alive
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# ... and when only running processes hold them, a new region is refused, its samples
+# dropped and counted.
+start_daemon --max-total-regions 1
+run_client "$TMP/t3" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
+expect_eq "regions kept" "$(pmcctl query --format json | jq -c '[.regions[].name]')" '["inner"]'
+expect_eq "outer's and scoped's samples dropped and counted" "$(pmcctl status --format json | jq .dropped)" 6
+grep -q -- "--max-total-regions" "$TMP/daemon.log" || fail "no --max-total-regions log"
+pass "--max-total-regions: $(grep -- --max-total-regions "$TMP/daemon.log" | head -1)"
+daemon_alive

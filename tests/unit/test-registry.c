@@ -1,5 +1,5 @@
 /* Unit tests for daemon/registry.c: a process's regions by name, through its index, as it
- * grows past several resizes; and the figures a process keeps across a region reset. */
+ * grows past several resizes; and the room --max-total-regions leaves. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +64,38 @@ test_processes_apart(void)
 	registry_free(&reg);
 }
 
+/* --max-total-regions: ended processes make room, the oldest first, never the asking one;
+ * running ones never do. */
+static void
+test_room(void)
+{
+	struct registry reg = {.max_ended = 10, .max_regions = 2};
+	struct process *p = registry_process(&reg, getpid(), getuid());
+	struct process *q = registry_process(&reg, getppid(), getuid());
+	CHECK(p && q);
+	CHECK(registry_room(&reg, p));
+	CHECK(process_region(&reg, p, "a"));
+	CHECK(registry_room(&reg, q));
+	CHECK(process_region(&reg, q, "b"));
+	/* Both running: no room, nothing evicted. */
+	CHECK(!registry_room(&reg, q));
+	CHECK(reg.evicted == 0 && reg.n_regions == 2);
+	/* p ended: it makes room for q... */
+	registry_process_ended(&reg, p, 5);
+	CHECK(reg.n_procs == 2);
+	CHECK(!registry_room(&reg, p)); /* ...but never for itself */
+	CHECK(reg.n_procs == 2);
+	CHECK(registry_room(&reg, q));
+	CHECK(reg.evicted == 1 && reg.n_procs == 1 && reg.n_regions == 1);
+	CHECK(reg.procs == q);
+	registry_free(&reg);
+}
+
 int
 main(void)
 {
 	PMC_TEST_RUN(test_regions_by_name);
 	PMC_TEST_RUN(test_processes_apart);
+	PMC_TEST_RUN(test_room);
 	return 0;
 }
