@@ -263,8 +263,13 @@ render_daemon(struct page *pg, const struct server *srv)
 	daemon_u64(pg, "pmc_samples_total", "counter", "Region samples received.", srv->samples);
 	daemon_u64(pg, "pmc_batches_total", "counter", "Sample batches received.", srv->batches);
 	daemon_u64(pg, "pmc_dropped_samples_total", "counter",
-	           "Samples the clients dropped (their buffer was full) and reported.",
+	           "Samples dropped: by clients whose buffer was full (reported), or by the "
+	           "daemon over --max-batch-rate, --max-regions or --max-total-regions.",
 	           srv->dropped);
+	daemon_u64(pg, "pmc_evicted_processes_total", "counter",
+	           "Exited processes whose figures were forgotten to stay within "
+	           "--keep-exited, --keep-exited-per-user or --max-total-regions.",
+	           srv->reg.evicted);
 	daemon_u64(pg, "pmc_rejected_connections_total", "counter",
 	           "Connections closed for a malformed or out-of-protocol request.", srv->rejected);
 }

@@ -59,6 +59,7 @@ awk -v s="$wall_sum" 'BEGIN { exit !(s > 0 && s < 10) }' || fail "wall seconds s
 expect_eq "samples_total" "$(value pmc_samples_total)" 12
 expect_eq "regions" "$(value pmc_regions)" 2
 expect_eq "rejected" "$(value pmc_rejected_connections_total)" 0
+expect_eq "evicted" "$(value pmc_evicted_processes_total)" 0
 
 # Label values: backslash, double quote and newline escaped; invalid UTF-8 as U+FFFD.
 WL="pid=\"$W\",comm=\"pmc-test-client\",region=\"$(printf '%s\xef\xbf\xbd' 'we\"ird\\na\nme')\""
@@ -67,7 +68,7 @@ expect_faults "odd name page-faults sum" "$(value "pmc_region_event_sum{$WL,even
 
 # Every family has HELP and TYPE; counters, and only they, end in _total.
 for fam in pmc_build_info pmc_uptime_seconds pmc_clients pmc_threads pmc_processes pmc_regions \
-	pmc_samples_total pmc_batches_total pmc_dropped_samples_total pmc_rejected_connections_total \
+	pmc_samples_total pmc_batches_total pmc_dropped_samples_total pmc_rejected_connections_total pmc_evicted_processes_total \
 	pmc_region_count_total pmc_region_wall_seconds pmc_region_event pmc_region_event_scaled_samples_total; do
 	grep -q "^# HELP $fam " "$TMP/metrics" || fail "no HELP for $fam"
 	grep -qE "^# TYPE $fam (counter|gauge|summary)$" "$TMP/metrics" || fail "no TYPE for $fam"
