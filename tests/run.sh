@@ -1,8 +1,9 @@
 #!/bin/bash
 # The whole test suite from a fresh Debian 12 machine, as root: installs the build
 # dependencies, builds with warnings as errors and runs every test (unit; integration
-# as uid 65534 against a real daemon; the hw suite skips without a hardware PMU), then
-# builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
+# as uid 65534 against a real daemon; the hw suite skips without a hardware PMU), builds
+# every target with clang as well and runs its unit tests, then builds again with
+# AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
 # and fuzzes the daemon's decode and dispatch with libFuzzer for PMC_FUZZ_SECONDS
 # (default 120) and its hand decoder of sample batches against protobuf-c for 30 s,
 # failing on any crash, leak, sanitizer report or difference.
@@ -25,6 +26,16 @@ run_suite() {
 
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 [ "${1:-}" = --quick ] && exit 0
+
+# The other compiler: everything (benchmarks too) with clang's warnings as errors, and the
+# unit tests of that build.
+echo "== build-clang: clang-14, every target, warnings as errors; unit tests"
+cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang-14 -DPMC_WERROR=ON \
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMC_BUILD_BENCH=ON >/dev/null
+cmake --build build-clang -j"$(nproc)" >build-clang/build.log 2>&1 ||
+	{ cat build-clang/build.log >&2; echo "build failed in build-clang" >&2; exit 1; }
+(cd build-clang && ctest --output-on-failure -L unit)
+
 run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
 
 echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
