@@ -71,14 +71,16 @@ floor_open(struct floor *f, const struct bench_event *const *ev, int n)
 	if (r < 0)
 		return r;
 	f->n = n;
-	/* The same test as the client library: rdpmc only when every page allows it. */
+	/* The same test as the client library: rdpmc only when every page allows it and the
+	 * leader's page has the clock (cap_user_time). */
 	f->rdpmc = PMC_HAVE_RDPMC;
 	for (int i = 0; i < n; i++) {
 		void *p = mmap(NULL, (size_t)pagesz, PROT_READ, MAP_SHARED, f->fds[i], 0);
 
 		f->pages[i] = p == MAP_FAILED ? NULL : p;
 		struct pmc_reading rd;
-		if (!f->pages[i] || pmc_reader_read(f->pages[i], &pmc_reader_hw_ops, &rd) < 0)
+		if (!f->pages[i] || pmc_reader_read(f->pages[i], &pmc_reader_hw_ops, &rd) < 0 ||
+		    (i == 0 && !f->pages[i]->cap_user_time))
 			f->rdpmc = 0;
 	}
 	return 0;

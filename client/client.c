@@ -51,6 +51,10 @@ struct frame {
 };
 
 struct pmc_thread {
+	/* G.threads: every registered thread of this generation, for fork() to close
+	 * their fds in the child. Under G.lock. */
+	struct pmc_thread *next, *prev;
+	bool linked;
 	unsigned gen;
 	int state;
 	unsigned conn; /* G.conn when this thread last told the daemon about itself */
@@ -98,7 +102,9 @@ static struct {
 	uint64_t orphans;    /* samples of exited threads that could not be sent */
 	const char *path;
 	int reconnecting;
-	int disabled; /* PMC_DISABLE: off on purpose */
+	int disabled;               /* PMC_DISABLE: off on purpose */
+	struct pmc_thread *threads; /* registered, this generation */
+	struct pmc_thread *dead;    /* of threads that did not survive a fork() */
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
@@ -171,6 +177,32 @@ on_fork_child(void)
 	if (G.fd >= 0)
 		close(G.fd);
 	G.fd = -1;
+	/* Every registered thread's counters count the parent's threads: close the fds
+	 * now, before the child can reuse their numbers. The user pages are not mapped
+	 * here (the kernel maps perf buffers VM_DONTCOPY): forget them, never munmap()
+	 * what the child may map at those addresses later. The calling thread's structure
+	 * goes at its next region (its generation is old). Those of the threads that did
+	 * not survive the fork stay, as their stacks do, on G.dead: their owners may have
+	 * been half-way through changing them, so freeing them is not safe, and untouched
+	 * they stay shared with the parent, copy-on-write. */
+	for (struct pmc_thread *t = G.threads, *next; t; t = next) {
+		next = t->next;
+		for (size_t i = 0; i < t->n; i++) {
+			if (t->fds[i] >= 0)
+				close(t->fds[i]);
+			t->fds[i] = -1;
+			t->pages[i] = NULL;
+		}
+		t->rdpmc = 0;
+		t->linked = false;
+		t->prev = NULL;
+		t->next = NULL;
+		if (t != T) {
+			t->next = G.dead;
+			G.dead = t;
+		}
+	}
+	G.threads = NULL;
 	pthread_mutex_init(&G.lock, NULL);
 	memset(G.announced, 0, sizeof(G.announced));
 	/* The reconnecting thread, if any, did not survive the fork. */
@@ -427,11 +459,25 @@ register_locked(void)
 
 	long pagesz = sysconf(_SC_PAGESIZE);
 	t->rdpmc = PMC_HAVE_RDPMC;
-	for (size_t i = 0; i < t->n; i++) {
+	for (size_t i = 0; i < t->n && t->rdpmc; i++) {
 		void *p = mmap(NULL, (size_t)pagesz, PROT_READ, MAP_SHARED, t->fds[i], 0);
 		t->pages[i] = p == MAP_FAILED ? NULL : p;
-		if (!t->pages[i] || !t->pages[i]->cap_user_rdpmc)
+		if (!t->pages[i]) {
+			/* Each page counts against perf_event_mlock_kb, then RLIMIT_MEMLOCK. */
+			warn_once("thread %d reads its counters with read() (slower): mmap of a "
+			          "counter failed: %s (raise kernel.perf_event_mlock_kb or "
+			          "RLIMIT_MEMLOCK)",
+			          (int)t->tid, strerror(errno));
 			t->rdpmc = 0;
+		} else if (!t->pages[i]->cap_user_rdpmc) {
+			t->rdpmc = 0;
+		} else if (t->group_leader[i] == (int)i && !t->pages[i]->cap_user_time) {
+			/* Without the clock (a sched_clock other than the TSC: kvm-clock
+			 * guests), the page's times are those of the last update: a
+			 * multiplexed count would be scaled over the wrong window, and an
+			 * rdpmc reading would not match a read() one. */
+			t->rdpmc = 0;
+		}
 	}
 	if (!t->rdpmc)
 		for (size_t i = 0; i < t->n; i++)
@@ -452,6 +498,11 @@ register_locked(void)
 	for (unsigned d = 0; d < PMC_MAX_DEPTH; d++)
 		t->stack[d].v = t->frame_mem + d * 3 * t->n;
 	t->state = ST_ON;
+	t->next = G.threads;
+	if (G.threads)
+		G.threads->prev = t;
+	G.threads = t;
+	t->linked = true;
 	return t;
 }
 
@@ -607,6 +658,10 @@ pmc_end(pmc_region_t region)
 {
 	struct pmc_thread *t = T;
 	if (unlikely(!region || !t || t->state != ST_ON))
+		return;
+	/* A region open across fork(), ending in the child: its counters were the
+	 * parent's. */
+	if (unlikely(t->gen != atomic_load_explicit(&G.gen, memory_order_relaxed)))
 		return;
 	/* The end of a begin that was not pushed: leave the open frames alone. */
 	if (unlikely(t->overflow)) {
@@ -875,6 +930,17 @@ thread_destroy(void *arg)
 	}
 	if (T == t)
 		T = NULL;
+	pthread_mutex_lock(&G.lock);
+	if (t->linked) {
+		if (t->prev)
+			t->prev->next = t->next;
+		else
+			G.threads = t->next;
+		if (t->next)
+			t->next->prev = t->prev;
+		t->linked = false;
+	}
+	pthread_mutex_unlock(&G.lock);
 	if (t->state == ST_ON)
 		thread_release(t);
 	else

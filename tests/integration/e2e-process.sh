@@ -15,6 +15,14 @@ pa=$(region_json parent-after "$CLIENT_PID" | jq '.events["page-faults"].sum')
 pass "parent-after page-faults = $pa"
 expect_faults "child page-faults" "$(region_json child "$child" | jq '.events["page-faults"].sum')" $((N * K))
 expect_eq "child region only in the child" "$(pmcctl query --pid "$CLIENT_PID" --region child --format json | jq '.regions | length')" 0
+# The parent's counters (two registered threads) are closed in the child at fork, and the
+# child counts with its own, one event's fd.
+expect_eq "perf fds the child inherits" "$(kv child_inherited_perf_fds "$TMP/fork")" 0
+expect_eq "perf fds the child holds, its own" "$(kv child_own_perf_fds "$TMP/fork")" 1
+# A region open across fork() ends in both: counted in the parent only.
+expect_eq "across, in the parent" "$(region_json across "$CLIENT_PID" | jq .count)" 1
+expect_eq "across, not in the child" "$(pmcctl query --pid "$child" --region across --format json | jq '.regions | length')" 0
+expect_eq "helper thread" "$(region_json helper "$CLIENT_PID" | jq .count)" 1
 
 run_client "$TMP/exec" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" exec $N $K
 expect_faults "before exec" "$(region_json before-exec "$CLIENT_PID" | jq '.events["page-faults"].sum')" $((N * K))

@@ -14,7 +14,12 @@
  *   fork N K         region "parent" K calls of N pages, then a child process runs
  *                    region "child" K calls of N pages while the parent runs region
  *                    "parent-after" (whose first calls also take the copy-on-write
- *                    faults fork() leaves): each process counts only its own pages
+ *                    faults fork() leaves): each process counts only its own pages.
+ *                    A second registered thread lives across the fork, and region
+ *                    "across" is open in the forking thread, ended in both processes
+ *                    (the child's end is not counted); the child prints how many
+ *                    perf_event fds it holds at its start (the parent's: must be 0)
+ *                    and after its own regions (its own)
  *   exec N K         region "before-exec" K calls of N pages, pmc_flush(), then exec
  *                    itself as "pages N K" (same pid, new image)
  *   loop ITER        region "loop": an x86-64 loop of exactly 2 instructions per
@@ -30,6 +35,7 @@
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +49,44 @@
 #include <pmc/pmc.h>
 
 static size_t pagesz;
+
+/* How many perf_event fds this process holds. */
+static int
+count_perf_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[300], link[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		if (l > 0) {
+			link[l] = 0;
+			n += !strcmp(link, "anon_inode:[perf_event]");
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* A registered thread that waits, across a fork, until the pipe closes. */
+static void *
+fork_helper_main(void *p)
+{
+	int *fds = p;
+	char c;
+	PMC_REGION("helper")
+	{
+		c = 0;
+	}
+	if (write(fds[1], &c, 1) != 1) /* registered */
+		return NULL;
+	while (read(fds[0], &c, 1) > 0)
+		;
+	return NULL;
+}
 
 /* The mapping is made outside the region so that only the writes are counted. */
 static unsigned char *
@@ -265,7 +309,18 @@ main(int argc, char **argv)
 		       2 * n * k, n * k, n * k);
 	} else if (!strcmp(mode, "fork") && argc == 4) {
 		long n = atol(argv[2]), k = atol(argv[3]);
+		int ready[2], hold[2];
+		pthread_t helper;
+		char c;
+		if (pipe(ready) || pipe(hold))
+			return 1;
+		int helper_fds[2] = {hold[0], ready[1]};
+		if (pthread_create(&helper, NULL, fork_helper_main, helper_fds) ||
+		    read(ready[0], &c, 1) != 1)
+			return 1;
 		run_pages("parent", n, k);
+		pmc_region_t across = pmc_region("across");
+		pmc_begin(across);
 		fflush(stdout);
 		pid_t child = fork();
 		if (child < 0) {
@@ -273,13 +328,19 @@ main(int argc, char **argv)
 			return 1;
 		}
 		if (child == 0) {
+			printf("child_inherited_perf_fds=%d\n", count_perf_fds());
+			pmc_end(across); /* the parent's counters: not counted here */
 			run_pages("child", n, k);
+			printf("child_own_perf_fds=%d\n", count_perf_fds());
 			exit(0); /* the child's samples go out at exit */
 		}
 		run_pages("parent-after", n, k);
 		int st;
 		if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
 			return 1;
+		pmc_end(across);
+		close(hold[1]);
+		pthread_join(helper, NULL);
 		printf("child_pid=%d\nparent_page_faults=%ld\nchild_page_faults=%ld\n", (int)child,
 		       n * k, n * k);
 	} else if (!strcmp(mode, "exec") && argc == 4) {
