@@ -220,10 +220,24 @@ perf_suggest(const char *name)
 }
 
 static int
-open_one(struct perf_event_attr *attr, pid_t tid, int group)
+open_sys(struct perf_event_attr *attr, pid_t tid, int group)
 {
 	int fd = (int)syscall(SYS_perf_event_open, attr, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+static int (*open_hook)(struct perf_event_attr *attr, pid_t tid, int group_fd) = open_sys;
+
+void
+perf_set_open_hook(int (*fn)(struct perf_event_attr *attr, pid_t tid, int group_fd))
+{
+	open_hook = fn ? fn : open_sys;
+}
+
+static int
+open_one(struct perf_event_attr *attr, pid_t tid, int group)
+{
+	return open_hook(attr, tid, group);
 }
 
 int
@@ -262,13 +276,16 @@ perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group)
 }
 
 int
-perf_open_group(pid_t tid, char *const *names, const uint32_t *group, size_t n, int *fds,
-                size_t *failed)
+perf_open_group(pid_t tid, char *const *names, uint32_t *group, size_t n, int *fds, size_t *failed)
 {
 	struct perf_event_attr attr;
 	size_t i, leader = 0;
+	uint32_t next_group = 0;
 	int r = 0;
 
+	for (i = 0; i < n; i++)
+		if (group[i] >= next_group)
+			next_group = group[i] + 1;
 	for (i = 0; i < n; i++) {
 		r = perf_resolve(names[i], &attr);
 		if (r < 0)
@@ -280,6 +297,19 @@ perf_open_group(pid_t tid, char *const *names, const uint32_t *group, size_t n, 
 		 * itself, on its own thread, for nothing. */
 		attr.disabled = leader == i;
 		r = open_one(&attr, tid, leader == i ? -1 : fds[leader]);
+		if (r == -EINVAL && leader != i) {
+			/* The group as it stands could never be on the PMU at once (the
+			 * kernel checks counter constraints, and a PMU may have fewer
+			 * counters than libpfm4 says): this event and the rest of its group
+			 * lead a new one, which the kernel multiplexes with the others. */
+			uint32_t old = group[i];
+			for (size_t j = i; j < n && group[j] == old; j++)
+				group[j] = next_group;
+			next_group++;
+			leader = i;
+			attr.disabled = 1;
+			r = open_one(&attr, tid, -1);
+		}
 		if (r < 0)
 			break;
 		fds[i] = r;

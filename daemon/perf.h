@@ -60,15 +60,28 @@ int perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group);
  * perf_open_group() - open @n resolved events on thread @tid in the groups of @group
  * @tid: thread to count (any CPU)
  * @names: event names (borrowed) in opening order, already checked with perf_resolve()
- * @group: as perf_plan() gives it
+ * @group: as perf_plan() gives it; updated to the groups opened (see below)
  * @fds: @n slots; the caller owns them all on success
  * Each group leader is opened disabled: the counted thread enables its groups with
- * ioctl(PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) on each leader.
+ * ioctl(PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) on each leader. A member the kernel
+ * refuses in its group with EINVAL (the group could never be on the PMU at once: counter
+ * constraints, or fewer counters than libpfm4 reports) is opened again as the leader of a
+ * new group, with the rest of its group; @group then names the new group (a number no
+ * other group has), so groups stay contiguous and each one's first event leads it.
  * Return: 0, or -errno of the failing perf_event_open() (every fd opened so far
  * closed); *@failed is set to the index of the event that failed.
  */
-int perf_open_group(pid_t tid, char *const *names, const uint32_t *group, size_t n, int *fds,
+int perf_open_group(pid_t tid, char *const *names, uint32_t *group, size_t n, int *fds,
                     size_t *failed);
+
+/**
+ * perf_set_open_hook() - replace perf_event_open() for perf_open_group() and perf_probe()
+ * @fn: called as perf_event_open(@attr, @tid, -1, @group_fd, PERF_FLAG_FD_CLOEXEC) would be,
+ *      returning an fd or -errno; NULL restores the system call
+ *
+ * For tests: a machine without a PMU cannot make the kernel refuse a group.
+ */
+void perf_set_open_hook(int (*fn)(struct perf_event_attr *attr, pid_t tid, int group_fd));
 
 /** perf_hw_counters() - hardware events per group (the core PMU's generic counters). */
 unsigned perf_hw_counters(void);

@@ -2,6 +2,7 @@
  * resolution and modifiers, typo suggestions, libpfm4 names, and how events are split
  * into perf groups. Needs no PMU: nothing here opens a hardware counter. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <string.h>
 
@@ -112,6 +113,67 @@ test_derived(void)
 	registry_free(&reg);
 }
 
+/* A fake PMU of 2 counters: a group takes at most 2 events; a third member is refused with
+ * EINVAL, as the kernel's group validation does. Fds are real (/dev/null), so that leaks
+ * show. */
+static int members[1024];
+static int fail_leaders;
+
+static int
+fake_open(struct perf_event_attr *attr, pid_t tid, int group_fd)
+{
+	(void)tid;
+	if (group_fd < 0) {
+		if (fail_leaders)
+			return -EINVAL;
+		CHECK(attr->disabled); /* leaders start disabled */
+	} else {
+		CHECK(!attr->disabled);
+		if (members[group_fd] >= 2)
+			return -EINVAL;
+	}
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && fd < 1024);
+	members[fd] = 1;
+	if (group_fd >= 0)
+		members[group_fd]++;
+	return fd;
+}
+
+static void
+test_open_split(void)
+{
+	char *names[] = {"task-clock", "page-faults",   "cycles",      "instructions",
+	                 "branches",   "branch-misses", "cache-misses"};
+	uint32_t group[] = {0, 0, 1, 1, 1, 1, 1};
+	int fds[7];
+	size_t failed = 99;
+	int before = pmc_test_count_fds();
+
+	perf_set_open_hook(fake_open);
+	CHECK(perf_open_group(0, names, group, 7, fds, &failed) == 0);
+	/* The 5 hardware events: 2 + 2 + 1, the new groups numbered past the others. */
+	const uint32_t want[] = {0, 0, 1, 1, 2, 2, 3};
+	for (int i = 0; i < 7; i++)
+		CHECK((group[i]) == (want[i]));
+	CHECK((members[fds[0]]) == (2));
+	CHECK((members[fds[2]]) == (2));
+	CHECK((members[fds[4]]) == (2));
+	CHECK((members[fds[6]]) == (1));
+	CHECK(failed == 99);
+	for (int i = 0; i < 7; i++)
+		close(fds[i]);
+
+	/* A refused leader is an error: nothing stays open. */
+	fail_leaders = 1;
+	uint32_t g2[] = {0, 0};
+	CHECK(perf_open_group(0, names + 2, g2, 2, fds, &failed) == -EINVAL);
+	CHECK((failed) == (0));
+	fail_leaders = 0;
+	perf_set_open_hook(NULL);
+	CHECK((pmc_test_count_fds()) == (before));
+}
+
 int
 main(void)
 {
@@ -122,6 +184,7 @@ main(void)
 	PMC_TEST_RUN(test_libpfm_names);
 	PMC_TEST_RUN(test_plan_groups);
 	PMC_TEST_RUN(test_derived);
+	PMC_TEST_RUN(test_open_split);
 	perf_cleanup();
 	CHECK(pmc_test_count_fds() == fds);
 	printf("ok - no fd leaked\n");
