@@ -24,6 +24,9 @@
  *                    itself as "pages N K" (same pid, new image)
  *   loop ITER        region "loop": an x86-64 loop of exactly 2 instructions per
  *                    iteration (dec; jnz); prints instructions=2*ITER and rdpmc=0|1
+ *   caps             opens instructions:u on itself (no daemon involved; needs the
+ *                    right to, e.g. root) and prints the user page's cap_user_rdpmc and
+ *                    cap_user_time: whether the library can take the rdpmc path here
  *   steady T K US    T threads, each K calls of region "steady" writing 1 fresh page,
  *                    sleeping US microseconds between calls; prints the total and the
  *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
@@ -36,12 +39,14 @@
  *                    /proc/thread-self/status counted around the region
  */
 #include <dirent.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -352,6 +357,25 @@ main(int argc, char **argv)
 		execl("/proc/self/exe", argv[0], "pages", argv[2], argv[3], (char *)NULL);
 		perror("exec");
 		return 1;
+	} else if (!strcmp(mode, "caps") && argc == 2) {
+		struct perf_event_attr attr = {.size = sizeof(attr),
+		                               .type = PERF_TYPE_HARDWARE,
+		                               .config = PERF_COUNT_HW_INSTRUCTIONS,
+		                               .exclude_kernel = 1,
+		                               .exclude_hv = 1};
+		int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			perror("perf_event_open instructions:u");
+			return 1;
+		}
+		const struct perf_event_mmap_page *pg =
+		        mmap(NULL, pagesz, PROT_READ, MAP_SHARED, fd, 0);
+		if (pg == MAP_FAILED) {
+			perror("mmap");
+			return 1;
+		}
+		printf("cap_user_rdpmc=%d\ncap_user_time=%d\n", (int)pg->cap_user_rdpmc,
+		       (int)pg->cap_user_time);
 	} else if (!strcmp(mode, "loop") && argc == 3) {
 		unsigned long iter = strtoul(argv[2], NULL, 10);
 		pmc_region_t r = pmc_region("loop");
