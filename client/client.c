@@ -66,6 +66,7 @@ struct pmc_thread {
 	struct perf_event_mmap_page *pages[PMC_MAX_EVENTS];
 	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
 	int rdpmc;
+	int last_rdpmc; /* the last read_counters() took rdpmc */
 	unsigned depth;
 	unsigned overflow; /* begins not pushed (too deep, or a failed read): their ends skip */
 	struct frame stack[PMC_MAX_DEPTH];
@@ -319,7 +320,7 @@ pmc_thread_uses_rdpmc(void)
 	struct pmc_thread *t = T;
 	if (!t || t->state != ST_ON || t->gen != atomic_load(&G.gen))
 		return -1;
-	return t->rdpmc;
+	return t->rdpmc && t->last_rdpmc;
 }
 
 PMC_EXPORT pmc_region_t
@@ -511,9 +512,13 @@ static inline int
 read_counters(struct pmc_thread *t, uint64_t *v)
 {
 	size_t n = t->n;
-	if (t->rdpmc &&
-	    pmc_reader_read_groups(t->pages, t->group_leader, n, &pmc_reader_hw_ops, v) == 0)
-		return 0;
+	if (t->rdpmc) {
+		int ok = pmc_reader_read_groups(t->pages, t->group_leader, n, &pmc_reader_hw_ops,
+		                                v) == 0;
+		t->last_rdpmc = ok;
+		if (ok)
+			return 0;
+	}
 	uint64_t buf[3 + PMC_MAX_EVENTS];
 	for (size_t g = 0; g < n;) {
 		size_t end = g + 1;

@@ -25,6 +25,12 @@ expect_eq "wall_ns has stats" "$(jq -c '.wall_ns | keys_unsorted' <<<"$j")" \
 run_client "$TMP/ex" env PMC_EVENTS=page-faults "$PMC_EXAMPLE_BIN" 20 16
 j=$(region_json touch-pages "$CLIENT_PID")
 expect_faults "example touch-pages page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" 320
+# Software events have no rdpmc: the library says it reads them with read(); with no daemon
+# the thread is not profiled at all.
+run_client "$TMP/sw" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" loop 1000
+expect_eq "software events: read() path" "$(kv rdpmc "$TMP/sw")" 0
+run_client "$TMP/none" env PMC_SOCKET="$TMP/no-such.sock" "$PMC_TEST_CLIENT_BIN" loop 1000
+expect_eq "no daemon: not profiled" "$(kv rdpmc "$TMP/none")" -1
 # A client that disconnected keeps its aggregates.
 j=$(region_json pages "$(pmcctl query --format json | jq '.regions[] | select(.name=="pages") | .pid')")
 expect_eq "kept after disconnect" "$(jq .count <<<"$j")" $K

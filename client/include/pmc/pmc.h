@@ -95,9 +95,12 @@ PMC_EXPORT int pmc_enabled(void);
 
 /**
  * pmc_thread_uses_rdpmc() - how the calling thread reads its counters
- * Return: 1 with rdpmc (no syscall in pmc_begin/pmc_end), 0 with one read() of each
- * counter group per call (the kernel does not allow rdpmc, or no hardware PMU), -1 when
- * the thread is not profiled (not registered yet, disabled, or no daemon).
+ * Return: 1 with rdpmc (no syscall in pmc_begin/pmc_end): the thread reads with rdpmc and
+ * its last read (the end of its last region) did; 0 with one read() of each counter group
+ * per call (the kernel does not allow rdpmc or give user space its clock, or no hardware
+ * PMU), or when that last read had to fall back to read() (a group was not on the PMU at
+ * that moment: multiplexed out); -1 when the thread is not profiled (not registered yet,
+ * disabled, or no daemon).
  */
 PMC_EXPORT int pmc_thread_uses_rdpmc(void);
 
