@@ -54,7 +54,6 @@ struct pmc_thread {
 	/* G.threads: every registered thread of this generation, for fork() to close
 	 * their fds in the child. Under G.lock. */
 	struct pmc_thread *next, *prev;
-	bool linked;
 	unsigned gen;
 	int state;
 	unsigned conn; /* G.conn when this thread last told the daemon about itself */
@@ -195,7 +194,6 @@ on_fork_child(void)
 			t->pages[i] = NULL;
 		}
 		t->rdpmc = 0;
-		t->linked = false;
 		t->prev = NULL;
 		t->next = NULL;
 		if (t != T) {
@@ -503,7 +501,6 @@ register_locked(void)
 	if (G.threads)
 		G.threads->prev = t;
 	G.threads = t;
-	t->linked = true;
 	return t;
 }
 
@@ -935,15 +932,15 @@ thread_destroy(void *arg)
 	}
 	if (T == t)
 		T = NULL;
+	/* On G.threads unless a fork() emptied it since (the child's list starts empty). */
 	pthread_mutex_lock(&G.lock);
-	if (t->linked) {
+	if (t->prev || G.threads == t) {
 		if (t->prev)
 			t->prev->next = t->next;
 		else
 			G.threads = t->next;
 		if (t->next)
 			t->next->prev = t->prev;
-		t->linked = false;
 	}
 	pthread_mutex_unlock(&G.lock);
 	if (t->state == ST_ON)

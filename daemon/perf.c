@@ -226,18 +226,13 @@ open_sys(struct perf_event_attr *attr, pid_t tid, int group)
 	return fd < 0 ? -errno : fd;
 }
 
-static int (*open_hook)(struct perf_event_attr *attr, pid_t tid, int group_fd) = open_sys;
+/* perf_event_open(), or a test's stand-in (perf_set_open_hook()). */
+static int (*open_one)(struct perf_event_attr *attr, pid_t tid, int group_fd) = open_sys;
 
 void
 perf_set_open_hook(int (*fn)(struct perf_event_attr *attr, pid_t tid, int group_fd))
 {
-	open_hook = fn ? fn : open_sys;
-}
-
-static int
-open_one(struct perf_event_attr *attr, pid_t tid, int group)
-{
-	return open_hook(attr, tid, group);
+	open_one = fn ? fn : open_sys;
 }
 
 int

@@ -60,7 +60,7 @@ struct registry {
 	size_t max_ended;         /* processes kept after they disconnect (--keep-exited) */
 	size_t max_ended_per_uid; /* of those, per uid (--keep-exited-per-user; 0: no limit) */
 	size_t max_regions;       /* over every process (--max-total-regions; 0: no limit) */
-	uint64_t evicted;         /* disconnected processes dropped to stay within max_ended */
+	uint64_t evicted;         /* disconnected processes dropped to stay within the limits */
 };
 
 /**
