@@ -14,17 +14,20 @@ pass "kernel mode refused: $(grep message= <<<"$out")"
 out=$(raw event cycles:uk $EACCES) || fail "cycles:uk not refused: $out"
 # Software events of one's own thread count kernel activity: allowed.
 run_client "$TMP/cs" env PMC_EVENTS=context-switches,page-faults "$PMC_TEST_CLIENT_BIN" block 5
-# (as many as the kernel's own counters saw around the region, less the two at its edges;
-# a reader slower than the writer finds bytes waiting and does not block every time)
+# Bounds that no load can break (the flake "context-switches 5, the kernel saw 8" came from
+# a fixed slack): at least the voluntary switches the thread's /proc counters saw inside the
+# region, at most all those they saw around it.
 cs=$(region_json block "$CLIENT_PID" | jq '.events["context-switches"].sum')
 around=$(kv switches_around "$TMP/cs")
-[ "$cs" -gt 0 ] && [ "$cs" -ge $((around - 2)) ] || fail "context-switches $cs, the kernel saw $around"
+inside=$(kv voluntary_inside "$TMP/cs")
+[ "$cs" -ge 1 ] && [ "$cs" -ge "$inside" ] && [ "$cs" -le "$around" ] ||
+	fail "context-switches $cs, want $inside (voluntary, inside the region) to $around (all, around it)"
 pass "software events count kernel activity for uid 65534"
 
 # Who sees what: uid 65534 its own processes, another user nothing, root all.
-expect_eq "owner sees its process" "$(ctl_as 65534 query --format json | jq "[.regions[] | select(.pid == $CLIENT_PID)] | length")" 1
+expect_eq "owner sees its process" "$(ctl_as 65534 query --format json | jq "[.regions[] | select(.pid == $CLIENT_PID)] | length")" 2
 expect_eq "another user sees nothing" "$(ctl_as 65533 query --format json | jq '.regions | length')" 0
-expect_eq "root sees it" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 1
+expect_eq "root sees it" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 2
 # Reset: root and --admin-group only.
 set +e
 out=$(ctl_as 65534 reset 2>&1); rc=$?
@@ -35,7 +38,7 @@ pass "reset refused: $out"
 out=$(setpriv --reuid=65534 --regid=65534 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" reset --format json) ||
 	fail "admin-group member may not reset: $out"
 expect_eq "admin group member resets" "$(jq '.cleared > 0' <<<"$out")" true
-expect_eq "admin group member sees all" "$(setpriv --reuid=65533 --regid=65533 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 1
+expect_eq "admin group member sees all" "$(setpriv --reuid=65533 --regid=65533 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 2
 
 # A connection whose process has exited may not register (pidfd).
 out=$(raw orphan) || fail "orphan registration not refused with ESRCH: $out"
