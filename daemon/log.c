@@ -5,6 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* Lines a client can cause: at most LOG_LIMIT_BURST every LOG_LIMIT_WINDOW_S seconds. */
+#define LOG_LIMIT_BURST 20
+#define LOG_LIMIT_WINDOW_S 10
 
 static int log_max = LOG_INFO;
 static int log_journal;
@@ -24,10 +29,19 @@ log_vprint(int prio, const char *suffix, const char *fmt, va_list ap)
 	if (prio > log_max)
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
+	/* Names in a message come from clients: no control character reaches the log. */
+	char safe[4 * sizeof(line)];
+	size_t o = 0;
+	for (const unsigned char *c = (const unsigned char *)line; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			o += (size_t)snprintf(safe + o, sizeof(safe) - o, "\\x%02x", *c);
+		else
+			safe[o++] = (char)*c;
+	safe[o] = 0;
 	if (log_journal)
-		fprintf(stderr, "<%d>%s%s\n", prio, line, suffix ? suffix : "");
+		fprintf(stderr, "<%d>%s%s\n", prio, safe, suffix ? suffix : "");
 	else
-		fprintf(stderr, "pmcdaemon: %s%s\n", line, suffix ? suffix : "");
+		fprintf(stderr, "pmcdaemon: %s%s\n", safe, suffix ? suffix : "");
 }
 
 void
@@ -50,4 +64,37 @@ log_errno(int r, const char *fmt, ...)
 	log_vprint(LOG_ERR, suffix, fmt, ap);
 	va_end(ap);
 	return r;
+}
+
+void
+log_limited(int prio, const char *fmt, ...)
+{
+	static time_t window;
+	static unsigned lines;
+	static unsigned long suppressed;
+	struct timespec ts;
+	va_list ap;
+
+	if (prio > log_max)
+		return;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	if (ts.tv_sec - window >= LOG_LIMIT_WINDOW_S) {
+		if (suppressed)
+			log_msg(LOG_WARNING,
+			        "%lu messages about clients suppressed in %d s (at most %d are "
+			        "logged per %d s)",
+			        suppressed, (int)(ts.tv_sec - window), LOG_LIMIT_BURST,
+			        LOG_LIMIT_WINDOW_S);
+		window = ts.tv_sec;
+		lines = 0;
+		suppressed = 0;
+	}
+	if (lines >= LOG_LIMIT_BURST) {
+		suppressed++;
+		return;
+	}
+	lines++;
+	va_start(ap, fmt);
+	log_vprint(prio, NULL, fmt, ap);
+	va_end(ap);
 }

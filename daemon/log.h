@@ -20,7 +20,14 @@ void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  */
 int log_errno(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/**
+ * log_limited() - log_msg() for lines a client can cause: at most 20 every 10 s over all
+ * clients; the rest are counted and their number logged when the next window opens
+ */
+void log_limited(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARNING, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_warn_limited(...) log_limited(LOG_WARNING, __VA_ARGS__)

@@ -51,7 +51,9 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	if (process_read_start(pid, &start, comm) < 0)
 		return NULL;
 	for (struct process *p = reg->procs; p; p = p->next)
-		if (p->pid == pid && p->start == start) {
+		/* Figures belong to the credentials that sent them: a process that exec'd a
+		 * setuid program gets new figures under its new uid. */
+		if (p->pid == pid && p->start == start && p->uid == uid) {
 			p->ended = 0;
 			return p;
 		}

@@ -1,6 +1,6 @@
 /* registry: the daemon's aggregates, per process and per region, kept after the
- * process disconnects. A process is keyed by (pid, start time) so that a recycled pid
- * never merges into a dead process's figures. */
+ * process disconnects. A process is keyed by (pid, start time, uid) so that a recycled
+ * pid never merges into a dead process's figures, nor a setuid image into its starter's. */
 #pragma once
 
 #include <stdbool.h>
@@ -65,7 +65,8 @@ struct registry {
 
 /**
  * registry_process() - the live process @pid, created on first use
- * @uid: the peer's uid (kept for queries)
+ * @uid: the peer's uid (kept for queries): part of the key, so that a process that
+ *       exec'd a setuid program never adds to the figures of the user who started it
  * Return: the process (owned by @reg), or NULL on -ENOMEM or when @pid is gone.
  */
 struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);

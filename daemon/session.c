@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "creds.h"
 #include "log.h"
 #include "perf.h"
 #include "server.h"
@@ -54,7 +55,7 @@ reply_error(struct session *s, int err, const char *fmt, ...)
 	va_end(ap);
 	if (s->no_reply) {
 		/* Nowhere to say it: the client is told by the closed connection. */
-		log_warn("pid %d: refused, closing the connection: %s", (int)s->pid, msg);
+		log_warn_limited("pid %d: refused, closing the connection: %s", (int)s->pid, msg);
 		return err == EAGAIN || err == 0 ? -EPROTO : -err;
 	}
 	log_debug("pid %d: refused: %s", (int)s->pid, msg);
@@ -225,6 +226,14 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		                   "thread %d is not a thread of the calling process %d: a process "
 		                   "may only register its own threads",
 		                   (int)tid, (int)s->pid);
+	char why[384];
+	int r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why));
+	if (r == -ESRCH)
+		return reply_error(s, ESRCH, "thread %d has exited", (int)tid);
+	if (r < 0) {
+		log_warn_limited("pid %d: refused: %s", (int)s->pid, why);
+		return reply_error(s, EPERM, "%s", why);
+	}
 	if (!n)
 		names = perf_default_events(&n);
 	if (n > PERF_MAX_EVENTS)
@@ -232,7 +241,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		                   PERF_MAX_EVENTS);
 	for (size_t i = 0; i < n; i++) {
 		struct perf_event_attr attr;
-		int r = perf_resolve(names[i], &attr);
+		r = perf_resolve(names[i], &attr);
 		if (r == -ENOENT) {
 			const char *hint = perf_suggest(names[i]);
 			return reply_error(s, ENOENT,
@@ -289,7 +298,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	size_t order[PERF_MAX_EVENTS];
 	uint32_t group[PERF_MAX_EVENTS];
 	char *ordered[PERF_MAX_EVENTS];
-	int r = perf_plan(names, n, order, group);
+	r = perf_plan(names, n, order, group);
 	if (r < 0)
 		return reply_error(s, -r, "cannot group the events: %s", strerror(-r));
 	for (size_t i = 0; i < n; i++)
@@ -311,14 +320,24 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		return reply_error(s, ESRCH, "thread %d ended while it was being registered",
 		                   (int)tid);
 	}
+	/* And its credentials: it may have exec'd a setuid program since the check (the
+	 * kernel detaches counters opened before such an exec, not those opened after). */
+	if (r == 0 && (r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why))) < 0) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		if (r == -ESRCH)
+			return reply_error(s, ESRCH, "thread %d has exited", (int)tid);
+		log_warn_limited("pid %d: refused after the open: %s", (int)s->pid, why);
+		return reply_error(s, EPERM, "%s", why);
+	}
 	if (r < 0) {
-		const char *why = r == -ENOENT || r == -EOPNOTSUPP
-		                          ? " (this machine cannot count it: no hardware PMU? the "
-		                            "software events task-clock, page-faults, "
-		                            "context-switches and cpu-migrations always work)"
-		                          : "";
+		const char *hint = r == -ENOENT || r == -EOPNOTSUPP
+		                           ? " (this machine cannot count it: no hardware PMU? the "
+		                             "software events task-clock, page-faults, "
+		                             "context-switches and cpu-migrations always work)"
+		                           : "";
 		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
-		                   ordered[failed], (int)tid, strerror(-r), why);
+		                   ordered[failed], (int)tid, strerror(-r), hint);
 	}
 
 	struct session_thread t = {.tid = tid, .n = n, .n_fds = n};
@@ -406,16 +425,17 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 		struct region_agg *r = region_find(p, name);
 		if (!r && p->n_regions >= s->srv->policy.max_regions) {
 			if (!p->warned_regions)
-				log_warn("pid %d: over %u regions (--max-regions): samples of "
-				         "region '%s' and later new ones are dropped",
-				         (int)s->pid, s->srv->policy.max_regions, name);
+				log_warn_limited(
+				        "pid %d: over %u regions (--max-regions): samples of "
+				        "region '%s' and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_regions, name);
 			p->warned_regions = true;
 			s->ids[id] = &refused_region;
 			continue;
 		}
 		if (!r && !registry_room(&s->srv->reg, p)) {
 			if (!p->warned_total)
-				log_warn(
+				log_warn_limited(
 				        "pid %d: the daemon holds %u regions of running processes, "
 				        "its limit (--max-total-regions): samples of region '%s' "
 				        "and later new ones are dropped",
@@ -443,8 +463,8 @@ account_sent(struct session *s, const Pmc__SampleBatch *b)
 		uint64_t lost = b->sent_before - p->received;
 		p->lost += lost;
 		s->srv->lost += lost;
-		log_warn("pid %d: %llu samples it sent were lost by an earlier daemon", (int)s->pid,
-		         (unsigned long long)lost);
+		log_warn_limited("pid %d: %llu samples it sent were lost by an earlier daemon",
+		                 (int)s->pid, (unsigned long long)lost);
 	}
 	/* A smaller figure is a new image (exec): its count starts again. */
 	p->received = b->sent_before + b->n_region;
@@ -462,9 +482,10 @@ over_rate(struct session *s)
 	if (++s->rate_batches <= s->srv->policy.max_batch_rate)
 		return false;
 	if (!s->warned_rate)
-		log_warn("pid %d: over %u sample batches a second (--max-batch-rate): dropping "
-		         "the excess",
-		         (int)s->pid, s->srv->policy.max_batch_rate);
+		log_warn_limited(
+		        "pid %d: over %u sample batches a second (--max-batch-rate): dropping "
+		        "the excess",
+		        (int)s->pid, s->srv->policy.max_batch_rate);
 	s->warned_rate = 1;
 	return true;
 }
@@ -730,8 +751,8 @@ handle_sample_batch(struct session *s, const Pmc__Request *req)
 {
 	int r = handle_batch(s, req->sample_batch);
 	if (r == -EBADMSG)
-		log_warn("pid %d: malformed sample batch (tid %d): closing the connection",
-		         (int)s->pid, (int)req->sample_batch->tid);
+		log_warn_limited("pid %d: malformed sample batch (tid %d): closing the connection",
+		                 (int)s->pid, (int)req->sample_batch->tid);
 	return r;
 }
 
@@ -1053,11 +1074,12 @@ session_dispatch_one(struct session *s)
 	        wire_recv(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 0, &n_fds, MSG_DONTWAIT);
 	if (len < 0) {
 		if (len == -EMSGSIZE)
-			log_warn("pid %d: request over %u bytes: closing the connection",
-			         (int)s->pid, SERVER_MAX_REQUEST);
+			log_warn_limited("pid %d: request over %u bytes: closing the connection",
+			                 (int)s->pid, SERVER_MAX_REQUEST);
 		else if (len == -EBADMSG)
-			log_warn("pid %d: unexpected file descriptors: closing the connection",
-			         (int)s->pid);
+			log_warn_limited(
+			        "pid %d: unexpected file descriptors: closing the connection",
+			        (int)s->pid);
 		return (int)len;
 	}
 	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
@@ -1069,15 +1091,16 @@ session_dispatch_one(struct session *s)
 		fast.sample_batch = &fast_batch;
 		req = &fast;
 	} else if ((r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
-		log_warn("pid %d: malformed request (%zd bytes): closing the connection",
-		         (int)s->pid, len);
+		log_warn_limited("pid %d: malformed request (%zd bytes): closing the connection",
+		                 (int)s->pid, len);
 		return r;
 	}
 	unsigned c = req->body_case;
 	if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
 		r = -EBADMSG;
 	} else if (handlers[c].needs_hello && !s->hello) {
-		log_warn("pid %d: request before Hello: closing the connection", (int)s->pid);
+		log_warn_limited("pid %d: request before Hello: closing the connection",
+		                 (int)s->pid);
 		r = -EPROTO;
 	} else {
 		r = handlers[c].fn(s, req);
@@ -1153,6 +1176,10 @@ session_new(struct server *srv, int fd)
 	len = sizeof(s->pidfd);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0)
 		s->pidfd = -1;
+	/* Unreadable (the peer is gone): no capabilities, which only narrows what it may do. */
+	if (creds_read_peer(s->pid, s->uid, s->gid, &s->creds) < 0 ||
+	    (s->pidfd >= 0 && !peer_alive(s)))
+		s->creds = (struct creds_peer){.uid = s->uid, .gid = s->gid};
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
 	s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s);
 	if (!s->ev || event_add(s->ev, NULL) < 0) {

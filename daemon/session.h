@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "creds.h"
+
 struct server;
 
 struct session_thread {
@@ -25,9 +27,10 @@ struct session {
 	uid_t uid;
 	gid_t gid;
 	int hello;
-	int pidfd;            /* the peer process, where SO_PEERPIDFD exists; else -1 */
-	int admin;            /* root or --admin-group: sees all, may reset */
-	uint64_t rate_window; /* second (CLOCK_MONOTONIC) of the batch count below */
+	int pidfd;               /* the peer process, where SO_PEERPIDFD exists; else -1 */
+	int admin;               /* root or --admin-group: sees all, may reset */
+	struct creds_peer creds; /* what the kernel would let the peer count */
+	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;
 	int no_reply;     /* handling a request that gets no reply (reattach) */

@@ -23,14 +23,30 @@
  *                            {20,200} not: the daemon must mark page-faults as scaled
  *   SOCKET bad-mask          the same batch with a scaled bit for a third, absent value:
  *                            connection closed
+ *   SOCKET exec-then-register PROG
+ *                            say Hello and fork; the parent execs PROG (a setuid program
+ *                            that sleeps 3 s); the child, holding the connection, then
+ *                            registers the parent's thread: refused (EPERM), then asks to
+ *                            reattach it (no reply), then calls Status (served)
+ *   SOCKET pass-then-register PROG
+ *                            fork; the child connects, says Hello, passes the connection
+ *                            to the parent and execs PROG; the parent registers the
+ *                            child's thread on it: refused (EPERM)
+ *   SOCKET exec-batch PROG ARGS...
+ *                            say Hello, register this thread (page-faults), fork a child
+ *                            that holds the connection 3 s, then exec PROG ARGS...
+ *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
+ *                            NAME, call Status (so it was counted), print "sent"
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "wire.h"
@@ -142,6 +158,57 @@ register_tid(int fd, int tid, char *event)
 	return err;
 }
 
+/* Reattach @tid (one event, no fds): a request the daemon never answers. */
+static int
+reattach_tid(int fd, int tid)
+{
+	char *events[1] = {"page-faults"};
+	uint32_t groups[1] = {0};
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = tid;
+	rt.reattach = 1;
+	rt.n_events = 1;
+	rt.events = events;
+	rt.n_groups = 1;
+	rt.groups = groups;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	return wire_send(fd, &req.base, NULL, 0, 0);
+}
+
+/* Waits until process @pid runs another image than this one (it exec'd). */
+static void
+wait_exec(pid_t pid)
+{
+	char path[64], self[256], other[256];
+	ssize_t a = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	for (int i = 0; i < 500; i++) {
+		ssize_t b = readlink(path, other, sizeof(other) - 1);
+		/* A setuid image's exe link is root's to read: EACCES means it exec'd. */
+		if (b < 0 || a < 0 || b != a || memcmp(self, other, (size_t)a))
+			break;
+		usleep(10 * 1000);
+	}
+	usleep(100 * 1000); /* the exec completes */
+}
+
+static int
+status_served(int fd)
+{
+	Pmc__Request req = PMC__REQUEST__INIT;
+	Pmc__Status st = PMC__STATUS__INIT;
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+	Pmc__Response *resp;
+	if (call(fd, &req, &resp) < 0)
+		return -1;
+	int r = resp->body_case == PMC__RESPONSE__BODY_STATUS ? 0 : -1;
+	pmc__response__free_unpacked(resp, NULL);
+	return r;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -166,6 +233,40 @@ main(int argc, char **argv)
 		fflush(stdout);
 		sleep((unsigned)atoi(argv[3]));
 		return 0;
+	}
+	if (!strcmp(mode, "pass-then-register") && argc == 4) {
+		int sp[2];
+		if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sp) < 0)
+			return 1;
+		pid_t child = fork();
+		if (child < 0)
+			return 1;
+		if (child == 0) {
+			int c = wire_connect(argv[1]);
+			if (c < 0 || hello(c) < 0)
+				_exit(1);
+			Pmc__Request st = PMC__REQUEST__INIT;
+			Pmc__Status sb = PMC__STATUS__INIT;
+			st.body_case = PMC__REQUEST__BODY_STATUS;
+			st.status = &sb;
+			/* Any message carries the fd: a Status, which the parent never sends. */
+			if (wire_send(sp[1], &st.base, &c, 1, 0) < 0)
+				_exit(1);
+			execl(argv[3], argv[3], "3", (char *)NULL);
+			_exit(127);
+		}
+		int fds[1];
+		size_t n = 0;
+		static uint8_t buf[4096];
+		if (wire_recv(sp[0], buf, sizeof(buf), fds, 1, &n, 0) < 0 || n != 1)
+			return 1;
+		wait_exec(child);
+		int err = register_tid(fds[0], child, NULL);
+		int ok = status_served(fds[0]) == 0;
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		printf("served=%d\n", ok);
+		return err == EPERM && ok ? 0 : 1;
 	}
 	int fd = wire_connect(argv[1]);
 	if (fd < 0) {
@@ -247,6 +348,68 @@ main(int argc, char **argv)
 		close(p[1]);
 		usleep(200 * 1000);
 		return register_tid(fd, getpid(), NULL) == ESRCH ? 0 : 1;
+	}
+	if (!strcmp(mode, "exec-then-register") && argc == 4) {
+		pid_t parent = getpid();
+		pid_t child = fork();
+		if (child < 0)
+			return 1;
+		if (child > 0) {
+			execl(argv[3], argv[3], "3", (char *)NULL);
+			_exit(127);
+		}
+		wait_exec(parent);
+		int err = register_tid(fd, parent, NULL);
+		if (reattach_tid(fd, parent) < 0)
+			return 1;
+		int ok = status_served(fd) == 0;
+		printf("served=%d\n", ok);
+		return err == EPERM && ok ? 0 : 1;
+	}
+	if (!strcmp(mode, "exec-batch") && argc >= 4) {
+		if (register_tid(fd, getpid(), "page-faults") != 0)
+			return 1;
+		pid_t child = fork();
+		if (child < 0)
+			return 1;
+		if (child == 0) {
+			sleep(3);
+			_exit(0);
+		}
+		close(fd);
+		execv(argv[3], argv + 3);
+		_exit(127);
+	}
+	if (!strcmp(mode, "batch") && argc == 4) {
+		char *events[1] = {"page-faults"};
+		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+		rt.tid = getpid();
+		rt.n_events = 1;
+		rt.events = events;
+		Pmc__Request rr = PMC__REQUEST__INIT;
+		rr.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+		rr.register_thread = &rt;
+		Pmc__Response *resp;
+		if (call(fd, &rr, &resp) < 0 || resp->error)
+			return 1;
+		pmc__response__free_unpacked(resp, NULL);
+		uint32_t region[1] = {1}, def_id[1] = {1};
+		uint64_t wall[1] = {1000}, values[1] = {7};
+		char *def_name[1] = {argv[3]};
+		Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+		b.tid = getpid();
+		b.n_region = 1, b.region = region;
+		b.n_wall_ns = 1, b.wall_ns = wall;
+		b.n_values = 1, b.values = values;
+		b.n_def_id = 1, b.def_id = def_id;
+		b.n_def_name = 1, b.def_name = def_name;
+		Pmc__Request breq = PMC__REQUEST__INIT;
+		breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+		breq.sample_batch = &b;
+		if (wire_send(fd, &breq.base, NULL, 0, 0) < 0 || status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
 	}
 	if (!strcmp(mode, "garbage")) {
 		static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
