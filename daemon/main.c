@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +56,20 @@ usage(FILE *f)
 	        "                      @GROUP, @GID or all, comma-separated (default: root only;\n"
 	        "                      software events of one's own threads always count both)\n"
 	        "      --allow-events LIST\n"
-	        "                      the only event names clients may ask for (default: any)\n"
+	        "                      the only events clients may ask for, in any spelling and\n"
+	        "                      mode (default: any); matched as events, never as prefixes\n"
 	        "      --admin-group GROUP\n"
 	        "                      members see every process in queries and may reset, as\n"
 	        "                      root does; others see only their own processes\n"
 	        "      --max-clients N       connections at once (default 1024)\n"
+	        "      --max-clients-per-user N\n"
+	        "                            of those, one uid's (default a quarter)\n"
+	        "      --hello-timeout SECONDS\n"
+	        "                            a connection that says no Hello by then is\n"
+	        "                            closed (default 10)\n"
+	        "      --max-fds-per-user N  counter fds the daemon holds for one uid's\n"
+	        "                            threads (default a quarter of its fd limit\n"
+	        "                            less 64; beyond, a thread runs unprofiled)\n"
 	        "      --max-threads N       registered threads per process (default 1024)\n"
 	        "      --max-regions N       regions per process (default 4096; samples of\n"
 	        "                            more are dropped and counted)\n"
@@ -73,6 +83,9 @@ usage(FILE *f)
 	        "      --max-total-regions N regions over every process, running or exited\n"
 	        "                            (default 262144; exited processes' figures go\n"
 	        "                            first, then new regions are dropped and counted)\n"
+	        "      --max-regions-per-user N\n"
+	        "                            of those, one uid's processes' (default a\n"
+	        "                            quarter; that uid's exited processes go first)\n"
 	        "      --state FILE    keep the aggregates in FILE: restored at start, written\n"
 	        "                      atomically every --state-interval seconds (default 10)\n"
 	        "                      and at SIGTERM, so that they survive a restart\n"
@@ -188,6 +201,14 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		return parse_limit("keep-exited-per-user", arg, &p->keep_exited_per_user);
 	case 1013:
 		return parse_limit("max-total-regions", arg, &p->max_total_regions);
+	case 1014:
+		return parse_limit("max-clients-per-user", arg, &p->max_clients_per_user);
+	case 1015:
+		return parse_limit("max-fds-per-user", arg, &p->max_fds_per_user);
+	case 1016:
+		return parse_limit("max-regions-per-user", arg, &p->max_regions_per_user);
+	case 1017:
+		return parse_limit("hello-timeout", arg, &p->hello_timeout_s);
 	}
 	return -EINVAL;
 }
@@ -263,6 +284,10 @@ main(int argc, char **argv)
 	        {"keep-exited", required_argument, NULL, 1011},
 	        {"keep-exited-per-user", required_argument, NULL, 1012},
 	        {"max-total-regions", required_argument, NULL, 1013},
+	        {"max-clients-per-user", required_argument, NULL, 1014},
+	        {"max-fds-per-user", required_argument, NULL, 1015},
+	        {"max-regions-per-user", required_argument, NULL, 1016},
+	        {"hello-timeout", required_argument, NULL, 1017},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -304,7 +329,7 @@ main(int argc, char **argv)
 			if (parse_limit("state-interval", optarg, &state_interval) < 0)
 				return 2;
 			break;
-		case 1011 ... 1013:
+		case 1011 ... 1017:
 		case 1000 ... 1008:
 			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
 				policy_free(&policy);
@@ -382,6 +407,18 @@ main(int argc, char **argv)
 	}
 
 	perf_setup();
+	/* An allowlist entry that names no event would silently allow nothing. */
+	for (size_t i = 0; i < policy.n_events; i++) {
+		char canon[PERF_NAME_MAX];
+		struct perf_event_attr attr;
+		if (perf_canonical(policy.events[i], canon, sizeof(canon), &attr) < 0) {
+			log_err("--allow-events: '%s' is not an event this daemon knows, or has a "
+			        "modifier: name events as NAME or PMU::EVENT ('pmcctl events' "
+			        "lists them)",
+			        policy.events[i]);
+			return 1;
+		}
+	}
 	struct server *srv;
 	int r = server_new(fd, &policy, &srv);
 	if (r < 0) {

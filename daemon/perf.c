@@ -1,11 +1,13 @@
 /* perf: the daemon's event table and perf_event_open() of client thread groups. */
 #include "perf.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <perfmon/pfmlib_perf_event.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -122,13 +124,145 @@ resolve_pfm(const char *name, struct perf_event_attr *attr)
 	memset(attr, 0, sizeof(*attr));
 	arg.attr = attr;
 	arg.size = sizeof(arg);
+	arg.cpu = -1;
 	int r = pfm_get_os_event_encoding(name, PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
 	if (r == PFM_ERR_NOTFOUND)
 		return -ENOENT;
 	if (r != PFM_SUCCESS)
 		return -EINVAL;
+	/* A counter, counted on the thread wherever it runs: never a sampling event, nor
+	 * one that claims the PMU (exclusive, pinned) or a CPU. */
+	if (attr->sample_period || attr->freq || attr->exclusive || attr->pinned ||
+	    attr->sample_type || attr->precise_ip || arg.cpu != -1)
+		return -EINVAL;
 	finish_attr(attr);
 	return 0;
+}
+
+/* The umask of event @idx named @name (case as libpfm4 matches it): its attribute index. */
+static int
+pfm_umask(int idx, const pfm_event_info_t *ev, const char *name, size_t len)
+{
+	for (int j = 0; j < ev->nattrs; j++) {
+		pfm_event_attr_info_t a;
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		if (pfm_get_event_attr_info(idx, j, PFM_OS_PERF_EVENT_EXT, &a) != PFM_SUCCESS)
+			continue;
+		if (a.type == PFM_ATTR_UMASK && a.name && strlen(a.name) == len &&
+		    !strncasecmp(a.name, name, len))
+			return j;
+	}
+	return -1;
+}
+
+static int
+pfm_attr_name(int idx, int j, const char **name)
+{
+	pfm_event_attr_info_t a;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	if (pfm_get_event_attr_info(idx, j, PFM_OS_PERF_EVENT_EXT, &a) != PFM_SUCCESS)
+		return -EINVAL;
+	*name = a.name;
+	return 0;
+}
+
+/* "PMU::EVENT[:UMASK...][:u|:k]" in libpfm4's own spelling, umasks in its order. */
+static int
+canonical_pfm(const char *name, char *out, size_t size)
+{
+	if (!have_pfm)
+		return -ENOENT;
+	const char *sep = strstr(name, "::");
+	const char *ev_end = strchr(sep ? sep + 2 : name, ':');
+	size_t ev_len = ev_end ? (size_t)(ev_end - name) : strlen(name);
+	char evname[PERF_NAME_MAX];
+	if (ev_len >= sizeof(evname))
+		return -EINVAL;
+	memcpy(evname, name, ev_len);
+	evname[ev_len] = 0;
+	int idx = pfm_find_event(evname);
+	if (idx < 0)
+		return idx == PFM_ERR_NOTFOUND ? -ENOENT : -EINVAL;
+	pfm_event_info_t ev;
+	pfm_pmu_info_t pmu;
+	memset(&ev, 0, sizeof(ev));
+	ev.size = sizeof(ev);
+	memset(&pmu, 0, sizeof(pmu));
+	pmu.size = sizeof(pmu);
+	if (pfm_get_event_info(idx, PFM_OS_PERF_EVENT_EXT, &ev) != PFM_SUCCESS ||
+	    pfm_get_pmu_info(ev.pmu, &pmu) != PFM_SUCCESS || ev.nattrs > 64)
+		return -EINVAL;
+	uint64_t umasks = 0;
+	bool user = false, kernel = false;
+	for (const char *t = ev_end; t && *t;) {
+		const char *tok = t + 1, *next = strchr(tok, ':');
+		size_t len = next ? (size_t)(next - tok) : strlen(tok);
+		int j;
+		if (len == 1 && (*tok == 'u' || *tok == 'k')) {
+			bool *flag = *tok == 'u' ? &user : &kernel;
+			if (*flag)
+				return -EINVAL;
+			*flag = true;
+		} else if (len && (j = pfm_umask(idx, &ev, tok, len)) >= 0 &&
+		           !(umasks & (UINT64_C(1) << j))) {
+			umasks |= UINT64_C(1) << j;
+		} else {
+			return -EINVAL; /* period=, freq, excl, pinned, cpu=, a repeat, ... */
+		}
+		t = next;
+	}
+	/* libpfm4 matches names in any case; its own are upper case. Its aliases
+	 * (PAGE-FAULTS for PERF_COUNT_SW_PAGE_FAULTS) stay as the user wrote them. */
+	const char *evpart = sep ? sep + 2 : name;
+	size_t evlen = ev_len - (size_t)(evpart - name);
+	int o = snprintf(out, size, "%s::", pmu.name);
+	for (size_t i = 0; i < evlen && o >= 0 && (size_t)o + 1 < size; i++)
+		out[o++] = (char)toupper((unsigned char)evpart[i]);
+	if ((size_t)o < size)
+		out[o] = 0;
+	for (int j = 0; j < ev.nattrs && o >= 0 && (size_t)o < size; j++) {
+		const char *an;
+		if ((umasks >> j) & 1 && pfm_attr_name(idx, j, &an) == 0)
+			o += snprintf(out + o, size - (size_t)o, ":%s", an);
+	}
+	/* libpfm4 counts user mode alone unless told otherwise (PFM_PLM3). */
+	if (o >= 0 && (size_t)o < size && kernel)
+		o += snprintf(out + o, size - (size_t)o, user ? ":u:k" : ":k");
+	return o < 0 || (size_t)o >= size ? -EINVAL : 0;
+}
+
+int
+perf_canonical(const char *name, char *out, size_t size, struct perf_event_attr *attr)
+{
+	size_t len = strlen(name);
+	if (len == 0 || len >= PERF_NAME_MAX || size < PERF_NAME_MAX)
+		return -EINVAL;
+	const char *colon = strchr(name, ':');
+	size_t base = colon ? (size_t)(colon - name) : len;
+	const struct perf_known *k = strstr(name, "::") ? NULL : lookup(name, base);
+	int r;
+	if (!k) {
+		r = canonical_pfm(name, out, size);
+	} else {
+		bool sw = k->type == PERF_TYPE_SOFTWARE, user = !colon, kernel = !colon && sw;
+		for (const char *m = colon ? colon + 1 : ""; *m; m++) {
+			bool *flag = *m == 'u' ? &user : *m == 'k' ? &kernel : NULL;
+			if (!flag || *flag)
+				return -EINVAL;
+			*flag = true;
+		}
+		if (colon && !colon[1])
+			return -EINVAL;
+		/* The default modes go unsaid: "page-faults:uk" is "page-faults". */
+		const char *mod = user && kernel ? (sw ? "" : ":uk")
+		                  : user         ? (sw ? ":u" : "")
+		                                 : ":k";
+		snprintf(out, size, "%s%s", k->name, mod);
+		r = 0;
+	}
+	return r < 0 ? r : perf_resolve(out, attr);
 }
 
 int

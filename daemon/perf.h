@@ -40,6 +40,20 @@ const struct perf_known *perf_known_events(size_t *n);
 int perf_resolve(const char *name, struct perf_event_attr *attr);
 
 /**
+ * perf_canonical() - the one spelling of event @name that the daemon keeps and reports
+ * @out: @size bytes (at least PERF_NAME_MAX): "context-switches" for "cs" or "cs:uk",
+ *       "page-faults:u", "cycles" for "cycles:u", "perf::TASK-CLOCK" for
+ *       "PERF::task-clock:u" (libpfm4 names count user mode unless told otherwise),
+ *       "perf::TASK-CLOCK:u:k" for both modes, umasks in libpfm4's order
+ * @attr: filled as perf_resolve() fills it for @out
+ * Accepts NAME, NAME:u, NAME:k and NAME:uk (each mode at most once) and, for libpfm4
+ * names, the event's umasks: never a sampling period or frequency, exclusive or pinned
+ * counters, a CPU, or any other modifier.
+ * Return: 0, -ENOENT for an unknown name, -EINVAL for a modifier not accepted.
+ */
+int perf_canonical(const char *name, char *out, size_t size, struct perf_event_attr *attr);
+
+/**
  * perf_suggest() - the known name closest to @name (edit distance), for error messages
  * Return: a static name (borrowed), or NULL when nothing is close.
  */

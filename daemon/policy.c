@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <linux/perf_event.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "perf.h"
 #include "util.h"
 
 void
@@ -21,6 +23,7 @@ policy_init(struct policy *p)
 	p->keep_exited = 1000;
 	p->keep_exited_per_user = 100;
 	p->max_total_regions = 262144;
+	p->hello_timeout_s = 10;
 }
 
 void
@@ -160,17 +163,20 @@ policy_may_count_kernel(const struct policy *p, pid_t pid, uid_t uid, gid_t gid)
 }
 
 bool
-policy_event_allowed(const struct policy *p, const char *name)
+policy_event_allowed(const struct policy *p, const struct perf_event_attr *attr)
 {
 	if (!p->events)
 		return true;
-	size_t base = strcspn(name, ":");
-	/* libpfm4 names ("perf::X") keep their PMU prefix; only a trailing modifier goes. */
-	const char *pmu = strstr(name, "::");
-	if (pmu)
-		base = (size_t)(pmu - name) + 2 + strcspn(pmu + 2, ":");
-	for (size_t i = 0; i < p->n_events; i++)
-		if (strlen(p->events[i]) == base && !strncmp(p->events[i], name, base))
+	/* The event itself, whatever its spelling ("cs", "perf::CONTEXT-SWITCHES") or mode:
+	 * a name is never matched as a prefix. */
+	for (size_t i = 0; i < p->n_events; i++) {
+		struct perf_event_attr a;
+		char canon[PERF_NAME_MAX];
+		if (perf_canonical(p->events[i], canon, sizeof(canon), &a) < 0)
+			continue;
+		if (a.type == attr->type && a.config == attr->config &&
+		    a.config1 == attr->config1 && a.config2 == attr->config2)
 			return true;
+	}
 	return false;
 }

@@ -29,6 +29,11 @@ struct policy {
 	unsigned keep_exited;          /* processes whose figures are kept after they disconnect */
 	unsigned keep_exited_per_user; /* of those, per uid */
 	unsigned max_total_regions;    /* regions over every process, live or exited */
+	/* Per-uid shares (0: a quarter of the whole, set by server_new()). */
+	unsigned max_clients_per_user;
+	unsigned max_fds_per_user;     /* counter fds the daemon holds for one uid's threads */
+	unsigned max_regions_per_user; /* regions of one uid's processes, live or exited */
+	unsigned hello_timeout_s;      /* a connection that says no Hello by then is closed */
 };
 
 /** policy_init() - the defaults: no kernel mode for anyone but root, any event. */
@@ -62,5 +67,10 @@ bool policy_is_admin(const struct policy *p, pid_t pid, uid_t uid, gid_t gid);
 /** policy_may_count_kernel() - root, or allowed by --allow-kernel */
 bool policy_may_count_kernel(const struct policy *p, pid_t pid, uid_t uid, gid_t gid);
 
-/** policy_event_allowed() - whether @name (modifiers stripped) is in the allowlist */
-bool policy_event_allowed(const struct policy *p, const char *name);
+struct perf_event_attr;
+
+/**
+ * policy_event_allowed() - whether the resolved event @attr is one the allowlist names
+ * (type and config compared; the user/kernel mode is the kernel-mode rule's business)
+ */
+bool policy_event_allowed(const struct policy *p, const struct perf_event_attr *attr);

@@ -173,6 +173,19 @@ process_event_id(struct process *p, const char *name)
 	return (int)p->n_events++;
 }
 
+int
+process_event_room(const struct process *p, char *const *names, size_t n)
+{
+	size_t add = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+		while (j < p->n_events && strcmp(p->events[j], names[i]))
+			j++;
+		add += j == p->n_events;
+	}
+	return p->n_events + add > PROCESS_MAX_EVENTS ? -EMFILE : 0;
+}
+
 struct event_agg *
 region_event(struct region_agg *r, size_t id)
 {
@@ -295,6 +308,9 @@ evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
 	*oldest = victim->next;
 	reg->n_procs--;
 	reg->evicted++;
+	struct user_share *u = reg->users ? users_get(reg->users, victim->uid) : NULL;
+	if (u)
+		u->evicted++;
 	process_free(reg, victim);
 	return true;
 }
@@ -313,6 +329,24 @@ registry_process_ended(struct registry *reg, struct process *p, uint64_t now)
 		(void)evict_oldest(reg, p->uid, NULL);
 	for (; n_ended > reg->max_ended; n_ended--)
 		(void)evict_oldest(reg, (uid_t)-1, NULL);
+}
+
+size_t
+registry_user_regions(const struct registry *reg, uid_t uid)
+{
+	size_t n = 0;
+	for (const struct process *q = reg->procs; q; q = q->next)
+		n += q->uid == uid ? q->n_regions : 0;
+	return n;
+}
+
+bool
+registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max)
+{
+	while (registry_user_regions(reg, uid) >= max)
+		if (!evict_oldest(reg, uid, keep))
+			return false;
+	return true;
 }
 
 bool

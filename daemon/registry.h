@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "stats.h"
+#include "users.h"
 
 /** Figures of one event in one region. */
 struct event_agg {
@@ -40,6 +41,7 @@ struct process {
 	uint64_t ended;      /* when its last connection closed (0: connected) */
 	bool warned_regions; /* logged once that it hit --max-regions */
 	bool warned_total;   /* logged once that it hit --max-total-regions */
+	bool warned_user;    /* logged once that its uid hit --max-regions-per-user */
 	size_t n_events;
 	char **events; /* process event ids -> names */
 	size_t n_regions;
@@ -61,6 +63,7 @@ struct registry {
 	size_t max_ended_per_uid; /* of those, per uid (--keep-exited-per-user; 0: no limit) */
 	size_t max_regions;       /* over every process (--max-total-regions; 0: no limit) */
 	uint64_t evicted;         /* disconnected processes dropped to stay within the limits */
+	struct users *users;      /* where each uid's evictions are counted too (or NULL) */
 };
 
 /**
@@ -85,6 +88,16 @@ struct region_agg *process_region(struct registry *reg, struct process *p, const
  * Return: id >= 0, or -ENOMEM.
  */
 int process_event_id(struct process *p, const char *name);
+
+/* Distinct events per process (the names kept, and slots in each of its regions). */
+#define PROCESS_MAX_EVENTS 64
+
+/**
+ * process_event_room() - whether @p may count the @n events @names (canonical spellings)
+ * Return: 0, or -EMFILE when those it does not count yet would take it over
+ * PROCESS_MAX_EVENTS.
+ */
+int process_event_room(const struct process *p, char *const *names, size_t n);
 
 /**
  * region_event() - the figures of process event @id in @r, created on first use
@@ -137,6 +150,19 @@ void registry_process_ended(struct registry *reg, struct process *p, uint64_t no
  * them all: the caller refuses the region.
  */
 bool registry_room(struct registry *reg, const struct process *keep);
+
+/** registry_user_regions() - the regions of @uid's processes, live or exited */
+size_t registry_user_regions(const struct registry *reg, uid_t uid);
+
+/**
+ * registry_user_room() - make room for one more region of @uid under its share @max
+ * @keep: the process that wants the region; never evicted
+ *
+ * Forgets @uid's own processes that ended first (counted in @reg->evicted), never another
+ * user's, until one more fits.
+ * Return: true when one more region fits; false when @uid's live processes hold @max.
+ */
+bool registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max);
 
 /** registry_free() - free everything @reg holds. */
 void registry_free(struct registry *reg);

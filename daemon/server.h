@@ -6,10 +6,14 @@
 
 #include "policy.h"
 #include "registry.h"
+#include "users.h"
 
 struct event_base;
 struct event;
 struct session;
+
+/* fds kept free for connections, the state file and the metrics page. */
+#define SERVER_FD_RESERVE 64
 
 /* Largest request datagram the daemon accepts. */
 #define SERVER_MAX_REQUEST (1u << 20)
@@ -26,6 +30,7 @@ struct server {
 	size_t fd_limit;            /* RLIMIT_NOFILE at start */
 	struct event *accept_retry; /* re-arms accepting after EMFILE */
 	struct registry reg;
+	struct users users; /* what each uid holds, and its figures */
 	uint64_t started_ns;
 	struct policy policy;
 	uint64_t samples, batches, dropped, rejected, refused_clients, lost;

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <linux/perf_event.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,15 +29,41 @@
 #define SO_PEERPIDFD 77
 #endif
 #define SESSION_MAX_REGION_ID 65535
-/* fds kept free for connections, the state file and the metrics page. */
-#define SESSION_FD_RESERVE 64
+/* Bytes of replies a client may leave unread before its connection is closed. */
+#define SESSION_MAX_UNREAD (256 * 1024)
 #define REGION_NAME_MAX 127
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
 
+/* Samples not counted: the daemon's figure, and the figure of the uid they came from. */
+static void
+count_dropped(struct session *s, uint64_t n)
+{
+	s->srv->dropped += n;
+	s->user->dropped += n;
+}
+
 static int
 reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
 {
+	/* A client that asks and never reads pins the daemon's replies in kernel memory: at
+	 * most SESSION_MAX_UNREAD bytes of them, then its connection is closed. */
+	int queued = 0;
+	if (ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued > SESSION_MAX_UNREAD) {
+		log_warn_limited("pid %d (uid %d): leaves %d bytes of replies unread: closing the "
+		                 "connection",
+		                 (int)s->pid, (int)s->uid, queued);
+		return -ENOBUFS;
+	}
+	/* The send buffer grows to what a reply needs, no further (root may force it past
+	 * wmem_max), and only for a connection that asks for such a reply. */
+	size_t need = pmc__response__get_packed_size(resp) + 4096;
+	if (need > s->sndbuf && need <= 2 * (size_t)WIRE_MAX_DATAGRAM) {
+		int sz = (int)need;
+		if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) == 0 ||
+		    setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz)) == 0)
+			s->sndbuf = need;
+	}
 	int r = wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT);
 	if (r < 0)
 		log_debug("pid %d: cannot send reply: %s", (int)s->pid, strerror(-r));
@@ -76,6 +104,8 @@ handle_hello(struct session *s, const Pmc__Request *req)
 		return -EPROTO;
 	}
 	s->hello = 1;
+	if (s->hello_ev)
+		event_del(s->hello_ev);
 	Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;
 	hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	hr.daemon_version = PMC_VERSION;
@@ -99,6 +129,8 @@ thread_close(struct session *s, struct session_thread *t)
 {
 	struct server *srv = s->srv;
 	s->proc->n_threads--;
+	s->user->threads--;
+	s->user->fds -= t->n_fds;
 	for (size_t i = 0; i < t->n_fds; i++)
 		close(t->fds[i]);
 	free(t->fds);
@@ -125,6 +157,8 @@ thread_store(struct session *s, struct session_thread *old, struct session_threa
 	s->srv->n_threads++;
 	s->srv->n_fds += t->n_fds;
 	s->proc->n_threads++;
+	s->user->threads++;
+	s->user->fds += t->n_fds;
 	return 0;
 }
 
@@ -184,7 +218,8 @@ thread_refused(const struct session *s, pid_t tid)
 /* A thread that still holds counters from a daemon that restarted: record its events
  * (already checked, in the client's order and groups) without opening anything. */
 static int
-reattach_thread(struct session *s, struct session_thread *old, const Pmc__RegisterThread *rt)
+reattach_thread(struct session *s, struct session_thread *old, const Pmc__RegisterThread *rt,
+                char *const *names)
 {
 	size_t n = rt->n_events;
 	if (n == 0 || rt->n_groups != n)
@@ -195,7 +230,7 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 	if (!t.ev_id)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		int id = process_event_id(s->proc, rt->events[i]);
+		int id = process_event_id(s->proc, names[i]);
 		if (id < 0) {
 			free(t.ev_id);
 			return -ENOMEM;
@@ -239,9 +274,13 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	if (n > PERF_MAX_EVENTS)
 		return reply_error(s, E2BIG, "%zu events asked for; at most %d per thread", n,
 		                   PERF_MAX_EVENTS);
+	/* Every name in its one spelling: "cs", "cs:uk" and "context-switches" are one event,
+	 * kept once per process. */
+	char canon[PERF_MAX_EVENTS][PERF_NAME_MAX];
+	char *cn[PERF_MAX_EVENTS];
+	struct perf_event_attr attrs[PERF_MAX_EVENTS];
 	for (size_t i = 0; i < n; i++) {
-		struct perf_event_attr attr;
-		r = perf_resolve(names[i], &attr);
+		r = perf_canonical(names[i], canon[i], sizeof(canon[i]), &attrs[i]);
 		if (r == -ENOENT) {
 			const char *hint = perf_suggest(names[i]);
 			return reply_error(s, ENOENT,
@@ -253,16 +292,29 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		if (r < 0)
 			return reply_error(s, -r,
 			                   "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
-			                   "NAME:uk",
+			                   "NAME:uk (libpfm4 names: PMU::EVENT[:UMASK...] with "
+			                   "the same modes; no other modifier)",
 			                   names[i]);
+		cn[i] = canon[i];
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(canon[j], canon[i]) ||
+			    (attrs[j].type == attrs[i].type && attrs[j].config == attrs[i].config &&
+			     attrs[j].config1 == attrs[i].config1 &&
+			     attrs[j].config2 == attrs[i].config2 &&
+			     attrs[j].exclude_user == attrs[i].exclude_user &&
+			     attrs[j].exclude_kernel == attrs[i].exclude_kernel))
+				return reply_error(s, EINVAL,
+				                   "event '%.64s' is asked for twice ('%.64s' and "
+				                   "'%.64s'): each event may be named once",
+				                   canon[i], names[j], names[i]);
 	}
+	names = cn;
 
 	const struct policy *pol = &s->srv->policy;
 	bool kernel_ok = policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
 	for (size_t i = 0; i < n; i++) {
-		struct perf_event_attr attr;
-		(void)perf_resolve(names[i], &attr);
-		if (!policy_event_allowed(pol, names[i]))
+		const struct perf_event_attr *attr = &attrs[i];
+		if (!policy_event_allowed(pol, attr))
 			return reply_error(s, EACCES,
 			                   "event '%.64s' is not allowed here: the operator set "
 			                   "--allow-events",
@@ -270,12 +322,21 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		/* Software events of one's own thread count kernel activity the process
 		 * can already see (/proc/self/status); hardware ones would observe the
 		 * kernel itself. */
-		if (!attr.exclude_kernel && attr.type != PERF_TYPE_SOFTWARE && !kernel_ok)
+		if (!attr->exclude_kernel && attr->type != PERF_TYPE_SOFTWARE && !kernel_ok) {
+			/* The name without its mode: "perf::CYCLES:k" -> "perf::CYCLES". */
+			size_t base = strlen(names[i]);
+			if (base > 2 && names[i][base - 2] == ':' && names[i][base - 1] == 'k')
+				base -= 2;
+			else if (base > 3 && !strcmp(names[i] + base - 3, ":uk"))
+				base -= 3;
+			else if (base > 4 && !strcmp(names[i] + base - 4, ":u:k"))
+				base -= 4;
 			return reply_error(
 			        s, EACCES,
 			        "counting kernel mode ('%.64s') is not allowed for uid "
 			        "%d: use '%.*s:u', or ask the operator for --allow-kernel",
-			        names[i], (int)s->uid, (int)strcspn(names[i], ":"), names[i]);
+			        names[i], (int)s->uid, (int)base, names[i]);
+		}
 	}
 
 	/* The process gets its aggregates with its first thread: a connection that only
@@ -292,8 +353,13 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		                   "process %d already has %u registered threads, the daemon's "
 		                   "limit (--max-threads)",
 		                   (int)s->pid, pol->max_threads);
+	if (!old && process_event_room(s->proc, names, n) < 0)
+		return reply_error(s, EMFILE,
+		                   "process %d already counts %d distinct events, the daemon's "
+		                   "limit per process",
+		                   (int)s->pid, PROCESS_MAX_EVENTS);
 	if (rt->reattach)
-		return reattach_thread(s, old, rt);
+		return reattach_thread(s, old, rt, names);
 
 	size_t order[PERF_MAX_EVENTS];
 	uint32_t group[PERF_MAX_EVENTS];
@@ -306,11 +372,18 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 
 	int fds[PERF_MAX_EVENTS];
 	size_t failed = 0;
-	if (s->srv->n_fds + n + SESSION_FD_RESERVE > s->srv->fd_limit)
+	if (s->srv->n_fds + n + SERVER_FD_RESERVE > s->srv->fd_limit)
 		return reply_error(s, EMFILE,
 		                   "pmcdaemon holds %zu counter fds, near its limit of %zu: raise "
 		                   "its LimitNOFILE or lower --max-threads",
 		                   s->srv->n_fds, s->srv->fd_limit);
+	size_t held = s->user->fds - (old ? old->n_fds : 0);
+	if (held + n > pol->max_fds_per_user)
+		return reply_error(s, EMFILE,
+		                   "uid %d holds %zu counter fds for its threads, its share "
+		                   "(--max-fds-per-user %u): this thread runs unprofiled; end "
+		                   "profiled threads, or ask the operator to raise the share",
+		                   (int)s->uid, held, pol->max_fds_per_user);
 	r = perf_open_group(tid, ordered, group, n, fds, &failed);
 	/* The tid was checked before the open: if the thread ended meanwhile, the number may
 	 * already name a thread of another process. Check again now that it is counted. */
@@ -433,6 +506,18 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 			s->ids[id] = &refused_region;
 			continue;
 		}
+		if (!r && !registry_user_room(&s->srv->reg, p->uid, p,
+		                              s->srv->policy.max_regions_per_user)) {
+			if (!p->warned_user)
+				log_warn_limited("pid %d: uid %d holds %u regions, its share "
+				                 "(--max-regions-per-user): samples of region '%s' "
+				                 "and later new ones are dropped",
+				                 (int)s->pid, (int)p->uid,
+				                 s->srv->policy.max_regions_per_user, name);
+			p->warned_user = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
 		if (!r && !registry_room(&s->srv->reg, p)) {
 			if (!p->warned_total)
 				log_warn_limited(
@@ -463,6 +548,7 @@ account_sent(struct session *s, const Pmc__SampleBatch *b)
 		uint64_t lost = b->sent_before - p->received;
 		p->lost += lost;
 		s->srv->lost += lost;
+		s->user->lost += lost;
 		log_warn_limited("pid %d: %llu samples it sent were lost by an earlier daemon",
 		                 (int)s->pid, (unsigned long long)lost);
 	}
@@ -518,7 +604,7 @@ count_samples(struct session *s, const struct session_thread *t, const Pmc__Samp
 		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
 		if (reg == &refused_region) {
 			k += (size_t)__builtin_popcount(scaled);
-			s->srv->dropped++;
+			count_dropped(s, 1);
 			continue;
 		}
 		(*counted)++;
@@ -655,7 +741,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		struct stats_acc *a = acc + x * na;
 		const uint32_t *rows = order + br[x].start;
 		if (!reg) {
-			s->srv->dropped += br[x].n;
+			count_dropped(s, br[x].n);
 			continue;
 		}
 		*counted += br[x].n;
@@ -701,7 +787,7 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 {
 	struct session_thread *t = find_thread(s, b->tid);
 	if (!t && thread_refused(s, b->tid)) {
-		s->srv->dropped += b->n_region + b->dropped;
+		count_dropped(s, b->n_region + b->dropped);
 		return 0;
 	}
 	if (!t)
@@ -728,10 +814,10 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	if (b->n_scale_ratio != n_ratio)
 		return -EBADMSG;
 
-	s->srv->dropped += b->dropped;
+	count_dropped(s, b->dropped);
 	account_sent(s, b);
 	if (over_rate(s)) {
-		s->srv->dropped += n;
+		count_dropped(s, n);
 		return 0;
 	}
 
@@ -743,6 +829,8 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 		return r;
 	s->srv->samples += counted;
 	s->srv->batches++;
+	s->user->samples += counted;
+	s->user->batches++;
 	return 0;
 }
 
@@ -808,17 +896,22 @@ static void session_close(struct session *s, int r);
 /* Read what other connections have already queued, so that a query made after a
  * client exited sees that client's last batch (the kernel queued it before the
  * client's exit, but the loop may not have read it yet). Bounded: only what is
- * queued now, and never recursively. */
+ * queued now, never recursively, only the connections of the uid whose figures the
+ * caller sees (@self's, or all for an admin), and never past DRAIN_BUDGET_NS: another
+ * user's flood never delays the answer. @self NULL: every connection, no time bound. */
+#define DRAIN_BUDGET_NS (2 * 1000 * 1000)
+
 static void
 drain_others(struct server *srv, struct session *self)
 {
 	if (srv->draining)
 		return;
 	srv->draining = 1;
+	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + DRAIN_BUDGET_NS : UINT64_MAX;
 	struct session *next;
 	for (struct session *o = srv->sessions; o; o = next) {
 		next = o->next;
-		if (o == self)
+		if (o == self || (self && !self->admin && o->uid != self->uid))
 			continue;
 		int r;
 		for (int i = 0; i < SESSION_BURST * 16; i++)
@@ -826,6 +919,8 @@ drain_others(struct server *srv, struct session *self)
 				break;
 		if (r < 0 && r != -EAGAIN)
 			session_close(o, r);
+		if (util_now_ns(CLOCK_MONOTONIC) > deadline)
+			break;
 	}
 	srv->draining = 0;
 }
@@ -943,17 +1038,38 @@ handle_status(struct session *s, const Pmc__Request *req)
 	st.daemon_version = PMC_VERSION;
 	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	st.uptime_ns = util_now_ns(CLOCK_MONOTONIC) - srv->started_ns;
-	st.clients = srv->n_sessions;
-	st.threads = srv->n_threads;
-	st.processes = (uint32_t)srv->reg.n_procs;
-	st.regions = (uint32_t)srv->reg.n_regions;
-	st.samples = srv->samples;
-	st.batches = srv->batches;
-	st.dropped = srv->dropped;
-	st.rejected = srv->rejected;
+	st.all_users = s->admin;
+	st.uid = (uint32_t)s->uid;
+	if (s->admin) {
+		st.clients = srv->n_sessions;
+		st.threads = srv->n_threads;
+		st.processes = (uint32_t)srv->reg.n_procs;
+		st.regions = (uint32_t)srv->reg.n_regions;
+		st.samples = srv->samples;
+		st.batches = srv->batches;
+		st.dropped = srv->dropped;
+		st.rejected = srv->rejected;
+		st.lost = srv->lost;
+		st.evicted = srv->reg.evicted;
+	} else {
+		/* A user sees its own figures only, as in queries: what its processes sent,
+		 * dropped and lost, never another user's activity. */
+		const struct user_share *u = s->user;
+		st.clients = u->connections;
+		st.threads = u->threads;
+		for (const struct process *p = srv->reg.procs; p; p = p->next)
+			if (p->uid == s->uid) {
+				st.processes++;
+				st.regions += (uint32_t)p->n_regions;
+			}
+		st.samples = u->samples;
+		st.batches = u->batches;
+		st.dropped = u->dropped;
+		st.rejected = u->rejected;
+		st.lost = u->lost;
+		st.evicted = u->evicted;
+	}
 	st.pid = getpid();
-	st.lost = srv->lost;
-	st.evicted = srv->reg.evicted;
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
 	st.state_saved_ns = srv->state_saved_ns;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -1111,6 +1227,16 @@ session_dispatch_one(struct session *s)
 }
 
 static void
+session_on_hello_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	log_warn_limited("pid %d (uid %d): no Hello within %u s (--hello-timeout): closing the "
+	                 "connection",
+	                 (int)s->pid, (int)s->uid, s->srv->policy.hello_timeout_s);
+	session_close(s, -ETIMEDOUT);
+}
+
+static void
 session_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
@@ -1147,8 +1273,10 @@ session_pump(struct session *s, unsigned max)
 static void
 session_close(struct session *s, int r)
 {
-	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE)
+	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE || r == -ETIMEDOUT) {
 		s->srv->rejected++;
+		s->user->rejected++;
+	}
 	if (r != -ECONNRESET)
 		log_debug("pid %d: closing connection: %s", (int)s->pid, strerror(-r));
 	session_free(s);
@@ -1181,21 +1309,41 @@ session_new(struct server *srv, int fd)
 	    (s->pidfd >= 0 && !peer_alive(s)))
 		s->creds = (struct creds_peer){.uid = s->uid, .gid = s->gid};
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
-	s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s);
-	if (!s->ev || event_add(s->ev, NULL) < 0) {
-		int r = -ENOMEM;
+	s->user = users_get(&srv->users, s->uid);
+	if (s->user && s->user->connections >= srv->policy.max_clients_per_user) {
+		char msg[200];
+		snprintf(msg, sizeof(msg),
+		         "uid %d holds %u connections, its share (--max-clients-per-user %u): "
+		         "close some, or ask the operator to raise the share",
+		         (int)s->uid, s->user->connections, srv->policy.max_clients_per_user);
+		if (!s->user->warned)
+			log_warn_limited("refusing connections of uid %d: %s", (int)s->uid, msg);
+		s->user->warned = true;
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.error = EUSERS;
+		resp.message = msg;
+		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		s->user = NULL;
+	}
+	/* A connection that says nothing holds a slot every user needs: it has
+	 * --hello-timeout seconds to say Hello. */
+	struct timeval hello_tv = {.tv_sec = srv->policy.hello_timeout_s};
+	s->ev = s->user ? event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s)
+	                : NULL;
+	s->hello_ev = s->ev ? evtimer_new(srv->base, session_on_hello_timeout, s) : NULL;
+	if (!s->hello_ev || event_add(s->ev, NULL) < 0 || event_add(s->hello_ev, &hello_tv) < 0) {
+		int r = s->user ? -ENOMEM : -EUSERS;
 		if (s->ev)
 			event_free(s->ev);
+		if (s->hello_ev)
+			event_free(s->hello_ev);
 		if (s->pidfd >= 0)
 			close(s->pidfd);
 		free(s);
 		close(fd);
 		return r;
 	}
-	/* Query replies can be large; root may raise the buffer past wmem_max. */
-	int sz = 8 << 20;
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	s->user->connections++;
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;
@@ -1225,6 +1373,8 @@ session_free(struct session *s)
 	if (s->proc && --s->proc->connections == 0)
 		registry_process_ended(&srv->reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
 	event_free(s->ev);
+	event_free(s->hello_ev);
+	s->user->connections--;
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	close(s->fd);

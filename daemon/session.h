@@ -30,6 +30,9 @@ struct session {
 	int pidfd;               /* the peer process, where SO_PEERPIDFD exists; else -1 */
 	int admin;               /* root or --admin-group: sees all, may reset */
 	struct creds_peer creds; /* what the kernel would let the peer count */
+	struct user_share *user; /* what its uid holds (server's users) */
+	struct event *hello_ev;  /* closes a connection that says no Hello in time */
+	size_t sndbuf;           /* send buffer asked for (0: the default) */
 	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;

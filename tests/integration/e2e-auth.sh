@@ -134,7 +134,7 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # --max-total-regions: an exited process's figures make room for a running one's new region.
 # nested defines 3 regions: the second process's second one evicts the first process.
-start_daemon --max-total-regions 4
+start_daemon --max-total-regions 4 --max-regions-per-user 4
 run_client "$TMP/t1" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
 pmcctl status >/dev/null # the disconnect is handled before the next client comes
 run_client "$TMP/t2" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
@@ -147,7 +147,7 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # ... and when only running processes hold them, a new region is refused, its samples
 # dropped and counted.
-start_daemon --max-total-regions 1
+start_daemon --max-total-regions 1 --max-regions-per-user 2
 run_client "$TMP/t3" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
 expect_eq "regions kept" "$(pmcctl query --format json | jq -c '[.regions[].name]')" '["inner"]'
 expect_eq "outer's and scoped's samples dropped and counted" "$(pmcctl status --format json | jq .dropped)" 6

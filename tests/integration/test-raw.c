@@ -35,6 +35,8 @@
  *   SOCKET exec-batch PROG ARGS...
  *                            say Hello, register this thread (page-faults), fork a child
  *                            that holds the connection 3 s, then exec PROG ARGS...
+ *   SOCKET canon NAME...     register this thread with events NAME...: prints the name
+ *                            the daemon gave each ("name=..."), or the refusal
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
  *                            NAME, call Status (so it was counted), print "sent"
  */
@@ -379,6 +381,26 @@ main(int argc, char **argv)
 		close(fd);
 		execv(argv[3], argv + 3);
 		_exit(127);
+	}
+	if (!strcmp(mode, "canon") && argc >= 4 && argc - 3 <= 16) {
+		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+		rt.tid = getpid();
+		rt.n_events = (size_t)(argc - 3);
+		rt.events = argv + 3;
+		Pmc__Request rr = PMC__REQUEST__INIT;
+		rr.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+		rr.register_thread = &rt;
+		Pmc__Response *resp;
+		if (call(fd, &rr, &resp) < 0)
+			return 1;
+		int err = resp->error;
+		if (err)
+			printf("error=%d (%s)\nmessage=%s\n", err, strerror(err), resp->message);
+		else if (resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY)
+			for (size_t i = 0; i < resp->register_reply->n_events; i++)
+				printf("name=%s\n", resp->register_reply->events[i]->name);
+		pmc__response__free_unpacked(resp, NULL);
+		return err ? 1 : 0;
 	}
 	if (!strcmp(mode, "batch") && argc == 4) {
 		char *events[1] = {"page-faults"};

@@ -1,5 +1,6 @@
 /* Unit tests for daemon/registry.c: a process's regions by name, through its index, as it
  * grows past several resizes; and the room --max-total-regions leaves. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,11 +92,37 @@ test_room(void)
 	registry_free(&reg);
 }
 
+/* Distinct events per process are bounded (one event spelled 32,768 ways grew every region's
+ * event array without limit); a setuid image's figures are apart from its starter's. */
+static void
+test_events_and_owners(void)
+{
+	struct registry reg = {0};
+	struct process *p = registry_process(&reg, getpid(), 65534);
+	CHECK(p);
+	char name[32], *one[1] = {name};
+	for (int i = 0; i < PROCESS_MAX_EVENTS; i++) {
+		snprintf(name, sizeof(name), "event-%d", i);
+		CHECK(process_event_room(p, one, 1) == 0);
+		CHECK(process_event_id(p, name) == i);
+	}
+	snprintf(name, sizeof(name), "event-%d", 3);
+	CHECK(process_event_room(p, one, 1) == 0); /* already counted */
+	snprintf(name, sizeof(name), "event-%d", PROCESS_MAX_EVENTS);
+	CHECK(process_event_room(p, one, 1) == -EMFILE);
+	/* The same pid and start under another uid (an exec'd setuid program) is apart. */
+	struct process *q = registry_process(&reg, getpid(), 0);
+	CHECK(q && q != p && q->uid == 0 && p->uid == 65534);
+	CHECK(registry_process(&reg, getpid(), 65534) == p);
+	registry_free(&reg);
+}
+
 int
 main(void)
 {
 	PMC_TEST_RUN(test_regions_by_name);
 	PMC_TEST_RUN(test_processes_apart);
 	PMC_TEST_RUN(test_room);
+	PMC_TEST_RUN(test_events_and_owners);
 	return 0;
 }

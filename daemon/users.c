@@ -1,0 +1,44 @@
+/* users: per-uid shares and figures; a few uids per host, so a plain array. */
+#include "users.h"
+
+#include <stdlib.h>
+
+const struct user_share *
+users_find(const struct users *u, uid_t uid)
+{
+	for (size_t i = 0; i < u->n; i++)
+		if (u->v[i]->uid == uid)
+			return u->v[i];
+	return NULL;
+}
+
+struct user_share *
+users_get(struct users *u, uid_t uid)
+{
+	struct user_share *s = (struct user_share *)users_find(u, uid);
+	if (s)
+		return s;
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? 2 * u->cap : 8;
+		struct user_share **v = realloc(u->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		u->v = v;
+		u->cap = cap;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->uid = uid;
+	u->v[u->n++] = s;
+	return s;
+}
+
+void
+users_free(struct users *u)
+{
+	for (size_t i = 0; i < u->n; i++)
+		free(u->v[i]);
+	free(u->v);
+	*u = (struct users){0};
+}

@@ -1,0 +1,40 @@
+/* users: what each uid holds of the daemon's shared resources (connections, registered
+ * threads, counter fds) and the figures its own processes caused, so that one user can
+ * be held to a share and be shown only its own activity. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct user_share {
+	uid_t uid;
+	unsigned connections; /* open now */
+	unsigned threads;     /* registered now */
+	size_t fds;           /* counter fds the daemon holds for its threads now */
+	uint64_t samples;     /* counted */
+	uint64_t batches;     /* counted */
+	uint64_t dropped;     /* dropped by the daemon, or reported dropped by its processes */
+	uint64_t lost;        /* reported sent by its processes, never received */
+	uint64_t rejected;    /* its connections closed for breaking the protocol */
+	uint64_t evicted;     /* its ended processes whose figures were dropped for room */
+	bool warned;          /* logged once that it reached a share */
+};
+
+struct users {
+	struct user_share **v;
+	size_t n, cap;
+};
+
+/**
+ * users_get() - the share of @uid, created (all zero) on first use
+ * Return: the share (owned by @u, at a stable address), or NULL on -ENOMEM.
+ */
+struct user_share *users_get(struct users *u, uid_t uid);
+
+/** users_find() - the share of @uid, or NULL when it has none yet */
+const struct user_share *users_find(const struct users *u, uid_t uid);
+
+/** users_free() - free every share */
+void users_free(struct users *u);
