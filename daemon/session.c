@@ -50,8 +50,8 @@ reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
 	 * most SESSION_MAX_UNREAD bytes of them, then its connection is closed. */
 	int queued = 0;
 	if (ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued > SESSION_MAX_UNREAD) {
-		log_warn_limited("pid %d (uid %d): leaves %d bytes of replies unread: closing the "
-		                 "connection",
+		log_warn_limited("pid %d (uid %d): leaves %d bytes of its replies unread: closing "
+		                 "the connection",
 		                 (int)s->pid, (int)s->uid, queued);
 		return -ENOBUFS;
 	}
@@ -65,6 +65,12 @@ reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
 			s->sndbuf = need;
 	}
 	int r = wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT);
+	if (r == -EAGAIN) {
+		log_warn_limited("pid %d (uid %d): leaves its replies unread (its socket is full): "
+		                 "closing the connection",
+		                 (int)s->pid, (int)s->uid);
+		return -ENOBUFS;
+	}
 	if (r < 0)
 		log_debug("pid %d: cannot send reply: %s", (int)s->pid, strerror(-r));
 	return r;
@@ -1344,6 +1350,10 @@ session_new(struct server *srv, int fd)
 		return r;
 	}
 	s->user->connections++;
+	int sndbuf = 0;
+	len = sizeof(sndbuf);
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf > 0)
+		s->sndbuf = (size_t)sndbuf / 2; /* the kernel reports twice what was set */
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;

@@ -37,15 +37,27 @@
  *                            that holds the connection 3 s, then exec PROG ARGS...
  *   SOCKET canon NAME...     register this thread with events NAME...: prints the name
  *                            the daemon gave each ("name=..."), or the refusal
+ *   SOCKET silent N SECONDS  open N connections that never say Hello; after SECONDS,
+ *                            print how many the daemon refused at once ("refused=") and
+ *                            closed meanwhile ("closed=")
+ *   SOCKET regions N SECONDS register this thread, send one sample of each of N regions
+ *                            (r0, r1, ...), call Status, then hold the connection SECONDS
+ *   SOCKET unread N          register, define 40 regions, then send N Queries without
+ *                            reading a reply; print the bytes of replies queued here once
+ *                            the daemon closed the connection ("queued=", "closed=")
+ *   SOCKET lie N             register, then send N batches of one sample that each claim
+ *                            88,999 samples dropped and 100,001 sent before
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
  *                            NAME, call Status (so it was counted), print "sent"
  */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -179,6 +191,62 @@ reattach_tid(int fd, int tid)
 	return wire_send(fd, &req.base, NULL, 0, 0);
 }
 
+/* Registers this thread for page-faults: 0, or -1 after printing why not. */
+static int
+register_self(int fd)
+{
+	char *events[1] = {"page-faults"};
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = getpid();
+	rt.n_events = 1;
+	rt.events = events;
+	Pmc__Request rr = PMC__REQUEST__INIT;
+	rr.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	rr.register_thread = &rt;
+	Pmc__Response *resp;
+	if (call(fd, &rr, &resp) < 0)
+		return -1;
+	int err = resp->error;
+	if (err)
+		printf("error=%d (%s)\nmessage=%s\n", err, strerror(err), resp->message);
+	pmc__response__free_unpacked(resp, NULL);
+	return err ? -1 : 0;
+}
+
+/* One batch of @n samples, sample i of region id first + i (named "r<first + i - 1>"
+ * when @define), value 1 each; @dropped and @sent_before as the batch says. */
+static int
+send_regions(int fd, uint32_t first, uint32_t n, int define, uint64_t dropped, uint64_t sent_before)
+{
+	uint32_t region[64], def_id[64];
+	uint64_t wall[64], values[64];
+	char names[64][16], *def_name[64];
+	if (n > 64)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		region[i] = def_id[i] = first + i;
+		wall[i] = 1000;
+		values[i] = 1;
+		snprintf(names[i], sizeof(names[i]), "r%u", first + i - 1);
+		def_name[i] = names[i];
+	}
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = getpid();
+	b.n_region = n, b.region = region;
+	b.n_wall_ns = n, b.wall_ns = wall;
+	b.n_values = n, b.values = values;
+	if (define) {
+		b.n_def_id = n, b.def_id = def_id;
+		b.n_def_name = n, b.def_name = def_name;
+	}
+	b.dropped = dropped;
+	b.sent_before = sent_before;
+	Pmc__Request breq = PMC__REQUEST__INIT;
+	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	breq.sample_batch = &b;
+	return wire_send(fd, &breq.base, NULL, 0, 0);
+}
+
 /* Waits until process @pid runs another image than this one (it exec'd). */
 static void
 wait_exec(pid_t pid)
@@ -269,6 +337,32 @@ main(int argc, char **argv)
 		waitpid(child, NULL, 0);
 		printf("served=%d\n", ok);
 		return err == EPERM && ok ? 0 : 1;
+	}
+	if (!strcmp(mode, "silent") && argc == 5) {
+		int n = atoi(argv[3]), refused = 0, closed = 0, fds[256];
+		if (n < 1 || n > 256)
+			return 2;
+		for (int i = 0; i < n; i++)
+			fds[i] = wire_connect(argv[1]);
+		usleep(300 * 1000);
+		/* Refused at once: an error Response is waiting, then EOF. */
+		for (int i = 0; i < n; i++) {
+			char b[512];
+			if (fds[i] >= 0 &&
+			    recv(fds[i], b, sizeof(b), MSG_DONTWAIT | MSG_PEEK) > 0) {
+				refused++;
+				close(fds[i]);
+				fds[i] = -1;
+			}
+		}
+		sleep((unsigned)atoi(argv[4]));
+		for (int i = 0; i < n; i++) {
+			char b[64];
+			if (fds[i] >= 0 && recv(fds[i], b, sizeof(b), MSG_DONTWAIT) == 0)
+				closed++;
+		}
+		printf("refused=%d\nclosed=%d\n", refused, closed);
+		return 0;
 	}
 	int fd = wire_connect(argv[1]);
 	if (fd < 0) {
@@ -401,6 +495,60 @@ main(int argc, char **argv)
 				printf("name=%s\n", resp->register_reply->events[i]->name);
 		pmc__response__free_unpacked(resp, NULL);
 		return err ? 1 : 0;
+	}
+	if (!strcmp(mode, "regions") && argc == 5) {
+		uint32_t n = (uint32_t)atoi(argv[3]);
+		if (register_self(fd) < 0)
+			return 1;
+		for (uint32_t i = 0; i < n; i += 64)
+			if (send_regions(fd, 1 + i, n - i < 64 ? n - i : 64, 1, 0, i) < 0)
+				return 1;
+		if (status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		fflush(stdout);
+		sleep((unsigned)atoi(argv[4]));
+		return 0;
+	}
+	if (!strcmp(mode, "unread") && argc == 4) {
+		int n = atoi(argv[3]), sent = 0;
+		if (register_self(fd) < 0 || send_regions(fd, 1, 40, 1, 0, 0) < 0 ||
+		    status_served(fd) < 0)
+			return 1;
+		Pmc__Query q = PMC__QUERY__INIT;
+		Pmc__Request qr = PMC__REQUEST__INIT;
+		qr.body_case = PMC__REQUEST__BODY_QUERY;
+		qr.query = &q;
+		for (; sent < n; sent++) {
+			if (wire_send(fd, &qr.base, NULL, 0, MSG_DONTWAIT) == 0)
+				continue;
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			if (poll(&p, 1, 500) <= 0 || (p.revents & (POLLHUP | POLLERR)))
+				break;
+		}
+		/* The daemon closes the connection: the replies stay queued here, unread. */
+		struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+		int closed = 0;
+		for (int i = 0; i < 50 && !closed; i++) {
+			closed = poll(&p, 1, 100) > 0 && (p.revents & (POLLRDHUP | POLLHUP));
+		}
+		int queued = 0;
+		if (ioctl(fd, SIOCINQ, &queued) < 0)
+			return 1;
+		printf("sent=%d\nqueued=%d\nclosed=%d\n", sent, queued, closed);
+		return 0;
+	}
+	if (!strcmp(mode, "lie") && argc == 4) {
+		int n = atoi(argv[3]);
+		if (register_self(fd) < 0 || send_regions(fd, 1, 1, 1, 0, 0) < 0)
+			return 1;
+		for (int i = 0; i < n; i++)
+			if (send_regions(fd, 1, 1, 0, 88999, 100001 * (uint64_t)(i + 1)) < 0)
+				return 1;
+		if (status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
 	}
 	if (!strcmp(mode, "batch") && argc == 4) {
 		char *events[1] = {"page-faults"};

@@ -1,0 +1,89 @@
+#!/bin/bash
+# One user cannot starve another: each attack of the trust review, made by uid 65534
+# within the daemon's limits, leaves a victim (uid 65533) served and counted exactly.
+. "$(dirname "$0")/lib.sh"
+raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
+ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
+# victim OUT ARGS...: the test client as uid 65533; its pid in VICTIM_PID
+victim() {
+	local out=$1
+	shift
+	setpriv --reuid=65533 --regid=65533 --clear-groups -- "${USER_ENV[@]}" "$@" >"$out" 2>"$out.err" &
+	VICTIM_PID=$!
+	wait $VICTIM_PID || { cat "$out.err" >&2; fail "victim $* failed"; }
+}
+# victim_counted WHAT: the victim's region "pages" counted exactly (2 pages x 5)
+victim_counted() {
+	victim "$TMP/v" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 2 5
+	expect_faults "$1: the victim's page-faults" \
+		"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
+}
+
+# Connections that never say Hello: at most a quarter of the slots, and not for long.
+start_daemon --max-clients 8 --hello-timeout 2
+raw silent 8 3 >"$TMP/silent" &
+silent=$!
+sleep 1
+victim_counted "8 silent connections beside it"
+pmcctl status >/dev/null || fail "root's status refused"
+wait $silent
+expect_eq "silent connections refused at once (over uid 65534's share of 2)" "$(kv refused "$TMP/silent")" 6
+expect_eq "silent connections closed after --hello-timeout" "$(kv closed "$TMP/silent")" 2
+grep -q "no Hello within 2 s" "$TMP/daemon.log" || fail "no log of the timeout"
+grep -q "holds 2 connections, its share (--max-clients-per-user 2)" "$TMP/daemon.log" ||
+	fail "no log naming the share"
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# Regions: uid 65534's live processes take at most its share of --max-total-regions.
+start_daemon --max-total-regions 12
+raw regions 12 4 >"$TMP/regions" &
+holder=$!
+for _ in $(seq 50); do grep -q sent "$TMP/regions" && break; sleep 0.1; done
+victim "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
+expect_eq "the victim keeps its 3 regions" \
+	"$(pmcctl query --pid "$VICTIM_PID" --format json | jq -c '[.regions[] | [.name, .count]] | sort')" \
+	'[["inner",3],["outer",3],["scoped",3]]'
+expect_eq "uid 65534 holds its share of 3" "$(ctl_as 65534 query --format json | jq '.regions | length')" 3
+expect_eq "its other 9 samples dropped and counted" "$(ctl_as 65534 status --format json | jq .dropped)" 9
+grep -q -- "--max-regions-per-user" "$TMP/daemon.log" || fail "no log naming the share"
+kill $holder; wait $holder || true
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# Counter fds: 100 fds for the daemon leave 36 for counters, 9 for one uid: uid 65534's
+# 12 threads of 4 events get 2 threads, and the victim still registers.
+(ulimit -n 100 && exec "$PMCDAEMON_BIN" --socket "$SOCK" --verbose) 2>"$TMP/daemon.log" &
+DAEMON_PID=$!
+for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+EV=page-faults,task-clock,context-switches,cpu-migrations
+as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 >"$TMP/hog" 2>"$TMP/hog.err" &
+hog=$!
+sleep 0.5
+victim "$TMP/vf" env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" pages 2 5
+expect_faults "counter fds: the victim's page-faults" \
+	"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
+wait $hog || fail "the hog failed: $(cat "$TMP/hog.err")"
+grep -q -- "--max-fds-per-user 9" "$TMP/hog.err" || fail "the hog was not told: $(cat "$TMP/hog.err")"
+expect_eq "the hog's threads counted: 2 of 12" \
+	"$(ctl_as 65534 query --region steady --format json | jq '.regions[].count')" 80
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# Replies left unread pin at most 256 KiB of the daemon's replies, then the connection goes.
+start_daemon
+out=$(raw unread 3000)
+expect_eq "a client that never reads is disconnected" "$(kv closed <(echo "$out"))" 1
+q=$(kv queued <(echo "$out"))
+[ "$q" -le $((512 * 1024)) ] || fail "$q bytes of replies queued for a client that never reads"
+pass "replies left unread: $q bytes queued, then closed ($(kv sent <(echo "$out")) queries sent)"
+grep -q "replies unread.*closing the connection" "$TMP/daemon.log" || fail "not logged"
+
+# A client's own figures count for its own uid only, and its log lines are rate-limited.
+raw lie 1000 >/dev/null || fail "lie"
+victim_counted "after the lies"
+expect_eq "the victim's status: dropped" "$(ctl_as 65533 status --format json | jq .dropped)" 0
+expect_eq "the victim's status: lost" "$(ctl_as 65533 status --format json | jq .lost)" 0
+expect_eq "the victim's status: its own client" "$(ctl_as 65533 status --format json | jq .samples)" 5
+expect_eq "the liar's own status" "$(ctl_as 65534 status --format json | jq .dropped)" 88999000
+n=$(grep -c "lost by an earlier daemon" "$TMP/daemon.log" || true)
+[ "$n" -le 20 ] || fail "$n log lines for one client's lies"
+pass "1000 lying batches: $n log lines"
+daemon_alive
