@@ -83,6 +83,10 @@ usage(FILE *f)
 	        "      --max-total-regions N regions over every process, running or exited\n"
 	        "                            (default 262144; exited processes' figures go\n"
 	        "                            first, then new regions are dropped and counted)\n"
+	        "      --max-memory MIB      histograms over every process (default 1024);\n"
+	        "                            beyond, samples miss the percentiles, counted\n"
+	        "      --max-memory-per-user MIB\n"
+	        "                            of that, one uid's processes' (default a quarter)\n"
 	        "      --max-regions-per-user N\n"
 	        "                            of those, one uid's processes' (default a\n"
 	        "                            quarter; that uid's exited processes go first)\n"
@@ -209,6 +213,10 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		return parse_limit("max-regions-per-user", arg, &p->max_regions_per_user);
 	case 1017:
 		return parse_limit("hello-timeout", arg, &p->hello_timeout_s);
+	case 1018:
+		return parse_limit("max-memory", arg, &p->max_memory_mib);
+	case 1019:
+		return parse_limit("max-memory-per-user", arg, &p->max_memory_per_user_mib);
 	}
 	return -EINVAL;
 }
@@ -288,6 +296,8 @@ main(int argc, char **argv)
 	        {"max-fds-per-user", required_argument, NULL, 1015},
 	        {"max-regions-per-user", required_argument, NULL, 1016},
 	        {"hello-timeout", required_argument, NULL, 1017},
+	        {"max-memory", required_argument, NULL, 1018},
+	        {"max-memory-per-user", required_argument, NULL, 1019},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
@@ -329,7 +339,7 @@ main(int argc, char **argv)
 			if (parse_limit("state-interval", optarg, &state_interval) < 0)
 				return 2;
 			break;
-		case 1011 ... 1017:
+		case 1011 ... 1019:
 		case 1000 ... 1008:
 			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
 				policy_free(&policy);

@@ -24,6 +24,7 @@ policy_init(struct policy *p)
 	p->keep_exited_per_user = 100;
 	p->max_total_regions = 262144;
 	p->hello_timeout_s = 10;
+	p->max_memory_mib = 1024;
 }
 
 void

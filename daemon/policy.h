@@ -31,9 +31,11 @@ struct policy {
 	unsigned max_total_regions;    /* regions over every process, live or exited */
 	/* Per-uid shares (0: a quarter of the whole, set by server_new()). */
 	unsigned max_clients_per_user;
-	unsigned max_fds_per_user;     /* counter fds the daemon holds for one uid's threads */
-	unsigned max_regions_per_user; /* regions of one uid's processes, live or exited */
-	unsigned hello_timeout_s;      /* a connection that says no Hello by then is closed */
+	unsigned max_fds_per_user;        /* counter fds the daemon holds for one uid's threads */
+	unsigned max_regions_per_user;    /* regions of one uid's processes, live or exited */
+	unsigned hello_timeout_s;         /* a connection that says no Hello by then is closed */
+	unsigned max_memory_mib;          /* histogram blocks over every process */
+	unsigned max_memory_per_user_mib; /* of those, one uid's processes' (0: a quarter) */
 };
 
 /** policy_init() - the defaults: no kernel mode for anyone but root, any event. */

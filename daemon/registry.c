@@ -281,9 +281,17 @@ static void region_free(struct region_agg *r);
 static void
 process_free(struct registry *reg, struct process *p)
 {
+	struct user_share *u = reg->users ? users_get(reg->users, p->uid) : NULL;
 	reg->n_regions -= p->n_regions;
-	for (size_t i = 0; i < p->n_regions; i++)
+	for (size_t i = 0; i < p->n_regions; i++) {
+		const struct region_agg *r = p->regions[i];
+		size_t bytes = stats_memory(&r->wall);
+		for (size_t j = 0; j < r->n_ev; j++)
+			bytes += stats_memory(&r->ev[j].st);
+		if (u)
+			stats_budget_credit(&u->hist, bytes);
 		region_free(p->regions[i]);
+	}
 	free(p->regions);
 	free(p->index);
 	for (size_t i = 0; i < p->n_events; i++)

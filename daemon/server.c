@@ -1,6 +1,6 @@
 /* server: the libevent loop of pmcdaemon: accepts connections, hands each to a
- * session, and stops on SIGINT or SIGTERM. Nothing outside this file and
- * session.c sees libevent's return conventions. */
+ * session, and stops on SIGINT or SIGTERM. Nothing outside this file and session.c
+ * sees libevent's return conventions. */
 #include "server.h"
 
 #include <errno.h>
@@ -18,180 +18,197 @@
 #include "util.h"
 #include "wire.h"
 
-/* Over --max-clients: one error Response, so that the client can say why, then
- * close. */
-static void refuse_client(struct server *srv, int fd) {
-  char msg[160];
-  snprintf(msg, sizeof(msg),
-           "pmcdaemon serves %u clients, its limit: try again later, or raise "
-           "--max-clients",
-           srv->n_sessions);
-  Pmc__Response resp = PMC__RESPONSE__INIT;
-  resp.error = EUSERS;
-  resp.message = msg;
-  (void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
-  close(fd);
-  if (srv->refused_clients++ == 0)
-    log_warn("refusing connections: %u clients, the --max-clients limit",
-             srv->n_sessions);
+/* Over --max-clients: one error Response, so that the client can say why, then close. */
+static void
+refuse_client(struct server *srv, int fd)
+{
+	char msg[160];
+	snprintf(msg, sizeof(msg),
+	         "pmcdaemon serves %u clients, its limit: try again later, or raise "
+	         "--max-clients",
+	         srv->n_sessions);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.error = EUSERS;
+	resp.message = msg;
+	(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+	close(fd);
+	if (srv->refused_clients++ == 0)
+		log_warn("refusing connections: %u clients, the --max-clients limit",
+		         srv->n_sessions);
 }
 
-static void on_accept(evutil_socket_t fd, short what, void *arg) {
-  struct server *srv = arg;
-  for (int i = 0; i < 32; i++) {
-    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (c < 0 && (errno == EMFILE || errno == ENFILE)) {
-      /* Out of fds: the listening socket stays readable, so stop watching it
-       * for a while instead of spinning (and logging) on it. */
-      log_errno(-errno, "accept: not accepting connections for 100 ms");
-      event_del(srv->listen_ev);
-      struct timeval tv = {0, 100000};
-      event_add(srv->accept_retry, &tv);
-      return;
-    }
-    if (c < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-        log_errno(-errno, "accept");
-      return;
-    }
-    if (srv->n_sessions >= srv->policy.max_clients) {
-      refuse_client(srv, c);
-      continue;
-    }
-    int r = session_new(srv, c);
-    if (r < 0)
-      log_errno(r, "cannot serve a new connection");
-  }
+static void
+on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	for (int i = 0; i < 32; i++) {
+		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* Out of fds: the listening socket stays readable, so stop watching it
+			 * for a while instead of spinning (and logging) on it. */
+			log_errno(-errno, "accept: not accepting connections for 100 ms");
+			event_del(srv->listen_ev);
+			struct timeval tv = {0, 100000};
+			event_add(srv->accept_retry, &tv);
+			return;
+		}
+		if (c < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_errno(-errno, "accept");
+			return;
+		}
+		if (srv->n_sessions >= srv->policy.max_clients) {
+			refuse_client(srv, c);
+			continue;
+		}
+		int r = session_new(srv, c);
+		if (r < 0)
+			log_errno(r, "cannot serve a new connection");
+	}
 }
 
-static void save_state(struct server *srv) {
-  int r = state_save(srv, srv->state_path);
-  if (r < 0)
-    log_errno(r, "cannot save the state to %s (the previous one is kept)",
-              srv->state_path);
+static void
+save_state(struct server *srv)
+{
+	int r = state_save(srv, srv->state_path);
+	if (r < 0)
+		log_errno(r, "cannot save the state to %s (the previous one is kept)",
+		          srv->state_path);
 }
 
-static void on_state_timer(evutil_socket_t fd, short what, void *arg) {
-  save_state(arg);
+static void
+on_state_timer(evutil_socket_t fd, short what, void *arg)
+{
+	save_state(arg);
 }
 
-static void on_accept_retry(evutil_socket_t fd, short what, void *arg) {
-  struct server *srv = arg;
-  event_add(srv->listen_ev, NULL);
+static void
+on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	event_add(srv->listen_ev, NULL);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg) {
-  struct server *srv = arg;
-  log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  /* Count what clients have already sent, so that the saved totals are whole.
-   */
-  session_drain_all(srv, true);
-  if (srv->state_path)
-    save_state(srv);
-  event_base_loopbreak(srv->base);
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct server *srv = arg;
+	log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	/* Count what clients have already sent, so that the saved totals are whole. */
+	session_drain_all(srv, true);
+	if (srv->state_path)
+		save_state(srv);
+	event_base_loopbreak(srv->base);
 }
 
-int server_use_state(struct server *srv, const char *path,
-                     unsigned interval_s) {
-  int r = state_load(srv, path);
-  if (r == -ENOENT)
-    log_info("%s: no state yet; it will be written every %u s and at exit",
-             path, interval_s);
-  else if (r < 0)
-    return r;
-  else
-    log_info("%s: restored %zu processes, %zu regions", path, srv->reg.n_procs,
-             srv->reg.n_regions);
-  srv->state_path = path;
-  srv->state_ev = event_new(srv->base, -1, EV_PERSIST, on_state_timer, srv);
-  struct timeval tv = {.tv_sec = interval_s};
-  if (!srv->state_ev || event_add(srv->state_ev, &tv) < 0)
-    return -ENOMEM;
-  return 0;
+int
+server_use_state(struct server *srv, const char *path, unsigned interval_s)
+{
+	int r = state_load(srv, path);
+	if (r == -ENOENT)
+		log_info("%s: no state yet; it will be written every %u s and at exit", path,
+		         interval_s);
+	else if (r < 0)
+		return r;
+	else
+		log_info("%s: restored %zu processes, %zu regions", path, srv->reg.n_procs,
+		         srv->reg.n_regions);
+	srv->state_path = path;
+	srv->state_ev = event_new(srv->base, -1, EV_PERSIST, on_state_timer, srv);
+	struct timeval tv = {.tv_sec = interval_s};
+	if (!srv->state_ev || event_add(srv->state_ev, &tv) < 0)
+		return -ENOMEM;
+	return 0;
 }
 
-int server_new(int listen_fd, const struct policy *policy,
-               struct server **out) {
-  struct server *srv = calloc(1, sizeof(*srv));
-  if (!srv) {
-    close(listen_fd);
-    return -ENOMEM;
-  }
-  srv->listen_fd = listen_fd;
-  srv->policy = *policy;
-  srv->reg.max_ended = policy->keep_exited;
-  srv->reg.max_ended_per_uid = policy->keep_exited_per_user;
-  srv->reg.max_regions = policy->max_total_regions;
-  srv->reg.users = &srv->users;
-  srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
-  srv->rxbuf = malloc(SERVER_MAX_REQUEST);
-  srv->base = event_base_new();
-  if (!srv->rxbuf || !srv->base) {
-    server_free(srv);
-    return -ENOMEM;
-  }
-  evutil_make_socket_nonblocking(listen_fd);
-  srv->listen_ev =
-      event_new(srv->base, listen_fd, EV_READ | EV_PERSIST, on_accept, srv);
-  srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
-  struct rlimit rl;
-  srv->fd_limit =
-      getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-          ? (size_t)rl.rlim_cur
-          : 1u << 20;
-  /* One user's share of each thing every user needs: a quarter, so that one
-   * user alone never takes it all. */
-  struct policy *pol = &srv->policy;
-  if (!pol->max_clients_per_user)
-    pol->max_clients_per_user = pol->max_clients / 4 ? pol->max_clients / 4 : 1;
-  if (!pol->max_regions_per_user)
-    pol->max_regions_per_user =
-        pol->max_total_regions / 4 ? pol->max_total_regions / 4 : 1;
-  if (!pol->max_fds_per_user) {
-    size_t room = srv->fd_limit > SERVER_FD_RESERVE
-                      ? srv->fd_limit - SERVER_FD_RESERVE
-                      : 0;
-    pol->max_fds_per_user =
-        room / 4 > UINT32_MAX ? UINT32_MAX : (unsigned)(room / 4);
-  }
-  srv->sig_ev[0] = evsignal_new(srv->base, SIGINT, on_signal, srv);
-  srv->sig_ev[1] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
-  if (!srv->listen_ev || !srv->accept_retry || !srv->sig_ev[0] ||
-      !srv->sig_ev[1] || event_add(srv->listen_ev, NULL) < 0 ||
-      event_add(srv->sig_ev[0], NULL) < 0 ||
-      event_add(srv->sig_ev[1], NULL) < 0) {
-    server_free(srv);
-    return -ENOMEM;
-  }
-  *out = srv;
-  return 0;
+int
+server_new(int listen_fd, const struct policy *policy, struct server **out)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	if (!srv) {
+		close(listen_fd);
+		return -ENOMEM;
+	}
+	srv->listen_fd = listen_fd;
+	srv->policy = *policy;
+	srv->reg.max_ended = policy->keep_exited;
+	srv->reg.max_ended_per_uid = policy->keep_exited_per_user;
+	srv->reg.max_regions = policy->max_total_regions;
+	srv->reg.users = &srv->users;
+	srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
+	srv->rxbuf = malloc(SERVER_MAX_REQUEST);
+	srv->base = event_base_new();
+	if (!srv->rxbuf || !srv->base) {
+		server_free(srv);
+		return -ENOMEM;
+	}
+	evutil_make_socket_nonblocking(listen_fd);
+	srv->listen_ev = event_new(srv->base, listen_fd, EV_READ | EV_PERSIST, on_accept, srv);
+	srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
+	struct rlimit rl;
+	srv->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+	                        ? (size_t)rl.rlim_cur
+	                        : 1u << 20;
+	/* One user's share of each thing every user needs: a quarter, so that one user alone
+	 * never takes it all. */
+	struct policy *pol = &srv->policy;
+	if (!pol->max_clients_per_user)
+		pol->max_clients_per_user = pol->max_clients / 4 ? pol->max_clients / 4 : 1;
+	if (!pol->max_regions_per_user)
+		pol->max_regions_per_user =
+		        pol->max_total_regions / 4 ? pol->max_total_regions / 4 : 1;
+	if (!pol->max_memory_per_user_mib)
+		pol->max_memory_per_user_mib =
+		        pol->max_memory_mib / 4 ? pol->max_memory_mib / 4 : 1;
+	srv->hist_budget.limit = (size_t)pol->max_memory_mib << 20;
+	srv->users.parent = &srv->hist_budget;
+	srv->users.hist_limit = (size_t)pol->max_memory_per_user_mib << 20;
+	if (!pol->max_fds_per_user) {
+		size_t room =
+		        srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;
+		pol->max_fds_per_user = room / 4 > UINT32_MAX ? UINT32_MAX : (unsigned)(room / 4);
+	}
+	srv->sig_ev[0] = evsignal_new(srv->base, SIGINT, on_signal, srv);
+	srv->sig_ev[1] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+	if (!srv->listen_ev || !srv->accept_retry || !srv->sig_ev[0] || !srv->sig_ev[1] ||
+	    event_add(srv->listen_ev, NULL) < 0 || event_add(srv->sig_ev[0], NULL) < 0 ||
+	    event_add(srv->sig_ev[1], NULL) < 0) {
+		server_free(srv);
+		return -ENOMEM;
+	}
+	*out = srv;
+	return 0;
 }
 
-int server_run(struct server *srv) {
-  return event_base_dispatch(srv->base) < 0 ? -EIO : 0;
+int
+server_run(struct server *srv)
+{
+	return event_base_dispatch(srv->base) < 0 ? -EIO : 0;
 }
 
-void server_free(struct server *srv) {
-  if (!srv)
-    return;
-  while (srv->sessions)
-    session_free(srv->sessions);
-  for (size_t i = 0; i < ARRAY_SIZE(srv->sig_ev); i++)
-    if (srv->sig_ev[i])
-      event_free(srv->sig_ev[i]);
-  if (srv->listen_ev)
-    event_free(srv->listen_ev);
-  if (srv->state_ev)
-    event_free(srv->state_ev);
-  if (srv->accept_retry)
-    event_free(srv->accept_retry);
-  if (srv->base)
-    event_base_free(srv->base);
-  if (srv->listen_fd >= 0)
-    close(srv->listen_fd);
-  registry_free(&srv->reg);
-  users_free(&srv->users);
-  policy_free(&srv->policy);
-  free(srv->rxbuf);
-  free(srv);
+void
+server_free(struct server *srv)
+{
+	if (!srv)
+		return;
+	while (srv->sessions)
+		session_free(srv->sessions);
+	for (size_t i = 0; i < ARRAY_SIZE(srv->sig_ev); i++)
+		if (srv->sig_ev[i])
+			event_free(srv->sig_ev[i]);
+	if (srv->listen_ev)
+		event_free(srv->listen_ev);
+	if (srv->state_ev)
+		event_free(srv->state_ev);
+	if (srv->accept_retry)
+		event_free(srv->accept_retry);
+	if (srv->base)
+		event_base_free(srv->base);
+	if (srv->listen_fd >= 0)
+		close(srv->listen_fd);
+	registry_free(&srv->reg);
+	users_free(&srv->users);
+	policy_free(&srv->policy);
+	free(srv->rxbuf);
+	free(srv);
 }

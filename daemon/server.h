@@ -30,7 +30,8 @@ struct server {
 	size_t fd_limit;            /* RLIMIT_NOFILE at start */
 	struct event *accept_retry; /* re-arms accepting after EMFILE */
 	struct registry reg;
-	struct users users; /* what each uid holds, and its figures */
+	struct users users;              /* what each uid holds, and its figures */
+	struct stats_budget hist_budget; /* every histogram block (--max-memory) */
 	uint64_t started_ns;
 	struct policy policy;
 	uint64_t samples, batches, dropped, rejected, refused_clients, lost;

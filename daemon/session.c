@@ -828,9 +828,20 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	}
 
 	size_t counted = 0;
+	uint64_t missed = s->user->hist.missed;
+	stats_charge_to(&s->user->hist);
 	r = count_accumulated(s, t, b, &counted);
 	if (r == -EAGAIN)
 		r = count_samples(s, t, b, &counted);
+	stats_charge_to(NULL);
+	if (s->user->hist.missed != missed && !s->user->warned_memory) {
+		log_warn_limited(
+		        "uid %d: its processes' histograms hold %zu bytes, its share "
+		        "(--max-memory-per-user): further samples in new value ranges miss "
+		        "the percentiles (every other figure still counts them)",
+		        (int)s->uid, s->user->hist.used);
+		s->user->warned_memory = true;
+	}
 	if (r < 0)
 		return r;
 	s->srv->samples += counted;
@@ -1057,6 +1068,9 @@ handle_status(struct session *s, const Pmc__Request *req)
 		st.rejected = srv->rejected;
 		st.lost = srv->lost;
 		st.evicted = srv->reg.evicted;
+		st.histogram_bytes = srv->hist_budget.used;
+		for (size_t i = 0; i < srv->users.n; i++)
+			st.histogram_missed += srv->users.v[i]->hist.missed;
 	} else {
 		/* A user sees its own figures only, as in queries: what its processes sent,
 		 * dropped and lost, never another user's activity. */
@@ -1074,6 +1088,8 @@ handle_status(struct session *s, const Pmc__Request *req)
 		st.rejected = u->rejected;
 		st.lost = u->lost;
 		st.evicted = u->evicted;
+		st.histogram_bytes = u->hist.used;
+		st.histogram_missed = u->hist.missed;
 	}
 	st.pid = getpid();
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");

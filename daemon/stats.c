@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,35 @@ hist_or_none(const struct stats *s)
 	return s->hist ? s->hist : &hist_none;
 }
 
+static struct stats_budget *charged;
+
+void
+stats_charge_to(struct stats_budget *b)
+{
+	charged = b;
+}
+
+void
+stats_budget_credit(struct stats_budget *b, size_t bytes)
+{
+	for (; b; b = b->parent)
+		b->used = b->used > bytes ? b->used - bytes : 0;
+}
+
+/* Whether @bytes more fit the budget charged now (and its parents); charges them if so. */
+static bool
+budget_take(size_t bytes)
+{
+	for (struct stats_budget *b = charged; b; b = b->parent)
+		if (b->used + bytes > b->limit) {
+			charged->missed++;
+			return false;
+		}
+	for (struct stats_budget *b = charged; b; b = b->parent)
+		b->used += bytes;
+	return true;
+}
+
 /* The block of group @g, allocated (zeroed) if @s has none yet; NULL when that fails, with
  * @s unchanged. Moves @s->hist. */
 static uint64_t *
@@ -91,10 +121,15 @@ hist_block(struct stats *s, unsigned g)
 
 	if (h && h->slot[g])
 		return &h->c[hist_index(h->slot[g], g * SUB_COUNT)];
+	size_t bytes = BLOCK_BYTES + (n == 0 ? sizeof(*h) : 0);
+	if (!budget_take(bytes))
+		return NULL;
 	/* One block more, no spare room: most aggregates stop at a few. */
 	h = realloc(h, sizeof(*h) + (n + 1u) * BLOCK_BYTES);
-	if (!h)
+	if (!h) {
+		stats_budget_credit(charged, bytes);
 		return NULL;
+	}
 	if (n == 0)
 		memset(h, 0, sizeof(*h));
 	memset(&h->c[n * SUB_COUNT], 0, BLOCK_BYTES);

@@ -90,6 +90,36 @@ struct stats {
 };
 
 /**
+ * struct stats_budget - bytes of histogram blocks one owner may hold
+ * @used: bytes charged now
+ * @limit: the most it may hold
+ * @missed: samples a histogram missed because a block would have gone past the limit
+ * @parent: a budget charged too (the daemon's, above each user's), or NULL
+ */
+struct stats_budget {
+	size_t used, limit;
+	uint64_t missed;
+	struct stats_budget *parent;
+};
+
+/**
+ * stats_charge_to() - charge the histogram blocks allocated from now on to @b (and its
+ * parents); NULL: to nobody
+ *
+ * A block that would take @b or a parent past its limit is not allocated: the sample is
+ * counted in every other figure but missed by the histogram (as when memory is short), and
+ * counted in @b->missed. The daemon is single-threaded: it sets the budget of the user whose
+ * samples it counts, and NULL after.
+ */
+void stats_charge_to(struct stats_budget *b);
+
+/**
+ * stats_budget_credit() - give back @bytes to @b and its parents (saturating at 0: figures
+ * restored from a state file were never charged)
+ */
+void stats_budget_credit(struct stats_budget *b, size_t bytes);
+
+/**
  * stats_init() - make @s an empty aggregate
  * @s: the aggregate, caller-owned; any previous contents are overwritten, not freed
  *

@@ -1,6 +1,7 @@
 /* users: per-uid shares and figures; a few uids per host, so a plain array. */
 #include "users.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 const struct user_share *
@@ -30,6 +31,8 @@ users_get(struct users *u, uid_t uid)
 	if (!s)
 		return NULL;
 	s->uid = uid;
+	s->hist.limit = u->hist_limit ? u->hist_limit : SIZE_MAX;
+	s->hist.parent = u->parent;
 	u->v[u->n++] = s;
 	return s;
 }

@@ -8,23 +8,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "stats.h"
+
 struct user_share {
 	uid_t uid;
-	unsigned connections; /* open now */
-	unsigned threads;     /* registered now */
-	size_t fds;           /* counter fds the daemon holds for its threads now */
-	uint64_t samples;     /* counted */
-	uint64_t batches;     /* counted */
-	uint64_t dropped;     /* dropped by the daemon, or reported dropped by its processes */
-	uint64_t lost;        /* reported sent by its processes, never received */
-	uint64_t rejected;    /* its connections closed for breaking the protocol */
-	uint64_t evicted;     /* its ended processes whose figures were dropped for room */
-	bool warned;          /* logged once that it reached a share */
+	unsigned connections;     /* open now */
+	unsigned threads;         /* registered now */
+	size_t fds;               /* counter fds the daemon holds for its threads now */
+	uint64_t samples;         /* counted */
+	uint64_t batches;         /* counted */
+	uint64_t dropped;         /* dropped by the daemon, or reported dropped by its processes */
+	uint64_t lost;            /* reported sent by its processes, never received */
+	uint64_t rejected;        /* its connections closed for breaking the protocol */
+	uint64_t evicted;         /* its ended processes whose figures were dropped for room */
+	bool warned;              /* logged once that it reached a share */
+	bool warned_memory;       /* logged once that its histograms reached their share */
+	struct stats_budget hist; /* its processes' histogram blocks */
 };
 
 struct users {
 	struct user_share **v;
 	size_t n, cap;
+	struct stats_budget *parent; /* the daemon's budget, parent of each user's */
+	size_t hist_limit;           /* each user's share of it */
 };
 
 /**

@@ -87,3 +87,24 @@ n=$(grep -c "lost by an earlier daemon" "$TMP/daemon.log" || true)
 [ "$n" -le 20 ] || fail "$n log lines for one client's lies"
 pass "1000 lying batches: $n log lines"
 daemon_alive
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
+# Memory: a value in every histogram block of 300 regions would take ~5 MiB; uid 65534's
+# histograms stop at its share (1 MiB of --max-memory 4), the rest miss the percentiles,
+# counted, and the victim's figures are whole.
+start_daemon --max-memory 4 --max-batch-rate 100000
+raw spread 300 >/dev/null || fail "spread"
+out=$(raw status)
+b=$(kv histogram_bytes <(echo "$out"))
+[ "$b" -le $((1 << 20)) ] && [ "$b" -gt $((1 << 19)) ] || fail "uid 65534's histograms hold $b bytes"
+[ "$(kv histogram_missed <(echo "$out"))" -gt 0 ] || fail "no sample counted as missed: $out"
+pass "uid 65534's histograms: $b bytes, $(kv histogram_missed <(echo "$out")) samples missed the percentiles"
+expect_eq "its counts are whole all the same" \
+	"$(ctl_as 65534 query --region s300 --format json | jq -c '.regions[] | [.count, .events["page-faults"].min, .wall_ns.min]')" \
+	"[64,1,1]"
+victim_counted "beside a histogram flood"
+expect_eq "the victim's p50" "$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].p50')" 2
+out=$(setpriv --reuid=65533 --regid=65533 --clear-groups -- "$PMC_TEST_RAW_BIN" "$SOCK" status)
+expect_eq "the victim's histograms missed nothing" "$(kv histogram_missed <(echo "$out"))" 0
+grep -q -- "--max-memory-per-user" "$TMP/daemon.log" || fail "not logged"
+daemon_alive

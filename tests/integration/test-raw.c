@@ -45,6 +45,9 @@
  *   SOCKET unread N          register, define 40 regions, then send N Queries without
  *                            reading a reply; print the bytes of replies queued here once
  *                            the daemon closed the connection ("queued=", "closed=")
+ *   SOCKET spread R          register, then for each of R regions send 64 samples whose
+ *                            values (wall time and page-faults) are 2^0 ... 2^63: one in
+ *                            every histogram block
  *   SOCKET lie N             register, then send N batches of one sample that each claim
  *                            88,999 samples dropped and 100,001 sent before
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
@@ -538,6 +541,38 @@ main(int argc, char **argv)
 		printf("sent=%d\nqueued=%d\nclosed=%d\n", sent, queued, closed);
 		return 0;
 	}
+	if (!strcmp(mode, "spread") && argc == 4) {
+		uint32_t n = (uint32_t)atoi(argv[3]), region[64], def_id[1];
+		uint64_t v[64];
+		char name[16], *def_name[1] = {name};
+		if (register_self(fd) < 0)
+			return 1;
+		for (uint32_t r = 1; r <= n; r++) {
+			for (int k = 0; k < 64; k++) {
+				region[k] = r;
+				v[k] = UINT64_C(1) << k;
+			}
+			def_id[0] = r;
+			snprintf(name, sizeof(name), "s%u", r);
+			Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+			b.tid = getpid();
+			b.n_region = 64, b.region = region;
+			b.n_wall_ns = 64, b.wall_ns = v;
+			b.n_values = 64, b.values = v;
+			b.n_def_id = 1, b.def_id = def_id;
+			b.n_def_name = 1, b.def_name = def_name;
+			b.sent_before = 64 * (uint64_t)(r - 1);
+			Pmc__Request breq = PMC__REQUEST__INIT;
+			breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+			breq.sample_batch = &b;
+			if (wire_send(fd, &breq.base, NULL, 0, 0) < 0)
+				return 1;
+		}
+		if (status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
+	}
 	if (!strcmp(mode, "lie") && argc == 4) {
 		int n = atoi(argv[3]);
 		if (register_self(fd) < 0 || send_regions(fd, 1, 1, 1, 0, 0) < 0)
@@ -629,6 +664,9 @@ main(int argc, char **argv)
 			return 1;
 		printf("clients=%u rejected=%llu\n", resp->status->clients,
 		       (unsigned long long)resp->status->rejected);
+		printf("histogram_bytes=%llu\nhistogram_missed=%llu\n",
+		       (unsigned long long)resp->status->histogram_bytes,
+		       (unsigned long long)resp->status->histogram_missed);
 		pmc__response__free_unpacked(resp, NULL);
 		return 0;
 	}
