@@ -195,6 +195,31 @@ thread_of(pid_t pid, pid_t tid)
 
 static int register_thread(struct session *s, const Pmc__RegisterThread *rt);
 
+/* Threads of @uid that ended without a ThreadExit (a client killed, or one that never says
+ * it) hold their counter fds until their connection closes: free them, but never thread
+ * @keep.
+ * Only when @uid reaches its share of fds, so the scan costs nothing otherwise.
+ * Return: the number of threads freed. */
+static size_t
+reap_dead_threads(struct server *srv, uid_t uid, pid_t keep)
+{
+	size_t n = 0;
+	for (struct session *o = srv->sessions; o; o = o->next) {
+		if (o->uid != uid)
+			continue;
+		for (size_t i = 0; i < o->n_threads;) {
+			struct session_thread *t = &o->threads[i];
+			if (t->tid != keep && t->n_fds && !thread_of(o->pid, t->tid)) {
+				drop_thread(o, t);
+				n++;
+			} else {
+				i++;
+			}
+		}
+	}
+	return n;
+}
+
 static int
 handle_register(struct session *s, const Pmc__Request *req)
 {
@@ -384,6 +409,10 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		                   "its LimitNOFILE or lower --max-threads",
 		                   s->srv->n_fds, s->srv->fd_limit);
 	size_t held = s->user->fds - (old ? old->n_fds : 0);
+	if (held + n > pol->max_fds_per_user && reap_dead_threads(s->srv, s->uid, tid) > 0) {
+		old = find_thread(s, tid); /* the threads moved */
+		held = s->user->fds - (old ? old->n_fds : 0);
+	}
 	if (held + n > pol->max_fds_per_user)
 		return reply_error(s, EMFILE,
 		                   "uid %d holds %zu counter fds for its threads, its share "

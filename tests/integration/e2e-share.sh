@@ -67,6 +67,12 @@ expect_eq "the hog's threads counted: 2 of 12" \
 	"$(ctl_as 65534 query --region steady --format json | jq '.regions[].count')" 80
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
+# Threads that ended without a ThreadExit give their fds back when their uid needs them.
+start_daemon --max-fds-per-user 3
+out=$(raw dead-threads 5) || fail "a live thread refused beside dead ones: $out"
+pass "5 threads ended unannounced, a sixth registers within a share of 3 fds"
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
 # Replies left unread pin at most 256 KiB of the daemon's replies, then the connection goes.
 start_daemon
 out=$(raw unread 3000)

@@ -48,6 +48,8 @@
  *   SOCKET spread R          register, then for each of R regions send 64 samples whose
  *                            values (wall time and page-faults) are 2^0 ... 2^63: one in
  *                            every histogram block
+ *   SOCKET dead-threads N    register N threads (page-faults) that then end without a
+ *                            ThreadExit, then this thread: prints its answer
  *   SOCKET lie N             register, then send N batches of one sample that each claim
  *                            88,999 samples dropped and 100,001 sent before
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
@@ -56,12 +58,14 @@
 #include <errno.h>
 #include <linux/sockios.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -248,6 +252,25 @@ send_regions(int fd, uint32_t first, uint32_t n, int define, uint64_t dropped, u
 	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	breq.sample_batch = &b;
 	return wire_send(fd, &breq.base, NULL, 0, 0);
+}
+
+struct waiter {
+	int pipe[2];
+	pid_t tid;
+};
+
+/* A thread that says its tid, then waits for its pipe to close. */
+static void *
+waiter_main(void *p)
+{
+	struct waiter *w = p;
+	char c;
+	w->tid = (pid_t)syscall(SYS_gettid);
+	if (write(w->pipe[1], "x", 1) != 1)
+		return NULL;
+	while (read(w->pipe[0], &c, 1) > 0)
+		;
+	return NULL;
 }
 
 /* Waits until process @pid runs another image than this one (it exec'd). */
@@ -572,6 +595,30 @@ main(int argc, char **argv)
 			return 1;
 		printf("sent\n");
 		return 0;
+	}
+	if (!strcmp(mode, "dead-threads") && argc == 4) {
+		int n = atoi(argv[3]);
+		for (int i = 0; i < n; i++) {
+			struct waiter w;
+			int back[2];
+			pthread_t th;
+			char c;
+			if (pipe(w.pipe) < 0 || pipe(back) < 0)
+				return 1;
+			/* The thread writes its tid's readiness on back[1], waits on w.pipe. */
+			int keep = w.pipe[1];
+			w.pipe[1] = back[1];
+			if (pthread_create(&th, NULL, waiter_main, &w) || read(back[0], &c, 1) != 1)
+				return 1;
+			if (register_tid(fd, w.tid, "page-faults") != 0)
+				return 1;
+			close(keep); /* the thread ends, and never says so */
+			pthread_join(th, NULL);
+			close(w.pipe[0]);
+			close(back[0]);
+			close(back[1]);
+		}
+		return register_tid(fd, getpid(), "page-faults") == 0 ? 0 : 1;
 	}
 	if (!strcmp(mode, "lie") && argc == 4) {
 		int n = atoi(argv[3]);
