@@ -67,6 +67,20 @@ expect_eq "the hog's threads counted: 2 of 12" \
 	"$(ctl_as 65534 query --region steady --format json | jq '.regions[].count')" 80
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
+# A flood of batches, with Status calls, from two connections of uid 65534: the victim's
+# registration, samples and queries are served (a Status drains only the caller's uid's
+# connections, for 2 ms at most).
+start_daemon --max-batch-rate 1000000
+raw flood 4 >/dev/null &
+f1=$!
+raw flood 4 >/dev/null &
+f2=$!
+sleep 0.5
+victim_counted "beside a flood"
+expect_eq "the victim's own status" "$(ctl_as 65533 status --format json | jq .samples)" 5
+wait $f1 $f2 || fail "flood"
+kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
+
 # Threads that ended without a ThreadExit give their fds back when their uid needs them.
 start_daemon --max-fds-per-user 3
 out=$(raw dead-threads 5) || fail "a live thread refused beside dead ones: $out"

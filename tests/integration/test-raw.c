@@ -50,6 +50,8 @@
  *                            every histogram block
  *   SOCKET dead-threads N    register N threads (page-faults) that then end without a
  *                            ThreadExit, then this thread: prints its answer
+ *   SOCKET flood SECONDS     register, then send batches of 64 samples as fast as the
+ *                            socket takes them, with a Status call every 100, for SECONDS
  *   SOCKET lie N             register, then send N batches of one sample that each claim
  *                            88,999 samples dropped and 100,001 sent before
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
@@ -68,6 +70,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire.h"
@@ -619,6 +622,19 @@ main(int argc, char **argv)
 			close(back[1]);
 		}
 		return register_tid(fd, getpid(), "page-faults") == 0 ? 0 : 1;
+	}
+	if (!strcmp(mode, "flood") && argc == 4) {
+		time_t end = time(NULL) + atoi(argv[3]);
+		if (register_self(fd) < 0 || send_regions(fd, 1, 64, 1, 0, 0) < 0)
+			return 1;
+		for (uint64_t i = 1; time(NULL) < end; i++) {
+			if (send_regions(fd, 1, 64, 0, 0, 64 * i) < 0)
+				return 1;
+			if (i % 100 == 0 && status_served(fd) < 0)
+				return 1;
+		}
+		printf("sent\n");
+		return 0;
 	}
 	if (!strcmp(mode, "lie") && argc == 4) {
 		int n = atoi(argv[3]);
