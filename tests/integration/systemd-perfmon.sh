@@ -57,6 +57,14 @@ expect_faults "page-faults min" "$(jq '.events["page-faults"].min' <<<"$j")" $N
 if [ -z "${PMC_SANITIZED:-}" ]; then
 	expect_eq "page-faults max" "$(jq '.events["page-faults"].max' <<<"$j")" $N
 fi
+# The daemon with CAP_PERFMON alone still grants no more than the kernel would: a
+# setuid-root process is not counted for the user who started it.
+install -o root -m 4755 "$(command -v sleep)" "$TMP/bin/suid-sleep"
+if as_user "$TMP/bin/suid-sleep" 0 2>/dev/null; then
+	out=$(as_user "$PMC_TEST_RAW_BIN" "$SOCK" exec-then-register "$TMP/bin/suid-sleep") ||
+		fail "CAP_PERFMON daemon: setuid target not refused: $out"
+	pass "CAP_PERFMON daemon refuses a setuid target: $(grep message= <<<"$out")"
+fi
 stop_daemon
 
 # The state file the unit names, written by that user, brings the figures back.
