@@ -175,25 +175,28 @@ format_real(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.17g", v);
 }
 
-/* Length of the well-formed UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
+/* Length of the well-formed UTF-8 sequence at @s (at most @n bytes), 0 if there is none; its
+ * code point in *@cp. */
 static size_t
-utf8_seq_len(const unsigned char *s, size_t n)
+utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
 	unsigned char c = s[0];
-	uint32_t cp;
+	uint32_t v;
 	size_t len;
 
-	if (c < 0x80)
+	if (c < 0x80) {
+		*cp = c;
 		return 1;
+	}
 	if (c >= 0xc2 && c <= 0xdf) {
 		len = 2;
-		cp = c & 0x1f;
+		v = c & 0x1f;
 	} else if (c >= 0xe0 && c <= 0xef) {
 		len = 3;
-		cp = c & 0x0f;
+		v = c & 0x0f;
 	} else if (c >= 0xf0 && c <= 0xf4) {
 		len = 4;
-		cp = c & 0x07;
+		v = c & 0x07;
 	} else {
 		return 0;
 	}
@@ -202,34 +205,51 @@ utf8_seq_len(const unsigned char *s, size_t n)
 	for (size_t i = 1; i < len; i++) {
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
+		v = v << 6 | (s[i] & 0x3f);
 	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
+	if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10ffff)) ||
+	    (v >= 0xd800 && v <= 0xdfff))
 		return 0;
+	*cp = v;
 	return len;
 }
 
-/* Copy of @s with every byte that is not part of valid UTF-8 replaced by U+FFFD: protobuf-c
- * does not check strings, and jansson refuses invalid ones. */
+/* Characters a terminal acts on instead of showing: C0 and C1 controls (ESC, CSI 0x9b),
+ * DEL, and the bidirectional formatting characters that reorder what follows them.
+ * pmcdaemon's metrics page hides the same set (is_hidden() in daemon/metrics.c). */
+static bool
+is_hidden(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
+	       cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Copy of @s fit for every output (table, CSV, JSON, messages): region names, comm and
+ * event names come from any application that links the library, and protobuf-c does not
+ * check strings. A hidden character becomes a visible escape, "\x1b" for a byte below 0x80,
+ * "\u202e" for a code point above, and so does each byte that is not UTF-8 ("\x9b"): the
+ * result is valid UTF-8 (jansson refuses anything else) with nothing hidden. */
 static char *
-utf8_fix(const char *s)
+escape_text(const char *s)
 {
 	size_t n = strlen(s);
-	char *out = malloc(3 * n + 1);
+	char *out = malloc(4 * n + 1);
 	char *o = out;
 
 	if (!out)
 		oom();
 	while (n) {
-		size_t k = utf8_seq_len((const unsigned char *)s, n);
-		if (k) {
+		uint32_t cp = 0;
+		size_t k = utf8_decode((const unsigned char *)s, n, &cp);
+
+		if (!k || (cp < 0x80 && is_hidden(cp))) {
+			o += sprintf(o, "\\x%02x", (unsigned char)*s);
+			k = 1;
+		} else if (is_hidden(cp)) {
+			o += sprintf(o, "\\u%04" PRIx32, cp);
+		} else {
 			memcpy(o, s, k);
 			o += k;
-		} else {
-			memcpy(o, "\xef\xbf\xbd", 3);
-			o += 3;
-			k = 1;
 		}
 		s += k;
 		n -= k;
@@ -258,16 +278,6 @@ table_free(struct table *t)
 	t->n = t->cap = 0;
 }
 
-/* Region names come from any application that links the library, so keep control
- * characters (escape sequences, newlines) away from the operator's terminal. */
-static void
-strip_controls(char *s)
-{
-	for (char *p = s; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-}
-
 static void
 table_add(struct table *t, const char *fmt, ...)
 {
@@ -278,7 +288,10 @@ table_add(struct table *t, const char *fmt, ...)
 	if (vasprintf(&s, fmt, ap) < 0)
 		oom();
 	va_end(ap);
-	strip_controls(s);
+	/* Names reach the operator's terminal: nothing in them may act on it. */
+	char *safe = escape_text(s);
+	free(s);
+	s = safe;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : 64;
 		char **c = reallocarray(t->cell, cap, sizeof(*c));
@@ -371,17 +384,20 @@ csv_sep(void)
 	csv_mid_row = true;
 }
 
+/* A field that starts like a spreadsheet formula gets a leading single quote, which the
+ * spreadsheet shows as text (OWASP's rule against CSV injection). */
 static void
 csv_str(const char *str)
 {
-	_cleanup_free_ char *s = utf8_fix(str);
+	_cleanup_free_ char *s = escape_text(str);
+	const char *formula = str[0] && strchr("=+-@\t\r", str[0]) ? "'" : "";
 
 	csv_sep();
 	if (!s[strcspn(s, ",\"\r\n")]) {
-		fputs(s, stdout);
+		printf("%s%s", formula, s);
 		return;
 	}
-	putchar('"');
+	printf("\"%s", formula);
 	for (const char *p = s; *p; p++) {
 		if (*p == '"')
 			putchar('"');
@@ -443,9 +459,9 @@ csv_header(const char *const *names, size_t n)
 static json_t *
 jstr(const char *s)
 {
-	_cleanup_free_ char *fixed = utf8_fix(s);
+	_cleanup_free_ char *safe = escape_text(s);
 
-	return json_string_nocheck(fixed);
+	return json_string_nocheck(safe);
 }
 
 /* jansson integers are signed 64-bit: larger counts fall back to a (rounded) real. */
@@ -468,9 +484,9 @@ jreal(double v)
 static void
 jset(json_t *obj, const char *key, json_t *v)
 {
-	_cleanup_free_ char *fixed = utf8_fix(key);
+	_cleanup_free_ char *safe = escape_text(key);
 
-	if (!v || json_object_set_new_nocheck(obj, fixed, v) < 0)
+	if (!v || json_object_set_new_nocheck(obj, safe, v) < 0)
 		oom();
 }
 
@@ -545,9 +561,10 @@ call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCas
 		fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
 	if (resp->error) {
 		int e = resp->error < 0 ? -resp->error : resp->error;
+		_cleanup_free_ char *msg = escape_text(resp->message);
 
-		if (resp->message[0])
-			fprintf(stderr, "pmcctl: %s: %s (%s)\n", what, resp->message, strerror(e));
+		if (msg[0])
+			fprintf(stderr, "pmcctl: %s: %s (%s)\n", what, msg, strerror(e));
 		else
 			fprintf(stderr, "pmcctl: %s: %s\n", what, strerror(e));
 		pmc__response__free_unpacked(resp, NULL);
@@ -575,11 +592,13 @@ hello(int sock)
 	const Pmc__HelloReply *hr = resp->hello;
 
 	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
+		_cleanup_free_ char *version = escape_text(hr->daemon_version);
+
 		fprintf(stderr,
 		        "pmcctl: protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
 		        ", pmcctl speaks version %d\n",
-		        hr->daemon_version[0] ? hr->daemon_version : "(unknown version)",
-		        hr->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		        version[0] ? version : "(unknown version)", hr->version,
+		        PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
 		pmc__response__free_unpacked(resp, NULL);
 		exit(EXIT_FAIL);
 	}
@@ -1277,7 +1296,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	const Pmc__QueryReply *q = cur->query->query;
 	double dt = (double)(cur->t_ns - prev->t_ns) / 1e9;
 	_cleanup_free_ struct top_row *rows = calloc(q->n_regions + 1, sizeof(*rows));
-	_cleanup_free_ char *version = strdup(s->daemon_version);
+	_cleanup_free_ char *version = escape_text(s->daemon_version);
 	_cleanup_free_ char *text = NULL;
 	size_t text_len = 0;
 	FILE *f;
@@ -1336,9 +1355,10 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 		right[c] = fixed_right[c];
 	}
 	for (size_t k = 0; k < n_ev; k++) {
-		if (asprintf(&head[nf + k], "%s/s", ev[k]) < 0)
+		_cleanup_free_ char *name = escape_text(ev[k]);
+
+		if (asprintf(&head[nf + k], "%s/s", name) < 0)
 			oom();
-		strip_controls(head[nf + k]);
 		right[nf + k] = true;
 	}
 	struct table t = {.ncols = nf + n_ev, .head = (const char *const *)head, .right = right};
@@ -1370,7 +1390,6 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	const Pmc__StatusReply *ps = prev->status->status;
 
 	strftime(clock, sizeof(clock), "%H:%M:%S", localtime_r(&now, &tm));
-	strip_controls(version);
 	fprintf(f, "pmcctl top - %s - every %g s - pmcdaemon %s (pid %" PRId32 "), up ", clock,
 	        o->interval, version, s->pid);
 	if (up >= 86400)

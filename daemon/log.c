@@ -29,11 +29,12 @@ log_vprint(int prio, const char *suffix, const char *fmt, va_list ap)
 	if (prio > log_max)
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
-	/* Names in a message come from clients: no control character reaches the log. */
+	/* Names in a message come from clients: no control character reaches the log, nor
+	 * any byte beyond ASCII (a C1 control, a bidi override, invalid UTF-8). */
 	char safe[4 * sizeof(line)];
 	size_t o = 0;
 	for (const unsigned char *c = (const unsigned char *)line; *c; c++)
-		if (*c < 0x20 || *c == 0x7f)
+		if (*c < 0x20 || *c >= 0x7f)
 			o += (size_t)snprintf(safe + o, sizeof(safe) - o, "\\x%02x", *c);
 		else
 			safe[o++] = (char)*c;

@@ -100,8 +100,13 @@ usage(FILE *f)
 	        "                      (off by default); ADDR must be a loopback address, such\n"
 	        "                      as 127.0.0.1 or [::1], unless --metrics-any is given;\n"
 	        "                      port 0 picks a free port (logged)\n"
-	        "      --metrics-any   allow any --metrics address: the page has no access\n"
-	        "                      control and shows every process's region names\n"
+	        "      --metrics-any   allow any --metrics address (the page shows every\n"
+	        "                      process's region names: give it a token too)\n"
+	        "      --metrics-token-file FILE\n"
+	        "                      answer only requests with 'Authorization: Bearer TOKEN',\n"
+	        "                      TOKEN being FILE's one line; FILE must be root's and\n"
+	        "                      unreadable to group and others (chmod 600); without it,\n"
+	        "                      anyone who reaches the address may read the page\n"
 	        "  -h, --help          show this help and exit\n"
 	        "      --version       show the version and exit\n"
 	        "\n"
@@ -299,6 +304,7 @@ main(int argc, char **argv)
 	        {"max-memory", required_argument, NULL, 1018},
 	        {"max-memory-per-user", required_argument, NULL, 1019},
 	        {"metrics-any", no_argument, NULL, 'A'},
+	        {"metrics-token-file", required_argument, NULL, 'T'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {0},
@@ -311,6 +317,7 @@ main(int argc, char **argv)
 	struct socket_opts sock_opts = {.mode = 0666, .gid = (gid_t)-1};
 	const char *metrics_spec = NULL;
 	bool metrics_any = false;
+	const char *metrics_token_file = NULL;
 	struct metrics_addr metrics_addr;
 	struct metrics *metrics = NULL;
 
@@ -328,6 +335,9 @@ main(int argc, char **argv)
 			break;
 		case 'A':
 			metrics_any = true;
+			break;
+		case 'T':
+			metrics_token_file = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -359,8 +369,9 @@ main(int argc, char **argv)
 		        argv[optind]);
 		return 2;
 	}
-	if (metrics_any && !metrics_spec) {
-		fprintf(stderr, "pmcdaemon: --metrics-any needs --metrics ADDR:PORT\n");
+	if ((metrics_any || metrics_token_file) && !metrics_spec) {
+		fprintf(stderr, "pmcdaemon: --%s needs --metrics ADDR:PORT\n",
+		        metrics_any ? "metrics-any" : "metrics-token-file");
 		return 2;
 	}
 	if (metrics_spec) {
@@ -368,8 +379,8 @@ main(int argc, char **argv)
 		if (r == -EPERM)
 			fprintf(stderr,
 			        "pmcdaemon: --metrics %s: not a loopback address; the metrics page "
-			        "has no access control, so serving it beyond this host needs "
-			        "--metrics-any too\n",
+			        "names every process's regions, so serving it beyond this host "
+			        "needs --metrics-any too (and --metrics-token-file)\n",
 			        metrics_spec);
 		else if (r == -ENOENT)
 			fprintf(stderr, "pmcdaemon: --metrics %s: the address does not resolve\n",
@@ -381,6 +392,9 @@ main(int argc, char **argv)
 			        metrics_spec);
 		if (r < 0)
 			return 2;
+		/* It says why it refuses the file. */
+		if (metrics_token_file && metrics_read_token(metrics_token_file, &metrics_addr) < 0)
+			return 1;
 	}
 	log_setup(verbose ? LOG_DEBUG : LOG_INFO);
 	signal(SIGPIPE, SIG_IGN);

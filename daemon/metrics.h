@@ -1,19 +1,31 @@
 /* metrics: pmcdaemon's optional HTTP endpoint for Prometheus. GET /metrics answers in the
  * text exposition format (version 0.0.4) with the per-process, per-region aggregates and the
- * daemon's own figures; every other path is 404. It runs on the daemon's libevent loop
- * (evhttp) and reads the same struct server the session code reads. */
+ * daemon's own figures; every other path is 404. With a bearer token (--metrics-token-file)
+ * every request without it is 401. It runs on the daemon's libevent loop (evhttp) and reads
+ * the same struct server the session code reads. */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
 struct server;
 struct metrics;
 
-/** An address to serve metrics on, as parsed from --metrics. */
+/* Longest bearer token --metrics-token-file may hold, in bytes. */
+#define METRICS_TOKEN_MAX 4096
+/* HTTP connections kept open at once; beyond, the one unused the longest is closed. */
+#define METRICS_MAX_CONNECTIONS 64
+/* A connection that sends nothing (no request, or no byte of one) is closed after this. */
+#define METRICS_IDLE_TIMEOUT_S 10
+
+/** Where to serve metrics and who may read them, as parsed from --metrics and
+ * --metrics-token-file. */
 struct metrics_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
+	size_t token_len; /* 0: no token, the page is open to whoever reaches the address */
+	char token[METRICS_TOKEN_MAX + 1];
 };
 
 /**
@@ -28,10 +40,23 @@ struct metrics_addr {
 int metrics_parse_addr(const char *spec, bool any, struct metrics_addr *out);
 
 /**
+ * metrics_read_token() - read the bearer token of --metrics-token-file into @addr
+ * @path: a regular file owned by root or by the daemon's effective uid, which neither its
+ *        group nor others may read or write (chmod 600); one trailing newline is dropped
+ * @addr: from metrics_parse_addr(); its token is set on success
+ * Logs why it refuses, naming @path, its mode or owner and the fix.
+ * Return: 0, or -errno: -EACCES (mode or owner), -EINVAL (not a regular file, empty, a
+ * control character inside), -E2BIG (over METRICS_TOKEN_MAX bytes), or open()'s error.
+ */
+int metrics_read_token(const char *path, struct metrics_addr *addr);
+
+/**
  * metrics_new() - listen on @addr and serve /metrics from @srv's loop
  * @srv: the server whose figures are shown, borrowed; it must outlive the result
- * @addr: from metrics_parse_addr()
- * Logs the address it serves on.
+ * @addr: from metrics_parse_addr(), and metrics_read_token() to require a bearer token
+ * Logs the address it serves on, and a warning when the page has no token. At most
+ * METRICS_MAX_CONNECTIONS connections stay open; a connection idle for
+ * METRICS_IDLE_TIMEOUT_S is closed; when accept() fails (EMFILE...) the listener pauses.
  * Return: 0 with *@out set, or -errno (-EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM...).
  */
 int metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics **out);

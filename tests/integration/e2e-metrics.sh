@@ -1,7 +1,8 @@
 #!/bin/bash
 # pmcdaemon --metrics: the Prometheus page over HTTP on loopback, fetched with curl. Exact
 # figures against the test client's ground truth, label escaping, HELP and TYPE lines,
-# 404 for other paths, and the refusal of an address beyond loopback.
+# 404 for other paths, the refusal of an address beyond loopback, and the warning that a
+# page without --metrics-token-file is open (e2e-metrics-auth tests the token).
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
@@ -24,6 +25,9 @@ set -e
 start_daemon --metrics 127.0.0.1:0
 PORT=$(metrics_port)
 URL=http://127.0.0.1:$PORT
+grep -q "the metrics page has no access control: every local user who can reach 127.0.0.1:$PORT may read it.*--metrics-token-file FILE" "$TMP/daemon.log" ||
+	fail "no warning that the page is open: $(cat "$TMP/daemon.log")"
+pass "warned that the page is open to every local user"
 
 run_client "$TMP/a" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 3 7
 A=$CLIENT_PID
@@ -61,8 +65,9 @@ expect_eq "regions" "$(value pmc_regions)" 2
 expect_eq "rejected" "$(value pmc_rejected_connections_total)" 0
 expect_eq "evicted" "$(value pmc_evicted_processes_total)" 0
 
-# Label values: backslash, double quote and newline escaped; invalid UTF-8 as U+FFFD.
-WL="pid=\"$W\",comm=\"pmc-test-client\",region=\"$(printf '%s\xef\xbf\xbd' 'we\"ird\\na\nme')\""
+# Label values: backslash, double quote and newline escaped as the format says; a byte that
+# is not UTF-8 as the visible text \xff (its backslash escaped: \\xff on the page).
+WL="pid=\"$W\",comm=\"pmc-test-client\",region=\"we\\\"ird\\\\na\\nme\\\\xff\""
 expect_eq "odd name count" "$(value "pmc_region_count_total{$WL}")" 5
 expect_faults "odd name page-faults sum" "$(value "pmc_region_event_sum{$WL,event=\"page-faults\"}")" 10
 

@@ -1,7 +1,9 @@
 #!/bin/bash
 # pmcdaemon --metrics as Prometheus sees it: `promtool check metrics` (parser and linter)
 # accepts the page, and a real prometheus on loopback scrapes the daemon every second
-# until its query API returns the region's exact count. Skips (77) without promtool; the
+# until its query API returns the region's exact count. The daemon has a bearer token
+# (--metrics-token-file): the job that sends it (authorization: credentials_file) is up,
+# those without it or with another token are down. Skips (77) without promtool; the
 # scrape part needs the prometheus binary too (both come with Debian's prometheus package).
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
@@ -13,14 +15,18 @@ if promtool check metrics <"$TMP/bad" >/dev/null 2>&1; then
 	fail "promtool check metrics accepts a page it should refuse"
 fi
 
-start_daemon --metrics 127.0.0.1:0
+TOKEN=$(head -c 24 /dev/urandom | base64 | tr '+/' '-_')
+printf '%s\n' "$TOKEN" >"$TMP/token"
+chmod 600 "$TMP/token"
+printf 'not-%s\n' "$TOKEN" >"$TMP/wrong-token"
+start_daemon --metrics 127.0.0.1:0 --metrics-token-file "$TMP/token"
 PORT=$(metrics_port)
 run_client "$TMP/a" env PMC_EVENTS=page-faults,task-clock "$PMC_TEST_CLIENT_BIN" pages 4 6
 A=$CLIENT_PID
 run_client "$TMP/w" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" named $'odd "name"\\\n\xfe' 1 3
 expect_eq "query count" "$(region_json pages "$A" | jq .count)" 6
 
-curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "GET /metrics"
+curl -sS -f -H "Authorization: Bearer $TOKEN" -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "GET /metrics"
 grep -q "^pmc_region_count_total{pid=\"$A\"," "$TMP/metrics" || fail "page lacks the client's region"
 if ! promtool check metrics <"$TMP/metrics" >"$TMP/promtool.out" 2>&1; then
 	cat "$TMP/promtool.out" >&2
@@ -43,6 +49,18 @@ global:
   evaluation_interval: 1s
 scrape_configs:
   - job_name: pmc
+    authorization:
+      type: Bearer
+      credentials_file: $TMP/token
+    static_configs:
+      - targets: ['127.0.0.1:$PORT']
+  - job_name: pmc-no-token
+    static_configs:
+      - targets: ['127.0.0.1:$PORT']
+  - job_name: pmc-wrong-token
+    authorization:
+      type: Bearer
+      credentials_file: $TMP/wrong-token
     static_configs:
       - targets: ['127.0.0.1:$PORT']
 EOF
@@ -82,7 +100,23 @@ done
 expect_eq "scraped region count" "$got" 6
 expect_faults "scraped page-faults sum" \
 	"$(promql "pmc_region_event_sum{pid=\"$A\",region=\"pages\",event=\"page-faults\"}")" 24
-expect_eq "scrape target up" "$(promql 'up{job="pmc"}')" 1
+expect_eq "scrape target up (with the token)" "$(promql 'up{job="pmc"}')" 1
+# A byte that is not UTF-8 is the visible text \xfe in the label.
 expect_eq "scraped odd region name" \
-	"$(promql "pmc_region_count_total{region=\"odd \\\"name\\\"\\\\\\n\\ufffd\"}")" 3
+	"$(promql "pmc_region_count_total{region=\"odd \\\"name\\\"\\\\\\n\\\\xfe\"}")" 3
+for job in pmc-no-token pmc-wrong-token; do
+	got=
+	for _ in $(seq 100); do
+		got=$(promql "up{job=\"$job\"}" || true)
+		[ -n "$got" ] && break
+		sleep 0.1
+	done
+	expect_eq "scrape target up ($job)" "$got" 0
+	expect_eq "series scraped by $job" "$(promql "count(pmc_clients{job=\"$job\"})")" ""
+done
+grep -q "metrics: refused a request from 127.0.0.1 without the right bearer token" "$TMP/daemon.log" ||
+	fail "the refused scrapes were not logged: $(cat "$TMP/daemon.log")"
+# Every scrape of the two jobs is refused, each second: the log says so at most once in 10 s.
+[ "$(grep -c 'metrics: refused a request' "$TMP/daemon.log")" -le 4 ] ||
+	fail "refused scrapes flood the log: $(grep -c 'metrics: refused a request' "$TMP/daemon.log") lines"
 daemon_alive

@@ -122,35 +122,46 @@ expect_closed(int fd)
 	return 1;
 }
 
+/* Registers thread @tid for @n @events; the reply in *@resp (the caller frees it). */
 static int
-send_scaled_batch(int fd, uint32_t mask0)
+register_events(int fd, int tid, char **events, size_t n, Pmc__Response **resp)
 {
-	char *events[2] = {"page-faults", "task-clock"};
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
-	rt.tid = getpid();
-	rt.n_events = 2;
+	rt.tid = tid;
+	rt.n_events = n;
 	rt.events = events;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	Pmc__Response *resp;
-	if (call(fd, &req, &resp) < 0 || resp->error)
-		return -1;
-	pmc__response__free_unpacked(resp, NULL);
+	return call(fd, &req, resp);
+}
 
-	uint32_t region[2] = {1, 1}, scaled[2] = {mask0, 0}, def_id[1] = {1};
-	uint64_t wall[2] = {1000, 2000}, values[4] = {10, 100, 20, 200};
-	float ratio[1] = {0.25f};
-	char *def_name[1] = {"mux"};
+/* The columns of one SampleBatch of this thread: @n samples with @ne values each. */
+struct batch {
+	size_t n, ne, n_def;
+	uint32_t *region, *def_id, *scaled;
+	uint64_t *wall, *values;
+	char **def_name;
+	float *ratio;
+	size_t n_ratio;
+	uint64_t dropped, sent_before;
+};
+
+static int
+send_batch(int fd, const struct batch *c)
+{
 	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
 	b.tid = getpid();
-	b.n_region = 2, b.region = region;
-	b.n_wall_ns = 2, b.wall_ns = wall;
-	b.n_values = 4, b.values = values;
-	b.n_scaled = 2, b.scaled = scaled;
-	b.n_scale_ratio = 1, b.scale_ratio = ratio;
-	b.n_def_id = 1, b.def_id = def_id;
-	b.n_def_name = 1, b.def_name = def_name;
+	b.n_region = c->n, b.region = c->region;
+	b.n_wall_ns = c->n, b.wall_ns = c->wall;
+	b.n_values = c->n * c->ne, b.values = c->values;
+	if (c->scaled)
+		b.n_scaled = c->n, b.scaled = c->scaled;
+	b.n_scale_ratio = c->n_ratio, b.scale_ratio = c->ratio;
+	b.n_def_id = c->n_def, b.def_id = c->def_id;
+	b.n_def_name = c->n_def, b.def_name = c->def_name;
+	b.dropped = c->dropped;
+	b.sent_before = c->sent_before;
 	Pmc__Request breq = PMC__REQUEST__INIT;
 	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	breq.sample_batch = &b;
@@ -158,20 +169,38 @@ send_scaled_batch(int fd, uint32_t mask0)
 }
 
 static int
+send_scaled_batch(int fd, uint32_t mask0)
+{
+	char *events[2] = {"page-faults", "task-clock"};
+	Pmc__Response *resp;
+	if (register_events(fd, getpid(), events, 2, &resp) < 0 || resp->error)
+		return -1;
+	pmc__response__free_unpacked(resp, NULL);
+
+	uint32_t region[2] = {1, 1}, scaled[2] = {mask0, 0}, def_id[1] = {1};
+	uint64_t wall[2] = {1000, 2000}, values[4] = {10, 100, 20, 200};
+	float ratio[1] = {0.25f};
+	char *def_name[1] = {"mux"};
+	struct batch c = {.n = 2,
+	                  .ne = 2,
+	                  .n_def = 1,
+	                  .region = region,
+	                  .def_id = def_id,
+	                  .scaled = scaled,
+	                  .wall = wall,
+	                  .values = values,
+	                  .def_name = def_name,
+	                  .ratio = ratio,
+	                  .n_ratio = 1};
+	return send_batch(fd, &c);
+}
+
+static int
 register_tid(int fd, int tid, char *event)
 {
-	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
-	rt.tid = tid;
 	char *events[1] = {event};
-	if (event) {
-		rt.n_events = 1;
-		rt.events = events;
-	}
-	Pmc__Request req = PMC__REQUEST__INIT;
-	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
-	req.register_thread = &rt;
 	Pmc__Response *resp;
-	int r = call(fd, &req, &resp);
+	int r = register_events(fd, tid, events, event ? 1 : 0, &resp);
 	if (r < 0) {
 		printf("no answer: %s\n", strerror(-r));
 		return -1;
@@ -206,15 +235,8 @@ static int
 register_self(int fd)
 {
 	char *events[1] = {"page-faults"};
-	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
-	rt.tid = getpid();
-	rt.n_events = 1;
-	rt.events = events;
-	Pmc__Request rr = PMC__REQUEST__INIT;
-	rr.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
-	rr.register_thread = &rt;
 	Pmc__Response *resp;
-	if (call(fd, &rr, &resp) < 0)
+	if (register_events(fd, getpid(), events, 1, &resp) < 0)
 		return -1;
 	int err = resp->error;
 	if (err)
@@ -240,21 +262,17 @@ send_regions(int fd, uint32_t first, uint32_t n, int define, uint64_t dropped, u
 		snprintf(names[i], sizeof(names[i]), "r%u", first + i - 1);
 		def_name[i] = names[i];
 	}
-	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-	b.tid = getpid();
-	b.n_region = n, b.region = region;
-	b.n_wall_ns = n, b.wall_ns = wall;
-	b.n_values = n, b.values = values;
-	if (define) {
-		b.n_def_id = n, b.def_id = def_id;
-		b.n_def_name = n, b.def_name = def_name;
-	}
-	b.dropped = dropped;
-	b.sent_before = sent_before;
-	Pmc__Request breq = PMC__REQUEST__INIT;
-	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-	breq.sample_batch = &b;
-	return wire_send(fd, &breq.base, NULL, 0, 0);
+	struct batch c = {.n = n,
+	                  .ne = 1,
+	                  .n_def = define ? n : 0,
+	                  .region = region,
+	                  .def_id = def_id,
+	                  .wall = wall,
+	                  .values = values,
+	                  .def_name = def_name,
+	                  .dropped = dropped,
+	                  .sent_before = sent_before};
+	return send_batch(fd, &c);
 }
 
 struct waiter {
@@ -441,15 +459,8 @@ main(int argc, char **argv)
 			return 2;
 		for (int i = 0; i < n; i++)
 			events[i] = "page-faults";
-		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
-		rt.tid = getpid();
-		rt.n_events = (size_t)n;
-		rt.events = events;
-		Pmc__Request r2 = PMC__REQUEST__INIT;
-		r2.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
-		r2.register_thread = &rt;
 		Pmc__Response *resp;
-		if (call(fd, &r2, &resp) < 0)
+		if (register_events(fd, getpid(), events, (size_t)n, &resp) < 0)
 			return 1;
 		int err = resp->error;
 		printf("error=%d (%s)\nmessage=%s\n", err, err ? strerror(err) : "none",
@@ -506,15 +517,8 @@ main(int argc, char **argv)
 		_exit(127);
 	}
 	if (!strcmp(mode, "canon") && argc >= 4 && argc - 3 <= 16) {
-		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
-		rt.tid = getpid();
-		rt.n_events = (size_t)(argc - 3);
-		rt.events = argv + 3;
-		Pmc__Request rr = PMC__REQUEST__INIT;
-		rr.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
-		rr.register_thread = &rt;
 		Pmc__Response *resp;
-		if (call(fd, &rr, &resp) < 0)
+		if (register_events(fd, getpid(), argv + 3, (size_t)(argc - 3), &resp) < 0)
 			return 1;
 		int err = resp->error;
 		if (err)
@@ -580,18 +584,16 @@ main(int argc, char **argv)
 			}
 			def_id[0] = r;
 			snprintf(name, sizeof(name), "s%u", r);
-			Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-			b.tid = getpid();
-			b.n_region = 64, b.region = region;
-			b.n_wall_ns = 64, b.wall_ns = v;
-			b.n_values = 64, b.values = v;
-			b.n_def_id = 1, b.def_id = def_id;
-			b.n_def_name = 1, b.def_name = def_name;
-			b.sent_before = 64 * (uint64_t)(r - 1);
-			Pmc__Request breq = PMC__REQUEST__INIT;
-			breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-			breq.sample_batch = &b;
-			if (wire_send(fd, &breq.base, NULL, 0, 0) < 0)
+			struct batch c = {.n = 64,
+			                  .ne = 1,
+			                  .n_def = 1,
+			                  .region = region,
+			                  .def_id = def_id,
+			                  .wall = v,
+			                  .values = v,
+			                  .def_name = def_name,
+			                  .sent_before = 64 * (uint64_t)(r - 1)};
+			if (send_batch(fd, &c) < 0)
 				return 1;
 		}
 		if (status_served(fd) < 0)
@@ -649,32 +651,17 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(mode, "batch") && argc == 4) {
-		char *events[1] = {"page-faults"};
-		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
-		rt.tid = getpid();
-		rt.n_events = 1;
-		rt.events = events;
-		Pmc__Request rr = PMC__REQUEST__INIT;
-		rr.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
-		rr.register_thread = &rt;
-		Pmc__Response *resp;
-		if (call(fd, &rr, &resp) < 0 || resp->error)
-			return 1;
-		pmc__response__free_unpacked(resp, NULL);
 		uint32_t region[1] = {1}, def_id[1] = {1};
 		uint64_t wall[1] = {1000}, values[1] = {7};
-		char *def_name[1] = {argv[3]};
-		Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-		b.tid = getpid();
-		b.n_region = 1, b.region = region;
-		b.n_wall_ns = 1, b.wall_ns = wall;
-		b.n_values = 1, b.values = values;
-		b.n_def_id = 1, b.def_id = def_id;
-		b.n_def_name = 1, b.def_name = def_name;
-		Pmc__Request breq = PMC__REQUEST__INIT;
-		breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-		breq.sample_batch = &b;
-		if (wire_send(fd, &breq.base, NULL, 0, 0) < 0 || status_served(fd) < 0)
+		struct batch c = {.n = 1,
+		                  .ne = 1,
+		                  .n_def = 1,
+		                  .region = region,
+		                  .def_id = def_id,
+		                  .wall = wall,
+		                  .values = values,
+		                  .def_name = argv + 3};
+		if (register_self(fd) < 0 || send_batch(fd, &c) < 0 || status_served(fd) < 0)
 			return 1;
 		printf("sent\n");
 		return 0;

@@ -1,0 +1,117 @@
+#!/bin/bash
+# pmcdaemon --metrics under a flood of idle connections. The listener keeps at most
+# METRICS_MAX_CONNECTIONS (64) open: with 200 idle ones from a local user, the daemon holds
+# no more than 64 of them, a scrape still succeeds at once and the log grows by a line or
+# two. An idle connection is closed after METRICS_IDLE_TIMEOUT_S (10 s). Out of file
+# descriptors (EMFILE: the daemon under `ulimit -n 40`), the listener neither spins nor
+# logs each failed accept(): it closes its oldest connection to make room, or pauses.
+. "$(dirname "$0")/lib.sh"
+command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
+
+MAX_CONNECTIONS=64
+HELPER=
+trap 'rc=$?; set +e; [ -z "$HELPER" ] || { kill "$HELPER"; wait "$HELPER"; } 2>/dev/null; (exit $rc); cleanup' EXIT
+
+# open_idle N: a background process (HELPER) opens N TCP connections to the page, sends
+# nothing and holds them; it writes how many it opened so far to $TMP/opened
+open_idle() {
+	rm -f "$TMP/opened"
+	(
+		for ((i = 1; i <= $1; i++)); do
+			exec {fd}<>"/dev/tcp/127.0.0.1/$PORT" || exit 1
+			echo "$i" >"$TMP/opened"
+		done
+		exec sleep 120
+	) &
+	HELPER=$!
+	for _ in $(seq 200); do
+		[ "$(cat "$TMP/opened" 2>/dev/null)" = "$1" ] && { pass "opened $1 idle connections"; return 0; }
+		kill -0 "$HELPER" 2>/dev/null || fail "could not open $1 connections (got $(cat "$TMP/opened" 2>/dev/null))"
+		sleep 0.05
+	done
+	fail "opening $1 connections took over 10 s (got $(cat "$TMP/opened" 2>/dev/null))"
+}
+
+close_idle() {
+	kill "$HELPER"
+	wait "$HELPER" 2>/dev/null || true
+	HELPER=
+}
+
+n_fds() { ls "/proc/$DAEMON_PID/fd" | wc -l; }
+
+# scrape_now WHAT: a GET of the page succeeds within 2 s
+scrape_now() {
+	local t0=$EPOCHREALTIME
+	curl -sS -f --max-time 2 -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "$1: the scrape failed"
+	grep -q '^pmc_clients ' "$TMP/metrics" || fail "$1: the page lacks pmc_clients"
+	pass "$1: scraped in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }') s"
+}
+
+# --- at most 64 connections ---
+start_daemon --metrics 127.0.0.1:0
+PORT=$(metrics_port)
+scrape_now "before the flood"
+base=$(n_fds)
+lines=$(wc -l <"$TMP/daemon.log")
+open_idle 200
+# The daemon has taken all it will take once a scrape, queued behind them, is answered.
+scrape_now "with 200 idle connections"
+held=$(n_fds)
+[ "$held" -le $((base + MAX_CONNECTIONS + 1)) ] ||
+	fail "the daemon holds $((held - base)) connections, over the limit of $MAX_CONNECTIONS"
+pass "the daemon holds $((held - base)) connections (at most $MAX_CONNECTIONS)"
+closed=$(ss -Htn state close-wait "( dport = :$PORT )" | wc -l)
+[ "$closed" -ge $((200 - MAX_CONNECTIONS)) ] || fail "only $closed of the 200 idle connections were closed"
+pass "the daemon closed $closed of the idle connections"
+grown=$(($(wc -l <"$TMP/daemon.log") - lines))
+[ "$grown" -le 3 ] || fail "the log grew by $grown lines: $(tail -n 20 "$TMP/daemon.log")"
+pass "the log grew by $grown line(s)"
+grep -q "metrics: over $MAX_CONNECTIONS connections: closed" "$TMP/daemon.log" || fail "the limit was not logged"
+close_idle
+
+# An idle connection is closed after 10 s (not 30).
+exec {idle}<>"/dev/tcp/127.0.0.1/$PORT"
+t0=$SECONDS
+set +e
+read -r -t 20 -u "$idle" _
+rc=$?
+set -e
+exec {idle}<&-
+[ "$rc" = 1 ] || fail "an idle connection was still open after 20 s (read status $rc)"
+waited=$((SECONDS - t0))
+[ "$waited" -ge 8 ] && [ "$waited" -le 13 ] || fail "an idle connection was closed after $waited s, not 10"
+pass "an idle connection was closed after $waited s"
+daemon_alive
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "pmcdaemon exited with status $? on SIGTERM: $(cat "$TMP/daemon.log")"
+DAEMON_PID=
+! grep -qE "Sanitizer|runtime error" "$TMP/daemon.log" || fail "sanitizer report: $(cat "$TMP/daemon.log")"
+mv "$TMP/daemon.log" "$TMP/daemon-1.log"
+
+# --- out of file descriptors ---
+# `ulimit -n` sets the hard limit too, which the daemon cannot raise.
+bash -c 'ulimit -n 40 && exec "$@"' sh "$PMCDAEMON_BIN" --socket "$SOCK" --verbose --metrics 127.0.0.1:0 \
+	2>"$TMP/daemon.log" &
+DAEMON_PID=$!
+for _ in $(seq 100); do
+	[ -S "$SOCK" ] && break
+	daemon_alive
+	sleep 0.05
+done
+PORT=$(metrics_port)
+scrape_now "under ulimit -n 40"
+base=$(n_fds)
+[ "$base" -le 30 ] || fail "the daemon has $base fds at start: no room to run out of them under 40"
+lines=$(wc -l <"$TMP/daemon.log")
+open_idle 80
+sleep 1
+grown=$(($(wc -l <"$TMP/daemon.log") - lines))
+[ "$grown" -le 3 ] || fail "out of fds, the log grew by $grown lines in 1 s: $(tail -n 5 "$TMP/daemon.log")"
+grep -q "metrics: cannot accept a connection: Too many open files" "$TMP/daemon.log" ||
+	fail "the daemon did not run out of fds (or did not say so): $(cat "$TMP/daemon.log")"
+pass "out of fds, the log grew by $grown line(s)"
+scrape_now "out of fds, with 80 idle connections"
+close_idle
+scrape_now "after the idle connections closed"
+daemon_alive
