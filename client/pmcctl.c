@@ -608,10 +608,11 @@ hello(int sock)
 /* ---- status ---- */
 
 static const char *const status_keys[] = {
-        "daemon_version", "protocol_version", "pid",       "uptime_ns", "uptime_s",
-        "clients",        "threads",          "processes", "regions",   "samples",
-        "batches",        "dropped",          "rejected",  "lost",      "state_file",
-        "state_saved_ns", "evicted",
+        "daemon_version",   "protocol_version", "pid",       "uptime_ns", "uptime_s",
+        "clients",          "threads",          "processes", "regions",   "samples",
+        "batches",          "dropped",          "rejected",  "lost",      "state_file",
+        "state_saved_ns",   "evicted",          "all_users", "uid",       "histogram_bytes",
+        "histogram_missed",
 };
 
 static int
@@ -648,6 +649,10 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "state_file", jstr(s->state_file));
 		jset(root, "state_saved_ns", ju64(s->state_saved_ns));
 		jset(root, "evicted", ju64(s->evicted));
+		jset(root, "all_users", json_boolean(s->all_users));
+		jset(root, "uid", ju64(s->uid));
+		jset(root, "histogram_bytes", ju64(s->histogram_bytes));
+		jset(root, "histogram_missed", ju64(s->histogram_missed));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -668,6 +673,10 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_str(s->state_file);
 		csv_u64(s->state_saved_ns);
 		csv_u64(s->evicted);
+		csv_u64(s->all_users);
+		csv_u64(s->uid);
+		csv_u64(s->histogram_bytes);
+		csv_u64(s->histogram_missed);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -682,6 +691,13 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "uptime:");
 		table_add(&t, "%" PRIu64 ".%03" PRIu64 " s", s->uptime_ns / 1000000000u,
 		          s->uptime_ns / 1000000u % 1000u);
+		table_add(&t, "figures of:");
+		if (s->all_users)
+			table_add(&t, "every user");
+		else
+			table_add(&t,
+			          "uid %" PRIu32 " only (root and --admin-group see every user's)",
+			          s->uid);
 		table_add(&t, "clients:");
 		table_add(&t, "%" PRIu32, s->clients);
 		table_add(&t, "threads:");
@@ -701,6 +717,16 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "exited processes dropped:");
 		table_add(&t, "%" PRIu64 "%s", s->evicted,
 		          s->evicted ? " (over --keep-exited: their figures are gone)" : "");
+		table_add(&t, "histograms:");
+		table_add(&t, "%.1f MiB%s", (double)s->histogram_bytes / 1048576.0,
+		          s->histogram_missed ? "" : " (every sample in the percentiles)");
+		if (s->histogram_missed) {
+			table_add(&t, "samples not in percentiles:");
+			table_add(&t,
+			          "%" PRIu64 " (over --max-memory or --max-memory-per-user: every "
+			          "other figure counts them)",
+			          s->histogram_missed);
+		}
 		table_add(&t, "lost samples:");
 		table_add(&t, "%" PRIu64 "%s", s->lost,
 		          s->lost ? " (sent to a daemon that was killed before saving them)" : "");

@@ -102,6 +102,9 @@ victim_counted "after the lies"
 expect_eq "the victim's status: dropped" "$(ctl_as 65533 status --format json | jq .dropped)" 0
 expect_eq "the victim's status: lost" "$(ctl_as 65533 status --format json | jq .lost)" 0
 expect_eq "the victim's status: its own client" "$(ctl_as 65533 status --format json | jq .samples)" 5
+expect_eq "the victim's status says whose" "$(ctl_as 65533 status --format json | jq -c '[.all_users, .uid]')" '[false,65533]'
+expect_eq "root's status says whose" "$(pmcctl status --format json | jq -c .all_users)" true
+ctl_as 65533 status | grep -q "^figures of: *uid 65533 only" || fail "table: $(ctl_as 65533 status)"
 expect_eq "the liar's own status" "$(ctl_as 65534 status --format json | jq .dropped)" 88999000
 n=$(grep -c "lost by an earlier daemon" "$TMP/daemon.log" || true)
 [ "$n" -le 20 ] || fail "$n log lines for one client's lies"
