@@ -77,6 +77,8 @@ static char *const hw_defaults[] = {"cycles", "instructions", "cache-misses", "b
 static char *const sw_defaults[] = {"task-clock", "page-faults", "context-switches",
                                     "cpu-migrations"};
 static bool have_pmu;
+static bool privileged = true;
+static bool privileged_now(void);
 static bool have_pfm;
 static unsigned hw_counters = 4;
 static int held[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
@@ -544,6 +546,20 @@ perf_setup(void)
 	have_pfm = pfm_initialize() == PFM_SUCCESS;
 	if (have_pfm)
 		hw_counters = pfm_core_counters();
+	privileged = privileged_now();
+	if (!privileged) {
+		FILE *pf = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+		int paranoid = 2;
+		if (pf) {
+			if (fscanf(pf, "%d", &paranoid) != 1)
+				paranoid = 2;
+			fclose(pf);
+		}
+		log_warn("running as uid %d without CAP_PERFMON: the kernel lets this daemon "
+		         "count only its own user's threads (perf_event_paranoid %d); run it as "
+		         "root or give it CAP_PERFMON, as pmcdaemon.service does",
+		         (int)geteuid(), paranoid);
+	}
 	int r = perf_probe("cycles");
 	have_pmu = r == 0;
 	if (!have_pmu)
@@ -563,6 +579,30 @@ perf_cleanup(void)
 			close(held[i]);
 			held[i] = -1;
 		}
+}
+
+/* Root, or CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in the effective set. */
+static bool
+privileged_now(void)
+{
+	if (geteuid() == 0)
+		return true;
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned long long eff = 0;
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff >> 38 & 1) || (eff >> 21 & 1);
+}
+
+bool
+perf_privileged(void)
+{
+	return privileged;
 }
 
 bool

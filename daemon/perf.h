@@ -119,6 +119,13 @@ void perf_setup(void);
 /** perf_cleanup() - close what perf_setup() holds. */
 void perf_cleanup(void);
 
+/**
+ * perf_privileged() - whether perf_setup() found the daemon root or holding CAP_PERFMON
+ * (or CAP_SYS_ADMIN): without, the kernel lets it count only its own user's threads, and
+ * perf_setup() said so in a warning
+ */
+bool perf_privileged(void);
+
 /** perf_hardware_pmu() - whether perf_setup() found a usable hardware PMU. */
 bool perf_hardware_pmu(void);
 

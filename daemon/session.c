@@ -443,6 +443,11 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		                           ? " (this machine cannot count it: no hardware PMU? the "
 		                             "software events task-clock, page-faults, "
 		                             "context-switches and cpu-migrations always work)"
+		                   : (r == -EACCES || r == -EPERM) && !perf_privileged()
+		                           ? " (pmcdaemon runs without CAP_PERFMON, so the kernel "
+		                             "lets it count only its own user's threads: the "
+		                             "operator runs it as root or with CAP_PERFMON, as "
+		                             "pmcdaemon.service does)"
 		                           : "";
 		return reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
 		                   ordered[failed], (int)tid, strerror(-r), hint);

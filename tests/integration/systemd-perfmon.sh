@@ -82,6 +82,10 @@ start_as -all
 run_client "$TMP/out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages $N $K
 grep -q "Permission denied" "$TMP/out.err" ||
 	fail "without CAP_PERFMON: want a 'Permission denied' warning, got: $(cat "$TMP/out.err")"
+grep -q "pmcdaemon runs without CAP_PERFMON" "$TMP/out.err" ||
+	fail "the client is not told why: $(cat "$TMP/out.err")"
+grep -q "without CAP_PERFMON: the kernel lets this daemon count only its own user's threads" \
+	"$TMP/daemon.log" || fail "no warning at start: $(cat "$TMP/daemon.log")"
 pass "without CAP_PERFMON: $(head -1 "$TMP/out.err")"
 expect_eq "no samples without CAP_PERFMON" \
 	"$(pmcctl query --pid "$CLIENT_PID" --format json | jq '[.regions[] | select(.name == "pages") | .count] | add // 0')" 0
