@@ -25,7 +25,10 @@ cat >"$TMP/app.c" <<'C'
 int main(void) { PMC_REGION("x") { puts("ran"); } return 0; }
 C
 # (pmcclient.pc names the prefix given at configure time, not --prefix: use the paths.)
-"$PMC_CC" -o "$TMP/app" "$TMP/app.c" -I"$P/include" -L"$libdir" -lpmcclient -Wl,-rpath,"$libdir" ||
+SAN=()
+[ -z "${PMC_SANITIZE:-}" ] || SAN=("-fsanitize=$PMC_SANITIZE") # the library is built with it
+"$PMC_CC" "${SAN[@]}" -o "$TMP/app" "$TMP/app.c" -I"$P/include" -L"$libdir" -lpmcclient \
+	-Wl,-rpath,"$libdir" ||
 	fail "cannot build against $P"
 out=$(PMC_DISABLE=1 "$TMP/app") || fail "the program did not run: $out"
 expect_eq "a program built against the private prefix runs" "$out" ran
