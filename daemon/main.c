@@ -451,7 +451,8 @@ main(int argc, char **argv)
 	}
 	if (state_path && (r = server_use_state(srv, state_path, state_interval)) < 0) {
 		log_errno(r,
-		          "cannot restore the state from %s (move the file away to start afresh)",
+		          "cannot use %s as the state file (see above; a file the daemon cannot "
+		          "load may be moved away to start afresh)",
 		          state_path);
 		server_free(srv);
 		return 1;

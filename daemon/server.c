@@ -67,19 +67,74 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The periodic save in flight, in a child process: at most one (pmcdaemon runs one
+ * server), watched through its pidfd. */
+static struct state_job *save_job;
+static struct event *save_job_ev;
+
+/* Takes the result of the save in flight: at once when its pidfd is readable, else after
+ * waiting for the child (at shutdown). */
+static void
+save_job_end(struct server *srv)
+{
+	if (save_job_ev)
+		event_free(save_job_ev);
+	save_job_ev = NULL;
+	int r = state_job_wait(TAKE_PTR(save_job), srv);
+	if (r < 0)
+		log_errno(r, "cannot save the state to %s (the previous one is kept)",
+		          srv->state_path);
+	else
+		log_debug("saved the state to %s", srv->state_path);
+}
+
+static void
+on_save_job_done(evutil_socket_t fd, short what, void *arg)
+{
+	save_job_end(arg);
+}
+
+/* The final save, at SIGTERM/SIGINT: in the loop, after the one in flight, which it
+ * must not race on the temporary file. */
 static void
 save_state(struct server *srv)
 {
+	if (save_job)
+		save_job_end(srv);
 	int r = state_save(srv, srv->state_path);
 	if (r < 0)
 		log_errno(r, "cannot save the state to %s (the previous one is kept)",
 		          srv->state_path);
 }
 
+/* The periodic save: encoding and writing a big registry takes seconds, so a child
+ * process does it on a copy-on-write snapshot, and the loop only forks. */
 static void
 on_state_timer(evutil_socket_t fd, short what, void *arg)
 {
-	save_state(arg);
+	struct server *srv = arg;
+	if (save_job) {
+		log_warn("%s: the previous save is still running; skipping this one",
+		         srv->state_path);
+		return;
+	}
+	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+	struct state_job *j;
+	int r = state_job_start(srv, srv->state_path, &j);
+	if (r < 0) {
+		log_errno(r, "cannot start saving the state to %s (the previous one is kept)",
+		          srv->state_path);
+		return;
+	}
+	save_job = j;
+	save_job_ev = event_new(srv->base, state_job_fd(j), EV_READ, on_save_job_done, srv);
+	if (!save_job_ev || event_add(save_job_ev, NULL) < 0) {
+		log_errno(-ENOMEM, "cannot watch the process saving the state: waiting for it");
+		save_job_end(srv);
+		return;
+	}
+	log_debug("saving the state to %s in a child process (the loop paused %.3f ms to fork)",
+	          srv->state_path, (double)(util_now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 }
 
 static void
@@ -104,7 +159,10 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 int
 server_use_state(struct server *srv, const char *path, unsigned interval_s)
 {
-	int r = state_load(srv, path);
+	int r = state_prepare(path);
+	if (r < 0)
+		return r;
+	r = state_load(srv, path);
 	if (r == -ENOENT)
 		log_info("%s: no state yet; it will be written every %u s and at exit", path,
 		         interval_s);
@@ -200,6 +258,8 @@ server_free(struct server *srv)
 		event_free(srv->listen_ev);
 	if (srv->state_ev)
 		event_free(srv->state_ev);
+	if (save_job) /* the loop ended without SIGTERM */
+		save_job_end(srv);
 	if (srv->accept_retry)
 		event_free(srv->accept_retry);
 	if (srv->base)

@@ -1,22 +1,36 @@
-/* state: protobuf-encoded snapshots of the registry (pmc.State in proto/pmc.proto). */
+/* state: protobuf-encoded snapshots of the registry (pmc.State in proto/pmc.proto), written
+ * where no other user can interfere, in a child process for the periodic save; see state.h. */
 #include "state.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "pmc.pb-c.h"
 #include "server.h"
 #include "util.h"
 
 #define STATE_VERSION 1
-#define STATE_MAX_BYTES (1u << 30)
+
+/* The same limit on both sides: the daemon never writes a file it would refuse to load. */
+static size_t max_bytes = STATE_MAX_BYTES;
+
+void
+state_set_max_bytes(size_t max)
+{
+	max_bytes = max ? max : STATE_MAX_BYTES;
+}
 
 /* Everything one snapshot allocates, freed at once. */
 struct arena {
@@ -131,33 +145,6 @@ write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-static int
-write_atomically(const char *path, const uint8_t *buf, size_t len)
-{
-	char tmp[4096];
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int r = write_all(fd, buf, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(tmp);
-		return r;
-	}
-	/* The rename itself must reach the disk too. */
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s", path);
-	_cleanup_close_ int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0)
-		(void)fsync(dfd);
-	return 0;
-}
-
 /* This boot's id, or "" where the kernel does not say. */
 static void
 boot_id(char out[64])
@@ -175,73 +162,343 @@ boot_id(char out[64])
 	out[strcspn(out, "\n")] = 0;
 }
 
-int
-state_save(struct server *srv, const char *path)
+/* Builds the pmc.State of @srv in @st, its parts allocated in @a. */
+static int
+state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct arena *a,
+            Pmc__State *st)
 {
-	char boot[64];
-	boot_id(boot);
-	_cleanup_(arena_free) struct arena a = {0};
 	struct registry *reg = &srv->reg;
-	Pmc__State st = PMC__STATE__INIT;
-	st.version = STATE_VERSION;
-	st.saved_ns = util_now_ns(CLOCK_REALTIME);
-	st.samples = srv->samples;
-	st.batches = srv->batches;
-	st.dropped = srv->dropped;
-	st.lost = srv->lost;
-	st.boot_id = boot;
-	st.processes = arena_alloc(&a, reg->n_procs * sizeof(*st.processes));
-	for (struct process *p = reg->procs; p && !a.oom; p = p->next) {
-		Pmc__ProcessState *ps = arena_alloc(&a, sizeof(*ps));
+	pmc__state__init(st);
+	st->version = STATE_VERSION;
+	st->saved_ns = saved_ns;
+	st->samples = srv->samples;
+	st->batches = srv->batches;
+	st->dropped = srv->dropped;
+	st->lost = srv->lost;
+	st->boot_id = (char *)boot;
+	st->processes = arena_alloc(a, reg->n_procs * sizeof(*st->processes));
+	for (struct process *p = reg->procs; p && !a->oom; p = p->next) {
+		Pmc__ProcessState *ps = arena_alloc(a, sizeof(*ps));
 		if (!ps)
 			break;
 		pmc__process_state__init(ps);
-		st.processes[st.n_processes++] = ps;
+		st->processes[st->n_processes++] = ps;
 		ps->pid = p->pid;
 		ps->uid = p->uid;
 		ps->start = p->start;
 		ps->comm = p->comm;
 		ps->received = p->received;
-		ps->regions = arena_alloc(&a, p->n_regions * sizeof(*ps->regions));
-		for (size_t i = 0; i < p->n_regions && !a.oom; i++) {
+		ps->regions = arena_alloc(a, p->n_regions * sizeof(*ps->regions));
+		for (size_t i = 0; i < p->n_regions && !a->oom; i++) {
 			struct region_agg *r = p->regions[i];
-			Pmc__RegionState *rs = arena_alloc(&a, sizeof(*rs));
+			Pmc__RegionState *rs = arena_alloc(a, sizeof(*rs));
 			if (!rs)
 				break;
 			pmc__region_state__init(rs);
 			ps->regions[ps->n_regions++] = rs;
 			rs->name = r->name;
 			rs->count = r->count;
-			rs->wall = save_stats(&a, &r->wall);
-			rs->events = arena_alloc(&a, r->n_ev * sizeof(*rs->events));
-			for (size_t j = 0; j < r->n_ev && !a.oom; j++) {
+			rs->wall = save_stats(a, &r->wall);
+			rs->events = arena_alloc(a, r->n_ev * sizeof(*rs->events));
+			for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
 				if (!r->seen[j])
 					continue;
-				Pmc__EventState *es = arena_alloc(&a, sizeof(*es));
+				Pmc__EventState *es = arena_alloc(a, sizeof(*es));
 				if (!es)
 					break;
 				pmc__event_state__init(es);
 				rs->events[rs->n_events++] = es;
 				es->name = p->events[j];
-				es->stats = save_stats(&a, &r->ev[j].st);
+				es->stats = save_stats(a, &r->ev[j].st);
 				es->scaled = r->ev[j].scaled;
 				es->ratio_sum = r->ev[j].ratio_sum;
 			}
 		}
 	}
-	if (a.oom)
-		return -ENOMEM;
-	size_t len = pmc__state__get_packed_size(&st);
-	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+	return a->oom ? -ENOMEM : 0;
+}
+
+int
+state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
+{
+	char boot[64];
+	boot_id(boot);
+	_cleanup_(arena_free) struct arena a = {0};
+	Pmc__State st;
+	int r = state_build(srv, saved_ns, boot, &a, &st);
+	if (r < 0)
+		return r;
+	size_t n = pmc__state__get_packed_size(&st);
+	/* Checked before anything is written: what the daemon writes, it loads back. */
+	if (n > max_bytes) {
+		log_err("the state is %zu bytes (%zu processes, %zu regions), over the limit "
+		        "of %zu bytes on state files: not saved; fewer exited processes or "
+		        "regions (--keep-exited, --max-total-regions) make it smaller",
+		        n, srv->reg.n_procs, srv->reg.n_regions, max_bytes);
+		return -EFBIG;
+	}
+	uint8_t *buf = malloc(n ? n : 1);
 	if (!buf)
 		return -ENOMEM;
 	pmc__state__pack(&st, buf);
-	int r = write_atomically(path, buf, len);
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+static const char *
+file_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symbolic link";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFCHR:
+	case S_IFBLK:
+		return "a device";
+	default:
+		return "not a regular file";
+	}
+}
+
+/* Opens the directory of @path (through symbolic links: systemd's StateDirectory= with
+ * DynamicUser= is one) and checks that no other user can put a file in it, which the
+ * daemon could then write through or load. Sets *@base to the last component of @path.
+ * Return: the directory's fd, or -errno (logged). */
+static int
+open_dir(const char *path, const char **base)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	*base = slash ? slash + 1 : path;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else if ((size_t)(slash - path) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (!**base || !strcmp(*base, ".") || !strcmp(*base, "..")) {
+		log_err("%s: the state file needs a file name, not a directory", path);
+		return -EISDIR;
+	}
+	if (strlen(*base) + sizeof(".tmp") > NAME_MAX + 1)
+		return -ENAMETOOLONG;
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return log_errno(-errno, "%s: cannot open the directory of the state file", dir);
+	struct stat sb;
+	if (fstat(dfd, &sb) < 0)
+		return log_errno(-errno, "%s: fstat", dir);
+	uid_t euid = geteuid();
+	const char *who = NULL;
+	if (sb.st_uid != 0 && sb.st_uid != euid)
+		who = "its owner, who is neither root nor the daemon's user,";
+	else if (sb.st_mode & S_IWOTH)
+		who = "every user";
+	else if (sb.st_mode & S_IWGRP)
+		who = "its group";
+	if (who) {
+		log_err("%s: refusing this directory for the state file: it is owned by uid %u "
+		        "and has mode %04o, so %s can create files in it that the daemon (uid "
+		        "%u) would write through or load; keep the state in a directory that "
+		        "only root or uid %u can write, such as /var/lib/pmcdaemon with mode "
+		        "0755 (install -d -m 0755 /var/lib/pmcdaemon)",
+		        dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777), who,
+		        (unsigned)euid, (unsigned)euid);
+		return -EPERM;
+	}
+	return TAKE_FD(dfd);
+}
+
+/* Removes @name in @dfd (@path for the log) if it is a regular file of the daemon's
+ * euid, left by a save that died; refuses whatever else is there.
+ * Return: 0 (nothing there any more), -EEXIST (logged), or -errno. */
+static int
+remove_stale(int dfd, const char *name, const char *path)
+{
+	struct stat sb;
+	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+		log_err("%s is %s owned by uid %u, not a temporary file the daemon (uid %u) left: "
+		        "refusing to write the state through or over it; remove it, and find out "
+		        "who put it there",
+		        path, file_kind(sb.st_mode), (unsigned)sb.st_uid, (unsigned)geteuid());
+		return -EEXIST;
+	}
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int
+state_prepare(const char *path)
+{
+	const char *base;
+	_cleanup_close_ int dfd = open_dir(path, &base);
+	if (dfd < 0)
+		return dfd;
+	char tmp[NAME_MAX + 1], tmp_path[PATH_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", base);
+	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", path);
+	return remove_stale(dfd, tmp, tmp_path);
+}
+
+/* Writes @buf to @path through @path.tmp, created afresh (never opened if it exists, never
+ * through a symbolic link), then fsync, rename, fsync of the directory. */
+static int
+write_atomically(const char *path, const uint8_t *buf, size_t len)
+{
+	const char *base;
+	_cleanup_close_ int dfd = open_dir(path, &base);
+	if (dfd < 0)
+		return dfd;
+	char tmp[NAME_MAX + 1], tmp_path[PATH_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", base);
+	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", path);
+	int fd = -1;
+	for (int tries = 0; fd < 0; tries++) {
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			break;
+		if (errno != EEXIST || tries)
+			return -errno;
+		int r = remove_stale(dfd, tmp, tmp_path);
+		if (r < 0)
+			return r;
+	}
+	int r = write_all(fd, buf, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(dfd, tmp, 0); /* ours: created above */
+		return r;
+	}
+	/* The rename itself must reach the disk too. */
+	(void)fsync(dfd);
+	return 0;
+}
+
+static int
+state_write(struct server *srv, const char *path, uint64_t saved_ns)
+{
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t len;
+	int r = state_encode(srv, saved_ns, &buf, &len);
+	if (r < 0)
+		return r;
+	return write_atomically(path, buf, len);
+}
+
+int
+state_save(struct server *srv, const char *path)
+{
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	int r = state_write(srv, path, now);
 	if (r == 0)
-		srv->state_saved_ns = st.saved_ns;
+		srv->state_saved_ns = now;
 	return r;
 }
 
+struct state_job {
+	pid_t pid;
+	int pidfd;
+	uint64_t saved_ns; /* the snapshot's time: the fork */
+};
+
+/* The child of state_job_start(): the registry as it was at the fork, and nothing else. */
+static _Noreturn void
+job_run(struct server *srv, const char *path, uint64_t saved_ns, pid_t parent, const sigset_t *mask)
+{
+	/* Dies with the daemon: a save that outlived it could rename its snapshot over the
+	 * newer file of the next daemon, or write FILE.tmp while that one does. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(ESRCH);
+	/* The daemon's handlers would only tell its loop, through a socket they share: until
+	 * they are reset, the signals stay blocked (state_job_start() blocked them). */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	/* Drop the copies of client sockets, counter fds and the loop's fds: only the registry
+	 * in memory is needed, and a client must see the daemon go when it does. */
+	(void)close_range(3, ~0u, 0);
+	int r = state_write(srv, path, saved_ns);
+	/* _exit(): no atexit handler, no stdio flush of the daemon's buffers. */
+	_exit(r == 0 ? 0 : -r > 0 && -r < 256 ? -r : EIO);
+}
+
+int
+state_job_start(struct server *srv, const char *path, struct state_job **out)
+{
+	_cleanup_free_ struct state_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->saved_ns = util_now_ns(CLOCK_REALTIME);
+	pid_t parent = getpid();
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t pid = fork();
+	if (pid == 0)
+		job_run(srv, path, j->saved_ns, parent, &old);
+	int e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0)
+		return -e;
+	j->pid = pid;
+	j->pidfd = pidfd_open(pid, 0); /* close-on-exec */
+	if (j->pidfd < 0) {
+		int r = -errno;
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return r;
+	}
+	*out = TAKE_PTR(j);
+	return 0;
+}
+
+int
+state_job_fd(const struct state_job *j)
+{
+	return j->pidfd;
+}
+
+int
+state_job_wait(struct state_job *j, struct server *srv)
+{
+	int status, r;
+	pid_t w;
+	while ((w = waitpid(j->pid, &status, 0)) < 0 && errno == EINTR)
+		;
+	if (w < 0)
+		r = -errno;
+	else if (WIFEXITED(status))
+		r = -WEXITSTATUS(status);
+	else {
+		log_err("the process saving the state (pid %d) was killed by signal %d (%s)",
+		        (int)j->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+		r = -EINTR;
+	}
+	if (r == 0)
+		srv->state_saved_ns = j->saved_ns;
+	close(j->pidfd);
+	free(j);
+	return r;
+}
 static void
 state_freep(Pmc__State **s)
 {
@@ -280,6 +537,10 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 			int id = process_event_id(p, es->name);
 			if (id < 0)
 				return id;
+			/* More than the daemon lets a process count: not a file it wrote (and
+			 * each region would get a slot for every one of them). */
+			if (p->n_events > PROCESS_MAX_EVENTS)
+				return -EBADMSG;
 			struct event_agg *ev = region_event(r, (size_t)id);
 			if (!ev)
 				return -ENOMEM;
@@ -294,28 +555,10 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 }
 
 int
-state_load(struct server *srv, const char *path)
+state_load_buffer(struct server *srv, const uint8_t *buf, size_t len)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat sb;
-	if (fstat(fd, &sb) < 0)
-		return -errno;
-	if (sb.st_size > (off_t)STATE_MAX_BYTES)
+	if (len > max_bytes)
 		return -EFBIG;
-	size_t len = (size_t)sb.st_size;
-	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	for (size_t got = 0; got < len;) {
-		ssize_t n = read(fd, buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EBADMSG;
-		got += (size_t)n;
-	}
 	_cleanup_(state_freep) Pmc__State *st = pmc__state__unpack(NULL, len, buf);
 	if (!st || st->version != STATE_VERSION)
 		return -EBADMSG;
@@ -338,4 +581,58 @@ state_load(struct server *srv, const char *path)
 	srv->lost = st->lost;
 	srv->state_saved_ns = st->saved_ns;
 	return 0;
+}
+
+int
+state_load(struct server *srv, const char *path)
+{
+	const char *base;
+	_cleanup_close_ int dfd = open_dir(path, &base);
+	if (dfd < 0)
+		return dfd;
+	/* O_NONBLOCK: a FIFO put there opens at once, and is refused below. */
+	_cleanup_close_ int fd =
+	        openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP) {
+		log_err("%s is a symbolic link: refusing to load the state through it; the daemon "
+		        "writes a regular file there",
+		        path);
+		return -ELOOP;
+	}
+	if (fd < 0)
+		return -errno;
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	uid_t euid = geteuid();
+	if (!S_ISREG(sb.st_mode)) {
+		log_err("%s is %s, not a state file: refusing to load it; move it away", path,
+		        file_kind(sb.st_mode));
+		return -EINVAL;
+	}
+	if (sb.st_uid != euid || (sb.st_mode & (S_IWGRP | S_IWOTH))) {
+		log_err("%s is owned by uid %u with mode %04o: only a file of the daemon's own uid "
+		        "(%u) that no one else may write is loaded, since another user could have "
+		        "written this one; move it away to start afresh",
+		        path, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777), (unsigned)euid);
+		return -EPERM;
+	}
+	if ((uint64_t)sb.st_size > max_bytes) {
+		log_err("%s is %lld bytes, over the limit of %zu bytes on state files", path,
+		        (long long)sb.st_size, max_bytes);
+		return -EFBIG;
+	}
+	size_t len = (size_t)sb.st_size;
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t got = 0; got < len;) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EBADMSG;
+		got += (size_t)n;
+	}
+	return state_load_buffer(srv, buf, len);
 }

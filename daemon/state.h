@@ -1,19 +1,102 @@
 /* state: the daemon's aggregates in a file (--state), so that they survive a restart.
- * Written atomically: a temporary file in the same directory, fsync, rename, fsync of
- * the directory; a crash leaves the previous complete file. */
+ * Written atomically: a temporary file FILE.tmp in the same directory, fsync, rename,
+ * fsync of the directory; a crash leaves the previous complete file. The periodic save
+ * runs in a child process (state_job_start()), on a copy-on-write snapshot of the
+ * registry, so that the daemon's loop never waits for it.
+ *
+ * The daemon is root (or systemd's DynamicUser=), so the directory must be one that no
+ * other user can write: the daemon refuses a directory writable by its group or others,
+ * or owned by anyone but root and its own uid; it never follows a symbolic link at
+ * FILE or FILE.tmp, never writes into a file it did not create, and loads only a
+ * regular file of its own uid that no one else may write. */
 #pragma once
 
+#include <stddef.h>
+#include <stdint.h>
+
 struct server;
+struct state_job;
+
+/* The largest state file the daemon writes, and so the largest it loads: 1 GiB. */
+#define STATE_MAX_BYTES ((size_t)1 << 30)
 
 /**
- * state_save() - write every process's aggregates and the daemon's totals to @path
- * Return: 0 or -errno (the previous file is then untouched).
+ * state_set_max_bytes() - lower the size limit of state files, on both sides (for tests)
+ * @max: bytes; 0 restores STATE_MAX_BYTES
+ */
+void state_set_max_bytes(size_t max);
+
+/**
+ * state_prepare() - check where @path is before the daemon uses it
+ * Refuses (logging why, and how to fix it) a directory writable by its group or others
+ * or owned by anyone but root and the daemon's euid, and a FILE.tmp that is not a
+ * regular file of the daemon's euid; removes a FILE.tmp of its own (a save that died).
+ * Return: 0, -EPERM (the directory), -EEXIST (FILE.tmp), or another -errno.
+ */
+int state_prepare(const char *path);
+
+/**
+ * state_encode() - pack every process's aggregates and the daemon's totals as a
+ * pmc.State saved at @saved_ns (CLOCK_REALTIME)
+ * @out: set to a malloc()ed buffer on success; the caller frees it
+ * @len: set to its length on success
+ * Return: 0, -EFBIG (logged, with the size) when it would be over the size limit, or
+ * -ENOMEM.
+ */
+int state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len);
+
+/**
+ * state_save() - write every process's aggregates and the daemon's totals to @path,
+ * in the caller (the daemon's final save, at SIGTERM)
+ * Sets srv->state_saved_ns on success.
+ * Return: 0 or -errno (the previous file is then untouched): -EFBIG over the size
+ * limit, -EPERM for an unsafe directory, -EEXIST for a FILE.tmp of another's (all
+ * three logged with the details).
  */
 int state_save(struct server *srv, const char *path);
 
 /**
+ * state_job_start() - state_save() in a child process, on a copy-on-write snapshot of
+ * @srv's registry, so that the caller goes on at once
+ * The child touches no client socket, runs no event loop and no atexit handler; it dies
+ * with the daemon. The caller watches state_job_fd() and then calls state_job_wait().
+ * Return: 0 with *@out set, or -errno (nothing runs then).
+ */
+int state_job_start(struct server *srv, const char *path, struct state_job **out);
+
+/**
+ * state_job_fd() - a pidfd of the child: readable once it has exited
+ * Return: the fd, borrowed (state_job_wait() closes it).
+ */
+int state_job_fd(const struct state_job *j);
+
+/**
+ * state_job_wait() - wait for the child of @j (at once when state_job_fd() is readable)
+ * and free @j
+ * @j: taken
+ * Sets srv->state_saved_ns to the snapshot's time when the child saved it.
+ * Return: 0 when the child saved the state, or the -errno it failed with (-EINTR when
+ * it was killed by a signal, which is logged).
+ */
+int state_job_wait(struct state_job *j, struct server *srv);
+
+/**
+ * state_load_buffer() - restore a state file's contents @buf into an empty registry
+ * Any bytes are safe here: a file that does not decode, or whose figures cannot be,
+ * leaves the registry empty.
+ * Return: 0, -EBADMSG for bytes that are not a state file of this version, -EFBIG over
+ * the size limit, or -ENOMEM.
+ */
+int state_load_buffer(struct server *srv, const uint8_t *buf, size_t len);
+
+/**
  * state_load() - restore what state_save() wrote into an empty registry
+ * Refuses (logging why) an unsafe directory (as state_prepare()), a symbolic link, a
+ * file that is not regular (a FIFO: the daemon never waits on one), one owned by
+ * another uid than the daemon's euid or writable by others, and one over the size
+ * limit.
  * Return: 0, -ENOENT when there is no file yet, -EBADMSG for a file that does not
- * decode (left in place), or another -errno.
+ * decode (left in place), -ELOOP, -EINVAL (not a regular file), -EPERM, -EFBIG, or
+ * another -errno.
  */
 int state_load(struct server *srv, const char *path);

@@ -41,14 +41,15 @@ run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefin
 echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
 	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target fuzz-dispatch fuzz-batch -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
+cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-state -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
 	{ cat build-fuzz/build.log >&2; exit 1; }
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-# fuzz TARGET SECONDS: each from the seed corpus; a crash, leak or report fails the run.
+# fuzz TARGET SECONDS [SEEDS]: each from a seed corpus (tests/fuzz/corpus by default); a
+# crash, leak or report fails the run.
 fuzz() {
 	rm -rf "$corpus"/*
-	cp tests/fuzz/corpus/* "$corpus/"
+	cp "${3:-tests/fuzz/corpus}"/* "$corpus/"
 	build-fuzz/tests/"$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 \
 		-print_final_stats=1 "$corpus" >build-fuzz/"$1".log 2>&1 ||
 		{ tail -60 build-fuzz/"$1".log >&2; echo "$1 found a crash or leak (build-fuzz/$1.log)" >&2; exit 1; }
@@ -58,4 +59,6 @@ fuzz() {
 fuzz fuzz-dispatch "${PMC_FUZZ_SECONDS:-120}"
 # The hand decoder of sample batches against protobuf-c, field by field.
 fuzz fuzz-batch 30
+# State files (--state) of any bytes, loaded as at start-up, saved again, queried.
+fuzz fuzz-state 30 tests/fuzz/corpus-state
 echo "fuzz: no crash, no leak"

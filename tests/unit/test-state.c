@@ -1,8 +1,24 @@
-/* Unit tests for daemon/state.c: a save and load round trip, and a state file written
- * before a reboot, whose processes no new process may match. */
+/* Unit tests for daemon/state.c: a save and load round trip; a state file written before
+ * a reboot, whose processes no new process may match; a directory or files that another
+ * user could have put in the daemon's way (refused, nothing followed or overwritten); the
+ * size limit, the same on both sides; the periodic save in a child process (a snapshot,
+ * its result, the time the caller's loop pauses); hostile state files (no crash, no leak).
+ *
+ * Also a tool for the integration tests and the fuzzer's seeds:
+ *   test-state big FILE PROCESSES REGIONS   write a big state file; print (key=value) how
+ *                                           long the save takes in the caller (before),
+ *                                           how long the caller pauses to fork the child
+ *                                           that saves (now: best of 2), and the child's
+ *                                           whole save
+ *   test-state seeds DIR                    write a few valid state files (fuzz seeds) */
+#include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +26,9 @@
 #include "pmc.pb-c.h"
 #include "server.h"
 #include "state.h"
+#include "util.h"
 
-static char path[128];
+static char dir[64], path[128], tmp_path[160];
 
 static void
 fill(struct server *srv)
@@ -33,12 +50,35 @@ fill(struct server *srv)
 	srv->samples = 100;
 }
 
+/* The bytes of @p (at most 64 KiB), or -1 bytes when it cannot be read. */
+static ssize_t
+slurp(const char *p, uint8_t *buf, size_t cap)
+{
+	int fd = open(p, O_RDONLY | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, cap);
+	close(fd);
+	return n;
+}
+
+static void
+spit(const char *p, const void *buf, size_t len, mode_t mode)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	CHECK(fd >= 0 && write(fd, buf, len) == (ssize_t)len);
+	CHECK(fchmod(fd, mode) == 0);
+	close(fd);
+}
+
 static void
 test_state_round_trip(void)
 {
 	struct server a = {0}, b = {0};
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
+	struct stat sb;
+	CHECK(stat(path, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 0777) == 0600);
 	CHECK(state_load(&b, path) == 0);
 	CHECK(b.samples == 100);
 	struct process *p = b.reg.procs;
@@ -62,11 +102,8 @@ test_state_from_another_boot(void)
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
 	/* Rewrite the file as if saved during another boot. */
-	int fd = open(path, O_RDONLY);
-	CHECK(fd >= 0);
 	uint8_t buf[1 << 16];
-	ssize_t n = read(fd, buf, sizeof(buf));
-	close(fd);
+	ssize_t n = slurp(path, buf, sizeof(buf));
 	CHECK(n > 0);
 	Pmc__State *st = pmc__state__unpack(NULL, (size_t)n, buf);
 	CHECK(st && *st->boot_id);
@@ -75,9 +112,7 @@ test_state_from_another_boot(void)
 	size_t len = pmc__state__pack(st, buf);
 	st->boot_id = saved;
 	pmc__state__free_unpacked(st, NULL);
-	fd = open(path, O_WRONLY | O_TRUNC);
-	CHECK(fd >= 0 && write(fd, buf, len) == (ssize_t)len);
-	close(fd);
+	spit(path, buf, len, 0600);
 
 	CHECK(state_load(&b, path) == 0);
 	CHECK(b.reg.procs && b.reg.procs->regions[0]->count == 100); /* figures kept */
@@ -89,14 +124,533 @@ test_state_from_another_boot(void)
 	registry_free(&b.reg);
 }
 
-int
-main(void)
+/* A directory another user can write (or owns) is refused at start, at every save and
+ * at load: such a user could plant FILE.tmp or FILE there. */
+static void
+test_state_refuses_unsafe_dir(void)
 {
+	struct server a = {0}, b = {0};
+	fill(&a);
+	CHECK(state_save(&a, path) == 0);
+	static const mode_t bad[] = {01777, 0777, 0775, 0757, 0730};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(chmod(dir, bad[i]) == 0);
+		CHECK(state_prepare(path) == -EPERM);
+		CHECK(state_save(&a, path) == -EPERM);
+		CHECK(state_load(&b, path) == -EPERM && !b.reg.procs);
+	}
+	CHECK(chmod(dir, 0755) == 0);
+	CHECK(state_prepare(path) == 0);
+	if (geteuid() == 0) {
+		/* Owned by another user, even at mode 0755. */
+		CHECK(chown(dir, 65534, 65534) == 0);
+		CHECK(state_prepare(path) == -EPERM);
+		CHECK(state_save(&a, path) == -EPERM);
+		CHECK(chown(dir, 0, 0) == 0);
+	}
+	/* What systemd's StateDirectory= makes under DynamicUser=: the daemon's own, 0700. */
+	CHECK(chmod(dir, 0700) == 0);
+	CHECK(state_prepare(path) == 0);
+	CHECK(state_save(&a, path) == 0);
+	/* A relative name is checked in the working directory. */
+	CHECK(state_prepare("no/such/dir/state") == -ENOENT);
+	CHECK(state_prepare("/") == -EISDIR);
+	registry_free(&a.reg);
+}
+
+/* Whatever sits at FILE.tmp that the daemon did not leave there is never written through
+ * nor replaced; a stale temporary file of the daemon's own is removed. */
+static void
+test_state_tmp_not_ours(void)
+{
+	struct server a = {0};
+	fill(&a);
+	char victim[160];
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	spit(victim, "precious", 8, 0644);
+	uint8_t buf[64];
+
+	/* A symbolic link to a file of the daemon's user (root's /etc/shadow, say). */
+	CHECK(symlink(victim, tmp_path) == 0);
+	CHECK(state_prepare(path) == -EEXIST);
+	CHECK(state_save(&a, path) == -EEXIST);
+	CHECK(slurp(victim, buf, sizeof(buf)) == 8 && !memcmp(buf, "precious", 8));
+	struct stat sb;
+	CHECK(lstat(tmp_path, &sb) == 0 && S_ISLNK(sb.st_mode)); /* left for the operator */
+	CHECK(unlink(tmp_path) == 0);
+	/* A dangling one: O_CREAT would have created its target. */
+	char target[192];
+	snprintf(target, sizeof(target), "%s/created", dir);
+	CHECK(symlink(target, tmp_path) == 0);
+	CHECK(state_save(&a, path) == -EEXIST);
+	CHECK(access(target, F_OK) < 0 && errno == ENOENT);
+	CHECK(unlink(tmp_path) == 0);
+
+	/* A FIFO: no hang, refused. */
+	CHECK(mkfifo(tmp_path, 0600) == 0);
+	CHECK(state_prepare(path) == -EEXIST);
+	CHECK(state_save(&a, path) == -EEXIST);
+	CHECK(unlink(tmp_path) == 0);
+
+	if (geteuid() == 0) {
+		/* A regular file of another user: never adopted as the state file. */
+		spit(tmp_path, "theirs", 6, 0666);
+		CHECK(chown(tmp_path, 65534, 65534) == 0);
+		CHECK(state_prepare(path) == -EEXIST);
+		CHECK(state_save(&a, path) == -EEXIST);
+		CHECK(stat(path, &sb) == 0 && sb.st_uid == 0);
+		CHECK(unlink(tmp_path) == 0);
+	}
+
+	/* A stale one of ours (a save that died): removed, then the save goes through. */
+	spit(tmp_path, "stale", 5, 0600);
+	CHECK(state_prepare(path) == 0);
+	CHECK(access(tmp_path, F_OK) < 0 && errno == ENOENT);
+	spit(tmp_path, "stale", 5, 0600);
+	CHECK(state_save(&a, path) == 0);
+	CHECK(access(tmp_path, F_OK) < 0 && errno == ENOENT);
+	CHECK(stat(path, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 0777) == 0600);
+	unlink(victim);
+	registry_free(&a.reg);
+}
+
+/* The state file itself: nothing but a regular file of the daemon's uid that no one else
+ * may write is loaded; a FIFO does not make the daemon wait. */
+static void
+test_state_load_refuses(void)
+{
+	struct server a = {0}, b = {0};
+	fill(&a);
+	CHECK(state_save(&a, path) == 0);
+	char real[160];
+	snprintf(real, sizeof(real), "%s/real", dir);
+	CHECK(rename(path, real) == 0);
+
+	CHECK(symlink(real, path) == 0);
+	CHECK(state_load(&b, path) == -ELOOP);
+	CHECK(unlink(path) == 0);
+
+	CHECK(mkfifo(path, 0600) == 0);
+	CHECK(state_load(&b, path) == -EINVAL);
+	CHECK(unlink(path) == 0);
+
+	CHECK(mkdir(path, 0700) == 0);
+	CHECK(state_load(&b, path) == -EINVAL);
+	CHECK(rmdir(path) == 0);
+
+	CHECK(rename(real, path) == 0);
+	CHECK(chmod(path, 0622) == 0);
+	CHECK(state_load(&b, path) == -EPERM);
+	CHECK(chmod(path, 0600) == 0);
+	if (geteuid() == 0) {
+		CHECK(chown(path, 65534, 65534) == 0);
+		CHECK(state_load(&b, path) == -EPERM);
+		CHECK(chown(path, 0, 0) == 0);
+	}
+	CHECK(!b.reg.procs);
+	CHECK(state_load(&b, path) == 0 && b.reg.n_procs == 1);
+	registry_free(&a.reg);
+	registry_free(&b.reg);
+}
+
+/* The daemon never writes a file it would refuse to load: one of exactly the limit saves
+ * and loads; one byte more is not written, and the previous file stays. */
+static void
+test_state_size_limit(void)
+{
+	struct server a = {0}, b = {0};
+	fill(&a);
+	uint8_t *enc;
+	size_t len;
+	/* saved_ns of today: the same size of varint as the saves below. */
+	CHECK(state_encode(&a, util_now_ns(CLOCK_REALTIME), &enc, &len) == 0 && len > 0);
+	free(enc);
+	state_set_max_bytes(len);
+	CHECK(state_save(&a, path) == 0);
+	uint8_t before[1 << 16], after[1 << 16];
+	ssize_t n = slurp(path, before, sizeof(before));
+	CHECK(n == (ssize_t)len);
+	CHECK(state_load(&b, path) == 0 && b.reg.n_procs == 1);
+	registry_free(&b.reg);
+
+	/* One more region: over the limit. */
+	CHECK(process_region(&a.reg, a.reg.procs, "one-more"));
+	uint64_t saved = a.state_saved_ns;
+	CHECK(state_save(&a, path) == -EFBIG);
+	CHECK(a.state_saved_ns == saved);
+	CHECK(slurp(path, after, sizeof(after)) == n && !memcmp(before, after, (size_t)n));
+	CHECK(access(tmp_path, F_OK) < 0);
+	/* ... nor in the child of a periodic save. */
+	struct state_job *j;
+	CHECK(state_job_start(&a, path, &j) == 0);
+	CHECK(state_job_wait(j, &a) == -EFBIG && a.state_saved_ns == saved);
+	CHECK(slurp(path, after, sizeof(after)) == n && !memcmp(before, after, (size_t)n));
+
+	/* A file over the limit is refused at load (written by hand: the daemon would not). */
+	before[n] = 0; /* an empty field 0 would not decode; the size check comes first */
+	spit(path, before, (size_t)n + 1, 0600);
+	CHECK(state_load(&b, path) == -EFBIG && !b.reg.procs);
+	CHECK(state_load_buffer(&b, before, (size_t)n + 1) == -EFBIG);
+	state_set_max_bytes(0);
+	CHECK(state_save(&a, path) == 0);
+	registry_free(&a.reg);
+}
+
+/* Waits for the child of @j, as the daemon's loop does: its pidfd becomes readable. */
+static int
+job_finish(struct state_job *j, struct server *srv)
+{
+	struct pollfd pfd = {.fd = state_job_fd(j), .events = POLLIN};
+	CHECK(poll(&pfd, 1, 20000) == 1);
+	return state_job_wait(j, srv);
+}
+
+/* The periodic save: a child writes the registry as it was at the fork, whatever the
+ * caller does meanwhile; its success sets state_saved_ns, its failure leaves the previous
+ * file and is reported. */
+static void
+test_state_job(void)
+{
+	struct server a = {0}, b = {0};
+	fill(&a);
+	unlink(path);
 	int fds = pmc_test_count_fds();
-	snprintf(path, sizeof(path), "/tmp/pmc-test-state.%d", (int)getpid());
+	struct state_job *j;
+	uint64_t t0 = util_now_ns(CLOCK_REALTIME);
+	CHECK(state_job_start(&a, path, &j) == 0);
+	/* Changes after the fork are not in this save. */
+	struct region_agg *r = a.reg.procs->regions[0];
+	CHECK(stats_add(&r->wall, 1) == 0);
+	r->count++;
+	CHECK(a.state_saved_ns == 0);
+	CHECK(job_finish(j, &a) == 0);
+	CHECK(a.state_saved_ns >= t0 && a.state_saved_ns <= util_now_ns(CLOCK_REALTIME));
+	CHECK(pmc_test_count_fds() == fds);
+	CHECK(state_load(&b, path) == 0);
+	CHECK(b.reg.procs->regions[0]->count == 100 && b.state_saved_ns == a.state_saved_ns);
+	registry_free(&b.reg);
+
+	/* A failed save: reported, the previous file kept. */
+	uint64_t saved = a.state_saved_ns;
+	CHECK(chmod(dir, 0777) == 0);
+	CHECK(state_job_start(&a, path, &j) == 0);
+	CHECK(job_finish(j, &a) == -EPERM && a.state_saved_ns == saved);
+	CHECK(chmod(dir, 0700) == 0);
+	CHECK(state_load(&b, path) == 0 && b.reg.procs->regions[0]->count == 100);
+	registry_free(&b.reg);
+
+	/* A child killed mid-save: reported; a temporary file it left, ours, goes at the
+	 * next save. */
+	spit(tmp_path, "partial", 7, 0600);
+	CHECK(state_job_start(&a, path, &j) == 0);
+	CHECK(pidfd_send_signal(state_job_fd(j), SIGKILL, NULL, 0) == 0);
+	CHECK(job_finish(j, &a) == -EINTR && a.state_saved_ns == saved);
+	CHECK(state_save(&a, path) == 0 && access(tmp_path, F_OK) < 0);
+	CHECK(pmc_test_count_fds() == fds);
+	registry_free(&a.reg);
+}
+
+/* A registry of @procs processes of @regions regions each, 4 events per region, samples
+ * spread over many histogram buckets: the size of a busy daemon's. */
+static void
+fill_big(struct server *srv, unsigned procs, unsigned regions)
+{
+	static const char *const events[] = {"cycles", "instructions", "cache-misses",
+	                                     "branch-misses"};
+	uint64_t rng = 42;
+	for (unsigned i = 0; i < procs; i++) {
+		/* One pid, another uid each: a distinct process for the registry. */
+		struct process *p = registry_process(&srv->reg, getpid(), 100000 + i);
+		CHECK(p);
+		for (unsigned k = 0; k < 4; k++)
+			CHECK(process_event_id(p, events[k]) == (int)k);
+		for (unsigned n = 0; n < regions; n++) {
+			char name[32];
+			snprintf(name, sizeof(name), "region-%u", n);
+			struct region_agg *r = process_region(&srv->reg, p, name);
+			CHECK(r);
+			for (unsigned s = 0; s < 16; s++) {
+				uint64_t v = pmc_test_rng(&rng) >> (pmc_test_rng(&rng) % 50);
+				CHECK(stats_add(&r->wall, v) == 0);
+				for (unsigned k = 0; k < 4; k++) {
+					struct event_agg *e = region_event(r, k);
+					CHECK(e && stats_add(&e->st, v >> k) == 0);
+				}
+				r->count++;
+			}
+		}
+	}
+}
+
+static double
+ms_since(uint64_t t0)
+{
+	return (double)(util_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+}
+
+/* What the daemon's loop waits for at a save: the whole save before, the fork now. */
+static void
+measure(const char *file, unsigned procs, unsigned regions)
+{
+	struct server a = {0};
+	fill_big(&a, procs, regions);
+	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+	CHECK(state_save(&a, file) == 0);
+	double sync_ms = ms_since(t0);
+	struct stat sb;
+	CHECK(stat(file, &sb) == 0);
+	double fork_ms = 1e9, total_ms = 0;
+	for (int i = 0; i < 2; i++) {
+		struct state_job *j;
+		t0 = util_now_ns(CLOCK_MONOTONIC);
+		CHECK(state_job_start(&a, file, &j) == 0);
+		double ms = ms_since(t0);
+		fork_ms = ms < fork_ms ? ms : fork_ms;
+		CHECK(job_finish(j, &a) == 0);
+		total_ms = ms_since(t0);
+	}
+	/* key=value, for the integration tests (lib.sh's kv). */
+	printf("processes=%u\nregions=%zu\nstate_bytes=%lld\n", procs, a.reg.n_regions,
+	       (long long)sb.st_size);
+	/* Figures to read, not to judge: a shared machine's load moves them. */
+	printf("save_in_caller_ms=%.1f\nfork_ms=%.2f\nchild_save_ms=%.1f\n", sync_ms, fork_ms,
+	       total_ms);
+	registry_free(&a.reg);
+}
+
+/* Checks that a loaded registry can be read the ways the daemon reads it. */
+static void
+read_all(struct server *srv)
+{
+	for (struct process *p = srv->reg.procs; p; p = p->next)
+		for (size_t i = 0; i < p->n_regions; i++) {
+			struct region_agg *r = p->regions[i];
+			volatile double x = stats_quantile(&r->wall, 0.99) + stats_stddev(&r->wall);
+			for (size_t k = 0; k < r->n_ev; k++)
+				x += stats_quantile(&r->ev[k].st, 0.5) + stats_stddev(&r->ev[k].st);
+			struct derived d[DERIVED_MAX];
+			(void)region_derived(p, r, d);
+			(void)x;
+		}
+}
+
+/* Loads @st (packed), which must give @want; a loaded registry is read and freed. */
+static void
+load_hostile(const Pmc__State *st, int want)
+{
+	size_t len = pmc__state__get_packed_size(st);
+	uint8_t *buf = malloc(len ? len : 1);
+	CHECK(buf);
+	pmc__state__pack(st, buf);
+	struct server b = {0};
+	int r = state_load_buffer(&b, buf, len);
+	if (r != want)
+		fprintf(stderr, "hostile state: got %d, want %d\n", r, want);
+	CHECK(r == want);
+	if (r < 0)
+		CHECK(!b.reg.procs && b.reg.n_procs == 0 && b.reg.n_regions == 0);
+	read_all(&b);
+	registry_free(&b.reg);
+	free(buf);
+}
+
+/* State files nobody wrote: extreme figures, histograms that disagree with their counts,
+ * out-of-range buckets, duplicates, garbage. Each loads or is refused whole. */
+static void
+test_state_hostile(void)
+{
+	Pmc__HistBucket hb[4] = {PMC__HIST_BUCKET__INIT, PMC__HIST_BUCKET__INIT,
+	                         PMC__HIST_BUCKET__INIT, PMC__HIST_BUCKET__INIT};
+	Pmc__HistBucket *hbp[4] = {&hb[0], &hb[1], &hb[2], &hb[3]};
+	hb[0].index = 0, hb[0].count = UINT64_MAX;
+	hb[1].index = STATS_BUCKETS - 1, hb[1].count = UINT64_MAX;
+	hb[2].index = 0, hb[2].count = 7; /* the same bucket again */
+	hb[3].index = 500, hb[3].count = UINT64_MAX;
+	Pmc__StatsState ss = PMC__STATS_STATE__INIT;
+	ss.count = UINT64_MAX, ss.sum = UINT64_MAX, ss.min = UINT64_MAX, ss.max = 0; /* min > max */
+	ss.mean = NAN, ss.m2 = -INFINITY;
+	ss.n_hist = 4, ss.hist = hbp;
+	Pmc__StatsState zero = PMC__STATS_STATE__INIT; /* count 0, yet buckets */
+	zero.n_hist = 4, zero.hist = hbp;
+	Pmc__EventState es[3] = {PMC__EVENT_STATE__INIT, PMC__EVENT_STATE__INIT,
+	                         PMC__EVENT_STATE__INIT};
+	Pmc__EventState *esp[3] = {&es[0], &es[1], &es[2]};
+	es[0].name = "cycles", es[0].stats = &ss, es[0].scaled = UINT64_MAX;
+	es[0].ratio_sum = INFINITY;
+	es[1].name = "cycles", es[1].stats = &zero; /* the same event twice */
+	es[2].name = "", es[2].stats = NULL;        /* no name, no figures */
+	Pmc__RegionState rs[2] = {PMC__REGION_STATE__INIT, PMC__REGION_STATE__INIT};
+	Pmc__RegionState *rsp[2] = {&rs[0], &rs[1]};
+	rs[0].name = "r", rs[0].count = UINT64_MAX, rs[0].wall = &ss;
+	rs[0].n_events = 3, rs[0].events = esp;
+	rs[1] = rs[0]; /* the same region twice */
+	rs[1].wall = NULL;
+	char comm[300];
+	memset(comm, 'c', sizeof(comm) - 1);
+	comm[sizeof(comm) - 1] = 0;
+	Pmc__ProcessState ps[2] = {PMC__PROCESS_STATE__INIT, PMC__PROCESS_STATE__INIT};
+	Pmc__ProcessState *psp[2] = {&ps[0], &ps[1]};
+	ps[0].pid = -1, ps[0].uid = UINT32_MAX, ps[0].start = UINT64_MAX, ps[0].comm = comm;
+	ps[0].received = UINT64_MAX, ps[0].n_regions = 2, ps[0].regions = rsp;
+	ps[1] = ps[0]; /* the same process twice */
+	Pmc__State st = PMC__STATE__INIT;
+	st.version = 1, st.n_processes = 2, st.processes = psp;
+	st.samples = st.batches = st.dropped = st.lost = UINT64_MAX;
+	load_hostile(&st, 0);
+
+	/* Out-of-range buckets: the whole file refused, nothing kept, nothing leaked. */
+	hb[2].index = STATS_BUCKETS;
+	load_hostile(&st, -EBADMSG);
+	hb[2].index = UINT32_MAX;
+	load_hostile(&st, -EBADMSG);
+	hb[2].index = 0;
+	/* ... in the second process only: the first, loaded already, is freed too. */
+	Pmc__ProcessState bad = ps[0];
+	Pmc__RegionState bad_r = rs[1];
+	Pmc__RegionState *bad_rp = &bad_r;
+	Pmc__HistBucket out = PMC__HIST_BUCKET__INIT, *outp = &out;
+	out.index = STATS_BUCKETS;
+	Pmc__StatsState bad_s = PMC__STATS_STATE__INIT;
+	bad_s.n_hist = 1, bad_s.hist = &outp;
+	bad_r.wall = &bad_s;
+	bad.n_regions = 1, bad.regions = &bad_rp;
+	psp[1] = &bad;
+	load_hostile(&st, -EBADMSG);
+	psp[1] = &ps[1];
+	/* Another version; none. */
+	st.version = 2;
+	load_hostile(&st, -EBADMSG);
+	st.version = 0;
+	load_hostile(&st, -EBADMSG);
+	st.version = 1;
+
+	/* Many regions in one process, over the 64 events a process may count. */
+	enum { N = 1000 };
+	static Pmc__RegionState many[N];
+	static Pmc__RegionState *manyp[N];
+	static Pmc__EventState mev[N];
+	static Pmc__EventState *mevp[N];
+	static char names[N][16], evnames[N][16];
+	for (size_t i = 0; i < N; i++) {
+		pmc__region_state__init(&many[i]);
+		pmc__event_state__init(&mev[i]);
+		snprintf(names[i], sizeof(names[i]), "r%zu", i);
+		snprintf(evnames[i], sizeof(evnames[i]), "e%zu", i % 64);
+		many[i].name = names[i];
+		many[i].wall = &ss;
+		mev[i].name = evnames[i];
+		mev[i].stats = &zero;
+		mevp[i] = &mev[i];
+		many[i].n_events = 1;
+		many[i].events = &mevp[i];
+		manyp[i] = &many[i];
+	}
+	ps[1].n_regions = N, ps[1].regions = manyp;
+	load_hostile(&st, 0);
+	/* One event more than a process may count: not a file the daemon wrote. */
+	CHECK(PROCESS_MAX_EVENTS == 64);
+	snprintf(evnames[N - 1], sizeof(evnames[N - 1]), "one-more");
+	load_hostile(&st, -EBADMSG);
+	snprintf(evnames[N - 1], sizeof(evnames[N - 1]), "e%d", (N - 1) % 64);
+
+	/* Bytes that are not a state file: none, garbage, a length far past the end, a
+	 * truncated file, a field nested past any sane depth. */
+	struct server b = {0};
+	CHECK(state_load_buffer(&b, (const uint8_t *)"", 0) == -EBADMSG);
+	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+	CHECK(state_load_buffer(&b, garbage, sizeof(garbage)) == -EBADMSG);
+	/* processes (field 3), length 2^62: */
+	static const uint8_t huge_len[] = {0x08, 0x01, 0x1a, 0x80, 0x80, 0x80, 0x80,
+	                                   0x80, 0x80, 0x80, 0x80, 0x40, 0x00};
+	CHECK(state_load_buffer(&b, huge_len, sizeof(huge_len)) == -EBADMSG);
+	size_t len = pmc__state__get_packed_size(&st);
+	uint8_t *buf = malloc(len);
+	CHECK(buf);
+	pmc__state__pack(&st, buf);
+	for (size_t cut = 0; cut < len; cut += 1 + cut / 3) {
+		int r = state_load_buffer(&b, buf, cut);
+		CHECK(r == 0 || r == -EBADMSG);
+		read_all(&b);
+		registry_free(&b.reg);
+	}
+	/* Each byte flipped in turn, in the first KiB. */
+	for (size_t i = 0; i < len && i < 1024; i++) {
+		buf[i] ^= 0xa5;
+		int r = state_load_buffer(&b, buf, len);
+		CHECK(r == 0 || r == -EBADMSG);
+		read_all(&b);
+		registry_free(&b.reg);
+		buf[i] ^= 0xa5;
+	}
+	free(buf);
+	CHECK(!b.reg.procs);
+}
+
+/* test-state seeds DIR: a few valid state files, for the fuzzer's corpus. */
+static int
+write_seeds(const char *out)
+{
+	struct server a = {0};
+	snprintf(path, sizeof(path), "%s/small", out);
+	fill(&a);
+	CHECK(state_save(&a, path) == 0);
+	/* Two processes, several events, a scaled one. */
+	struct process *p = registry_process(&a.reg, getpid(), 1000);
+	CHECK(p);
+	static const char *const ev[] = {"cycles:u", "instructions", "task-clock"};
+	for (unsigned k = 0; k < 3; k++)
+		CHECK(process_event_id(p, ev[k]) == (int)k);
+	for (unsigned n = 0; n < 3; n++) {
+		char name[16];
+		snprintf(name, sizeof(name), "region-%u", n);
+		struct region_agg *r = process_region(&a.reg, p, name);
+		CHECK(r);
+		for (uint64_t v = 1; v < 1u << 20; v = v * 3 + n) {
+			CHECK(stats_add(&r->wall, v) == 0);
+			for (unsigned k = 0; k <= n; k++) {
+				struct event_agg *e = region_event(r, k);
+				CHECK(e && stats_add(&e->st, v << k) == 0);
+				e->scaled += k == 1;
+				e->ratio_sum += k == 1 ? 0.5 : 0;
+			}
+			r->count++;
+		}
+	}
+	a.samples = 12345, a.batches = 67, a.dropped = 8, a.lost = 9;
+	snprintf(path, sizeof(path), "%s/two-processes", out);
+	CHECK(state_save(&a, path) == 0);
+	registry_free(&a.reg);
+	struct server e = {0};
+	snprintf(path, sizeof(path), "%s/empty", out);
+	CHECK(state_save(&e, path) == 0);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 5 && !strcmp(argv[1], "big")) {
+		measure(argv[2], (unsigned)atoi(argv[3]), (unsigned)atoi(argv[4]));
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "seeds"))
+		return write_seeds(argv[2]);
+	int fds = pmc_test_count_fds();
+	snprintf(dir, sizeof(dir), "/tmp/pmc-test-state.XXXXXX");
+	CHECK(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/state", dir);
+	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", path);
 	PMC_TEST_RUN(test_state_round_trip);
 	PMC_TEST_RUN(test_state_from_another_boot);
+	PMC_TEST_RUN(test_state_refuses_unsafe_dir);
+	PMC_TEST_RUN(test_state_tmp_not_ours);
+	PMC_TEST_RUN(test_state_load_refuses);
+	PMC_TEST_RUN(test_state_size_limit);
+	PMC_TEST_RUN(test_state_job);
+	PMC_TEST_RUN(test_state_hostile);
 	unlink(path);
+	unlink(tmp_path);
+	CHECK(rmdir(dir) == 0);
 	CHECK(pmc_test_count_fds() == fds);
 	printf("ok - no fd leaked\n");
 	return 0;
