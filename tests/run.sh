@@ -5,8 +5,9 @@
 # every target with clang as well and runs its unit tests, then builds again with
 # AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
 # and fuzzes the daemon's decode and dispatch with libFuzzer for PMC_FUZZ_SECONDS
-# (default 120) and its hand decoder of sample batches against protobuf-c for 30 s,
-# failing on any crash, leak, sanitizer report or difference.
+# (default 120), its hand decoder of sample batches against protobuf-c for 30 s and its
+# state files (load, save again, query) for 30 s, failing on any crash, leak, sanitizer
+# report or difference.
 # Usage: tests/run.sh [--quick]   (--quick: skip the sanitizer and fuzzing passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
