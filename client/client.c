@@ -2,8 +2,9 @@
  * itself; region samples buffered per thread and sent in batches.
  *
  * Hot path (pmc_begin/pmc_end): thread-local state only. With rdpmc no lock, no
- * allocation, no syscall; otherwise one read() of the group per call. The global
- * lock is taken only to intern names, register a thread and send a batch. */
+ * allocation, no syscall; otherwise one read() of the group per call. Names are found
+ * in a hash table read without a lock. The global lock is taken only to intern a new
+ * name, register a thread and send a batch. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -35,6 +36,8 @@
 /* Samples a thread keeps while the daemon is away (restarting), sent when it is back. */
 #define PMC_GAP 4096
 #define PMC_CALL_TIMEOUT_MS 2000
+/* Open addressing over at most PMC_MAX_REGIONS names: never more than half full. */
+#define PMC_NAME_SLOTS (2 * PMC_MAX_REGIONS)
 /* Never handed out by pmc_region(): ids stay below PMC_MAX_REGIONS. */
 #define PMC_WARMUP_REGION UINT32_MAX
 
@@ -95,7 +98,12 @@ static struct {
 	pthread_key_t key;
 	int key_ok;
 	uint32_t n_regions;
+	/* names[id] and hashes[id] are written once, under the lock, before the id is
+	 * published (release) in name_slots; read without the lock after an acquire. */
 	char *names[PMC_MAX_REGIONS];
+	uint32_t hashes[PMC_MAX_REGIONS];
+	_Atomic uint32_t name_slots[PMC_NAME_SLOTS];
+	_Atomic int names_full;
 	uint8_t announced[PMC_MAX_REGIONS];
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
@@ -307,12 +315,6 @@ ensure_connected(void)
 }
 
 PMC_EXPORT int
-pmc_enabled(void)
-{
-	return atomic_load(&G.state) == ST_ON;
-}
-
-PMC_EXPORT int
 pmc_thread_uses_rdpmc(void)
 {
 	struct pmc_thread *t = T;
@@ -321,27 +323,82 @@ pmc_thread_uses_rdpmc(void)
 	return t->rdpmc && t->last_rdpmc;
 }
 
+/* FNV-1a of the first PMC_REGION_NAME_MAX bytes of @name (what is interned of it). */
+static inline uint32_t
+name_hash(const char *name, size_t *len)
+{
+	uint32_t h = 2166136261u;
+	size_t i = 0;
+	for (; i < PMC_REGION_NAME_MAX && name[i]; i++)
+		h = (h ^ (unsigned char)name[i]) * 16777619u;
+	*len = i;
+	return h;
+}
+
+/* Whether interned name @id is @name, truncated as pmc_region() truncates it. */
+static inline bool
+name_is(pmc_region_t id, const char *name)
+{
+	const char *s = G.names[id];
+	for (size_t i = 0; i < PMC_REGION_NAME_MAX; i++) {
+		if (s[i] != name[i])
+			return false;
+		if (!s[i])
+			return true;
+	}
+	return true;
+}
+
+/* Lock-free: the id of @name (hash @h), or 0. */
+static pmc_region_t
+name_find(const char *name, uint32_t h)
+{
+	for (uint32_t i = h & (PMC_NAME_SLOTS - 1);; i = (i + 1) & (PMC_NAME_SLOTS - 1)) {
+		uint32_t id = atomic_load_explicit(&G.name_slots[i], memory_order_acquire);
+		if (!id)
+			return 0;
+		if (G.hashes[id] == h && name_is(id, name))
+			return id;
+	}
+}
+
+/* Called with G.lock held: interns @name (not there yet), or 0 when the table is full. */
+static pmc_region_t
+name_add_locked(const char *name, size_t len, uint32_t h)
+{
+	if (G.n_regions + 1 >= PMC_MAX_REGIONS) {
+		atomic_store(&G.names_full, 1);
+		return 0;
+	}
+	char *copy = malloc(len + 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, name, len);
+	copy[len] = 0;
+	pmc_region_t id = ++G.n_regions;
+	G.names[id] = copy;
+	G.hashes[id] = h;
+	uint32_t i = h & (PMC_NAME_SLOTS - 1);
+	while (atomic_load_explicit(&G.name_slots[i], memory_order_relaxed))
+		i = (i + 1) & (PMC_NAME_SLOTS - 1);
+	atomic_store_explicit(&G.name_slots[i], id, memory_order_release);
+	return id;
+}
+
 PMC_EXPORT pmc_region_t
 pmc_region(const char *name)
 {
 	if (!name || !*name || ensure_connected() == ST_OFF)
 		return 0;
-	char buf[PMC_REGION_NAME_MAX + 1];
-	snprintf(buf, sizeof(buf), "%s", name);
-	pmc_region_t id = 0;
+	size_t len;
+	uint32_t h = name_hash(name, &len);
+	pmc_region_t id = name_find(name, h);
+	if (likely(id) || atomic_load_explicit(&G.names_full, memory_order_relaxed))
+		return id;
 	pthread_mutex_lock(&G.lock);
-	for (uint32_t i = 1; i <= G.n_regions; i++)
-		if (!strcmp(G.names[i], buf)) {
-			id = i;
-			break;
-		}
-	if (!id && G.n_regions + 1 < PMC_MAX_REGIONS) {
-		char *copy = strdup(buf);
-		if (copy) {
-			id = ++G.n_regions;
-			G.names[id] = copy;
-		}
-	}
+	id = name_find(name, h);
+	if (!id)
+		id = name_add_locked(name, len, h);
 	pthread_mutex_unlock(&G.lock);
 	return id;
 }
@@ -587,6 +644,14 @@ thread_get(void)
 	return thread_slow();
 }
 
+/* Per thread, registering it as its first region would: the process may be connected
+ * while this thread was refused (an unknown event, --max-threads). */
+PMC_EXPORT int
+pmc_enabled(void)
+{
+	return thread_get() != NULL;
+}
+
 static inline void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
@@ -605,14 +670,21 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 	t->depth++;
 }
 
-PMC_EXPORT void
-pmc_begin(pmc_region_t region)
+/* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
+static inline void
+begin_id(pmc_region_t region)
 {
 	if (unlikely(!region))
 		return;
 	struct pmc_thread *t = thread_get();
 	if (t)
 		region_begin(t, region);
+}
+
+PMC_EXPORT void
+pmc_begin(pmc_region_t region)
+{
+	begin_id(region);
 }
 
 static inline void
@@ -655,8 +727,9 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 		flush_thread(t, false);
 }
 
-PMC_EXPORT void
-pmc_end(pmc_region_t region)
+/* pmc_end(), inlined into the macros' end too. */
+static inline void
+end_id(pmc_region_t region)
 {
 	struct pmc_thread *t = T;
 	if (unlikely(!region || !t || t->state != ST_ON))
@@ -673,6 +746,12 @@ pmc_end(pmc_region_t region)
 	if (unlikely(!t->depth))
 		return;
 	region_end(t, region);
+}
+
+PMC_EXPORT void
+pmc_end(pmc_region_t region)
+{
+	end_id(region);
 }
 
 /* One unrecorded region through the same code, so that the first real region does not
@@ -957,20 +1036,27 @@ pmc_atexit(void)
 		flush_thread(t, true);
 }
 
+/* The macros' begin. The call site's slot holds the id its name had last time: a name
+ * that changes at run time (a buffer, a pointer to one of several names) is compared on
+ * every call, never taken for the first one. Whatever id another thread left there is
+ * checked, so the slot needs no lock. */
 PMC_EXPORT pmc_region_t
 pmc__scope_begin(pmc_region_t *slot, const char *name)
 {
-	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_RELAXED);
-	if (unlikely(!id)) {
+	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	/* strcmp: a name over PMC_REGION_NAME_MAX bytes never equals its interned prefix,
+	 * so it takes pmc_region() every time, which truncates it. */
+	if (unlikely(!id || !name || strcmp(G.names[id], name))) {
 		id = pmc_region(name);
-		__atomic_store_n(slot, id, __ATOMIC_RELAXED);
+		if (id)
+			__atomic_store_n(slot, id, __ATOMIC_RELEASE);
 	}
-	pmc_begin(id);
+	begin_id(id);
 	return id;
 }
 
 PMC_EXPORT void
 pmc__scope_end(struct pmc__scope *s)
 {
-	pmc_end(s->id);
+	end_id(s->id);
 }

@@ -40,8 +40,8 @@ main(int argc, char **argv)
 			perror("pmc-example: mmap");
 			return 1;
 		}
-		PMC_REGION("touch-pages")
 		{
+			PMC_SCOPE("touch-pages"); /* to the end of this block */
 			for (long p = 0; p < pages; p++)
 				mem[p * pagesz] = (unsigned char)(c + p);
 		}
@@ -49,10 +49,8 @@ main(int argc, char **argv)
 			buf[i] = (unsigned char)(mem[(i % pages) * pagesz] + i);
 		munmap(mem, pages * pagesz);
 
-		PMC_REGION("checksum")
-		{
-			sum += checksum(buf, sizeof(buf));
-		}
+		PMC_SCOPE("checksum"); /* to the end of this pass of the loop */
+		sum += checksum(buf, sizeof(buf));
 	}
 	printf("pmc-example: %ld calls, %ld pages each, checksum %016llx\n", calls, pages,
 	       (unsigned long long)sum);

@@ -3,9 +3,18 @@
  * Mark a region and link -lpmcclient (pkg-config pmcclient):
  *
  *	#include <pmc/pmc.h>
- *	PMC_REGION("parse") {
- *		parse(buf);
+ *	void
+ *	handle(struct request *req)
+ *	{
+ *		PMC_SCOPE("parse");	// region "parse" from here to the end of the block
+ *		parse(req);
+ *		if (!req->ok)
+ *			return;		// ends it too, as does any way out of the block
+ *		...
  *	}
+ *
+ * PMC_SCOPE is a declaration: it leaves break, continue, return and goto alone, so it
+ * may open the body of the application's loop. C++: <pmc/pmc.hpp> (pmc::scope).
  *
  * Each thread registers with pmcdaemon on its first region; the daemon opens the
  * counters and passes their fds. Region begin/end then read the counters in the
@@ -45,8 +54,9 @@ typedef uint32_t pmc_region_t;
  *        are truncated
  *
  * Thread-safe; the same name always returns the same id for the life of the process.
- * Takes a lock: call it once and keep the id (PMC_REGION does so) rather than on every
- * pass through a hot loop.
+ * A name already interned is found without a lock or an allocation (a hash of the
+ * name and a comparison); the first call with a new name takes a lock and copies it.
+ * In a hot loop keep the id rather than look the name up on every pass.
  * Return: the id, or 0 when @name is NULL or empty, the region table is full, or
  * profiling is disabled. Passing 0 to pmc_begin()/pmc_end() does nothing.
  */
@@ -87,9 +97,14 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
 PMC_EXPORT int pmc_flush(void);
 
 /**
- * pmc_enabled() - whether this process is connected to a daemon and profiling
- * Return: 1 when connected, 0 when disabled (PMC_DISABLE, no daemon, or not yet
- * connected: the connection is made on the first pmc_region() or pmc_begin()).
+ * pmc_enabled() - whether the calling thread's regions are counted
+ *
+ * Registers the calling thread with the daemon if it has not tried yet, as its first
+ * region would (connecting first if no region did yet).
+ * Return: 1 when the calling thread is registered and its counters count (also while
+ * a daemon that went away is being reconnected: the samples wait for it); 0 when they
+ * do not: PMC_DISABLE, no daemon, or the daemon refused this thread (an unknown event
+ * in PMC_EVENTS, --max-threads, ...: another thread of the process may still count).
  */
 PMC_EXPORT int pmc_enabled(void);
 
@@ -104,40 +119,124 @@ PMC_EXPORT int pmc_enabled(void);
  */
 PMC_EXPORT int pmc_thread_uses_rdpmc(void);
 
-/* Scoped form: the region ends when the block is left, by break, return or goto too. */
+/* Behind PMC_SCOPE and PMC_REGION: the region a scope began, ended when it is left. */
 struct pmc__scope {
 	pmc_region_t id;
 	int once;
 };
 
-/** Internal to PMC_REGION: ends the scope's region. */
+/** Internal to PMC_SCOPE and PMC_REGION: ends the scope's region. */
 PMC_EXPORT void pmc__scope_end(struct pmc__scope *s);
-/** Internal to PMC_REGION: interns @name once into *@slot, then begins it. */
+/**
+ * Internal to PMC_SCOPE and PMC_REGION: begins region @name; *@slot (one per call site)
+ * caches the id of the name it was last given, checked against @name on every call (a
+ * comparison of the strings), so a name that changes at run time is counted under each
+ * of its values. Return: the id begun (0: none).
+ */
 PMC_EXPORT pmc_region_t pmc__scope_begin(pmc_region_t *slot, const char *name);
 
 #define PMC__CAT2(a, b) a##b
 #define PMC__CAT(a, b) PMC__CAT2(a, b)
+#if defined(__COUNTER__)
+#define PMC__UNIQUE(prefix) PMC__CAT(prefix, __COUNTER__)
+#else
+#define PMC__UNIQUE(prefix) PMC__CAT(prefix, __LINE__)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__cplusplus)
+/* The C++ side of the macros: a guard that ends its region in its destructor, by any
+ * way out of its scope, an exception too. (<pmc/pmc.hpp> has the C++ API proper.) */
+extern "C++" {
+struct pmc__guard {
+	pmc_region_t id;
+	int once;
+	pmc__guard(pmc_region_t *slot, const char *name) noexcept
+	    : id(pmc__scope_begin(slot, name)), once(1)
+	{
+	}
+	~pmc__guard()
+	{
+		pmc_end(id);
+	}
+	pmc__guard(const pmc__guard &) = delete;
+	pmc__guard &operator=(const pmc__guard &) = delete;
+};
+}
+#endif
+
+/**
+ * PMC_SCOPE() - measure the rest of the enclosing block as region @name
+ * @name: string; a literal, or a buffer or pointer whose name changes at run time
+ *        (compared on every call: each value is a region of its own)
+ *
+ *	for (size_t i = 0; i < n; i++) {
+ *		PMC_SCOPE("item");
+ *		if (skip(i))
+ *			continue;	// the application's loop, as without PMC_SCOPE
+ *		work(i);
+ *	}
+ *
+ * A declaration (C99 and later: anywhere in a block, not right after a case label;
+ * not in an inline function of external linkage, which may not hold a static; no goto
+ * or case label may jump past it into its block: clang refuses that, gcc warns only
+ * with -Wjump-misses-init). The region begins here and ends when the block is left by
+ * any path: its end, break, continue, return, goto, or in C++ an exception. Several in one block
+ *nest, the later inside the earlier. Needs GCC or Clang in C (the cleanup attribute); any C++
+ *compiler. Cost beyond pmc_begin()/pmc_end(): a comparison of @name with the name cached for this
+ *call site.
+ */
+#if defined(__cplusplus)
+#define PMC__SCOPE(name, v)                                                                        \
+	static pmc_region_t PMC__CAT(v, _slot);                                                    \
+	pmc__guard v(&PMC__CAT(v, _slot), (name))
+#define PMC_SCOPE(name) PMC__SCOPE(name, PMC__UNIQUE(pmc__scope_))
+#elif defined(__GNUC__)
+#define PMC__SCOPE(name, v)                                                                        \
+	static pmc_region_t PMC__CAT(v, _slot);                                                    \
+	struct pmc__scope v __attribute__((cleanup(pmc__scope_end), unused)) = {                   \
+	        pmc__scope_begin(&PMC__CAT(v, _slot), (name)), 1}
+#define PMC_SCOPE(name) PMC__SCOPE(name, PMC__UNIQUE(pmc__scope_))
+#endif
 
 /**
  * PMC_REGION() - run the following statement or block as region @name
- * @name: string (a literal is best: its id is interned once per call site)
+ * @name: string, as for PMC_SCOPE()
  *
  *	PMC_REGION("parse") { parse(buf); }
+ *
+ * The older block form, kept for compatibility; prefer PMC_SCOPE. It is a hidden
+ * one-pass loop: a break or continue inside the block leaves the region's block only,
+ * never the application's loop around it (in `for (...) PMC_REGION("x") { if (e)
+ * break; }` the loop goes on). return, goto (and in C++ an exception) leave both and end
+ * the region too. Needs GCC or Clang in C; any C++ compiler.
  */
-#if defined(__GNUC__) && !defined(__cplusplus)
-#define PMC_REGION(name)                                                                           \
-	for (struct pmc__scope PMC__CAT(pmc__s_, __LINE__) __attribute__((cleanup(                 \
-	             pmc__scope_end))) = {pmc__scope_begin(({                                      \
+#if defined(__cplusplus)
+#define PMC__REGION(name, v)                                                                       \
+	for (pmc__guard v(                                                                         \
+	             []() noexcept -> pmc_region_t * {                                             \
+		             static pmc_region_t pmc__slot;                                        \
+		             return &pmc__slot;                                                    \
+	             }(),                                                                          \
+	             (name));                                                                      \
+	     v.once; v.once = 0)
+#define PMC_REGION(name) PMC__REGION(name, PMC__UNIQUE(pmc__region_))
+#elif defined(__GNUC__)
+/* __extension__: the statement expression, which gives the call site its static slot
+ * from inside the for, is no warning under -pedantic. */
+#define PMC__REGION(name, v)                                                                       \
+	for (struct pmc__scope v __attribute__((cleanup(                                           \
+	             pmc__scope_end))) = {pmc__scope_begin(__extension__({                         \
 		                                                   static pmc_region_t pmc__slot;  \
 		                                                   &pmc__slot;                     \
 	                                                   }),                                     \
 	                                                   (name)),                                \
 	                                  1};                                                      \
-	     PMC__CAT(pmc__s_, __LINE__).once; PMC__CAT(pmc__s_, __LINE__).once = 0)
-#endif
-
-#ifdef __cplusplus
-}
+	     v.once; v.once = 0)
+#define PMC_REGION(name) PMC__REGION(name, PMC__UNIQUE(pmc__region_))
 #endif
 
 #endif
