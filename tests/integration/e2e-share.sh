@@ -53,7 +53,7 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 # 12 threads of 4 events get 2 threads, and the victim still registers.
 (ulimit -n 100 && exec "$PMCDAEMON_BIN" --socket "$SOCK" --verbose) 2>"$TMP/daemon.log" &
 DAEMON_PID=$!
-for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+for _ in $(seq 200); do [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && break; sleep 0.05; done
 EV=page-faults,task-clock,context-switches,cpu-migrations
 as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 >"$TMP/hog" 2>"$TMP/hog.err" &
 hog=$!

@@ -81,4 +81,3 @@ rc=$?
 set -e
 expect_eq "an allowlist entry that names no event: exit" $rc 1
 grep -q "'perf::TASK' is not an event" "$TMP/x.log" || fail "message: $(cat "$TMP/x.log")"
-start_daemon

@@ -53,8 +53,9 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]
 start_daemon() {
 	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
-	for _ in $(seq 100); do
-		[ -S "$SOCK" ] && return 0
+	# Ready once it says so: the socket exists a moment before its signal handlers do.
+	for _ in $(seq 200); do
+		[ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && return 0
 		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "pmcdaemon exited at start"; }
 		sleep 0.05
 	done
