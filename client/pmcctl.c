@@ -1,12 +1,15 @@
 /* pmcctl: command-line client of pmcdaemon. It connects to the daemon's SOCK_SEQPACKET socket,
  * says Hello, sends one request for the command given and prints the reply as an aligned
- * table, as JSON or as CSV. */
+ * table, as JSON or as CSV. `pmcctl run` runs a command instead, with a private daemon where
+ * none answers, and prints the figures of that command's processes when it exits. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <sys/types.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -21,6 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,42 +58,62 @@ struct opts {
 	const char *socket;
 	enum format format;
 	int32_t pid;
-	const char *region;
+	const char **regions; /* --region: shell globs, any of them */
+	size_t n_regions;
+	const char **comms; /* --comm: shell globs on the process name, any of them */
+	size_t n_comms;
 	double interval;     /* top: seconds between refreshes */
 	unsigned iterations; /* top: refreshes before exiting, 0 for no limit */
 	bool live_opts;      /* --interval or --iterations given */
+	const char *events;  /* run: PMC_EVENTS for the command */
+	const char *output;  /* run: file for the figures (NULL: stdout) */
+	char **argv;         /* run: the command and its arguments */
 };
 
 struct command {
 	const char *name;
-	bool filters; /* takes --pid and --region */
-	bool live;    /* top: takes --interval and --iterations, prints tables only */
+	bool filters;    /* takes --comm and --region, and --pid unless no_pid */
+	bool no_pid;     /* run: the process is the command's */
+	bool live;       /* top: takes --interval and --iterations, prints tables only */
+	bool standalone; /* run: connects by itself (or starts a daemon), not before */
 	int (*run)(int sock, const struct command *cmd, const struct opts *o);
 };
 
 static const char help_text[] =
         "Usage: pmcctl [OPTIONS] COMMAND\n"
+        "       pmcctl run [--events LIST] [OPTIONS] [--] CMD [ARGS...]\n"
         "\n"
         "Query and control pmcdaemon, the daemon that brokers perf counters and aggregates\n"
         "the named-region samples of instrumented applications.\n"
         "\n"
         "Commands:\n"
         "  status    show the daemon's version, uptime, clients and sample counters\n"
-        "  query     show region statistics, optionally filtered with --pid and --region\n"
-        "  dump      show the statistics of every region of every process\n"
-        "  reset     clear aggregates: all of them, or those matching --pid and --region\n"
+        "  query     show region statistics, optionally filtered with --pid, --comm, --region\n"
+        "  dump      show the statistics of every region of every process (the same filters)\n"
+        "  reset     clear aggregates: all of them, or those the filters select\n"
         "  events    list the events this machine can count and the default event set\n"
         "  top       live view of the busiest regions: runs and events per second, refreshed\n"
-        "            every second (--pid and --region filter it); Ctrl-C quits\n"
+        "            every second (the filters apply); Ctrl-C quits\n"
+        "  run       run CMD with PMC_SOCKET (and PMC_EVENTS) set and, when it exits, print\n"
+        "            the regions of CMD and of the processes it started, like 'perf stat';\n"
+        "            exit with CMD's status (128+N when signal N killed it). Where no daemon\n"
+        "            answers at the socket, a private one counts for the run (the kernel must\n"
+        "            let users count their own threads: perf_event_paranoid 2 or less)\n"
         "\n"
         "Options (they may also follow the command):\n"
         "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
         "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv'\n"
-        "      --pid N           only the process with id N (query, reset, top)\n"
-        "      --region NAME     only the region called NAME (query, reset, top)\n"
+        "      --pid N           only the process with id N (query, dump, reset, top)\n"
+        "      --comm NAME       only processes called NAME (at most 15 bytes, as in ps);\n"
+        "                        a shell glob; repeat it for several (any of them)\n"
+        "      --region NAME     only regions called NAME; a shell glob ('parse*'); repeat it\n"
+        "                        for several (any of them) (query, dump, reset, top, run)\n"
         "      --interval SECONDS\n"
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
+        "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
+        "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
+        "      --output FILE     run: write the figures to FILE instead of stdout\n"
         "  -h, --help            print this help and exit\n"
         "      --version         print the version of pmcctl and exit\n"
         "\n"
@@ -94,22 +121,33 @@ static const char help_text[] =
         "  PMC_SOCKET    socket of pmcdaemon when --socket is not given;\n"
         "                if it is not set either: " DEFAULT_SOCKET "\n"
         "\n"
-        "In tables, events marked '*' were multiplexed: the kernel counted them only part of\n"
-        "the time and their values were extrapolated.\n"
+        "Tables show times in ns, us, ms and s and counts above 999 in k (10^3), M (10^6),\n"
+        "G (10^9), with 3 significant digits: JSON and CSV keep the exact numbers.\n"
+        "Events marked '*' were multiplexed: the kernel counted them only part of the time\n"
+        "and their values were extrapolated. Rows in parentheses are derived metrics:\n"
+        "(ipc) instructions per cycle, (cache-miss-ratio), (branch-miss-ratio).\n"
+        "Regions without samples (just reset) are not listed.\n"
         "\n"
         "Exit status:\n"
-        "  0     success\n"
+        "  0     success (also when no region is listed: a line says why)\n"
         "  1     pmcdaemon refused the request, or talking to it failed\n"
         "  2     usage error: unknown command or option, bad --format or --pid\n"
-        "  69    pmcdaemon could not be reached (EX_UNAVAILABLE)\n"
+        "  69    pmcdaemon could not be reached (EX_UNAVAILABLE); run: none answers and\n"
+        "        none could be started\n"
+        "  run:  CMD's exit status, or 128+N when signal N killed it; 126 or 127 when CMD\n"
+        "        could not be run\n"
         "\n"
         "Examples:\n"
         "  pmcctl query --region parse --format json\n"
         "        statistics of region 'parse' in every process, as JSON\n"
+        "  pmcctl query --comm myserver --region 'db_*' --region 'http_*'\n"
+        "        the regions called db_... or http_... of the processes called myserver\n"
         "  pmcctl status\n"
         "        is the daemon up, and how much has it collected\n"
         "  pmcctl top --interval 2\n"
-        "        the regions running most often right now, every 2 seconds\n";
+        "        the regions running most often right now, every 2 seconds\n"
+        "  pmcctl run --events cycles,instructions -- ./app input.txt\n"
+        "        run ./app and print the figures of its regions when it exits\n";
 
 static const Pmc__Stats zero_stats = PMC__STATS__INIT;
 
@@ -159,6 +197,24 @@ response_freep(Pmc__Response **r)
 }
 
 #define _cleanup_response_ _cleanup_(response_freep)
+
+static void
+fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+static void
+closedirp(DIR **d)
+{
+	if (*d)
+		closedir(*d);
+}
+
+#define _cleanup_closedir_ _cleanup_(closedirp)
 
 static const Pmc__Stats *
 stats_or_zero(const Pmc__Stats *s)
@@ -751,6 +807,138 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 	return 0;
 }
 
+/* ---- filters ---- */
+
+/* Orders regions by (pid, name). */
+static int
+region_key_cmp(const void *a, const void *b)
+{
+	const Pmc__RegionStats *x = *(const Pmc__RegionStats *const *)a;
+	const Pmc__RegionStats *y = *(const Pmc__RegionStats *const *)b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static bool
+has_glob(const char *s)
+{
+	return strpbrk(s, "*?[\\") != NULL;
+}
+
+/* Whether @o asks for more than pmcdaemon's first Query could: several names, globs, process
+ * names, or a start time (run). */
+static bool
+new_filters(const struct opts *o, uint64_t min_start)
+{
+	return o->n_comms || o->n_regions > 1 || (o->n_regions == 1 && has_glob(o->regions[0])) ||
+	       min_start;
+}
+
+/* Query @q for the filters of @o; its strings point into @o. The daemon does the matching. */
+static void
+query_init(Pmc__Query *q, const struct opts *o)
+{
+	pmc__query__init(q);
+	q->pid = o->pid;
+	q->n_regions = o->n_regions;
+	q->regions = (char **)o->regions;
+	q->n_comms = o->n_comms;
+	q->comms = (char **)o->comms;
+	/* A daemon that knows no globs reads this one: the same answer for one plain name. */
+	if (o->n_regions == 1 && !has_glob(o->regions[0]))
+		q->region = (char *)o->regions[0];
+}
+
+/* Sends @q and returns the reply; exits 1 when the daemon is too old for the filters. */
+static Pmc__Response *
+query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+{
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_QUERY;
+	req.query = q;
+	Pmc__Response *resp = call(sock, what, &req, PMC__RESPONSE__BODY_QUERY);
+	/* Every region listed is one the caller may see, so a daemon that counts them lists no
+	 * more than `visible`; one older than the count ignored the filters it did not know. */
+	if (new_filters(o, q->min_start) && resp->query->n_regions > resp->query->visible) {
+		pmc__response__free_unpacked(resp, NULL);
+		fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, several "
+		     "--region nor globs; upgrade it, or give one plain --region",
+		     what);
+	}
+	return resp;
+}
+
+/* "--pid 12 --comm 'x*'": the filters of @o, for messages; @names: --region too. */
+static char *
+filters_text(const struct opts *o, bool names)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		oom();
+	if (o->pid)
+		fprintf(f, " --pid %" PRId32, o->pid);
+	for (size_t i = 0; i < o->n_comms; i++)
+		fprintf(f, " --comm '%s'", o->comms[i]);
+	for (size_t i = 0; names && i < o->n_regions; i++)
+		fprintf(f, " --region '%s'", o->regions[i]);
+	if (fclose(f))
+		oom();
+	char *safe = escape_text(text[0] ? text + 1 : text);
+	free(text);
+	return safe;
+}
+
+/* Why @q lists no region: its code for JSON ("no_match", "hidden", "nothing_recorded") and
+ * a sentence in *@text (the caller frees it). */
+static const char *
+empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
+{
+	_cleanup_free_ char *all = filters_text(o, true);
+	_cleanup_free_ char *procs = filters_text(o, false);
+	const char *code;
+	int r;
+
+	if (q->visible) {
+		code = "no_match";
+		r = asprintf(
+		        text,
+		        "no region matches %s (%" PRIu32 " region%s recorded that you may see: "
+		        "'pmcctl query' lists them)%s",
+		        all, q->visible, q->visible == 1 ? "" : "s",
+		        q->hidden ? "; other users' processes hold more, hidden from you" : "");
+	} else if (q->hidden) {
+		code = "hidden";
+		r = asprintf(text,
+		             "no region that you may see: %" PRIu32 " region%s of other users' "
+		             "processes %s hidden%s%s (only root and members of the daemon's "
+		             "--admin-group see them)",
+		             q->hidden, q->hidden == 1 ? "" : "s", q->hidden == 1 ? "is" : "are",
+		             procs[0] ? ", selected by " : "", procs);
+	} else {
+		code = "nothing_recorded";
+		if (procs[0])
+			r = asprintf(
+			        text,
+			        "no regions recorded for %s: no such process has sent samples to "
+			        "this daemon since it started or was reset",
+			        procs);
+		else
+			r = asprintf(text,
+			             "no regions recorded: no program linked with libpmcclient "
+			             "has sent samples to this daemon since it started or was "
+			             "reset");
+	}
+	if (r < 0)
+		oom();
+	return code;
+}
+
 /* ---- query and dump ---- */
 
 static json_t *
@@ -770,8 +958,10 @@ stats_json(const Pmc__Stats *s)
 	return o;
 }
 
-static void
-query_json(const Pmc__QueryReply *q)
+/* {"regions":[...]}, and when it is empty, why ("empty", "message", "hidden_regions");
+ * @why NULL: the caller says why itself. */
+static json_t *
+query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 {
 	json_t *root = jobject();
 	json_t *regions = jarray();
@@ -781,14 +971,17 @@ query_json(const Pmc__QueryReply *q)
 		const Pmc__RegionStats *r = q->regions[i];
 		json_t *reg = jobject();
 		json_t *events = jobject();
+		json_t *wall = stats_json(r->wall_ns);
 
+		/* Wall time is read from the clock, never extrapolated. */
+		jset(wall, "scaled", json_false());
 		jappend(regions, reg);
 		jset(reg, "name", jstr(r->name));
 		jset(reg, "pid", json_integer(r->pid));
 		jset(reg, "comm", jstr(r->comm));
 		jset(reg, "uid", json_integer(r->uid));
 		jset(reg, "count", ju64(r->count));
-		jset(reg, "wall_ns", stats_json(r->wall_ns));
+		jset(reg, "wall_ns", wall);
 		jset(reg, "events", events);
 		for (size_t j = 0; j < r->n_events; j++) {
 			const Pmc__EventStats *e = r->events[j];
@@ -807,7 +1000,12 @@ query_json(const Pmc__QueryReply *q)
 		for (size_t j = 0; j < r->n_derived; j++)
 			jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
 	}
-	json_print(root);
+	if (!q->n_regions && why) {
+		jset(root, "empty", jstr(why_code));
+		jset(root, "message", jstr(why));
+		jset(root, "hidden_regions", ju64(q->hidden));
+	}
+	return root;
 }
 
 static const char *const query_csv_head[] = {
@@ -878,67 +1076,137 @@ query_csv(const Pmc__QueryReply *q)
 	}
 }
 
-static void
-table_add_stat(struct table *t, double v)
+/* @v with a unit: below 1000 of the first unit, whole (@whole: an integer, exact) or with 2
+ * decimals under 100; above, in the next unit up with 3 significant digits (1.23k, 45.6M,
+ * 789G; 1.23us, 45.6ms), the last unit taking any size. True when that rounded it. */
+static bool
+format_unit(char *buf, size_t len, double v, bool whole, const char *const *unit, size_t n_unit,
+            const double *step)
 {
-	if (!isfinite(v))
-		table_add(t, "-");
-	else if (v >= 100)
-		table_add(t, "%.0f", v);
-	else
-		table_add(t, "%.2f", v);
+	size_t i = 0;
+
+	if (!isfinite(v)) {
+		snprintf(buf, len, "-");
+		return false;
+	}
+	if (v < 999.5 || n_unit == 1) {
+		snprintf(buf, len, whole || v >= 100 ? "%.0f%s" : "%.2f%s", v, unit[0]);
+		return false;
+	}
+	while (i + 1 < n_unit && v >= 999.5) {
+		v /= step[i];
+		i++;
+	}
+	snprintf(buf, len, v < 9.995 ? "%.2f%s" : v < 99.95 ? "%.1f%s" : "%.0f%s", v, unit[i]);
+	return true;
+}
+
+/* Counts: 40, 12.5, 1.23k, 4.56M, 7.89G, 1.00T. */
+static bool
+format_count(char *buf, size_t len, double v, bool whole)
+{
+	static const char *const unit[] = {"", "k", "M", "G", "T", "P", "E"};
+	static const double step[] = {1e3, 1e3, 1e3, 1e3, 1e3, 1e3};
+
+	return format_unit(buf, len, v, whole, unit, ARRAY_SIZE(unit), step);
+}
+
+/* Nanoseconds: 850ns, 1.23us, 45.6ms, 2.50s, 3600s. */
+static bool
+format_time(char *buf, size_t len, double ns)
+{
+	static const char *const unit[] = {"ns", "us", "ms", "s"};
+	static const double step[] = {1e3, 1e3, 1e3};
+
+	return format_unit(buf, len, ns, true, unit, ARRAY_SIZE(unit), step);
+}
+
+/* Events that count nanoseconds (perf's software clocks), with any ":u"/":k". */
+static bool
+event_counts_ns(const char *name)
+{
+	static const char *const clocks[] = {"task-clock", "cpu-clock", "perf::task-clock",
+	                                     "perf::cpu-clock"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(clocks); i++) {
+		size_t n = strlen(clocks[i]);
+
+		if (!strncasecmp(name, clocks[i], n) && (!name[n] || name[n] == ':'))
+			return true;
+	}
+	return false;
+}
+
+/* One cell of a statistic; sets *@rounded when the figure lost digits. */
+static void
+table_add_value(struct table *t, double v, bool whole, bool ns, bool *rounded)
+{
+	char buf[64];
+
+	*rounded |=
+	        ns ? format_time(buf, sizeof(buf), v) : format_count(buf, sizeof(buf), v, whole);
+	table_add(t, "%s", buf);
 }
 
 static void
-query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStats *e)
+query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStats *e, bool *rounded)
 {
 	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
+	bool ns = !e || event_counts_ns(e->name);
+	char count[64];
 
+	*rounded |= format_count(count, sizeof(count), (double)r->count, true);
 	table_add(t, "%" PRId32, r->pid);
 	table_add(t, "%s", r->comm);
 	table_add(t, "%s", r->name);
-	table_add(t, "%" PRIu64, r->count);
+	table_add(t, "%s", count);
 	if (e)
 		table_add(t, "%s%s", e->name, e->scaled_count > 0 ? "*" : "");
 	else
-		table_add(t, "wall_ns");
-	table_add(t, "%" PRIu64, s->sum);
-	table_add_stat(t, s->mean);
-	table_add(t, "%" PRIu64, s->min);
-	table_add(t, "%" PRIu64, s->max);
-	table_add_stat(t, s->p50);
-	table_add_stat(t, s->p90);
-	table_add_stat(t, s->p99);
+		table_add(t, "wall");
+	table_add_value(t, (double)s->sum, true, ns, rounded);
+	table_add_value(t, s->mean, false, ns, rounded);
+	table_add_value(t, (double)s->min, true, ns, rounded);
+	table_add_value(t, (double)s->max, true, ns, rounded);
+	table_add_value(t, s->p50, false, ns, rounded);
+	table_add_value(t, s->p90, false, ns, rounded);
+	table_add_value(t, s->p99, false, ns, rounded);
 }
 
+/* @why: printed instead of an empty table. */
 static void
-query_table(const Pmc__QueryReply *q)
+query_table(const Pmc__QueryReply *q, const char *why)
 {
 	static const char *const head[] = {"PID",  "COMM", "REGION", "COUNT", "EVENT", "SUM",
 	                                   "MEAN", "MIN",  "MAX",    "P50",   "P90",   "P99"};
 	static const bool right[] = {true, false, false, true, false, true,
 	                             true, true,  true,  true, true,  true};
 	struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
-	bool any_scaled = false;
+	bool any_scaled = false, rounded = false;
 
 	if (!q->n_regions) {
-		puts("no regions recorded");
+		_cleanup_free_ char *safe = escape_text(why);
+
+		puts(safe);
 		return;
 	}
 	for (size_t i = 0; i < q->n_regions; i++) {
 		const Pmc__RegionStats *r = q->regions[i];
 
-		query_table_row(&t, r, NULL);
+		query_table_row(&t, r, NULL, &rounded);
 		for (size_t j = 0; j < r->n_events; j++) {
-			query_table_row(&t, r, r->events[j]);
+			query_table_row(&t, r, r->events[j], &rounded);
 			any_scaled |= r->events[j]->scaled_count > 0;
 		}
 		/* Derived ratios: the value in the MEAN column. */
 		for (size_t j = 0; j < r->n_derived; j++) {
+			char count[64];
+
+			rounded |= format_count(count, sizeof(count), (double)r->count, true);
 			table_add(&t, "%" PRId32, r->pid);
 			table_add(&t, "%s", r->comm);
 			table_add(&t, "%s", r->name);
-			table_add(&t, "%" PRIu64, r->count);
+			table_add(&t, "%s", count);
 			table_add(&t, "(%s)", r->derived[j]->name);
 			table_add(&t, "-");
 			table_add(&t, "%.3f", r->derived[j]->value);
@@ -948,50 +1216,96 @@ query_table(const Pmc__QueryReply *q)
 	}
 	table_print(&t, stdout);
 	table_free(&t);
+	if (rounded)
+		puts("figures rounded to 3 significant digits (k, M, G: 10^3, 10^6, 10^9): "
+		     "--format json or csv has them exact");
 	if (any_scaled)
 		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
+}
+
+/* Prints @q in @o's format; when it lists nothing, a line says why. */
+static void
+query_print(const Pmc__QueryReply *q, const struct opts *o)
+{
+	_cleanup_free_ char *why = NULL;
+	const char *code = q->n_regions ? NULL : empty_reason(q, o, &why);
+
+	if (o->format == FORMAT_JSON) {
+		json_print(query_json(q, code, why));
+	} else if (o->format == FORMAT_CSV) {
+		query_csv(q);
+		if (why) {
+			/* The CSV stays a table for the program reading it; the reason is for
+			 * the person running it. */
+			_cleanup_free_ char *safe = escape_text(why);
+
+			fprintf(stderr, "pmcctl: %s\n", safe);
+		}
+	} else {
+		query_table(q, why);
+	}
 }
 
 static int
 cmd_query(int sock, const struct command *cmd, const struct opts *o)
 {
-	Pmc__Query q = PMC__QUERY__INIT;
-	Pmc__Request req = PMC__REQUEST__INIT;
+	Pmc__Query q;
 
-	q.pid = o->pid;
-	if (o->region)
-		q.region = (char *)o->region;
-	req.body_case = PMC__REQUEST__BODY_QUERY;
-	req.query = &q;
-
-	_cleanup_response_ Pmc__Response *resp =
-	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_QUERY);
-	if (o->format == FORMAT_JSON)
-		query_json(resp->query);
-	else if (o->format == FORMAT_CSV)
-		query_csv(resp->query);
-	else
-		query_table(resp->query);
+	query_init(&q, o);
+	_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
+	query_print(resp->query, o);
 	return 0;
 }
 
 /* ---- reset ---- */
 
-static int
-cmd_reset(int sock, const struct command *cmd, const struct opts *o)
+static uint32_t
+reset_one(int sock, int32_t pid, const char *region)
 {
 	Pmc__Reset rs = PMC__RESET__INIT;
 	Pmc__Request req = PMC__REQUEST__INIT;
 
-	rs.pid = o->pid;
-	if (o->region)
-		rs.region = (char *)o->region;
+	rs.pid = pid;
+	rs.region = (char *)(region ? region : "");
 	req.body_case = PMC__REQUEST__BODY_RESET;
 	req.reset = &rs;
 
 	_cleanup_response_ Pmc__Response *resp =
-	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_RESET);
-	uint32_t cleared = resp->reset->cleared;
+	        call(sock, "reset", &req, PMC__RESPONSE__BODY_RESET);
+	return resp->reset->cleared;
+}
+
+/* Pids are at most 2^22 (PID_MAX_LIMIT): a reset of this one clears nothing, and is refused
+ * like any other to whoever may not reset. */
+#define RESET_NO_PID INT32_MAX
+
+static int
+cmd_reset(int sock, const struct command *cmd, const struct opts *o)
+{
+	uint32_t cleared = 0;
+
+	if (!new_filters(o, 0)) {
+		cleared = reset_one(sock, o->pid, o->n_regions ? o->regions[0] : NULL);
+	} else {
+		/* Reset names one exact region: the daemon matches the filters in a query,
+		 * then each region it lists is cleared. Asking first whether we may reset at
+		 * all words a refusal the same for every filter, even one that matches
+		 * nothing. */
+		Pmc__Query q;
+
+		reset_one(sock, RESET_NO_PID, NULL);
+		query_init(&q, o);
+		_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
+		Pmc__QueryReply *qr = resp->query;
+
+		/* A pid may be listed twice (a process that exec'd a setuid program, or a
+		 * recycled pid), and one reset of it clears both: once each. */
+		qsort(qr->regions, qr->n_regions, sizeof(*qr->regions), region_key_cmp);
+		for (size_t i = 0; i < qr->n_regions; i++)
+			if (!i || region_key_cmp(&qr->regions[i - 1], &qr->regions[i]))
+				cleared +=
+				        reset_one(sock, qr->regions[i]->pid, qr->regions[i]->name);
+	}
 
 	if (o->format == FORMAT_JSON) {
 		json_t *root = jobject();
@@ -1135,34 +1449,19 @@ top_snap_free(struct top_snap *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int
-region_key_cmp(const void *a, const void *b)
-{
-	const Pmc__RegionStats *x = *(const Pmc__RegionStats *const *)a;
-	const Pmc__RegionStats *y = *(const Pmc__RegionStats *const *)b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return strcmp(x->name, y->name);
-}
-
 static void
 top_fetch(int sock, const struct opts *o, struct top_snap *s)
 {
 	Pmc__Status st = PMC__STATUS__INIT;
-	Pmc__Query q = PMC__QUERY__INIT;
+	Pmc__Query q;
 	Pmc__Request req = PMC__REQUEST__INIT;
 
 	req.body_case = PMC__REQUEST__BODY_STATUS;
 	req.status = &st;
 	s->status = call(sock, "top", &req, PMC__RESPONSE__BODY_STATUS);
 
-	q.pid = o->pid;
-	if (o->region)
-		q.region = (char *)o->region;
-	req.body_case = PMC__REQUEST__BODY_QUERY;
-	req.query = &q;
-	s->query = call(sock, "top", &req, PMC__RESPONSE__BODY_QUERY);
+	query_init(&q, o);
+	s->query = query_call(sock, "top", &q, o);
 	s->t_ns = util_now_ns(CLOCK_MONOTONIC);
 
 	size_t n = s->query->query->n_regions;
@@ -1433,10 +1732,15 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	        ", rejected %" PRIu64 "%s\n\n",
 	        s->clients, s->threads, s->processes, s->regions, s->samples, rate, s->batches,
 	        s->dropped, s->rejected, showing);
-	if (n_show)
+	if (n_show) {
 		table_print(&t, f);
-	else
-		fputs("no regions recorded\n", f);
+	} else {
+		_cleanup_free_ char *why = NULL;
+
+		empty_reason(q, o, &why);
+		_cleanup_free_ char *safe = escape_text(why);
+		fprintf(f, "%s\n", safe);
+	}
 	table_free(&t);
 	for (size_t k = 0; k < n_ev; k++)
 		free(head[nf + k]);
@@ -1524,15 +1828,795 @@ out:
 	return 0;
 }
 
+/* ---- run ---- */
+
+/* A pmcdaemon this pmcctl started for one run, on a socket in a directory of its own. */
+struct private_daemon {
+	pid_t pid;
+	char dir[108]; /* what fits in sun_path, with the socket's name */
+	char sock[128];
+	char log[128];
+	int paranoid;   /* perf_event_paranoid */
+	bool user_mode; /* the kernel lets it count user mode only (paranoid 2, unprivileged) */
+};
+
+/* The one running now, stopped at exit whatever path pmcctl leaves by. */
+static struct private_daemon *private_running;
+
+/* Prints the private daemon's log to stderr: why it failed. */
+static void
+private_show_log(const struct private_daemon *d)
+{
+	_cleanup_fclose_ FILE *f = fopen(d->log, "re");
+	char line[1024];
+
+	if (!f)
+		return;
+	fputs("pmcctl: the private pmcdaemon said:\n", stderr);
+	while (fgets(line, sizeof(line), f)) {
+		_cleanup_free_ char *safe = NULL;
+
+		line[strcspn(line, "\n")] = '\0';
+		safe = escape_text(line);
+		fprintf(stderr, "  %s\n", safe);
+	}
+}
+
+/* Stops the private daemon: SIGTERM, SIGKILL after 5 s. Return: its wait status, or -1 when
+ * it was gone. */
+static int
+private_stop(struct private_daemon *d)
+{
+	int status = -1;
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		for (int i = 0; i < 500; i++) {
+			pid_t w = waitpid(d->pid, &status, WNOHANG);
+
+			if (w == d->pid || (w < 0 && errno != EINTR))
+				break;
+			if (i == 499) {
+				kill(d->pid, SIGKILL);
+				waitpid(d->pid, &status, 0);
+			}
+			usleep(10000);
+		}
+		d->pid = 0;
+	}
+	return status;
+}
+
+/* Removes its socket (which it removes itself when it stops cleanly), log and directory. */
+static void
+private_remove(struct private_daemon *d)
+{
+	if (!d->dir[0])
+		return;
+	unlink(d->sock);
+	unlink(d->log);
+	rmdir(d->dir);
+	d->dir[0] = '\0';
+}
+
+static void
+private_stop_at_exit(void)
+{
+	if (!private_running)
+		return;
+	private_stop(private_running);
+	private_remove(private_running);
+	private_running = NULL;
+}
+
+/* Whether the calling process may count any thread however perf_event_paranoid is set:
+ * CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in its effective set. */
+static bool
+perfmon_capable(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned long long eff = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	return (eff >> 38 & 1) || (eff >> 21 & 1);
+}
+
+/* Whether @path names an executable regular file. */
+static bool
+is_program(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode) && !access(path, X_OK);
+}
+
+/* The pmcdaemon to start: next to pmcctl (installed side by side, or the build tree's
+ * daemon/ beside client/), in the sbin of pmcctl's prefix, on PATH, or in the system's sbin
+ * directories. Return: a path to free, or NULL. */
+static char *
+private_find_daemon(void)
+{
+	char self[PATH_MAX], *path = NULL;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *env = getenv("PATH");
+
+	if (n > 0) {
+		self[n] = '\0';
+		*strrchr(self, '/') = '\0';
+		static const char *const near[] = {"%s/pmcdaemon", "%s/../daemon/pmcdaemon",
+		                                   "%s/../sbin/pmcdaemon"};
+		for (size_t i = 0; i < ARRAY_SIZE(near); i++) {
+			if (asprintf(&path, near[i], self) < 0)
+				oom();
+			if (is_program(path))
+				return path;
+			free(path);
+		}
+	}
+	_cleanup_free_ char *dirs = strdup(env && env[0] ? env : "");
+	if (!dirs)
+		oom();
+	for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
+	     d = strtok_r(NULL, ":", &save)) {
+		if (asprintf(&path, "%s/pmcdaemon", d) < 0)
+			oom();
+		if (is_program(path))
+			return path;
+		free(path);
+	}
+	static const char *const sbin[] = {"/usr/local/sbin/pmcdaemon", "/usr/sbin/pmcdaemon",
+	                                   "/sbin/pmcdaemon"};
+	for (size_t i = 0; i < ARRAY_SIZE(sbin); i++)
+		if (is_program(sbin[i]))
+			return strdup(sbin[i]);
+	return NULL;
+}
+
+/* A directory of our own for the socket: $XDG_RUNTIME_DIR, $TMPDIR or /tmp. */
+static int
+private_make_dir(struct private_daemon *d)
+{
+	const char *bases[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bases); i++) {
+		struct sockaddr_un sa;
+
+		if (!bases[i] || bases[i][0] != '/')
+			continue;
+		/* The socket's path must fit in sun_path. */
+		if ((size_t)snprintf(d->dir, sizeof(d->dir), "%s/pmcctl-run.XXXXXX", bases[i]) +
+		            sizeof("/pmc.sock") >
+		    sizeof(sa.sun_path))
+			continue;
+		if (mkdtemp(d->dir)) {
+			snprintf(d->sock, sizeof(d->sock), "%s/pmc.sock", d->dir);
+			snprintf(d->log, sizeof(d->log), "%s/pmcdaemon.log", d->dir);
+			return 0;
+		}
+	}
+	d->dir[0] = '\0';
+	return -errno;
+}
+
+/* Starts a pmcdaemon for this run, as the caller, on a socket only the caller may use, and
+ * waits until it answers; on failure says why and exits EX_UNAVAILABLE. @why: how connecting
+ * to @wanted failed. */
+static void
+private_start(struct private_daemon *d, const char *wanted, int why)
+{
+	_cleanup_fclose_ FILE *pf = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	int paranoid = 4;
+
+	if (!pf || fscanf(pf, "%d", &paranoid) != 1) {
+		fprintf(stderr,
+		        "pmcctl: no pmcdaemon answers at %s (%s), and this kernel has no "
+		        "perf_event support (/proc/sys/kernel/perf_event_paranoid is missing) "
+		        "to count with a private one\n",
+		        wanted, strerror(-why));
+		exit(EX_UNAVAILABLE);
+	}
+	if (paranoid > 2 && !perfmon_capable()) {
+		fprintf(stderr,
+		        "pmcctl: no pmcdaemon answers at %s (%s), and pmcctl cannot count with a "
+		        "private one: perf_event_paranoid is %d, which lets only privileged users "
+		        "count: ask the operator to run pmcdaemon (systemctl enable --now "
+		        "pmcdaemon.socket) or to set kernel.perf_event_paranoid=2\n",
+		        wanted, strerror(-why), paranoid);
+		exit(EX_UNAVAILABLE);
+	}
+	d->paranoid = paranoid;
+	d->user_mode = paranoid >= 2 && !perfmon_capable();
+	_cleanup_free_ char *bin = private_find_daemon();
+	if (!bin) {
+		fprintf(stderr,
+		        "pmcctl: no pmcdaemon answers at %s (%s), and there is no pmcdaemon "
+		        "program to start a private one (looked next to pmcctl, on PATH and in "
+		        "/usr/sbin): install pmc's daemon, or give the socket of a running one "
+		        "with --socket\n",
+		        wanted, strerror(-why));
+		exit(EX_UNAVAILABLE);
+	}
+	int r = private_make_dir(d);
+	if (r < 0) {
+		fprintf(stderr, "pmcctl: cannot make a directory for a private pmcdaemon: %s\n",
+		        strerror(-r));
+		exit(EX_UNAVAILABLE);
+	}
+	private_running = d;
+
+	pid_t parent = getpid();
+	d->pid = fork();
+	if (d->pid < 0) {
+		d->pid = 0;
+		fail("cannot start %s: fork: %s", bin, strerror(errno));
+	}
+	if (d->pid == 0) {
+		/* Its own session: Ctrl-C at the terminal is for the command, and the daemon
+		 * must still answer the query after the command ends. It ends with pmcctl. */
+		int log = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		setsid();
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent || log < 0 || null < 0 || dup2(null, 0) < 0 ||
+		    dup2(log, 1) < 0 || dup2(log, 2) < 0)
+			_exit(EX_OSERR);
+		/* Not systemd's daemon: no notification, no sockets passed. */
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("LISTEN_FDS");
+		unsetenv("LISTEN_PID");
+		unsetenv("LISTEN_FDNAMES");
+		unsetenv("WATCHDOG_USEC");
+		unsetenv("WATCHDOG_PID");
+		execl(bin, "pmcdaemon", "--socket", d->sock, "--socket-mode", "0600", (char *)NULL);
+		fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+		_exit(EX_OSERR);
+	}
+
+	/* Ready when it answers: the socket file exists a moment before it listens. */
+	for (int i = 0; i < 1000; i++) {
+		int status;
+
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->pid = 0;
+			fprintf(stderr, "pmcctl: the private pmcdaemon (%s) exited at start\n",
+			        bin);
+			private_show_log(d);
+			exit(EX_UNAVAILABLE);
+		}
+		int fd = wire_connect(d->sock);
+		if (fd >= 0) {
+			close(fd);
+			_cleanup_free_ char *safe = escape_text(d->sock);
+
+			fprintf(stderr,
+			        "pmcctl: no pmcdaemon answers at %s: counting with a private one "
+			        "(pid %d, socket %s) until the command ends\n",
+			        wanted, (int)d->pid, safe);
+			return;
+		}
+		usleep(10000);
+	}
+	private_show_log(d);
+	fail("the private pmcdaemon (%s) did not answer within 10 s", bin);
+}
+
+/* Pids in ascending order. */
+struct pidset {
+	pid_t *v;
+	size_t n, cap;
+};
+
+static bool
+pidset_has(const struct pidset *s, pid_t pid)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid] == pid)
+			return true;
+		if (s->v[mid] < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static void
+pidset_add(struct pidset *s, pid_t pid)
+{
+	size_t i = s->n;
+
+	if (pidset_has(s, pid))
+		return;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		pid_t *v = reallocarray(s->v, cap, sizeof(*v));
+		if (!v)
+			oom();
+		s->v = v;
+		s->cap = cap;
+	}
+	while (i && s->v[i - 1] > pid) {
+		s->v[i] = s->v[i - 1];
+		i--;
+	}
+	s->v[i] = pid;
+	s->n++;
+}
+
+/* Reads field 4 (ppid) and 22 (start time, clock ticks since boot) of /proc/PID/stat. */
+static int
+proc_stat(pid_t pid, pid_t *ppid, uint64_t *start)
+{
+	char path[64], buf[1024];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	p++;
+	for (int field = 3; field <= 22; field++) {
+		char *end;
+		unsigned long long v;
+
+		while (*p == ' ')
+			p++;
+		v = strtoull(p, &end, 10);
+		if (field == 4 && ppid)
+			*ppid = (pid_t)v;
+		if (field == 22) {
+			if (end == p)
+				return -EIO;
+			if (start)
+				*start = v;
+			return 0;
+		}
+		p = strchr(p, ' ');
+		if (!p)
+			return -EIO;
+	}
+	return -EIO;
+}
+
+/* Adds the children of every thread of @pid (/proc/PID/task/TID/children) to @out. */
+static void
+proc_children(pid_t pid, struct pidset *out)
+{
+	char path[300];
+	_cleanup_closedir_ DIR *d = NULL;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return; /* gone */
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)pid, e->d_name);
+		_cleanup_fclose_ FILE *f = fopen(path, "re");
+		int c;
+
+		if (!f)
+			continue;
+		while (fscanf(f, "%d", &c) == 1)
+			pidset_add(out, c);
+	}
+}
+
+/* Adds to @seen each process below pmcctl (a subreaper: the orphans of the command's tree
+ * come to it) but @skip and its descendants, as /proc shows them now. */
+static void
+run_scan(struct pidset *seen, pid_t skip)
+{
+	static int no_children_file = -1;
+	struct pidset level = {0}, next = {0};
+
+	if (no_children_file < 0) {
+		char path[96];
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(),
+		         (int)getpid());
+		no_children_file = access(path, R_OK) != 0;
+	}
+	if (no_children_file) {
+		/* Every process's parent, from a scan of /proc. */
+		_cleanup_closedir_ DIR *d = opendir("/proc");
+		struct pidset tree = {0};
+
+		pidset_add(&tree, getpid());
+		for (bool grew = true; d && grew;) {
+			grew = false;
+			rewinddir(d);
+			for (struct dirent *e; (e = readdir(d));) {
+				pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+
+				if (pid <= 0 || pid == skip || pidset_has(&tree, pid) ||
+				    proc_stat(pid, &ppid, NULL) < 0 || !pidset_has(&tree, ppid))
+					continue;
+				pidset_add(&tree, pid);
+				pidset_add(seen, pid);
+				grew = true;
+			}
+		}
+		free(tree.v);
+		return;
+	}
+	pidset_add(&level, getpid());
+	while (level.n) {
+		next.n = 0;
+		for (size_t i = 0; i < level.n; i++)
+			proc_children(level.v[i], &next);
+		level.n = 0;
+		for (size_t i = 0; i < next.n; i++)
+			if (next.v[i] != skip) {
+				pidset_add(seen, next.v[i]);
+				pidset_add(&level, next.v[i]);
+			}
+	}
+	free(level.v);
+	free(next.v);
+}
+
+/* Whether event @name ends in a mode (":u", ":k", ":uk", ":ku"). */
+static bool
+event_has_mode(const char *name)
+{
+	const char *m = strrchr(name, ':');
+
+	return m && m > name && m[-1] != ':' &&
+	       (!strcmp(m, ":u") || !strcmp(m, ":k") || !strcmp(m, ":uk") || !strcmp(m, ":ku"));
+}
+
+/* The events for a private daemon that may count user mode only, while pmcdaemon counts
+ * software events in both by default: @events (NULL: PMC_EVENTS, or the daemon's default
+ * set), each without a mode given ":u". Return: the list for PMC_EVENTS, to free. */
+static char *
+run_user_mode_events(const char *sock_path, const char *events)
+{
+	char *list = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&list, &len);
+	_cleanup_free_ char *copy = NULL;
+	_cleanup_response_ Pmc__Response *resp = NULL;
+	size_t n = 0;
+
+	if (!f)
+		oom();
+	if (!events || !events[0])
+		events = getenv("PMC_EVENTS");
+	if (!events || !events[0]) {
+		Pmc__ListEvents le = PMC__LIST_EVENTS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		_cleanup_close_ int fd = connect_daemon(sock_path);
+
+		hello(fd);
+		req.body_case = PMC__REQUEST__BODY_LIST_EVENTS;
+		req.list_events = &le;
+		resp = call(fd, "run", &req, PMC__RESPONSE__BODY_EVENTS);
+		for (size_t i = 0; i < resp->events->n_default_events; i++) {
+			const char *e = resp->events->default_events[i];
+
+			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+		}
+	} else {
+		copy = strdup(events);
+		if (!copy)
+			oom();
+		for (char *save = NULL, *e = strtok_r(copy, ",", &save); e;
+		     e = strtok_r(NULL, ",", &save))
+			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+	}
+	if (fclose(f))
+		oom();
+	return list;
+}
+
+/* How long run waits between two looks at the command's processes: the least after a new
+ * one came, doubling up to the most while none comes. */
+#define RUN_SCAN_MIN_NS (1000 * 1000)
+#define RUN_SCAN_MAX_NS (10 * 1000 * 1000)
+
+/* Exit status of a shell for a child's wait status. */
+static int
+exit_code(int status)
+{
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* Command line for messages, as a shell would take it back: each argument with more than
+ * plain characters in single quotes; escaped. */
+static char *
+argv_text(char **argv)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		oom();
+	for (size_t i = 0; argv[i]; i++) {
+		const char *a = argv[i];
+
+		fputs(i ? " " : "", f);
+		if (a[0] && !a[strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		                         "0123456789_./=:,+-@%")]) {
+			fputs(a, f);
+			continue;
+		}
+		fputc('\'', f);
+		for (; *a; a++)
+			if (*a == '\'')
+				fputs("'\\''", f);
+			else
+				fputc(*a, f);
+		fputc('\'', f);
+	}
+	if (fclose(f))
+		oom();
+	char *safe = escape_text(text);
+	free(text);
+	return safe;
+}
+
+/* Prints the figures of the run: @q's regions of the processes in @tree (all of them when
+ * @tree is NULL: a private daemon counts only the command's). */
+static void
+run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct opts *o, pid_t pid,
+          int code, bool private)
+{
+	Pmc__QueryReply view = *reply, *q = &view;
+	_cleanup_free_ Pmc__RegionStats **kept = calloc(reply->n_regions + 1, sizeof(*kept));
+	_cleanup_free_ char *cmdline = argv_text(o->argv);
+	_cleanup_free_ char *why = NULL;
+	size_t n = 0;
+
+	if (!kept)
+		oom();
+	for (size_t i = 0; i < reply->n_regions; i++)
+		if (!tree || pidset_has(tree, reply->regions[i]->pid))
+			kept[n++] = reply->regions[i];
+	view.regions = kept;
+	view.n_regions = n;
+	/* By pid, then name: the command's own regions come first. */
+	qsort(kept, n, sizeof(*kept), region_key_cmp);
+	if (!n) {
+		const char *off = getenv("PMC_DISABLE");
+
+		if (asprintf(&why, "%s (pid %d) and the processes it started recorded no regions%s",
+		             cmdline, (int)pid,
+		             off && !strcmp(off, "1")
+		                     ? ": PMC_DISABLE=1 turns libpmcclient off"
+		                     : " (are they linked with libpmcclient, and do their regions "
+		                       "run?)") < 0)
+			oom();
+	}
+	if (o->format == FORMAT_JSON) {
+		json_t *root = query_json(q, "nothing_recorded", why);
+		json_t *argv = jarray();
+
+		jset(root, "command", argv);
+		for (size_t i = 0; o->argv[i]; i++)
+			jappend(argv, jstr(o->argv[i]));
+		jset(root, "pid", json_integer(pid));
+		jset(root, "exit_status", json_integer(code));
+		jset(root, "daemon", jstr(private ? "private" : "system"));
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		query_csv(q);
+		if (why)
+			fprintf(stderr, "pmcctl: %s\n", why);
+	} else {
+		printf("regions of %s (pid %d) and the processes it started; exit status %d:\n\n",
+		       cmdline, (int)pid, code);
+		query_table(q, why);
+	}
+}
+
+static int
+cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
+{
+	struct private_daemon priv = {0};
+	const char *sock_path = o->socket;
+	int fd = wire_connect(o->socket);
+	bool private = false;
+	/* An inherited SIG_IGN would reap our children (the daemon, the command) for us. */
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigaction(SIGCHLD, &dfl, NULL);
+
+	/* Only where nothing listens: a daemon that refuses us says why below. */
+	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+		private = true;
+		atexit(private_stop_at_exit);
+		private_start(&priv, o->socket, fd);
+		sock_path = priv.sock;
+		fd = wire_connect(sock_path);
+	}
+	if (fd < 0)
+		connect_daemon(sock_path); /* says why and exits */
+	hello(fd);
+	close(fd);
+	_cleanup_free_ char *user_events = NULL;
+	const char *events = o->events;
+	if (private && priv.user_mode) {
+		user_events = run_user_mode_events(sock_path, o->events);
+		events = user_events;
+		_cleanup_free_ char *safe = escape_text(events);
+		fprintf(stderr,
+		        "pmcctl: perf_event_paranoid %d lets a pmcdaemon of uid %d count user mode "
+		        "only: PMC_EVENTS=%s\n",
+		        priv.paranoid, (int)getuid(), safe);
+	}
+
+	/* Orphans of the command's tree come to us, so that run_scan() still finds them. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, &old);
+
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		fail("run: pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		fail("run: fork: %s", strerror(errno));
+	if (pid == 0) {
+		int e;
+
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		close(pipefd[0]);
+		if (setenv("PMC_SOCKET", sock_path, 1) < 0 ||
+		    (events && setenv("PMC_EVENTS", events, 1) < 0))
+			_exit(127);
+		execvp(o->argv[0], o->argv);
+		e = errno;
+		(void)!write(pipefd[1], &e, sizeof(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(pipefd[1]);
+
+	struct pidset tree = {0};
+	uint64_t start = 0;
+	int e = 0, status = 0;
+	bool done = false;
+
+	pidset_add(&tree, pid);
+	proc_stat(pid, NULL, &start);
+	if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+		_cleanup_free_ char *name = escape_text(o->argv[0]);
+
+		waitpid(pid, NULL, 0);
+		fprintf(stderr, "pmcctl: cannot run '%s': %s\n", name, strerror(e));
+		exit(e == ENOENT ? 127 : 126);
+	}
+	close(pipefd[0]);
+
+	long wait_ns = RUN_SCAN_MIN_NS;
+	while (!done) {
+		struct timespec ts = {0};
+		siginfo_t si;
+		pid_t w;
+		int st;
+
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (w == pid) {
+				status = st;
+				done = true;
+			} else if (w == priv.pid) {
+				priv.pid = 0; /* said below */
+			}
+		}
+		if (done)
+			break;
+		/* The pids of the command's processes: the daemon names processes by pid (a
+		 * private daemon serves the command's only). A process that starts and ends
+		 * between two looks is missed, so look often while processes come (they come
+		 * in bursts: scripts, make), less when not. */
+		size_t known = tree.n;
+		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+		if (!private)
+			run_scan(&tree, priv.pid);
+		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
+		wait_ns = tree.n > known ? RUN_SCAN_MIN_NS : wait_ns * 2;
+		if (wait_ns > RUN_SCAN_MAX_NS)
+			wait_ns = RUN_SCAN_MAX_NS;
+		/* A large tree takes long to read: at most a tenth of a CPU for it. */
+		if ((uint64_t)wait_ns < 9 * took)
+			wait_ns = 9 * took < 999999999 ? (long)(9 * took) : 999999999;
+		ts.tv_nsec = wait_ns;
+		int sig = sigtimedwait(&set, &si, &ts);
+		if (sig == SIGCHLD)
+			wait_ns = RUN_SCAN_MIN_NS;
+		/* What the terminal sends reaches the command too; what a process sends to
+		 * pmcctl alone is passed on. */
+		else if (sig > 0 && si.si_code <= 0)
+			kill(pid, sig);
+	}
+	int code = exit_code(status);
+
+	if (private && !priv.pid) {
+		fprintf(stderr, "pmcctl: the private pmcdaemon ended while the command ran\n");
+		private_show_log(&priv);
+		free(tree.v);
+		return code ? code : EXIT_FAIL;
+	}
+	if (o->output && !freopen(o->output, "w", stdout)) {
+		_cleanup_free_ char *name = escape_text(o->output);
+
+		fprintf(stderr, "pmcctl: cannot write %s: %s\n", name, strerror(errno));
+		free(tree.v);
+		return code ? code : EXIT_FAIL;
+	}
+
+	/* Only processes started since the command was; of those, the command's. */
+	fd = connect_daemon(sock_path);
+	hello(fd);
+	Pmc__Query q;
+	query_init(&q, o);
+	q.min_start = start ? start : 1;
+	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
+	close(fd);
+	run_print(resp->query, private ? NULL : &tree, o, pid, code, private);
+	pmc__response__free_unpacked(resp, NULL);
+	free(tree.v);
+
+	if (private) {
+		int st = private_stop(&priv);
+
+		if (st != 0) {
+			fprintf(stderr,
+			        "pmcctl: the private pmcdaemon did not stop cleanly (%s %d)\n",
+			        st > 0 && WIFSIGNALED(st) ? "signal" : "status",
+			        st < 0            ? -1
+			        : WIFSIGNALED(st) ? WTERMSIG(st)
+			                          : WEXITSTATUS(st));
+			private_show_log(&priv);
+		}
+		private_remove(&priv);
+		private_running = NULL;
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "pmcctl: writing output: %s\n", strerror(errno));
+		return code ? code : EXIT_FAIL;
+	}
+	return code;
+}
+
 /* ---- command line ---- */
 
 static const struct command commands[] = {
-        {.name = "status", .filters = false, .run = cmd_status},
+        {.name = "status", .run = cmd_status},
         {.name = "query", .filters = true, .run = cmd_query},
-        {.name = "dump", .filters = false, .run = cmd_query},
+        {.name = "dump", .filters = true, .run = cmd_query},
         {.name = "reset", .filters = true, .run = cmd_reset},
-        {.name = "events", .filters = false, .run = cmd_events},
+        {.name = "events", .run = cmd_events},
         {.name = "top", .filters = true, .live = true, .run = cmd_top},
+        {.name = "run", .filters = true, .no_pid = true, .standalone = true, .run = cmd_run},
 };
 
 enum {
@@ -1543,6 +2627,9 @@ enum {
 	OPT_VERSION,
 	OPT_INTERVAL,
 	OPT_ITERATIONS,
+	OPT_COMM,
+	OPT_EVENTS,
+	OPT_OUTPUT,
 };
 
 static const struct option long_options[] = {
@@ -1550,12 +2637,44 @@ static const struct option long_options[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
         {"pid", required_argument, NULL, OPT_PID},
         {"region", required_argument, NULL, OPT_REGION},
+        {"comm", required_argument, NULL, OPT_COMM},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"iterations", required_argument, NULL, OPT_ITERATIONS},
+        {"events", required_argument, NULL, OPT_EVENTS},
+        {"output", required_argument, NULL, OPT_OUTPUT},
         {NULL, 0, NULL, 0},
 };
+
+/* Appends @s to the list *@v of *@n strings. */
+static void
+list_add(const char ***v, size_t *n, const char *s)
+{
+	const char **grown = reallocarray(*v, *n + 1, sizeof(**v));
+
+	if (!grown)
+		oom();
+	grown[(*n)++] = s;
+	*v = grown;
+}
+
+/* The kernel keeps 15 bytes of a process name (TASK_COMM_LEN): a longer plain name is cut
+ * the same way, so that it matches; a glob is taken as written. */
+static const char *
+parse_comm(const char *s)
+{
+	char *cut;
+
+	if (!s[0])
+		usage_error("--comm needs a process name");
+	if (strlen(s) <= 15 || has_glob(s))
+		return s;
+	cut = strndup(s, 15);
+	if (!cut)
+		oom();
+	return cut;
+}
 
 static int32_t
 parse_pid(const char *s)
@@ -1633,6 +2752,12 @@ main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "-:h", long_options, NULL)) != -1) {
 		switch (c) {
 		case 1:
+			/* After "run", the first word that is not an option starts the command,
+			 * with whatever options it has: pmcctl run make -j8. */
+			if (command && !strcmp(command, "run")) {
+				o.argv = &argv[optind - 1];
+				goto parsed;
+			}
 			set_command(&command, optarg);
 			break;
 		case OPT_SOCKET:
@@ -1649,7 +2774,20 @@ main(int argc, char **argv)
 		case OPT_REGION:
 			if (!optarg[0])
 				usage_error("--region needs a name");
-			o.region = optarg;
+			list_add(&o.regions, &o.n_regions, optarg);
+			break;
+		case OPT_COMM:
+			list_add(&o.comms, &o.n_comms, parse_comm(optarg));
+			break;
+		case OPT_EVENTS:
+			if (!optarg[0])
+				usage_error("--events needs a list of events, such as page-faults");
+			o.events = optarg;
+			break;
+		case OPT_OUTPUT:
+			if (!optarg[0])
+				usage_error("--output needs a file name");
+			o.output = optarg;
 			break;
 		case OPT_INTERVAL:
 			o.interval = parse_interval(optarg);
@@ -1673,10 +2811,15 @@ main(int argc, char **argv)
 			usage_error("unknown option '-%c'", optopt);
 		}
 	}
-	for (; optind < argc; optind++)
-		set_command(&command, argv[optind]);
+	/* After "--": the command of "run", or pmcctl's command. */
+	if (command && !strcmp(command, "run") && optind < argc)
+		o.argv = &argv[optind];
+	else
+		for (; optind < argc; optind++)
+			set_command(&command, argv[optind]);
+parsed:
 	if (!command)
-		usage_error("missing command (status, query, dump, reset, events or top)");
+		usage_error("missing command (status, query, dump, reset, events, top or run)");
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -1684,15 +2827,25 @@ main(int argc, char **argv)
 			cmd = &commands[i];
 	if (!cmd)
 		usage_error("unknown command '%s'", command);
-	if (!cmd->filters && o.pid)
+	if ((!cmd->filters || cmd->no_pid) && o.pid)
 		usage_error("--pid cannot be used with '%s'", cmd->name);
-	if (!cmd->filters && o.region)
+	if (!cmd->filters && o.n_regions)
 		usage_error("--region cannot be used with '%s'", cmd->name);
+	if (!cmd->filters && o.n_comms)
+		usage_error("--comm cannot be used with '%s'", cmd->name);
+	if (!cmd->standalone && (o.events || o.output))
+		usage_error("--events and --output are for 'run' only, not '%s'", cmd->name);
+	if (cmd->standalone && !o.argv)
+		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
+	if (!cmd->standalone && o.argv)
+		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
 	if (!cmd->live && o.live_opts)
 		usage_error("--interval and --iterations are for 'top' only, not '%s'", cmd->name);
 	if (cmd->live && o.format != FORMAT_TABLE)
 		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
 
+	if (cmd->standalone)
+		return cmd->run(-1, cmd, &o);
 	_cleanup_close_ int sock = connect_daemon(o.socket);
 	hello(sock);
 	int r = cmd->run(sock, cmd, &o);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <fnmatch.h>
 #include <linux/perf_event.h>
 #include <linux/sockios.h>
 #include <poll.h>
@@ -929,16 +930,27 @@ query_buf_free(struct query_buf *q)
 	free(q->esp);
 }
 
+/* Whether the filters of @q select region @r of @p; @r NULL: whether they select @p, its
+ * regions' names aside. Who may see @p is the caller's to check. */
 static bool
-query_match(const struct session *s, const struct process *p, const struct region_agg *r, pid_t pid,
-            const char *region)
+query_match(const Pmc__Query *q, const struct process *p, const struct region_agg *r)
 {
-	/* Users see their own processes; root and --admin-group see all. */
-	if (!s->admin && p->uid != s->uid)
+	bool any = !q->n_comms;
+
+	if (q->pid && p->pid != q->pid)
 		return false;
-	if (pid && p->pid != pid)
+	if (q->min_start && p->start < q->min_start)
 		return false;
-	return !region || !*region || !strcmp(region, r->name);
+	for (size_t i = 0; !any && i < q->n_comms; i++)
+		any = !fnmatch(q->comms[i], p->comm, 0);
+	if (!any || !r)
+		return any;
+	if (!q->n_regions)
+		return !*q->region || !strcmp(q->region, r->name);
+	for (size_t i = 0; i < q->n_regions; i++)
+		if (!fnmatch(q->regions[i], r->name, 0))
+			return true;
+	return false;
 }
 
 static int session_dispatch_one(struct session *s);
@@ -983,16 +995,32 @@ handle_query(struct session *s, const Pmc__Request *req)
 	drain_others(s->srv, s);
 	struct registry *reg = &s->srv->reg;
 	size_t n_rs = 0, n_es = 0;
+	Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
 
-	for (struct process *p = reg->procs; p; p = p->next)
+	/* A region with no samples (reset, or defined and never run) is not listed. Users see
+	 * their own processes; root and --admin-group see all. The others' regions are only
+	 * counted (hidden), and only for a query that names their pid, which the caller
+	 * knows already: never by name (a count by glob would tell their names), never over
+	 * all processes (another user's activity is theirs to see, as in Status). */
+	for (struct process *p = reg->procs; p; p = p->next) {
+		bool mine = s->admin || p->uid == s->uid;
+		bool selected = query_match(q, p, NULL) && (mine || q->pid);
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
-			if (!query_match(s, p, r, q->pid, q->region))
+			if (!r->count)
+				continue;
+			if (!mine) {
+				qr.hidden += selected;
+				continue;
+			}
+			qr.visible++;
+			if (!selected || !query_match(q, p, r))
 				continue;
 			n_rs++;
 			for (size_t j = 0; j < r->n_ev; j++)
 				n_es += r->seen[j];
 		}
+	}
 
 	_cleanup_(query_buf_free) struct query_buf b = {0};
 	b.rs = calloc(n_rs + 1, sizeof(*b.rs));
@@ -1008,7 +1036,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 	for (struct process *p = reg->procs; p; p = p->next)
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
-			if (!query_match(s, p, r, q->pid, q->region))
+			if (!r->count || (!s->admin && p->uid != s->uid) || !query_match(q, p, r))
 				continue;
 			Pmc__RegionStats *rs = &b.rs[b.n_rs];
 			b.rsp[b.n_rs++] = rs;
@@ -1049,7 +1077,6 @@ handle_query(struct session *s, const Pmc__Request *req)
 			}
 		}
 
-	Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
 	qr.n_regions = b.n_rs;
 	qr.regions = b.rsp;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -1058,7 +1085,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 	if (pmc__response__get_packed_size(&resp) > WIRE_MAX_DATAGRAM)
 		return reply_error(s, EMSGSIZE,
 		                   "%zu regions do not fit in one reply: narrow the query with "
-		                   "--pid or --region",
+		                   "--pid, --comm or --region",
 		                   b.n_rs);
 	return reply(s, &resp, NULL, 0);
 }
@@ -1092,7 +1119,7 @@ handle_status(struct session *s, const Pmc__Request *req)
 	st.all_users = s->admin;
 	st.uid = (uint32_t)s->uid;
 	if (s->admin) {
-		st.clients = srv->n_sessions;
+		st.clients = srv->n_sessions - 1; /* the caller's own connection left out */
 		st.threads = srv->n_threads;
 		st.processes = (uint32_t)srv->reg.n_procs;
 		st.regions = (uint32_t)srv->reg.n_regions;
@@ -1109,7 +1136,7 @@ handle_status(struct session *s, const Pmc__Request *req)
 		/* A user sees its own figures only, as in queries: what its processes sent,
 		 * dropped and lost, never another user's activity. */
 		const struct user_share *u = s->user;
-		st.clients = u->connections;
+		st.clients = u->connections - 1; /* the caller's own connection left out */
 		st.threads = u->threads;
 		for (const struct process *p = srv->reg.procs; p; p = p->next)
 			if (p->uid == s->uid) {

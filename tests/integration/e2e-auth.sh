@@ -28,6 +28,7 @@ pass "software events count kernel activity for uid 65534"
 expect_eq "owner sees its process" "$(ctl_as 65534 query --format json | jq "[.regions[] | select(.pid == $CLIENT_PID)] | length")" 2
 expect_eq "another user sees nothing" "$(ctl_as 65533 query --format json | jq '.regions | length')" 0
 expect_eq "root sees it" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 2
+expect_eq "admin group member sees all" "$(setpriv --reuid=65533 --regid=65533 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 2
 # Reset: root and --admin-group only.
 set +e
 out=$(ctl_as 65534 reset 2>&1); rc=$?
@@ -38,7 +39,6 @@ pass "reset refused: $out"
 out=$(setpriv --reuid=65534 --regid=65534 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" reset --format json) ||
 	fail "admin-group member may not reset: $out"
 expect_eq "admin group member resets" "$(jq '.cleared > 0' <<<"$out")" true
-expect_eq "admin group member sees all" "$(setpriv --reuid=65533 --regid=65533 --groups=4242 -- "$PMCCTL_BIN" --socket "$SOCK" query --pid "$CLIENT_PID" --format json | jq '.regions | length')" 2
 
 # A connection whose process has exited may not register (pidfd).
 out=$(raw orphan) || fail "orphan registration not refused with ESRCH: $out"

@@ -20,7 +20,7 @@ expect_eq "status samples" "$(pmcctl status --format json | jq .samples)" 20
 pmcctl events --format json | jq -e '.events[] | select(.name=="page-faults") | .usable' >/dev/null || fail "events: page-faults not usable"
 pmcctl dump --format json | jq -e '.regions | length >= 2' >/dev/null || fail "dump"
 expect_eq "reset" "$(pmcctl reset --pid $A --format json | jq .cleared)" 1
-expect_eq "after reset" "$(pmcctl query --pid $A --format json | jq '.regions[0].count')" 0
+expect_eq "after reset: no rows of zeros" "$(pmcctl query --pid $A --format json | jq '.regions | length')" 0
 expect_eq "other untouched" "$(pmcctl query --pid $B --format json | jq '.regions[0].count')" 10
 
 set +e

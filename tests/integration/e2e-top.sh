@@ -40,7 +40,7 @@ awk -v p="$C" -v sanitized="${PMC_SANITIZED:-}" '$1 == p && $3 == "mt-pages" {
 pass "rates of mt-pages"
 
 pmcctl top --iterations 1 --interval 0.1 --region nope >"$TMP/top" || fail "top --region nope"
-grep -q "^no regions recorded$" "$TMP/top" || fail "--region filter: $(cat "$TMP/top")"
+grep -q "^no region matches --region 'nope'" "$TMP/top" || fail "--region filter: $(cat "$TMP/top")"
 pmcctl top --iterations 1 --interval 0.1 --pid "$C" >"$TMP/top" || fail "top --pid"
 expect_eq "--pid filter rows" "$(awk -v p="$C" '$1 == p && $3 == "mt-pages"' "$TMP/top" | wc -l)" 1
 
