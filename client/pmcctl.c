@@ -975,6 +975,10 @@ query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 
 		/* Wall time is read from the clock, never extrapolated. */
 		jset(wall, "scaled", json_false());
+		if (r->wall_floor) {
+			jset(wall, "floor", ju64(r->wall_floor));
+			jset(wall, "too_short", json_boolean(r->wall_too_short));
+		}
 		jappend(regions, reg);
 		jset(reg, "name", jstr(r->name));
 		jset(reg, "pid", json_integer(r->pid));
@@ -988,6 +992,11 @@ query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 			json_t *st = stats_json(e->stats);
 
 			jset(st, "scaled", json_boolean(e->scaled_count > 0));
+			/* What an empty region measures here (its thread's calibration). */
+			if (r->wall_floor) {
+				jset(st, "floor", ju64(e->floor));
+				jset(st, "too_short", json_boolean(e->too_short));
+			}
 			if (e->scaled_count > 0) {
 				jset(st, "scaled_samples", ju64(e->scaled_count));
 				jset(st, "running_ratio", jreal(e->scaled_ratio));
@@ -1009,8 +1018,9 @@ query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 }
 
 static const char *const query_csv_head[] = {
-        "pid",  "comm",   "region", "count", "event", "sum",    "min",           "max",
-        "mean", "stddev", "p50",    "p90",   "p99",   "scaled", "running_ratio",
+        "pid", "comm",   "region",        "count",  "event",     "sum",
+        "min", "max",    "mean",          "stddev", "p50",       "p90",
+        "p99", "scaled", "running_ratio", "floor",  "too_short",
 };
 
 /* @e is NULL for the wall-clock row. */
@@ -1038,6 +1048,13 @@ query_csv_row(const Pmc__RegionStats *r, const Pmc__EventStats *e)
 		csv_real(e->scaled_ratio);
 	else
 		csv_str("");
+	if (r->wall_floor) {
+		csv_u64(e ? e->floor : r->wall_floor);
+		csv_bool(e ? e->too_short : r->wall_too_short);
+	} else {
+		csv_str("");
+		csv_str("");
+	}
 	csv_end();
 }
 
@@ -1059,6 +1076,8 @@ query_csv_derived(const Pmc__RegionStats *r, const Pmc__Derived *d)
 	for (int k = 0; k < 4; k++)
 		csv_str("");
 	csv_bool(false);
+	csv_str("");
+	csv_str("");
 	csv_str("");
 	csv_end();
 }
@@ -1161,9 +1180,10 @@ query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStat
 	table_add(t, "%s", r->name);
 	table_add(t, "%s", count);
 	if (e)
-		table_add(t, "%s%s", e->name, e->scaled_count > 0 ? "*" : "");
+		table_add(t, "%s%s%s", e->name, e->scaled_count > 0 ? "*" : "",
+		          e->too_short ? "~" : "");
 	else
-		table_add(t, "wall");
+		table_add(t, "wall%s", r->wall_too_short ? "~" : "");
 	table_add_value(t, (double)s->sum, true, ns, rounded);
 	table_add_value(t, s->mean, false, ns, rounded);
 	table_add_value(t, (double)s->min, true, ns, rounded);
@@ -1182,7 +1202,7 @@ query_table(const Pmc__QueryReply *q, const char *why)
 	static const bool right[] = {true, false, false, true, false, true,
 	                             true, true,  true,  true, true,  true};
 	struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
-	bool any_scaled = false, rounded = false;
+	bool any_scaled = false, rounded = false, any_short = false;
 
 	if (!q->n_regions) {
 		_cleanup_free_ char *safe = escape_text(why);
@@ -1194,9 +1214,11 @@ query_table(const Pmc__QueryReply *q, const char *why)
 		const Pmc__RegionStats *r = q->regions[i];
 
 		query_table_row(&t, r, NULL, &rounded);
+		any_short |= r->wall_too_short;
 		for (size_t j = 0; j < r->n_events; j++) {
 			query_table_row(&t, r, r->events[j], &rounded);
 			any_scaled |= r->events[j]->scaled_count > 0;
+			any_short |= r->events[j]->too_short;
 		}
 		/* Derived ratios: the value in the MEAN column. */
 		for (size_t j = 0; j < r->n_derived; j++) {
@@ -1221,6 +1243,10 @@ query_table(const Pmc__QueryReply *q, const char *why)
 		     "--format json or csv has them exact");
 	if (any_scaled)
 		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
+	if (any_short)
+		puts("~ too short to trust: the mean is within 10x of what an empty region "
+		     "measures in that process (its floor: --format json shows it; nothing is "
+		     "subtracted)");
 }
 
 /* Prints @q in @o's format; when it lists nothing, a line says why. */

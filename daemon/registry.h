@@ -18,6 +18,9 @@ struct event_agg {
 	double ratio_sum; /* sum of running/enabled over those samples */
 };
 
+/* Distinct events per process (the names kept, and slots in each of its regions). */
+#define PROCESS_MAX_EVENTS 64
+
 /** One named region of one process. */
 struct region_agg {
 	char *name;
@@ -29,6 +32,52 @@ struct region_agg {
 	bool *seen;
 };
 
+/**
+ * enum drop_reason - why samples of a process were not counted
+ *
+ * The first ones are what its library reported (the dropped_* fields of SampleBatch); the
+ * others the daemon's own. Each is in the `dropped` figures; LOST_UNSENT is in `lost`.
+ */
+enum drop_reason {
+	DROP_DEPTH,       /* "depth": nested deeper than the library's 32 */
+	DROP_NESTING,     /* "nesting": left open when an enclosing region ended or the
+	                   * thread exited */
+	DROP_FULL,        /* "buffer-full": the thread's buffer was full */
+	DROP_READ,        /* "read-failed": reading the counters failed */
+	DROP_EXITED,      /* "thread-exited": held by a thread that exited before sending */
+	DROP_NAMES,       /* "too-many-names": pmc_region() past the library's 65,535 names */
+	DROP_LONG_NAMES,  /* "name-too-long": a name over 127 bytes, refused */
+	DROP_OTHER,       /* "other": dropped without a reason (an older library) */
+	DROP_MAX_REGIONS, /* "max-regions": daemon: --max-regions, its per-user share or
+	                   * --max-total-regions */
+	DROP_BATCH_RATE,  /* "batch-rate": daemon: over --max-batch-rate */
+	DROP_REFUSED,     /* "thread-refused": daemon: batches of a thread it refused */
+	LOST_UNSENT,      /* "unsent": lost: the process ended holding samples it had
+	                   * announced (SampleBatch.pending) */
+	DROP_N
+};
+
+/** drop_reason_name() - the short name of @r ("depth", ...; NULL past DROP_N) */
+static inline const char *
+drop_reason_name(unsigned r)
+{
+	static const char *const names[DROP_N] = {
+	        [DROP_DEPTH] = "depth",
+	        [DROP_NESTING] = "nesting",
+	        [DROP_FULL] = "buffer-full",
+	        [DROP_READ] = "read-failed",
+	        [DROP_EXITED] = "thread-exited",
+	        [DROP_NAMES] = "too-many-names",
+	        [DROP_LONG_NAMES] = "name-too-long",
+	        [DROP_OTHER] = "other",
+	        [DROP_MAX_REGIONS] = "max-regions",
+	        [DROP_BATCH_RATE] = "batch-rate",
+	        [DROP_REFUSED] = "thread-refused",
+	        [LOST_UNSENT] = "unsent",
+	};
+	return r < DROP_N ? names[r] : NULL;
+}
+
 struct process {
 	pid_t pid;
 	uid_t uid;
@@ -38,12 +87,21 @@ struct process {
 	unsigned n_threads;  /* registered now, over all its connections */
 	uint64_t received;   /* samples the process has sent, as far as we know */
 	uint64_t lost;       /* of those, lost by an earlier daemon */
+	/* Samples not counted, by reason: dropped[LOST_UNSENT] is lost, not in `lost`
+	 * above; the others are in the daemon's and the uid's `dropped`. Not in the
+	 * state file. */
+	uint64_t dropped[DROP_N];
 	uint64_t ended;      /* when its last connection closed (0: connected) */
 	bool warned_regions; /* logged once that it hit --max-regions */
 	bool warned_total;   /* logged once that it hit --max-total-regions */
 	bool warned_user;    /* logged once that its uid hit --max-regions-per-user */
 	size_t n_events;
 	char **events; /* process event ids -> names */
+	/* What an empty region measures here (ThreadFloor), the smallest a thread reported:
+	 * per event id while has_floor's bit is set, and the wall time (0: unknown). */
+	uint64_t floor[PROCESS_MAX_EVENTS];
+	uint64_t has_floor;
+	uint64_t wall_floor;
 	size_t n_regions;
 	size_t cap_regions;
 	struct region_agg **regions;
@@ -89,8 +147,6 @@ struct region_agg *process_region(struct registry *reg, struct process *p, const
  */
 int process_event_id(struct process *p, const char *name);
 
-/* Distinct events per process (the names kept, and slots in each of its regions). */
-#define PROCESS_MAX_EVENTS 64
 
 /**
  * process_event_room() - whether @p may count the @n events @names (canonical spellings)

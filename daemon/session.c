@@ -498,6 +498,39 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	return reply(s, &resp, fds, n);
 }
 
+/* What an empty region measured on a registered thread: the process keeps the smallest
+ * figure of any thread, per event, as the floor under its regions' figures. A floor that
+ * names a thread it never registered, or the wrong number of values, closes the
+ * connection. */
+static int
+handle_thread_floor(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__ThreadFloor *f = req->thread_floor;
+	struct session_thread *t = find_thread(s, f->tid);
+	if (!t || f->n_values != t->n)
+		return -EBADMSG;
+	struct process *p = s->proc;
+	if (f->wall_ns && (!p->wall_floor || f->wall_ns < p->wall_floor))
+		p->wall_floor = f->wall_ns;
+	for (size_t i = 0; i < t->n; i++) {
+		uint32_t id = t->ev_id[i];
+		if (id >= PROCESS_MAX_EVENTS)
+			continue;
+		if (!(p->has_floor >> id & 1) || f->values[i] < p->floor[id])
+			p->floor[id] = f->values[i];
+		p->has_floor |= UINT64_C(1) << id;
+	}
+	return 0;
+}
+
+/* A figure whose mean is within 10x of what an empty region measures (@floor > 0) says
+ * more about the measurement than about the code measured. */
+static bool
+too_short(const struct stats *st, uint64_t floor)
+{
+	return floor && st->count && st->mean < 10.0 * (double)floor;
+}
+
 static int
 handle_thread_exit(struct session *s, const Pmc__Request *req)
 {
@@ -1063,7 +1096,13 @@ handle_query(struct session *s, const Pmc__Request *req)
 				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
 				                                             (double)r->ev[j].scaled
 				                                   : 0.0;
+				if (j < PROCESS_MAX_EVENTS && (p->has_floor >> j & 1)) {
+					es->floor = p->floor[j];
+					es->too_short = too_short(&r->ev[j].st, p->floor[j]);
+				}
 			}
+			rs->wall_floor = p->wall_floor;
+			rs->wall_too_short = too_short(&r->wall, p->wall_floor);
 			struct derived d[DERIVED_MAX];
 			size_t nd = region_derived(p, r, d);
 			rs->derived = &b.dvp[b.n_dv];
@@ -1261,6 +1300,7 @@ static const struct {
         [PMC__REQUEST__BODY_RESET] = {handle_reset, true},
         [PMC__REQUEST__BODY_STATUS] = {handle_status, true},
         [PMC__REQUEST__BODY_LIST_EVENTS] = {handle_list_events, true},
+        [PMC__REQUEST__BODY_THREAD_FLOOR] = {handle_thread_floor, true},
 };
 
 /* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */

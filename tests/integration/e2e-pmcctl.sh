@@ -78,7 +78,7 @@ grep -Eq "^no region matches --region 'nope' \([0-9]+ regions recorded that you 
 pass "no match: $out"
 user_ctl query --region nope --format csv >"$TMP/csv" 2>"$TMP/csv.err" || fail "no-match csv exits $?"
 expect_eq "no match: csv is its header" "$(cat "$TMP/csv")" \
-	"pid,comm,region,count,event,sum,min,max,mean,stddev,p50,p90,p99,scaled,running_ratio"
+	"pid,comm,region,count,event,sum,min,max,mean,stddev,p50,p90,p99,scaled,running_ratio,floor,too_short"
 grep -q "^pmcctl: no region matches --region 'nope'" "$TMP/csv.err" || fail "csv reason: $(cat "$TMP/csv.err")"
 
 # --- units: the table for people, JSON and CSV exact ---

@@ -54,6 +54,10 @@
  *                            socket takes them, with a Status call every 100, for SECONDS
  *   SOCKET lie N             register, then send N batches of one sample that each claim
  *                            88,999 samples dropped and 100,001 sent before
+ *   SOCKET floor NAME WALL V register (page-faults), report an empty region's floor (WALL
+ *                            ns, V page faults), send one sample of region NAME (1000 ns,
+ *                            7 page faults), call Status; V "bad": two values for one
+ *                            event, and the connection must be closed
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
  *                            NAME, call Status (so it was counted), print "sent"
  */
@@ -646,6 +650,35 @@ main(int argc, char **argv)
 			if (send_regions(fd, 1, 1, 0, 88999, 100001 * (uint64_t)(i + 1)) < 0)
 				return 1;
 		if (status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
+	}
+	if (!strcmp(mode, "floor") && argc == 6) {
+		uint64_t fv[2] = {strtoull(argv[5], NULL, 10), 0};
+		Pmc__ThreadFloor f = PMC__THREAD_FLOOR__INIT;
+		f.tid = getpid();
+		f.wall_ns = strtoull(argv[4], NULL, 10);
+		f.n_values = strcmp(argv[5], "bad") ? 1 : 2;
+		f.values = fv;
+		Pmc__Request fr = PMC__REQUEST__INIT;
+		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
+		fr.thread_floor = &f;
+		if (register_self(fd) < 0 || wire_send(fd, &fr.base, NULL, 0, 0) < 0)
+			return 1;
+		if (f.n_values == 2)
+			return expect_closed(fd);
+		uint32_t region[1] = {1}, def_id[1] = {1};
+		uint64_t wall[1] = {1000}, values[1] = {7};
+		struct batch c = {.n = 1,
+		                  .ne = 1,
+		                  .n_def = 1,
+		                  .region = region,
+		                  .def_id = def_id,
+		                  .wall = wall,
+		                  .values = values,
+		                  .def_name = argv + 3};
+		if (send_batch(fd, &c) < 0 || status_served(fd) < 0)
 			return 1;
 		printf("sent\n");
 		return 0;
