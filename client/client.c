@@ -1,10 +1,15 @@
 /* libpmcclient: per-thread counters handed over by pmcdaemon, read in the thread
- * itself; region samples buffered per thread and sent in batches.
+ * itself; region samples kept per thread in a ring and sent to the daemon in batches.
  *
  * Hot path (pmc_begin/pmc_end): thread-local state only. With rdpmc no lock, no
  * allocation, no syscall; otherwise one read() of the group per call. Names are found
- * in a hash table read without a lock. The global lock is taken only to intern a new
- * name, register a thread and send a batch. */
+ * in a hash table read without a lock. Each thread's samples go into a ring of which it
+ * is the only writer (head); whoever holds the global lock is its only reader (tail): a
+ * background thread that sends every ring's samples every PMC_FLUSH_MS / 2 (and
+ * reconnects a daemon that went away or was not up yet), or the thread itself when its
+ * ring holds a batch (it tries the lock, never waits for it), at pmc_flush(), at thread
+ * and process exit. The global lock is taken only to intern a new name, register a thread
+ * and send. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -29,23 +34,71 @@
 #include "wire.h"
 
 #define PMC_DEFAULT_SOCKET "/run/pmcdaemon/pmc.sock"
-#define PMC_MAX_REGIONS 4096
+/* Region ids 1..65535, as many as the daemon takes; its --max-regions then applies. */
+#define PMC_MAX_REGIONS 65536
 #define PMC_MAX_EVENTS 16
 #define PMC_MAX_DEPTH 32
+/* Samples in one batch; a thread sends itself once its ring holds that many. */
 #define PMC_BATCH 512
-/* Samples a thread keeps while the daemon is away (restarting), sent when it is back. */
+/* A thread's ring (a power of two): room for a batch while the last one is on its way. */
+#define PMC_RING 1024
+/* What a ring grows to while the daemon is away or behind (restarting): sent when it is back. */
 #define PMC_GAP 4096
+/* Each sample reaches the daemon within this long of its region's end, by default. */
+#define PMC_FLUSH_MS 1000
 #define PMC_CALL_TIMEOUT_MS 2000
-/* Open addressing over at most PMC_MAX_REGIONS names: never more than half full. */
-#define PMC_NAME_SLOTS (2 * PMC_MAX_REGIONS)
+/* Open addressing, never more than half full: a table for the first 4,095 names, and one for
+ * all of them, made when the first is full (so that a process of few names touches little). */
+#define PMC_NAMES_SMALL 4096
+#define PMC_NAME_SLOTS (2 * PMC_NAMES_SMALL)
+#define PMC_NAME_SLOTS_BIG (2 * PMC_MAX_REGIONS)
 /* Never handed out by pmc_region(): ids stay below PMC_MAX_REGIONS. */
 #define PMC_WARMUP_REGION UINT32_MAX
+/* Region windows: the clock task-clock keeps too, never slewed by NTP. */
+#define PMC_WALL_CLOCK CLOCK_MONOTONIC_RAW
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* ST_LOST: was connected, the daemon went away; a background thread reconnects. */
+/* ST_LOST: no daemon now (it went away, or was not up at start); the background thread
+ * connects once it is there. */
 enum { ST_NONE, ST_ON, ST_OFF, ST_LOST };
+
+/* Why samples were not counted, as SampleBatch's dropped_* fields say it. The first ones are
+ * counted per thread by its own thread; all are counted process-wide for those a thread
+ * could not send before it exited, and for names pmc_region() refused. */
+enum {
+	R_DEPTH,   /* nested deeper than PMC_MAX_DEPTH */
+	R_NESTING, /* left open when an enclosing region ended, or the thread exited */
+	R_FULL,    /* the ring was full */
+	R_READ,    /* reading the counters failed */
+	R_THREAD_N,
+	R_EXITED = R_THREAD_N, /* held by a thread that exited unsent */
+	R_NAMES,               /* pmc_region(): the name table was full */
+	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
+	R_N
+};
+
+/* The daemon's name of each reason (pmcctl shows them), for the warnings. */
+static const char *const reason_name[R_N] = {
+        [R_DEPTH] = "depth",
+        [R_NESTING] = "nesting",
+        [R_FULL] = "buffer-full",
+        [R_READ] = "read-failed",
+        [R_EXITED] = "thread-exited",
+        [R_NAMES] = "too-many-names",
+        [R_LONG_NAMES] = "name-too-long",
+};
+
+/* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1). */
+struct ring {
+	size_t cap; /* a power of two */
+	uint32_t *region;
+	uint64_t *wall;
+	uint32_t *scaled;
+	float *ratio;     /* cap * n: running/enabled of each extrapolated value */
+	uint64_t *values; /* cap * n */
+};
 
 struct frame {
 	pmc_region_t id;
@@ -54,14 +107,20 @@ struct frame {
 };
 
 struct pmc_thread {
-	/* G.threads: every registered thread of this generation, for fork() to close
-	 * their fds in the child. Under G.lock. */
+	/* G.threads: every registered thread of this generation, for the background thread
+	 * to send their samples and for fork() to close their fds in the child. Under
+	 * G.lock. */
 	struct pmc_thread *next, *prev;
 	unsigned gen;
 	int state;
 	unsigned conn; /* G.conn when this thread last told the daemon about itself */
 	char *ev_names[PMC_MAX_EVENTS];
 	uint32_t ev_groups[PMC_MAX_EVENTS];
+	/* What an empty region measured here (the last warm-up), told to the daemon once, with
+	 * the first batch: the floor under every figure (ThreadFloor). Under G.lock. */
+	uint64_t floor_v[PMC_MAX_EVENTS];
+	uint64_t floor_wall;
+	int floor_pending;
 	pid_t tid;
 	size_t n;
 	int fds[PMC_MAX_EVENTS];
@@ -74,46 +133,67 @@ struct pmc_thread {
 	struct frame stack[PMC_MAX_DEPTH];
 	uint64_t *frame_mem;
 	uint64_t now[3 * PMC_MAX_EVENTS];
-	/* Sample buffer, sent as one SampleBatch. */
-	size_t n_samples, n_ratio;
-	size_t cap;      /* samples the arrays below hold: PMC_BATCH, PMC_GAP after a loss */
-	size_t flush_at; /* n_samples at which pmc_end() sends */
-	uint64_t dropped;
-	uint32_t *region;
-	uint64_t *wall;
-	uint32_t *scaled;
-	float *ratio;     /* cap * n: running/enabled of each extrapolated value */
-	uint64_t *values; /* cap * n */
+	/*
+	 * The ring of samples. The thread writes slot head, then publishes it by storing
+	 * head + 1 (release); a reader, under G.lock, loads head (acquire), then the ring
+	 * (acquire), reads slots [tail, head) and frees them by storing tail (release), which
+	 * the thread loads (acquire) before it writes a slot again. The thread alone may
+	 * replace the ring by a larger one (ring_grow()), once, without the lock: the old one
+	 * stays until the thread is released, for a reader that loaded it before.
+	 */
+	_Atomic(struct ring *) ring;
+	struct ring *old;
+	_Atomic uint64_t head;
+	_Atomic uint64_t tail;
+	uint64_t retry_at; /* the thread's own: head before which it does not try to send again */
+	/* Samples lost, by reason, since the thread started: written by the thread only; a
+	 * reader sends what is new since reported[], its own (under G.lock). */
+	_Atomic uint64_t lost[R_THREAD_N];
+	uint64_t reported[R_THREAD_N];
+	/* Under G.lock: the sample after the last one this connection was told of (each batch
+	 * says how many it leaves behind): the daemon counts them as lost if the process goes
+	 * without sending them. */
+	uint64_t announced;
 };
 
 static struct {
 	pthread_mutex_t lock;
+	pthread_cond_t wake; /* the background thread waits on it (CLOCK_MONOTONIC) */
 	_Atomic int state;
 	_Atomic unsigned gen;
 	int fd;
 	pid_t pid;
 	char *events_env;
-	char *events[PMC_MAX_EVENTS];
+	char **events;
 	size_t n_events;
 	pthread_key_t key;
 	int key_ok;
+	unsigned flush_ms; /* PMC_FLUSH_MS; 0: no periodic send */
 	uint32_t n_regions;
 	/* names[id] and hashes[id] are written once, under the lock, before the id is
-	 * published (release) in name_slots; read without the lock after an acquire. */
+	 * published (release) in name_slots or name_slots_big; read without the lock after
+	 * an acquire. */
 	char *names[PMC_MAX_REGIONS];
 	uint32_t hashes[PMC_MAX_REGIONS];
 	_Atomic uint32_t name_slots[PMC_NAME_SLOTS];
+	_Atomic uint32_t *_Atomic name_slots_big; /* PMC_NAME_SLOTS_BIG, never freed */
 	_Atomic int names_full;
+	char *name_pool; /* where the next name is copied: the rest of a chunk, touched */
+	size_t name_pool_left;
 	uint8_t announced[PMC_MAX_REGIONS];
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
-	uint64_t orphans;    /* samples of exited threads that could not be sent */
+	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
+	 * have told the daemon of them (under the lock). */
+	_Atomic uint64_t lost[R_N];
+	uint64_t reported[R_N];
+	atomic_flag warned[R_N]; /* each reason is said once on stderr */
 	const char *path;
-	int reconnecting;
+	int service;                /* the background thread runs */
 	int disabled;               /* PMC_DISABLE: off on purpose */
 	struct pmc_thread *threads; /* registered, this generation */
 	struct pmc_thread *dead;    /* of threads that did not survive a fork() */
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .flush_ms = PMC_FLUSH_MS};
 
 static __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
 
@@ -122,6 +202,8 @@ static void connection_failed_locked(int r);
 static int reattach_locked(struct pmc_thread *t);
 static void pmc_atexit(void);
 static void thread_warm_up(struct pmc_thread *t);
+static int service_start_locked(void);
+static char *name_copy_locked(const char *name, size_t len);
 
 static pid_t
 gettid_(void)
@@ -132,19 +214,50 @@ gettid_(void)
 static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void
+vwarn(const char *fmt, va_list ap)
+{
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(stderr, "pmc: %s\n", line);
+}
+
+/* The one line about connecting or registering. */
+static void
 warn_once(const char *fmt, ...)
 {
 	static atomic_flag warned = ATOMIC_FLAG_INIT;
 	if (atomic_flag_test_and_set(&warned))
 		return;
-	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vwarn(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "pmc: %s\n", line);
 }
 
+static void warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one line about samples lost for reason @why. */
+static void
+warn_loss(unsigned why, const char *fmt, ...)
+{
+	if (atomic_flag_test_and_set(&G.warned[why]))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vwarn(fmt, ap);
+	va_end(ap);
+}
+
+/* The thread's own count of samples lost for @why: it is the only writer. */
+static inline void
+count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
+{
+	atomic_store_explicit(&t->lost[why],
+	                      atomic_load_explicit(&t->lost[why], memory_order_relaxed) + n,
+	                      memory_order_relaxed);
+}
+
+/* Every name, also past PMC_MAX_EVENTS: the daemon refuses too many (E2BIG) and says so. */
 static void
 parse_events(void)
 {
@@ -152,16 +265,57 @@ parse_events(void)
 	if (!env || !*env)
 		return;
 	G.events_env = strdup(env);
-	if (!G.events_env)
+	size_t max = 1;
+	for (const char *c = env; *c; c++)
+		max += *c == ',';
+	G.events = calloc(max, sizeof(*G.events));
+	if (!G.events_env || !G.events) {
+		free(G.events_env);
+		free(G.events);
+		G.events_env = NULL;
+		G.events = NULL;
 		return;
+	}
 	char *save = NULL;
-	for (char *tok = strtok_r(G.events_env, ",", &save); tok && G.n_events < PMC_MAX_EVENTS;
+	for (char *tok = strtok_r(G.events_env, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		while (*tok == ' ')
 			tok++;
 		if (*tok)
 			G.events[G.n_events++] = tok;
 	}
+}
+
+/* PMC_FLUSH_MS: milliseconds, 0 for no periodic send; anything else keeps the default. */
+static void
+parse_flush_ms(void)
+{
+	const char *env = getenv("PMC_FLUSH_MS");
+	char *end;
+	if (!env || !*env)
+		return;
+	errno = 0;
+	unsigned long v = strtoul(env, &end, 10);
+	if (*end || errno || v > 3600u * 1000u || *env == '-') {
+		static atomic_flag warned = ATOMIC_FLAG_INIT;
+		if (!atomic_flag_test_and_set(&warned))
+			fprintf(stderr,
+			        "pmc: PMC_FLUSH_MS=%s is not a number of milliseconds from 0 to "
+			        "3600000: using %u\n",
+			        env, PMC_FLUSH_MS);
+		return;
+	}
+	G.flush_ms = (unsigned)v;
+}
+
+static void
+wake_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&G.wake, &a);
+	pthread_condattr_destroy(&a);
 }
 
 /* Holding the lock across fork() means the child never sees a half-done update. */
@@ -192,7 +346,8 @@ on_fork_child(void)
 	 * goes at its next region (its generation is old). Those of the threads that did
 	 * not survive the fork stay, as their stacks do, on G.dead: their owners may have
 	 * been half-way through changing them, so freeing them is not safe, and untouched
-	 * they stay shared with the parent, copy-on-write. */
+	 * they stay shared with the parent, copy-on-write. Their samples are the parent's
+	 * to send. */
 	for (struct pmc_thread *t = G.threads, *next; t; t = next) {
 		next = t->next;
 		for (size_t i = 0; i < t->n; i++) {
@@ -211,10 +366,15 @@ on_fork_child(void)
 	}
 	G.threads = NULL;
 	pthread_mutex_init(&G.lock, NULL);
+	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
-	/* The reconnecting thread, if any, did not survive the fork. */
-	G.reconnecting = 0;
+	/* The background thread did not survive the fork; the parent's losses are its own. */
+	G.service = 0;
 	G.sent_total = 0;
+	for (unsigned k = 0; k < R_N; k++) {
+		atomic_store(&G.lost[k], 0);
+		G.reported[k] = 0;
+	}
 	if (atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_LOST)
 		atomic_store(&G.state, ST_NONE);
 	atomic_fetch_add(&G.gen, 1);
@@ -270,6 +430,13 @@ connect_locked(void)
 			return;
 		}
 		parse_events();
+		parse_flush_ms();
+		/* Map the small name table now (32 KiB), so that a name first seen inside a
+		 * region costs that region no page fault of it. */
+		for (size_t i = 0; i < PMC_NAME_SLOTS; i += 1024)
+			atomic_store_explicit(&G.name_slots[i], 0, memory_order_relaxed);
+		(void)name_copy_locked("", 0);
+		wake_init();
 		G.key_ok = pthread_key_create(&G.key, thread_destroy) == 0;
 		pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 		atexit(pmc_atexit);
@@ -277,29 +444,38 @@ connect_locked(void)
 	const char *path = getenv("PMC_SOCKET");
 	if (!path || !*path)
 		path = PMC_DEFAULT_SOCKET;
+	G.pid = getpid();
+	G.path = path;
 
 	char why[256] = "";
 	int hello_failed = 0;
 	int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
-	if (fd < 0) {
-		if (!hello_failed)
-			warn_once("profiling disabled: cannot connect to pmcdaemon at %s: %s (is "
-			          "pmcdaemon running? set PMC_SOCKET, or PMC_DISABLE=1 to silence "
-			          "this)",
-			          path, strerror(-fd));
-		else if (*why)
-			warn_once("profiling disabled: pmcdaemon at %s refused: %s", path, why);
-		else
-			warn_once("profiling disabled: no answer from pmcdaemon at %s: %s", path,
-			          strerror(-fd));
+	if (fd < 0 && hello_failed && *why) {
+		/* It answered no (a limit, another protocol): asking again would only be
+		 * refused again. */
+		warn_once("profiling disabled: pmcdaemon at %s refused: %s", path, why);
 		atomic_store(&G.state, ST_OFF);
 		return;
 	}
+	if (fd < 0) {
+		/* Not up yet, or not answering: the background thread connects once it is. */
+		int bg = service_start_locked() == 0;
+		if (!hello_failed)
+			warn_once("profiling disabled: cannot connect to pmcdaemon at %s: %s (is "
+			          "pmcdaemon running? set PMC_SOCKET, or PMC_DISABLE=1 to silence "
+			          "this)%s",
+			          path, strerror(-fd),
+			          bg ? "; profiling starts when it comes up" : "");
+		else
+			warn_once("profiling disabled: no answer from pmcdaemon at %s: %s%s", path,
+			          strerror(-fd), bg ? "; profiling starts when it answers" : "");
+		atomic_store(&G.state, bg ? ST_LOST : ST_OFF);
+		return;
+	}
 	G.fd = fd;
-	G.pid = getpid();
-	G.path = path;
 	G.conn++;
 	atomic_store(&G.state, ST_ON);
+	(void)service_start_locked();
 }
 
 static int
@@ -323,7 +499,8 @@ pmc_thread_uses_rdpmc(void)
 	return t->rdpmc && t->last_rdpmc;
 }
 
-/* FNV-1a of the first PMC_REGION_NAME_MAX bytes of @name (what is interned of it). */
+/* FNV-1a of @name, and its length in *@len; stops after PMC_REGION_NAME_MAX bytes (a name
+ * still going there is refused). */
 static inline uint32_t
 name_hash(const char *name, size_t *len)
 {
@@ -335,7 +512,7 @@ name_hash(const char *name, size_t *len)
 	return h;
 }
 
-/* Whether interned name @id is @name, truncated as pmc_region() truncates it. */
+/* Whether interned name @id is @name (at most PMC_REGION_NAME_MAX bytes). */
 static inline bool
 name_is(pmc_region_t id, const char *name)
 {
@@ -349,12 +526,12 @@ name_is(pmc_region_t id, const char *name)
 	return true;
 }
 
-/* Lock-free: the id of @name (hash @h), or 0. */
-static pmc_region_t
-name_find(const char *name, uint32_t h)
+/* Lock-free: the id of @name (hash @h) in the table @slots of @n (a power of two), or 0. */
+static inline pmc_region_t
+name_probe(_Atomic uint32_t *slots, uint32_t n, const char *name, uint32_t h)
 {
-	for (uint32_t i = h & (PMC_NAME_SLOTS - 1);; i = (i + 1) & (PMC_NAME_SLOTS - 1)) {
-		uint32_t id = atomic_load_explicit(&G.name_slots[i], memory_order_acquire);
+	for (uint32_t i = h & (n - 1);; i = (i + 1) & (n - 1)) {
+		uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
 		if (!id)
 			return 0;
 		if (G.hashes[id] == h && name_is(id, name))
@@ -362,7 +539,51 @@ name_find(const char *name, uint32_t h)
 	}
 }
 
-/* Called with G.lock held: interns @name (not there yet), or 0 when the table is full. */
+/* Lock-free: the id of @name (hash @h), or 0. */
+static pmc_region_t
+name_find(const char *name, uint32_t h)
+{
+	pmc_region_t id = name_probe(G.name_slots, PMC_NAME_SLOTS, name, h);
+	if (likely(id))
+		return id;
+	_Atomic uint32_t *big = atomic_load_explicit(&G.name_slots_big, memory_order_acquire);
+	return big ? name_probe(big, PMC_NAME_SLOTS_BIG, name, h) : 0;
+}
+
+/* Called with G.lock held: a copy of @name (@len bytes), in chunks of 4 KiB written through
+ * when made (the first at start), so that a name first seen in a region costs it no page
+ * fault of the allocator's. Never freed, as names are not. */
+static char *
+name_copy_locked(const char *name, size_t len)
+{
+	if (G.name_pool_left < len + 1) {
+		size_t sz = 4096;
+		char *chunk = malloc(sz);
+		if (!chunk)
+			return NULL;
+		memset(chunk, 0, sz);
+		G.name_pool = chunk;
+		G.name_pool_left = sz;
+	}
+	char *copy = G.name_pool;
+	memcpy(copy, name, len);
+	copy[len] = 0;
+	G.name_pool += len + 1;
+	G.name_pool_left -= len + 1;
+	return copy;
+}
+
+static void
+name_insert(_Atomic uint32_t *slots, uint32_t n, uint32_t h, pmc_region_t id)
+{
+	uint32_t i = h & (n - 1);
+	while (atomic_load_explicit(&slots[i], memory_order_relaxed))
+		i = (i + 1) & (n - 1);
+	atomic_store_explicit(&slots[i], id, memory_order_release);
+}
+
+/* Called with G.lock held: interns @name (not there yet), or 0 when the table is full (then
+ * G.names_full) or memory is short. */
 static pmc_region_t
 name_add_locked(const char *name, size_t len, uint32_t h)
 {
@@ -370,63 +591,140 @@ name_add_locked(const char *name, size_t len, uint32_t h)
 		atomic_store(&G.names_full, 1);
 		return 0;
 	}
-	char *copy = malloc(len + 1);
+	_Atomic uint32_t *big = atomic_load_explicit(&G.name_slots_big, memory_order_relaxed);
+	if (G.n_regions + 1 >= PMC_NAMES_SMALL && !big) {
+		/* The small table is full: the big one takes every name from now on. */
+		big = calloc(PMC_NAME_SLOTS_BIG, sizeof(*big));
+		if (!big)
+			return 0;
+		for (pmc_region_t id = 1; id <= G.n_regions; id++)
+			name_insert(big, PMC_NAME_SLOTS_BIG, G.hashes[id], id);
+		atomic_store_explicit(&G.name_slots_big, big, memory_order_release);
+	}
+	char *copy = name_copy_locked(name, len);
 	if (!copy)
 		return 0;
-	memcpy(copy, name, len);
-	copy[len] = 0;
 	pmc_region_t id = ++G.n_regions;
 	G.names[id] = copy;
 	G.hashes[id] = h;
-	uint32_t i = h & (PMC_NAME_SLOTS - 1);
-	while (atomic_load_explicit(&G.name_slots[i], memory_order_relaxed))
-		i = (i + 1) & (PMC_NAME_SLOTS - 1);
-	atomic_store_explicit(&G.name_slots[i], id, memory_order_release);
+	if (big)
+		name_insert(big, PMC_NAME_SLOTS_BIG, h, id);
+	else
+		name_insert(G.name_slots, PMC_NAME_SLOTS, h, id);
 	return id;
+}
+
+/* pmc_region() said no to @name for @why: count it (the next batch tells the daemon), and
+ * say so once. */
+static pmc_region_t
+name_refused(unsigned why, const char *name)
+{
+	atomic_fetch_add_explicit(&G.lost[why], 1, memory_order_relaxed);
+	if (why == R_NAMES && !atomic_load(&G.names_full))
+		warn_loss(why,
+		          "out of memory interning region name '%.40s': refused (pmc_region() "
+		          "returns 0), counted by pmcdaemon as a dropped sample (reason %s)",
+		          name, reason_name[why]);
+	else if (why == R_LONG_NAMES)
+		warn_loss(why,
+		          "region name '%.40s...' is longer than PMC_REGION_NAME_MAX (%d bytes): "
+		          "refused, as is every such name (pmc_region() returns 0); each refusal "
+		          "is counted by pmcdaemon as a dropped sample (reason %s)",
+		          name, PMC_REGION_NAME_MAX, reason_name[why]);
+	else
+		warn_loss(why,
+		          "more than %d region names in this process: '%.40s' and every later "
+		          "new name refused (pmc_region() returns 0); each refusal is counted by "
+		          "pmcdaemon as a dropped sample (reason %s)",
+		          PMC_MAX_REGIONS - 1, name, reason_name[why]);
+	return 0;
 }
 
 PMC_EXPORT pmc_region_t
 pmc_region(const char *name)
 {
+	/* Interned also while no daemon is up: the id stays good once one is. */
 	if (!name || !*name || ensure_connected() == ST_OFF)
 		return 0;
 	size_t len;
 	uint32_t h = name_hash(name, &len);
+	/* Never cut short: two names that differ past the limit would be one region. */
+	if (unlikely(len == PMC_REGION_NAME_MAX && name[len]))
+		return name_refused(R_LONG_NAMES, name);
 	pmc_region_t id = name_find(name, h);
-	if (likely(id) || atomic_load_explicit(&G.names_full, memory_order_relaxed))
+	if (likely(id))
 		return id;
+	if (atomic_load_explicit(&G.names_full, memory_order_relaxed))
+		return name_refused(R_NAMES, name);
 	pthread_mutex_lock(&G.lock);
 	id = name_find(name, h);
 	if (!id)
 		id = name_add_locked(name, len, h);
 	pthread_mutex_unlock(&G.lock);
-	return id;
+	return id ? id : name_refused(R_NAMES, name);
 }
 
-/* (Re)sizes the sample arrays to @cap samples; on failure they keep their size. */
-static int
-buffers_resize(struct pmc_thread *t, size_t cap)
+static void
+ring_free(struct ring *r)
 {
-	uint32_t *region = realloc(t->region, cap * sizeof(*region));
-	if (region)
-		t->region = region;
-	uint64_t *wall = realloc(t->wall, cap * sizeof(*wall));
-	if (wall)
-		t->wall = wall;
-	uint32_t *scaled = realloc(t->scaled, cap * sizeof(*scaled));
-	if (scaled)
-		t->scaled = scaled;
-	float *ratio = realloc(t->ratio, cap * t->n * sizeof(*ratio));
-	if (ratio)
-		t->ratio = ratio;
-	uint64_t *values = realloc(t->values, cap * t->n * sizeof(*values));
-	if (values)
-		t->values = values;
-	if (!region || !wall || !scaled || !ratio || !values)
-		return -ENOMEM;
-	t->cap = cap;
-	t->flush_at = PMC_BATCH;
-	return 0;
+	if (!r)
+		return;
+	free(r->region);
+	free(r->wall);
+	free(r->scaled);
+	free(r->ratio);
+	free(r->values);
+	free(r);
+}
+
+/* An empty ring of @cap samples (a power of two) of @n events, or NULL. */
+static struct ring *
+ring_new(size_t cap, size_t n)
+{
+	struct ring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->cap = cap;
+	r->region = calloc(cap, sizeof(*r->region));
+	r->wall = calloc(cap, sizeof(*r->wall));
+	r->scaled = calloc(cap, sizeof(*r->scaled));
+	r->ratio = calloc(cap * n, sizeof(*r->ratio));
+	r->values = calloc(cap * n, sizeof(*r->values));
+	if (!r->region || !r->wall || !r->scaled || !r->ratio || !r->values) {
+		ring_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/*
+ * By @t's own thread, without the lock: a ring of PMC_GAP samples in place of the present
+ * one, holding what it holds (while the daemon is away or behind, or the lock is taken),
+ * once. A reader that loaded the present ring before reads on in it: every sample it may
+ * read (before the head it loaded) is in both, copied before the new ring is published, and
+ * every head stored after that comes with the new ring.
+ */
+static void
+ring_grow(struct pmc_thread *t)
+{
+	struct ring *r = atomic_load_explicit(&t->ring, memory_order_relaxed);
+	if (t->old || r->cap >= PMC_GAP)
+		return;
+	struct ring *g = ring_new(PMC_GAP, t->n);
+	if (!g)
+		return;
+	size_t n = t->n, om = r->cap - 1, nm = g->cap - 1;
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
+	for (uint64_t k = atomic_load_explicit(&t->tail, memory_order_acquire); k < hd; k++) {
+		size_t a = k & om, b = k & nm;
+		g->region[b] = r->region[a];
+		g->wall[b] = r->wall[a];
+		g->scaled[b] = r->scaled[a];
+		memcpy(g->ratio + b * n, r->ratio + a * n, n * sizeof(*g->ratio));
+		memcpy(g->values + b * n, r->values + a * n, n * sizeof(*g->values));
+	}
+	t->old = r;
+	atomic_store_explicit(&t->ring, g, memory_order_release);
 }
 
 static void
@@ -441,11 +739,8 @@ thread_release(struct pmc_thread *t)
 	for (size_t i = 0; i < t->n; i++)
 		free(t->ev_names[i]);
 	free(t->frame_mem);
-	free(t->values);
-	free(t->ratio);
-	free(t->region);
-	free(t->wall);
-	free(t->scaled);
+	ring_free(atomic_load(&t->ring));
+	ring_free(t->old);
 	free(t);
 }
 
@@ -547,13 +842,18 @@ register_locked(void)
 			return NULL;
 		}
 	t->frame_mem = calloc(PMC_MAX_DEPTH * 3 * t->n, sizeof(uint64_t));
-	if (!t->frame_mem || buffers_resize(t, PMC_BATCH) < 0) {
+	struct ring *ring = ring_new(PMC_RING, t->n);
+	atomic_store(&t->ring, ring);
+	if (!t->frame_mem || !ring) {
 		thread_release(t);
 		return NULL;
 	}
 	for (unsigned d = 0; d < PMC_MAX_DEPTH; d++)
 		t->stack[d].v = t->frame_mem + d * 3 * t->n;
 	t->state = ST_ON;
+	t->announced = 0;
+	/* Before the background thread can see the ring: nothing of this is a sample. */
+	thread_warm_up(t);
 	t->next = G.threads;
 	if (G.threads)
 		G.threads->prev = t;
@@ -594,7 +894,7 @@ read_counters(struct pmc_thread *t, uint64_t *v)
 	return 0;
 }
 
-static int flush_thread(struct pmc_thread *t, bool may_wait);
+static void flush_try(struct pmc_thread *t);
 
 static struct pmc_thread *
 thread_slow(void)
@@ -619,8 +919,6 @@ thread_slow(void)
 	if (atomic_load(&G.state) == ST_ON)
 		t = register_locked();
 	pthread_mutex_unlock(&G.lock);
-	if (t)
-		thread_warm_up(t);
 	if (!t) {
 		/* Remember the failure so that this thread never retries on the hot path. */
 		t = calloc(1, sizeof(*t));
@@ -652,21 +950,25 @@ pmc_enabled(void)
 	return thread_get() != NULL;
 }
 
+/* The wall clock is read before the counters at the begin and after them at the end: a
+ * sample's wall time encloses the window its counters saw. */
 static inline void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
 	if (unlikely(t->depth >= PMC_MAX_DEPTH || t->overflow)) {
-		t->dropped++;
+		/* Inside a begin that was not pushed: lost for the same reason as it. */
+		count_loss(t, t->depth >= PMC_MAX_DEPTH ? R_DEPTH : R_READ, 1);
 		t->overflow++;
 		return;
 	}
 	struct frame *f = &t->stack[t->depth];
+	f->t0 = util_now_ns(PMC_WALL_CLOCK);
 	if (unlikely(read_counters(t, f->v) < 0)) {
+		count_loss(t, R_READ, 1);
 		t->overflow++;
 		return;
 	}
 	f->id = region;
-	f->t0 = util_now_ns(CLOCK_MONOTONIC);
 	t->depth++;
 }
 
@@ -690,21 +992,42 @@ pmc_begin(pmc_region_t region)
 static inline void
 region_end(struct pmc_thread *t, pmc_region_t region)
 {
-	uint64_t t1 = util_now_ns(CLOCK_MONOTONIC);
 	uint64_t *now = t->now;
-	if (unlikely(read_counters(t, now) < 0))
-		return;
+	int r = read_counters(t, now);
+	uint64_t t1 = util_now_ns(PMC_WALL_CLOCK);
 	unsigned d = t->depth;
 	while (d > 0 && t->stack[d - 1].id != region)
 		d--;
 	if (unlikely(!d))
 		return;
+	/* Regions begun inside this one and not ended: their samples are lost. */
+	if (unlikely(d != t->depth))
+		count_loss(t, R_NESTING, t->depth - d);
 	t->depth = d - 1;
+	if (unlikely(r < 0)) {
+		count_loss(t, R_READ, 1);
+		return;
+	}
 	struct frame *f = &t->stack[d - 1];
-	size_t n = t->n, i = t->n_samples;
-	uint64_t *out = t->values + i * n;
+	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
+	if (unlikely(h - tl >= rg->cap)) {
+		/* Full: the daemon is away or behind. Send, or grow, then every 64 lost. */
+		if (!(atomic_load_explicit(&t->lost[R_FULL], memory_order_relaxed) & 63)) {
+			flush_try(t);
+			rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
+			tl = atomic_load_explicit(&t->tail, memory_order_acquire);
+		}
+		if (h - tl >= rg->cap) {
+			count_loss(t, R_FULL, 1);
+			return;
+		}
+	}
+	size_t n = t->n, i = h & (rg->cap - 1);
+	uint64_t *out = rg->values + i * n;
+	float *ratio = rg->ratio + i * n;
 	uint32_t scaled = 0;
-	size_t n_ratio = t->n_ratio;
 	for (size_t j = 0; j < n; j++) {
 		uint64_t dv = now[j] - f->v[j];
 		uint64_t de = now[n + j] - f->v[n + j];
@@ -712,19 +1035,20 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 		if (unlikely(dr != de)) {
 			/* Multiplexed during the region: extrapolate, and say so. */
 			scaled |= UINT32_C(1) << j;
-			t->ratio[n_ratio++] = de ? (float)dr / (float)de : 0.0f;
+			ratio[j] = de ? (float)dr / (float)de : 0.0f;
 			dv = pmc_scale(dv, de, dr);
 		}
 		out[j] = dv;
 	}
-	t->region[i] = region;
-	t->wall[i] = t1 - f->t0;
-	t->scaled[i] = scaled;
+	rg->region[i] = region;
+	rg->wall[i] = t1 - f->t0;
+	rg->scaled[i] = scaled;
 	if (unlikely(region == PMC_WARMUP_REGION))
 		return;
-	t->n_ratio = n_ratio;
-	if (unlikely(++t->n_samples == t->flush_at))
-		flush_thread(t, false);
+	atomic_store_explicit(&t->head, h + 1, memory_order_release);
+	/* A batch's worth: send it now rather than wait for the background thread. */
+	if (unlikely(h + 1 - tl >= PMC_BATCH && h >= t->retry_at))
+		flush_try(t);
 }
 
 /* pmc_end(), inlined into the macros' end too. */
@@ -754,87 +1078,317 @@ pmc_end(pmc_region_t region)
 	end_id(region);
 }
 
-/* One unrecorded region through the same code, so that the first real region does not
- * count the page faults of first touching this library's code and buffers. */
+/* Unrecorded regions through the same code, so that the first real region does not count
+ * the page faults of first touching this library's code and buffers. No sample is
+ * published, and no loss is counted. */
 static void
 thread_warm_up(struct pmc_thread *t)
 {
 	memset(t->frame_mem, 0, PMC_MAX_DEPTH * 3 * t->n * sizeof(uint64_t));
-	memset(t->values, 0, t->cap * t->n * sizeof(uint64_t));
-	memset(t->region, 0, t->cap * sizeof(*t->region));
-	memset(t->wall, 0, t->cap * sizeof(*t->wall));
-	memset(t->scaled, 0, t->cap * sizeof(*t->scaled));
-	memset(t->ratio, 0, t->cap * t->n * sizeof(float));
+	struct ring *r = atomic_load(&t->ring);
+	memset(r->values, 0, r->cap * t->n * sizeof(uint64_t));
+	memset(r->region, 0, r->cap * sizeof(*r->region));
+	memset(r->wall, 0, r->cap * sizeof(*r->wall));
+	memset(r->scaled, 0, r->cap * sizeof(*r->scaled));
+	memset(r->ratio, 0, r->cap * t->n * sizeof(float));
 	memset(t->now, 0, sizeof(t->now));
-	region_begin(t, PMC_WARMUP_REGION);
-	region_end(t, PMC_WARMUP_REGION);
+	for (int k = 0; k < 2; k++) {
+		region_begin(t, PMC_WARMUP_REGION);
+		region_end(t, PMC_WARMUP_REGION);
+	}
+	/* The second, warm, one is the floor: region_end() left it in the slot at head. */
+	size_t at = (size_t)(atomic_load(&t->head) & (r->cap - 1));
+	memcpy(t->floor_v, r->values + at * t->n, t->n * sizeof(uint64_t));
+	t->floor_wall = r->wall[at];
+	t->floor_pending = 1;
+	t->depth = t->overflow = 0;
+	for (unsigned k = 0; k < R_THREAD_N; k++)
+		atomic_store(&t->lost[k], 0);
 }
 
+/* Says once per reason that samples were lost (names are said where they are refused). */
+static void
+warn_losses(const struct pmc_thread *t, const uint64_t *loss)
+{
+	if (loss[R_DEPTH])
+		warn_loss(R_DEPTH,
+		          "thread %d nests regions deeper than %d: the samples of the deeper ones "
+		          "are dropped, counted by pmcdaemon (reason %s)",
+		          (int)t->tid, PMC_MAX_DEPTH, reason_name[R_DEPTH]);
+	if (loss[R_NESTING])
+		warn_loss(R_NESTING,
+		          "thread %d ended a region while regions begun inside it were still open "
+		          "(pmc_end() out of nesting order), or exited with regions open: their "
+		          "samples are dropped, counted by pmcdaemon (reason %s)",
+		          (int)t->tid, reason_name[R_NESTING]);
+	if (loss[R_FULL])
+		warn_loss(R_FULL,
+		          "thread %d held %zu samples that pmcdaemon could not take (away or "
+		          "behind): later ones are dropped, counted by pmcdaemon (reason %s)",
+		          (int)t->tid, atomic_load(&t->ring)->cap, reason_name[R_FULL]);
+	if (loss[R_READ])
+		warn_loss(R_READ,
+		          "reading the counters of thread %d failed: those regions are dropped, "
+		          "counted by pmcdaemon (reason %s)",
+		          (int)t->tid, reason_name[R_READ]);
+	if (loss[R_EXITED])
+		warn_loss(R_EXITED,
+		          "threads exited holding samples that could not be sent: dropped, counted "
+		          "by pmcdaemon (reason %s)",
+		          reason_name[R_EXITED]);
+}
+
+/* Called with G.lock held: sends samples [@start, @end) of @t, which do not wrap around its
+ * ring @rg, as one batch, with @loss (R_N counts, or NULL) as its losses. */
+static int
+send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, uint64_t end,
+                  const uint64_t *loss)
+{
+	/* The ratios are kept per value; a batch has one per extrapolated value. */
+	static float ratio[PMC_BATCH * PMC_MAX_EVENTS];
+	size_t n = (size_t)(end - start), k = t->n, at = (size_t)(start & (rg->cap - 1)), nr = 0;
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = t->tid;
+	b.n_region = n;
+	b.region = rg->region + at;
+	b.n_wall_ns = n;
+	b.wall_ns = rg->wall + at;
+	b.n_values = n * k;
+	b.values = rg->values + at * k;
+	for (size_t i = at; i < at + n; i++)
+		for (uint32_t s = rg->scaled[i], j = 0; s; s >>= 1, j++)
+			if (s & 1)
+				ratio[nr++] = rg->ratio[i * k + j];
+	if (nr) {
+		b.n_scaled = n;
+		b.scaled = rg->scaled + at;
+		b.n_scale_ratio = nr;
+		b.scale_ratio = ratio;
+	}
+	if (loss) {
+		b.dropped_depth = loss[R_DEPTH];
+		b.dropped_nesting = loss[R_NESTING];
+		b.dropped_full = loss[R_FULL];
+		b.dropped_read = loss[R_READ];
+		b.dropped_exited = loss[R_EXITED];
+		b.dropped_names = loss[R_NAMES];
+		b.dropped_long_names = loss[R_LONG_NAMES];
+		for (unsigned r = 0; r < R_N; r++)
+			b.dropped += loss[r];
+	}
+	b.sent_before = G.sent_total;
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	b.pending = hd - end;
+	/* Announce each region once per connection; the lock orders this batch before any
+	 * later one that relies on the names. */
+	uint32_t def_id[PMC_BATCH];
+	char *def_name[PMC_BATCH];
+	size_t nd = 0;
+	for (size_t i = at; i < at + n; i++) {
+		uint32_t id = rg->region[i];
+		if (!G.announced[id]) {
+			G.announced[id] = 1;
+			def_id[nd] = id;
+			def_name[nd++] = G.names[id];
+		}
+	}
+	b.n_def_id = b.n_def_name = nd;
+	b.def_id = def_id;
+	b.def_name = def_name;
+	if (t->floor_pending) {
+		/* Before its first batch: the daemon shows the floor beside every figure. */
+		Pmc__ThreadFloor f = PMC__THREAD_FLOOR__INIT;
+		f.tid = t->tid;
+		f.wall_ns = t->floor_wall;
+		f.n_values = t->n;
+		f.values = t->floor_v;
+		Pmc__Request fr = PMC__REQUEST__INIT;
+		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
+		fr.thread_floor = &f;
+		if (wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
+			t->floor_pending = 0;
+	}
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &b;
+	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	if (r < 0) {
+		for (size_t i = 0; i < nd; i++)
+			G.announced[def_id[i]] = 0;
+		return r;
+	}
+	G.sent_total += n;
+	t->announced = hd;
+	return 0;
+}
+
+/* Called with G.lock held: sends what @t's ring holds, oldest first, in batches of at most
+ * PMC_BATCH, and the losses not reported yet (its own, and the process's) with the first.
+ * What is not sent stays in the ring. Return: 0, or -errno (-ENOTCONN: no daemon now;
+ * -EAGAIN: its queue is full). */
+static int
+consume_locked(struct pmc_thread *t)
+{
+	if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
+		return -ENOTCONN;
+	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_acquire);
+	uint64_t tloss[R_THREAD_N], gloss[R_N], loss[R_N];
+	bool any = false;
+	for (unsigned k = 0; k < R_N; k++) {
+		gloss[k] = atomic_load_explicit(&G.lost[k], memory_order_relaxed) - G.reported[k];
+		loss[k] = gloss[k];
+		if (k < R_THREAD_N) {
+			tloss[k] = atomic_load_explicit(&t->lost[k], memory_order_relaxed) -
+			           t->reported[k];
+			loss[k] += tloss[k];
+		}
+		any |= loss[k] != 0;
+	}
+	if (tl == hd && !any)
+		return 0;
+	if (t->conn != G.conn) {
+		int r = reattach_locked(t);
+		if (r < 0) {
+			connection_failed_locked(r);
+			return r;
+		}
+		t->announced = tl;
+	}
+	if (any)
+		warn_losses(t, loss);
+	do {
+		uint64_t end = hd - tl > PMC_BATCH ? tl + PMC_BATCH : hd;
+		uint64_t wrap = tl + (rg->cap - (size_t)(tl & (rg->cap - 1)));
+		if (end > wrap)
+			end = wrap;
+		int r = send_slice_locked(t, rg, tl, end, any ? loss : NULL);
+		if (r < 0) {
+			connection_failed_locked(r);
+			return r;
+		}
+		if (any) {
+			for (unsigned k = 0; k < R_N; k++) {
+				G.reported[k] += gloss[k];
+				if (k < R_THREAD_N)
+					t->reported[k] += tloss[k];
+			}
+			any = false;
+		}
+		tl = end;
+		atomic_store_explicit(&t->tail, tl, memory_order_release);
+	} while (tl < hd);
+	return 0;
+}
+
+/* Called with G.lock held: every registered thread's samples. */
+static void
+consume_all_locked(void)
+{
+	for (struct pmc_thread *t = G.threads; t && atomic_load(&G.state) == ST_ON; t = t->next)
+		(void)consume_locked(t);
+}
+
+/* The background thread: every PMC_FLUSH_MS / 2 it sends what every thread's ring holds,
+ * so that a sample reaches the daemon within PMC_FLUSH_MS of its region's end whether its
+ * thread runs more regions or not; with no daemon (gone, or not up yet) it connects, after
+ * 0.1 s and then at least once a second. It never takes the application's signals. */
 static void *
-reconnect_main(void *arg)
+service_main(void *arg)
 {
 	(void)arg;
-	unsigned delay_ms = 100;
+	unsigned backoff_ms = 100;
+	pthread_mutex_lock(&G.lock);
 	for (;;) {
-		struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000};
-		nanosleep(&ts, NULL);
-		if (delay_ms < 1000)
-			delay_ms *= 2;
-		pthread_mutex_lock(&G.lock);
-		if (atomic_load(&G.state) != ST_LOST) {
-			G.reconnecting = 0;
-			pthread_mutex_unlock(&G.lock);
-			return NULL;
+		int st = atomic_load(&G.state);
+		unsigned ms = st == ST_LOST ? backoff_ms : (G.flush_ms + 1) / 2;
+		if (st != ST_LOST && !G.flush_ms) {
+			pthread_cond_wait(&G.wake, &G.lock);
+		} else {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += ms / 1000;
+			ts.tv_nsec += (long)(ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&G.wake, &G.lock, &ts);
 		}
-		const char *path = G.path;
-		pthread_mutex_unlock(&G.lock);
-
-		int hello_failed;
-		char why[256];
-		int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
-		if (fd < 0)
-			continue;
-		pthread_mutex_lock(&G.lock);
 		if (atomic_load(&G.state) == ST_LOST) {
+			const char *path = G.path;
+			int hello_failed;
+			char why[256];
+			pthread_mutex_unlock(&G.lock);
+			int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
+			pthread_mutex_lock(&G.lock);
+			if (fd < 0) {
+				if (backoff_ms < 1000)
+					backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2;
+				continue;
+			}
+			if (atomic_load(&G.state) != ST_LOST) {
+				close(fd);
+				continue;
+			}
 			G.fd = fd;
 			G.conn++;
 			memset(G.announced, 0, sizeof(G.announced));
 			atomic_store(&G.state, ST_ON);
-		} else {
-			close(fd);
+			backoff_ms = 100;
 		}
-		G.reconnecting = 0;
-		pthread_mutex_unlock(&G.lock);
-		return NULL;
+		consume_all_locked();
 	}
+	return NULL;
+}
+
+/* Called with G.lock held: starts the background thread unless it runs. Return: 0 or -errno. */
+static int
+service_start_locked(void)
+{
+	if (G.service)
+		return 0;
+	pthread_attr_t attr;
+	pthread_t th;
+	sigset_t all, old;
+	int r = -EAGAIN;
+	/* The background thread must never take one of the application's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &attr, service_main, NULL) == 0) {
+			G.service = 1;
+			r = 0;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
 }
 
 /* Called with G.lock held after a send failed with @r. A full queue (-EAGAIN) only
- * costs these samples; a daemon that went away is reconnected in the background, so
+ * delays the samples; a daemon that went away is reconnected in the background, so
  * that no region ever waits for it. */
 static void
 connection_failed_locked(int r)
 {
 	if (r == -EAGAIN || r == -EMSGSIZE || r == -ENOMEM || atomic_load(&G.state) != ST_ON)
 		return;
+	if (r != -ECONNRESET && r != -EPIPE) {
+		/* Given up while the daemon may still serve it (no answer in time): at the
+		 * hang-up it counts as lost what each thread said it held. Those are not sent
+		 * again, so that none is counted twice. */
+		for (struct pmc_thread *t = G.threads; t; t = t->next)
+			if (t->conn == G.conn && t->announced > atomic_load(&t->tail))
+				atomic_store_explicit(&t->tail, t->announced, memory_order_release);
+	}
 	close(G.fd);
 	G.fd = -1;
 	atomic_store(&G.state, ST_LOST);
-	if (G.reconnecting)
-		return;
-	pthread_attr_t attr;
-	pthread_t th;
-	sigset_t all, old;
-	/* The reconnecting thread must never take one of the application's signals. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_attr_init(&attr) == 0) {
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&th, &attr, reconnect_main, NULL) == 0)
-			G.reconnecting = 1;
-		pthread_attr_destroy(&attr);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (service_start_locked() == 0)
+		pthread_cond_signal(&G.wake);
 }
 
 /* Called with G.lock held: tell a daemon that restarted about this thread, which
@@ -858,120 +1412,21 @@ reattach_locked(struct pmc_thread *t)
 	return r;
 }
 
-/* Called with G.lock held: sends samples [@start, @end) of @t as one batch. */
-static int
-send_slice_locked(struct pmc_thread *t, size_t start, size_t end, size_t rstart, size_t nr,
-                  uint64_t dropped)
+/* From region_end(), by the ring's own thread, which must never wait: when another thread
+ * holds the lock the samples stay for a later try (or for the background thread). */
+static void
+flush_try(struct pmc_thread *t)
 {
-	size_t n = end - start;
-	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-	b.tid = t->tid;
-	b.n_region = n;
-	b.region = t->region + start;
-	b.n_wall_ns = n;
-	b.wall_ns = t->wall + start;
-	b.n_values = n * t->n;
-	b.values = t->values + start * t->n;
-	if (nr) {
-		b.n_scaled = n;
-		b.scaled = t->scaled + start;
-		b.n_scale_ratio = nr;
-		b.scale_ratio = t->ratio + rstart;
-	}
-	b.dropped = dropped + G.orphans;
-	b.sent_before = G.sent_total;
-	/* Announce each region once per connection; the lock orders this batch before any
-	 * later one that relies on the names. */
-	uint32_t def_id[PMC_BATCH];
-	char *def_name[PMC_BATCH];
-	size_t nd = 0;
-	for (size_t i = start; i < end; i++) {
-		uint32_t id = t->region[i];
-		if (!G.announced[id]) {
-			G.announced[id] = 1;
-			def_id[nd] = id;
-			def_name[nd++] = G.names[id];
-		}
-	}
-	b.n_def_id = b.n_def_name = nd;
-	b.def_id = def_id;
-	b.def_name = def_name;
-	Pmc__Request req = PMC__REQUEST__INIT;
-	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-	req.sample_batch = &b;
-	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
-	if (r < 0) {
-		for (size_t i = 0; i < nd; i++)
-			G.announced[def_id[i]] = 0;
-		return r;
-	}
-	G.sent_total += n;
-	G.orphans = 0;
-	return 0;
-}
-
-/* @may_wait: false from pmc_end(), which must never wait: when another thread holds the
- * lock (registering, for up to PMC_CALL_TIMEOUT_MS), the samples stay for a later try. */
-static int
-flush_thread(struct pmc_thread *t, bool may_wait)
-{
-	if (!t->n_samples && !t->dropped)
-		return 0;
-	size_t start = 0, rstart = 0, n = t->n_samples;
-	int r = 0, busy = 0;
-
-	if (may_wait)
-		pthread_mutex_lock(&G.lock);
-	else if (pthread_mutex_trylock(&G.lock) != 0)
-		busy = 1;
-	if (busy)
-		r = -EBUSY;
-	else if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
-		r = -ENOTCONN;
-	else if (t->conn != G.conn && (r = reattach_locked(t)) < 0)
-		connection_failed_locked(r);
-	/* In slices of one batch: after an outage the buffer holds up to PMC_GAP. */
-	do {
-		if (r < 0)
-			break;
-		size_t end = n - start > PMC_BATCH ? start + PMC_BATCH : n, nr = 0;
-		for (size_t i = start; i < end; i++)
-			nr += (size_t)__builtin_popcount(t->scaled[i]);
-		r = send_slice_locked(t, start, end, rstart, nr, start ? 0 : t->dropped);
-		if (r < 0) {
-			connection_failed_locked(r);
-			break;
-		}
-		start = end;
-		rstart += nr;
-	} while (start < n);
-	int lost = busy || atomic_load(&G.state) == ST_LOST;
-	if (!busy)
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
+	if (pthread_mutex_trylock(&G.lock) == 0) {
+		(void)consume_locked(t);
 		pthread_mutex_unlock(&G.lock);
-
-	if (start > 0)
-		t->dropped = 0;
-	if (r < 0 && lost && t->cap < PMC_GAP)
-		(void)buffers_resize(t, PMC_GAP);
-	if (r < 0 && lost && n < t->cap) {
-		/* Keep what is unsent for the daemon that comes back, within PMC_GAP; try
-		 * again every 64 samples (cheap: the lock and a state check). */
-		size_t left = n - start, rleft = t->n_ratio - rstart, k = t->n;
-		memmove(t->region, t->region + start, left * sizeof(*t->region));
-		memmove(t->wall, t->wall + start, left * sizeof(*t->wall));
-		memmove(t->scaled, t->scaled + start, left * sizeof(*t->scaled));
-		memmove(t->values, t->values + start * k, left * k * sizeof(*t->values));
-		memmove(t->ratio, t->ratio + rstart, rleft * sizeof(*t->ratio));
-		t->n_samples = left;
-		t->n_ratio = rleft;
-		t->flush_at = left + 64 < t->cap ? left + 64 : t->cap;
-		return r;
 	}
-	if (r < 0)
-		t->dropped += n - start;
-	t->n_samples = t->n_ratio = 0;
-	t->flush_at = PMC_BATCH;
-	return r;
+	uint64_t left = hd - atomic_load_explicit(&t->tail, memory_order_acquire);
+	/* The daemon away or behind, or the lock taken: hold more until it can be sent. */
+	if (left >= atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 2)
+		ring_grow(t);
+	t->retry_at = left ? hd + 64 : 0;
 }
 
 PMC_EXPORT int
@@ -984,7 +1439,10 @@ pmc_flush(void)
 	}
 	if (t->gen != atomic_load(&G.gen))
 		return -ENOTCONN;
-	return flush_thread(t, true);
+	pthread_mutex_lock(&G.lock);
+	int r = consume_locked(t);
+	pthread_mutex_unlock(&G.lock);
+	return r;
 }
 
 static void
@@ -993,26 +1451,9 @@ thread_destroy(void *arg)
 	struct pmc_thread *t = arg;
 	if (!t)
 		return;
-	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
-		flush_thread(t, true);
-		/* What the daemon could not take now is reported by the next batch sent. */
-		pthread_mutex_lock(&G.lock);
-		G.orphans += t->n_samples + t->dropped;
-		pthread_mutex_unlock(&G.lock);
-		Pmc__ThreadExit te = PMC__THREAD_EXIT__INIT;
-		te.tid = t->tid;
-		Pmc__Request req = PMC__REQUEST__INIT;
-		req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
-		req.thread_exit = &te;
-		pthread_mutex_lock(&G.lock);
-		if (atomic_load(&G.state) == ST_ON && t->conn == G.conn)
-			(void)wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
-		pthread_mutex_unlock(&G.lock);
-	}
-	if (T == t)
-		T = NULL;
-	/* On G.threads unless a fork() emptied it since (the child's list starts empty). */
 	pthread_mutex_lock(&G.lock);
+	/* Off G.threads first, so that the background thread never sees it again (unless a
+	 * fork() emptied the list since: the child's starts empty). */
 	if (t->prev || G.threads == t) {
 		if (t->prev)
 			t->prev->next = t->next;
@@ -1021,19 +1462,46 @@ thread_destroy(void *arg)
 		if (t->next)
 			t->next->prev = t->prev;
 	}
+	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
+		if (t->depth)
+			count_loss(t, R_NESTING, t->depth);
+		(void)consume_locked(t);
+		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
+		if (on) {
+			Pmc__ThreadExit te = PMC__THREAD_EXIT__INIT;
+			te.tid = t->tid;
+			Pmc__Request req = PMC__REQUEST__INIT;
+			req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
+			req.thread_exit = &te;
+			told = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT) == 0;
+		}
+		/* What could not be sent is reported by a later batch of another thread; but
+		 * what the daemon was told this thread held, and not that it exited, it counts
+		 * itself as lost when the process goes. */
+		uint64_t tl = atomic_load(&t->tail), left = atomic_load(&t->head) - tl;
+		if (on && !told && t->announced > tl)
+			left -= t->announced - tl < left ? t->announced - tl : left;
+		atomic_fetch_add(&G.lost[R_EXITED], left);
+		for (unsigned k = 0; k < R_THREAD_N; k++)
+			atomic_fetch_add(&G.lost[k], atomic_load(&t->lost[k]) - t->reported[k]);
+	}
 	pthread_mutex_unlock(&G.lock);
+	if (T == t)
+		T = NULL;
 	if (t->state == ST_ON)
 		thread_release(t);
 	else
 		free(t);
 }
 
+/* exit() runs no thread's destructor: send every thread's samples (those of threads that
+ * still run too), so that none waits in a ring for a process that is going. */
 static void
 pmc_atexit(void)
 {
-	struct pmc_thread *t = T;
-	if (t && t->state == ST_ON && t->gen == atomic_load(&G.gen))
-		flush_thread(t, true);
+	pthread_mutex_lock(&G.lock);
+	consume_all_locked();
+	pthread_mutex_unlock(&G.lock);
 }
 
 /* The macros' begin. The call site's slot holds the id its name had last time: a name
@@ -1044,8 +1512,8 @@ PMC_EXPORT pmc_region_t
 pmc__scope_begin(pmc_region_t *slot, const char *name)
 {
 	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	/* strcmp: a name over PMC_REGION_NAME_MAX bytes never equals its interned prefix,
-	 * so it takes pmc_region() every time, which truncates it. */
+	/* A name pmc_region() refused (0) takes it on every call, which counts each as a
+	 * dropped sample: one per run of the region. */
 	if (unlikely(!id || !name || strcmp(G.names[id], name))) {
 		id = pmc_region(name);
 		if (id)

@@ -664,11 +664,29 @@ hello(int sock)
 /* ---- status ---- */
 
 static const char *const status_keys[] = {
-        "daemon_version",   "protocol_version", "pid",       "uptime_ns", "uptime_s",
-        "clients",          "threads",          "processes", "regions",   "samples",
-        "batches",          "dropped",          "rejected",  "lost",      "state_file",
-        "state_saved_ns",   "evicted",          "all_users", "uid",       "histogram_bytes",
+        "daemon_version",
+        "protocol_version",
+        "pid",
+        "uptime_ns",
+        "uptime_s",
+        "clients",
+        "threads",
+        "processes",
+        "regions",
+        "samples",
+        "batches",
+        "dropped",
+        "rejected",
+        "lost",
+        "state_file",
+        "state_saved_ns",
+        "evicted",
+        "all_users",
+        "uid",
+        "histogram_bytes",
         "histogram_missed",
+        "user_reads",
+        "user_reads_hint",
 };
 
 static int
@@ -709,6 +727,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "uid", ju64(s->uid));
 		jset(root, "histogram_bytes", ju64(s->histogram_bytes));
 		jset(root, "histogram_missed", ju64(s->histogram_missed));
+		jset(root, "user_reads", json_boolean(s->user_reads));
+		jset(root, "user_reads_hint", jstr(s->user_reads_hint));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -733,6 +753,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->uid);
 		csv_u64(s->histogram_bytes);
 		csv_u64(s->histogram_missed);
+		csv_bool(s->user_reads);
+		csv_str(s->user_reads_hint);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -795,6 +817,14 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 			table_add(&t, "state file:");
 			table_add(&t, "%s (saved %s)", s->state_file, when);
 		}
+		table_add(&t, "user-space counter reads:");
+		if (s->user_reads)
+			table_add(&t, "yes");
+		else if (s->user_reads_hint[0])
+			table_add(&t, "no, read() (the kernel's setting; to allow them: %s)",
+			          s->user_reads_hint);
+		else
+			table_add(&t, "no, read()");
 
 		size_t w = 0;
 		for (size_t i = 0; i < t.n; i += 2)
@@ -1361,6 +1391,18 @@ is_default_event(const Pmc__EventsReply *ev, const char *name)
 	return false;
 }
 
+/* After the events table, where a hardware PMU is but the kernel does not let threads read
+ * their counters in user space: says so, and what allows it (@hint, from the daemon). */
+static void
+user_reads_note(const char *hint)
+{
+	_cleanup_free_ char *h = escape_text(hint);
+
+	printf("hardware counters are read with read() (slower): the kernel does not allow "
+	       "user-space reads%s%s\n",
+	       h[0] ? "; to allow them: " : "", h);
+}
+
 static int
 cmd_events(int sock, const struct command *cmd, const struct opts *o)
 {
@@ -1380,6 +1422,8 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 		json_t *events = jarray();
 
 		jset(root, "hardware_pmu", json_boolean(ev->hardware_pmu));
+		jset(root, "user_reads", json_boolean(ev->user_reads));
+		jset(root, "user_reads_hint", jstr(ev->user_reads_hint));
 		jset(root, "default_events", defaults);
 		jset(root, "events", events);
 		for (size_t i = 0; i < ev->n_default_events; i++)
@@ -1445,6 +1489,8 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 		if (!ev->hardware_pmu)
 			puts("no hardware PMU on this machine: only software events can be "
 			     "counted");
+		else if (!ev->user_reads)
+			user_reads_note(ev->user_reads_hint);
 	}
 	return 0;
 }
@@ -2688,18 +2734,13 @@ list_add(const char ***v, size_t *n, const char *s)
 /* The kernel keeps 15 bytes of a process name (TASK_COMM_LEN): a longer plain name is cut
  * the same way, so that it matches; a glob is taken as written. */
 static const char *
-parse_comm(const char *s)
+parse_comm(char *s)
 {
-	char *cut;
-
 	if (!s[0])
 		usage_error("--comm needs a process name");
-	if (strlen(s) <= 15 || has_glob(s))
-		return s;
-	cut = strndup(s, 15);
-	if (!cut)
-		oom();
-	return cut;
+	if (strlen(s) > 15 && !has_glob(s))
+		s[15] = 0; /* argv is ours to cut */
+	return s;
 }
 
 static int32_t
@@ -2870,11 +2911,18 @@ parsed:
 	if (cmd->live && o.format != FORMAT_TABLE)
 		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
 
-	if (cmd->standalone)
-		return cmd->run(-1, cmd, &o);
+	int r;
+	if (cmd->standalone) {
+		r = cmd->run(-1, cmd, &o);
+		free(o.regions);
+		free(o.comms);
+		return r;
+	}
 	_cleanup_close_ int sock = connect_daemon(o.socket);
 	hello(sock);
-	int r = cmd->run(sock, cmd, &o);
+	r = cmd->run(sock, cmd, &o);
+	free(o.regions);
+	free(o.comms);
 
 	if (fflush(stdout) || ferror(stdout))
 		fail("writing output: %s", strerror(errno));

@@ -16,7 +16,17 @@ enum {
 	F_DROPPED = 8,
 	F_SCALE_RATIO = 9,
 	F_SENT_BEFORE = 10,
+	F_DROPPED_DEPTH = 11,
+	F_DROPPED_NESTING = 12,
+	F_DROPPED_FULL = 13,
+	F_DROPPED_READ = 14,
+	F_DROPPED_EXITED = 15,
+	F_DROPPED_NAMES = 16, /* from here on, two-byte tags */
+	F_DROPPED_LONG_NAMES = 17,
+	F_PENDING = 18,
+	F_LAST = F_PENDING,
 };
+_Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
 #define WT_LEN 2u
 /* Request.sample_batch: field 3, length-delimited. */
@@ -131,33 +141,68 @@ unpack_u32(const uint8_t *p, const uint8_t *end, uint32_t *out, size_t cap, size
 	return 0;
 }
 
+/* The uint64 field @field of @b, or NULL for a field of another type. */
+static uint64_t *
+u64_field(Pmc__SampleBatch *b, unsigned field)
+{
+	switch (field) {
+	case F_DROPPED:
+		return &b->dropped;
+	case F_SENT_BEFORE:
+		return &b->sent_before;
+	case F_DROPPED_DEPTH:
+		return &b->dropped_depth;
+	case F_DROPPED_NESTING:
+		return &b->dropped_nesting;
+	case F_DROPPED_FULL:
+		return &b->dropped_full;
+	case F_DROPPED_READ:
+		return &b->dropped_read;
+	case F_DROPPED_EXITED:
+		return &b->dropped_exited;
+	case F_DROPPED_NAMES:
+		return &b->dropped_names;
+	case F_DROPPED_LONG_NAMES:
+		return &b->dropped_long_names;
+	case F_PENDING:
+		return &b->pending;
+	default:
+		return NULL;
+	}
+}
+
 /* The body of a SampleBatch in [@p, @end). */
 static int
 decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b)
 {
 	unsigned seen = 0;
-	uint64_t v;
+	uint64_t v, *u64;
 
 	while (p < end) {
-		unsigned tag = *p++, field = tag >> 3, wt = tag & 7u;
+		unsigned tag = *p++, field, wt;
 		const uint8_t *q;
 
-		if ((tag & 0x80) || field < F_TID || field > F_SENT_BEFORE ||
-		    (seen & (1u << field)))
+		if (tag & 0x80) {
+			/* Two bytes, as fields 16 and up take: their shortest form only (a second
+			 * byte of 0 would be a longer form of a field under 16). */
+			if (p == end || *p == 0 || (*p & 0x80))
+				return -1;
+			tag = (tag & 0x7fu) | (unsigned)*p++ << 7;
+		}
+		field = tag >> 3;
+		wt = tag & 7u;
+		if (field < F_TID || field > F_LAST || (seen & (1u << field)))
 			return -1;
 		seen |= 1u << field;
-		if (field == F_TID || field == F_DROPPED || field == F_SENT_BEFORE) {
-			if (wt != WT_VARINT || get_varint(&p, end, 9, &v) < 0)
+		if (field == F_TID) {
+			if (wt != WT_VARINT || get_varint(&p, end, 9, &v) < 0 || v > UINT32_MAX)
 				return -1;
-			if (field == F_TID) {
-				if (v > UINT32_MAX)
-					return -1;
-				b->tid = (int32_t)(uint32_t)v;
-			} else if (field == F_DROPPED) {
-				b->dropped = v;
-			} else {
-				b->sent_before = v;
-			}
+			b->tid = (int32_t)(uint32_t)v;
+			continue;
+		}
+		if ((u64 = u64_field(b, field))) {
+			if (wt != WT_VARINT || get_varint(&p, end, 9, u64) < 0)
+				return -1;
 			continue;
 		}
 		if (wt != WT_LEN || get_varint(&p, end, 5, &v) < 0 || v > (uint64_t)(end - p))

@@ -22,7 +22,8 @@
  *       call. Not thread-safe (the daemon is one thread).
  *
  * Takes a Request whose only field is sample_batch, in which each field appears at most once,
- * with single-byte tags and the wire types of pmc.proto, repeated fields packed, def_id and
+ * with tags in their shortest form (one byte; two for the fields from 16 on) and the wire
+ * types of pmc.proto, repeated fields packed, def_id and
  * def_name absent, varints of at most 9 bytes (5 for lengths, uint32 values at most
  * UINT32_MAX), scale_ratio a multiple of 4 bytes, and at most BATCH_MAX_SAMPLES entries in
  * region, wall_ns and scaled and BATCH_MAX_VALUES in values and scale_ratio.

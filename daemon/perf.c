@@ -2,6 +2,7 @@
 #include "perf.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <perfmon/pfmlib_perf_event.h>
@@ -76,12 +77,20 @@ static const struct {
 static char *const hw_defaults[] = {"cycles", "instructions", "cache-misses", "branch-misses"};
 static char *const sw_defaults[] = {"task-clock", "page-faults", "context-switches",
                                     "cpu-migrations"};
+/* The hw_defaults this PMU counts (QEMU's arm64 PMU has cycles and instructions only). */
+static char *hw_usable[ARRAY_SIZE(hw_defaults)];
+static size_t n_hw_usable;
 static bool have_pmu;
 static bool privileged = true;
 static bool privileged_now(void);
 static bool have_pfm;
 static unsigned hw_counters = 4;
 static int held[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+/* Bits of attr.config1 that the core PMU's sysfs format/ names (arm64: "rdpmc", user-space
+ * reads; "long", a 64-bit counter), and the PMU types they belong to. 0 where it has none. */
+static uint64_t pmu_rdpmc_bit, pmu_long_bit;
+static uint32_t pmu_types[4];
+static size_t n_pmu_types;
 
 const struct perf_known *
 perf_known_events(size_t *n)
@@ -115,6 +124,20 @@ finish_attr(struct perf_event_attr *attr)
 	        PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
 }
 
+/* Asks the core PMU for what its format/ offers (pmu_format_bits()): user-space reads and a
+ * 64-bit counter, for a hardware event (generic, cache, raw, or of that PMU's own type). */
+static void
+pmu_bits(struct perf_event_attr *attr)
+{
+	bool core = attr->type == PERF_TYPE_HARDWARE || attr->type == PERF_TYPE_HW_CACHE ||
+	            attr->type == PERF_TYPE_RAW;
+
+	for (size_t i = 0; i < n_pmu_types && !core; i++)
+		core = attr->type == pmu_types[i];
+	if (core)
+		attr->config1 |= pmu_rdpmc_bit | pmu_long_bit;
+}
+
 /* Every other name goes to libpfm4: "perf::TASK-CLOCK", "INST_RETIRED:ANY_P:u", ... */
 static int
 resolve_pfm(const char *name, struct perf_event_attr *attr)
@@ -138,6 +161,7 @@ resolve_pfm(const char *name, struct perf_event_attr *attr)
 	    attr->sample_type || attr->precise_ip || arg.cpu != -1)
 		return -EINVAL;
 	finish_attr(attr);
+	pmu_bits(attr);
 	return 0;
 }
 
@@ -216,12 +240,15 @@ canonical_pfm(const char *name, char *out, size_t size)
 		t = next;
 	}
 	/* libpfm4 matches names in any case; its own are upper case. Its aliases
-	 * (PAGE-FAULTS for PERF_COUNT_SW_PAGE_FAULTS) stay as the user wrote them. */
+	 * (PAGE-FAULTS for PERF_COUNT_SW_PAGE_FAULTS) stay as the user wrote them. Raw
+	 * events ("perf_raw::r0008", the only libpfm4 name of an arm64 core it does not
+	 * know) want their lower-case r. */
 	const char *evpart = sep ? sep + 2 : name;
 	size_t evlen = ev_len - (size_t)(evpart - name);
+	bool raw = !strcmp(pmu.name, "perf_raw");
 	int o = snprintf(out, size, "%s::", pmu.name);
 	for (size_t i = 0; i < evlen && o >= 0 && (size_t)o + 1 < size; i++)
-		out[o++] = (char)toupper((unsigned char)evpart[i]);
+		out[o++] = raw ? evpart[i] : (char)toupper((unsigned char)evpart[i]);
 	if ((size_t)o < size)
 		out[o] = 0;
 	for (int j = 0; j < ev.nattrs && o >= 0 && (size_t)o < size; j++) {
@@ -303,6 +330,7 @@ perf_resolve(const char *name, struct perf_event_attr *attr)
 	attr->exclude_hv = 1;
 	attr->read_format =
 	        PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+	pmu_bits(attr);
 	return 0;
 }
 
@@ -371,6 +399,21 @@ perf_set_open_hook(int (*fn)(struct perf_event_attr *attr, pid_t tid, int group_
 	open_one = fn ? fn : open_sys;
 }
 
+/* open_one(); a 64-bit counter the PMU refuses for this event (EOPNOTSUPP: arm64 cores without
+ * 64-bit event counters, for a user-readable event other than cycles) is opened 32 bits wide,
+ * which the user page's pmc_width says. */
+static int
+open_event(struct perf_event_attr *attr, pid_t tid, int group_fd)
+{
+	int r = open_one(attr, tid, group_fd);
+
+	if (r == -EOPNOTSUPP && (attr->config1 & pmu_long_bit)) {
+		attr->config1 &= ~pmu_long_bit;
+		r = open_one(attr, tid, group_fd);
+	}
+	return r;
+}
+
 int
 perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group)
 {
@@ -427,7 +470,7 @@ perf_open_group(pid_t tid, char *const *names, uint32_t *group, size_t n, int *f
 		 * interrupts that CPU (about 20 us each); the client enables its groups
 		 * itself, on its own thread, for nothing. */
 		attr.disabled = leader == i;
-		r = open_one(&attr, tid, leader == i ? -1 : fds[leader]);
+		r = open_event(&attr, tid, leader == i ? -1 : fds[leader]);
 		if (r == -EINVAL && leader != i) {
 			/* The group as it stands could never be on the PMU at once (the
 			 * kernel checks counter constraints, and a PMU may have fewer
@@ -439,7 +482,7 @@ perf_open_group(pid_t tid, char *const *names, uint32_t *group, size_t n, int *f
 			next_group++;
 			leader = i;
 			attr.disabled = 1;
-			r = open_one(&attr, tid, -1);
+			r = open_event(&attr, tid, -1);
 		}
 		if (r < 0)
 			break;
@@ -461,7 +504,7 @@ perf_probe(const char *name)
 	int r = perf_resolve(name, &attr);
 	if (r < 0)
 		return r;
-	r = open_one(&attr, 0, -1);
+	r = open_event(&attr, 0, -1);
 	if (r < 0)
 		return r;
 	close(r);
@@ -529,6 +572,92 @@ perf_pfm_events(void (*fn)(void *ctx, const char *name, const char *desc), void 
 	}
 }
 
+/* The bit of attr.config1 that @pmu's format file @name names ("config1:N"), or 0. */
+static uint64_t
+format_bit(const char *pmu, const char *name)
+{
+	char path[512];
+	unsigned bit;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/%s/format/%s", pmu, name);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "config1:%u%n", &bit, &n) != 1 || n == 0 || bit > 63)
+		bit = 64;
+	fclose(f);
+	return bit < 64 ? UINT64_C(1) << bit : 0;
+}
+
+/* The PMUs whose format/ has "rdpmc" (arm64's PMUv3 since Linux 5.17: user-space reads when
+ * asked for) and "long" (a 64-bit counter): their bits and types, for pmu_bits(). */
+static void
+pmu_format_bits(void)
+{
+	DIR *d = opendir("/sys/bus/event_source/devices");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		uint64_t rdpmc = e->d_name[0] != '.' ? format_bit(e->d_name, "rdpmc") : 0;
+		char path[512];
+		unsigned type;
+
+		if (!rdpmc)
+			continue;
+		pmu_rdpmc_bit = rdpmc;
+		pmu_long_bit |= format_bit(e->d_name, "long");
+		snprintf(path, sizeof(path), "/sys/bus/event_source/devices/%s/type", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (f) {
+			if (fscanf(f, "%u", &type) == 1 && n_pmu_types < ARRAY_SIZE(pmu_types))
+				pmu_types[n_pmu_types++] = type;
+			fclose(f);
+		}
+	}
+	closedir(d);
+}
+
+/* The first integer in @path, or @dflt. */
+static int
+read_int(const char *path, int dflt)
+{
+	FILE *f = fopen(path, "re");
+	int v = dflt;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = dflt;
+		fclose(f);
+	}
+	return v;
+}
+
+bool
+perf_user_reads(const char **hint)
+{
+	*hint = NULL;
+	if (!have_pmu)
+		return false;
+	if (pmu_rdpmc_bit) {
+		if (read_int("/proc/sys/kernel/perf_user_access", 0) == 1)
+			return true;
+		*hint = "sysctl -w kernel.perf_user_access=1";
+		return false;
+	}
+	/* x86: 0 off, 1 for tasks with a counter mapped (the default), 2 for every task. */
+	int x86 = read_int("/sys/bus/event_source/devices/cpu/rdpmc", -1);
+	if (x86 < 0)
+		x86 = read_int("/sys/bus/event_source/devices/cpu_core/rdpmc", -1);
+	if (x86 > 0)
+		return true;
+	if (x86 == 0)
+		*hint = "echo 1 > /sys/bus/event_source/devices/cpu/rdpmc";
+	return false;
+}
+
 void
 perf_setup(void)
 {
@@ -560,11 +689,35 @@ perf_setup(void)
 		         "root or give it CAP_PERFMON, as pmcdaemon.service does",
 		         (int)geteuid(), paranoid);
 	}
+	pmu_format_bits();
 	int r = perf_probe("cycles");
 	have_pmu = r == 0;
 	if (!have_pmu)
 		log_info("no hardware PMU (cycles: %s): default events are software events",
 		         strerror(-r));
+	/* A PMU without 64-bit event counters (arm64 before PMUv3p5: cortex-a57) refuses
+	 * "long" instructions (EOPNOTSUPP) and gives long cycles the one cycle counter only:
+	 * two cycles events could then never count at once. 32 bits for all, then. */
+	if (have_pmu && pmu_long_bit) {
+		struct perf_event_attr attr;
+		int fd =
+		        perf_resolve("instructions", &attr) == 0 ? open_one(&attr, 0, -1) : -ENOENT;
+
+		if (fd >= 0) {
+			close(fd);
+		} else if (fd == -EOPNOTSUPP) {
+			log_info("32-bit counters: this PMU has no 64-bit event counters");
+			pmu_long_bit = 0;
+		}
+	}
+	for (size_t i = 0; have_pmu && i < ARRAY_SIZE(hw_defaults); i++)
+		if (perf_probe(hw_defaults[i]) == 0)
+			hw_usable[n_hw_usable++] = hw_defaults[i];
+	const char *hint;
+	if (have_pmu && !perf_user_reads(&hint) && hint)
+		log_warn("clients read their hardware counters with read(), several times slower "
+		         "than in user space, which this kernel does not allow; to allow it: %s",
+		         hint);
 }
 
 void
@@ -615,8 +768,8 @@ char *const *
 perf_default_events(size_t *n)
 {
 	if (have_pmu) {
-		*n = ARRAY_SIZE(hw_defaults);
-		return hw_defaults;
+		*n = n_hw_usable;
+		return hw_usable;
 	}
 	*n = ARRAY_SIZE(sw_defaults);
 	return sw_defaults;

@@ -130,6 +130,17 @@ bool perf_privileged(void);
 bool perf_hardware_pmu(void);
 
 /**
+ * perf_user_reads() - whether client threads may read their hardware counters in user space
+ * (x86 rdpmc, arm64 mrs), which the kernel decides
+ * @hint: set to the command that allows them where the kernel does not (arm64:
+ *        kernel.perf_user_access 0, its default; x86: the PMU's rdpmc file 0), else NULL; a
+ *        static string
+ * Reads the setting now: it may change while the daemon runs. False without a hardware PMU.
+ * Return: true when they may.
+ */
+bool perf_user_reads(const char **hint);
+
+/**
  * perf_default_events() - the event names used when a client asks for none
  * @n: set to the count
  * Return: static names (borrowed).

@@ -36,12 +36,15 @@
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
 
-/* Samples not counted: the daemon's figure, and the figure of the uid they came from. */
+/* Samples not counted: the daemon's figure, the figure of the uid they came from, and its
+ * process's for reason @why. */
 static void
-count_dropped(struct session *s, uint64_t n)
+count_dropped(struct session *s, uint64_t n, enum drop_reason why)
 {
 	s->srv->dropped += n;
 	s->user->dropped += n;
+	if (s->proc)
+		s->proc->dropped[why] += n;
 }
 
 static int
@@ -543,6 +546,25 @@ handle_thread_exit(struct session *s, const Pmc__Request *req)
 /* Ids of regions over --max-regions map here: their samples are dropped, counted. */
 static struct region_agg refused_region;
 
+/* Client ids are dense from 1: one far above the region limit would only make the id table
+ * large (8 bytes an id, per connection). Ids past this bound are refused regions, kept in no
+ * table. */
+static uint32_t
+session_max_id(const struct session *s)
+{
+	return s->srv->policy.max_regions > 4096 ? s->srv->policy.max_regions : 4096;
+}
+
+/* The aggregate of client region @id; &refused_region for every id past the table's bound;
+ * NULL for an id never defined. */
+static struct region_agg *
+session_region(const struct session *s, uint32_t id)
+{
+	if (id < s->n_ids && s->ids[id])
+		return s->ids[id];
+	return id > session_max_id(s) && id <= SESSION_MAX_REGION_ID ? &refused_region : NULL;
+}
+
 static int
 define_regions(struct session *s, const Pmc__SampleBatch *b)
 {
@@ -552,13 +574,19 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 		uint32_t id = b->def_id[i];
 		const char *name = b->def_name[i];
 		size_t len = strlen(name);
-		/* Client ids are dense from 1: one far above the region limit only makes the
-		 * id table large (8 bytes an id, per connection). */
-		uint32_t max_id =
-		        s->srv->policy.max_regions > 4096 ? s->srv->policy.max_regions : 4096;
-		if (id == 0 || id > SESSION_MAX_REGION_ID || id > max_id || len == 0 ||
-		    len > REGION_NAME_MAX)
+		if (id == 0 || id > SESSION_MAX_REGION_ID || len == 0 || len > REGION_NAME_MAX)
 			return -EBADMSG;
+		struct process *p = s->proc;
+		if (id > session_max_id(s)) {
+			/* More names than --max-regions allows: the library may hold more. */
+			if (!p->warned_regions)
+				log_warn_limited(
+				        "pid %d: over %u regions (--max-regions): samples of "
+				        "region '%s' and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_regions, name);
+			p->warned_regions = true;
+			continue;
+		}
 		if (id >= s->n_ids) {
 			size_t n = id + 1 > 2 * s->n_ids ? id + 1 : 2 * s->n_ids;
 			struct region_agg **v = realloc(s->ids, n * sizeof(*v));
@@ -568,7 +596,6 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 			s->ids = v;
 			s->n_ids = n;
 		}
-		struct process *p = s->proc;
 		struct region_agg *r = region_find(p, name);
 		if (!r && p->n_regions >= s->srv->policy.max_regions) {
 			if (!p->warned_regions)
@@ -674,11 +701,11 @@ count_samples(struct session *s, const struct session_thread *t, const Pmc__Samp
 	struct region_agg *last = NULL;
 	size_t k = 0, ne = t->n;
 	for (size_t i = 0; i < b->n_region; i++) {
-		struct region_agg *reg = s->ids[b->region[i]];
+		struct region_agg *reg = session_region(s, b->region[i]);
 		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
 		if (reg == &refused_region) {
 			k += (size_t)__builtin_popcount(scaled);
-			count_dropped(s, 1);
+			count_dropped(s, 1, DROP_MAX_REGIONS);
 			continue;
 		}
 		(*counted)++;
@@ -772,7 +799,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 			br = v;
 			cap *= 2;
 		}
-		struct region_agg *reg = s->ids[id];
+		struct region_agg *reg = session_region(s, id);
 		br[nr] = (struct batch_region){reg == &refused_region ? NULL : reg, id, 1, 0, 0};
 		batch_slot[id] = (uint16_t)++nr;
 	}
@@ -815,7 +842,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		struct stats_acc *a = acc + x * na;
 		const uint32_t *rows = order + br[x].start;
 		if (!reg) {
-			count_dropped(s, br[x].n);
+			count_dropped(s, br[x].n, DROP_MAX_REGIONS);
 			continue;
 		}
 		*counted += br[x].n;
@@ -856,12 +883,37 @@ out:
 	return r;
 }
 
+/* What the library says it dropped, by reason; `dropped` is their total, and what it holds
+ * beyond their sum (an older library's) is "other". */
+static void
+count_reported(struct session *s, const Pmc__SampleBatch *b)
+{
+	const uint64_t by[] = {
+	        [DROP_DEPTH] = b->dropped_depth,
+	        [DROP_NESTING] = b->dropped_nesting,
+	        [DROP_FULL] = b->dropped_full,
+	        [DROP_READ] = b->dropped_read,
+	        [DROP_EXITED] = b->dropped_exited,
+	        [DROP_NAMES] = b->dropped_names,
+	        [DROP_LONG_NAMES] = b->dropped_long_names,
+	};
+	uint64_t sum = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(by); k++) {
+		if (by[k])
+			count_dropped(s, by[k], (enum drop_reason)k);
+		sum += by[k];
+	}
+	if (b->dropped > sum)
+		count_dropped(s, b->dropped - sum, DROP_OTHER);
+}
+
 static int
 handle_batch(struct session *s, const Pmc__SampleBatch *b)
 {
 	struct session_thread *t = find_thread(s, b->tid);
 	if (!t && thread_refused(s, b->tid)) {
-		count_dropped(s, b->n_region + b->dropped);
+		count_dropped(s, b->n_region, DROP_REFUSED);
+		count_reported(s, b);
 		return 0;
 	}
 	if (!t)
@@ -877,7 +929,7 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = b->region[i];
-		if (id >= s->n_ids || !s->ids[id])
+		if (!session_region(s, id))
 			return -EBADMSG;
 		if (b->n_scaled) {
 			if (b->scaled[i] & ~valid)
@@ -888,10 +940,11 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	if (b->n_scale_ratio != n_ratio)
 		return -EBADMSG;
 
-	count_dropped(s, b->dropped);
+	count_reported(s, b);
 	account_sent(s, b);
+	t->pending = b->pending;
 	if (over_rate(s)) {
-		count_dropped(s, n);
+		count_dropped(s, n, DROP_BATCH_RATE);
 		return 0;
 	}
 
@@ -1194,6 +1247,9 @@ handle_status(struct session *s, const Pmc__Request *req)
 	st.pid = getpid();
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
 	st.state_saved_ns = srv->state_saved_ns;
+	const char *hint;
+	st.user_reads = perf_user_reads(&hint);
+	st.user_reads_hint = (char *)(hint ? hint : "");
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_STATUS;
 	resp.status = &st;
@@ -1280,6 +1336,9 @@ handle_list_events(struct session *s, const Pmc__Request *req)
 	er.hardware_pmu = perf_hardware_pmu();
 	er.n_default_events = n_def;
 	er.default_events = (char **)def;
+	const char *hint;
+	er.user_reads = perf_user_reads(&hint);
+	er.user_reads_hint = (char *)(hint ? hint : "");
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_EVENTS;
 	resp.events = &er;
@@ -1368,12 +1427,17 @@ session_on_readable(evutil_socket_t fd, short what, void *arg)
 		session_close(s, r);
 }
 
+/* The daemon stops: its connections close from its side, and the samples their clients hold
+ * are not lost but kept for the next daemon. */
+static bool stopping;
+
 void
 session_drain_all(struct server *srv, bool final)
 {
 	/* Before a final drain, refuse further datagrams: a client's send then fails and
 	 * it keeps the samples for the next daemon, instead of queueing them here to be
 	 * dropped unread. */
+	stopping |= final;
 	if (final)
 		for (struct session *s = srv->sessions; s; s = s->next)
 			shutdown(s->fd, SHUT_RD);
@@ -1393,6 +1457,28 @@ session_pump(struct session *s, unsigned max)
 	return 0;
 }
 
+/* The client hung up: its process ended or exec'd (the library never closes a working
+ * connection; it drops what it announced on one it gives up on), so what its threads still
+ * held, as each one's last batch said, never comes: lost. A thread that said ThreadExit is
+ * gone from the list (its library counted what it could not send as dropped). */
+static void
+count_unsent(struct session *s)
+{
+	uint64_t n = 0;
+	if (stopping || !s->proc)
+		return;
+	for (size_t i = 0; i < s->n_threads; i++)
+		n += s->threads[i].pending;
+	if (!n)
+		return;
+	s->proc->dropped[LOST_UNSENT] += n;
+	s->srv->lost += n;
+	s->user->lost += n;
+	log_warn_limited("pid %d: ended holding %llu samples it had announced and not sent: "
+	                 "counted as lost",
+	                 (int)s->pid, (unsigned long long)n);
+}
+
 static void
 session_close(struct session *s, int r)
 {
@@ -1400,6 +1486,8 @@ session_close(struct session *s, int r)
 		s->srv->rejected++;
 		s->user->rejected++;
 	}
+	if (r == -ECONNRESET)
+		count_unsent(s);
 	if (r != -ECONNRESET)
 		log_debug("pid %d: closing connection: %s", (int)s->pid, strerror(-r));
 	session_free(s);

@@ -12,10 +12,11 @@ struct server;
 
 struct session_thread {
 	pid_t tid;
-	size_t n;        /* events */
-	size_t n_fds;    /* 0 for a thread reattached after a restart: it keeps its own */
-	int *fds;        /* daemon's copies */
-	uint32_t *ev_id; /* process event ids, one per event */
+	size_t n;         /* events */
+	size_t n_fds;     /* 0 for a thread reattached after a restart: it keeps its own */
+	int *fds;         /* daemon's copies */
+	uint32_t *ev_id;  /* process event ids, one per event */
+	uint64_t pending; /* samples the thread still held after its last batch */
 };
 
 struct session {

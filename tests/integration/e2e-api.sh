@@ -60,8 +60,9 @@ expect_eq "regions of the names run" "$n" 5
 run_client "$TMP/intern" "$API" intern
 grep '^intern:' "$TMP/intern" >&2 || true
 expect_eq "names interned wrong" "$(kv intern_bad "$TMP/intern")" 0
-expect_eq "a 4096th name" "$(kv intern_full "$TMP/intern")" 0
-expect_eq "a 299-byte name is its first 127 bytes" "$(kv intern_long_is_prefix "$TMP/intern")" 1
+expect_eq "a 4096th name gets an id" "$(kv intern_4096th "$TMP/intern")" 1
+expect_eq "a 299-byte name is refused" "$(kv intern_long "$TMP/intern")" 0
+expect_eq "its first 127 bytes are a name" "$(kv intern_prefix_named "$TMP/intern")" 1
 expect_eq "the empty name" "$(kv intern_empty "$TMP/intern")" 0
 expect_eq "no name" "$(kv intern_null "$TMP/intern")" 0
 

@@ -19,7 +19,7 @@ expect_eq "not scaled" "$(jq '.events["page-faults"].scaled' <<<"$j")" false
 expect_eq "uid" "$(jq .uid <<<"$j")" 65534
 expect_eq "event keys" "$(jq -c '.events | keys_unsorted' <<<"$j")" '["page-faults","task-clock"]'
 expect_eq "wall_ns has stats" "$(jq -c '.wall_ns | keys_unsorted' <<<"$j")" \
-	'["sum","min","max","mean","stddev","p50","p90","p99","scaled"]'
+	'["sum","min","max","mean","stddev","p50","p90","p99","scaled","floor","too_short"]'
 [ "$(jq '.wall_ns.min > 0' <<<"$j")" = true ] || fail "wall_ns.min is 0"
 # The example program, the same way: 16 pages x 20 calls.
 run_client "$TMP/ex" env PMC_EVENTS=page-faults "$PMC_EXAMPLE_BIN" 20 16

@@ -92,7 +92,7 @@ row task-clock | awk '{ for (i = 6; i <= 12; i++) if ($i !~ /^[0-9.]+(ns|us|ms|s
 pass "times in ns/us/ms/s: $(row wall)"
 j=$(region_json pages $A)
 expect_eq "json: wall_ns keys" "$(jq -c '.wall_ns | keys_unsorted' <<<"$j")" \
-	'["sum","min","max","mean","stddev","p50","p90","p99","scaled"]'
+	'["sum","min","max","mean","stddev","p50","p90","p99","scaled","floor","too_short"]'
 expect_eq "json: wall_ns not scaled" "$(jq .wall_ns.scaled <<<"$j")" false
 expect_eq "json: wall_ns.sum in whole ns" "$(jq '.wall_ns.sum | . == floor and . > 0' <<<"$j")" true
 pmcctl query --pid $E >"$TMP/t" || fail "table"

@@ -15,9 +15,10 @@
  *                 "dyn-a", "dyn-b", "dyn-a" through one char buffer, PMC_SCOPE(name) over
  *                 pointers to "sdyn-a", "sdyn-b", "sdyn-a", and a literal PMC_REGION
  *                 ("dyn-literal") beside them, K rounds; "a" regions write 1 page, "b" 2
- *   intern        pmc_region(): a name over 127 bytes is its first 127; 4094 more names
- *                 from 4 threads at once get one id each, the same in every thread and on
- *                 every later call, all distinct; the table is then full (4095): 0
+ *   intern        pmc_region(): a name over 127 bytes is refused (0), its first 127 bytes
+ *                 are a name of their own; 4094 more names from 4 threads at once get one
+ *                 id each, the same in every thread and on every later call, all
+ *                 distinct; a 4096th name gets one too (the library holds 65,535)
  *   enabled       pmc_enabled() on the main thread before any region, after one, and
  *                 on a second thread (which may be refused: --max-threads 1)
  */
@@ -220,7 +221,7 @@ names(long k)
 	printf("dyn-literal_count=%ld\ndyn-literal_page_faults=%ld\n", 3 * k, 3 * k);
 }
 
-#define INTERN_N 4094 /* the library's table holds 4095 names: these and a long one */
+#define INTERN_N 4094 /* with the 127-byte one, 4095: every id of the first name table */
 #define INTERN_THREADS 4
 
 struct intern_arg {
@@ -255,13 +256,14 @@ intern(void)
 	char name[32], longname[300];
 	int bad = 0;
 
-	/* A name over PMC_REGION_NAME_MAX bytes is its first PMC_REGION_NAME_MAX. */
+	/* A name over PMC_REGION_NAME_MAX bytes is refused, never cut short. */
 	memset(longname, 'L', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = 0;
 	pmc_region_t long_id = pmc_region(longname);
 	longname[PMC_REGION_NAME_MAX] = 0;
-	printf("intern_long_is_prefix=%d\n", long_id && pmc_region(longname) == long_id);
-	seen[long_id] = 1;
+	pmc_region_t prefix_id = pmc_region(longname);
+	printf("intern_long=%u\nintern_prefix_named=%d\n", long_id, prefix_id != 0);
+	seen[prefix_id] = 1;
 
 	pthread_barrier_init(&intern_start, NULL, INTERN_THREADS);
 	for (int t = 0; t < INTERN_THREADS; t++) {
@@ -289,7 +291,7 @@ intern(void)
 			bad++;
 		}
 	}
-	printf("intern_full=%u\n", pmc_region("one-too-many"));
+	printf("intern_4096th=%d\n", pmc_region("one-more") != 0);
 	printf("intern_empty=%u\nintern_null=%u\n", pmc_region(""), pmc_region(NULL));
 	printf("intern_bad=%d\n", bad);
 	return 0;

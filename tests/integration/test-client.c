@@ -38,6 +38,23 @@
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region and the
  *                    voluntary ones inside it (region "warm-up" registers first)
+ *   ontime           a second thread runs region "blocked" 5 times (1 page each), then
+ *                    blocks for good; this thread runs region "tick" 20 times (1 page
+ *                    each) at 10 a second, prints "ticked=20", then runs region "tick-on"
+ *                    10 times a second until killed: what ran must reach the daemon while
+ *                    the process runs on
+ *   late M           interns region "late" at once (before any daemon is up: prints
+ *                    "late_id_nonzero=1"), waits (up to 60 s) until pmc_enabled() says 1,
+ *                    then runs it M times (1 page each), prints "done=M" and waits until
+ *                    killed
+ *   names N          N regions named n00001, n00002, ... (PMC_SCOPE on a buffer), once each
+ *   longnames K      region "ok" once (1 page), then two names of 130 bytes that differ only
+ *                    in their last byte, through PMC_SCOPE, K times each; prints "long_id="
+ *                    (pmc_region() of one: 0)
+ *   mismatch K       K times: begin "outer", begin "inner", end "outer", end "inner" (1 page
+ *                    in each part): "outer" counts 2 pages a time, "inner" nothing
+ *   window K         K regions "w0", "w1", ... once each, empty or spinning a little:
+ *                    each sample's task-clock must be within its wall time
  */
 #include <dirent.h>
 #include <linux/perf_event.h>
@@ -220,6 +237,31 @@ deep(long level, long d)
 	deep(level + 1, d);
 	pmc_end(deep_region);
 	munmap(m, pagesz);
+}
+
+/* One fresh page written inside region @r. */
+static void
+run_one_page(pmc_region_t r)
+{
+	unsigned char *m = map_pages(1);
+	pmc_begin(r);
+	write_pages(m, 1);
+	pmc_end(r);
+	munmap(m, pagesz);
+}
+
+/* Region "blocked" 5 times, then blocks until the pipe @p (its read end) closes: never. */
+static void *
+blocked_main(void *p)
+{
+	int fd = *(int *)p;
+	char c;
+	pmc_region_t r = pmc_region("blocked");
+	for (int i = 0; i < 5; i++)
+		run_one_page(r);
+	while (read(fd, &c, 1) > 0)
+		;
+	return NULL;
 }
 
 struct feeder_arg {
@@ -450,6 +492,89 @@ main(int argc, char **argv)
 		printf("switches_around=%ld\n", cs1 - cs0);
 		printf("voluntary_inside=%ld\n", v1 - v0);
 		printf("blocks=%ld\n", m);
+	} else if (!strcmp(mode, "ontime") && argc == 2) {
+		pthread_t th;
+		int hold[2];
+		if (pipe(hold) < 0 || pthread_create(&th, NULL, blocked_main, &hold[0]))
+			return 1;
+		pmc_region_t tick = pmc_region("tick"), on = pmc_region("tick-on");
+		struct timespec tenth = {0, 100 * 1000 * 1000};
+		for (int i = 0; i < 20; i++) {
+			run_one_page(tick);
+			nanosleep(&tenth, NULL);
+		}
+		printf("ticked=20\n");
+		fflush(stdout);
+		for (;;) {
+			run_one_page(on);
+			nanosleep(&tenth, NULL);
+		}
+	} else if (!strcmp(mode, "late") && argc == 3) {
+		long m = atol(argv[2]);
+		pmc_region_t r = pmc_region("late");
+		printf("late_id_nonzero=%d\n", r != 0);
+		fflush(stdout);
+		struct timespec tenth = {0, 100 * 1000 * 1000};
+		for (int i = 0; i < 600 && !pmc_enabled(); i++)
+			nanosleep(&tenth, NULL);
+		for (long i = 0; i < m; i++)
+			run_one_page(r);
+		printf("done=%ld\n", m);
+		fflush(stdout);
+		for (;;)
+			pause();
+	} else if (!strcmp(mode, "names") && argc == 3) {
+		long n = atol(argv[2]);
+		char name[32];
+		for (long i = 1; i <= n; i++) {
+			snprintf(name, sizeof(name), "n%05ld", i);
+			PMC_SCOPE(name);
+		}
+		printf("count=%ld\n", n);
+	} else if (!strcmp(mode, "longnames") && argc == 3) {
+		long k = atol(argv[2]);
+		char a[131], b[131];
+		memset(a, 'x', 130);
+		a[130] = 0;
+		memcpy(b, a, sizeof(b));
+		a[129] = 'A';
+		b[129] = 'B';
+		run_one_page(pmc_region("ok")); /* a region counted: the thread registers */
+		for (long i = 0; i < k; i++) {
+			const char *names[2] = {a, b};
+			for (int j = 0; j < 2; j++) {
+				PMC_SCOPE(names[j]);
+			}
+		}
+		printf("long_id=%u\n", pmc_region(a));
+	} else if (!strcmp(mode, "mismatch") && argc == 3) {
+		long k = atol(argv[2]);
+		pmc_region_t outer = pmc_region("outer"), inner = pmc_region("inner");
+		for (long c = 0; c < k; c++) {
+			unsigned char *a = map_pages(1), *b = map_pages(1);
+			pmc_begin(outer);
+			write_pages(a, 1);
+			pmc_begin(inner);
+			write_pages(b, 1);
+			pmc_end(outer); /* out of order: "inner" is still open */
+			pmc_end(inner);
+			munmap(a, pagesz);
+			munmap(b, pagesz);
+		}
+		printf("outer_count=%ld\nouter_page_faults=%ld\ndropped=%ld\n", k, 2 * k, k);
+	} else if (!strcmp(mode, "window") && argc == 3) {
+		long k = atol(argv[2]);
+		char name[32];
+		volatile uint64_t x = 1;
+		for (long i = 0; i < k; i++) {
+			snprintf(name, sizeof(name), "w%ld", i);
+			pmc_region_t r = pmc_region(name);
+			pmc_begin(r);
+			for (long j = 0; j < (i % 4) * 1000 * i; j++)
+				x = x * 6364136223846793005u + 1442695040888963407u;
+			pmc_end(r);
+		}
+		printf("count=%ld\n", k);
 	} else if (!strcmp(mode, "named") && argc == 5) {
 		long n = atol(argv[3]), k = atol(argv[4]);
 		run_pages(argv[2], n, k);

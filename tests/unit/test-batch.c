@@ -1,21 +1,33 @@
 /* Unit tests for daemon/batch.c, the hand decoder of SampleBatch requests, against protobuf-c
  * field by field: on the fuzzer's seed corpus, random batches, random mutations of both and
  * hand-made encodings. Whenever batch_decode() takes a datagram, pmc__request__unpack() must
- * decode it to the same SampleBatch; the plain batches clients send must be taken. Prints
- * "ok N - name" per test; exits 1 at the first failed check. */
+ * decode it to the same SampleBatch; the plain batches clients send must be taken. Then how the
+ * daemon's session code counts what batches say was lost (by reason, and what a process that
+ * ended still held), with a real connection from a child process. Prints "ok N - name" per
+ * test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <dirent.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "batch.h"
+#include "perf.h"
 #include "pmc-test.h"
+#include "policy.h"
+#include "registry.h"
+#include "server.h"
 #include "wire.h"
 
 #ifndef PMC_FUZZ_CORPUS
@@ -71,6 +83,14 @@ check_decode(const uint8_t *buf, size_t len, int expect)
 	CHECK(fast.tid == b->tid);
 	CHECK(fast.dropped == b->dropped);
 	CHECK(fast.sent_before == b->sent_before);
+	CHECK(fast.dropped_depth == b->dropped_depth);
+	CHECK(fast.dropped_nesting == b->dropped_nesting);
+	CHECK(fast.dropped_full == b->dropped_full);
+	CHECK(fast.dropped_read == b->dropped_read);
+	CHECK(fast.dropped_exited == b->dropped_exited);
+	CHECK(fast.dropped_names == b->dropped_names);
+	CHECK(fast.dropped_long_names == b->dropped_long_names);
+	CHECK(fast.pending == b->pending);
 	check_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
 	check_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
 	check_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));
@@ -235,6 +255,24 @@ check_random_batch(uint64_t *seed, int plain, size_t max_samples)
 		b.n_scale_ratio = n_ratio < n * ne ? n_ratio : n * ne;
 		b.scale_ratio = ratio;
 	}
+	/* What the library reports beside its samples: most often nothing. */
+	if (rng_next(seed) % 2) {
+		b.dropped = rng_next(seed) >> (rng_next(seed) % 64);
+		b.sent_before = rng_next(seed) >> (rng_next(seed) % 64);
+		b.dropped_depth = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_nesting = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_full = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_read = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_exited = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_names = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_long_names = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.pending = rng_next(seed) % 2 ? 0 : random_value(seed, allow_big);
+		big |= b.dropped > UINT64_MAX / 2 || b.sent_before > UINT64_MAX / 2 ||
+		       b.dropped_depth > UINT64_MAX / 2 || b.dropped_nesting > UINT64_MAX / 2 ||
+		       b.dropped_full > UINT64_MAX / 2 || b.dropped_read > UINT64_MAX / 2 ||
+		       b.dropped_exited > UINT64_MAX / 2 || b.dropped_names > UINT64_MAX / 2 ||
+		       b.dropped_long_names > UINT64_MAX / 2 || b.pending > UINT64_MAX / 2;
+	}
 	if (!plain) {
 		if (rng_next(seed) % 2) {
 			b.n_def_id = b.n_def_name = 2;
@@ -300,7 +338,15 @@ test_client_batch(void)
 	b.n_values = 2048;
 	b.values = values;
 	b.sent_before = 123456789;
-	b.dropped = 3;
+	b.dropped = 3 + 4 + 5 + 6 + 7 + 8 + 9;
+	b.dropped_depth = 3;
+	b.dropped_nesting = 4;
+	b.dropped_full = 5;
+	b.dropped_read = 6;
+	b.dropped_exited = 7;
+	b.dropped_names = 8;
+	b.dropped_long_names = 9;
+	b.pending = 700;
 	buf = pack_batch(&b, &len);
 	CHECK(check_decode(buf, len, 1));
 	/* Every prefix is cut short somewhere: protobuf-c's to refuse. */
@@ -363,7 +409,18 @@ test_encodings(void)
 	BYTES("two region fields", 0, 0x12, 0x01, 0x01, 0x12, 0x01, 0x02);
 	BYTES("tid twice", 0, 0x08, 0x01, 0x08, 0x02);
 	BYTES("two-byte tag", 0, 0x88, 0x00, 0x05);
-	BYTES("unknown field", 0, 0x58, 0x01);
+	BYTES("loss by reason, one-byte tags", 1, 0x58, 0x01, 0x60, 0x02, 0x68, 0x03, 0x70, 0x04,
+	      0x78, 0x05);
+	BYTES("loss by reason, two-byte tags", 1, 0x80, 0x01, 0x06, 0x88, 0x01, 0x07, 0x90, 0x01,
+	      0x96, 0x01);
+	BYTES("pending, 9 bytes", 1, 0x90, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	      0x7f);
+	BYTES("pending twice", 0, 0x90, 0x01, 0x01, 0x90, 0x01, 0x02);
+	BYTES("pending as length-delimited", 0, 0x92, 0x01, 0x01, 0x05);
+	BYTES("dropped_depth as a two-byte tag", 0, 0xd8, 0x00, 0x01);
+	BYTES("three-byte tag", 0, 0x80, 0x80, 0x01, 0x01);
+	BYTES("tag cut short", 0, 0x08, 0x01, 0x80);
+	BYTES("unknown field", 0, 0x98, 0x01, 0x01);
 	BYTES("field 0", 0, 0x00, 0x01);
 	BYTES("tid as length-delimited", 0, 0x0a, 0x01, 0x05);
 	BYTES("tid as fixed32", 0, 0x0d, 0x01, 0x00, 0x00, 0x00);
@@ -488,6 +545,139 @@ test_corpus(void)
 	CHECK(derived > 0);
 }
 
+/* A client, in a child process: Hello, register this thread (page-faults), two batches that
+ * report losses by reason and leave samples behind ("pending"), a Status call (so that both
+ * were handled), then _exit() without sending what it said it held. Exit status 77: no perf
+ * access here. */
+static void
+lossy_client(const char *path)
+{
+	int fd = wire_connect(path), fds[16];
+	size_t n_fds = 0;
+	Pmc__Response *resp = NULL;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	Pmc__Hello h = PMC__HELLO__INIT;
+	if (fd < 0)
+		_exit(1);
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	if (wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
+		_exit(1);
+	pmc__response__free_unpacked(resp, NULL);
+
+	char *events[] = {"page-faults"};
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = (int32_t)syscall(SYS_gettid);
+	rt.n_events = 1;
+	rt.events = events;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	if (wire_call(fd, &req, 5000, fds, 16, &n_fds, &resp) < 0)
+		_exit(1);
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	if (resp->error)
+		_exit(77);
+	pmc__response__free_unpacked(resp, NULL);
+
+	uint32_t region[3] = {1, 1, 1}, def_id[1] = {1};
+	uint64_t wall[3] = {10, 20, 30}, values[3] = {1, 2, 3};
+	char *def_name[1] = {"r"};
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = rt.tid;
+	b.n_region = b.n_wall_ns = b.n_values = 3;
+	b.region = region;
+	b.wall_ns = wall;
+	b.values = values;
+	b.n_def_id = b.n_def_name = 1;
+	b.def_id = def_id;
+	b.def_name = def_name;
+	b.dropped_depth = 2;
+	b.dropped_nesting = 1;
+	b.dropped = 3;
+	b.pending = 7;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &b;
+	if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
+		_exit(1);
+	/* A later batch: its figure of what is left replaces the first's. An older library's
+	 * `dropped` beyond the reasons is "other". */
+	Pmc__SampleBatch b2 = PMC__SAMPLE_BATCH__INIT;
+	b2.tid = rt.tid;
+	b2.n_region = b2.n_wall_ns = b2.n_values = 1;
+	b2.region = region;
+	b2.wall_ns = wall;
+	b2.values = values;
+	b2.sent_before = 3;
+	b2.dropped_names = 4;
+	b2.dropped = 4 + 3;
+	b2.pending = 5;
+	req.sample_batch = &b2;
+	if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
+		_exit(1);
+	Pmc__Status st = PMC__STATUS__INIT;
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+	if (wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
+		_exit(1);
+	_exit(0);
+}
+
+/* The daemon's figures of losses: per reason and process, and at the hang-up of a process
+ * that ended, what its threads said they still held, as lost. */
+static void
+test_losses_counted(void)
+{
+	char dir[] = "/tmp/pmc-test-batch.XXXXXX", path[128];
+	struct sockaddr_un sa;
+	struct policy pol;
+	struct server *srv = NULL;
+	int st = 0, reaped = 0, seen = 0;
+
+	CHECK(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/s", dir);
+	int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	CHECK(lfd >= 0 && wire_sockaddr(path, &sa) == 0);
+	CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0);
+	policy_init(&pol);
+	perf_setup();
+	CHECK(server_new(lfd, &pol, &srv) == 0);
+	pid_t child = fork();
+	CHECK(child >= 0);
+	if (child == 0)
+		lossy_client(path);
+	for (int i = 0; i < 2000 && !(reaped && seen && !srv->n_sessions); i++) {
+		event_base_loop(srv->base, EVLOOP_NONBLOCK);
+		seen |= srv->n_sessions > 0;
+		if (!reaped && waitpid(child, &st, WNOHANG) == child)
+			reaped = 1;
+		usleep(5000);
+	}
+	CHECK(reaped && WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77) {
+		printf("# skipped: perf_event_open refused here\n");
+	} else {
+		struct process *p = srv->reg.procs;
+		CHECK(WEXITSTATUS(st) == 0 && seen && !srv->n_sessions);
+		CHECK(p && p->pid == child && !p->next);
+		CHECK(srv->samples == 4);
+		CHECK(srv->dropped == 3 + 7);
+		CHECK(p->dropped[DROP_DEPTH] == 2 && p->dropped[DROP_NESTING] == 1);
+		CHECK(p->dropped[DROP_NAMES] == 4 && p->dropped[DROP_OTHER] == 3);
+		CHECK(p->dropped[DROP_FULL] == 0 && p->dropped[DROP_MAX_REGIONS] == 0);
+		/* What the last batch said was left: lost once the process ended. */
+		CHECK(p->dropped[LOST_UNSENT] == 5);
+		CHECK(srv->lost == 5);
+		CHECK(strcmp(drop_reason_name(LOST_UNSENT), "unsent") == 0);
+		CHECK(drop_reason_name(DROP_N) == NULL);
+	}
+	server_free(srv);
+	perf_cleanup();
+	unlink(path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -497,6 +687,7 @@ main(void)
 	RUN(test_client_batch);
 	RUN(test_random_batches);
 	RUN(test_corpus);
+	RUN(test_losses_counted);
 	printf("# %lu datagrams taken by batch_decode() and equal to protobuf-c's decode, %lu left "
 	       "to protobuf-c\n",
 	       n_fast, n_slow);

@@ -19,13 +19,28 @@
  * Each thread registers with pmcdaemon on its first region; the daemon opens the
  * counters and passes their fds. Region begin/end then read the counters in the
  * thread itself (rdpmc where the kernel allows it, one read() of the group otherwise)
- * and append one sample to a per-thread buffer, sent to the daemon in batches.
- * Without a daemon, or with PMC_DISABLE=1, every call is a cheap no-op; the library
- * never aborts, blocks or prints more than one warning line to stderr.
+ * and append one sample to a per-thread buffer, which a background thread of the
+ * library sends to the daemon: each sample reaches it within PMC_FLUSH_MS (1 s) of its
+ * region's end, whether its thread runs more regions or not.
+ *
+ * Measurement window: pmc_begin() reads the wall clock, then the counters; pmc_end()
+ * the counters, then the wall clock. So a sample's wall time encloses the window its
+ * counts were taken over (task-clock <= wall time, sample by sample), and both include
+ * part of the library's own reading (what an empty region measures). The wall clock is
+ * CLOCK_MONOTONIC_RAW, the clock task-clock keeps too (not slewed by NTP).
+ *
+ * Without a daemon every call is a cheap no-op after one warning line on stderr, and
+ * the library connects once the daemon is up (then each thread registers at its next
+ * region); with PMC_DISABLE=1 everything is off. The library never aborts or blocks.
+ * What it cannot count (regions nested too deep or ended out of order, a full buffer,
+ * names refused) it counts as dropped, per reason, in the daemon's figures, and says so
+ * once per reason on stderr.
  *
  * Environment: PMC_SOCKET (daemon socket, default /run/pmcdaemon/pmc.sock),
- * PMC_EVENTS (comma-separated event names, default: the daemon's set),
- * PMC_DISABLE=1 (turn everything off).
+ * PMC_EVENTS (comma-separated event names, default: the daemon's set; at most 16: more
+ * and each thread is refused, E2BIG), PMC_FLUSH_MS (milliseconds from a region's end
+ * to its sample reaching the daemon, default 1000; 0: only when a batch is full, at
+ * pmc_flush() and at thread and process exit), PMC_DISABLE=1 (turn everything off).
  */
 #ifndef PMC_PMC_H
 #define PMC_PMC_H
@@ -45,20 +60,25 @@ extern "C" {
 /** A region id: small integer interned from a name; 0 is "no region" (ignored). */
 typedef uint32_t pmc_region_t;
 
-/** Longest region name in bytes; longer names are truncated. */
+/** Longest region name in bytes; pmc_region() refuses a longer one (never cuts it short). */
 #define PMC_REGION_NAME_MAX 127
 
 /**
  * pmc_region() - intern a region name
- * @name: NUL-terminated name, borrowed (copied); names longer than PMC_REGION_NAME_MAX
- *        are truncated
+ * @name: NUL-terminated name of 1 to PMC_REGION_NAME_MAX bytes, borrowed (copied)
  *
  * Thread-safe; the same name always returns the same id for the life of the process.
  * A name already interned is found without a lock or an allocation (a hash of the
  * name and a comparison); the first call with a new name takes a lock and copies it.
- * In a hot loop keep the id rather than look the name up on every pass.
- * Return: the id, or 0 when @name is NULL or empty, the region table is full, or
- * profiling is disabled. Passing 0 to pmc_begin()/pmc_end() does nothing.
+ * In a hot loop keep the id rather than look the name up on every pass. Names are
+ * interned also while no daemon is up, so that the id counts once one is.
+ * Return: the id, or 0 when @name is NULL or empty, or profiling is disabled, or the
+ * name is refused: longer than PMC_REGION_NAME_MAX bytes, or new when the process
+ * already has 65,535 names. Each refused call is counted by the daemon as one dropped
+ * sample (reasons "name-too-long", "too-many-names"; with PMC_SCOPE and PMC_REGION each
+ * run of the region is such a call) and said once on stderr. The daemon's own limit
+ * (--max-regions, 4,096 by default) drops and counts the samples of regions past it.
+ * Passing 0 to pmc_begin()/pmc_end() does nothing.
  */
 PMC_EXPORT pmc_region_t pmc_region(const char *name);
 
@@ -66,9 +86,10 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * pmc_begin() - start a region on the calling thread
  * @region: id from pmc_region()
  *
- * Reads the thread's counters; regions nest (up to 32 deep; deeper ones are counted
- * as dropped). The first call on a thread registers it with the daemon (one round trip,
- * at most about 2 s when the daemon is unresponsive; then the thread stays unprofiled).
+ * Reads the wall clock, then the thread's counters; regions nest (up to 32 deep; deeper
+ * ones are counted as dropped, reason "depth"). The first call on a thread registers it
+ * with the daemon (one round trip, at most about 2 s when the daemon is unresponsive;
+ * then the thread stays unprofiled); with no daemon up yet, the first call after it is.
  * With rdpmc available it takes no lock, allocates nothing and makes no syscall.
  */
 PMC_EXPORT void pmc_begin(pmc_region_t region);
@@ -77,22 +98,29 @@ PMC_EXPORT void pmc_begin(pmc_region_t region);
  * pmc_end() - end the innermost open region @region on the calling thread
  * @region: the id given to the matching pmc_begin()
  *
- * Reads the counters again and buffers one sample (the deltas). A full buffer is sent
- * to the daemon without waiting for it (if its queue is full, the samples are counted
- * as dropped). An @region that is not open is ignored; regions opened inside it and
- * not yet ended are discarded.
+ * Reads the counters, then the wall clock, and buffers one sample (the deltas and the
+ * wall time, which encloses them). The sample reaches the daemon within PMC_FLUSH_MS
+ * (1 s) in the background; a thread whose buffer holds a batch (512) sends it itself,
+ * without waiting for the daemon or for another thread (it tries the lock, and leaves
+ * the batch to the background thread when it is taken). While the daemon is away or
+ * behind the thread keeps up to 4,096 samples; later ones are dropped (reason
+ * "buffer-full"). An @region that is not open is ignored; regions opened inside it and
+ * not yet ended are discarded and counted as dropped (reason "nesting").
+ * With rdpmc available it takes no lock and makes no syscall but that send, once a batch.
  */
 PMC_EXPORT void pmc_end(pmc_region_t region);
 
 /**
  * pmc_flush() - send the calling thread's buffered samples now
  *
- * Samples are also sent when the buffer fills, when a thread exits and at process exit.
+ * Samples are also sent within PMC_FLUSH_MS of their region's end, when a batch is
+ * full, when a thread exits and at exit() (every thread's). Not at _exit() or a fatal
+ * signal: call pmc_flush() before _exit() in a child, or those samples are lost (the
+ * daemon counts as lost those a batch said were still held, no others).
  * Return: 0 (also when there was nothing to send, or PMC_DISABLE turned profiling off),
- * -EAGAIN when the daemon's queue was full (the samples are counted as dropped),
- * -ENOTCONN when no daemon is connected (none at start: nothing is ever sent; gone since:
- * the samples are kept, up to 4096 per thread, for when it is back), or another negative
- * errno from sending.
+ * -EAGAIN when the daemon's queue was full (the samples are kept and sent later),
+ * -ENOTCONN when no daemon is connected (the samples are kept, up to 4096 per thread,
+ * for when it is up), or another negative errno from sending.
  */
 PMC_EXPORT int pmc_flush(void);
 

@@ -1,0 +1,69 @@
+#!/bin/bash
+# No silent loss: what the library or the daemon does not count is counted as dropped, and
+# the library says so once on stderr. More region names than --max-regions (the daemon's
+# limit applies, not a smaller one of the library's) and than the library's 65,535; names
+# over 127 bytes refused, never merged; 17 events refused with E2BIG; regions ended out of
+# nesting order. (The per-reason figures are checked in tests/unit/test-batch.c.)
+. "$(dirname "$0")/lib.sh"
+status_of() { pmcctl status --format json | jq -r ".$1"; }
+restart_daemon() {
+	if [ -n "$DAEMON_PID" ]; then
+		kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID" || fail "daemon exit status on SIGTERM"
+		DAEMON_PID=
+	fi
+	start_daemon "$@"
+}
+lines() { wc -l <"$1"; }
+
+# 1. 4,100 names, each run once, with --max-regions 4096: the first 4,096 counted, the other
+#    4 dropped and counted (the library holds them all).
+restart_daemon
+run_client "$TMP/n.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" names 4100
+expect_eq "4100 names: regions" "$(status_of regions)" 4096
+expect_eq "4100 names: samples" "$(status_of samples)" 4096
+expect_eq "4100 names: dropped" "$(status_of dropped)" 4
+expect_eq "4100 names: the last counted" "$(pmcctl query --region n04096 --format json | jq '.regions[0].count')" 1
+expect_eq "4100 names: stderr" "$(cat "$TMP/n.out.err")" ""
+grep -q "over 4096 regions (--max-regions)" "$TMP/daemon.log" || fail "not logged: $(cat "$TMP/daemon.log")"
+pass "logged: $(grep -o "over 4096 regions.*" "$TMP/daemon.log" | head -1)"
+
+# 2. 65,540 names: the library holds 65,535 and refuses the next 5 (one line on stderr);
+#    all past --max-regions are dropped and counted by the daemon.
+restart_daemon
+run_client "$TMP/n2.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" names 65540
+expect_eq "65540 names: regions" "$(status_of regions)" 4096
+expect_eq "65540 names: dropped" "$(status_of dropped)" $((65540 - 4096))
+expect_eq "65540 names: stderr lines" "$(lines "$TMP/n2.out.err")" 1
+grep -q "more than 65535 region names" "$TMP/n2.out.err" || fail "stderr: $(cat "$TMP/n2.out.err")"
+pass "its line: $(cat "$TMP/n2.out.err")"
+
+# 3. Two 130-byte names equal in their first 127 bytes: refused, never merged into one.
+restart_daemon
+run_client "$TMP/l.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" longnames 3
+expect_eq "long names: pmc_region()" "$(kv long_id "$TMP/l.out")" 0
+expect_eq "long names: regions (only 'ok')" "$(pmcctl query --format json | jq -c '[.regions[].name]')" '["ok"]'
+expect_eq "long names: dropped (3 runs of each, and the pmc_region() call)" "$(status_of dropped)" 7
+expect_eq "long names: stderr lines" "$(lines "$TMP/l.out.err")" 1
+grep -q "longer than PMC_REGION_NAME_MAX (127 bytes)" "$TMP/l.out.err" || fail "stderr: $(cat "$TMP/l.out.err")"
+pass "its line: $(cat "$TMP/l.out.err")"
+
+# 4. 17 events: the thread is refused with E2BIG, as the README says, not cut to 16.
+ev=$(seq -f "e%g" 1 17 | paste -sd,)
+run_client "$TMP/e.out" env PMC_EVENTS="$ev" "$PMC_TEST_CLIENT_BIN" pages 1 3
+expect_eq "17 events: enabled" "$(kv enabled "$TMP/e.out")" 0
+grep -q "17 events asked for; at most 16 per thread" "$TMP/e.out.err" || fail "stderr: $(cat "$TMP/e.out.err")"
+pass "17 events: $(cat "$TMP/e.out.err")"
+
+# 5. Out of nesting order (begin outer, begin inner, end outer, end inner), 5 times: outer
+#    counted, each inner dropped and counted, said once.
+restart_daemon
+run_client "$TMP/m.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" mismatch 5
+pid=$CLIENT_PID
+expect_eq "mismatch: outer" "$(region_json outer $pid | jq .count)" "$(kv outer_count "$TMP/m.out")"
+expect_faults "mismatch: outer page-faults" "$(region_json outer $pid | jq '.events["page-faults"].sum')" "$(kv outer_page_faults "$TMP/m.out")"
+expect_eq "mismatch: inner" "$(pmcctl query --region inner --format json | jq '.regions | length')" 0
+expect_eq "mismatch: dropped" "$(status_of dropped)" "$(kv dropped "$TMP/m.out")"
+expect_eq "mismatch: stderr lines" "$(lines "$TMP/m.out.err")" 1
+grep -q "reason nesting" "$TMP/m.out.err" || fail "stderr: $(cat "$TMP/m.out.err")"
+pass "its line: $(cat "$TMP/m.out.err")"
+daemon_alive
