@@ -727,6 +727,10 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "uid", ju64(s->uid));
 		jset(root, "histogram_bytes", ju64(s->histogram_bytes));
 		jset(root, "histogram_missed", ju64(s->histogram_missed));
+		json_t *by = jobject();
+		for (size_t i = 0; i < s->n_losses; i++)
+			jset(by, s->losses[i]->reason, ju64(s->losses[i]->count));
+		jset(root, "losses", by);
 		jset(root, "user_reads", json_boolean(s->user_reads));
 		jset(root, "user_reads_hint", jstr(s->user_reads_hint));
 		json_print(root);
@@ -795,6 +799,21 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "exited processes dropped:");
 		table_add(&t, "%" PRIu64 "%s", s->evicted,
 		          s->evicted ? " (over --keep-exited: their figures are gone)" : "");
+		if (s->n_losses) {
+			char *text = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&text, &len);
+			if (!f)
+				oom();
+			for (size_t i = 0; i < s->n_losses; i++)
+				fprintf(f, "%s%s %" PRIu64, i ? ", " : "", s->losses[i]->reason,
+				        s->losses[i]->count);
+			if (fclose(f))
+				oom();
+			table_add(&t, "dropped or lost, by reason:");
+			table_add(&t, "%s", text);
+			free(text);
+		}
 		table_add(&t, "histograms:");
 		table_add(&t, "%.1f MiB%s", (double)s->histogram_bytes / 1048576.0,
 		          s->histogram_missed ? "" : " (every sample in the percentiles)");

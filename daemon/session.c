@@ -1244,6 +1244,23 @@ handle_status(struct session *s, const Pmc__Request *req)
 		st.histogram_bytes = u->hist.used;
 		st.histogram_missed = u->hist.missed;
 	}
+	/* The losses by reason, over the processes the caller sees. */
+	uint64_t by[DROP_N] = {0};
+	Pmc__Loss loss[DROP_N], *lossp[DROP_N];
+	for (const struct process *p = srv->reg.procs; p; p = p->next)
+		if (s->admin || p->uid == s->uid)
+			for (unsigned r = 0; r < DROP_N; r++)
+				by[r] += p->dropped[r];
+	for (unsigned r = 0; r < DROP_N; r++) {
+		if (!by[r])
+			continue;
+		pmc__loss__init(&loss[st.n_losses]);
+		loss[st.n_losses].reason = (char *)drop_reason_name(r);
+		loss[st.n_losses].count = by[r];
+		lossp[st.n_losses] = &loss[st.n_losses];
+		st.n_losses++;
+	}
+	st.losses = lossp;
 	st.pid = getpid();
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
 	st.state_saved_ns = srv->state_saved_ns;

@@ -43,6 +43,8 @@ run_client "$TMP/l.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" longna
 expect_eq "long names: pmc_region()" "$(kv long_id "$TMP/l.out")" 0
 expect_eq "long names: regions (only 'ok')" "$(pmcctl query --format json | jq -c '[.regions[].name]')" '["ok"]'
 expect_eq "long names: dropped (3 runs of each, and the pmc_region() call)" "$(status_of dropped)" 7
+expect_eq "long names: by reason, in pmcctl status" "$(pmcctl status --format json | jq -c .losses)" '{"name-too-long":7}'
+pmcctl status | grep -q "^dropped or lost, by reason: *name-too-long 7$" || fail "status table: $(pmcctl status)"
 expect_eq "long names: stderr lines" "$(lines "$TMP/l.out.err")" 1
 grep -q "longer than PMC_REGION_NAME_MAX (127 bytes)" "$TMP/l.out.err" || fail "stderr: $(cat "$TMP/l.out.err")"
 pass "its line: $(cat "$TMP/l.out.err")"
@@ -63,6 +65,9 @@ expect_eq "mismatch: outer" "$(region_json outer $pid | jq .count)" "$(kv outer_
 expect_faults "mismatch: outer page-faults" "$(region_json outer $pid | jq '.events["page-faults"].sum')" "$(kv outer_page_faults "$TMP/m.out")"
 expect_eq "mismatch: inner" "$(pmcctl query --region inner --format json | jq '.regions | length')" 0
 expect_eq "mismatch: dropped" "$(status_of dropped)" "$(kv dropped "$TMP/m.out")"
+expect_eq "mismatch: by reason, as the user sees it" \
+	"$(setpriv --reuid=65534 --regid=65534 --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" status --format json | jq -c .losses)" \
+	"{\"nesting\":$(kv dropped "$TMP/m.out")}"
 expect_eq "mismatch: stderr lines" "$(lines "$TMP/m.out.err")" 1
 grep -q "reason nesting" "$TMP/m.out.err" || fail "stderr: $(cat "$TMP/m.out.err")"
 pass "its line: $(cat "$TMP/m.out.err")"
