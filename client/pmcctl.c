@@ -1058,6 +1058,16 @@ query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 		for (size_t j = 0; j < r->n_derived; j++)
 			jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
 	}
+	/* The samples not counted, per process listed and reason. */
+	json_t *losses = jarray();
+	jset(root, "losses", losses);
+	for (size_t i = 0; i < q->n_losses; i++) {
+		json_t *l = jobject();
+		jset(l, "pid", json_integer(q->losses[i]->pid));
+		jset(l, "reason", jstr(q->losses[i]->reason));
+		jset(l, "count", ju64(q->losses[i]->count));
+		jappend(losses, l);
+	}
 	if (!q->n_regions && why) {
 		jset(root, "empty", jstr(why_code));
 		jset(root, "message", jstr(why));
@@ -1292,6 +1302,9 @@ query_table(const Pmc__QueryReply *q, const char *why)
 		     "--format json or csv has them exact");
 	if (any_scaled)
 		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
+	for (size_t i = 0; i < q->n_losses; i++)
+		printf("pid %" PRId32 ": %" PRIu64 " samples not counted (%s)\n", q->losses[i]->pid,
+		       q->losses[i]->count, q->losses[i]->reason);
 	if (any_short)
 		puts("~ too short to trust: the mean is within 10x of what an empty region "
 		     "measures in that process (its floor: --format json shows it; nothing is "

@@ -1171,6 +1171,37 @@ handle_query(struct session *s, const Pmc__Request *req)
 
 	qr.n_regions = b.n_rs;
 	qr.regions = b.rsp;
+	/* The losses of each process listed (its regions are grouped: they come in order). */
+	size_t n_pl = 0;
+	for (size_t i = 0; i < b.n_rs; i++)
+		if (i == 0 || b.rs[i].pid != b.rs[i - 1].pid)
+			n_pl += DROP_N;
+	_cleanup_free_ Pmc__ProcessLoss *pl = calloc(n_pl + 1, sizeof(*pl));
+	_cleanup_free_ Pmc__ProcessLoss **plp = calloc(n_pl + 1, sizeof(*plp));
+	if (!pl || !plp)
+		return reply_error(s, ENOMEM, "out of memory");
+	const struct process *last = NULL;
+	for (struct process *p = reg->procs; p; p = p->next) {
+		if (p == last || (!s->admin && p->uid != s->uid))
+			continue;
+		bool listed = false;
+		for (size_t i = 0; i < b.n_rs && !listed; i++)
+			listed = b.rs[i].pid == p->pid && b.rs[i].comm == p->comm;
+		if (!listed)
+			continue;
+		last = p;
+		for (unsigned r = 0; r < DROP_N && qr.n_losses < n_pl; r++) {
+			if (!p->dropped[r])
+				continue;
+			Pmc__ProcessLoss *x = &pl[qr.n_losses];
+			pmc__process_loss__init(x);
+			x->pid = p->pid;
+			x->reason = (char *)drop_reason_name(r);
+			x->count = p->dropped[r];
+			plp[qr.n_losses++] = x;
+		}
+	}
+	qr.losses = plp;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_QUERY;
 	resp.query = &qr;

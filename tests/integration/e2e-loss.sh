@@ -65,6 +65,11 @@ expect_eq "mismatch: outer" "$(region_json outer $pid | jq .count)" "$(kv outer_
 expect_faults "mismatch: outer page-faults" "$(region_json outer $pid | jq '.events["page-faults"].sum')" "$(kv outer_page_faults "$TMP/m.out")"
 expect_eq "mismatch: inner" "$(pmcctl query --region inner --format json | jq '.regions | length')" 0
 expect_eq "mismatch: dropped" "$(status_of dropped)" "$(kv dropped "$TMP/m.out")"
+expect_eq "mismatch: in the query output, for its process" \
+	"$(pmcctl query --pid $pid --format json | jq -c '[.losses[] | [.pid, .reason, .count]]')" \
+	"[[$pid,\"nesting\",$(kv dropped "$TMP/m.out")]]"
+pmcctl query --pid $pid | grep -q "^pid $pid: $(kv dropped "$TMP/m.out") samples not counted (nesting)$" ||
+	fail "query table: $(pmcctl query --pid $pid)"
 expect_eq "mismatch: by reason, as the user sees it" \
 	"$(setpriv --reuid=65534 --regid=65534 --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" status --format json | jq -c .losses)" \
 	"{\"nesting\":$(kv dropped "$TMP/m.out")}"
