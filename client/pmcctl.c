@@ -1388,7 +1388,8 @@ cmd_reset(int sock, const struct command *cmd, const struct opts *o)
 
 		/* A pid may be listed twice (a process that exec'd a setuid program, or a
 		 * recycled pid), and one reset of it clears both: once each. */
-		qsort(qr->regions, qr->n_regions, sizeof(*qr->regions), region_key_cmp);
+		if (qr->n_regions) /* (none: no array at all) */
+			qsort(qr->regions, qr->n_regions, sizeof(*qr->regions), region_key_cmp);
 		for (size_t i = 0; i < qr->n_regions; i++)
 			if (!i || region_key_cmp(&qr->regions[i - 1], &qr->regions[i]))
 				cleared +=
