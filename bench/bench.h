@@ -4,6 +4,7 @@
  * the daemon opens for a client), and opening such a group on the calling thread. Header-only. */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdint.h>
@@ -59,19 +60,25 @@ struct bench_event {
 	const char *papi; /* PAPI's native name of the same perf event */
 	uint32_t type;
 	uint64_t config;
+	int kernel; /* a hardware event counting kernel mode only (NAME:k) */
 };
 
 static const struct bench_event bench_events[] = {
-        {"task-clock", "perf::TASK-CLOCK", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
-        {"page-faults", "perf::PAGE-FAULTS", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+        {"task-clock", "perf::TASK-CLOCK", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 0},
+        {"page-faults", "perf::PAGE-FAULTS", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 0},
         {"context-switches", "perf::CONTEXT-SWITCHES", PERF_TYPE_SOFTWARE,
-         PERF_COUNT_SW_CONTEXT_SWITCHES},
-        {"cpu-migrations", "perf::CPU-MIGRATIONS", PERF_TYPE_SOFTWARE,
-         PERF_COUNT_SW_CPU_MIGRATIONS},
-        {"cycles", "perf::CYCLES", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
-        {"instructions", "perf::INSTRUCTIONS", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
-        {"cache-misses", "perf::CACHE-MISSES", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
-        {"branch-misses", "perf::BRANCH-MISSES", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
+         PERF_COUNT_SW_CONTEXT_SWITCHES, 0},
+        {"cpu-migrations", "perf::CPU-MIGRATIONS", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS,
+         0},
+        {"cycles", "perf::CYCLES", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, 0},
+        {"instructions", "perf::INSTRUCTIONS", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, 0},
+        {"cache-misses", "perf::CACHE-MISSES", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, 0},
+        {"branch-misses", "perf::BRANCH-MISSES", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES,
+         0},
+        /* Four hardware events even where the PMU has only these two (QEMU's arm64 one). */
+        {"cycles:k", "perf::CYCLES:k", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, 1},
+        {"instructions:k", "perf::INSTRUCTIONS:k", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS,
+         1},
 };
 
 /* The benchmarks' events when PMC_EVENTS is not set: the daemon's software defaults. */
@@ -112,8 +119,35 @@ bench_parse_events(const char *list, const struct bench_event **out)
 	return n ? n : -EINVAL;
 }
 
+/* The config1 bit that asks an arm64 PMU for user-space reads (its sysfs format "rdpmc"), as
+ * pmcdaemon finds it; 0 elsewhere. */
+static inline uint64_t
+bench_rdpmc_bit(void)
+{
+	DIR *d = opendir("/sys/bus/event_source/devices");
+	uint64_t r = 0;
+
+	for (struct dirent *e; d && !r && (e = readdir(d));) {
+		char path[512];
+		unsigned bit;
+
+		snprintf(path, sizeof(path), "/sys/bus/event_source/devices/%s/format/rdpmc",
+		         e->d_name);
+		FILE *f = e->d_name[0] != '.' ? fopen(path, "re") : NULL;
+		if (!f)
+			continue;
+		if (fscanf(f, "config1:%u", &bit) == 1 && bit < 64)
+			r = UINT64_C(1) << bit;
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return r;
+}
+
 /* The attributes pmcdaemon uses (daemon/perf.c): software events count user and kernel
- * mode, hardware events user mode; the leader reads the whole group with both times. */
+ * mode, hardware events user mode (NAME:k kernel mode), with user-space reads asked for where
+ * the PMU wants it (arm64); the leader reads the whole group with both times. */
 static inline void
 bench_event_attr(const struct bench_event *e, struct perf_event_attr *attr)
 {
@@ -121,7 +155,10 @@ bench_event_attr(const struct bench_event *e, struct perf_event_attr *attr)
 	attr->size = sizeof(*attr);
 	attr->type = e->type;
 	attr->config = e->config;
-	attr->exclude_kernel = e->type != PERF_TYPE_SOFTWARE;
+	attr->exclude_kernel = e->type != PERF_TYPE_SOFTWARE && !e->kernel;
+	attr->exclude_user = e->kernel;
+	if (e->type != PERF_TYPE_SOFTWARE)
+		attr->config1 = bench_rdpmc_bit();
 	attr->exclude_hv = 1;
 	attr->read_format =
 	        PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;

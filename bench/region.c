@@ -19,6 +19,17 @@
  *	Events: PMC_EVENTS (default: the four software events); PAPI gets the same ones through
  *	PAPI_EVENTS (set here).
  *
+ *   pmc-bench-region instructions [REPS [ITERS]]
+ *	The same regions (pmc_begin/pmc_end, PMC_REGION, the floor), their cost counted in
+ *	instructions by the PMU itself: the thread's own instruction counters (user mode and
+ *	kernel mode, pinned, read with read()) around ITERS regions, less the same loop empty,
+ *	divided by ITERS: everything the application pays per region, the amortized encoding and
+ *	sending of its batches included (ITERS a multiple of the library's batch of 512). Exact
+ *	and repeatable where the PMU counts exactly (QEMU's emulated arm64 PMU under -icount:
+ *	tests/emulated-pmu.sh); elsewhere the smallest of REPS blocks. Needs a hardware PMU and
+ *	the right to count itself (root). The floor runs on a thread of its own, so that neither
+ *	thread's counters multiplex.
+ *
  *   pmc-bench-region memory NTHREADS
  *	Heap (malloc accounting, one arena) and resident memory that NTHREADS threads add while
  *	alive when each has registered with the daemon (one region each), minus the same
@@ -315,6 +326,187 @@ cmd_time(int reps, long iters)
 	return 0;
 }
 
+/* The calling thread's own instruction counters: [0] user mode, [1] kernel mode; pinned, so that
+ * they never leave the PMU whatever else the thread counts. */
+struct icount {
+	int fd[2];
+};
+
+static int
+icount_open(struct icount *c)
+{
+	for (int k = 0; k < 2; k++) {
+		struct perf_event_attr attr = {.size = sizeof(attr),
+		                               .type = PERF_TYPE_HARDWARE,
+		                               .config = PERF_COUNT_HW_INSTRUCTIONS,
+		                               .exclude_user = k == 1,
+		                               .exclude_kernel = k == 0,
+		                               .exclude_hv = 1,
+		                               .pinned = 1};
+		c->fd[k] =
+		        (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+		if (c->fd[k] < 0) {
+			int r = -errno;
+			if (k)
+				close(c->fd[0]);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void
+icount_read(const struct icount *c, uint64_t *v)
+{
+	for (int k = 0; k < 2; k++)
+		if (read(c->fd[k], &v[k], sizeof(v[k])) != sizeof(v[k]))
+			v[k] = 0;
+}
+
+static void
+icount_close(struct icount *c)
+{
+	close(c->fd[0]);
+	close(c->fd[1]);
+}
+
+enum { I_EMPTY = V_COUNT, I_COUNT };
+
+static void
+run_empty(long iters)
+{
+	for (long i = 0; i < iters; i++)
+		__asm__ __volatile__("" ::: "memory");
+}
+
+/* The instructions (user, kernel) of the smallest of @reps blocks of @iters regions of @v. */
+static void
+icount_variant(const struct icount *c, int v, const struct floor *f, pmc_region_t id, int reps,
+               long iters, uint64_t *best)
+{
+	best[0] = best[1] = UINT64_MAX;
+	for (int rep = 0; rep < reps; rep++) {
+		uint64_t a[2], b[2];
+
+		icount_read(c, a);
+		switch (v) {
+		case V_FLOOR:
+			run_floor(f, iters);
+			break;
+		case V_PMC:
+			run_pmc(id, iters);
+			break;
+		case V_MACRO:
+			run_macro(iters);
+			break;
+		default:
+			run_empty(iters);
+			break;
+		}
+		icount_read(c, b);
+		for (int k = 0; k < 2; k++)
+			if (b[k] - a[k] < best[k])
+				best[k] = b[k] - a[k];
+	}
+}
+
+struct icount_floor {
+	const struct bench_event *const *ev;
+	int n, reps;
+	long iters;
+	int r, rdpmc;
+	uint64_t floor[2], empty[2];
+};
+
+static void *
+icount_floor_main(void *arg)
+{
+	struct icount_floor *p = arg;
+	struct floor f = {0};
+	struct icount c;
+
+	p->r = icount_open(&c);
+	if (p->r < 0)
+		return NULL;
+	p->r = floor_open(&f, p->ev, p->n);
+	if (p->r == 0) {
+		p->rdpmc = f.rdpmc;
+		icount_variant(&c, I_EMPTY, &f, 0, 1, p->iters, p->empty); /* warm-up */
+		icount_variant(&c, V_FLOOR, &f, 0, 1, p->iters, p->floor);
+		icount_variant(&c, I_EMPTY, &f, 0, p->reps, p->iters, p->empty);
+		icount_variant(&c, V_FLOOR, &f, 0, p->reps, p->iters, p->floor);
+		for (int i = 0; i < f.n; i++)
+			close(f.fds[i]);
+	}
+	icount_close(&c);
+	return NULL;
+}
+
+static int
+cmd_instructions(int reps, long iters)
+{
+	const struct bench_event *ev[BENCH_MAX_EVENTS];
+	const char *list = events_env();
+	int n = bench_parse_events(list, ev);
+	struct icount c;
+	uint64_t in[I_COUNT][2];
+	pthread_t th;
+
+	if (n < 0)
+		return 1;
+	pmc_region_t id = pmc_region("bench-begin-end");
+	pmc_begin(id);
+	pmc_end(id);
+	if (!id || !pmc_enabled()) {
+		fprintf(stderr, "pmc-bench-region: libpmcclient is not profiling (no daemon at "
+		                "PMC_SOCKET?)\n");
+		return 1;
+	}
+	int r = icount_open(&c);
+	if (r < 0) {
+		fprintf(stderr, "pmc-bench-region: perf_event_open(instructions, pinned): %s\n",
+		        strerror(-r));
+		return 1;
+	}
+	/* A first block of each (the library's buffers, the macro's id), then the measured ones. */
+	for (int v = V_PMC; v <= V_MACRO; v++)
+		icount_variant(&c, v, NULL, id, 1, iters, in[v]);
+	icount_variant(&c, I_EMPTY, NULL, id, reps, iters, in[I_EMPTY]);
+	icount_variant(&c, V_PMC, NULL, id, reps, iters, in[V_PMC]);
+	icount_variant(&c, V_MACRO, NULL, id, reps, iters, in[V_MACRO]);
+	int path = pmc_thread_uses_rdpmc();
+	icount_close(&c);
+	pmc_flush();
+
+	struct icount_floor fl = {.ev = ev, .n = n, .reps = reps, .iters = iters};
+	if (pthread_create(&th, NULL, icount_floor_main, &fl) || pthread_join(th, NULL)) {
+		fprintf(stderr, "pmc-bench-region: pthread_create failed\n");
+		return 1;
+	}
+	if (fl.r < 0) {
+		fprintf(stderr, "pmc-bench-region: the floor's perf_event_open(%s): %s\n", list,
+		        strerror(-fl.r));
+		return 1;
+	}
+	printf("events=%s\nn_events=%d\nreps=%d\niters=%ld\n", list, n, reps, iters);
+	printf("floor_kind=%s\npmc_kind=%s\n", fl.rdpmc ? "rdpmc" : "read",
+	       path == 1 ? "rdpmc" : "read");
+	static const char *const mode[2] = {"user", "kernel"};
+	for (int k = 0; k < 2; k++) {
+		double floor = ((double)fl.floor[k] - (double)fl.empty[k]) / (double)iters;
+
+		printf("floor_instr_%s=%.1f\n", mode[k], floor);
+		for (int v = V_PMC; v <= V_MACRO; v++) {
+			double x = ((double)in[v][k] - (double)in[I_EMPTY][k]) / (double)iters;
+
+			printf("%s_instr_%s=%.1f\n", variant_key[v], mode[k], x);
+			printf("%s_instr_%s_ratio=%.3f\n", variant_key[v], mode[k],
+			       floor > 0 ? x / floor : 0);
+		}
+	}
+	return 0;
+}
+
 struct mem_phase {
 	pthread_barrier_t ready, release;
 	pmc_region_t id;
@@ -425,6 +617,16 @@ main(int argc, char **argv)
 		}
 		return cmd_time(reps, iters);
 	}
+	if (argc >= 2 && !strcmp(argv[1], "instructions")) {
+		int reps = argc > 2 ? atoi(argv[2]) : 3;
+		long iters = argc > 3 ? atol(argv[3]) : 4096;
+
+		if (reps < 1 || iters < 1) {
+			fprintf(stderr, "pmc-bench-region: REPS >= 1, ITERS >= 1\n");
+			return 2;
+		}
+		return cmd_instructions(reps, iters);
+	}
 	if (argc == 3 && !strcmp(argv[1], "memory")) {
 		int n = atoi(argv[2]);
 
@@ -434,6 +636,8 @@ main(int argc, char **argv)
 		}
 		return cmd_memory(n);
 	}
-	fprintf(stderr, "usage: pmc-bench-region time [REPS [ITERS]] | memory NTHREADS\n");
+	fprintf(stderr,
+	        "usage: pmc-bench-region time [REPS [ITERS]] | instructions [REPS [ITERS]] | "
+	        "memory NTHREADS\n");
 	return 2;
 }

@@ -1,11 +1,14 @@
 /* reader: reading one hardware counter from user space through its perf_event user page
- * (struct perf_event_mmap_page) with rdpmc, following the seqlock protocol documented above that
- * struct in <linux/perf_event.h>; plus the helpers around it: sign extension of the raw counter,
- * time-based scaling of multiplexed counts, and parsing the buffer a read() of a perf group
- * returns when rdpmc cannot be used. The rdpmc and rdtsc instructions sit behind struct
- * pmc_reader_ops, so the reader is a pure function of the page and the ops, which the unit tests
- * simulate on machines without a PMU. Internal to the client library (not installed); header-only
- * so that the hot path inlines into its caller. */
+ * (struct perf_event_mmap_page) with no system call, following the seqlock protocol documented
+ * above that struct in <linux/perf_event.h>: rdpmc and rdtsc on x86-64; on arm64 mrs of
+ * pmevcntr<n>_el0 (pmccntr_el0 for the cycle counter) and of the virtual counter cntvct_el0,
+ * the clock the arm64 kernel describes in the page with cap_user_time_short. Plus the helpers
+ * around it: sign extension of the raw counter (pmc_width: 40 or 48 bits on x86, 32 or 64 on
+ * arm64), time-based scaling of multiplexed counts, and parsing the buffer a read() of a perf
+ * group returns when the counter cannot be read in user space. The instructions sit behind
+ * struct pmc_reader_ops, so the reader is a pure function of the page and the ops, which the
+ * unit tests simulate on machines without a PMU (of either architecture). Internal to the
+ * client library (not installed); header-only so that the hot path inlines into its caller. */
 #pragma once
 
 #include <errno.h>
@@ -48,8 +51,10 @@ __extension__ typedef unsigned __int128 pmc_u128;
 /**
  * struct pmc_reader_ops - the instructions pmc_reader_read() needs, as a seam
  * @rdpmc: returns the raw value of hardware counter @counter (the page's index - 1), of which
- *         only the low pmc_width bits are meaningful
- * @rdtsc: returns the current value of the clock the page's time_* fields describe (the TSC)
+ *         only the low pmc_width bits are meaningful: rdpmc on x86-64; on arm64 mrs of
+ *         pmevcntr<@counter>_el0 for 0..30 and of the cycle counter pmccntr_el0 for 31
+ * @rdtsc: returns the current value of the clock the page's time_* fields describe: the TSC on
+ *         x86-64, cntvct_el0 on arm64 (whose bits above time_mask the reader drops)
  * @ctx: passed to both unchanged; borrowed, never freed by the reader
  *
  * Production code uses pmc_reader_hw_ops; tests use fakes that return chosen values.
@@ -278,6 +283,10 @@ pmc_reader_read_groups(struct perf_event_mmap_page *const *pages, const int *lea
 	return 0;
 }
 
+/* arm64: the counter the page's index 32 names (index - 1), the cycle counter pmccntr_el0; 0..30
+ * are the event counters pmevcntr<n>_el0. */
+#define PMC_ARM64_CYCLE_COUNTER 31
+
 #if defined(__x86_64__)
 #define PMC_HAVE_RDPMC 1
 
@@ -315,9 +324,100 @@ pmc_rdtsc_hw(void *ctx)
 	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
 	return ((uint64_t)hi << 32) | lo;
 }
-#else
+#elif defined(__aarch64__)
+#define PMC_HAVE_RDPMC 1
+
+/* One case per event counter: the register is encoded in the mrs instruction itself. */
+#define PMC_MRS_PMEVCNTR_(n)                                                                       \
+	case n:                                                                                    \
+		__asm__ __volatile__("mrs %0, pmevcntr" #n "_el0" : "=r"(v) : : "memory");         \
+		break;
+
 /**
- * pmc_rdpmc_hw() - returns 0 where there is no rdpmc instruction (PMC_HAVE_RDPMC undefined)
+ * pmc_rdpmc_hw() - mrs of an arm64 PMU counter
+ * @ctx: unused
+ * @counter: the page's index - 1: event counter 0..30 (pmevcntr<n>_el0), or
+ *           PMC_ARM64_CYCLE_COUNTER (pmccntr_el0)
+ *
+ * Traps (SIGILL) unless the kernel gave this task user access to the counter, which is what
+ * the page's cap_user_rdpmc with a non-zero index tells (kernel.perf_user_access 1 and the
+ * event opened with the PMU's "rdpmc" format bit); only pmc_reader_read() should call it. A
+ * counter number the kernel never gives reads as 0.
+ * Return: the raw counter value; a 32-bit counter's upper bits are not part of it (the kernel
+ * sets them on the cycle counter), and pmc_sign_extend() drops them.
+ */
+static inline uint64_t
+pmc_rdpmc_hw(void *ctx, uint32_t counter)
+{
+	uint64_t v = 0;
+
+	(void)ctx;
+	switch (counter) {
+		PMC_MRS_PMEVCNTR_(0)
+		PMC_MRS_PMEVCNTR_(1)
+		PMC_MRS_PMEVCNTR_(2)
+		PMC_MRS_PMEVCNTR_(3)
+		PMC_MRS_PMEVCNTR_(4)
+		PMC_MRS_PMEVCNTR_(5)
+		PMC_MRS_PMEVCNTR_(6)
+		PMC_MRS_PMEVCNTR_(7)
+		PMC_MRS_PMEVCNTR_(8)
+		PMC_MRS_PMEVCNTR_(9)
+		PMC_MRS_PMEVCNTR_(10)
+		PMC_MRS_PMEVCNTR_(11)
+		PMC_MRS_PMEVCNTR_(12)
+		PMC_MRS_PMEVCNTR_(13)
+		PMC_MRS_PMEVCNTR_(14)
+		PMC_MRS_PMEVCNTR_(15)
+		PMC_MRS_PMEVCNTR_(16)
+		PMC_MRS_PMEVCNTR_(17)
+		PMC_MRS_PMEVCNTR_(18)
+		PMC_MRS_PMEVCNTR_(19)
+		PMC_MRS_PMEVCNTR_(20)
+		PMC_MRS_PMEVCNTR_(21)
+		PMC_MRS_PMEVCNTR_(22)
+		PMC_MRS_PMEVCNTR_(23)
+		PMC_MRS_PMEVCNTR_(24)
+		PMC_MRS_PMEVCNTR_(25)
+		PMC_MRS_PMEVCNTR_(26)
+		PMC_MRS_PMEVCNTR_(27)
+		PMC_MRS_PMEVCNTR_(28)
+		PMC_MRS_PMEVCNTR_(29)
+		PMC_MRS_PMEVCNTR_(30)
+	case PMC_ARM64_CYCLE_COUNTER:
+		__asm__ __volatile__("mrs %0, pmccntr_el0" : "=r"(v) : : "memory");
+		break;
+	default:
+		break;
+	}
+	return v;
+}
+#undef PMC_MRS_PMEVCNTR_
+
+/**
+ * pmc_rdtsc_hw() - mrs of the arm64 virtual counter, cntvct_el0
+ * @ctx: unused
+ *
+ * The clock behind the arm64 kernel's sched_clock, which the page describes with
+ * cap_user_time and cap_user_time_short (time_cycles, time_mask: the counter may hold bits
+ * above the kernel's mask). Readable from user space on every Linux arm64 system.
+ * Return: the counter's value.
+ */
+static inline uint64_t
+pmc_rdtsc_hw(void *ctx)
+{
+	uint64_t v;
+
+	(void)ctx;
+	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v) : : "memory");
+	return v;
+}
+#else
+/* No user-space counter reads here: callers use read(). */
+#define PMC_HAVE_RDPMC 0
+
+/**
+ * pmc_rdpmc_hw() - returns 0 where there is no user-space counter read (PMC_HAVE_RDPMC 0)
  * @ctx: unused
  * @counter: unused
  *
@@ -334,7 +434,7 @@ pmc_rdpmc_hw(void *ctx, uint32_t counter)
 }
 
 /**
- * pmc_rdtsc_hw() - returns 0 where there is no rdtsc instruction (PMC_HAVE_RDPMC undefined)
+ * pmc_rdtsc_hw() - returns 0 where there is no user-space clock read (PMC_HAVE_RDPMC 0)
  * @ctx: unused
  *
  * Return: 0.

@@ -1,44 +1,182 @@
 #!/bin/bash
-# Hardware counters, where a PMU exists (skips with 77 elsewhere): a loop of known
-# instruction count within 0.1 %, cycles within 2 % of perf stat on the same loop,
-# the rdpmc path taken where the kernel allows it, IPC derived, and multiplexing marked
-# when more hardware events are asked for than the PMU has counters.
+# Hardware counters, where a PMU exists (skips with 77 elsewhere), x86-64 and arm64: a loop of
+# known instruction count (2 per iteration) counted by pmc over regions, in user space where the
+# kernel allows it (rdpmc, mrs) and with read() where it does not; more than 2^32 instructions
+# in one region (arm64's 32-bit counters overflow); fork, exec and 4 threads; cycles against
+# perf stat; cycles, instructions and a libpfm4 name; IPC derived; multiplexing marked, and
+# its totals against what the kernel's own read() gives for the same events.
+#
+# With PMC_HW_EXACT=1 (an emulated PMU that counts exactly: QEMU's TCG with -icount, one vCPU;
+# tests/emulated-pmu.sh sets it) every region must count 2N plus the same constant, for every
+# N, process and thread; on real hardware, within 0.1 %. PMC_HW_EXPECT_USER_READS=1 requires
+# the user-space path (where the kernel is known to allow it) instead of following the caps.
 . "$(dirname "$0")/lib.sh"
+: "${PMC_TEST_HW_BIN:?set by ctest}" "${PMC_TEST_HW_REF_BIN:?set by ctest}"
+EXACT=${PMC_HW_EXACT:-0}
+ARCH=$(uname -m)
 # --allow-kernel: the multiplexing check asks for :k and :uk variants too.
 start_daemon --allow-kernel all
 pmcctl events --format json | jq -e '.hardware_pmu' >/dev/null ||
 	skip "no hardware PMU on this machine (perf_event_open of cycles fails): nothing to check"
-[ "$(uname -m)" = x86_64 ] || skip "the known-length loop is x86-64 assembly"
+case $ARCH in
+x86_64 | aarch64) ;;
+*) skip "no 2-instruction loop for $ARCH" ;;
+esac
+cp "$PMC_TEST_HW_BIN" "$TMP/bin/" && chmod a+rx "$TMP/bin/pmc-test-hw"
+HW=$TMP/bin/pmc-test-hw
 
-ITER=200000000 # 400 M instructions: start-up costs vanish next to it
-run_client "$TMP/out" env PMC_EVENTS=instructions,cycles "$PMC_TEST_CLIENT_BIN" loop $ITER
-want=$(kv instructions "$TMP/out")
-j=$(region_json loop "$CLIENT_PID")
-got=$(jq '[.events.instructions.max] | .[0]' <<<"$j")
-awk -v a="$got" -v b="$want" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "instructions %d, want %d: %.5f%%\n", a, b, d * 100; exit !(d < 0.001) }' ||
-	fail "instructions off by 0.1 % or more"
-pass "instructions within 0.1 %"
-# The library reads with rdpmc where the kernel allows it in user space (cap_user_rdpmc)
-# and gives the clock to bring the times up to date (cap_user_time: not on guests whose
-# sched_clock is kvm-clock); otherwise with read(), by design.
-"$PMC_TEST_CLIENT_BIN" caps >"$TMP/caps" || fail "perf_event_open of instructions:u as root failed"
-if [ "$(kv cap_user_rdpmc "$TMP/caps")" = 1 ] && [ "$(kv cap_user_time "$TMP/caps")" = 1 ]; then
-	expect_eq "rdpmc path taken" "$(kv rdpmc "$TMP/out")" 1
-else
-	expect_eq "read() path, as the kernel gives $(tr '\n' ' ' <"$TMP/caps")" "$(kv rdpmc "$TMP/out")" 0
+# region REGION PID: region_json, or fail with what the daemon said
+region() {
+	region_json "$1" "$2" || {
+		tail -n 20 "$TMP/daemon.log" "$TMP"/*.err >&2
+		fail "no region $1 of pid $2 (the logs above)"
+	}
+}
+
+# check_loop WHAT REGION PID N [EVENT]: EVENT (instructions) of every REGION sample of PID is
+# 2N + a constant: the same constant for every sample (exact), or within 0.1 % of 2N. Sets C
+# to the constant (min - 2N).
+check_loop() {
+	local what=$1 region=$2 pid=$3 n=$4 ev=${5:-instructions} j lo hi count
+	j=$(region "$region" "$pid")
+	lo=$(jq --arg e "$ev" '.events[$e].min' <<<"$j")
+	hi=$(jq --arg e "$ev" '.events[$e].max' <<<"$j")
+	count=$(jq .count <<<"$j")
+	[[ "$lo" =~ ^[0-9]+$ && "$hi" =~ ^[0-9]+$ ]] || fail "$what: no $ev counts: $j"
+	C=$((lo - 2 * n))
+	if [ "$EXACT" = 1 ]; then
+		[ "$lo" = "$hi" ] || fail "$what: $ev of $count regions of 2N = $((2 * n)) instructions vary: $lo..$hi"
+		pass "$what: $count regions, $ev = 2N + $C exactly (N = $n)"
+	else
+		awk -v a="$hi" -v b="$((2 * n))" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d < 0.001) }' ||
+			fail "$what: $ev $lo..$hi, want 2N = $((2 * n)) within 0.1 %"
+		pass "$what: $count regions, $ev $lo..$hi, 2N = $((2 * n)) (within 0.1 %)"
+	fi
+}
+
+# same_constant WHAT: C equals the constant the first loop gave (exact mode)
+same_constant() {
+	[ "$EXACT" = 1 ] || return 0
+	[ "$C" = "$C1" ] || fail "$1: constant $C, the loop's is $C1"
+	pass "$1: the same constant, $C"
+}
+
+# arm64: user-space reads need kernel.perf_user_access=1 (default 0). Both paths are tested;
+# the setting is put back at exit.
+UA=/proc/sys/kernel/perf_user_access
+UA_ORIG=
+restore_user_access() {
+	local rc=$?
+	[ -n "$UA_ORIG" ] && echo "$UA_ORIG" >"$UA"
+	return $rc
+}
+trap 'restore_user_access; cleanup' EXIT
+if [ "$ARCH" = aarch64 ] && [ -w "$UA" ]; then
+	UA_ORIG=$(cat "$UA")
+	# The daemon started with the machine's setting: where it was 0, it said what to set.
+	if [ "$UA_ORIG" = 0 ]; then
+		grep -q 'kernel.perf_user_access=1' "$TMP/daemon.log" ||
+			fail "perf_user_access is 0 and pmcdaemon did not say what to set: $(cat "$TMP/daemon.log")"
+		pass "pmcdaemon says: $(grep -m1 'perf_user_access=1' "$TMP/daemon.log")"
+	fi
+	echo 0 >"$UA"
+	ev=$(pmcctl events --format json)
+	expect_eq "pmcctl events: user_reads with perf_user_access 0" "$(jq .user_reads <<<"$ev")" false
+	expect_eq "pmcctl events: what to set" "$(jq -r .user_reads_hint <<<"$ev")" \
+		"sysctl -w kernel.perf_user_access=1"
+	pmcctl status | grep -q 'user-space counter reads: *no, read() .*perf_user_access=1' ||
+		fail "pmcctl status does not say it: $(pmcctl status)"
+	run_client "$TMP/ua0" env PMC_EVENTS=instructions "$HW" loop loop-read 1000000 5
+	expect_eq "perf_user_access 0: read() path" "$(kv rdpmc "$TMP/ua0")" 0
+	check_loop "perf_user_access 0, read() path" loop-read "$CLIENT_PID" 1000000
+	C_READ=$C
+	echo 1 >"$UA"
+	expect_eq "pmcctl status: user_reads with perf_user_access 1" \
+		"$(pmcctl status --format json | jq .user_reads)" true
 fi
+
+# The path the library should take: user space where the kernel gives the counter in the
+# page (cap_user_rdpmc and an index) and the clock (cap_user_time: not on guests whose
+# sched_clock is kvm-clock); otherwise read(), by design.
+"$PMC_TEST_HW_REF_BIN" caps instructions >"$TMP/caps" || fail "opening instructions as root failed"
+if [ "$(kv cap_user_rdpmc "$TMP/caps")" = 1 ] && [ "$(kv cap_user_time "$TMP/caps")" = 1 ] &&
+	[ "$(kv index "$TMP/caps")" != 0 ]; then
+	want_rdpmc=1
+else
+	want_rdpmc=0
+	[ "${PMC_HW_EXPECT_USER_READS:-0}" = 1 ] &&
+		fail "user-space reads expected, the kernel gives $(tr '\n' ' ' <"$TMP/caps")"
+fi
+WIDTH=$(kv pmc_width "$TMP/caps")
+echo "caps: $(tr '\n' ' ' <"$TMP/caps")"
+
+# A known loop, two lengths: the slope is exactly 2 and the constant the same.
+run_client "$TMP/l6" env PMC_EVENTS=instructions "$HW" loop loop-1e6 1000000 5
+expect_eq "user-space path taken where the kernel allows it" "$(kv rdpmc "$TMP/l6")" $want_rdpmc
+check_loop "loop of 2 x 10^6" loop-1e6 "$CLIENT_PID" 1000000
+C1=$C
+run_client "$TMP/l7" env PMC_EVENTS=instructions "$HW" loop loop-1e7 10000000 3
+check_loop "loop of 2 x 10^7" loop-1e7 "$CLIENT_PID" 10000000
+same_constant "loop of 2 x 10^7"
+run_client "$TMP/l6b" env PMC_EVENTS=instructions "$HW" loop loop-1e6 1000000 5
+check_loop "loop of 2 x 10^6, run again" loop-1e6 "$CLIENT_PID" 1000000
+same_constant "loop of 2 x 10^6, run again"
+path="read()"
+[ "$want_rdpmc" = 1 ] && path="user space"
+echo "constant: count(N) - 2N = $C1 ($path)${C_READ:+; $C_READ with read() (perf_user_access 0)}"
+
+# More than 2^32 instructions in one region: 32-bit counters (arm64 without 64-bit event
+# counters) overflow, and the kernel's updates of the page must keep the reads exact.
+run_client "$TMP/big" env PMC_EVENTS=instructions "$HW" loop loop-big 2200000000 1
+check_loop "one region of 4.4 x 10^9 instructions (counter width $WIDTH)" loop-big "$CLIENT_PID" 2200000000
+same_constant "4.4 x 10^9 instructions"
+
+# fork, exec and threads: each process and thread its own exact counts.
+run_client "$TMP/fork" env PMC_EVENTS=instructions "$HW" fork loop-fork 1000000 3
+check_loop "fork: parent" loop-fork "$CLIENT_PID" 1000000
+same_constant "fork: parent"
+check_loop "fork: child" loop-fork "$(kv child_pid "$TMP/fork")" 1000000
+same_constant "fork: child"
+expect_eq "fork: the child's path" "$(kv child_rdpmc "$TMP/fork")" $want_rdpmc
+run_client "$TMP/exec" env PMC_EVENTS=instructions "$HW" exec loop-exec 1000000 3
+check_loop "exec: before" loop-exec "$CLIENT_PID" 1000000
+same_constant "exec: before"
+check_loop "exec: the new image" loop-exec-exec "$CLIENT_PID" 1000000
+same_constant "exec: the new image"
+expect_eq "exec: the new image's path" "$(kv rdpmc "$TMP/exec")" $want_rdpmc
+run_client "$TMP/thr" env PMC_EVENTS=instructions "$HW" threads 4 loop-threads 1000000 3
+check_loop "4 threads" loop-threads "$CLIENT_PID" 1000000
+same_constant "4 threads"
+expect_eq "4 threads: every thread's path" "$(kv rdpmc "$TMP/thr")" $want_rdpmc
+
+# cycles, instructions and a libpfm4 name beside them: the core's INST_RETIRED on arm64 where
+# libpfm4 knows the core (cortex-a57), else the architectural event's raw number
+# (perf_raw::r0008, or r00c0: retired instructions on Intel and AMD); IPC derived.
+pfm=perf_raw::r0008
+[ "$ARCH" = x86_64 ] && pfm=perf_raw::r00c0
+[ "$ARCH" = aarch64 ] && pmcctl events --format json | jq -e '.events[].name | select(test("::INST_RETIRED$"))' >/dev/null &&
+	pfm=INST_RETIRED
+run_client "$TMP/names" env PMC_EVENTS="cycles,instructions,$pfm" "$HW" loop loop-names 1000000 3
+j=$(region loop-names "$CLIENT_PID")
+pfm_key=$(jq -r '.events | keys[] | select(test("::"))' <<<"$j")
+[ -n "$pfm_key" ] || fail "no libpfm4 event in $j"
+# Each event of a group has its own constant: the reads of the others fall inside its region.
+check_loop "libpfm4 name $pfm ($pfm_key)" loop-names "$CLIENT_PID" 1000000 "$pfm_key"
+check_loop "instructions beside it" loop-names "$CLIENT_PID" 1000000
 [ "$(jq '.derived.ipc > 0' <<<"$j")" = true ] || fail "no ipc derived: $j"
-pass "ipc = $(jq .derived.ipc <<<"$j")"
+pass "cycles $(jq .events.cycles.max <<<"$j"), ipc = $(jq .derived.ipc <<<"$j")"
 
 # perf(1) is optional, and Debian's /usr/bin/perf runs only under a Debian kernel of its
 # version: without a perf that counts, there is nothing to compare with (said, not hidden).
+ITER=200000000 # 400 M instructions: start-up costs vanish next to it
 if ! command -v perf >/dev/null; then
 	echo "note: no perf(1): cycles not compared with perf stat"
 elif ! perf stat -x, -e cycles:u true >/dev/null 2>"$TMP/perf-check"; then
 	echo "note: perf stat cannot count here ($(head -1 "$TMP/perf-check")): cycles not compared"
 else
-	cyc=$(jq '.events.cycles.max' <<<"$j")
-	ref=$(perf stat -x, -e cycles:u "$PMC_TEST_CLIENT_BIN" loop $ITER 2>&1 >/dev/null | awk -F, '/cycles/ { print $1; exit }')
+	run_client "$TMP/cyc" env PMC_EVENTS=instructions,cycles "$HW" loop loop-cycles $ITER 1
+	cyc=$(region loop-cycles "$CLIENT_PID" | jq '.events.cycles.max')
+	ref=$(perf stat -x, -e cycles:u "$HW" loop perf-ref $ITER 1 2>&1 >/dev/null | awk -F, '/cycles/ { print $1; exit }')
 	[[ "$ref" =~ ^[0-9]+$ ]] && [ "$ref" -gt 0 ] || fail "perf stat gave no cycles count: '$ref'"
 	awk -v a="$cyc" -v b="$ref" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "cycles %d, perf stat %d: %.3f%%\n", a, b, d * 100; exit !(d < 0.02) }' ||
 		fail "cycles differ from perf stat by 2 % or more"
@@ -46,13 +184,44 @@ else
 fi
 
 # More hardware events than counters: the kernel multiplexes, and the output says so.
-# Generic events every x86 PMU has, under :u, :uk and :k: 16 hardware events (the most a
-# thread may ask for), more than any x86 core PMU's generic and fixed counters together
-# (a fixed counter holds one of cycles:u, cycles:uk, cycles:k at a time).
-many=cycles:u,cycles:uk,cycles:k,instructions:u,instructions:uk,instructions:k
-many=$many,branches:u,branches:uk,branches:k,branch-misses:u,branch-misses:uk,branch-misses:k
-many=$many,cache-references:u,cache-references:uk,cache-misses:u,cache-misses:uk
-run_client "$TMP/mux" env PMC_EVENTS=$many "$PMC_TEST_CLIENT_BIN" cpu 20
-j=$(region_json spin "$CLIENT_PID")
-[ "$(jq '[.events[] | select(.scaled)] | length > 0' <<<"$j")" = true ] || fail "16 hardware events, none marked scaled: $j"
-pass "multiplexed events marked scaled: $(jq -c '[.events | to_entries[] | select(.value.scaled) | .key]' <<<"$j")"
+if [ "$ARCH" = x86_64 ]; then
+	# Generic events every x86 PMU has, under :u, :uk and :k: 16 hardware events (the most a
+	# thread may ask for), more than any x86 core PMU's generic and fixed counters together
+	# (a fixed counter holds one of cycles:u, cycles:uk, cycles:k at a time).
+	many=cycles:u,cycles:uk,cycles:k,instructions:u,instructions:uk,instructions:k
+	many=$many,branches:u,branches:uk,branches:k,branch-misses:u,branch-misses:uk,branch-misses:k
+	many=$many,cache-references:u,cache-references:uk,cache-references:k,cache-misses:u,cache-misses:uk
+	run_client "$TMP/mux" env PMC_EVENTS=$many "$PMC_TEST_CLIENT_BIN" cpu 20
+	j=$(region_json spin "$CLIENT_PID")
+	[ "$(jq '[.events[] | select(.scaled)] | length > 0' <<<"$j")" = true ] || fail "16 hardware events, none marked scaled: $j"
+	pass "multiplexed events marked scaled: $(jq -c '[.events | to_entries[] | select(.value.scaled) | .key]' <<<"$j")"
+	exit 0
+fi
+# arm64: 6 event counters and the cycle counter; armv8_pmuv3 may have as few as cycles and
+# instructions (QEMU's), so 8 events of those two (generic and raw: INST_RETIRED 0x08,
+# CPU_CYCLES 0x11), more than the 7 counters.
+many=instructions,instructions:k,instructions:uk,cycles,cycles:k,cycles:uk,perf_raw::r0008,perf_raw::r0011
+N=10000000 K=5
+run_client "$TMP/mux" env PMC_EVENTS=$many "$HW" loop loop-mux $N $K
+j=$(region loop-mux "$CLIENT_PID")
+[ "$(jq '.events | length' <<<"$j")" = 8 ] || fail "8 events asked for, got $j"
+jq -e '[.events[] | select(.scaled and .running_ratio > 0 and .running_ratio < 1)] | length == 8' <<<"$j" >/dev/null ||
+	fail "not every one of 8 events on 7 counters marked scaled with its ratio: $j"
+pass "8 events on 7 counters, all scaled: running ratios $(jq -c '[.events[].running_ratio]' <<<"$j")"
+# Their totals against the truth (2NK user instructions), and the same events opened the same
+# way, read with read() by the kernel: pmc's error is the kernel's, give or take.
+"$PMC_TEST_HW_REF_BIN" mux $N $K ${many//,/ } >"$TMP/ref" || fail "pmc-test-hw-ref mux failed"
+truth=$(kv truth "$TMP/ref")
+ref_err=0
+for e in instructions perf_raw::r0008; do
+	ref=$(kv "$e" "$TMP/ref" | cut -d' ' -f1)
+	[[ "$ref" =~ ^[0-9]+$ ]] || fail "no reference count for $e: $(cat "$TMP/ref")"
+	ref_err=$(awk -v a="$ref" -v b="$truth" -v m="$ref_err" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; print (d > m ? d : m) }')
+done
+for e in instructions perf_raw::r0008; do
+	got=$(jq --arg e "$e" '.events[$e].sum' <<<"$j")
+	awk -v e="$e" -v a="$got" -v b="$truth" -v r="$ref_err" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d;
+		printf "%s: pmc %d, truth %d: %.3f%% off; the kernel read() %.3f%% off at most\n", e, a, b, d * 100, r * 100;
+		exit !(d <= 2 * r + 0.005) }' || fail "$e: multiplexed total off by more than twice the kernel's error + 0.5 %"
+done
+pass "multiplexed totals within the kernel's own error"

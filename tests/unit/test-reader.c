@@ -1,6 +1,8 @@
 /* Unit tests for client/reader.h: sign extension, the rdpmc seqlock reader over a simulated
- * perf_event_mmap_page with fake rdpmc/rdtsc (no PMU needed), time scaling, the fallback cases,
- * retries under a concurrent writer thread, the bound on retries, and group read() parsing.
+ * perf_event_mmap_page with fake rdpmc/rdtsc (no PMU needed), what arm64's pages hold (the
+ * cycle counter at index 32, 32-bit counters past 2^32, cntvct_el0 under cap_user_time_short,
+ * index 0 with user access off), time scaling, the fallback cases, retries under a concurrent
+ * writer thread, the bound on retries, and group read() parsing.
  * Prints "ok N - name" per test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -642,6 +644,203 @@ test_parse_group(void)
 	CHECK_EQ(ru, 4);
 }
 
+/* arm64: index 32 is the cycle counter (mrs pmccntr_el0, counter 31), 64 bits wide when opened
+ * "long", 32 bits otherwise, and then the kernel sets the register's upper half (to take the
+ * overflow interrupt at 32 bits): the width must drop it. */
+static void
+test_arm64_cycle_counter(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(32, 64, -INT64_C(5000000000));
+	struct fake f = {.pg = pg,
+	                 .raw = UINT64_C(0x0000000300000007),
+	                 .want_counter = PMC_ARM64_CYCLE_COUNTER};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	CHECK_EQ(PMC_ARM64_CYCLE_COUNTER, 31);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, UINT64_C(0x300000007) - UINT64_C(5000000000));
+	CHECK_EQ(f.rdpmc_calls, 1);
+
+	/* Width 32: the kernel programmed -2^31 as 0xFFFFFFFF80000000 and set offset to the count
+	 * + 2^31; five cycles later the register reads 0xFFFFFFFF80000005. */
+	pg->pmc_width = 32;
+	pg->offset = 1000 + (INT64_C(1) << 31);
+	f.raw = UINT64_C(0xFFFFFFFF80000005);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1005);
+	/* The same value without the upper half set (a 32-bit event counter) reads the same. */
+	f.raw = UINT64_C(0x80000005);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1005);
+	page_free(pg);
+}
+
+/* arm64 without 64-bit event counters (cortex-a57): a 32-bit counter that the kernel re-arms at
+ * -2^31 on each overflow interrupt. The reads stay exact across the wrap, before and after
+ * the kernel's update of the page, for counts past 2^32. */
+static void
+test_arm64_width32_overflow(void)
+{
+	const uint64_t half = UINT64_C(1) << 31;
+	struct perf_event_mmap_page *pg = page_rdpmc(1, 32, (int64_t)(1000 + half));
+	struct fake f = {.pg = pg, .raw = half, .want_counter = 0};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000);
+	f.raw = UINT64_C(0xFFFFFFFF);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000 + half - 1);
+	/* Wrapped to 3, the interrupt not yet taken: still exact. */
+	f.raw = 3;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000 + half + 3);
+	/* The kernel took the interrupt at 5 (count 1000 + 2^31 + 5), re-armed at -2^31 and
+	 * published offset = count + 2^31 under the lock. */
+	pg->lock += 2;
+	pg->offset = (int64_t)(1000 + 2 * half + 5);
+	f.raw = half;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000 + half + 5);
+	f.raw = UINT64_C(0xFFFFFFF0);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000 + 2 * half - 11);
+	/* Twice more: 2^32 + 2^31 + 5 events in all. */
+	pg->lock += 2;
+	pg->offset = (int64_t)(1000 + 3 * half + 5);
+	f.raw = half;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000 + 2 * half + 5);
+	pg->lock += 2;
+	pg->offset = (int64_t)(1000 + 4 * half + 5);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1000 + 3 * half + 5);
+	CHECK(r.value > UINT32_MAX);
+	page_free(pg);
+}
+
+/* arm64's clock: cntvct_el0 under cap_user_time_short. The register may hold bits above the
+ * kernel's sched_clock mask (56 bits), which time_cycles/time_mask remove; time_mult and
+ * time_shift are the sched_clock's (62.5 MHz: 16 ns a tick; 1 GHz: the kernel halves mult
+ * rather than publish a shift of 32). */
+static void
+test_arm64_time_short(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(2, 32, 0);
+	struct fake f = {
+	        .pg = pg, .raw = 7, .tsc = UINT64_C(0x0F00000012345000), .want_counter = 1};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+
+	pg->cap_user_time = 1;
+	pg->cap_user_time_zero = 1;
+	pg->cap_user_time_short = 1;
+	pg->time_enabled = 3000;
+	pg->time_running = 2000;
+	pg->time_mult = UINT32_C(1) << 26; /* 16 << 22 */
+	pg->time_shift = 22;
+	pg->time_cycles = UINT64_C(0x12340000);
+	pg->time_mask = (UINT64_C(1) << 56) - 1;
+	pg->time_offset = (uint64_t) - (int64_t)(UINT64_C(0x12340000) * 16);
+
+	/* cyc = 0x12340000 + ((0x0F00000012345000 - 0x12340000) & mask) = 0x12345000: 0x5000
+	 * ticks since time_cycles, 16 ns each. */
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 7);
+	CHECK_EQ(f.rdtsc_calls, 1);
+	CHECK_EQ(r.enabled, 3000 + 0x5000 * 16);
+	CHECK_EQ(r.running, 2000 + 0x5000 * 16);
+
+	/* The 56-bit clock wrapped since time_cycles: 0x300 ticks. */
+	pg->time_cycles = (UINT64_C(1) << 56) - 0x100;
+	pg->time_offset = (uint64_t) - (int64_t)(pg->time_cycles * 16);
+	f.tsc = UINT64_C(0x0F00000000000200);
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, 3000 + 0x300 * 16);
+
+	/* 1 GHz (FEAT_ECV): mult 2^32 >> 1 with shift 31, one ns a tick. */
+	pg->time_mult = UINT32_C(1) << 31;
+	pg->time_shift = 31;
+	pg->time_cycles = 1000;
+	pg->time_offset = (uint64_t)-INT64_C(1000);
+	f.tsc = UINT64_C(0xAB00000000000000) + 1000 + 123456789;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ(r.enabled, 3000 + 123456789);
+	CHECK_EQ(r.running, 2000 + 123456789);
+	page_free(pg);
+}
+
+/* arm64 with kernel.perf_user_access 0 (its default), or an event opened without the PMU's
+ * "rdpmc" format bit: the kernel still sets cap_user_rdpmc (and the clock bits) but gives index
+ * 0. Neither the counter nor the clock is read; the caller goes to read(). */
+static void
+test_arm64_user_access_off(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(0, 32, 12345);
+	struct fake f = {.pg = pg, .raw = 1, .tsc = 2};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r = {.value = 11, .enabled = 22, .running = 33};
+	uint64_t v = 44;
+
+	pg->cap_user_time = 1;
+	pg->cap_user_time_zero = 1;
+	pg->cap_user_time_short = 1;
+	pg->time_mult = 1;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
+	CHECK_EQ(f.rdpmc_calls, 0);
+	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ(r.value, 11);
+	CHECK_EQ(v, 44);
+	page_free(pg);
+}
+
+/* Reads counter @counter: a 64-bit cycle counter of 2^40 + 31 for counter 31, else a 32-bit
+ * event counter at 0xFFFFFFF0 + counter. */
+static uint64_t
+fake_mrs(void *ctx, uint32_t counter)
+{
+	struct fake *f = ctx;
+
+	f->rdpmc_calls++;
+	if (counter == PMC_ARM64_CYCLE_COUNTER)
+		return (UINT64_C(1) << 40) + counter;
+	return UINT64_C(0xFFFFFFF0) + counter;
+}
+
+/* An arm64 group as cortex-a57 gives it: cycles (64 bits, the cycle counter) leading two 32-bit
+ * event counters. */
+static void
+test_arm64_group(void)
+{
+	struct perf_event_mmap_page *pg[3] = {page_rdpmc(32, 64, 100), page_rdpmc(1, 32, 1000),
+	                                      page_rdpmc(2, 32, INT64_C(1) << 33)};
+	const int leader[3] = {0, 0, 0};
+	struct fake f = {.tsc = 0x10};
+	struct pmc_reader_ops ops = {.rdpmc = fake_mrs, .rdtsc = fake_rdtsc, .ctx = &f};
+	uint64_t v[9];
+
+	pg[0]->cap_user_time = 1;
+	pg[0]->cap_user_time_short = 1;
+	pg[0]->time_mult = 1;
+	pg[0]->time_mask = UINT64_C(0xFF);
+	pg[0]->time_enabled = 500;
+	pg[0]->time_running = 400;
+	CHECK_EQ(pmc_reader_read_groups(pg, leader, 3, &ops, v), 0);
+	CHECK_EQ(v[0], (UINT64_C(1) << 40) + 31 + 100);
+	CHECK_EQ(v[1], 1000 - 16);                    /* 0xFFFFFFF0 is -16 */
+	CHECK_EQ(v[2], (UINT64_C(1) << 33) - 16 + 1); /* counter 1: 0xFFFFFFF1 */
+	CHECK_EQ(v[3], 500 + 0x10);
+	CHECK_EQ(v[5], 500 + 0x10);
+	CHECK_EQ(v[8], 400 + 0x10);
+	CHECK_EQ(f.rdpmc_calls, 3);
+	CHECK_EQ(f.rdtsc_calls, 1);
+	for (int i = 0; i < 3; i++)
+		page_free(pg[i]);
+}
+
 static void
 test_caps_layout(void)
 {
@@ -677,10 +876,10 @@ test_hw_seam(void)
 	CHECK(pmc_reader_hw_ops.rdpmc == pmc_rdpmc_hw);
 	CHECK(pmc_reader_hw_ops.rdtsc == pmc_rdtsc_hw);
 	CHECK(pmc_reader_hw_ops.ctx == NULL);
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 	CHECK(PMC_HAVE_RDPMC == 1);
-#elif defined(PMC_HAVE_RDPMC)
-	CHECK(!"PMC_HAVE_RDPMC defined off x86-64");
+#else
+	CHECK(PMC_HAVE_RDPMC == 0);
 #endif
 }
 
@@ -703,6 +902,11 @@ main(void)
 	RUN(test_read_count);
 	RUN(test_read_groups);
 	RUN(test_parse_group);
+	RUN(test_arm64_cycle_counter);
+	RUN(test_arm64_width32_overflow);
+	RUN(test_arm64_time_short);
+	RUN(test_arm64_user_access_off);
+	RUN(test_arm64_group);
 	RUN(test_caps_layout);
 	RUN(test_hw_seam);
 

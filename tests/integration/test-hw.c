@@ -1,0 +1,163 @@
+/* pmc-test-hw: the application of the hardware suite (hw-counters.sh), linked with
+ * libpmcclient like any other. Its regions run a loop of exactly 2 instructions per iteration
+ * (x86-64: dec; jnz; arm64: subs; b.ne), so the instructions a region counts are 2N plus a
+ * constant: what pmc_begin()/pmc_end() execute between their two counter reads. Each process
+ * and thread runs one region "warm-up" first. Prints its ground truth as "key=value" lines.
+ *
+ *   loop NAME N K        K regions NAME of N iterations; prints instructions=2N and rdpmc=0|1
+ *                        (pmc_thread_uses_rdpmc() after the last region)
+ *   threads T NAME N K   T threads at once, each K regions NAME of N iterations; prints rdpmc=
+ *                        the smallest pmc_thread_uses_rdpmc() of the T threads
+ *   fork NAME N K        K regions NAME, then a child process does the same (its pmc state
+ *                        is its own: the library closed the parent's counters in it) and
+ *                        prints child_pid= and child_rdpmc=; the parent waits for it
+ *   exec NAME N K        K regions NAME, pmc_flush(), prints exec_rdpmc=, then execs itself
+ *                        as "loop NAME-exec N K" (same pid, new image, new registration)
+ *
+ * Exit 0 on success, 1 on a failure (said on stderr), 2 on a usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pmc/pmc.h>
+
+#include "hw-loop.h"
+
+struct work {
+	const char *name;
+	uint64_t n;
+	long k;
+	int rdpmc;
+};
+
+/* One warm-up region, then K regions of N iterations; keeps pmc_thread_uses_rdpmc(). */
+static void
+run_regions(struct work *w)
+{
+	pmc_region_t warm = pmc_region("warm-up");
+	pmc_region_t r = pmc_region(w->name);
+
+	pmc_begin(warm);
+	hw_loop2(1);
+	pmc_end(warm);
+	for (long i = 0; i < w->k; i++) {
+		pmc_begin(r);
+		hw_loop2(w->n);
+		pmc_end(r);
+	}
+	w->rdpmc = pmc_thread_uses_rdpmc();
+}
+
+static void *
+thread_main(void *p)
+{
+	run_regions(p);
+	return NULL;
+}
+
+static uint64_t
+parse_u64(const char *s, uint64_t min)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || v < min) {
+		fprintf(stderr, "pmc-test-hw: bad number '%s'\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+static int
+usage(void)
+{
+	fprintf(stderr, "usage: pmc-test-hw loop|fork|exec NAME N K | threads T NAME N K\n");
+	return 2;
+}
+
+int
+main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2)
+		return usage();
+	const char *mode = argv[1];
+	long threads = 0;
+
+	if (!strcmp(mode, "threads")) {
+		if (argc != 6)
+			return usage();
+		threads = (long)parse_u64(argv[2], 1);
+		argv++;
+		argc--;
+	} else if (argc != 5) {
+		return usage();
+	}
+	struct work w = {
+	        .name = argv[2], .n = parse_u64(argv[3], 1), .k = (long)parse_u64(argv[4], 1)};
+
+	if (strcmp(mode, "exec"))
+		printf("instructions=%" PRIu64 "\n", 2 * w.n);
+	if (threads) {
+		pthread_t tid[64];
+		struct work tw[64];
+		int rdpmc = 1;
+
+		if (threads > 64)
+			return usage();
+		for (long i = 0; i < threads; i++) {
+			tw[i] = w;
+			if (pthread_create(&tid[i], NULL, thread_main, &tw[i])) {
+				fprintf(stderr, "pmc-test-hw: pthread_create failed\n");
+				return 1;
+			}
+		}
+		for (long i = 0; i < threads; i++) {
+			pthread_join(tid[i], NULL);
+			if (tw[i].rdpmc < rdpmc)
+				rdpmc = tw[i].rdpmc;
+		}
+		printf("rdpmc=%d\n", rdpmc);
+		return 0;
+	}
+	run_regions(&w);
+	if (!strcmp(mode, "exec")) {
+		char name[256];
+
+		snprintf(name, sizeof(name), "%s-exec", w.name);
+		pmc_flush();
+		printf("exec_rdpmc=%d\n", w.rdpmc);
+		execl("/proc/self/exe", argv[0], "loop", name, argv[3], argv[4], (char *)NULL);
+		perror("pmc-test-hw: exec");
+		return 1;
+	}
+	printf("rdpmc=%d\n", w.rdpmc);
+	if (!strcmp(mode, "loop"))
+		return 0;
+	if (!strcmp(mode, "fork")) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("pmc-test-hw: fork");
+			return 1;
+		}
+		if (pid == 0) {
+			run_regions(&w);
+			printf("child_pid=%d\nchild_rdpmc=%d\n", (int)getpid(), w.rdpmc);
+			exit(0);
+		}
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "pmc-test-hw: the child failed\n");
+			return 1;
+		}
+		return 0;
+	}
+	return usage();
+}
