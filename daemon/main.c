@@ -107,6 +107,10 @@ usage(FILE *f)
 	        "                      TOKEN being FILE's one line; FILE must be root's and\n"
 	        "                      unreadable to group and others (chmod 600); without it,\n"
 	        "                      anyone who reaches the address may read the page\n"
+	        "      --metrics-max-series N\n"
+	        "                      series of the regions on the page (default 10000): the\n"
+	        "                      regions with the most runs first; the series of the\n"
+	        "                      others are counted in pmc_metrics_series_dropped\n"
 	        "  -h, --help          show this help and exit\n"
 	        "      --version       show the version and exit\n"
 	        "\n"
@@ -305,6 +309,7 @@ main(int argc, char **argv)
 	        {"max-memory-per-user", required_argument, NULL, 1019},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"metrics-token-file", required_argument, NULL, 'T'},
+	        {"metrics-max-series", required_argument, NULL, 'S'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {0},
@@ -318,6 +323,7 @@ main(int argc, char **argv)
 	const char *metrics_spec = NULL;
 	bool metrics_any = false;
 	const char *metrics_token_file = NULL;
+	unsigned metrics_max_series = 0;
 	struct metrics_addr metrics_addr;
 	struct metrics *metrics = NULL;
 
@@ -338,6 +344,10 @@ main(int argc, char **argv)
 			break;
 		case 'T':
 			metrics_token_file = optarg;
+			break;
+		case 'S':
+			if (parse_limit("metrics-max-series", optarg, &metrics_max_series) < 0)
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
@@ -369,9 +379,11 @@ main(int argc, char **argv)
 		        argv[optind]);
 		return 2;
 	}
-	if ((metrics_any || metrics_token_file) && !metrics_spec) {
+	if ((metrics_any || metrics_token_file || metrics_max_series) && !metrics_spec) {
 		fprintf(stderr, "pmcdaemon: --%s needs --metrics ADDR:PORT\n",
-		        metrics_any ? "metrics-any" : "metrics-token-file");
+		        metrics_any          ? "metrics-any"
+		        : metrics_token_file ? "metrics-token-file"
+		                             : "metrics-max-series");
 		return 2;
 	}
 	if (metrics_spec) {
@@ -392,6 +404,7 @@ main(int argc, char **argv)
 			        metrics_spec);
 		if (r < 0)
 			return 2;
+		metrics_addr.max_series = metrics_max_series;
 		/* It says why it refuses the file. */
 		if (metrics_token_file && metrics_read_token(metrics_token_file, &metrics_addr) < 0)
 			return 1;

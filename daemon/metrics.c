@@ -1,7 +1,9 @@
 /* metrics: the Prometheus endpoint of pmcdaemon (see metrics.h). The page is built on each
  * scrape from the registry as the loop last left it: a batch still queued in a client's
  * socket shows up on a later scrape, once the loop has read it. Unlike a Query, a scrape
- * does not first read what other connections have queued.
+ * does not first read what other connections have queued. It is built and written in steps
+ * of a few milliseconds (see "the scrape" below), so a batch read meanwhile may show in
+ * some of its series and not yet in others.
  *
  * Whoever reaches the address can open connections: they are counted and bounded here
  * (libevent 2.1's evhttp has no limit of its own), an idle one times out, and a failing
@@ -22,10 +24,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +54,7 @@ struct conn {
 	struct metrics *m;
 	struct bufferevent *bev;         /* pending: referenced until adopted */
 	struct evhttp_connection *evcon; /* open */
+	struct scrape *scrape;           /* the page it is being answered, or NULL */
 };
 
 struct conn_list {
@@ -71,16 +76,19 @@ struct metrics {
 	struct event *resume_ev;         /* accepts again after METRICS_ACCEPT_PAUSE_MS */
 	struct conn_list pending, open;
 	bool paused_full, paused_error;
-	struct log_gate gate_evict, gate_accept, gate_auth;
+	struct log_gate gate_evict, gate_accept, gate_auth, gate_busy;
 	size_t token_len; /* 0: no token */
 	char token[METRICS_TOKEN_MAX + 1];
+	size_t max_series;
+	struct scrape *scrapes;  /* every page being answered, in order of arrival */
+	struct scrape *building; /* the one past QUEUED and before WRITE, or NULL */
+	unsigned n_scrapes;
+	bool warned_dropped; /* logged once that series were left off */
 };
 
 /* libevent 2.1 hands the listener's error callback evhttp's pointer, not ours: the daemon
  * serves one metrics page, and this is it. */
 static struct metrics *accept_owner;
-
-static const double quantiles[] = {0.5, 0.9, 0.99};
 
 static bool
 is_loopback(const struct sockaddr *sa)
@@ -338,148 +346,1014 @@ render_daemon(struct page *pg, const struct server *srv)
 	           "Connections closed for a malformed or out-of-protocol request.", srv->rejected);
 }
 
-enum region_family {
-	RF_COUNT,
-	RF_WALL,
-	RF_EVENT,
-	RF_SCALED,
+/* ---- the scrape: the page built and written step by step ---- */
+
+/*
+ * The page shows one set of series per (program, region): the figures of every process
+ * with that comm, live or exited, merged (counts and sums add, histograms add bucket by
+ * bucket). No pid and no uid label: a pid changes with each run of a program and would
+ * make new series each time, and a fleet's figures add up per program, not per process.
+ *
+ * A scrape runs in steps of at most METRICS_STEP_NS, each from a zero timer, so that the
+ * loop polls its sockets between two steps:
+ *
+ *   SNAPSHOT  the processes, sorted by comm: a group per comm (one step)
+ *   MAP       per group, the union of its processes' event names; per process, its event
+ *             ids mapped onto that union
+ *   SCAN      every region of every process into one entry per (comm, region): its runs,
+ *             and the smallest wall time and count of each event, which tell its series
+ *   SELECT    the entries with the most runs, in a heap of at most max_series / 4 (an
+ *             entry has 4 series at least)
+ *   SORT      the heap sorted, the most runs first; its longest prefix within max_series
+ *             is kept, the series of all the others counted as dropped
+ *   GATHER    for each kept entry, its processes' figures merged into histograms of
+ *             the page's bounds; then the SCAN table is unmapped
+ *   WRITE     the page, a chunk of METRICS_CHUNK_BYTES at a time, each once the previous
+ *             has gone out (evhttp_send_reply_chunk_with_cb())
+ *
+ * One scrape at a time goes through SNAPSHOT to GATHER (the others wait, QUEUED): the
+ * SCAN table holds every (comm, region) of the registry, about 80 bytes each. What a
+ * scrape keeps for WRITE is bounded by max_series. Between two steps the registry may
+ * change, and a process may be freed: each step first finds which processes of the
+ * snapshot are still there (mark_alive()), and reads only those.
+ */
+
+/* Work of one step, and the size of one chunk of the page. */
+#define METRICS_STEP_NS 2000000u
+#define METRICS_CHUNK_BYTES 65536u
+/* Distinct event names of one program's processes shown; beyond, the others are left off. */
+#define METRICS_GROUP_EVENTS 256u
+
+/*
+ * Histogram bounds: le = 2^k - 1 for k = 0 .. TOP, so that bucket k counts the values below
+ * 2^k, a bound of the daemon's own histogram (stats.h): counts 0, 1, 3, 7, ... and wall
+ * times (2^k - 1) ns, in seconds. The same on every daemon whatever it has seen, so that
+ * `sum by (le)` over many of them is a histogram too. A series leaves out the bounds
+ * below the power of two of its smallest value but one (their buckets are empty: added
+ * over hosts, an absent bucket counts as the 0 it is), and has every bound above it, up to
+ * TOP (an absent bucket there would not be 0). Values above the last bound are in +Inf.
+ */
+#define WALL_TOP 36  /* 2^36 - 1 ns: 68.7 s */
+#define COUNT_TOP 40 /* 2^40 - 1: 1.1e12 */
+/* The powers of two of a histogram: values 0, then [2^j, 2^(j+1)) at 1 + j. */
+#define POWERS 65u
+
+#define NO_EVENT UINT16_MAX
+/* In entry.wall_min and entry.ev_min: no such event in the region / no run counted. A real
+ * smallest value is kept below both (any value from 2^41 up has the same series). */
+#define MIN_UNSEEN UINT64_MAX
+#define MIN_EMPTY (UINT64_MAX - 1)
+#define MIN_CLAMP (UINT64_C(1) << 62)
+
+enum phase {
+	PH_QUEUED,
+	PH_SNAPSHOT,
+	PH_MAP,
+	PH_SCAN,
+	PH_SELECT,
+	PH_SORT,
+	PH_GATHER,
+	PH_WRITE,
 };
 
-static const struct {
-	const char *name, *type, *help;
-	bool per_event;
-} region_families[] = {
-        [RF_COUNT] = {"pmc_region_count_total", "counter",
-                      "Runs of the region: the samples received for it.", false},
-        [RF_WALL] = {"pmc_region_wall_seconds", "summary",
-                     "Wall-clock time of one run of the region, in seconds.", false},
-        [RF_EVENT] = {"pmc_region_event", "summary",
-                      "Count of the event over one run of the region (label event: its name).",
-                      true},
-        [RF_SCALED] = {"pmc_region_event_scaled_samples_total", "counter",
-                       "Runs of the region whose count of the event was extrapolated from a "
-                       "multiplexed counter.",
-                       true},
+/* Memory for one phase's many small objects, freed at once: mmap()ed, so that a scrape
+ * leaves the daemon's heap (and RSS) as it found it. */
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t size, used;
 };
 
-/* "NAME{pid=..,comm=..,region=..[,event=..]": the caller closes the braces. */
-static void
-series_start(struct page *pg, const char *name, const char *suffix, const struct process *p,
-             const struct region_agg *r, const char *event)
+struct arena {
+	struct arena_chunk *head;
+	size_t chunk; /* bytes of the next chunk: doubles up to ARENA_CHUNK_MAX */
+};
+
+/* Few chunks, so that freeing an arena is a few munmap() calls. */
+#define ARENA_CHUNK_MAX (4u << 20)
+
+/* A process as the snapshot found it. */
+struct sproc {
+	struct process *p;
+	pid_t pid;
+	uid_t uid;
+	uint64_t start;
+	uint64_t gen; /* the step in which mark_alive() last found it */
+	uint32_t group;
+	uint32_t n_map;
+	uint16_t *map; /* its event id -> event of its group, or NO_EVENT */
+};
+
+/* The processes with one comm: procs[first .. first + n). */
+struct group {
+	char comm[sizeof(((struct process *)0)->comm)];
+	uint32_t first, n;
+	uint32_t n_events;
+	char **events;
+};
+
+/* One (comm, region) as SCAN gathers it. */
+struct entry {
+	uint64_t key;
+	uint64_t count;
+	uint64_t wall_min; /* MIN_EMPTY: no run */
+	uint64_t *ev_min;  /* per event of the group: MIN_UNSEEN, MIN_EMPTY or the smallest */
+	uint32_t group;
+	uint32_t series;
+	char name[];
+};
+
+/* A histogram of the page: bounds k0 .. k0 + nb - 1. */
+struct ohist {
+	uint16_t event; /* of the group; NO_EVENT: the wall time */
+	uint8_t k0, nb;
+	uint64_t count, sum, scaled;
+	uint64_t *cum; /* nb cumulative counts */
+};
+
+/* One (comm, region) of the page. */
+struct oentry {
+	uint32_t group;
+	uint32_t n_hist;
+	uint64_t count;
+	const char *name;
+	struct ohist *h; /* h[0] the wall time, then the events in their group's order */
+};
+
+/* What WRITE writes, in order. */
+enum family {
+	F_DAEMON,
+	F_COUNT,
+	F_WALL,
+	F_EVENT,
+	F_SCALED,
+	F_END,
+};
+
+struct scrape {
+	struct scrape *prev, *next;
+	struct metrics *m;
+	struct conn *c;
+	struct evhttp_request *req;
+	struct event *step_ev;
+	enum phase phase;
+	uint64_t deadline;
+	size_t cur, cur_region; /* where the phase goes on */
+
+	struct arena small; /* procs, groups, event maps and names: until the end */
+	struct sproc *procs;
+	struct sproc **by_addr;
+	size_t n_procs;
+	struct group *groups;
+	size_t n_groups;
+	uint64_t gen;
+	char *uni[METRICS_GROUP_EVENTS]; /* MAP: the event names of the group so far */
+	uint32_t n_uni;
+
+	struct arena big; /* the entries: until GATHER ends */
+	struct entry **tab;
+	size_t tab_cap, n_entries;
+	struct entry **heap;
+	size_t heap_cap, n_heap, n_sorted, n_kept;
+	uint64_t total_series, kept_series;
+
+	struct arena out; /* the page's entries */
+	struct oentry *kept;
+	uint64_t *coarse; /* GATHER: POWERS counters per histogram of an entry */
+	size_t coarse_n;
+
+	struct evbuffer *buf, *labels;
+	enum family fam;
+	size_t idx, sub; /* the entry, and its histogram (1..) in F_EVENT and F_SCALED */
+	bool headed;     /* the family's HELP and TYPE are written */
+	bool started;    /* evhttp_send_reply_start() was called */
+};
+
+static void *
+map_bytes(size_t n)
 {
-	page_printf(pg, "%s%s{pid=\"%d\",comm=\"", name, suffix, (int)p->pid);
-	page_label_value(pg, p->comm);
-	page_str(pg, "\",region=\"");
-	page_label_value(pg, r->name);
-	if (event) {
-		page_str(pg, "\",event=\"");
-		page_label_value(pg, event);
-	}
-	page_str(pg, "\"");
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
 }
 
-/* The values of @st are divided by @unit (1e9: nanoseconds to seconds). */
 static void
-summary(struct page *pg, const char *name, const struct process *p, const struct region_agg *r,
-        const char *event, const struct stats *st, double unit)
+unmap_bytes(void *p, size_t n)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(quantiles); i++) {
-		series_start(pg, name, "", p, r, event);
-		page_printf(pg, ",quantile=\"%g\"} ", quantiles[i]);
-		/* No run since the last reset: Prometheus's spelling of "no value". */
-		page_double(pg, st->count ? stats_quantile(st, quantiles[i]) / unit : NAN);
-		page_str(pg, "\n");
+	if (p)
+		munmap(p, n);
+}
+
+/* @n bytes, zeroed and 16-aligned, or NULL. */
+static void *
+arena_alloc(struct arena *a, size_t n)
+{
+	struct arena_chunk *c = a->head;
+	size_t head = (sizeof(*c) + 15u) & ~(size_t)15u;
+	void *p;
+
+	n = (n + 15u) & ~(size_t)15u;
+	if (!c || c->size - c->used < n) {
+		size_t size = a->chunk;
+
+		if (n + head > size)
+			size = (n + head + 4095u) & ~(size_t)4095u;
+		c = map_bytes(size);
+		if (!c)
+			return NULL;
+		c->size = size;
+		c->used = head;
+		c->next = a->head;
+		a->head = c;
+		if (a->chunk < ARENA_CHUNK_MAX)
+			a->chunk *= 2;
 	}
-	series_start(pg, name, "_sum", p, r, event);
-	if (unit == 1) {
-		page_printf(pg, "} %" PRIu64 "\n", st->sum);
-	} else {
-		page_str(pg, "} ");
-		page_double(pg, (double)st->sum / unit);
-		page_str(pg, "\n");
-	}
-	series_start(pg, name, "_count", p, r, event);
-	page_printf(pg, "} %" PRIu64 "\n", st->count);
+	p = (char *)c + c->used;
+	c->used += n;
+	return p;
 }
 
 static void
-render_region(struct page *pg, enum region_family f, const struct process *p,
-              const struct region_agg *r, size_t ev)
+arena_free(struct arena *a)
 {
-	const char *name = region_families[f].name;
+	struct arena_chunk *c;
 
-	switch (f) {
-	case RF_COUNT:
-		series_start(pg, name, "", p, r, NULL);
-		page_printf(pg, "} %" PRIu64 "\n", r->count);
-		break;
-	case RF_WALL:
-		summary(pg, name, p, r, NULL, &r->wall, 1e9);
-		break;
-	case RF_EVENT:
-		summary(pg, name, p, r, p->events[ev], &r->ev[ev].st, 1);
-		break;
-	case RF_SCALED:
-		series_start(pg, name, "", p, r, p->events[ev]);
-		page_printf(pg, "} %" PRIu64 "\n", r->ev[ev].scaled);
-		break;
+	while ((c = a->head)) {
+		a->head = c->next;
+		unmap_bytes(c, c->size);
 	}
 }
 
-/* By pid, the most recently started first. */
+static char *
+arena_strdup(struct arena *a, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = arena_alloc(a, n);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+static int table_grow(struct scrape *s, size_t want);
+
+static bool
+past_deadline(const struct scrape *s)
+{
+	return util_now_ns(CLOCK_MONOTONIC) >= s->deadline;
+}
+
+/* ---- SNAPSHOT and the processes still there ---- */
+
 static int
-process_cmp(const void *a, const void *b)
+sproc_comm_cmp(const void *a, const void *b)
 {
-	const struct process *x = *(const struct process *const *)a;
-	const struct process *y = *(const struct process *const *)b;
+	const struct sproc *x = a, *y = b;
+	int c = strcmp(x->p->comm, y->p->comm);
 
+	if (c)
+		return c;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
-	if (x->start != y->start)
-		return x->start > y->start ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int
+sproc_addr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)(*(struct sproc *const *)a)->p;
+	uintptr_t y = (uintptr_t)(*(struct sproc *const *)b)->p;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Marks the processes of the snapshot that the registry still holds (the same process: a
+ * new one may have the address of one freed). Run at the start of each step that reads
+ * the registry. */
+static void
+mark_alive(struct scrape *s)
+{
+	s->gen++;
+	for (struct process *p = s->m->srv->reg.procs; p; p = p->next) {
+		size_t lo = 0, hi = s->n_procs;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if ((uintptr_t)s->by_addr[mid]->p < (uintptr_t)p)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < s->n_procs) {
+			struct sproc *sp = s->by_addr[lo];
+
+			if (sp->p == p && sp->pid == p->pid && sp->start == p->start &&
+			    sp->uid == p->uid)
+				sp->gen = s->gen;
+		}
+	}
+}
+
+static bool
+alive(const struct scrape *s, const struct sproc *sp)
+{
+	return sp->gen == s->gen;
+}
+
+static int
+step_snapshot(struct scrape *s)
+{
+	const struct registry *reg = &s->m->srv->reg;
+	size_t n = 0;
+
+	s->procs = arena_alloc(&s->small, (reg->n_procs + 1) * sizeof(*s->procs));
+	s->by_addr = arena_alloc(&s->small, (reg->n_procs + 1) * sizeof(*s->by_addr));
+	s->groups = arena_alloc(&s->small, (reg->n_procs + 1) * sizeof(*s->groups));
+	if (!s->procs || !s->by_addr || !s->groups)
+		return -ENOMEM;
+	for (struct process *p = reg->procs; p && n < reg->n_procs; p = p->next)
+		s->procs[n++] =
+		        (struct sproc){.p = p, .pid = p->pid, .uid = p->uid, .start = p->start};
+	s->n_procs = n;
+	qsort(s->procs, n, sizeof(*s->procs), sproc_comm_cmp);
+	for (size_t i = 0; i < n; i++) {
+		struct group *g;
+
+		if (!i || strcmp(s->procs[i].p->comm, s->procs[i - 1].p->comm)) {
+			g = &s->groups[s->n_groups++];
+			memcpy(g->comm, s->procs[i].p->comm, sizeof(g->comm));
+			g->comm[sizeof(g->comm) - 1] = '\0';
+			g->first = (uint32_t)i;
+		}
+		g = &s->groups[s->n_groups - 1];
+		g->n++;
+		s->procs[i].group = (uint32_t)(s->n_groups - 1);
+		s->by_addr[i] = &s->procs[i];
+	}
+	qsort(s->by_addr, n, sizeof(*s->by_addr), sproc_addr_cmp);
+	return table_grow(s, reg->n_regions + 1024) < 0 ? -ENOMEM : 1;
+}
+
+/* ---- MAP ---- */
+
+/* The index of event @name in the group being mapped, added if new; NO_EVENT past
+ * METRICS_GROUP_EVENTS or without memory. */
+static uint16_t
+union_event(struct scrape *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->n_uni; i++)
+		if (!strcmp(s->uni[i], name))
+			return (uint16_t)i;
+	if (s->n_uni == METRICS_GROUP_EVENTS)
+		return NO_EVENT;
+	s->uni[s->n_uni] = arena_strdup(&s->small, name);
+	return s->uni[s->n_uni] ? (uint16_t)s->n_uni++ : NO_EVENT;
+}
+
+static int
+step_map(struct scrape *s)
+{
+	for (; s->cur < s->n_procs; s->cur++) {
+		struct sproc *sp = &s->procs[s->cur];
+		struct group *g = &s->groups[sp->group];
+
+		if (s->cur == g->first)
+			s->n_uni = 0;
+		if (alive(s, sp) && sp->p->n_events) {
+			const struct process *p = sp->p;
+
+			sp->map = arena_alloc(&s->small, p->n_events * sizeof(*sp->map));
+			if (!sp->map)
+				return -ENOMEM;
+			for (size_t id = 0; id < p->n_events; id++)
+				sp->map[id] =
+				        p->events[id] ? union_event(s, p->events[id]) : NO_EVENT;
+			sp->n_map = (uint32_t)p->n_events;
+		}
+		if (s->cur + 1 == (size_t)g->first + g->n) {
+			g->events = arena_alloc(&s->small, (s->n_uni + 1) * sizeof(*g->events));
+			if (!g->events)
+				return -ENOMEM;
+			memcpy(g->events, s->uni, s->n_uni * sizeof(*g->events));
+			g->n_events = s->n_uni;
+		}
+		if (past_deadline(s)) {
+			s->cur++;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* ---- SCAN ---- */
+
+static uint64_t
+mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= UINT64_C(0xbf58476d1ce4e5b9);
+	x ^= x >> 27;
+	x *= UINT64_C(0x94d049bb133111eb);
+	return x ^ (x >> 31);
+}
+
+/* Doubles the table, or makes it with room for @want entries: SNAPSHOT sizes it for every
+ * region of the registry, so that SCAN does not rehash (a step's worth of work at 50,000
+ * regions) unless regions came meanwhile. */
+static int
+table_grow(struct scrape *s, size_t want)
+{
+	size_t cap = s->tab_cap ? 2 * s->tab_cap : 4096;
+
+	while (cap < 2 * want)
+		cap *= 2;
+	struct entry **tab = map_bytes(cap * sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->tab_cap; i++) {
+		struct entry *e = s->tab[i];
+		size_t j;
+
+		if (!e)
+			continue;
+		j = (size_t)e->key & (cap - 1);
+		while (tab[j])
+			j = (j + 1) & (cap - 1);
+		tab[j] = e;
+	}
+	unmap_bytes(s->tab, s->tab_cap * sizeof(*s->tab));
+	s->tab = tab;
+	s->tab_cap = cap;
+	return 0;
+}
+
+/* The entry of region @r of a process of group @gi, made if new. */
+static struct entry *
+entry_get(struct scrape *s, uint32_t gi, const struct region_agg *r)
+{
+	uint64_t key = mix64(r->hash ^ (gi * UINT64_C(0x9e3779b97f4a7c15)));
+	size_t i, len;
+	struct entry *e;
+	uint32_t n_ev = s->groups[gi].n_events;
+
+	if (2 * (s->n_entries + 1) > s->tab_cap && table_grow(s, s->n_entries + 1) < 0)
+		return NULL;
+	for (i = (size_t)key & (s->tab_cap - 1); (e = s->tab[i]); i = (i + 1) & (s->tab_cap - 1))
+		if (e->key == key && e->group == gi && !strcmp(e->name, r->name))
+			return e;
+	len = (offsetof(struct entry, name) + strlen(r->name) + 1 + 7u) & ~(size_t)7u;
+	e = arena_alloc(&s->big, len + n_ev * sizeof(uint64_t));
+	if (!e)
+		return NULL;
+	e->key = key;
+	e->group = gi;
+	e->wall_min = MIN_EMPTY;
+	e->ev_min = (uint64_t *)(void *)((char *)e + len);
+	for (uint32_t k = 0; k < n_ev; k++)
+		e->ev_min[k] = MIN_UNSEEN;
+	strcpy(e->name, r->name);
+	s->tab[i] = e;
+	s->n_entries++;
+	return e;
+}
+
+static uint64_t
+min_of(const struct stats *st)
+{
+	if (!st->count)
+		return MIN_EMPTY;
+	return st->min < MIN_CLAMP ? st->min : MIN_CLAMP;
+}
+
+/* Whether process event @id of @r has figures: it is shown then, even at 0 runs. */
+static bool
+event_seen(const struct region_agg *r, size_t id)
+{
+	return r->seen[id] || r->ev[id].st.count;
+}
+
+static size_t
+events_of(const struct sproc *sp, const struct region_agg *r)
+{
+	size_t n = r->n_ev;
+
+	if (n > sp->p->n_events)
+		n = sp->p->n_events;
+	return n < sp->n_map ? n : sp->n_map;
+}
+
+static int
+scan_region(struct scrape *s, const struct sproc *sp, const struct region_agg *r)
+{
+	struct entry *e = entry_get(s, sp->group, r);
+	uint64_t v;
+
+	if (!e)
+		return -ENOMEM;
+	e->count += r->count;
+	v = min_of(&r->wall);
+	if (v < e->wall_min)
+		e->wall_min = v;
+	for (size_t id = 0, n = events_of(sp, r); id < n; id++) {
+		uint16_t k = sp->map[id];
+
+		if (k == NO_EVENT || !event_seen(r, id))
+			continue;
+		v = min_of(&r->ev[id].st);
+		if (v < e->ev_min[k])
+			e->ev_min[k] = v;
+	}
 	return 0;
 }
 
 static int
-render(struct page *pg, const struct server *srv)
+step_scan(struct scrape *s)
 {
-	_cleanup_free_ struct process **procs = malloc((srv->reg.n_procs + 1) * sizeof(*procs));
-	size_t n = 0;
+	unsigned work = 0;
 
-	if (!procs)
+	for (; s->cur < s->n_procs; s->cur++, s->cur_region = 0) {
+		const struct sproc *sp = &s->procs[s->cur];
+
+		if (!alive(s, sp))
+			continue;
+		while (s->cur_region < sp->p->n_regions) {
+			int r = scan_region(s, sp, sp->p->regions[s->cur_region++]);
+
+			if (r < 0)
+				return r;
+			if (++work % 64 == 0 && past_deadline(s))
+				return 0;
+		}
+	}
+	return 1;
+}
+
+/* ---- SELECT and SORT ---- */
+
+/* The first bound k0 of a histogram whose smallest value is @min (the bucket below its
+ * power of two, empty), and how many bounds it has up to @top. */
+static unsigned
+first_bound(uint64_t min)
+{
+	return min ? 63u - (unsigned)__builtin_clzll(min) : 0u;
+}
+
+static unsigned
+n_bounds(uint64_t min, unsigned top)
+{
+	unsigned k0 = first_bound(min);
+
+	return k0 <= top ? top - k0 + 1u : 0u;
+}
+
+/* The series of @e: its count, its wall-time histogram (bounds, +Inf, _sum, _count), and
+ * per event a histogram and a counter. */
+static uint32_t
+entry_series(const struct scrape *s, const struct entry *e)
+{
+	uint32_t n = 1 + n_bounds(e->wall_min, WALL_TOP) + 3;
+
+	for (uint32_t k = 0; k < s->groups[e->group].n_events; k++)
+		if (e->ev_min[k] != MIN_UNSEEN)
+			n += n_bounds(e->ev_min[k], COUNT_TOP) + 4;
+	return n;
+}
+
+/* Whether @a goes on the page before @b: more runs, then by comm and name. */
+static bool
+better(const struct scrape *s, const struct entry *a, const struct entry *b)
+{
+	int c;
+
+	if (a->count != b->count)
+		return a->count > b->count;
+	c = strcmp(s->groups[a->group].comm, s->groups[b->group].comm);
+	return c ? c < 0 : strcmp(a->name, b->name) < 0;
+}
+
+/* The heap keeps the worst entry at the top: none of its children goes after it. */
+static void
+sift_down(struct scrape *s, size_t i, size_t n)
+{
+	struct entry **h = s->heap;
+
+	for (;;) {
+		size_t w = i, l = 2 * i + 1, r = l + 1;
+		struct entry *t;
+
+		if (l < n && better(s, h[w], h[l]))
+			w = l;
+		if (r < n && better(s, h[w], h[r]))
+			w = r;
+		if (w == i)
+			return;
+		t = h[i];
+		h[i] = h[w];
+		h[w] = t;
+		i = w;
+	}
+}
+
+static void
+sift_up(struct scrape *s, size_t i)
+{
+	struct entry **h = s->heap;
+
+	while (i) {
+		size_t up = (i - 1) / 2;
+		struct entry *t;
+
+		if (!better(s, h[up], h[i]))
+			return;
+		t = h[i];
+		h[i] = h[up];
+		h[up] = t;
+		i = up;
+	}
+}
+
+static int
+step_select(struct scrape *s)
+{
+	unsigned work = 0;
+
+	if (s->cur == 0 && !s->heap) {
+		size_t cap = s->m->max_series / 4;
+
+		s->heap_cap = cap < s->n_entries ? cap : s->n_entries;
+		if (s->heap_cap && !(s->heap = map_bytes(s->heap_cap * sizeof(*s->heap))))
+			return -ENOMEM;
+	}
+	for (; s->cur < s->tab_cap; s->cur++) {
+		struct entry *e = s->tab[s->cur];
+
+		if (!e)
+			continue;
+		e->series = entry_series(s, e);
+		s->total_series += e->series;
+		if (s->n_heap < s->heap_cap) {
+			s->heap[s->n_heap++] = e;
+			sift_up(s, s->n_heap - 1);
+		} else if (s->heap_cap && better(s, e, s->heap[0])) {
+			s->heap[0] = e;
+			sift_down(s, 0, s->n_heap);
+		}
+		if (++work % 256 == 0 && past_deadline(s)) {
+			s->cur++;
+			return 0;
+		}
+	}
+	s->n_sorted = s->n_heap;
+	return 1;
+}
+
+/* Heapsort: the worst goes to the end, so that the heap ends sorted best first. */
+static int
+step_sort(struct scrape *s)
+{
+	unsigned work = 0;
+
+	while (s->n_heap > 1) {
+		struct entry *t = s->heap[0];
+
+		s->heap[0] = s->heap[--s->n_heap];
+		s->heap[s->n_heap] = t;
+		sift_down(s, 0, s->n_heap);
+		if (++work % 256 == 0 && past_deadline(s))
+			return 0;
+	}
+	s->n_heap = 0;
+	for (; s->n_kept < s->n_sorted; s->n_kept++) {
+		uint32_t n = s->heap[s->n_kept]->series;
+
+		if (s->kept_series + n > s->m->max_series)
+			break;
+		s->kept_series += n;
+	}
+	return 1;
+}
+
+/* ---- GATHER ---- */
+
+/* Adds the values of @st's histogram to @c, per power of two (see POWERS). */
+static void
+coarse_add(uint64_t *c, const struct stats *st)
+{
+	const struct stats_hist *h = st->hist;
+
+	if (!h)
+		return;
+	for (unsigned g = 0; g < STATS_GROUPS; g++) {
+		const uint64_t *b = stats_hist_block(h, g);
+		uint64_t sum = 0;
+
+		if (!b)
+			continue;
+		if (g == 0) {
+			/* 0, then 1, 2-3, 4-7, 8-15: each value its own bucket. */
+			c[0] += b[0];
+			c[1] += b[1];
+			c[2] += b[2] + b[3];
+			c[3] += b[4] + b[5] + b[6] + b[7];
+			for (unsigned i = 8; i < 16; i++)
+				sum += b[i];
+			c[4] += sum;
+			continue;
+		}
+		for (unsigned i = 0; i < STATS_GROUP_BUCKETS; i++)
+			sum += b[i];
+		c[g + 4] += sum; /* group g: [2^(g+3), 2^(g+4)) */
+	}
+}
+
+static uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static int
+ohist_init(struct scrape *s, struct ohist *h, uint16_t event, uint64_t min, unsigned top)
+{
+	h->event = event;
+	h->k0 = (uint8_t)first_bound(min);
+	h->nb = (uint8_t)n_bounds(min, top);
+	if (h->nb && !(h->cum = arena_alloc(&s->out, h->nb * sizeof(*h->cum))))
 		return -ENOMEM;
-	for (struct process *p = srv->reg.procs; p; p = p->next)
-		procs[n++] = p;
-	qsort(procs, n, sizeof(*procs), process_cmp);
-	/* A recycled pid would give two series the same labels, which Prometheus refuses:
-	 * only the newest process of a pid is shown (pmcctl query shows them all). */
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!k || procs[k - 1]->pid != procs[i]->pid)
-			procs[k++] = procs[i];
-	n = k;
+	return 0;
+}
 
-	render_daemon(pg, srv);
-	for (size_t f = 0; f < ARRAY_SIZE(region_families); f++) {
-		family_head(pg, region_families[f].name, region_families[f].type,
-		            region_families[f].help);
-		for (size_t i = 0; i < n; i++) {
-			const struct process *p = procs[i];
+/* The kept entry @e on the page as @o: its processes' figures now, merged. Its bounds are
+ * those SCAN counted: a smaller value come since is in the first bucket for now. */
+static int
+gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
+{
+	const struct group *g = &s->groups[e->group];
+	uint32_t n = 1;
+	int r;
 
-			for (size_t j = 0; j < p->n_regions; j++) {
-				const struct region_agg *r = p->regions[j];
+	for (uint32_t k = 0; k < g->n_events; k++)
+		n += e->ev_min[k] != MIN_UNSEEN;
+	o->group = e->group;
+	o->n_hist = n;
+	o->name = arena_strdup(&s->out, e->name);
+	o->h = arena_alloc(&s->out, n * sizeof(*o->h));
+	if (!o->name || !o->h)
+		return -ENOMEM;
+	if ((r = ohist_init(s, &o->h[0], NO_EVENT, e->wall_min, WALL_TOP)) < 0)
+		return r;
+	n = 1;
+	for (uint32_t k = 0; k < g->n_events; k++)
+		if (e->ev_min[k] != MIN_UNSEEN &&
+		    (r = ohist_init(s, &o->h[n++], (uint16_t)k, e->ev_min[k], COUNT_TOP)) < 0)
+			return r;
+	if (s->coarse_n < o->n_hist * POWERS) {
+		uint64_t *c = realloc(s->coarse, o->n_hist * POWERS * sizeof(*c));
 
-				if (!region_families[f].per_event) {
-					render_region(pg, f, p, r, 0);
+		if (!c)
+			return -ENOMEM;
+		s->coarse = c;
+		s->coarse_n = o->n_hist * POWERS;
+	}
+	memset(s->coarse, 0, o->n_hist * POWERS * sizeof(*s->coarse));
+
+	for (uint32_t i = g->first; i < g->first + g->n; i++) {
+		const struct sproc *sp = &s->procs[i];
+		const struct region_agg *ra = alive(s, sp) ? region_find(sp->p, o->name) : NULL;
+
+		if (!ra)
+			continue;
+		o->count += ra->count;
+		coarse_add(s->coarse, &ra->wall);
+		o->h[0].count += ra->wall.count;
+		o->h[0].sum = sat_add(o->h[0].sum, ra->wall.sum);
+		for (size_t id = 0, ne = events_of(sp, ra); id < ne; id++) {
+			uint16_t k = sp->map[id];
+			const struct event_agg *ev = &ra->ev[id];
+
+			if (k == NO_EVENT || !event_seen(ra, id))
+				continue;
+			for (uint32_t j = 1; j < o->n_hist; j++) {
+				if (o->h[j].event != k)
 					continue;
-				}
-				for (size_t e = 0; e < r->n_ev && e < p->n_events; e++)
-					if (r->seen[e])
-						render_region(pg, f, p, r, e);
+				coarse_add(s->coarse + j * POWERS, &ev->st);
+				o->h[j].count += ev->st.count;
+				o->h[j].sum = sat_add(o->h[j].sum, ev->st.sum);
+				o->h[j].scaled += ev->scaled;
+				break;
 			}
 		}
 	}
-	return pg->err;
+	for (uint32_t j = 0; j < o->n_hist; j++) {
+		const uint64_t *c = s->coarse + j * POWERS;
+		struct ohist *h = &o->h[j];
+		uint64_t cum = c[0]; /* values below 2^0 */
+
+		for (unsigned k = 0; k < h->k0; k++)
+			cum += c[1 + k];
+		for (unsigned i = 0; i < h->nb; i++) {
+			h->cum[i] = cum;
+			cum += c[1 + h->k0 + i];
+		}
+	}
+	return 0;
+}
+
+static int
+step_gather(struct scrape *s)
+{
+	if (!s->kept && s->n_kept &&
+	    !(s->kept = arena_alloc(&s->out, s->n_kept * sizeof(*s->kept))))
+		return -ENOMEM;
+	for (; s->cur < s->n_kept; s->cur++) {
+		int r = gather_entry(s, s->heap[s->cur], &s->kept[s->cur]);
+
+		if (r < 0)
+			return r;
+		if (past_deadline(s)) {
+			s->cur++;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* What SCAN to GATHER needed and WRITE does not. */
+static void
+scrape_drop_scan(struct scrape *s)
+{
+	arena_free(&s->big);
+	unmap_bytes(s->tab, s->tab_cap * sizeof(*s->tab));
+	unmap_bytes(s->heap, s->heap_cap * sizeof(*s->heap));
+	s->tab = NULL;
+	s->heap = NULL;
+	s->tab_cap = s->heap_cap = 0;
+	free(s->coarse);
+	s->coarse = NULL;
+	s->coarse_n = 0;
+}
+
+/* ---- WRITE ---- */
+
+/* The le label of bound @k: 2^k - 1, in seconds (of nanoseconds) when @seconds. Built
+ * once: the same text on every scrape and every daemon. */
+static const char *
+bound_label(bool seconds, unsigned k)
+{
+	static char text[2][COUNT_TOP + 1][32];
+	static bool made;
+
+	if (!made) {
+		for (unsigned i = 0; i <= COUNT_TOP; i++) {
+			uint64_t v = (UINT64_C(1) << i) - 1;
+			double d = (double)v / 1e9;
+
+			snprintf(text[0][i], sizeof(text[0][i]), "%" PRIu64, v);
+			snprintf(text[1][i], sizeof(text[1][i]), "%.15g", d);
+			if (strtod(text[1][i], NULL) != d)
+				snprintf(text[1][i], sizeof(text[1][i]), "%.17g", d);
+		}
+		made = true;
+	}
+	return text[seconds][k];
+}
+
+/* s->labels = '{comm="..",region=".."[,event=".."]' for the lines of one series. */
+static int
+make_labels(struct scrape *s, const struct oentry *o, const char *event)
+{
+	struct page pg = {.b = s->labels};
+
+	evbuffer_drain(s->labels, evbuffer_get_length(s->labels));
+	page_str(&pg, "{comm=\"");
+	page_label_value(&pg, s->groups[o->group].comm);
+	page_str(&pg, "\",region=\"");
+	page_label_value(&pg, o->name);
+	if (event) {
+		page_str(&pg, "\",event=\"");
+		page_label_value(&pg, event);
+	}
+	page_str(&pg, "\"");
+	if (!pg.err && !evbuffer_pullup(s->labels, -1))
+		pg.err = -ENOMEM;
+	return pg.err;
+}
+
+/* NAME SUFFIX {labels [,le="LE"]} */
+static void
+line_start(struct page *pg, struct scrape *s, const char *name, const char *suffix, const char *le)
+{
+	size_t n = evbuffer_get_length(s->labels);
+
+	page_str(pg, name);
+	page_str(pg, suffix);
+	page_add(pg, evbuffer_pullup(s->labels, -1), n);
+	if (le) {
+		page_str(pg, ",le=\"");
+		page_str(pg, le);
+		page_str(pg, "\"");
+	}
+	page_str(pg, "} ");
+}
+
+static void
+write_hist(struct page *pg, struct scrape *s, const char *name, const struct ohist *h)
+{
+	bool seconds = h->event == NO_EVENT;
+
+	for (unsigned i = 0; i < h->nb; i++) {
+		line_start(pg, s, name, "_bucket", bound_label(seconds, h->k0 + i));
+		page_printf(pg, "%" PRIu64 "\n", h->cum[i]);
+	}
+	/* Every run, those the histogram missed (--max-memory) included: +Inf is _count. */
+	line_start(pg, s, name, "_bucket", "+Inf");
+	page_printf(pg, "%" PRIu64 "\n", h->count);
+	line_start(pg, s, name, "_sum", NULL);
+	if (seconds)
+		page_double(pg, (double)h->sum / 1e9);
+	else
+		page_printf(pg, "%" PRIu64, h->sum);
+	page_str(pg, "\n");
+	line_start(pg, s, name, "_count", NULL);
+	page_printf(pg, "%" PRIu64 "\n", h->count);
+}
+
+static const struct {
+	const char *name, *type, *help;
+} families[] = {
+        [F_COUNT] = {"pmc_region_count_total", "counter",
+                     "Runs of the region in the processes of the program (comm), running or "
+                     "exited: the samples received for it."},
+        [F_WALL] = {"pmc_region_wall_seconds", "histogram",
+                    "Wall-clock time of one run of the region, in seconds; bucket bounds "
+                    "(2^k - 1) ns, the same on every pmcdaemon."},
+        [F_EVENT] = {"pmc_region_event", "histogram",
+                     "Count of the event over one run of the region (label event: its name); "
+                     "bucket bounds 2^k - 1, the same on every pmcdaemon."},
+        [F_SCALED] = {"pmc_region_event_scaled_samples_total", "counter",
+                      "Runs of the region whose count of the event was extrapolated from a "
+                      "multiplexed counter."},
+};
+
+/* Writes the page on from (fam, idx, sub) until the chunk is full or the step's time is
+ * up. Return: 1 when the page is complete, 0 when there is more, or -ENOMEM. */
+static int
+write_some(struct scrape *s, struct page *pg)
+{
+	while (s->fam < F_END && evbuffer_get_length(pg->b) < METRICS_CHUNK_BYTES && !pg->err &&
+	       !past_deadline(s)) {
+		const struct oentry *o = s->idx < s->n_kept ? &s->kept[s->idx] : NULL;
+		const char *name = families[s->fam].name;
+
+		if (s->fam == F_DAEMON) {
+			render_daemon(pg, s->m->srv);
+			family_head(
+			        pg, "pmc_metrics_series_dropped", "gauge",
+			        "Series of regions left off this page to stay within "
+			        "--metrics-max-series: those of the regions with the fewest runs.");
+			page_printf(pg, "pmc_metrics_series_dropped %" PRIu64 "\n",
+			            s->total_series - s->kept_series);
+			s->fam++;
+			continue;
+		}
+		if (!s->headed) {
+			family_head(pg, name, families[s->fam].type, families[s->fam].help);
+			s->headed = true;
+		}
+		if (!o) {
+			s->fam++;
+			s->idx = s->sub = 0;
+			s->headed = false;
+		} else if (s->fam == F_COUNT || s->fam == F_WALL) {
+			if (make_labels(s, o, NULL) < 0)
+				return -ENOMEM;
+			if (s->fam == F_COUNT) {
+				line_start(pg, s, name, "", NULL);
+				page_printf(pg, "%" PRIu64 "\n", o->count);
+			} else {
+				write_hist(pg, s, name, &o->h[0]);
+			}
+			s->idx++;
+		} else if (s->sub + 1 >= o->n_hist) {
+			s->idx++;
+			s->sub = 0;
+		} else {
+			const struct ohist *h = &o->h[++s->sub];
+
+			if (make_labels(s, o, s->groups[o->group].events[h->event]) < 0)
+				return -ENOMEM;
+			if (s->fam == F_EVENT) {
+				write_hist(pg, s, name, h);
+			} else {
+				line_start(pg, s, name, "", NULL);
+				page_printf(pg, "%" PRIu64 "\n", h->scaled);
+			}
+		}
+	}
+	if (pg->err)
+		return pg->err;
+	return s->fam == F_END;
 }
 
 /* ---- the bearer token ---- */
@@ -644,12 +1518,16 @@ listener_update(struct metrics *m)
 		evconnlistener_enable(m->listener);
 }
 
+static void scrape_abort(struct scrape *s);
+
 /* evhttp frees a connection through here, however it ends (evhttp_connection_free()). */
 static void
 on_close(struct evhttp_connection *evcon, void *arg)
 {
 	struct conn *c = arg;
 
+	if (c->scrape)
+		scrape_abort(c->scrape);
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	conn_remove(&c->m->open, c);
 	free(c);
@@ -768,6 +1646,260 @@ on_accept_error(struct evconnlistener *l, void *arg)
 		         strerror(e), METRICS_ACCEPT_PAUSE_MS, more);
 }
 
+/* ---- a scrape's life ---- */
+
+static void
+scrape_arm(struct scrape *s)
+{
+	static const struct timeval now = {0, 0};
+
+	evtimer_add(s->step_ev, &now);
+}
+
+/* Starts building the first queued scrape, when none is being built. */
+static void
+scrape_kick(struct metrics *m)
+{
+	if (m->building)
+		return;
+	for (struct scrape *s = m->scrapes; s; s = s->next)
+		if (s->phase == PH_QUEUED) {
+			m->building = s;
+			s->phase = PH_SNAPSHOT;
+			scrape_arm(s);
+			return;
+		}
+}
+
+/* Forgets @s; its request is evhttp's or answered already. */
+static void
+scrape_free(struct scrape *s)
+{
+	struct metrics *m = s->m;
+	bool building = m->building == s;
+
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		m->scrapes = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	m->n_scrapes--;
+	if (s->c)
+		s->c->scrape = NULL;
+	if (s->step_ev)
+		event_free(s->step_ev);
+	scrape_drop_scan(s);
+	arena_free(&s->small);
+	arena_free(&s->out);
+	if (s->buf)
+		evbuffer_free(s->buf);
+	if (s->labels)
+		evbuffer_free(s->labels);
+	free(s);
+	if (building) {
+		m->building = NULL;
+		scrape_kick(m);
+	}
+}
+
+/* Answers the request of @s now: its connection may go away meanwhile without it. */
+static void
+scrape_detach(struct scrape *s)
+{
+	if (s->c)
+		s->c->scrape = NULL;
+	s->c = NULL;
+}
+
+/* The connection of @s went away (on_close()). On a network error or timeout evhttp left
+ * the request to us, without its connection; otherwise evhttp frees it. */
+static void
+scrape_abort(struct scrape *s)
+{
+	if (!evhttp_request_get_connection(s->req))
+		evhttp_request_free(s->req);
+	scrape_free(s);
+}
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *text);
+
+/* evhttp wrote the last chunk out: the next one, in a step of its own. */
+static void
+on_sent(struct evhttp_connection *evcon, void *arg)
+{
+	scrape_arm(arg);
+}
+
+/* One chunk of the page. */
+static void
+scrape_write(struct scrape *s)
+{
+	struct page pg = {.b = s->buf};
+	int r;
+
+	if (!s->started) {
+		evhttp_add_header(evhttp_request_get_output_headers(s->req), "Content-Type",
+		                  METRICS_CONTENT_TYPE);
+		evhttp_send_reply_start(s->req, HTTP_OK, "OK");
+		s->started = true;
+	}
+	r = write_some(s, &pg);
+	if (r < 0) {
+		/* Cut short, the page must not look complete: close the connection (on_close()
+		 * frees the scrape). */
+		log_errno(r, "metrics: cannot write the page");
+		evhttp_connection_free(evhttp_request_get_connection(s->req));
+		return;
+	}
+	if (r == 1) {
+		if (evbuffer_get_length(s->buf))
+			evhttp_send_reply_chunk(s->req, s->buf);
+		/* Detached first: without a chunk left to send, an HTTP/1.0 connection is
+		 * closed (on_close()) within evhttp_send_reply_end(). */
+		scrape_detach(s);
+		evhttp_send_reply_end(s->req);
+		scrape_free(s);
+		return;
+	}
+	if (evbuffer_get_length(s->buf))
+		evhttp_send_reply_chunk_with_cb(s->req, s->buf, on_sent, s);
+	else
+		scrape_arm(s); /* the step's time was up before a line */
+}
+
+static void
+on_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct scrape *s = arg;
+	bool marked = false;
+	int r = 1;
+
+	s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
+	if (s->phase == PH_WRITE) {
+		scrape_write(s);
+		return;
+	}
+	/* Phases run on in the same step while its time lasts. */
+	while (r == 1 && s->phase != PH_WRITE) {
+		/* The registry changed since the last step: which processes are left. */
+		if (!marked &&
+		    (s->phase == PH_MAP || s->phase == PH_SCAN || s->phase == PH_GATHER)) {
+			mark_alive(s);
+			marked = true;
+		}
+		switch (s->phase) {
+		case PH_SNAPSHOT:
+			r = step_snapshot(s);
+			break;
+		case PH_MAP:
+			r = step_map(s);
+			break;
+		case PH_SCAN:
+			r = step_scan(s);
+			break;
+		case PH_SELECT:
+			r = step_select(s);
+			break;
+		case PH_SORT:
+			r = step_sort(s);
+			break;
+		case PH_GATHER:
+			r = step_gather(s);
+			break;
+		default:
+			r = -EINVAL;
+			break;
+		}
+		if (r == 1) {
+			s->phase++;
+			s->cur = s->cur_region = 0;
+			if (s->phase == PH_WRITE) {
+				struct metrics *m = s->m;
+
+				scrape_drop_scan(s);
+				m->building = NULL;
+				scrape_kick(m);
+				if (s->total_series > s->kept_series && !m->warned_dropped) {
+					log_warn("metrics: the page leaves off %" PRIu64
+					         " series of the regions with the fewest runs to "
+					         "stay within --metrics-max-series %zu "
+					         "(pmc_metrics_series_dropped says how many)",
+					         s->total_series - s->kept_series, m->max_series);
+					m->warned_dropped = true;
+				}
+			}
+			if (past_deadline(s))
+				break;
+		}
+	}
+	if (r < 0) {
+		log_errno(r, "metrics: cannot build the page");
+		scrape_detach(s);
+		reply_text(s->req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		scrape_free(s);
+		return;
+	}
+	scrape_arm(s);
+}
+
+/* Answers GET /metrics on connection @c: queued, then built and written step by step. */
+static void
+scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req)
+{
+	struct scrape *s;
+
+	if (!c || c->scrape) {
+		/* A connection evhttp made itself (on_new_bev() had no memory): untracked, it
+		 * could not tell when it goes away. */
+		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	if (m->n_scrapes >= METRICS_MAX_SCRAPES) {
+		unsigned long more;
+
+		if (gate_pass(&m->gate_busy, 1, &more))
+			log_warn("metrics: over %d scrapes at once: answered 503 (%lu more since "
+			         "the last such line)",
+			         METRICS_MAX_SCRAPES, more);
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+		reply_text(req, 503, "Service Unavailable",
+		           "busy: pmcdaemon serves a few scrapes at once; try again\n");
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s) {
+		s->m = m;
+		s->c = c;
+		s->req = req;
+		s->small.chunk = 64u << 10;
+		s->big.chunk = 1u << 20;
+		s->out.chunk = 64u << 10;
+		s->step_ev = evtimer_new(m->srv->base, on_step, s);
+		s->buf = evbuffer_new();
+		s->labels = evbuffer_new();
+		s->next = NULL;
+		s->prev = NULL;
+		m->n_scrapes++;
+		/* Appended: the queue is in order of arrival. */
+		struct scrape **tail = &m->scrapes;
+		while (*tail) {
+			s->prev = *tail;
+			tail = &(*tail)->next;
+		}
+		*tail = s;
+		c->scrape = s;
+	}
+	if (!s || !s->step_ev || !s->buf || !s->labels) {
+		if (s)
+			scrape_free(s);
+		log_errno(-ENOMEM, "metrics: cannot build the page");
+		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	scrape_kick(m);
+}
+
 /* ---- HTTP ---- */
 
 static void
@@ -811,9 +1943,10 @@ on_request(struct evhttp_request *req, void *arg)
 	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
 	const char *auth =
 	        evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	struct conn *c;
 
 	/* Used now: the last to be closed to make room. */
-	for (struct conn *c = m->open.tail; c; c = c->prev)
+	for (c = m->open.tail; c; c = c->prev)
 		if (c->evcon == evcon) {
 			conn_remove(&m->open, c);
 			conn_append(&m->open, c);
@@ -833,19 +1966,14 @@ on_request(struct evhttp_request *req, void *arg)
 		reply_text(req, 405, "Method Not Allowed", "/metrics answers GET and HEAD\n");
 		return;
 	}
-
-	struct evbuffer *body = evhttp_request_get_output_buffer(req);
-	struct page pg = {.b = body};
-	int r = render(&pg, m->srv);
-	if (r < 0) {
-		log_errno(r, "cannot build the metrics page");
-		evbuffer_drain(body, evbuffer_get_length(body));
-		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+	if (cmd == EVHTTP_REQ_HEAD) {
+		/* Headers only: nothing to build. */
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+		                  METRICS_CONTENT_TYPE);
+		evhttp_send_reply(req, HTTP_OK, "OK", NULL);
 		return;
 	}
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	                  METRICS_CONTENT_TYPE);
-	evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+	scrape_start(m, c, req);
 }
 
 static void
@@ -898,6 +2026,7 @@ metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics 
 	if (!m)
 		return -ENOMEM;
 	m->srv = srv;
+	m->max_series = addr->max_series ? addr->max_series : METRICS_DEFAULT_MAX_SERIES;
 	memcpy(m->token, addr->token, addr->token_len);
 	m->token_len = addr->token_len;
 	m->http = evhttp_new(srv->base);
@@ -939,9 +2068,14 @@ metrics_free(struct metrics *m)
 
 	if (!m)
 		return;
-	/* Closes every connection (on_close() frees those open) and the listener. */
+	/* Closes every connection (on_close() frees those open, and their scrapes) and the
+	 * listener. */
 	if (m->http)
 		evhttp_free(m->http);
+	while (m->scrapes) {
+		m->scrapes->c = NULL;
+		scrape_free(m->scrapes);
+	}
 	while ((c = m->pending.head)) {
 		conn_remove(&m->pending, c);
 		bufferevent_decref(c->bev);

@@ -1,8 +1,10 @@
 /* metrics: pmcdaemon's optional HTTP endpoint for Prometheus. GET /metrics answers in the
- * text exposition format (version 0.0.4) with the per-process, per-region aggregates and the
- * daemon's own figures; every other path is 404. With a bearer token (--metrics-token-file)
- * every request without it is 401. It runs on the daemon's libevent loop (evhttp) and reads
- * the same struct server the session code reads. */
+ * text exposition format (version 0.0.4) with the figures of each (program, region), summed
+ * over that program's processes, as counters and histograms whose bucket bounds are the same
+ * on every daemon, and the daemon's own figures; every other path is 404. With a bearer token
+ * (--metrics-token-file) every request without it is 401. It runs on the daemon's libevent
+ * loop (evhttp) and reads the same struct server the session code reads; a scrape is built and
+ * written in short steps (chunked encoding), so that the loop serves its clients meanwhile. */
 #pragma once
 
 #include <stdbool.h>
@@ -18,14 +20,22 @@ struct metrics;
 #define METRICS_MAX_CONNECTIONS 64
 /* A connection that sends nothing (no request, or no byte of one) is closed after this. */
 #define METRICS_IDLE_TIMEOUT_S 10
+/* Series of the regions on one page unless --metrics-max-series says otherwise. */
+#define METRICS_DEFAULT_MAX_SERIES 10000
+/* Scrapes served at once; one more is answered 503 (Prometheus retries at its next scrape). */
+#define METRICS_MAX_SCRAPES 4
 
-/** Where to serve metrics and who may read them, as parsed from --metrics and
- * --metrics-token-file. */
+/** Where to serve metrics, who may read them and how much the page holds, as parsed from
+ * --metrics, --metrics-token-file and --metrics-max-series. */
 struct metrics_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	size_t token_len; /* 0: no token, the page is open to whoever reaches the address */
 	char token[METRICS_TOKEN_MAX + 1];
+	/* Series of the regions on a page, the regions with the most runs first; the others
+	 * are left off and counted in pmc_metrics_series_dropped. 0: the default,
+	 * METRICS_DEFAULT_MAX_SERIES. metrics_parse_addr() sets it to 0. */
+	size_t max_series;
 };
 
 /**
@@ -57,6 +67,9 @@ int metrics_read_token(const char *path, struct metrics_addr *addr);
  * Logs the address it serves on, and a warning when the page has no token. At most
  * METRICS_MAX_CONNECTIONS connections stay open; a connection idle for
  * METRICS_IDLE_TIMEOUT_S is closed; when accept() fails (EMFILE...) the listener pauses.
+ * At most METRICS_MAX_SCRAPES pages are served at once, and one is built at a time: its
+ * steps take a few milliseconds each, and what it keeps between them is bounded by
+ * @addr->max_series (what it holds while it reads the registry, by the registry's regions).
  * Return: 0 with *@out set, or -errno (-EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM...).
  */
 int metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics **out);

@@ -84,9 +84,9 @@ struct process {
 	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
 	unsigned connections;
-	unsigned n_threads;  /* registered now, over all its connections */
-	uint64_t received;   /* samples the process has sent, as far as we know */
-	uint64_t lost;       /* of those, lost by an earlier daemon */
+	unsigned n_threads; /* registered now, over all its connections */
+	uint64_t received;  /* samples the process has sent, as far as we know */
+	uint64_t lost;      /* of those, lost by an earlier daemon */
 	/* Samples not counted, by reason: dropped[LOST_UNSENT] is lost, not in `lost`
 	 * above; the others are in the daemon's and the uid's `dropped`. Not in the
 	 * state file. */
@@ -146,7 +146,6 @@ struct region_agg *process_region(struct registry *reg, struct process *p, const
  * Return: id >= 0, or -ENOMEM.
  */
 int process_event_id(struct process *p, const char *name);
-
 
 /**
  * process_event_room() - whether @p may count the @n events @names (canonical spellings)

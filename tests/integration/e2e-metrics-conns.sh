@@ -5,6 +5,10 @@
 # two. An idle connection is closed after METRICS_IDLE_TIMEOUT_S (10 s). Out of file
 # descriptors (EMFILE: the daemon under `ulimit -n 40`), the listener neither spins nor
 # logs each failed accept(): it closes its oldest connection to make room, or pauses.
+# At most METRICS_MAX_SCRAPES (4) pages are served at once: with 4 readers that asked for a
+# page of 27 MB and read none of it, the fifth scrape is answered 503, the daemon's RSS grows
+# by far less than a page (it writes a chunk at a time, when the last has gone), and once the
+# readers are gone their scrapes are freed and a page is served again, whole.
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
@@ -114,4 +118,53 @@ pass "out of fds, the log grew by $grown line(s)"
 scrape_now "out of fds, with 80 idle connections"
 close_idle
 scrape_now "after the idle connections closed"
+daemon_alive
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "pmcdaemon exited with status $? on SIGTERM: $(cat "$TMP/daemon.log")"
+DAEMON_PID=
+mv "$TMP/daemon.log" "$TMP/daemon-2.log"
+
+# --- scrapes at once, and readers that do not read ---
+MAX_SCRAPES=4
+start_daemon --metrics 127.0.0.1:0 --metrics-max-series 1000000
+PORT=$(metrics_port)
+# 4,000 regions of 77 series each: a page of about 27 MB, more than the sockets hold.
+run_client "$TMP/raw.out" "$PMC_TEST_RAW_BIN" "$SOCK" regions 4000 0
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$DAEMON_PID/status"; }
+curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "GET the big page"
+page=$(stat -c %s "$TMP/metrics")
+[ "$page" -gt $((16 << 20)) ] || fail "the page is only $page bytes"
+page_lines=$(wc -l <"$TMP/metrics")
+rss0=$(rss_kb)
+holders=()
+for _ in $(seq $MAX_SCRAPES); do
+	exec {fd}<>"/dev/tcp/127.0.0.1/$PORT"
+	printf 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' >&"$fd"
+	holders+=("$fd")
+done
+sleep 1
+expect_eq "a fifth scrape at once" "$(curl -s -o /dev/null -D "$TMP/headers" -w '%{http_code}' "http://127.0.0.1:$PORT/metrics")" 503
+grep -qi '^retry-after: 1' "$TMP/headers" || fail "503 without Retry-After: $(cat "$TMP/headers")"
+grown=$(($(rss_kb) - rss0))
+echo "note: with $MAX_SCRAPES pages of $page bytes unread, the daemon's RSS grew by $grown kB"
+# Under sanitizers freed memory waits in a quarantine: RSS tells nothing there.
+if [ -z "${PMC_SANITIZED:-}" ]; then
+	[ "$grown" -lt $((page / 1024)) ] || fail "the daemon's RSS grew by $grown kB with the pages unread (a page: $page bytes)"
+	pass "the daemon's RSS grew by less than a page"
+fi
+grep -q "metrics: over $MAX_SCRAPES scrapes at once: answered 503" "$TMP/daemon.log" || fail "the 503 was not logged"
+for fd in "${holders[@]}"; do
+	exec {fd}<&-
+done
+# Their scrapes end as the daemon sees the connections closed, at its next write.
+ok=
+for _ in $(seq 100); do
+	if curl -s -f -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics"; then
+		ok=1
+		break
+	fi
+	sleep 0.1
+done
+[ -n "$ok" ] || fail "no page served after the readers went away"
+expect_eq "lines of the page served after the readers went away" "$(wc -l <"$TMP/metrics")" "$page_lines"
 daemon_alive

@@ -1,7 +1,8 @@
 #!/bin/bash
 # pmcdaemon --metrics as Prometheus sees it: `promtool check metrics` (parser and linter)
 # accepts the page, and a real prometheus on loopback scrapes the daemon every second
-# until its query API returns the region's exact count. The daemon has a bearer token
+# until its query API returns the region's exact count, and histogram_quantile() reads
+# its page-faults histogram (e2e-prometheus-fleet: over two daemons). The daemon has a bearer token
 # (--metrics-token-file): the job that sends it (authorization: credentials_file) is up,
 # those without it or with another token are down. Skips (77) without promtool; the
 # scrape part needs the prometheus binary too (both come with Debian's prometheus package).
@@ -27,7 +28,8 @@ run_client "$TMP/w" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" named $'od
 expect_eq "query count" "$(region_json pages "$A" | jq .count)" 6
 
 curl -sS -f -H "Authorization: Bearer $TOKEN" -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "GET /metrics"
-grep -q "^pmc_region_count_total{pid=\"$A\"," "$TMP/metrics" || fail "page lacks the client's region"
+grep -q '^pmc_region_count_total{comm="pmc-test-client",region="pages"} ' "$TMP/metrics" ||
+	fail "page lacks the client's region"
 if ! promtool check metrics <"$TMP/metrics" >"$TMP/promtool.out" 2>&1; then
 	cat "$TMP/promtool.out" >&2
 	fail "promtool check metrics refused the page"
@@ -92,14 +94,17 @@ promql() {
 }
 got=
 for _ in $(seq 300); do
-	got=$(promql "pmc_region_count_total{pid=\"$A\",region=\"pages\"}" || true)
+	got=$(promql 'pmc_region_count_total{comm="pmc-test-client",region="pages"}' || true)
 	[ -n "$got" ] && break
 	sleep 0.1
 done
 [ -n "$got" ] || { cat "$TMP/prometheus.log" >&2; fail "prometheus had no pmc_region_count_total after 30 s"; }
 expect_eq "scraped region count" "$got" 6
 expect_faults "scraped page-faults sum" \
-	"$(promql "pmc_region_event_sum{pid=\"$A\",region=\"pages\",event=\"page-faults\"}")" 24
+	"$(promql 'pmc_region_event_sum{comm="pmc-test-client",region="pages",event="page-faults"}')" 24
+# A histogram Prometheus can read: every run in the bucket of 4 page faults, (3, 7].
+[ -n "${PMC_SANITIZED:-}" ] || expect_eq "scraped page-faults median" \
+	"$(promql 'histogram_quantile(0.5, sum by (le) (pmc_region_event_bucket{region="pages",event="page-faults"}))')" 5
 expect_eq "scrape target up (with the token)" "$(promql 'up{job="pmc"}')" 1
 # A byte that is not UTF-8 is the visible text \xfe in the label.
 expect_eq "scraped odd region name" \
