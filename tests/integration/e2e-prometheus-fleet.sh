@@ -74,31 +74,7 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$PORT_A', '127.0.0.1:$PORT_B']
 EOF
-# Prometheus cannot be told to pick a free port: try a few random ones.
-PROM_URL=
-for _ in 1 2 3 4 5; do
-	P2=$((20000 + RANDOM % 40000))
-	rm -rf "$TMP/prom-data"
-	prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/prom-data" \
-		--web.listen-address="127.0.0.1:$P2" >"$TMP/prometheus.log" 2>&1 &
-	PROM_PID=$!
-	for _ in $(seq 200); do
-		curl -sf -o /dev/null "http://127.0.0.1:$P2/-/ready" && { PROM_URL=http://127.0.0.1:$P2; break; }
-		kill -0 "$PROM_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	[ -n "$PROM_URL" ] && break
-	kill "$PROM_PID" 2>/dev/null || true
-	wait "$PROM_PID" 2>/dev/null || true
-	PROM_PID=
-	grep -q "address already in use" "$TMP/prometheus.log" || { cat "$TMP/prometheus.log" >&2; fail "prometheus did not start"; }
-done
-[ -n "$PROM_URL" ] || fail "prometheus found no free port in 5 tries"
-
-# promql QUERY: the value of the query's first sample, empty while there is none
-promql() {
-	curl -sf --get --data-urlencode "query=$1" "$PROM_URL/api/v1/query" | jq -r '.data.result[0].value[1] // empty'
-}
+start_prometheus "$TMP/prometheus.yml"
 # wait_for WHAT QUERY WANT: until QUERY gives WANT (30 s at most)
 wait_for() {
 	local got=

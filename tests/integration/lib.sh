@@ -108,3 +108,33 @@ metrics_port() {
 	done
 	fail "pmcdaemon did not log the address of its metrics page"
 }
+
+# start_prometheus CONFIG: a real Prometheus (Debian's package) on a free loopback port,
+# its data in $TMP; sets PROM_URL and PROM_PID (the caller stops it at exit). Prometheus
+# cannot be told to pick a free port: a few random ones are tried.
+start_prometheus() {
+	PROM_URL=
+	for _ in 1 2 3 4 5; do
+		local port=$((20000 + RANDOM % 40000))
+		rm -rf "$TMP/prom-data"
+		prometheus --config.file="$1" --storage.tsdb.path="$TMP/prom-data" \
+			--web.listen-address="127.0.0.1:$port" >"$TMP/prometheus.log" 2>&1 &
+		PROM_PID=$!
+		for _ in $(seq 200); do
+			curl -sf -o /dev/null "http://127.0.0.1:$port/-/ready" && { PROM_URL=http://127.0.0.1:$port; break; }
+			kill -0 "$PROM_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		[ -n "$PROM_URL" ] && return 0
+		kill "$PROM_PID" 2>/dev/null || true
+		wait "$PROM_PID" 2>/dev/null || true
+		PROM_PID=
+		grep -q "address already in use" "$TMP/prometheus.log" || { cat "$TMP/prometheus.log" >&2; fail "prometheus did not start"; }
+	done
+	fail "prometheus found no free port in 5 tries"
+}
+
+# promql QUERY: the value of the query's first sample of $PROM_URL, empty while there is none
+promql() {
+	curl -sf --get --data-urlencode "query=$1" "$PROM_URL/api/v1/query" | jq -r '.data.result[0].value[1] // empty'
+}
