@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
-#include <linux/perf_event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,17 +443,19 @@ main(int argc, char **argv)
 	}
 
 	perf_setup();
-	/* An allowlist entry that names no event would silently allow nothing. */
-	for (size_t i = 0; i < policy.n_events; i++) {
-		char canon[PERF_NAME_MAX];
-		struct perf_event_attr attr;
-		if (perf_canonical(policy.events[i], canon, sizeof(canon), &attr) < 0) {
-			log_err("--allow-events: '%s' is not an event this daemon knows, or has a "
-			        "modifier: name events as NAME or PMU::EVENT ('pmcctl events' "
-			        "lists them)",
-			        policy.events[i]);
-			return 1;
-		}
+	/* Resolved once; an allowlist entry that names no event would silently allow nothing. */
+	const char *bad_event = NULL;
+	int re = policy_resolve_events(&policy, &bad_event);
+	if (re == -ENOENT) {
+		log_err("--allow-events: '%s' is not an event this daemon knows, or has a "
+		        "modifier: "
+		        "name events as NAME or PMU::EVENT ('pmcctl events' lists them)",
+		        bad_event);
+		return 1;
+	}
+	if (re < 0) {
+		log_errno(re, "--allow-events");
+		return 1;
 	}
 	struct server *srv;
 	int r = server_new(fd, &policy, &srv);

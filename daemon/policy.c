@@ -34,6 +34,8 @@ policy_free(struct policy *p)
 		free(p->events[i]);
 	free(p->events);
 	p->events = NULL;
+	free(p->allowed);
+	p->allowed = NULL;
 	p->n_events = 0;
 }
 
@@ -163,6 +165,25 @@ policy_may_count_kernel(const struct policy *p, pid_t pid, uid_t uid, gid_t gid)
 	return false;
 }
 
+int
+policy_resolve_events(struct policy *p, const char **bad)
+{
+	free(p->allowed);
+	p->allowed = calloc(p->n_events + 1, sizeof(*p->allowed));
+	if (!p->allowed)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_events; i++) {
+		struct perf_event_attr a;
+		char canon[PERF_NAME_MAX];
+		if (perf_canonical(p->events[i], canon, sizeof(canon), &a) < 0) {
+			*bad = p->events[i];
+			return -ENOENT;
+		}
+		p->allowed[i] = (struct policy_event){a.type, a.config, a.config1, a.config2};
+	}
+	return 0;
+}
+
 bool
 policy_event_allowed(const struct policy *p, const struct perf_event_attr *attr)
 {
@@ -170,13 +191,10 @@ policy_event_allowed(const struct policy *p, const struct perf_event_attr *attr)
 		return true;
 	/* The event itself, whatever its spelling ("cs", "perf::CONTEXT-SWITCHES") or mode:
 	 * a name is never matched as a prefix. */
-	for (size_t i = 0; i < p->n_events; i++) {
-		struct perf_event_attr a;
-		char canon[PERF_NAME_MAX];
-		if (perf_canonical(p->events[i], canon, sizeof(canon), &a) < 0)
-			continue;
-		if (a.type == attr->type && a.config == attr->config &&
-		    a.config1 == attr->config1 && a.config2 == attr->config2)
+	for (size_t i = 0; p->allowed && i < p->n_events; i++) {
+		const struct policy_event *a = &p->allowed[i];
+		if (a->type == attr->type && a->config == attr->config &&
+		    a->config1 == attr->config1 && a->config2 == attr->config2)
 			return true;
 	}
 	return false;

@@ -15,9 +15,14 @@ struct policy {
 	size_t n_kernel_uids, n_kernel_gids;
 	uid_t kernel_uids[POLICY_MAX_IDS];
 	gid_t kernel_gids[POLICY_MAX_IDS];
-	/* --allow-events: the only event names clients may ask for (NULL: any). */
+	/* --allow-events: the only event names clients may ask for (NULL: any), and the
+	 * events they name (policy_resolve_events(), once perf_setup() has run). */
 	char **events;
 	size_t n_events;
+	struct policy_event {
+		uint32_t type;
+		uint64_t config, config1, config2;
+	} * allowed;
 	/* --admin-group: members see every process and may reset, as root does. */
 	bool has_admin_gid;
 	gid_t admin_gid;
@@ -72,7 +77,15 @@ bool policy_may_count_kernel(const struct policy *p, pid_t pid, uid_t uid, gid_t
 struct perf_event_attr;
 
 /**
+ * policy_resolve_events() - resolve each --allow-events name to its event, once
+ * @bad: set to the first name that names no event (or has a modifier), on -ENOENT
+ * Return: 0, -ENOENT, or -ENOMEM.
+ */
+int policy_resolve_events(struct policy *p, const char **bad);
+
+/**
  * policy_event_allowed() - whether the resolved event @attr is one the allowlist names
- * (type and config compared; the user/kernel mode is the kernel-mode rule's business)
+ * (type and config compared against policy_resolve_events()'s; the user/kernel mode is the
+ * kernel-mode rule's business)
  */
 bool policy_event_allowed(const struct policy *p, const struct perf_event_attr *attr);
