@@ -1088,9 +1088,11 @@ handle_query(struct session *s, const Pmc__Request *req)
 	 * counted (hidden), and only for a query that names their pid, which the caller
 	 * knows already: never by name (a count by glob would tell their names), never over
 	 * all processes (another user's activity is theirs to see, as in Status). */
+	size_t n_listed = 0; /* processes with a region listed */
 	for (struct process *p = reg->procs; p; p = p->next) {
 		bool mine = s->admin || p->uid == s->uid;
 		bool selected = query_match(q, p, NULL) && (mine || q->pid);
+		size_t before = n_rs;
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
 			if (!r->count)
@@ -1106,6 +1108,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 			for (size_t j = 0; j < r->n_ev; j++)
 				n_es += r->seen[j];
 		}
+		n_listed += n_rs != before;
 	}
 
 	_cleanup_(query_buf_free) struct query_buf b = {0};
@@ -1116,10 +1119,14 @@ handle_query(struct session *s, const Pmc__Request *req)
 	b.esp = calloc(n_es + 1, sizeof(*b.esp));
 	b.dv = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b.dv));
 	b.dvp = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b.dvp));
-	if (!b.rs || !b.rsp || !b.st || !b.es || !b.esp || !b.dv || !b.dvp)
+	/* The losses of each process listed, by reason. */
+	_cleanup_free_ Pmc__ProcessLoss *pl = calloc(DROP_N * n_listed + 1, sizeof(*pl));
+	_cleanup_free_ Pmc__ProcessLoss **plp = calloc(DROP_N * n_listed + 1, sizeof(*plp));
+	if (!b.rs || !b.rsp || !b.st || !b.es || !b.esp || !b.dv || !b.dvp || !pl || !plp)
 		return reply_error(s, ENOMEM, "out of memory");
 
-	for (struct process *p = reg->procs; p; p = p->next)
+	for (struct process *p = reg->procs; p; p = p->next) {
+		size_t before = b.n_rs;
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
 			if (!r->count || (!s->admin && p->uid != s->uid) || !query_match(q, p, r))
@@ -1168,29 +1175,7 @@ handle_query(struct session *s, const Pmc__Request *req)
 				dv->value = d[j].value;
 			}
 		}
-
-	qr.n_regions = b.n_rs;
-	qr.regions = b.rsp;
-	/* The losses of each process listed (its regions are grouped: they come in order). */
-	size_t n_pl = 0;
-	for (size_t i = 0; i < b.n_rs; i++)
-		if (i == 0 || b.rs[i].pid != b.rs[i - 1].pid)
-			n_pl += DROP_N;
-	_cleanup_free_ Pmc__ProcessLoss *pl = calloc(n_pl + 1, sizeof(*pl));
-	_cleanup_free_ Pmc__ProcessLoss **plp = calloc(n_pl + 1, sizeof(*plp));
-	if (!pl || !plp)
-		return reply_error(s, ENOMEM, "out of memory");
-	const struct process *last = NULL;
-	for (struct process *p = reg->procs; p; p = p->next) {
-		if (p == last || (!s->admin && p->uid != s->uid))
-			continue;
-		bool listed = false;
-		for (size_t i = 0; i < b.n_rs && !listed; i++)
-			listed = b.rs[i].pid == p->pid && b.rs[i].comm == p->comm;
-		if (!listed)
-			continue;
-		last = p;
-		for (unsigned r = 0; r < DROP_N && qr.n_losses < n_pl; r++) {
+		for (unsigned r = 0; b.n_rs != before && r < DROP_N; r++) {
 			if (!p->dropped[r])
 				continue;
 			Pmc__ProcessLoss *x = &pl[qr.n_losses];
@@ -1201,6 +1186,9 @@ handle_query(struct session *s, const Pmc__Request *req)
 			plp[qr.n_losses++] = x;
 		}
 	}
+
+	qr.n_regions = b.n_rs;
+	qr.regions = b.rsp;
 	qr.losses = plp;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_QUERY;
