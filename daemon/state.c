@@ -524,9 +524,14 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	reg->n_procs++;
 	for (size_t i = 0; i < ps->n_regions; i++) {
 		const Pmc__RegionState *rs = ps->regions[i];
+		size_t before = p->n_regions;
 		struct region_agg *r = process_region(reg, p, rs->name);
 		if (!r)
 			return -ENOMEM;
+		/* A region, or an event of a region, listed twice: not a file the daemon
+		 * wrote (it lists each once), and no figures to choose between. */
+		if (p->n_regions == before)
+			return -EBADMSG;
 		r->count = rs->count;
 		stats_free(&r->wall);
 		int e = load_stats(&r->wall, rs->wall);
@@ -540,6 +545,8 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 			/* More than the daemon lets a process count: not a file it wrote (and
 			 * each region would get a slot for every one of them). */
 			if (p->n_events > PROCESS_MAX_EVENTS)
+				return -EBADMSG;
+			if ((size_t)id < r->n_ev && r->seen[id])
 				return -EBADMSG;
 			struct event_agg *ev = region_event(r, (size_t)id);
 			if (!ev)

@@ -477,14 +477,14 @@ test_state_hostile(void)
 	Pmc__EventState *esp[3] = {&es[0], &es[1], &es[2]};
 	es[0].name = "cycles", es[0].stats = &ss, es[0].scaled = UINT64_MAX;
 	es[0].ratio_sum = INFINITY;
-	es[1].name = "cycles", es[1].stats = &zero; /* the same event twice */
-	es[2].name = "", es[2].stats = NULL;        /* no name, no figures */
+	es[1].name = "instructions", es[1].stats = &zero;
+	es[2].name = "", es[2].stats = NULL; /* no name, no figures */
 	Pmc__RegionState rs[2] = {PMC__REGION_STATE__INIT, PMC__REGION_STATE__INIT};
 	Pmc__RegionState *rsp[2] = {&rs[0], &rs[1]};
 	rs[0].name = "r", rs[0].count = UINT64_MAX, rs[0].wall = &ss;
 	rs[0].n_events = 3, rs[0].events = esp;
-	rs[1] = rs[0]; /* the same region twice */
-	rs[1].wall = NULL;
+	rs[1] = rs[0];
+	rs[1].name = "s", rs[1].wall = NULL;
 	char comm[300];
 	memset(comm, 'c', sizeof(comm) - 1);
 	comm[sizeof(comm) - 1] = 0;
@@ -497,6 +497,16 @@ test_state_hostile(void)
 	st.version = 1, st.n_processes = 2, st.processes = psp;
 	st.samples = st.batches = st.dropped = st.lost = UINT64_MAX;
 	load_hostile(&st, 0);
+
+	/* The same event twice in a region, the same region twice in a process: the
+	 * up to a NUL too): the daemon lists each once, and a load would have to choose
+	 * between the figures (and order the events differently when saving them again). */
+	es[1].name = "cycles";
+	load_hostile(&st, -EBADMSG);
+	es[1].name = "instructions";
+	rs[1].name = "r";
+	load_hostile(&st, -EBADMSG);
+	rs[1].name = "s";
 
 	/* Out-of-range buckets: the whole file refused, nothing kept, nothing leaked. */
 	hb[2].index = STATS_BUCKETS;
