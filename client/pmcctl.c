@@ -156,6 +156,7 @@ static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1
 static void oom(void) __attribute__((noreturn));
 struct table;
 static void table_add(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void table_free(struct table *t);
 
 static void
 usage_error(const char *fmt, ...)
@@ -400,25 +401,29 @@ print_padded(FILE *f, const char *s, size_t width, bool right, bool last)
 		fprintf(f, "%*s", (int)pad, "");
 }
 
+/* Prints the rows of @t, in columns at least @width wide (widened to fit them; @width has
+ * t->ncols entries, zero at first), after the header when @head; then forgets the rows, so
+ * that a table printed part by part keeps only one part. Parts printed later line up
+ * with the first unless they hold wider cells. */
 static void
-table_print(const struct table *t, FILE *f)
+table_print_part(struct table *t, FILE *f, size_t *width, bool head)
 {
-	_cleanup_free_ size_t *width = calloc(t->ncols, sizeof(*width));
-
-	if (!width)
-		oom();
-	for (size_t c = 0; c < t->ncols; c++)
-		width[c] = display_width(t->head[c]);
+	for (size_t c = 0; c < t->ncols; c++) {
+		size_t w = display_width(t->head[c]);
+		if (w > width[c])
+			width[c] = w;
+	}
 	for (size_t i = 0; i < t->n; i++) {
 		size_t w = display_width(t->cell[i]);
 		if (w > width[i % t->ncols])
 			width[i % t->ncols] = w;
 	}
-	for (size_t c = 0; c < t->ncols; c++) {
+	for (size_t c = 0; head && c < t->ncols; c++) {
 		fputs(c ? "  " : "", f);
 		print_padded(f, t->head[c], width[c], t->right[c], c + 1 == t->ncols);
+		if (c + 1 == t->ncols)
+			fputc('\n', f);
 	}
-	fputc('\n', f);
 	for (size_t i = 0; i < t->n; i++) {
 		size_t c = i % t->ncols;
 		fputs(c ? "  " : "", f);
@@ -426,6 +431,18 @@ table_print(const struct table *t, FILE *f)
 		if (c + 1 == t->ncols)
 			fputc('\n', f);
 	}
+	table_free(t);
+}
+
+/* Prints @t whole, its header first, and forgets its rows. */
+static void
+table_print(struct table *t, FILE *f)
+{
+	_cleanup_free_ size_t *width = calloc(t->ncols, sizeof(*width));
+
+	if (!width)
+		oom();
+	table_print_part(t, f, width, true);
 }
 
 /* ---- CSV (RFC 4180 quoting) ---- */
@@ -601,20 +618,23 @@ connect_daemon(const char *path)
 	return fd;
 }
 
-/* Sends @req and returns the Response, which has body @want; on any failure says why, naming
- * @what, and exits 1. */
-static Pmc__Response *
-call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
-{
-	Pmc__Response *resp = NULL;
-	int r = wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+/* Says why the call named @what failed with @r, and exits 1. */
+static void call_failed(const char *what, int r) __attribute__((noreturn));
 
+static void
+call_failed(const char *what, int r)
+{
 	if (r == -ETIMEDOUT)
 		fail("%s: pmcdaemon did not answer within %d ms", what, CALL_TIMEOUT_MS);
 	if (r == -ECONNRESET || r == -EPIPE)
 		fail("%s: pmcdaemon closed the connection", what);
-	if (r < 0)
-		fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
+	fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
+}
+
+/* Exits 1, saying why, unless @resp is a success with body @want; frees it then. */
+static void
+check_response(const char *what, Pmc__Response *resp, Pmc__Response__BodyCase want)
+{
 	if (resp->error) {
 		int e = resp->error < 0 ? -resp->error : resp->error;
 		_cleanup_free_ char *msg = escape_text(resp->message);
@@ -630,6 +650,19 @@ call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCas
 		pmc__response__free_unpacked(resp, NULL);
 		fail("%s: unexpected reply from pmcdaemon", what);
 	}
+}
+
+/* Sends @req and returns the Response, which has body @want; on any failure says why, naming
+ * @what, and exits 1. */
+static Pmc__Response *
+call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
+{
+	Pmc__Response *resp = NULL;
+	int r = wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+
+	if (r < 0)
+		call_failed(what, r);
+	check_response(what, resp, want);
 	return resp;
 }
 
@@ -900,23 +933,115 @@ query_init(Pmc__Query *q, const struct opts *o)
 		q->region = (char *)o->regions[0];
 }
 
-/* Sends @q and returns the reply; exits 1 when the daemon is too old for the filters. */
+/* Exits 1 when @qr, a whole reply, shows that the daemon is too old for the filters. */
+static void
+query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Query *q,
+                    const struct opts *o)
+{
+	/* Every region listed is one the caller may see, so a daemon that counts them lists no
+	 * more than `visible`; one older than the count ignored the filters it did not know. */
+	if (new_filters(o, q->min_start) && qr->n_regions > qr->visible)
+		fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, several "
+		     "--region nor globs; upgrade it, or give one plain --region",
+		     what);
+}
+
+/* Sends @q, asking for its reply in parts, and hands each part to @on_part as it arrives
+ * (a daemon that does not stream sends one part). Returns the last part (visible, hidden:
+ * the whole reply's), which the caller frees; on any failure says why and exits 1. */
 static Pmc__Response *
-query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
+             void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
 {
 	Pmc__Request req = PMC__REQUEST__INIT;
 
 	req.body_case = PMC__REQUEST__BODY_QUERY;
 	req.query = q;
-	Pmc__Response *resp = call(sock, what, &req, PMC__RESPONSE__BODY_QUERY);
-	/* Every region listed is one the caller may see, so a daemon that counts them lists no
-	 * more than `visible`; one older than the count ignored the filters it did not know. */
-	if (new_filters(o, q->min_start) && resp->query->n_regions > resp->query->visible) {
+	q->stream = true;
+	int r = wire_send(sock, &req.base, NULL, 0, 0);
+	int timeout = CALL_TIMEOUT_MS;
+
+	if (r == -EPIPE || r == -ECONNRESET)
+		timeout = 0; /* refused: its answer is still there to read */
+	else if (r < 0)
+		call_failed(what, r);
+	for (bool first = true;; first = false) {
+		_cleanup_free_ uint8_t *buf = NULL;
+		size_t len;
+		Pmc__Response *resp = NULL;
+
+		if ((r = wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0 ||
+		    (r = wire_unpack_response(buf, len, &resp)) < 0)
+			call_failed(what, r);
+		check_response(what, resp, PMC__RESPONSE__BODY_QUERY);
+		if (first && !resp->query->more)
+			query_check_filters(what, resp->query, q, o);
+		on_part(resp->query, ctx);
+		if (!resp->query->more)
+			return resp;
 		pmc__response__free_unpacked(resp, NULL);
-		fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, several "
-		     "--region nor globs; upgrade it, or give one plain --region",
-		     what);
 	}
+}
+
+/* The parts of a streamed reply, each QueryReply's bytes one after the other: protobuf merges
+ * them into one QueryReply, every region and loss listed once, visible and hidden from the
+ * last part. */
+struct query_bytes {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static void
+query_collect(const Pmc__QueryReply *part, void *ctx)
+{
+	struct query_bytes *b = ctx;
+	Pmc__QueryReply copy = *part;
+	size_t n;
+
+	copy.more = false;
+	n = pmc__query_reply__get_packed_size(&copy);
+	_cleanup_free_ uint8_t *tmp = malloc(n ? n : 1);
+	if (!tmp)
+		oom();
+	pmc__query_reply__pack(&copy, tmp);
+	if (fwrite(tmp, 1, n, b->f) != n)
+		oom();
+}
+
+/* Sends @q and returns the whole reply, gathered from its parts (in one Response, as a daemon
+ * that does not stream sends it); exits 1 on any failure, or when the daemon is too old for
+ * the filters. */
+static Pmc__Response *
+query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+{
+	struct query_bytes b = {0};
+	uint8_t head[16];
+	size_t n = 0;
+
+	b.f = open_memstream(&b.buf, &b.len);
+	if (!b.f)
+		oom();
+	/* Response field 12 (query), length-delimited, its length a varint. */
+	head[n++] = 12 << 3 | 2;
+	if (fwrite(head, 1, 16, b.f) != 16)
+		oom();
+	pmc__response__free_unpacked(query_stream(sock, what, q, o, query_collect, &b), NULL);
+	if (fclose(b.f))
+		oom();
+	size_t len = b.len - 16;
+	uint64_t x = len;
+	do {
+		head[n] = (uint8_t)(x & 0x7f);
+		x >>= 7;
+		head[n++] |= x ? 0x80 : 0;
+	} while (x);
+	memcpy(b.buf + 16 - n, head, n);
+	Pmc__Response *resp = pmc__response__unpack(NULL, len + n, (uint8_t *)b.buf + 16 - n);
+	free(b.buf);
+	if (!resp || resp->body_case != PMC__RESPONSE__BODY_QUERY)
+		fail("%s: cannot decode the reply of pmcdaemon", what);
+	query_check_filters(what, resp->query, q, o);
 	return resp;
 }
 
@@ -1007,60 +1132,55 @@ stats_json(const Pmc__Stats *s)
 	return o;
 }
 
-/* {"regions":[...]}, and when it is empty, why ("empty", "message", "hidden_regions");
- * @why NULL: the caller says why itself. */
+/* One region's figures, as "regions" lists them. */
 static json_t *
-query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
+region_json(const Pmc__RegionStats *r)
 {
-	json_t *root = jobject();
-	json_t *regions = jarray();
+	json_t *reg = jobject();
+	json_t *events = jobject();
+	json_t *wall = stats_json(r->wall_ns);
 
-	jset(root, "regions", regions);
-	for (size_t i = 0; i < q->n_regions; i++) {
-		const Pmc__RegionStats *r = q->regions[i];
-		json_t *reg = jobject();
-		json_t *events = jobject();
-		json_t *wall = stats_json(r->wall_ns);
-
-		/* Wall time is read from the clock, never extrapolated. */
-		jset(wall, "scaled", json_false());
-		if (r->wall_floor) {
-			jset(wall, "floor", ju64(r->wall_floor));
-			jset(wall, "too_short", json_boolean(r->wall_too_short));
-		}
-		jappend(regions, reg);
-		jset(reg, "name", jstr(r->name));
-		jset(reg, "pid", json_integer(r->pid));
-		jset(reg, "comm", jstr(r->comm));
-		jset(reg, "uid", json_integer(r->uid));
-		jset(reg, "count", ju64(r->count));
-		jset(reg, "wall_ns", wall);
-		jset(reg, "events", events);
-		for (size_t j = 0; j < r->n_events; j++) {
-			const Pmc__EventStats *e = r->events[j];
-			json_t *st = stats_json(e->stats);
-
-			jset(st, "scaled", json_boolean(e->scaled_count > 0));
-			/* What an empty region measures here (its thread's calibration). */
-			if (r->wall_floor) {
-				jset(st, "floor", ju64(e->floor));
-				jset(st, "too_short", json_boolean(e->too_short));
-			}
-			if (e->scaled_count > 0) {
-				jset(st, "scaled_samples", ju64(e->scaled_count));
-				jset(st, "running_ratio", jreal(e->scaled_ratio));
-			}
-			jset(events, e->name, st);
-		}
-		/* Ratios of event sums, where both events were counted (ipc, miss ratios). */
-		json_t *derived = jobject();
-		jset(reg, "derived", derived);
-		for (size_t j = 0; j < r->n_derived; j++)
-			jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
+	/* Wall time is read from the clock, never extrapolated. */
+	jset(wall, "scaled", json_false());
+	if (r->wall_floor) {
+		jset(wall, "floor", ju64(r->wall_floor));
+		jset(wall, "too_short", json_boolean(r->wall_too_short));
 	}
-	/* The samples not counted, per process listed and reason. */
-	json_t *losses = jarray();
-	jset(root, "losses", losses);
+	jset(reg, "name", jstr(r->name));
+	jset(reg, "pid", json_integer(r->pid));
+	jset(reg, "comm", jstr(r->comm));
+	jset(reg, "uid", json_integer(r->uid));
+	jset(reg, "count", ju64(r->count));
+	jset(reg, "wall_ns", wall);
+	jset(reg, "events", events);
+	for (size_t j = 0; j < r->n_events; j++) {
+		const Pmc__EventStats *e = r->events[j];
+		json_t *st = stats_json(e->stats);
+
+		jset(st, "scaled", json_boolean(e->scaled_count > 0));
+		/* What an empty region measures here (its thread's calibration). */
+		if (r->wall_floor) {
+			jset(st, "floor", ju64(e->floor));
+			jset(st, "too_short", json_boolean(e->too_short));
+		}
+		if (e->scaled_count > 0) {
+			jset(st, "scaled_samples", ju64(e->scaled_count));
+			jset(st, "running_ratio", jreal(e->scaled_ratio));
+		}
+		jset(events, e->name, st);
+	}
+	/* Ratios of event sums, where both events were counted (ipc, miss ratios). */
+	json_t *derived = jobject();
+	jset(reg, "derived", derived);
+	for (size_t j = 0; j < r->n_derived; j++)
+		jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
+	return reg;
+}
+
+/* The samples not counted, per process listed and reason, appended to @losses. */
+static void
+losses_json(json_t *losses, const Pmc__QueryReply *q)
+{
 	for (size_t i = 0; i < q->n_losses; i++) {
 		json_t *l = jobject();
 		jset(l, "pid", json_integer(q->losses[i]->pid));
@@ -1068,11 +1188,33 @@ query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 		jset(l, "count", ju64(q->losses[i]->count));
 		jappend(losses, l);
 	}
-	if (!q->n_regions && why) {
-		jset(root, "empty", jstr(why_code));
-		jset(root, "message", jstr(why));
-		jset(root, "hidden_regions", ju64(q->hidden));
-	}
+}
+
+/* Why nothing is listed, in @root: "empty", "message", "hidden_regions". */
+static void
+empty_json(json_t *root, const Pmc__QueryReply *q, const char *why_code, const char *why)
+{
+	jset(root, "empty", jstr(why_code));
+	jset(root, "message", jstr(why));
+	jset(root, "hidden_regions", ju64(q->hidden));
+}
+
+/* {"regions":[...],"losses":[...]}, and when it is empty, why ("empty", "message",
+ * "hidden_regions"); @why NULL: the caller says why itself. */
+static json_t *
+query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
+{
+	json_t *root = jobject();
+	json_t *regions = jarray();
+
+	jset(root, "regions", regions);
+	for (size_t i = 0; i < q->n_regions; i++)
+		jappend(regions, region_json(q->regions[i]));
+	json_t *losses = jarray();
+	jset(root, "losses", losses);
+	losses_json(losses, q);
+	if (!q->n_regions && why)
+		empty_json(root, q, why_code, why);
 	return root;
 }
 
@@ -1141,10 +1283,10 @@ query_csv_derived(const Pmc__RegionStats *r, const Pmc__Derived *d)
 	csv_end();
 }
 
+/* The rows of @q's regions, the header aside. */
 static void
-query_csv(const Pmc__QueryReply *q)
+query_csv_rows(const Pmc__QueryReply *q)
 {
-	csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
 	for (size_t i = 0; i < q->n_regions; i++) {
 		query_csv_row(q->regions[i], NULL);
 		for (size_t j = 0; j < q->regions[i]->n_events; j++)
@@ -1152,6 +1294,13 @@ query_csv(const Pmc__QueryReply *q)
 		for (size_t j = 0; j < q->regions[i]->n_derived; j++)
 			query_csv_derived(q->regions[i], q->regions[i]->derived[j]);
 	}
+}
+
+static void
+query_csv(const Pmc__QueryReply *q)
+{
+	csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+	query_csv_rows(q);
 }
 
 /* @v with a unit: below 1000 of the first unit, whole (@whole: an integer, exact) or with 2
@@ -1252,16 +1401,88 @@ query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStat
 	table_add_value(t, s->p99, false, ns, rounded);
 }
 
+static const char *const query_table_head[] = {"PID",  "COMM", "REGION", "COUNT", "EVENT", "SUM",
+                                               "MEAN", "MIN",  "MAX",    "P50",   "P90",   "P99"};
+static const bool query_table_right[] = {true, false, false, true, false, true,
+                                         true, true,  true,  true, true,  true};
+
+/* What the notes under a query's table say: which marks its rows used, and its losses. */
+struct table_notes {
+	bool any_scaled, rounded, any_short;
+	char *losses; /* lines, one per process and reason */
+	size_t losses_len;
+	FILE *f;
+};
+
+/* Adds the rows of @q's regions to @t, and what their notes need to @n. */
+static void
+query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *n)
+{
+	for (size_t i = 0; i < q->n_regions; i++) {
+		const Pmc__RegionStats *r = q->regions[i];
+
+		query_table_row(t, r, NULL, &n->rounded);
+		n->any_short |= r->wall_too_short;
+		for (size_t j = 0; j < r->n_events; j++) {
+			query_table_row(t, r, r->events[j], &n->rounded);
+			n->any_scaled |= r->events[j]->scaled_count > 0;
+			n->any_short |= r->events[j]->too_short;
+		}
+		/* Derived ratios: the value in the MEAN column. */
+		for (size_t j = 0; j < r->n_derived; j++) {
+			char count[64];
+
+			n->rounded |= format_count(count, sizeof(count), (double)r->count, true);
+			table_add(t, "%" PRId32, r->pid);
+			table_add(t, "%s", r->comm);
+			table_add(t, "%s", r->name);
+			table_add(t, "%s", count);
+			table_add(t, "(%s)", r->derived[j]->name);
+			table_add(t, "-");
+			table_add(t, "%.3f", r->derived[j]->value);
+			for (int k = 0; k < 5; k++)
+				table_add(t, "-");
+		}
+	}
+	if (!q->n_losses)
+		return;
+	if (!n->f && !(n->f = open_memstream(&n->losses, &n->losses_len)))
+		oom();
+	for (size_t i = 0; i < q->n_losses; i++)
+		fprintf(n->f, "pid %" PRId32 ": %" PRIu64 " samples not counted (%s)\n",
+		        q->losses[i]->pid, q->losses[i]->count, q->losses[i]->reason);
+}
+
+/* The notes under a table, and forgets them. */
+static void
+query_table_notes(struct table_notes *n)
+{
+	if (n->rounded)
+		puts("figures rounded to 3 significant digits (k, M, G: 10^3, 10^6, 10^9): "
+		     "--format json or csv has them exact");
+	if (n->any_scaled)
+		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
+	if (n->f) {
+		if (fclose(n->f))
+			oom();
+		fputs(n->losses, stdout);
+		free(n->losses);
+	}
+	if (n->any_short)
+		puts("~ too short to trust: the mean is within 10x of what an empty region "
+		     "measures in that process (its floor: --format json shows it; nothing is "
+		     "subtracted)");
+	memset(n, 0, sizeof(*n));
+}
+
 /* @why: printed instead of an empty table. */
 static void
 query_table(const Pmc__QueryReply *q, const char *why)
 {
-	static const char *const head[] = {"PID",  "COMM", "REGION", "COUNT", "EVENT", "SUM",
-	                                   "MEAN", "MIN",  "MAX",    "P50",   "P90",   "P99"};
-	static const bool right[] = {true, false, false, true, false, true,
-	                             true, true,  true,  true, true,  true};
-	struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
-	bool any_scaled = false, rounded = false, any_short = false;
+	struct table t = {.ncols = ARRAY_SIZE(query_table_head),
+	                  .head = query_table_head,
+	                  .right = query_table_right};
+	struct table_notes n = {0};
 
 	if (!q->n_regions) {
 		_cleanup_free_ char *safe = escape_text(why);
@@ -1269,59 +1490,96 @@ query_table(const Pmc__QueryReply *q, const char *why)
 		puts(safe);
 		return;
 	}
-	for (size_t i = 0; i < q->n_regions; i++) {
-		const Pmc__RegionStats *r = q->regions[i];
-
-		query_table_row(&t, r, NULL, &rounded);
-		any_short |= r->wall_too_short;
-		for (size_t j = 0; j < r->n_events; j++) {
-			query_table_row(&t, r, r->events[j], &rounded);
-			any_scaled |= r->events[j]->scaled_count > 0;
-			any_short |= r->events[j]->too_short;
-		}
-		/* Derived ratios: the value in the MEAN column. */
-		for (size_t j = 0; j < r->n_derived; j++) {
-			char count[64];
-
-			rounded |= format_count(count, sizeof(count), (double)r->count, true);
-			table_add(&t, "%" PRId32, r->pid);
-			table_add(&t, "%s", r->comm);
-			table_add(&t, "%s", r->name);
-			table_add(&t, "%s", count);
-			table_add(&t, "(%s)", r->derived[j]->name);
-			table_add(&t, "-");
-			table_add(&t, "%.3f", r->derived[j]->value);
-			for (int k = 0; k < 5; k++)
-				table_add(&t, "-");
-		}
-	}
+	query_table_rows(&t, q, &n);
 	table_print(&t, stdout);
-	table_free(&t);
-	if (rounded)
-		puts("figures rounded to 3 significant digits (k, M, G: 10^3, 10^6, 10^9): "
-		     "--format json or csv has them exact");
-	if (any_scaled)
-		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
-	for (size_t i = 0; i < q->n_losses; i++)
-		printf("pid %" PRId32 ": %" PRIu64 " samples not counted (%s)\n", q->losses[i]->pid,
-		       q->losses[i]->count, q->losses[i]->reason);
-	if (any_short)
-		puts("~ too short to trust: the mean is within 10x of what an empty region "
-		     "measures in that process (its floor: --format json shows it; nothing is "
-		     "subtracted)");
+	query_table_notes(&n);
 }
 
-/* Prints @q in @o's format; when it lists nothing, a line says why. */
+/* A query's reply printed as its parts arrive: nothing but the table's notes and the
+ * losses is kept from one part to the next. */
+struct query_printer {
+	const struct opts *o;
+	size_t n_regions; /* listed so far */
+	struct table t;
+	size_t width[ARRAY_SIZE(query_table_head)];
+	struct table_notes notes;
+	json_t *losses; /* JSON: every part's, printed after the regions */
+};
+
+/* Writes @v, indented by @indent spaces more than jansson would at the top level. */
 static void
-query_print(const Pmc__QueryReply *q, const struct opts *o)
+json_print_indented(json_t *v, int indent)
 {
-	_cleanup_free_ char *why = NULL;
-	const char *code = q->n_regions ? NULL : empty_reason(q, o, &why);
+	_cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	json_decref(v);
+	if (!text)
+		fail("cannot write JSON");
+	for (char *line = text, *end; line; line = end) {
+		end = strchr(line, '\n');
+		if (end)
+			*end++ = '\0';
+		printf("%*s%s%s", indent, "", line, end ? "\n" : "");
+	}
+}
+
+static void
+query_print_part(const Pmc__QueryReply *q, void *ctx)
+{
+	struct query_printer *p = ctx;
+
+	if (p->o->format == FORMAT_JSON) {
+		for (size_t i = 0; i < q->n_regions; i++) {
+			fputs(p->n_regions + i ? ",\n" : "\n", stdout);
+			json_print_indented(region_json(q->regions[i]), 4);
+		}
+		losses_json(p->losses, q);
+	} else if (p->o->format == FORMAT_CSV) {
+		query_csv_rows(q);
+	} else {
+		query_table_rows(&p->t, q, &p->notes);
+		if (p->t.n)
+			table_print_part(&p->t, stdout, p->width, !p->n_regions);
+	}
+	p->n_regions += q->n_regions;
+}
+
+/* Asks for @q's reply in parts and prints each as it arrives, in @o's format; when it lists
+ * nothing, a line says why. */
+static void
+query_print_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+{
+	struct query_printer p = {.o = o,
+	                          .t = {.ncols = ARRAY_SIZE(query_table_head),
+	                                .head = query_table_head,
+	                                .right = query_table_right}};
 
 	if (o->format == FORMAT_JSON) {
-		json_print(query_json(q, code, why));
+		p.losses = jarray();
+		fputs("{\n  \"regions\": [", stdout);
 	} else if (o->format == FORMAT_CSV) {
-		query_csv(q);
+		csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+	}
+	_cleanup_response_ Pmc__Response *last =
+	        query_stream(sock, what, q, o, query_print_part, &p);
+	const Pmc__QueryReply *end = last->query;
+	_cleanup_free_ char *why = NULL;
+	const char *code = p.n_regions ? NULL : empty_reason(end, o, &why);
+
+	if (o->format == FORMAT_JSON) {
+		json_t *tail = jobject();
+
+		fputs(p.n_regions ? "\n  ],\n" : "],\n", stdout);
+		jset(tail, "losses", p.losses);
+		if (why)
+			empty_json(tail, end, code, why);
+		/* The tail's members, its "{" left out: the root's are the regions'. */
+		_cleanup_free_ char *text = json_dumps(tail, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_decref(tail);
+		if (!text)
+			fail("cannot write JSON");
+		puts(text + 2);
+	} else if (o->format == FORMAT_CSV) {
 		if (why) {
 			/* The CSV stays a table for the program reading it; the reason is for
 			 * the person running it. */
@@ -1329,9 +1587,15 @@ query_print(const Pmc__QueryReply *q, const struct opts *o)
 
 			fprintf(stderr, "pmcctl: %s\n", safe);
 		}
+	} else if (why) {
+		_cleanup_free_ char *safe = escape_text(why);
+
+		puts(safe);
 	} else {
-		query_table(q, why);
+		query_table_notes(&p.notes);
 	}
+	if (fflush(stdout) || ferror(stdout))
+		fail("cannot write the output: %s", strerror(errno));
 }
 
 static int
@@ -1340,8 +1604,7 @@ cmd_query(int sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 
 	query_init(&q, o);
-	_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
-	query_print(resp->query, o);
+	query_print_stream(sock, cmd->name, &q, o);
 	return 0;
 }
 

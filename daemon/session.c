@@ -1046,111 +1046,227 @@ static void session_close(struct session *s, int r);
  * client exited sees that client's last batch (the kernel queued it before the
  * client's exit, but the loop may not have read it yet). Bounded: only what is
  * queued now, never recursively, only the connections of the uid whose figures the
- * caller sees (@self's, or all for an admin), and never past DRAIN_BUDGET_NS: another
- * user's flood never delays the answer. @self NULL: every connection, no time bound. */
+ * caller sees (@self's, or all for an admin), and never past @budget_ns (checked every 16
+ * datagrams): another user's flood never delays the answer. @self NULL: every connection,
+ * no time bound. */
 #define DRAIN_BUDGET_NS (2 * 1000 * 1000)
+/* A Status reads less: its answer is due in about a millisecond whatever the load. */
+#define DRAIN_STATUS_NS (300 * 1000)
 
 static void
-drain_others(struct server *srv, struct session *self)
+drain_others(struct server *srv, struct session *self, uint64_t budget_ns)
 {
 	if (srv->draining)
 		return;
 	srv->draining = 1;
-	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + DRAIN_BUDGET_NS : UINT64_MAX;
+	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
 	struct session *next;
 	for (struct session *o = srv->sessions; o; o = next) {
 		next = o->next;
-		if (o == self || (self && !self->admin && o->uid != self->uid))
+		/* One that streams a reply reads nothing until it is sent. */
+		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
 			continue;
-		int r;
-		for (int i = 0; i < SESSION_BURST * 16; i++)
+		int r = 0;
+		bool late = false;
+		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
+		for (int i = 0; i < SESSION_BURST * 16 && !late; i++) {
 			if ((r = session_dispatch_one(o)) < 0)
 				break;
+			late = i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline;
+		}
 		if (r < 0 && r != -EAGAIN)
 			session_close(o, r);
-		if (util_now_ns(CLOCK_MONOTONIC) > deadline)
+		if (late || util_now_ns(CLOCK_MONOTONIC) > deadline)
 			break;
 	}
 	srv->draining = 0;
 }
 
-static int
-handle_query(struct session *s, const Pmc__Request *req)
-{
-	const Pmc__Query *q = req->query;
-	drain_others(s->srv, s);
-	struct registry *reg = &s->srv->reg;
-	size_t n_rs = 0, n_es = 0;
-	Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
+/* A query's walk over the registry, part by part: the processes there were when it began
+ * (pointers, checked again whenever a process has been forgotten since), and where the walk
+ * stands in them. */
+struct query_stream {
+	Pmc__Query *q; /* the request's filters (owned copy) */
+	struct process **procs;
+	size_t n_procs;
+	size_t next_proc;   /* into procs */
+	size_t next_region; /* into procs[next_proc]->regions */
+	bool listed;        /* a region of procs[next_proc] is listed already */
+	uint64_t evicted;   /* the registry's count of forgotten processes at the last check */
+	uint32_t visible, hidden;
+	uint8_t *pending; /* an encoded part the socket had no room for */
+	size_t pending_len;
+	bool last; /* pending is the last part */
+	struct event *wev;
+};
 
-	/* A region with no samples (reset, or defined and never run) is not listed. Users see
-	 * their own processes; root and --admin-group see all. The others' regions are only
-	 * counted (hidden), and only for a query that names their pid, which the caller
-	 * knows already: never by name (a count by glob would tell their names), never over
-	 * all processes (another user's activity is theirs to see, as in Status). */
-	size_t n_listed = 0; /* processes with a region listed */
-	for (struct process *p = reg->procs; p; p = p->next) {
-		bool mine = s->admin || p->uid == s->uid;
+/* Bytes a part of a streamed reply holds, about: a region more past them starts the next. */
+#define QUERY_PART_BYTES (64 * 1024)
+/* Daemon time a streamed reply takes before the loop serves others again. */
+#define QUERY_STEP_NS (1000 * 1000)
+
+static void
+query_stream_free(struct query_stream *qs)
+{
+	if (!qs)
+		return;
+	if (qs->q)
+		pmc__query__free_unpacked(qs->q, NULL);
+	if (qs->wev)
+		event_free(qs->wev);
+	free(qs->procs);
+	free(qs->pending);
+	free(qs);
+}
+
+static int
+proc_ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (struct process *const *)a;
+	uintptr_t y = (uintptr_t) * (struct process *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Forgets the processes of @qs the registry has forgotten since the last check. */
+static int
+query_stream_check(struct query_stream *qs, struct registry *reg)
+{
+	if (reg->evicted == qs->evicted)
+		return 0;
+	struct process **live = malloc((reg->n_procs + 1) * sizeof(*live));
+	if (!live)
+		return -ENOMEM;
+	size_t n = 0;
+	for (struct process *p = reg->procs; p; p = p->next)
+		live[n++] = p;
+	qsort(live, n, sizeof(*live), proc_ptr_cmp);
+	for (size_t i = qs->next_proc; i < qs->n_procs; i++)
+		if (qs->procs[i] && !bsearch(&qs->procs[i], live, n, sizeof(*live), proc_ptr_cmp))
+			qs->procs[i] = NULL;
+	free(live);
+	qs->evicted = reg->evicted;
+	return 0;
+}
+
+/* Per region listed: its figures, one Stats for the wall time and each event, and the
+ * derived ratios. */
+static size_t
+region_estimate(const struct process *p, const struct region_agg *r)
+{
+	size_t n = 64 + strlen(r->name) + strlen(p->comm) + DERIVED_MAX * 24;
+	for (size_t j = 0; j < r->n_ev; j++)
+		n += r->seen[j] ? 96 + strlen(p->events[j]) : 0;
+	return n + 96;
+}
+
+/* Whether @s may see the figures of @p. */
+static bool
+query_mine(const struct session *s, const struct process *p)
+{
+	return s->admin || p->uid == s->uid;
+}
+
+/* Walks @qs from where it stands, counting what the caller may see and choosing what this
+ * part lists: up to @max_bytes (at least one region). Leaves @qs where the part ends and
+ * says, in *@n_rs, *@n_es and *@n_pl, how many regions, events and process losses it
+ * lists. @from_proc/@from_region: where it began. */
+static void
+query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t *n_rs, size_t *n_es,
+           size_t *n_pl)
+{
+	const Pmc__Query *q = qs->q;
+	size_t bytes = 0;
+	*n_rs = *n_es = *n_pl = 0;
+	for (; qs->next_proc < qs->n_procs; qs->next_proc++, qs->next_region = 0) {
+		struct process *p = qs->procs[qs->next_proc];
+		if (!p)
+			continue;
+		bool mine = query_mine(s, p);
 		bool selected = query_match(q, p, NULL) && (mine || q->pid);
-		size_t before = n_rs;
-		for (size_t i = 0; i < p->n_regions; i++) {
-			struct region_agg *r = p->regions[i];
+		if (qs->next_region == 0)
+			qs->listed = false;
+		for (; qs->next_region < p->n_regions; qs->next_region++) {
+			struct region_agg *r = p->regions[qs->next_region];
 			if (!r->count)
 				continue;
 			if (!mine) {
-				qr.hidden += selected;
+				qs->hidden += selected;
 				continue;
 			}
-			qr.visible++;
-			if (!selected || !query_match(q, p, r))
+			if (!selected || !query_match(q, p, r)) {
+				qs->visible++;
 				continue;
-			n_rs++;
+			}
+			size_t need = region_estimate(p, r);
+			if (*n_rs && bytes + need > max_bytes)
+				return; /* the next part starts with it */
+			qs->visible++;
+			bytes += need;
+			(*n_rs)++;
+			qs->listed = true;
 			for (size_t j = 0; j < r->n_ev; j++)
-				n_es += r->seen[j];
+				*n_es += r->seen[j];
 		}
-		n_listed += n_rs != before;
+		if (qs->listed)
+			for (unsigned k = 0; k < DROP_N; k++)
+				*n_pl += p->dropped[k] != 0;
 	}
+}
 
-	_cleanup_(query_buf_free) struct query_buf b = {0};
-	b.rs = calloc(n_rs + 1, sizeof(*b.rs));
-	b.rsp = calloc(n_rs + 1, sizeof(*b.rsp));
-	b.st = calloc(n_rs + n_es + 1, sizeof(*b.st));
-	b.es = calloc(n_es + 1, sizeof(*b.es));
-	b.esp = calloc(n_es + 1, sizeof(*b.esp));
-	b.dv = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b.dv));
-	b.dvp = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b.dvp));
-	/* The losses of each process listed, by reason. */
-	_cleanup_free_ Pmc__ProcessLoss *pl = calloc(DROP_N * n_listed + 1, sizeof(*pl));
-	_cleanup_free_ Pmc__ProcessLoss **plp = calloc(DROP_N * n_listed + 1, sizeof(*plp));
-	if (!b.rs || !b.rsp || !b.st || !b.es || !b.esp || !b.dv || !b.dvp || !pl || !plp)
-		return reply_error(s, ENOMEM, "out of memory");
+/* Fills @qr with the part @query_plan chose from (@from_proc, @from_region) to where @qs
+ * stands now; its parts in @b and @pl. */
+static int
+query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, size_t from_region,
+           bool from_listed, size_t n_rs, size_t n_es, size_t n_pl, struct query_buf *b,
+           Pmc__ProcessLoss **pl, Pmc__ProcessLoss ***plp, Pmc__QueryReply *qr)
+{
+	const Pmc__Query *q = qs->q;
+	b->rs = calloc(n_rs + 1, sizeof(*b->rs));
+	b->rsp = calloc(n_rs + 1, sizeof(*b->rsp));
+	b->st = calloc(n_rs + n_es + 1, sizeof(*b->st));
+	b->es = calloc(n_es + 1, sizeof(*b->es));
+	b->esp = calloc(n_es + 1, sizeof(*b->esp));
+	b->dv = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b->dv));
+	b->dvp = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b->dvp));
+	*pl = calloc(n_pl + 1, sizeof(**pl));
+	*plp = calloc(n_pl + 1, sizeof(**plp));
+	if (!b->rs || !b->rsp || !b->st || !b->es || !b->esp || !b->dv || !b->dvp || !*pl || !*plp)
+		return -ENOMEM;
 
-	for (struct process *p = reg->procs; p; p = p->next) {
-		size_t before = b.n_rs;
-		for (size_t i = 0; i < p->n_regions; i++) {
+	for (size_t pi = from_proc; pi <= qs->next_proc && pi < qs->n_procs; pi++) {
+		struct process *p = qs->procs[pi];
+		if (!p)
+			continue;
+		size_t first = pi == from_proc ? from_region : 0;
+		size_t end = pi == qs->next_proc ? qs->next_region : p->n_regions;
+		bool listed = pi == from_proc && from_listed;
+		if (!query_mine(s, p) || !query_match(q, p, NULL))
+			continue;
+		for (size_t i = first; i < end && i < p->n_regions && b->n_rs < n_rs; i++) {
 			struct region_agg *r = p->regions[i];
-			if (!r->count || (!s->admin && p->uid != s->uid) || !query_match(q, p, r))
+			if (!r->count || !query_match(q, p, r))
 				continue;
-			Pmc__RegionStats *rs = &b.rs[b.n_rs];
-			b.rsp[b.n_rs++] = rs;
+			listed = true;
+			Pmc__RegionStats *rs = &b->rs[b->n_rs];
+			b->rsp[b->n_rs++] = rs;
 			pmc__region_stats__init(rs);
 			rs->pid = p->pid;
 			rs->uid = p->uid;
 			rs->comm = p->comm;
 			rs->name = r->name;
 			rs->count = r->count;
-			rs->wall_ns = &b.st[b.n_st++];
+			rs->wall_ns = &b->st[b->n_st++];
 			fill_stats(rs->wall_ns, &r->wall);
-			rs->events = &b.esp[b.n_es];
-			for (size_t j = 0; j < r->n_ev; j++) {
+			rs->events = &b->esp[b->n_es];
+			for (size_t j = 0; j < r->n_ev && b->n_es < n_es; j++) {
 				if (!r->seen[j])
 					continue;
-				Pmc__EventStats *es = &b.es[b.n_es];
-				b.esp[b.n_es++] = es;
+				Pmc__EventStats *es = &b->es[b->n_es];
+				b->esp[b->n_es++] = es;
 				rs->n_events++;
 				pmc__event_stats__init(es);
 				es->name = p->events[j];
-				es->stats = &b.st[b.n_st++];
+				es->stats = &b->st[b->n_st++];
 				fill_stats(es->stats, &r->ev[j].st);
 				es->scaled_count = r->ev[j].scaled;
 				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
@@ -1165,40 +1281,182 @@ handle_query(struct session *s, const Pmc__Request *req)
 			rs->wall_too_short = too_short(&r->wall, p->wall_floor);
 			struct derived d[DERIVED_MAX];
 			size_t nd = region_derived(p, r, d);
-			rs->derived = &b.dvp[b.n_dv];
+			rs->derived = &b->dvp[b->n_dv];
 			rs->n_derived = nd;
 			for (size_t j = 0; j < nd; j++) {
-				Pmc__Derived *dv = &b.dv[b.n_dv];
-				b.dvp[b.n_dv++] = dv;
+				Pmc__Derived *dv = &b->dv[b->n_dv];
+				b->dvp[b->n_dv++] = dv;
 				pmc__derived__init(dv);
 				dv->name = (char *)d[j].name;
 				dv->value = d[j].value;
 			}
 		}
-		for (unsigned r = 0; b.n_rs != before && r < DROP_N; r++) {
-			if (!p->dropped[r])
+		/* The process's losses, once: in the part that finishes its regions. */
+		if (pi == qs->next_proc || !listed)
+			continue;
+		for (unsigned k = 0; k < DROP_N && qr->n_losses < n_pl; k++) {
+			if (!p->dropped[k])
 				continue;
-			Pmc__ProcessLoss *x = &pl[qr.n_losses];
+			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses];
 			pmc__process_loss__init(x);
 			x->pid = p->pid;
-			x->reason = (char *)drop_reason_name(r);
-			x->count = p->dropped[r];
-			plp[qr.n_losses++] = x;
+			x->reason = (char *)drop_reason_name(k);
+			x->count = p->dropped[k];
+			(*plp)[qr->n_losses++] = x;
 		}
 	}
+	qr->n_regions = b->n_rs;
+	qr->regions = b->rsp;
+	qr->losses = *plp;
+	return 0;
+}
 
-	qr.n_regions = b.n_rs;
-	qr.regions = b.rsp;
-	qr.losses = plp;
+/* The next part of @s's reply, encoded in @qs->pending (the last when @qs->last); or, when
+ * @direct, the whole reply, sent at once. */
+static int
+query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bool direct)
+{
+	int r = query_stream_check(qs, &s->srv->reg);
+	if (r < 0)
+		return r;
+	size_t from_proc = qs->next_proc, from_region = qs->next_region;
+	bool from_listed = qs->listed;
+	size_t n_rs, n_es, n_pl;
+	query_plan(s, qs, max_bytes, &n_rs, &n_es, &n_pl);
+	_cleanup_(query_buf_free) struct query_buf b = {0};
+	_cleanup_free_ Pmc__ProcessLoss *pl = NULL;
+	_cleanup_free_ Pmc__ProcessLoss **plp = NULL;
+	Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
+	r = query_fill(s, qs, from_proc, from_region, from_listed, n_rs, n_es, n_pl, &b, &pl, &plp,
+	               &qr);
+	if (r < 0)
+		return r;
+	qs->last = qs->next_proc >= qs->n_procs;
+	qr.more = !qs->last;
+	if (qs->last) {
+		qr.visible = qs->visible;
+		qr.hidden = qs->hidden;
+	}
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_QUERY;
 	resp.query = &qr;
-	if (pmc__response__get_packed_size(&resp) > WIRE_MAX_DATAGRAM)
+	size_t len = pmc__response__get_packed_size(&resp);
+	if (len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	if (direct)
+		return reply(s, &resp, NULL, 0);
+	qs->pending = malloc(len ? len : 1);
+	if (!qs->pending)
+		return -ENOMEM;
+	qs->pending_len = pmc__response__pack(&resp, qs->pending);
+	return 0;
+}
+
+static void query_stream_on_writable(evutil_socket_t fd, short what, void *arg);
+
+/* Sends what is left of @s's streamed reply, for up to QUERY_STEP_NS; then, or when the
+ * socket is full, waits until it is writable. Return: 0, or < 0 to close the connection. */
+static int
+query_stream_step(struct session *s)
+{
+	struct query_stream *qs = s->qs;
+	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + QUERY_STEP_NS;
+	for (;;) {
+		if (!qs->pending) {
+			int r = query_next_part(s, qs, QUERY_PART_BYTES, false);
+			if (r < 0)
+				return r;
+		}
+		ssize_t n = send(s->fd, qs->pending, qs->pending_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return -errno;
+		if (n >= 0) {
+			free(qs->pending);
+			qs->pending = NULL;
+			if (qs->last) {
+				/* Done: the connection is read again. */
+				query_stream_free(qs);
+				s->qs = NULL;
+				return event_add(s->ev, NULL) < 0 ? -ENOMEM : 0;
+			}
+			if (util_now_ns(CLOCK_MONOTONIC) < deadline)
+				continue;
+		}
+		/* The socket is full, or this step took its time: go on when it has room. */
+		if (!qs->wev) {
+			qs->wev = event_new(s->srv->base, s->fd, EV_WRITE, query_stream_on_writable,
+			                    s);
+			if (!qs->wev)
+				return -ENOMEM;
+		}
+		return event_add(qs->wev, NULL) < 0 ? -ENOMEM : 0;
+	}
+}
+
+static void
+query_stream_on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	int r = query_stream_step(s);
+	if (r < 0)
+		session_close(s, r);
+}
+
+/* A Query's filters, copied out of the request (which is freed after the handler). */
+static Pmc__Query *
+query_copy(const Pmc__Query *q)
+{
+	size_t len = pmc__query__get_packed_size(q);
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return NULL;
+	pmc__query__pack(q, buf);
+	return pmc__query__unpack(NULL, len, buf);
+}
+
+static int
+handle_query(struct session *s, const Pmc__Request *req)
+{
+	struct registry *reg = &s->srv->reg;
+	drain_others(s->srv, s, DRAIN_BUDGET_NS);
+
+	/* A region with no samples (reset, or defined and never run) is not listed. Users see
+	 * their own processes; root and --admin-group see all. The others' regions are only
+	 * counted (hidden), and only for a query that names their pid, which the caller
+	 * knows already: never by name (a count by glob would tell their names), never over
+	 * all processes (another user's activity is theirs to see, as in Status). */
+	struct query_stream *qs = calloc(1, sizeof(*qs));
+	if (!qs)
+		return reply_error(s, ENOMEM, "out of memory");
+	qs->q = query_copy(req->query);
+	qs->procs = malloc((reg->n_procs + 1) * sizeof(*qs->procs));
+	if (!qs->q || !qs->procs) {
+		query_stream_free(qs);
+		return reply_error(s, ENOMEM, "out of memory");
+	}
+	for (struct process *p = reg->procs; p; p = p->next)
+		qs->procs[qs->n_procs++] = p;
+	qs->evicted = reg->evicted;
+
+	if (req->query->stream) {
+		/* Part by part, as the socket takes them; nothing else is read meanwhile. */
+		s->qs = qs;
+		event_del(s->ev);
+		return query_stream_step(s);
+	}
+	/* One reply: an older client's, or one that wants the whole at once. */
+	int r = query_next_part(s, qs, SIZE_MAX, true);
+	query_stream_free(qs);
+	if (r == -EMSGSIZE)
 		return reply_error(s, EMSGSIZE,
-		                   "%zu regions do not fit in one reply: narrow the query with "
-		                   "--pid, --comm or --region",
-		                   b.n_rs);
-	return reply(s, &resp, NULL, 0);
+		                   "the regions asked for do not fit in one reply: narrow the "
+		                   "query with --pid, --comm or --region, or use a pmcctl that "
+		                   "streams (1.1 or later)");
+	if (r == -ENOMEM)
+		return reply_error(s, ENOMEM, "out of memory");
+	return r;
 }
 
 static int
@@ -1209,7 +1467,7 @@ handle_reset(struct session *s, const Pmc__Request *req)
 		                   "reset needs root or a member of the daemon's --admin-group "
 		                   "(uid %d is neither)",
 		                   (int)s->uid);
-	drain_others(s->srv, s);
+	drain_others(s->srv, s, DRAIN_BUDGET_NS);
 	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
 	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -1222,7 +1480,7 @@ static int
 handle_status(struct session *s, const Pmc__Request *req)
 {
 	struct server *srv = s->srv;
-	drain_others(s->srv, s);
+	drain_others(s->srv, s, DRAIN_STATUS_NS);
 	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
 	st.daemon_version = PMC_VERSION;
 	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -1477,13 +1735,13 @@ session_drain_all(struct server *srv, bool final)
 	if (final)
 		for (struct session *s = srv->sessions; s; s = s->next)
 			shutdown(s->fd, SHUT_RD);
-	drain_others(srv, NULL);
+	drain_others(srv, NULL, 0);
 }
 
 int
 session_pump(struct session *s, unsigned max)
 {
-	for (unsigned i = 0; i < max; i++) {
+	for (unsigned i = 0; i < max && !s->qs; i++) {
 		int r = session_dispatch_one(s);
 		if (r == -EAGAIN)
 			return 0;
@@ -1610,6 +1868,7 @@ session_free(struct session *s)
 	if (!s)
 		return;
 	struct server *srv = s->srv;
+	query_stream_free(s->qs);
 	for (size_t i = 0; i < s->n_threads; i++)
 		thread_close(s, &s->threads[i]);
 	free(s->threads);

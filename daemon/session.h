@@ -45,6 +45,7 @@ struct session {
 	struct session_thread *threads;
 	size_t n_ids;
 	struct region_agg **ids; /* client region id -> region */
+	struct query_stream *qs; /* a streamed Query reply being sent (nothing read until it is) */
 };
 
 /**

@@ -159,8 +159,28 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 		timeout_ms = 0;
 	else if (r < 0)
 		return r;
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t len, nf = 0;
+	r = wire_wait(sock, timeout_ms, &buf, &len, fds, max_fds, &nf);
+	if (r < 0)
+		return r;
+	r = wire_unpack_response(buf, len, out);
+	if (r < 0) {
+		for (size_t i = 0; i < nf; i++)
+			close(fds[i]);
+		return r;
+	}
+	if (n_fds)
+		*n_fds = nf;
+	return 0;
+}
 
+int
+wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t max_fds,
+          size_t *n_fds)
+{
 	struct pollfd p = {.fd = sock, .events = POLLIN};
+	int r;
 	for (;;) {
 		r = poll(&p, 1, timeout_ms);
 		if (r > 0)
@@ -172,34 +192,35 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 	}
 
 	/* Peek the size first: replies to queries may be large. */
-	ssize_t len;
+	ssize_t n;
 	int resets = 0;
 	/* A peer that closed with our request unread makes the first recv() report
 	 * ECONNRESET (the kernel's pending socket error) before what it did send. */
 	do
-		len = recv(sock, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
-	while (len < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
-	if (len < 0)
+		n = recv(sock, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	while (n < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
+	if (n < 0)
 		return -errno;
-	if ((size_t)len > WIRE_MAX_DATAGRAM)
+	if ((size_t)n > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
-	_cleanup_free_ uint8_t *buf = malloc(len ? (size_t)len : 1);
-	if (!buf)
+	uint8_t *b = malloc(n ? (size_t)n : 1);
+	if (!b)
 		return -ENOMEM;
 	int dummy[1];
 	size_t nf = 0;
-	len = wire_recv(sock, buf, len ? (size_t)len : 1, fds ? fds : dummy, fds ? max_fds : 0, &nf,
-	                MSG_DONTWAIT);
-	if (len < 0)
-		return (int)len;
-	r = wire_unpack_response(buf, (size_t)len, out);
-	if (r < 0) {
-		for (size_t i = 0; i < nf; i++)
-			close(fds[i]);
-		return r;
+	n = wire_recv(sock, b, n ? (size_t)n : 1, fds ? fds : dummy, fds ? max_fds : 0, &nf,
+	              MSG_DONTWAIT);
+	if (n < 0) {
+		free(b);
+		return (int)n;
 	}
+	*buf = b;
+	*len = (size_t)n;
 	if (n_fds)
 		*n_fds = nf;
+	else
+		for (size_t i = 0; i < nf; i++)
+			close(fds[i]);
 	return 0;
 }
 

@@ -67,6 +67,17 @@ int wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out);
 int wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
               size_t *n_fds, Pmc__Response **out);
 
+/**
+ * wire_wait() - wait up to @timeout_ms for one datagram and receive it whole, undecoded
+ * @buf: set to the bytes (malloc'd, the caller frees them), @len to their number
+ * @fds: received fds, @max_fds slots (may be NULL if 0); owned by the caller when
+ *       @n_fds is not NULL, closed otherwise
+ * Return: 0, -ETIMEDOUT (-ECONNRESET when @timeout_ms is 0), -EMSGSIZE (over
+ * WIRE_MAX_DATAGRAM), -ENOMEM, or a wire_recv() error.
+ */
+int wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t max_fds,
+              size_t *n_fds);
+
 struct sockaddr_un;
 
 /**

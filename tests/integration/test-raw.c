@@ -18,6 +18,12 @@
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
  *   SOCKET status            a Status request: answered (shows the daemon still serves)
+ *   SOCKET query-slow SECONDS
+ *                            a streamed Query: reads its first part, prints "first part",
+ *                            sleeps SECONDS (the daemon's socket to it fills), then reads
+ *                            the others; prints regions=N and parts=N
+ *   SOCKET query-whole       a Query for everything in one reply (no Query.stream):
+ *                            refused with EMSGSIZE when it does not fit, message printed
  *   SOCKET scaled-batch      register (page-faults,task-clock), then send region "mux":
  *                            samples {10,100} with value 0 extrapolated at ratio 0.25, and
  *                            {20,200} not: the daemon must mark page-faults as scaled
@@ -66,6 +72,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -740,6 +747,57 @@ main(int argc, char **argv)
 		if (send_scaled_batch(fd, 1u << 2) < 0)
 			return 1;
 		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "query-slow") && argc == 4) {
+		Pmc__Query q = PMC__QUERY__INIT;
+		Pmc__Request qr = PMC__REQUEST__INIT;
+		q.stream = true;
+		qr.body_case = PMC__REQUEST__BODY_QUERY;
+		qr.query = &q;
+		if (wire_send(fd, &qr.base, NULL, 0, 0) < 0)
+			return 1;
+		size_t regions = 0, parts = 0;
+		for (bool more = true; more; parts++) {
+			uint8_t *buf;
+			size_t len;
+			Pmc__Response *resp;
+			if (wire_wait(fd, 10000, &buf, &len, NULL, 0, NULL) < 0 ||
+			    wire_unpack_response(buf, len, &resp) < 0) {
+				printf("no part %zu\n", parts + 1);
+				return 1;
+			}
+			free(buf);
+			if (resp->error || resp->body_case != PMC__RESPONSE__BODY_QUERY) {
+				printf("error=%d message=%s\n", resp->error, resp->message);
+				return 1;
+			}
+			regions += resp->query->n_regions;
+			more = resp->query->more;
+			pmc__response__free_unpacked(resp, NULL);
+			if (parts == 0) {
+				printf("first part\n");
+				fflush(stdout);
+				sleep((unsigned)atoi(argv[3]));
+			}
+		}
+		printf("regions=%zu\nparts=%zu\n", regions, parts);
+		return 0;
+	}
+	if (!strcmp(mode, "query-whole")) {
+		Pmc__Query q = PMC__QUERY__INIT;
+		Pmc__Request qr = PMC__REQUEST__INIT;
+		Pmc__Response *resp;
+		qr.body_case = PMC__REQUEST__BODY_QUERY;
+		qr.query = &q;
+		if (call(fd, &qr, &resp) < 0)
+			return 1;
+		int err = resp->error;
+		if (err)
+			printf("error=%d (%s)\nmessage=%s\n", err, strerror(err), resp->message);
+		else
+			printf("regions=%zu\n", resp->query->n_regions);
+		pmc__response__free_unpacked(resp, NULL);
+		return err == EMSGSIZE ? 0 : 1;
 	}
 	if (!strcmp(mode, "status")) {
 		Pmc__Response *resp;
