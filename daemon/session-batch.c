@@ -1,0 +1,465 @@
+/* session-batch: a connection's SampleBatches: its region definitions, the samples counted
+ * into the registry, and what is dropped, with its reason. */
+#include "session-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fnmatch.h>
+#include <linux/perf_event.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "creds.h"
+#include "log.h"
+#include "perf.h"
+#include "server.h"
+#include "util.h"
+#include "wire.h"
+
+/* Ids of regions over --max-regions map here: their samples are dropped, counted. */
+static struct region_agg refused_region;
+
+/* Client ids are dense from 1: one far above the region limit would only make the id table
+ * large (8 bytes an id, per connection). Ids past this bound are refused regions, kept in no
+ * table. */
+static uint32_t
+session_max_id(const struct session *s)
+{
+	return s->srv->policy.max_regions > 4096 ? s->srv->policy.max_regions : 4096;
+}
+
+/* The aggregate of client region @id; &refused_region for every id past the table's bound;
+ * NULL for an id never defined. */
+static struct region_agg *
+session_region(const struct session *s, uint32_t id)
+{
+	if (id < s->n_ids && s->ids[id])
+		return s->ids[id];
+	return id > session_max_id(s) && id <= SESSION_MAX_REGION_ID ? &refused_region : NULL;
+}
+
+static int
+define_regions(struct session *s, const Pmc__SampleBatch *b)
+{
+	if (b->n_def_id != b->n_def_name)
+		return -EBADMSG;
+	for (size_t i = 0; i < b->n_def_id; i++) {
+		uint32_t id = b->def_id[i];
+		const char *name = b->def_name[i];
+		size_t len = strlen(name);
+		if (id == 0 || id > SESSION_MAX_REGION_ID || len == 0 || len > REGION_NAME_MAX)
+			return -EBADMSG;
+		struct process *p = s->proc;
+		if (id > session_max_id(s)) {
+			/* More names than --max-regions allows: the library may hold more. */
+			if (!p->warned_regions)
+				log_warn_limited(
+				        "pid %d: over %u regions (--max-regions): samples of "
+				        "region '%s' and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_regions, name);
+			p->warned_regions = true;
+			continue;
+		}
+		if (id >= s->n_ids) {
+			size_t n = id + 1 > 2 * s->n_ids ? id + 1 : 2 * s->n_ids;
+			struct region_agg **v = realloc(s->ids, n * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			memset(v + s->n_ids, 0, (n - s->n_ids) * sizeof(*v));
+			s->ids = v;
+			s->n_ids = n;
+		}
+		struct region_agg *r = region_find(p, name);
+		if (!r && p->n_regions >= s->srv->policy.max_regions) {
+			if (!p->warned_regions)
+				log_warn_limited(
+				        "pid %d: over %u regions (--max-regions): samples of "
+				        "region '%s' and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_regions, name);
+			p->warned_regions = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
+		if (!r && !registry_user_room(&s->srv->reg, p->uid, p,
+		                              s->srv->policy.max_regions_per_user)) {
+			if (!p->warned_user)
+				log_warn_limited("pid %d: uid %d holds %u regions, its share "
+				                 "(--max-regions-per-user): samples of region '%s' "
+				                 "and later new ones are dropped",
+				                 (int)s->pid, (int)p->uid,
+				                 s->srv->policy.max_regions_per_user, name);
+			p->warned_user = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
+		if (!r && !registry_room(&s->srv->reg, p)) {
+			if (!p->warned_total)
+				log_warn_limited(
+				        "pid %d: the daemon holds %u regions of running processes, "
+				        "its limit (--max-total-regions): samples of region '%s' "
+				        "and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_total_regions, name);
+			p->warned_total = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
+		if (!r)
+			r = process_region(&s->srv->reg, p, name);
+		if (!r)
+			return -ENOMEM;
+		s->ids[id] = r;
+	}
+	return 0;
+}
+
+/* What the process says it sent before this batch, against what this daemon (or the
+ * state it restarted from) received: the difference was lost by a daemon that died. */
+static void
+account_sent(struct session *s, const Pmc__SampleBatch *b)
+{
+	struct process *p = s->proc;
+	if (b->sent_before > p->received) {
+		uint64_t lost = b->sent_before - p->received;
+		p->lost += lost;
+		s->srv->lost += lost;
+		s->user->lost += lost;
+		log_warn_limited("pid %d: %llu samples it sent were lost by an earlier daemon",
+		                 (int)s->pid, (unsigned long long)lost);
+	}
+	/* A smaller figure is a new image (exec): its count starts again. */
+	p->received = b->sent_before + b->n_region;
+}
+
+/* At most --max-batch-rate batches a second per connection; the rest are dropped. */
+static bool
+over_rate(struct session *s)
+{
+	uint64_t sec = util_now_ns(CLOCK_MONOTONIC) / 1000000000u;
+	if (sec != s->rate_window) {
+		s->rate_window = sec;
+		s->rate_batches = 0;
+	}
+	if (++s->rate_batches <= s->srv->policy.max_batch_rate)
+		return false;
+	if (!s->warned_rate)
+		log_warn_limited(
+		        "pid %d: over %u sample batches a second (--max-batch-rate): dropping "
+		        "the excess",
+		        (int)s->pid, s->srv->policy.max_batch_rate);
+	s->warned_rate = 1;
+	return true;
+}
+
+/* The extrapolated values (bits of @scaled) of one sample of @reg; @k indexes the next ratio. */
+static void
+count_scaled(const struct session_thread *t, const Pmc__SampleBatch *b, struct region_agg *reg,
+             uint32_t scaled, size_t *k)
+{
+	for (size_t j = 0; scaled; j++, scaled >>= 1) {
+		if (!(scaled & 1))
+			continue;
+		struct event_agg *e = &reg->ev[t->ev_id[j]];
+		float ratio = b->scale_ratio[(*k)++];
+		e->scaled++;
+		e->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
+	}
+}
+
+/* Counts a checked batch sample by sample with stats_add(): the way for values over
+ * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. 0 or -ENOMEM. */
+static int
+count_samples(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
+              size_t *counted)
+{
+	struct region_agg *last = NULL;
+	size_t k = 0, ne = t->n;
+	for (size_t i = 0; i < b->n_region; i++) {
+		struct region_agg *reg = session_region(s, b->region[i]);
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		if (reg == &refused_region) {
+			k += (size_t)__builtin_popcount(scaled);
+			session_count_dropped(s, 1, DROP_MAX_REGIONS);
+			continue;
+		}
+		(*counted)++;
+		if (reg != last) {
+			/* Create every slot first: creating one may move the others. */
+			for (size_t j = 0; j < ne; j++)
+				if (!region_event(reg, t->ev_id[j]))
+					return -ENOMEM;
+			last = reg;
+		}
+		reg->count++;
+		stats_add(&reg->wall, b->wall_ns[i]);
+		for (size_t j = 0; j < ne; j++)
+			stats_add(&reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+		if (scaled)
+			count_scaled(t, b, reg, scaled, &k);
+	}
+	return 0;
+}
+
+/* What a batch may have without allocating: distinct region ids, accumulators (one per
+ * region and column: the wall time, then each event), samples. */
+#define BATCH_STACK_REGIONS 32
+#define BATCH_STACK_ACCS 160
+#define BATCH_STACK_SAMPLES 2048
+
+struct batch_region {
+	struct region_agg *reg; /* NULL: refused (--max-regions) */
+	uint32_t id;
+	uint32_t n;          /* its samples in the batch */
+	uint32_t start, end; /* where they are in the grouped order */
+};
+
+/* Client region id -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the
+ * daemon is one thread, and no batch is handled inside another). */
+static uint16_t batch_slot[SESSION_MAX_REGION_ID + 1];
+_Static_assert(SESSION_MAX_REGION_ID <= UINT16_MAX, "batch_slot holds 1 + a region index");
+
+/* @b fits the accumulators: no value over STATS_ACC_MAX_VALUE, not too many samples. */
+static bool
+batch_fits_acc(const Pmc__SampleBatch *b)
+{
+	uint64_t all = 0, x[4] = {0, 0, 0, 0};
+	size_t i = 0;
+	if (b->n_region > STATS_ACC_MAX_COUNT)
+		return false;
+	for (i = 0; i < b->n_wall_ns; i++)
+		all |= b->wall_ns[i];
+	/* Four chains: one would take a cycle per value. */
+	for (i = 0; i + 4 <= b->n_values; i += 4)
+		for (size_t j = 0; j < 4; j++)
+			x[j] |= b->values[i + j];
+	for (; i < b->n_values; i++)
+		all |= b->values[i];
+	return (all | x[0] | x[1] | x[2] | x[3]) <= STATS_ACC_MAX_VALUE;
+}
+
+/*
+ * Counts a checked batch region by region: the samples are grouped by region (a counting
+ * sort), then the values of each region and column go through one stats_acc, opened on the
+ * aggregate before anything is counted and folded in at the end. Per value: no lookup, no
+ * division, no allocation but a histogram block the first time a value falls in its power of
+ * two, and one histogram in use at a time. Returns 0, -ENOMEM, or -EAGAIN (nothing counted)
+ * when the batch does not fit the accumulators or memory is short.
+ */
+static int
+count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
+                  size_t *counted)
+{
+	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
+	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
+	uint32_t stack_order[BATCH_STACK_SAMPLES], *order = stack_order;
+	size_t n = b->n_region, ne = t->n, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
+	int r = -EAGAIN;
+
+	if (!batch_fits_acc(b))
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = b->region[i];
+		if (batch_slot[id]) {
+			br[batch_slot[id] - 1u].n++;
+			continue;
+		}
+		if (nr == cap) {
+			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
+			                                        : realloc(br, 2 * cap * sizeof(*v));
+			if (!v)
+				goto out;
+			if (br == stack_br)
+				memcpy(v, stack_br, sizeof(stack_br));
+			br = v;
+			cap *= 2;
+		}
+		struct region_agg *reg = session_region(s, id);
+		br[nr] = (struct batch_region){reg == &refused_region ? NULL : reg, id, 1, 0, 0};
+		batch_slot[id] = (uint16_t)++nr;
+	}
+	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
+		goto out;
+	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
+		goto out;
+	/* Create every slot first: creating one may move the others. */
+	for (size_t x = 0; x < nr; x++)
+		for (size_t j = 0; br[x].reg && j < ne; j++)
+			if (!region_event(br[x].reg, t->ev_id[j])) {
+				r = -ENOMEM;
+				goto out;
+			}
+	/* The samples grouped by region, each group in batch order. */
+	for (size_t x = 0, at = 0; x < nr; x++) {
+		br[x].start = br[x].end = (uint32_t)at;
+		at += br[x].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[br[batch_slot[b->region[i]] - 1u].end++] = (uint32_t)i;
+	/*
+	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
+	 * cannot be allocated only misses its samples, which every other figure still counts,
+	 * as with stats_add() (stats.h).
+	 */
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		struct stats_acc *a = acc + x * na;
+		size_t i = order[br[x].start];
+		if (!reg)
+			continue;
+		stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+	}
+
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		struct stats_acc *a = acc + x * na;
+		const uint32_t *rows = order + br[x].start;
+		if (!reg) {
+			session_count_dropped(s, br[x].n, DROP_MAX_REGIONS);
+			continue;
+		}
+		*counted += br[x].n;
+		reg->count += br[x].n;
+		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
+	}
+	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
+		uint32_t scaled = b->scaled[i];
+		struct region_agg *reg = br[batch_slot[b->region[i]] - 1u].reg;
+		if (!scaled)
+			continue;
+		if (reg)
+			count_scaled(t, b, reg, scaled, &k);
+		else
+			k += (size_t)__builtin_popcount(scaled);
+	}
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		const struct stats_acc *a = acc + x * na;
+		if (!reg)
+			continue;
+		stats_acc_fold(&reg->wall, &a[0]);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_fold(&reg->ev[t->ev_id[j]].st, &a[1 + j]);
+	}
+	r = 0;
+out:
+	for (size_t x = 0; x < nr; x++)
+		batch_slot[br[x].id] = 0;
+	if (br != stack_br)
+		free(br);
+	if (acc != stack_acc)
+		free(acc);
+	if (order != stack_order)
+		free(order);
+	return r;
+}
+
+/* What the library says it dropped, by reason; `dropped` is their total, and what it holds
+ * beyond their sum (an older library's) is "other". */
+static void
+count_reported(struct session *s, const Pmc__SampleBatch *b)
+{
+	const uint64_t by[] = {
+	        [DROP_DEPTH] = b->dropped_depth,
+	        [DROP_NESTING] = b->dropped_nesting,
+	        [DROP_FULL] = b->dropped_full,
+	        [DROP_READ] = b->dropped_read,
+	        [DROP_EXITED] = b->dropped_exited,
+	        [DROP_NAMES] = b->dropped_names,
+	        [DROP_LONG_NAMES] = b->dropped_long_names,
+	};
+	uint64_t sum = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(by); k++) {
+		if (by[k])
+			session_count_dropped(s, by[k], (enum drop_reason)k);
+		sum += by[k];
+	}
+	if (b->dropped > sum)
+		session_count_dropped(s, b->dropped - sum, DROP_OTHER);
+}
+
+static int
+handle_batch(struct session *s, const Pmc__SampleBatch *b)
+{
+	struct session_thread *t = session_find_thread(s, b->tid);
+	if (!t && session_thread_refused(s, b->tid)) {
+		session_count_dropped(s, b->n_region, DROP_REFUSED);
+		count_reported(s, b);
+		return 0;
+	}
+	if (!t)
+		return -EBADMSG;
+	size_t n = b->n_region, ne = t->n;
+	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n))
+		return -EBADMSG;
+	int r = define_regions(s, b);
+	if (r < 0)
+		return r;
+	/* Check the whole batch before counting any of it. */
+	size_t n_ratio = 0;
+	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = b->region[i];
+		if (!session_region(s, id))
+			return -EBADMSG;
+		if (b->n_scaled) {
+			if (b->scaled[i] & ~valid)
+				return -EBADMSG;
+			n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
+		}
+	}
+	if (b->n_scale_ratio != n_ratio)
+		return -EBADMSG;
+
+	count_reported(s, b);
+	account_sent(s, b);
+	t->pending = b->pending;
+	if (over_rate(s)) {
+		session_count_dropped(s, n, DROP_BATCH_RATE);
+		return 0;
+	}
+
+	size_t counted = 0;
+	uint64_t missed = s->user->hist.missed;
+	stats_charge_to(&s->user->hist);
+	r = count_accumulated(s, t, b, &counted);
+	if (r == -EAGAIN)
+		r = count_samples(s, t, b, &counted);
+	stats_charge_to(NULL);
+	if (s->user->hist.missed != missed && !s->user->warned_memory) {
+		log_warn_limited(
+		        "uid %d: its processes' histograms hold %zu bytes, its share "
+		        "(--max-memory-per-user): further samples in new value ranges miss "
+		        "the percentiles (every other figure still counts them)",
+		        (int)s->uid, s->user->hist.used);
+		s->user->warned_memory = true;
+	}
+	if (r < 0)
+		return r;
+	s->srv->samples += counted;
+	s->srv->batches++;
+	s->user->samples += counted;
+	s->user->batches++;
+	return 0;
+}
+
+int
+session_handle_sample_batch(struct session *s, const Pmc__Request *req)
+{
+	int r = handle_batch(s, req->sample_batch);
+	if (r == -EBADMSG)
+		log_warn_limited("pid %d: malformed sample batch (tid %d): closing the connection",
+		                 (int)s->pid, (int)req->sample_batch->tid);
+	return r;
+}

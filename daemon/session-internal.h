@@ -1,0 +1,92 @@
+/* session-internal: what the rooms of one client connection share; not for the rest of the
+ * daemon. session.c: the connection, its replies and the dispatch of its requests;
+ * session-register.c: its threads and their counters; session-batch.c: its sample batches;
+ * session-query.c: queries, status, reset and the event list. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pmc.pb-c.h"
+#include "registry.h"
+#include "session.h"
+
+#define SESSION_MAX_REGION_ID 65535
+#define REGION_NAME_MAX 127
+/* Datagrams handled per wake-up before yielding to the other connections. */
+#define SESSION_BURST 64
+/* How long a Query or Reset reads what other connections queued first; a Status reads less:
+ * its answer is due in about a millisecond whatever the load. */
+#define DRAIN_BUDGET_NS (2 * 1000 * 1000)
+#define DRAIN_STATUS_NS (300 * 1000)
+
+struct query_stream;
+
+/* session.c */
+
+/** session_count_dropped() - count @n samples of @s not counted, for reason @why: in the
+ * daemon's figure, its uid's and its process's */
+void session_count_dropped(struct session *s, uint64_t n, enum drop_reason why);
+
+/**
+ * session_reply() - send @resp, with @n_fds fds (borrowed), to @s's client
+ * Return: 0, or -errno; -ENOBUFS when the client leaves its replies unread (the caller
+ * closes the connection then).
+ */
+int session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds);
+
+/**
+ * session_reply_error() - refuse @s's request with errno @err, saying why (printf @fmt)
+ * Return: session_reply()'s, or, for a request that gets no reply, the negative errno
+ * for which the connection is closed.
+ */
+int session_reply_error(struct session *s, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/** session_peer_alive() - whether the process that connected @s still runs (its pidfd) */
+bool session_peer_alive(struct session *s);
+
+/**
+ * session_drain_others() - handle what other connections have queued already, for up to
+ * @budget_ns (@self NULL: every connection, no time bound), so that a reply counts a
+ * client's last batch before it exited
+ */
+void session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns);
+
+/** session_dispatch_one() - handle one datagram of @s
+ * Return: 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
+int session_dispatch_one(struct session *s);
+
+/** session_close() - close @s, counting why (@r, a negative errno) where it says so */
+void session_close(struct session *s, int r);
+
+/* session-register.c: the handlers of RegisterThread, ThreadExit and ThreadFloor */
+
+int session_handle_register(struct session *s, const Pmc__Request *req);
+int session_handle_thread_exit(struct session *s, const Pmc__Request *req);
+int session_handle_thread_floor(struct session *s, const Pmc__Request *req);
+
+/** session_find_thread() - @s's registered thread @tid, or NULL */
+struct session_thread *session_find_thread(struct session *s, pid_t tid);
+
+/** session_thread_close() - close the daemon's copies of @t's fds and forget its share */
+void session_thread_close(struct session *s, struct session_thread *t);
+
+/** session_thread_refused() - whether @s's thread @tid was refused its reattach (its
+ * batches are dropped, counted) */
+bool session_thread_refused(const struct session *s, pid_t tid);
+
+/* session-batch.c: the handler of SampleBatch */
+
+int session_handle_sample_batch(struct session *s, const Pmc__Request *req);
+
+/* session-query.c: the handlers of Query, Reset, Status and ListEvents */
+
+int session_handle_query(struct session *s, const Pmc__Request *req);
+int session_handle_reset(struct session *s, const Pmc__Request *req);
+int session_handle_status(struct session *s, const Pmc__Request *req);
+int session_handle_list_events(struct session *s, const Pmc__Request *req);
+
+/** session_query_free() - forget @qs, a streamed reply not sent whole (NULL: nothing) */
+void session_query_free(struct query_stream *qs);

@@ -1,0 +1,651 @@
+/* session-query: what a connection may ask of the figures: Query (its reply streamed in
+ * parts), Reset, Status and ListEvents. */
+#include "session-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fnmatch.h>
+#include <linux/perf_event.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "creds.h"
+#include "log.h"
+#include "perf.h"
+#include "server.h"
+#include "util.h"
+#include "wire.h"
+
+/* A figure whose mean is within 10x of what an empty region measures (@floor > 0) says
+ * more about the measurement than about the code measured. */
+static bool
+too_short(const struct stats *st, uint64_t floor)
+{
+	return floor && st->count && st->mean < 10.0 * (double)floor;
+}
+
+static void
+fill_stats(Pmc__Stats *out, const struct stats *st)
+{
+	pmc__stats__init(out);
+	out->sum = st->sum;
+	out->min = st->count ? st->min : 0;
+	out->max = st->max;
+	out->mean = st->mean;
+	out->stddev = stats_stddev(st);
+	out->p50 = stats_quantile(st, 0.50);
+	out->p90 = stats_quantile(st, 0.90);
+	out->p99 = stats_quantile(st, 0.99);
+}
+
+struct query_buf {
+	Pmc__Derived *dv, **dvp;
+	Pmc__RegionStats *rs, **rsp;
+	Pmc__Stats *st;
+	Pmc__EventStats *es, **esp;
+	size_t n_rs, n_st, n_es, n_dv;
+};
+
+static void
+query_buf_free(struct query_buf *q)
+{
+	free(q->dv);
+	free(q->dvp);
+	free(q->rs);
+	free(q->rsp);
+	free(q->st);
+	free(q->es);
+	free(q->esp);
+}
+
+/* Whether the filters of @q select region @r of @p; @r NULL: whether they select @p, its
+ * regions' names aside. Who may see @p is the caller's to check. */
+static bool
+query_match(const Pmc__Query *q, const struct process *p, const struct region_agg *r)
+{
+	bool any = !q->n_comms;
+
+	if (q->pid && p->pid != q->pid)
+		return false;
+	if (q->min_start && p->start < q->min_start)
+		return false;
+	for (size_t i = 0; !any && i < q->n_comms; i++)
+		any = !fnmatch(q->comms[i], p->comm, 0);
+	if (!any || !r)
+		return any;
+	if (!q->n_regions)
+		return !*q->region || !strcmp(q->region, r->name);
+	for (size_t i = 0; i < q->n_regions; i++)
+		if (!fnmatch(q->regions[i], r->name, 0))
+			return true;
+	return false;
+}
+
+/* A query's walk over the registry, part by part: the processes there were when it began
+ * (pointers, checked again whenever a process has been forgotten since), and where the walk
+ * stands in them. */
+struct query_stream {
+	Pmc__Query *q; /* the request's filters (owned copy) */
+	struct process **procs;
+	size_t n_procs;
+	size_t next_proc;   /* into procs */
+	size_t next_region; /* into procs[next_proc]->regions */
+	bool listed;        /* a region of procs[next_proc] is listed already */
+	uint64_t evicted;   /* the registry's count of forgotten processes at the last check */
+	uint32_t visible, hidden;
+	uint8_t *pending; /* an encoded part the socket had no room for */
+	size_t pending_len;
+	bool last; /* pending is the last part */
+	struct event *wev;
+};
+
+/* Bytes a part of a streamed session_reply holds, about: a region more past them starts the next.
+ */
+#define QUERY_PART_BYTES (64 * 1024)
+/* Daemon time a streamed session_reply takes before the loop serves others again. */
+#define QUERY_STEP_NS (1000 * 1000)
+
+void
+session_query_free(struct query_stream *qs)
+{
+	if (!qs)
+		return;
+	if (qs->q)
+		pmc__query__free_unpacked(qs->q, NULL);
+	if (qs->wev)
+		event_free(qs->wev);
+	free(qs->procs);
+	free(qs->pending);
+	free(qs);
+}
+
+static int
+proc_ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (struct process *const *)a;
+	uintptr_t y = (uintptr_t) * (struct process *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Forgets the processes of @qs the registry has forgotten since the last check. */
+static int
+query_stream_check(struct query_stream *qs, struct registry *reg)
+{
+	if (reg->evicted == qs->evicted)
+		return 0;
+	struct process **live = malloc((reg->n_procs + 1) * sizeof(*live));
+	if (!live)
+		return -ENOMEM;
+	size_t n = 0;
+	for (struct process *p = reg->procs; p; p = p->next)
+		live[n++] = p;
+	qsort(live, n, sizeof(*live), proc_ptr_cmp);
+	for (size_t i = qs->next_proc; i < qs->n_procs; i++)
+		if (qs->procs[i] && !bsearch(&qs->procs[i], live, n, sizeof(*live), proc_ptr_cmp))
+			qs->procs[i] = NULL;
+	free(live);
+	qs->evicted = reg->evicted;
+	return 0;
+}
+
+/* Per region listed: its figures, one Stats for the wall time and each event, and the
+ * derived ratios. */
+static size_t
+region_estimate(const struct process *p, const struct region_agg *r)
+{
+	size_t n = 64 + strlen(r->name) + strlen(p->comm) + DERIVED_MAX * 24;
+	for (size_t j = 0; j < r->n_ev; j++)
+		n += r->seen[j] ? 96 + strlen(p->events[j]) : 0;
+	return n + 96;
+}
+
+/* Whether @s may see the figures of @p. */
+static bool
+query_mine(const struct session *s, const struct process *p)
+{
+	return s->admin || p->uid == s->uid;
+}
+
+/* Walks @qs from where it stands, counting what the caller may see and choosing what this
+ * part lists: up to @max_bytes (at least one region). Leaves @qs where the part ends and
+ * says, in *@n_rs, *@n_es and *@n_pl, how many regions, events and process losses it
+ * lists. @from_proc/@from_region: where it began. */
+static void
+query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t *n_rs, size_t *n_es,
+           size_t *n_pl)
+{
+	const Pmc__Query *q = qs->q;
+	size_t bytes = 0;
+	*n_rs = *n_es = *n_pl = 0;
+	for (; qs->next_proc < qs->n_procs; qs->next_proc++, qs->next_region = 0) {
+		struct process *p = qs->procs[qs->next_proc];
+		if (!p)
+			continue;
+		bool mine = query_mine(s, p);
+		bool selected = query_match(q, p, NULL) && (mine || q->pid);
+		if (qs->next_region == 0)
+			qs->listed = false;
+		for (; qs->next_region < p->n_regions; qs->next_region++) {
+			struct region_agg *r = p->regions[qs->next_region];
+			if (!r->count)
+				continue;
+			if (!mine) {
+				qs->hidden += selected;
+				continue;
+			}
+			if (!selected || !query_match(q, p, r)) {
+				qs->visible++;
+				continue;
+			}
+			size_t need = region_estimate(p, r);
+			if (*n_rs && bytes + need > max_bytes)
+				return; /* the next part starts with it */
+			qs->visible++;
+			bytes += need;
+			(*n_rs)++;
+			qs->listed = true;
+			for (size_t j = 0; j < r->n_ev; j++)
+				*n_es += r->seen[j];
+		}
+		if (qs->listed)
+			for (unsigned k = 0; k < DROP_N; k++)
+				*n_pl += p->dropped[k] != 0;
+	}
+}
+
+/* Fills @qr with the part @query_plan chose from (@from_proc, @from_region) to where @qs
+ * stands now; its parts in @b and @pl. */
+static int
+query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, size_t from_region,
+           bool from_listed, size_t n_rs, size_t n_es, size_t n_pl, struct query_buf *b,
+           Pmc__ProcessLoss **pl, Pmc__ProcessLoss ***plp, Pmc__QueryReply *qr)
+{
+	const Pmc__Query *q = qs->q;
+	b->rs = calloc(n_rs + 1, sizeof(*b->rs));
+	b->rsp = calloc(n_rs + 1, sizeof(*b->rsp));
+	b->st = calloc(n_rs + n_es + 1, sizeof(*b->st));
+	b->es = calloc(n_es + 1, sizeof(*b->es));
+	b->esp = calloc(n_es + 1, sizeof(*b->esp));
+	b->dv = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b->dv));
+	b->dvp = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b->dvp));
+	*pl = calloc(n_pl + 1, sizeof(**pl));
+	*plp = calloc(n_pl + 1, sizeof(**plp));
+	if (!b->rs || !b->rsp || !b->st || !b->es || !b->esp || !b->dv || !b->dvp || !*pl || !*plp)
+		return -ENOMEM;
+
+	for (size_t pi = from_proc; pi <= qs->next_proc && pi < qs->n_procs; pi++) {
+		struct process *p = qs->procs[pi];
+		if (!p)
+			continue;
+		size_t first = pi == from_proc ? from_region : 0;
+		size_t end = pi == qs->next_proc ? qs->next_region : p->n_regions;
+		bool listed = pi == from_proc && from_listed;
+		if (!query_mine(s, p) || !query_match(q, p, NULL))
+			continue;
+		for (size_t i = first; i < end && i < p->n_regions && b->n_rs < n_rs; i++) {
+			struct region_agg *r = p->regions[i];
+			if (!r->count || !query_match(q, p, r))
+				continue;
+			listed = true;
+			Pmc__RegionStats *rs = &b->rs[b->n_rs];
+			b->rsp[b->n_rs++] = rs;
+			pmc__region_stats__init(rs);
+			rs->pid = p->pid;
+			rs->uid = p->uid;
+			rs->comm = p->comm;
+			rs->name = r->name;
+			rs->count = r->count;
+			rs->wall_ns = &b->st[b->n_st++];
+			fill_stats(rs->wall_ns, &r->wall);
+			rs->events = &b->esp[b->n_es];
+			for (size_t j = 0; j < r->n_ev && b->n_es < n_es; j++) {
+				if (!r->seen[j])
+					continue;
+				Pmc__EventStats *es = &b->es[b->n_es];
+				b->esp[b->n_es++] = es;
+				rs->n_events++;
+				pmc__event_stats__init(es);
+				es->name = p->events[j];
+				es->stats = &b->st[b->n_st++];
+				fill_stats(es->stats, &r->ev[j].st);
+				es->scaled_count = r->ev[j].scaled;
+				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
+				                                             (double)r->ev[j].scaled
+				                                   : 0.0;
+				if (j < PROCESS_MAX_EVENTS && (p->has_floor >> j & 1)) {
+					es->floor = p->floor[j];
+					es->too_short = too_short(&r->ev[j].st, p->floor[j]);
+				}
+			}
+			rs->wall_floor = p->wall_floor;
+			rs->wall_too_short = too_short(&r->wall, p->wall_floor);
+			struct derived d[DERIVED_MAX];
+			size_t nd = region_derived(p, r, d);
+			rs->derived = &b->dvp[b->n_dv];
+			rs->n_derived = nd;
+			for (size_t j = 0; j < nd; j++) {
+				Pmc__Derived *dv = &b->dv[b->n_dv];
+				b->dvp[b->n_dv++] = dv;
+				pmc__derived__init(dv);
+				dv->name = (char *)d[j].name;
+				dv->value = d[j].value;
+			}
+		}
+		/* The process's losses, once: in the part that finishes its regions. */
+		if (pi == qs->next_proc || !listed)
+			continue;
+		for (unsigned k = 0; k < DROP_N && qr->n_losses < n_pl; k++) {
+			if (!p->dropped[k])
+				continue;
+			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses];
+			pmc__process_loss__init(x);
+			x->pid = p->pid;
+			x->reason = (char *)drop_reason_name(k);
+			x->count = p->dropped[k];
+			(*plp)[qr->n_losses++] = x;
+		}
+	}
+	qr->n_regions = b->n_rs;
+	qr->regions = b->rsp;
+	qr->losses = *plp;
+	return 0;
+}
+
+/* The next part of @s's session_reply, encoded in @qs->pending (the last when @qs->last); or, when
+ * @direct, the whole session_reply, sent at once. */
+static int
+query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bool direct)
+{
+	int r = query_stream_check(qs, &s->srv->reg);
+	if (r < 0)
+		return r;
+	size_t from_proc = qs->next_proc, from_region = qs->next_region;
+	bool from_listed = qs->listed;
+	size_t n_rs, n_es, n_pl;
+	query_plan(s, qs, max_bytes, &n_rs, &n_es, &n_pl);
+	_cleanup_(query_buf_free) struct query_buf b = {0};
+	_cleanup_free_ Pmc__ProcessLoss *pl = NULL;
+	_cleanup_free_ Pmc__ProcessLoss **plp = NULL;
+	Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
+	r = query_fill(s, qs, from_proc, from_region, from_listed, n_rs, n_es, n_pl, &b, &pl, &plp,
+	               &qr);
+	if (r < 0)
+		return r;
+	qs->last = qs->next_proc >= qs->n_procs;
+	qr.more = !qs->last;
+	if (qs->last) {
+		qr.visible = qs->visible;
+		qr.hidden = qs->hidden;
+	}
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_QUERY;
+	resp.query = &qr;
+	size_t len = pmc__response__get_packed_size(&resp);
+	if (len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	if (direct)
+		return session_reply(s, &resp, NULL, 0);
+	qs->pending = malloc(len ? len : 1);
+	if (!qs->pending)
+		return -ENOMEM;
+	qs->pending_len = pmc__response__pack(&resp, qs->pending);
+	return 0;
+}
+
+static void query_stream_on_writable(evutil_socket_t fd, short what, void *arg);
+
+/* Sends what is left of @s's streamed session_reply, for up to QUERY_STEP_NS; then, or when the
+ * socket is full, waits until it is writable. Return: 0, or < 0 to close the connection. */
+static int
+query_stream_step(struct session *s)
+{
+	struct query_stream *qs = s->qs;
+	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + QUERY_STEP_NS;
+	for (;;) {
+		if (!qs->pending) {
+			int r = query_next_part(s, qs, QUERY_PART_BYTES, false);
+			if (r < 0)
+				return r;
+		}
+		ssize_t n = send(s->fd, qs->pending, qs->pending_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return -errno;
+		if (n >= 0) {
+			free(qs->pending);
+			qs->pending = NULL;
+			if (qs->last) {
+				/* Done: the connection is read again. */
+				session_query_free(qs);
+				s->qs = NULL;
+				return event_add(s->ev, NULL) < 0 ? -ENOMEM : 0;
+			}
+			if (util_now_ns(CLOCK_MONOTONIC) < deadline)
+				continue;
+		}
+		/* The socket is full, or this step took its time: go on when it has room. */
+		if (!qs->wev) {
+			qs->wev = event_new(s->srv->base, s->fd, EV_WRITE, query_stream_on_writable,
+			                    s);
+			if (!qs->wev)
+				return -ENOMEM;
+		}
+		return event_add(qs->wev, NULL) < 0 ? -ENOMEM : 0;
+	}
+}
+
+static void
+query_stream_on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	int r = query_stream_step(s);
+	if (r < 0)
+		session_close(s, r);
+}
+
+/* A Query's filters, copied out of the request (which is freed after the handler). */
+static Pmc__Query *
+query_copy(const Pmc__Query *q)
+{
+	size_t len = pmc__query__get_packed_size(q);
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return NULL;
+	pmc__query__pack(q, buf);
+	return pmc__query__unpack(NULL, len, buf);
+}
+
+int
+session_handle_query(struct session *s, const Pmc__Request *req)
+{
+	struct registry *reg = &s->srv->reg;
+	session_drain_others(s->srv, s, DRAIN_BUDGET_NS);
+
+	/* A region with no samples (reset, or defined and never run) is not listed. Users see
+	 * their own processes; root and --admin-group see all. The others' regions are only
+	 * counted (hidden), and only for a query that names their pid, which the caller
+	 * knows already: never by name (a count by glob would tell their names), never over
+	 * all processes (another user's activity is theirs to see, as in Status). */
+	struct query_stream *qs = calloc(1, sizeof(*qs));
+	if (!qs)
+		return session_reply_error(s, ENOMEM, "out of memory");
+	qs->q = query_copy(req->query);
+	qs->procs = malloc((reg->n_procs + 1) * sizeof(*qs->procs));
+	if (!qs->q || !qs->procs) {
+		session_query_free(qs);
+		return session_reply_error(s, ENOMEM, "out of memory");
+	}
+	for (struct process *p = reg->procs; p; p = p->next)
+		qs->procs[qs->n_procs++] = p;
+	qs->evicted = reg->evicted;
+
+	if (req->query->stream) {
+		/* Part by part, as the socket takes them; nothing else is read meanwhile. */
+		s->qs = qs;
+		event_del(s->ev);
+		return query_stream_step(s);
+	}
+	/* One reply: an older client's, or one that wants the whole at once. */
+	int r = query_next_part(s, qs, SIZE_MAX, true);
+	session_query_free(qs);
+	if (r == -EMSGSIZE)
+		return session_reply_error(
+		        s, EMSGSIZE,
+		        "the regions asked for do not fit in one reply: narrow the "
+		        "query with --pid, --comm or --region, or use a pmcctl that "
+		        "streams (1.1 or later)");
+	if (r == -ENOMEM)
+		return session_reply_error(s, ENOMEM, "out of memory");
+	return r;
+}
+
+int
+session_handle_reset(struct session *s, const Pmc__Request *req)
+{
+	if (!s->admin)
+		return session_reply_error(
+		        s, EPERM,
+		        "reset needs root or a member of the daemon's --admin-group "
+		        "(uid %d is neither)",
+		        (int)s->uid);
+	session_drain_others(s->srv, s, DRAIN_BUDGET_NS);
+	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
+	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_RESET;
+	resp.reset = &rr;
+	return session_reply(s, &resp, NULL, 0);
+}
+
+int
+session_handle_status(struct session *s, const Pmc__Request *req)
+{
+	struct server *srv = s->srv;
+	session_drain_others(s->srv, s, DRAIN_STATUS_NS);
+	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
+	st.daemon_version = PMC_VERSION;
+	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	st.uptime_ns = util_now_ns(CLOCK_MONOTONIC) - srv->started_ns;
+	st.all_users = s->admin;
+	st.uid = (uint32_t)s->uid;
+	if (s->admin) {
+		st.clients = srv->n_sessions - 1; /* the caller's own connection left out */
+		st.threads = srv->n_threads;
+		st.processes = (uint32_t)srv->reg.n_procs;
+		st.regions = (uint32_t)srv->reg.n_regions;
+		st.samples = srv->samples;
+		st.batches = srv->batches;
+		st.dropped = srv->dropped;
+		st.rejected = srv->rejected;
+		st.lost = srv->lost;
+		st.evicted = srv->reg.evicted;
+		st.histogram_bytes = srv->hist_budget.used;
+		for (size_t i = 0; i < srv->users.n; i++)
+			st.histogram_missed += srv->users.v[i]->hist.missed;
+	} else {
+		/* A user sees its own figures only, as in queries: what its processes sent,
+		 * dropped and lost, never another user's activity. */
+		const struct user_share *u = s->user;
+		st.clients = u->connections - 1; /* the caller's own connection left out */
+		st.threads = u->threads;
+		for (const struct process *p = srv->reg.procs; p; p = p->next)
+			if (p->uid == s->uid) {
+				st.processes++;
+				st.regions += (uint32_t)p->n_regions;
+			}
+		st.samples = u->samples;
+		st.batches = u->batches;
+		st.dropped = u->dropped;
+		st.rejected = u->rejected;
+		st.lost = u->lost;
+		st.evicted = u->evicted;
+		st.histogram_bytes = u->hist.used;
+		st.histogram_missed = u->hist.missed;
+	}
+	/* The losses by reason, over the processes the caller sees. */
+	uint64_t by[DROP_N] = {0};
+	Pmc__Loss loss[DROP_N], *lossp[DROP_N];
+	for (const struct process *p = srv->reg.procs; p; p = p->next)
+		if (s->admin || p->uid == s->uid)
+			for (unsigned r = 0; r < DROP_N; r++)
+				by[r] += p->dropped[r];
+	for (unsigned r = 0; r < DROP_N; r++) {
+		if (!by[r])
+			continue;
+		pmc__loss__init(&loss[st.n_losses]);
+		loss[st.n_losses].reason = (char *)drop_reason_name(r);
+		loss[st.n_losses].count = by[r];
+		lossp[st.n_losses] = &loss[st.n_losses];
+		st.n_losses++;
+	}
+	st.losses = lossp;
+	st.pid = getpid();
+	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
+	st.state_saved_ns = srv->state_saved_ns;
+	const char *hint;
+	st.user_reads = perf_user_reads(&hint);
+	st.user_reads_hint = (char *)(hint ? hint : "");
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_STATUS;
+	resp.status = &st;
+	return session_reply(s, &resp, NULL, 0);
+}
+
+struct event_list {
+	Pmc__EventInfo *info;
+	size_t n, cap;
+	int oom;
+};
+
+static void
+event_list_add(void *ctx, const char *name, const char *desc)
+{
+	struct event_list *l = ctx;
+	if (l->oom)
+		return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		Pmc__EventInfo *v = realloc(l->info, cap * sizeof(*v));
+		if (!v) {
+			l->oom = 1;
+			return;
+		}
+		l->info = v;
+		l->cap = cap;
+	}
+	Pmc__EventInfo *e = &l->info[l->n];
+	pmc__event_info__init(e);
+	struct perf_event_attr attr;
+	int r = perf_resolve(name, &attr);
+	bool hardware = r == 0 && attr.type != PERF_TYPE_SOFTWARE;
+	if (r == 0)
+		r = perf_probe(name);
+	e->name = strdup(name);
+	e->description = strdup(desc);
+	e->error = strdup(r ? strerror(-r) : "");
+	e->usable = r == 0;
+	e->hardware = hardware;
+	if (!e->name || !e->description || !e->error) {
+		free(e->name);
+		free(e->description);
+		free(e->error);
+		l->oom = 1;
+		return;
+	}
+	l->n++;
+}
+
+static void
+event_list_free(struct event_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->info[i].name);
+		free(l->info[i].description);
+		free(l->info[i].error);
+	}
+	free(l->info);
+}
+
+int
+session_handle_list_events(struct session *s, const Pmc__Request *req)
+{
+	size_t n, n_def;
+	const struct perf_known *k = perf_known_events(&n);
+	char *const *def = perf_default_events(&n_def);
+	_cleanup_(event_list_free) struct event_list l = {0};
+
+	/* Each name is opened once on the daemon itself to tell whether it counts here. */
+	for (size_t i = 0; i < n; i++)
+		event_list_add(&l, k[i].name, k[i].description);
+	perf_pfm_events(event_list_add, &l);
+	if (l.oom)
+		return session_reply_error(s, ENOMEM, "out of memory");
+	_cleanup_free_ Pmc__EventInfo **ip = calloc(l.n + 1, sizeof(*ip));
+	if (!ip)
+		return session_reply_error(s, ENOMEM, "out of memory");
+	for (size_t i = 0; i < l.n; i++)
+		ip[i] = &l.info[i];
+	Pmc__EventsReply er = PMC__EVENTS_REPLY__INIT;
+	er.n_events = l.n;
+	er.events = ip;
+	er.hardware_pmu = perf_hardware_pmu();
+	er.n_default_events = n_def;
+	er.default_events = (char **)def;
+	const char *hint;
+	er.user_reads = perf_user_reads(&hint);
+	er.user_reads_hint = (char *)(hint ? hint : "");
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_EVENTS;
+	resp.events = &er;
+	return session_reply(s, &resp, NULL, 0);
+}

@@ -1,0 +1,437 @@
+/* session-register: a connection's threads: registering one (its counters opened as the
+ * kernel would let the peer open them, and passed to it), reattaching one after a restart,
+ * its floor, its exit, and the fds of threads that ended unannounced. */
+#include "session-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fnmatch.h>
+#include <linux/perf_event.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "creds.h"
+#include "log.h"
+#include "perf.h"
+#include "server.h"
+#include "util.h"
+#include "wire.h"
+
+struct session_thread *
+session_find_thread(struct session *s, pid_t tid)
+{
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (s->threads[i].tid == tid)
+			return &s->threads[i];
+	return NULL;
+}
+
+void
+session_thread_close(struct session *s, struct session_thread *t)
+{
+	struct server *srv = s->srv;
+	s->proc->n_threads--;
+	s->user->threads--;
+	s->user->fds -= t->n_fds;
+	for (size_t i = 0; i < t->n_fds; i++)
+		close(t->fds[i]);
+	free(t->fds);
+	free(t->ev_id);
+	srv->n_threads--;
+	srv->n_fds -= t->n_fds;
+}
+
+/* Keeps @t (taken on success) in place of @old, or as a new thread of @s, and counts it;
+ * session_thread_close() undoes the counting. Return: 0 or -ENOMEM (@t still the caller's). */
+static int
+thread_store(struct session *s, struct session_thread *old, struct session_thread *t)
+{
+	if (old) {
+		session_thread_close(s, old);
+		*old = *t;
+	} else {
+		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->threads = v;
+		s->threads[s->n_threads++] = *t;
+	}
+	s->srv->n_threads++;
+	s->srv->n_fds += t->n_fds;
+	s->proc->n_threads++;
+	s->user->threads++;
+	s->user->fds += t->n_fds;
+	return 0;
+}
+
+static void
+drop_thread(struct session *s, struct session_thread *t)
+{
+	session_thread_close(s, t);
+	*t = s->threads[--s->n_threads];
+}
+
+static bool
+thread_of(pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+	return stat(path, &st) == 0;
+}
+
+static int register_thread(struct session *s, const Pmc__RegisterThread *rt);
+
+/* Threads of @uid that ended without a ThreadExit (a client killed, or one that never says
+ * it) hold their counter fds until their connection closes: free them, but never thread
+ * @keep.
+ * Only when @uid reaches its share of fds, so the scan costs nothing otherwise.
+ * Return: the number of threads freed. */
+static size_t
+reap_dead_threads(struct server *srv, uid_t uid, pid_t keep)
+{
+	size_t n = 0;
+	for (struct session *o = srv->sessions; o; o = o->next) {
+		if (o->uid != uid)
+			continue;
+		for (size_t i = 0; i < o->n_threads;) {
+			struct session_thread *t = &o->threads[i];
+			if (t->tid != keep && t->n_fds && !thread_of(o->pid, t->tid)) {
+				drop_thread(o, t);
+				n++;
+			} else {
+				i++;
+			}
+		}
+	}
+	return n;
+}
+
+int
+session_handle_register(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__RegisterThread *rt = req->register_thread;
+	s->no_reply = rt->reattach;
+	int r = register_thread(s, rt);
+	s->no_reply = 0;
+	/* A refused reattach has no session_reply to carry the refusal: remember the thread, and
+	 * drop (counting them) its batches, rather than closing a connection the whole process
+	 * shares, which it would only open again to be refused again. */
+	if (r < 0 && rt->reattach && s->n_refused < ARRAY_SIZE(s->refused)) {
+		s->refused[s->n_refused++] = rt->tid;
+		return 0;
+	}
+	return r;
+}
+
+bool
+session_thread_refused(const struct session *s, pid_t tid)
+{
+	for (size_t i = 0; i < s->n_refused; i++)
+		if (s->refused[i] == tid)
+			return true;
+	return false;
+}
+
+/* A thread that still holds counters from a daemon that restarted: record its events
+ * (already checked, in the client's order and groups) without opening anything. */
+static int
+reattach_thread(struct session *s, struct session_thread *old, const Pmc__RegisterThread *rt,
+                char *const *names)
+{
+	size_t n = rt->n_events;
+	if (n == 0 || rt->n_groups != n)
+		return session_reply_error(s, EINVAL, "reattach of thread %d names no events",
+		                           (int)rt->tid);
+	struct session_thread t = {.tid = rt->tid, .n = n};
+	t.ev_id = malloc(n * sizeof(uint32_t));
+	if (!t.ev_id)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		int id = process_event_id(s->proc, names[i]);
+		if (id < 0) {
+			free(t.ev_id);
+			return -ENOMEM;
+		}
+		t.ev_id[i] = (uint32_t)id;
+	}
+	if (thread_store(s, old, &t) < 0) {
+		free(t.ev_id);
+		return -ENOMEM;
+	}
+	log_debug("pid %d: thread %d reattached with %zu events", (int)s->pid, (int)rt->tid, n);
+	return 0;
+}
+
+static int
+register_thread(struct session *s, const Pmc__RegisterThread *rt)
+{
+	pid_t tid = rt->tid;
+	char *const *names = rt->events;
+	size_t n = rt->n_events;
+
+	if (s->pidfd >= 0 && !session_peer_alive(s))
+		return session_reply_error(
+		        s, ESRCH, "process %d has exited: its connection may not register threads",
+		        (int)s->pid);
+	if (tid <= 0 || !thread_of(s->pid, tid))
+		return session_reply_error(
+		        s, EPERM,
+		        "thread %d is not a thread of the calling process %d: a process "
+		        "may only register its own threads",
+		        (int)tid, (int)s->pid);
+	char why[384];
+	int r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why));
+	if (r == -ESRCH)
+		return session_reply_error(s, ESRCH, "thread %d has exited", (int)tid);
+	if (r < 0) {
+		log_warn_limited("pid %d: refused: %s", (int)s->pid, why);
+		return session_reply_error(s, EPERM, "%s", why);
+	}
+	if (!n)
+		names = perf_default_events(&n);
+	if (n > PERF_MAX_EVENTS)
+		return session_reply_error(s, E2BIG, "%zu events asked for; at most %d per thread",
+		                           n, PERF_MAX_EVENTS);
+	/* Every name in its one spelling: "cs", "cs:uk" and "context-switches" are one event,
+	 * kept once per process. */
+	char canon[PERF_MAX_EVENTS][PERF_NAME_MAX];
+	char *cn[PERF_MAX_EVENTS];
+	struct perf_event_attr attrs[PERF_MAX_EVENTS];
+	for (size_t i = 0; i < n; i++) {
+		r = perf_canonical(names[i], canon[i], sizeof(canon[i]), &attrs[i]);
+		if (r == -ENOENT) {
+			const char *hint = perf_suggest(names[i]);
+			return session_reply_error(
+			        s, ENOENT,
+			        "unknown event '%.64s'%s%s%s; 'pmcctl events' lists the "
+			        "events this machine can count",
+			        names[i], hint ? " (did you mean '" : "", hint ? hint : "",
+			        hint ? "'?)" : "");
+		}
+		if (r < 0)
+			return session_reply_error(
+			        s, -r,
+			        "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
+			        "NAME:uk (libpfm4 names: PMU::EVENT[:UMASK...] with "
+			        "the same modes; no other modifier)",
+			        names[i]);
+		cn[i] = canon[i];
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(canon[j], canon[i]) ||
+			    (attrs[j].type == attrs[i].type && attrs[j].config == attrs[i].config &&
+			     attrs[j].config1 == attrs[i].config1 &&
+			     attrs[j].config2 == attrs[i].config2 &&
+			     attrs[j].exclude_user == attrs[i].exclude_user &&
+			     attrs[j].exclude_kernel == attrs[i].exclude_kernel))
+				return session_reply_error(
+				        s, EINVAL,
+				        "event '%.64s' is asked for twice ('%.64s' and "
+				        "'%.64s'): each event may be named once",
+				        canon[i], names[j], names[i]);
+	}
+	names = cn;
+
+	const struct policy *pol = &s->srv->policy;
+	bool kernel_ok = policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
+	for (size_t i = 0; i < n; i++) {
+		const struct perf_event_attr *attr = &attrs[i];
+		if (!policy_event_allowed(pol, attr))
+			return session_reply_error(
+			        s, EACCES,
+			        "event '%.64s' is not allowed here: the operator set "
+			        "--allow-events",
+			        names[i]);
+		/* Software events of one's own thread count kernel activity the process
+		 * can already see (/proc/self/status); hardware ones would observe the
+		 * kernel itself. */
+		if (!attr->exclude_kernel && attr->type != PERF_TYPE_SOFTWARE && !kernel_ok) {
+			/* The name without its mode: "perf::CYCLES:k" -> "perf::CYCLES". */
+			size_t base = strlen(names[i]);
+			if (base > 2 && names[i][base - 2] == ':' && names[i][base - 1] == 'k')
+				base -= 2;
+			else if (base > 3 && !strcmp(names[i] + base - 3, ":uk"))
+				base -= 3;
+			else if (base > 4 && !strcmp(names[i] + base - 4, ":u:k"))
+				base -= 4;
+			return session_reply_error(
+			        s, EACCES,
+			        "counting kernel mode ('%.64s') is not allowed for uid "
+			        "%d: use '%.*s:u', or ask the operator for --allow-kernel",
+			        names[i], (int)s->uid, (int)base, names[i]);
+		}
+	}
+
+	/* The process gets its aggregates with its first thread: a connection that only
+	 * queries (pmcctl) leaves nothing behind. */
+	if (!s->proc) {
+		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
+		if (!s->proc)
+			return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
+		s->proc->connections++;
+	}
+	struct session_thread *old = session_find_thread(s, tid);
+	if (!old && s->proc->n_threads >= pol->max_threads)
+		return session_reply_error(
+		        s, EMFILE,
+		        "process %d already has %u registered threads, the daemon's "
+		        "limit (--max-threads)",
+		        (int)s->pid, pol->max_threads);
+	if (!old && process_event_room(s->proc, names, n) < 0)
+		return session_reply_error(
+		        s, EMFILE,
+		        "process %d already counts %d distinct events, the daemon's "
+		        "limit per process",
+		        (int)s->pid, PROCESS_MAX_EVENTS);
+	if (rt->reattach)
+		return reattach_thread(s, old, rt, names);
+
+	size_t order[PERF_MAX_EVENTS];
+	uint32_t group[PERF_MAX_EVENTS];
+	char *ordered[PERF_MAX_EVENTS];
+	r = perf_plan(names, n, order, group);
+	if (r < 0)
+		return session_reply_error(s, -r, "cannot group the events: %s", strerror(-r));
+	for (size_t i = 0; i < n; i++)
+		ordered[i] = names[order[i]];
+
+	int fds[PERF_MAX_EVENTS];
+	size_t failed = 0;
+	if (s->srv->n_fds + n + SERVER_FD_RESERVE > s->srv->fd_limit)
+		return session_reply_error(
+		        s, EMFILE,
+		        "pmcdaemon holds %zu counter fds, near its limit of %zu: raise "
+		        "its LimitNOFILE or lower --max-threads",
+		        s->srv->n_fds, s->srv->fd_limit);
+	size_t held = s->user->fds - (old ? old->n_fds : 0);
+	if (held + n > pol->max_fds_per_user && reap_dead_threads(s->srv, s->uid, tid) > 0) {
+		old = session_find_thread(s, tid); /* the threads moved */
+		held = s->user->fds - (old ? old->n_fds : 0);
+	}
+	if (held + n > pol->max_fds_per_user)
+		return session_reply_error(
+		        s, EMFILE,
+		        "uid %d holds %zu counter fds for its threads, its share "
+		        "(--max-fds-per-user %u): this thread runs unprofiled; end "
+		        "profiled threads, or ask the operator to raise the share",
+		        (int)s->uid, held, pol->max_fds_per_user);
+	r = perf_open_group(tid, ordered, group, n, fds, &failed);
+	/* The tid was checked before the open: if the thread ended meanwhile, the number may
+	 * already name a thread of another process. Check again now that it is counted. */
+	if (r == 0 && !thread_of(s->pid, tid)) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		return session_reply_error(
+		        s, ESRCH, "thread %d ended while it was being registered", (int)tid);
+	}
+	/* And its credentials: it may have exec'd a setuid program since the check (the
+	 * kernel detaches counters opened before such an exec, not those opened after). */
+	if (r == 0 && (r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why))) < 0) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		if (r == -ESRCH)
+			return session_reply_error(s, ESRCH, "thread %d has exited", (int)tid);
+		log_warn_limited("pid %d: refused after the open: %s", (int)s->pid, why);
+		return session_reply_error(s, EPERM, "%s", why);
+	}
+	if (r < 0) {
+		const char *hint = r == -ENOENT || r == -EOPNOTSUPP
+		                           ? " (this machine cannot count it: no hardware PMU? the "
+		                             "software events task-clock, page-faults, "
+		                             "context-switches and cpu-migrations always work)"
+		                   : (r == -EACCES || r == -EPERM) && !perf_privileged()
+		                           ? " (pmcdaemon runs without CAP_PERFMON, so the kernel "
+		                             "lets it count only its own user's threads: the "
+		                             "operator runs it as root or with CAP_PERFMON, as "
+		                             "pmcdaemon.service does)"
+		                           : "";
+		return session_reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
+		                           ordered[failed], (int)tid, strerror(-r), hint);
+	}
+
+	struct session_thread t = {.tid = tid, .n = n, .n_fds = n};
+	t.fds = malloc(n * sizeof(int));
+	t.ev_id = malloc(n * sizeof(uint32_t));
+	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];
+	r = t.fds && t.ev_id ? 0 : -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int id = process_event_id(s->proc, ordered[i]);
+		if (id < 0)
+			r = id;
+		else
+			t.ev_id[i] = (uint32_t)id;
+		pmc__event_desc__init(&descs[i]);
+		descs[i].name = ordered[i];
+		descs[i].group = group[i];
+		dp[i] = &descs[i];
+	}
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		free(t.fds);
+		free(t.ev_id);
+		return session_reply_error(s, ENOMEM, "out of memory");
+	}
+	memcpy(t.fds, fds, n * sizeof(int));
+
+	if (thread_store(s, old, &t) < 0) {
+		for (size_t i = 0; i < n; i++)
+			close(t.fds[i]);
+		free(t.fds);
+		free(t.ev_id);
+		return session_reply_error(s, ENOMEM, "out of memory");
+	}
+
+	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+	rr.tid = tid;
+	rr.n_events = n;
+	rr.events = dp;
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+	resp.register_reply = &rr;
+	log_debug("pid %d: registered thread %d with %zu events", (int)s->pid, (int)tid, n);
+	return session_reply(s, &resp, fds, n);
+}
+
+/* What an empty region measured on a registered thread: the process keeps the smallest
+ * figure of any thread, per event, as the floor under its regions' figures. A floor that
+ * names a thread it never registered, or the wrong number of values, closes the
+ * connection. */
+int
+session_handle_thread_floor(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__ThreadFloor *f = req->thread_floor;
+	struct session_thread *t = session_find_thread(s, f->tid);
+	if (!t || f->n_values != t->n)
+		return -EBADMSG;
+	struct process *p = s->proc;
+	if (f->wall_ns && (!p->wall_floor || f->wall_ns < p->wall_floor))
+		p->wall_floor = f->wall_ns;
+	for (size_t i = 0; i < t->n; i++) {
+		uint32_t id = t->ev_id[i];
+		if (id >= PROCESS_MAX_EVENTS)
+			continue;
+		if (!(p->has_floor >> id & 1) || f->values[i] < p->floor[id])
+			p->floor[id] = f->values[i];
+		p->has_floor |= UINT64_C(1) << id;
+	}
+	return 0;
+}
+
+int
+session_handle_thread_exit(struct session *s, const Pmc__Request *req)
+{
+	struct session_thread *t = session_find_thread(s, req->thread_exit->tid);
+	if (t)
+		drop_thread(s, t);
+	return 0;
+}
