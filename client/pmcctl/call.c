@@ -1,0 +1,270 @@
+/* pmcctl's wire calls: connecting to pmcdaemon, Hello, one request and its checked reply,
+ * and the Query with its filters, streamed in parts or gathered whole. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "pmcctl.h"
+#include "wire.h"
+
+#define CALL_TIMEOUT_MS 5000
+
+static const Pmc__Stats zero_stats = PMC__STATS__INIT;
+
+void
+response_freep(Pmc__Response **r)
+{
+	if (*r)
+		pmc__response__free_unpacked(*r, NULL);
+}
+
+const Pmc__Stats *
+stats_or_zero(const Pmc__Stats *s)
+{
+	return s ? s : &zero_stats;
+}
+
+/* ---- talking to the daemon ---- */
+
+int
+connect_daemon(const char *path)
+{
+	int fd = wire_connect(path);
+
+	if (fd < 0) {
+		fprintf(stderr,
+		        "pmcctl: cannot connect to pmcdaemon at %s: %s (is pmcdaemon running? set "
+		        "--socket or PMC_SOCKET)\n",
+		        path, strerror(-fd));
+		exit(EX_UNAVAILABLE);
+	}
+	return fd;
+}
+
+/* Says why the call named @what failed with @r, and exits 1. */
+static void call_failed(const char *what, int r) __attribute__((noreturn));
+
+static void
+call_failed(const char *what, int r)
+{
+	if (r == -ETIMEDOUT)
+		fail("%s: pmcdaemon did not answer within %d ms", what, CALL_TIMEOUT_MS);
+	if (r == -ECONNRESET || r == -EPIPE)
+		fail("%s: pmcdaemon closed the connection", what);
+	fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
+}
+
+/* Exits 1, saying why, unless @resp is a success with body @want; frees it then. */
+static void
+check_response(const char *what, Pmc__Response *resp, Pmc__Response__BodyCase want)
+{
+	if (resp->error) {
+		int e = resp->error < 0 ? -resp->error : resp->error;
+		_cleanup_free_ char *msg = escape_text(resp->message);
+
+		if (msg[0])
+			fprintf(stderr, "pmcctl: %s: %s (%s)\n", what, msg, strerror(e));
+		else
+			fprintf(stderr, "pmcctl: %s: %s\n", what, strerror(e));
+		pmc__response__free_unpacked(resp, NULL);
+		exit(EXIT_FAIL);
+	}
+	if (resp->body_case != want) {
+		pmc__response__free_unpacked(resp, NULL);
+		fail("%s: unexpected reply from pmcdaemon", what);
+	}
+}
+
+/* Sends @req and returns the Response, which has body @want; on any failure says why, naming
+ * @what, and exits 1. */
+Pmc__Response *
+call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
+{
+	Pmc__Response *resp = NULL;
+	int r = wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+
+	if (r < 0)
+		call_failed(what, r);
+	check_response(what, resp, want);
+	return resp;
+}
+
+void
+hello(int sock)
+{
+	Pmc__Hello h = PMC__HELLO__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.client = (char *)"pmcctl";
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+
+	Pmc__Response *resp = call(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
+	const Pmc__HelloReply *hr = resp->hello;
+
+	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
+		_cleanup_free_ char *version = escape_text(hr->daemon_version);
+
+		fprintf(stderr,
+		        "pmcctl: protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
+		        ", pmcctl speaks version %d\n",
+		        version[0] ? version : "(unknown version)", hr->version,
+		        PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		pmc__response__free_unpacked(resp, NULL);
+		exit(EXIT_FAIL);
+	}
+	pmc__response__free_unpacked(resp, NULL);
+}
+
+/* ---- filters ---- */
+
+bool
+has_glob(const char *s)
+{
+	return strpbrk(s, "*?[\\") != NULL;
+}
+
+/* Whether @o asks for more than pmcdaemon's first Query could: several names, globs, process
+ * names, or a start time (run). */
+bool
+new_filters(const struct opts *o, uint64_t min_start)
+{
+	return o->n_comms || o->n_regions > 1 || (o->n_regions == 1 && has_glob(o->regions[0])) ||
+	       min_start;
+}
+
+/* Query @q for the filters of @o; its strings point into @o. The daemon does the matching. */
+void
+query_init(Pmc__Query *q, const struct opts *o)
+{
+	pmc__query__init(q);
+	q->pid = o->pid;
+	q->n_regions = o->n_regions;
+	q->regions = (char **)o->regions;
+	q->n_comms = o->n_comms;
+	q->comms = (char **)o->comms;
+	/* A daemon that knows no globs reads this one: the same answer for one plain name. */
+	if (o->n_regions == 1 && !has_glob(o->regions[0]))
+		q->region = (char *)o->regions[0];
+}
+
+/* Exits 1 when @qr, a whole reply, shows that the daemon is too old for the filters. */
+static void
+query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Query *q,
+                    const struct opts *o)
+{
+	/* Every region listed is one the caller may see, so a daemon that counts them lists no
+	 * more than `visible`; one older than the count ignored the filters it did not know. */
+	if (new_filters(o, q->min_start) && qr->n_regions > qr->visible)
+		fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, several "
+		     "--region nor globs; upgrade it, or give one plain --region",
+		     what);
+}
+
+/* Sends @q, asking for its reply in parts, and hands each part to @on_part as it arrives
+ * (a daemon that does not stream sends one part). Returns the last part (visible, hidden:
+ * the whole reply's), which the caller frees; on any failure says why and exits 1. */
+Pmc__Response *
+query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
+             void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
+{
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_QUERY;
+	req.query = q;
+	q->stream = true;
+	int r = wire_send(sock, &req.base, NULL, 0, 0);
+	int timeout = CALL_TIMEOUT_MS;
+
+	if (r == -EPIPE || r == -ECONNRESET)
+		timeout = 0; /* refused: its answer is still there to read */
+	else if (r < 0)
+		call_failed(what, r);
+	for (bool first = true;; first = false) {
+		_cleanup_free_ uint8_t *buf = NULL;
+		size_t len;
+		Pmc__Response *resp = NULL;
+
+		if ((r = wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0 ||
+		    (r = wire_unpack_response(buf, len, &resp)) < 0)
+			call_failed(what, r);
+		check_response(what, resp, PMC__RESPONSE__BODY_QUERY);
+		if (first && !resp->query->more)
+			query_check_filters(what, resp->query, q, o);
+		on_part(resp->query, ctx);
+		if (!resp->query->more)
+			return resp;
+		pmc__response__free_unpacked(resp, NULL);
+	}
+}
+
+/* The parts of a streamed reply, each QueryReply's bytes one after the other: protobuf merges
+ * them into one QueryReply, every region and loss listed once, visible and hidden from the
+ * last part. */
+struct query_bytes {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static void
+query_collect(const Pmc__QueryReply *part, void *ctx)
+{
+	struct query_bytes *b = ctx;
+	Pmc__QueryReply copy = *part;
+	size_t n;
+
+	copy.more = false;
+	n = pmc__query_reply__get_packed_size(&copy);
+	_cleanup_free_ uint8_t *tmp = malloc(n ? n : 1);
+	if (!tmp)
+		oom();
+	pmc__query_reply__pack(&copy, tmp);
+	if (fwrite(tmp, 1, n, b->f) != n)
+		oom();
+}
+
+/* Sends @q and returns the whole reply, gathered from its parts (in one Response, as a daemon
+ * that does not stream sends it); exits 1 on any failure, or when the daemon is too old for
+ * the filters. */
+Pmc__Response *
+query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+{
+	struct query_bytes b = {0};
+	uint8_t head[16];
+	size_t n = 0;
+
+	b.f = open_memstream(&b.buf, &b.len);
+	if (!b.f)
+		oom();
+	/* Response field 12 (query), length-delimited, its length a varint. */
+	head[n++] = 12 << 3 | 2;
+	if (fwrite(head, 1, 16, b.f) != 16)
+		oom();
+	pmc__response__free_unpacked(query_stream(sock, what, q, o, query_collect, &b), NULL);
+	if (fclose(b.f))
+		oom();
+	size_t len = b.len - 16;
+	uint64_t x = len;
+	do {
+		head[n] = (uint8_t)(x & 0x7f);
+		x >>= 7;
+		head[n++] |= x ? 0x80 : 0;
+	} while (x);
+	memcpy(b.buf + 16 - n, head, n);
+	Pmc__Response *resp = pmc__response__unpack(NULL, len + n, (uint8_t *)b.buf + 16 - n);
+	free(b.buf);
+	if (!resp || resp->body_case != PMC__RESPONSE__BODY_QUERY)
+		fail("%s: cannot decode the reply of pmcdaemon", what);
+	query_check_filters(what, resp->query, q, o);
+	return resp;
+}

@@ -1,0 +1,124 @@
+/* pmcctl events: the events this machine can count, and the daemon's default set. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmcctl.h"
+
+static bool
+is_default_event(const Pmc__EventsReply *ev, const char *name)
+{
+	for (size_t i = 0; i < ev->n_default_events; i++)
+		if (!strcmp(ev->default_events[i], name))
+			return true;
+	return false;
+}
+
+/* After the events table, where a hardware PMU is but the kernel does not let threads read
+ * their counters in user space: says so, and what allows it (@hint, from the daemon). */
+static void
+user_reads_note(const char *hint)
+{
+	_cleanup_free_ char *h = escape_text(hint);
+
+	printf("hardware counters are read with read() (slower): the kernel does not allow "
+	       "user-space reads%s%s\n",
+	       h[0] ? "; to allow them: " : "", h);
+}
+
+int
+cmd_events(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__ListEvents le = PMC__LIST_EVENTS__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	req.body_case = PMC__REQUEST__BODY_LIST_EVENTS;
+	req.list_events = &le;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_EVENTS);
+	const Pmc__EventsReply *ev = resp->events;
+
+	if (o->format == FORMAT_JSON) {
+		json_t *root = jobject();
+		json_t *defaults = jarray();
+		json_t *events = jarray();
+
+		jset(root, "hardware_pmu", json_boolean(ev->hardware_pmu));
+		jset(root, "user_reads", json_boolean(ev->user_reads));
+		jset(root, "user_reads_hint", jstr(ev->user_reads_hint));
+		jset(root, "default_events", defaults);
+		jset(root, "events", events);
+		for (size_t i = 0; i < ev->n_default_events; i++)
+			jappend(defaults, jstr(ev->default_events[i]));
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const Pmc__EventInfo *e = ev->events[i];
+			json_t *obj = jobject();
+
+			jappend(events, obj);
+			jset(obj, "name", jstr(e->name));
+			jset(obj, "description", jstr(e->description));
+			jset(obj, "usable", json_boolean(e->usable));
+			jset(obj, "hardware", json_boolean(e->hardware));
+			jset(obj, "error", jstr(e->error));
+		}
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		static const char *const head[] = {"name",     "description", "usable",
+		                                   "hardware", "error",       "default"};
+
+		csv_header(head, ARRAY_SIZE(head));
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const Pmc__EventInfo *e = ev->events[i];
+
+			csv_str(e->name);
+			csv_str(e->description);
+			csv_bool(e->usable);
+			csv_bool(e->hardware);
+			csv_str(e->error);
+			csv_bool(is_default_event(ev, e->name));
+			csv_end();
+		}
+	} else {
+		static const char *const head[] = {"NAME", "USABLE", "KIND", "DESCRIPTION"};
+		static const bool right[] = {false, false, false, false};
+		struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
+
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const Pmc__EventInfo *e = ev->events[i];
+
+			table_add(&t, "%s", e->name);
+			table_add(&t, "%s", e->usable ? "yes" : "no");
+			table_add(&t, "%s", e->hardware ? "hardware" : "software");
+			if (e->usable || !e->error[0])
+				table_add(&t, "%s", e->description);
+			else if (e->description[0])
+				table_add(&t, "%s (%s)", e->description, e->error);
+			else
+				table_add(&t, "%s", e->error);
+		}
+		table_print(&t, stdout);
+		table_free(&t);
+
+		/* Reuse the table's sanitizing for the daemon-supplied names. */
+		struct table d = {.ncols = 1};
+		for (size_t i = 0; i < ev->n_default_events; i++)
+			table_add(&d, "%s", ev->default_events[i]);
+		fputs("\ndefault events:", stdout);
+		for (size_t i = 0; i < d.n; i++)
+			printf("%s %s", i ? "," : "", d.cell[i]);
+		puts(d.n ? "" : " (none)");
+		table_free(&d);
+		if (!ev->hardware_pmu)
+			puts("no hardware PMU on this machine: only software events can be "
+			     "counted");
+		else if (!ev->user_reads)
+			user_reads_note(ev->user_reads_hint);
+	}
+	return 0;
+}

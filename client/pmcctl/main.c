@@ -1,0 +1,382 @@
+/* pmcctl: command-line client of pmcdaemon. It connects to the daemon's SOCK_SEQPACKET socket,
+ * says Hello, sends one request for the command given and prints the reply as an aligned
+ * table, as JSON or as CSV. `pmcctl run` runs a command instead, with a private daemon where
+ * none answers, and prints the figures of that command's processes when it exits.
+ *
+ * This file: the command line (options, the command table, --help) and main(); the rooms
+ * are listed in pmcctl.h. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmcctl.h"
+
+#ifdef PMC_VERSION
+#define PMCCTL_VERSION PMC_VERSION
+#else
+#define PMCCTL_VERSION "0.1.0"
+#endif
+#define DEFAULT_SOCKET "/run/pmcdaemon/pmc.sock"
+
+static const char help_text[] =
+        "Usage: pmcctl [OPTIONS] COMMAND\n"
+        "       pmcctl run [--events LIST] [OPTIONS] [--] CMD [ARGS...]\n"
+        "\n"
+        "Query and control pmcdaemon, the daemon that brokers perf counters and aggregates\n"
+        "the named-region samples of instrumented applications.\n"
+        "\n"
+        "Commands:\n"
+        "  status    show the daemon's version, uptime, clients and sample counters\n"
+        "  query     show region statistics, optionally filtered with --pid, --comm, --region\n"
+        "  dump      show the statistics of every region of every process (the same filters)\n"
+        "  reset     clear aggregates: all of them, or those the filters select\n"
+        "  events    list the events this machine can count and the default event set\n"
+        "  top       live view of the busiest regions: runs and events per second, refreshed\n"
+        "            every second (the filters apply); Ctrl-C quits\n"
+        "  run       run CMD with PMC_SOCKET (and PMC_EVENTS) set and, when it exits, print\n"
+        "            the regions of CMD and of the processes it started, like 'perf stat';\n"
+        "            exit with CMD's status (128+N when signal N killed it). Where no daemon\n"
+        "            answers at the socket, a private one counts for the run (the kernel must\n"
+        "            let users count their own threads: perf_event_paranoid 2 or less)\n"
+        "\n"
+        "Options (they may also follow the command):\n"
+        "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
+        "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv'\n"
+        "      --pid N           only the process with id N (query, dump, reset, top)\n"
+        "      --comm NAME       only processes called NAME (at most 15 bytes, as in ps);\n"
+        "                        a shell glob; repeat it for several (any of them)\n"
+        "      --region NAME     only regions called NAME; a shell glob ('parse*'); repeat it\n"
+        "                        for several (any of them) (query, dump, reset, top, run)\n"
+        "      --interval SECONDS\n"
+        "                        top: seconds between refreshes (default 1, at least 0.1)\n"
+        "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
+        "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
+        "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
+        "      --output FILE     run: write the figures to FILE instead of stdout\n"
+        "  -h, --help            print this help and exit\n"
+        "      --version         print the version of pmcctl and exit\n"
+        "\n"
+        "Environment:\n"
+        "  PMC_SOCKET    socket of pmcdaemon when --socket is not given;\n"
+        "                if it is not set either: " DEFAULT_SOCKET "\n"
+        "\n"
+        "Tables show times in ns, us, ms and s and counts above 999 in k (10^3), M (10^6),\n"
+        "G (10^9), with 3 significant digits: JSON and CSV keep the exact numbers.\n"
+        "Events marked '*' were multiplexed: the kernel counted them only part of the time\n"
+        "and their values were extrapolated. Rows in parentheses are derived metrics:\n"
+        "(ipc) instructions per cycle, (cache-miss-ratio), (branch-miss-ratio).\n"
+        "Regions without samples (just reset) are not listed.\n"
+        "\n"
+        "Exit status:\n"
+        "  0     success (also when no region is listed: a line says why)\n"
+        "  1     pmcdaemon refused the request, or talking to it failed\n"
+        "  2     usage error: unknown command or option, bad --format or --pid\n"
+        "  69    pmcdaemon could not be reached (EX_UNAVAILABLE); run: none answers and\n"
+        "        none could be started\n"
+        "  run:  CMD's exit status, or 128+N when signal N killed it; 126 or 127 when CMD\n"
+        "        could not be run\n"
+        "\n"
+        "Examples:\n"
+        "  pmcctl query --region parse --format json\n"
+        "        statistics of region 'parse' in every process, as JSON\n"
+        "  pmcctl query --comm myserver --region 'db_*' --region 'http_*'\n"
+        "        the regions called db_... or http_... of the processes called myserver\n"
+        "  pmcctl status\n"
+        "        is the daemon up, and how much has it collected\n"
+        "  pmcctl top --interval 2\n"
+        "        the regions running most often right now, every 2 seconds\n"
+        "  pmcctl run --events cycles,instructions -- ./app input.txt\n"
+        "        run ./app and print the figures of its regions when it exits\n";
+
+void
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("pmcctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'pmcctl --help'.\n", stderr);
+	exit(EXIT_USAGE);
+}
+
+void
+fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("pmcctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_FAIL);
+}
+
+void
+oom(void)
+{
+	fail("out of memory");
+}
+
+/* ---- command line ---- */
+
+static const struct command commands[] = {
+        {.name = "status", .run = cmd_status},
+        {.name = "query", .filters = true, .run = cmd_query},
+        {.name = "dump", .filters = true, .run = cmd_query},
+        {.name = "reset", .filters = true, .run = cmd_reset},
+        {.name = "events", .run = cmd_events},
+        {.name = "top", .filters = true, .live = true, .run = cmd_top},
+        {.name = "run", .filters = true, .no_pid = true, .standalone = true, .run = cmd_run},
+};
+
+enum {
+	OPT_SOCKET = 0x100,
+	OPT_FORMAT,
+	OPT_PID,
+	OPT_REGION,
+	OPT_VERSION,
+	OPT_INTERVAL,
+	OPT_ITERATIONS,
+	OPT_COMM,
+	OPT_EVENTS,
+	OPT_OUTPUT,
+};
+
+static const struct option long_options[] = {
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"pid", required_argument, NULL, OPT_PID},
+        {"region", required_argument, NULL, OPT_REGION},
+        {"comm", required_argument, NULL, OPT_COMM},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"iterations", required_argument, NULL, OPT_ITERATIONS},
+        {"events", required_argument, NULL, OPT_EVENTS},
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {NULL, 0, NULL, 0},
+};
+
+/* Appends @s to the list *@v of *@n strings. */
+static void
+list_add(const char ***v, size_t *n, const char *s)
+{
+	const char **grown = reallocarray(*v, *n + 1, sizeof(**v));
+
+	if (!grown)
+		oom();
+	grown[(*n)++] = s;
+	*v = grown;
+}
+
+/* The kernel keeps 15 bytes of a process name (TASK_COMM_LEN): a longer plain name is cut
+ * the same way, so that it matches; a glob is taken as written. */
+static const char *
+parse_comm(char *s)
+{
+	if (!s[0])
+		usage_error("--comm needs a process name");
+	if (strlen(s) > 15 && !has_glob(s))
+		s[15] = 0; /* argv is ours to cut */
+	return s;
+}
+
+static int32_t
+parse_pid(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s < '0' || *s > '9' || errno || *end || v <= 0 || v > INT32_MAX)
+		usage_error("invalid --pid '%s': expected a process id greater than 0", s);
+	return (int32_t)v;
+}
+
+static double
+parse_interval(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || v < 0.1 || v > 86400)
+		usage_error("invalid --interval '%s': expected seconds from 0.1 to 86400", s);
+	return v;
+}
+
+static unsigned
+parse_iterations(const char *s)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*s < '0' || *s > '9' || errno || *end || v == 0 || v > UINT_MAX)
+		usage_error("invalid --iterations '%s': expected a count greater than 0", s);
+	return (unsigned)v;
+}
+
+static enum format
+parse_format(const char *s)
+{
+	if (!strcmp(s, "table"))
+		return FORMAT_TABLE;
+	if (!strcmp(s, "json"))
+		return FORMAT_JSON;
+	if (!strcmp(s, "csv"))
+		return FORMAT_CSV;
+	usage_error("invalid --format '%s': expected table, json or csv", s);
+}
+
+static void
+set_command(const char **command, const char *arg)
+{
+	if (*command)
+		usage_error("unexpected argument '%s' after command '%s'", arg, *command);
+	*command = arg;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = {.format = FORMAT_TABLE, .interval = 1};
+	const char *command = NULL;
+	const char *env = getenv("PMC_SOCKET");
+	int c;
+
+	setlocale(LC_CTYPE, "");
+	o.socket = env && env[0] ? env : DEFAULT_SOCKET;
+
+	/* A leading '-' hands over the command in place, so options may follow it even
+	 * under POSIXLY_CORRECT; ':' lets us word the errors ourselves. */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "-:h", long_options, NULL)) != -1) {
+		switch (c) {
+		case 1:
+			/* After "run", the first word that is not an option starts the command,
+			 * with whatever options it has: pmcctl run make -j8. */
+			if (command && !strcmp(command, "run")) {
+				o.argv = &argv[optind - 1];
+				goto parsed;
+			}
+			set_command(&command, optarg);
+			break;
+		case OPT_SOCKET:
+			if (!optarg[0])
+				usage_error("--socket needs a path");
+			o.socket = optarg;
+			break;
+		case OPT_FORMAT:
+			o.format = parse_format(optarg);
+			break;
+		case OPT_PID:
+			o.pid = parse_pid(optarg);
+			break;
+		case OPT_REGION:
+			if (!optarg[0])
+				usage_error("--region needs a name");
+			list_add(&o.regions, &o.n_regions, optarg);
+			break;
+		case OPT_COMM:
+			list_add(&o.comms, &o.n_comms, parse_comm(optarg));
+			break;
+		case OPT_EVENTS:
+			if (!optarg[0])
+				usage_error("--events needs a list of events, such as page-faults");
+			o.events = optarg;
+			break;
+		case OPT_OUTPUT:
+			if (!optarg[0])
+				usage_error("--output needs a file name");
+			o.output = optarg;
+			break;
+		case OPT_INTERVAL:
+			o.interval = parse_interval(optarg);
+			o.live_opts = true;
+			break;
+		case OPT_ITERATIONS:
+			o.iterations = parse_iterations(optarg);
+			o.live_opts = true;
+			break;
+		case 'h':
+			fputs(help_text, stdout);
+			return fflush(stdout) ? EXIT_FAIL : 0;
+		case OPT_VERSION:
+			puts("pmcctl " PMCCTL_VERSION);
+			return fflush(stdout) ? EXIT_FAIL : 0;
+		case ':':
+			usage_error("option '%s' needs an argument", argv[optind - 1]);
+		default:
+			if (!strncmp(argv[optind - 1], "--", 2) || !optopt)
+				usage_error("unknown option '%s'", argv[optind - 1]);
+			usage_error("unknown option '-%c'", optopt);
+		}
+	}
+	/* After "--": the command of "run", or pmcctl's command. */
+	if (command && !strcmp(command, "run") && optind < argc)
+		o.argv = &argv[optind];
+	else
+		for (; optind < argc; optind++)
+			set_command(&command, argv[optind]);
+parsed:
+	if (!command)
+		usage_error("missing command (status, query, dump, reset, events, top or run)");
+
+	const struct command *cmd = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(commands[i].name, command))
+			cmd = &commands[i];
+	if (!cmd)
+		usage_error("unknown command '%s'", command);
+	if ((!cmd->filters || cmd->no_pid) && o.pid)
+		usage_error("--pid cannot be used with '%s'", cmd->name);
+	if (!cmd->filters && o.n_regions)
+		usage_error("--region cannot be used with '%s'", cmd->name);
+	if (!cmd->filters && o.n_comms)
+		usage_error("--comm cannot be used with '%s'", cmd->name);
+	if (!cmd->standalone && (o.events || o.output))
+		usage_error("--events and --output are for 'run' only, not '%s'", cmd->name);
+	if (cmd->standalone && !o.argv)
+		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
+	if (!cmd->standalone && o.argv)
+		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
+	if (!cmd->live && o.live_opts)
+		usage_error("--interval and --iterations are for 'top' only, not '%s'", cmd->name);
+	if (cmd->live && o.format != FORMAT_TABLE)
+		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
+
+	int r;
+	if (cmd->standalone) {
+		r = cmd->run(-1, cmd, &o);
+		free(o.regions);
+		free(o.comms);
+		return r;
+	}
+	_cleanup_close_ int sock = connect_daemon(o.socket);
+	hello(sock);
+	r = cmd->run(sock, cmd, &o);
+	free(o.regions);
+	free(o.comms);
+
+	if (fflush(stdout) || ferror(stdout))
+		fail("writing output: %s", strerror(errno));
+	return r;
+}

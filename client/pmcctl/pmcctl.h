@@ -1,0 +1,268 @@
+/* pmcctl: what its rooms share. main.c: the command line, the command table and the help;
+ * call.c: talking to pmcdaemon (connecting, Hello, calls, the Query and its filters);
+ * output.c: the aligned table, CSV and JSON writers, escaping and number formatting;
+ * status.c, query.c (query, dump, reset), events.c, top.c and run.c (with its private
+ * daemon): one command family each. Internal to pmcctl.
+ *
+ * Errors: pmcctl is a program, not a library: a function that cannot go on says why on
+ * stderr ("pmcctl: ...") and exits, 1 (EXIT_FAIL) unless said otherwise; one that returns
+ * has succeeded. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pmc.pb-c.h"
+#include "util.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+enum format {
+	FORMAT_TABLE,
+	FORMAT_JSON,
+	FORMAT_CSV,
+};
+
+struct opts {
+	const char *socket;
+	enum format format;
+	int32_t pid;
+	const char **regions; /* --region: shell globs, any of them */
+	size_t n_regions;
+	const char **comms; /* --comm: shell globs on the process name, any of them */
+	size_t n_comms;
+	double interval;     /* top: seconds between refreshes */
+	unsigned iterations; /* top: refreshes before exiting, 0 for no limit */
+	bool live_opts;      /* --interval or --iterations given */
+	const char *events;  /* run: PMC_EVENTS for the command */
+	const char *output;  /* run: file for the figures (NULL: stdout) */
+	char **argv;         /* run: the command and its arguments */
+};
+
+struct command {
+	const char *name;
+	bool filters;    /* takes --comm and --region, and --pid unless no_pid */
+	bool no_pid;     /* run: the process is the command's */
+	bool live;       /* top: takes --interval and --iterations, prints tables only */
+	bool standalone; /* run: connects by itself (or starts a daemon), not before */
+	int (*run)(int sock, const struct command *cmd, const struct opts *o);
+};
+
+/* main.c */
+
+/** usage_error() - print "pmcctl: " and the printf @fmt, point to --help; exit EXIT_USAGE */
+void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/** fail() - print "pmcctl: " and the printf @fmt on stderr; exit EXIT_FAIL */
+void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/** oom() - say "out of memory" and exit EXIT_FAIL, like fail() */
+void oom(void) __attribute__((noreturn));
+
+/*
+ * The commands, which main() runs once the options suit them (struct command):
+ * @sock: the connection to pmcdaemon, Hello said, borrowed; -1 for a standalone one (run)
+ * @cmd: the command's entry in the table (its name names it in messages)
+ * @o: the options, borrowed
+ * They print to stdout in @o->format, and exit on failure, saying why.
+ * Return: the exit status of pmcctl (0; run: the command's).
+ */
+
+/* status.c */
+int cmd_status(int sock, const struct command *cmd, const struct opts *o);
+
+/* query.c: query and dump (the same command), reset */
+int cmd_query(int sock, const struct command *cmd, const struct opts *o);
+int cmd_reset(int sock, const struct command *cmd, const struct opts *o);
+
+/* events.c */
+int cmd_events(int sock, const struct command *cmd, const struct opts *o);
+
+/* top.c: refreshes until Ctrl-C (SIGINT, SIGTERM) or --iterations */
+int cmd_top(int sock, const struct command *cmd, const struct opts *o);
+
+/* run.c: connects by itself (@sock is -1), starting a private daemon where none answers;
+ * exits EX_UNAVAILABLE when it can neither reach one nor start one, 126 or 127 when the
+ * command cannot be run */
+int cmd_run(int sock, const struct command *cmd, const struct opts *o);
+
+/* call.c */
+
+/** response_freep() - cleanup helper: free *@r (NULL ok), protobuf-c's unpacked Response */
+void response_freep(Pmc__Response **r);
+
+#define _cleanup_response_ _cleanup_(response_freep)
+
+/** stats_or_zero() - @s, or all-zero statistics for a reply that left them out (NULL) */
+const Pmc__Stats *stats_or_zero(const Pmc__Stats *s);
+
+/**
+ * connect_daemon() - connect to pmcdaemon's socket at @path
+ * Return: the connected fd (O_CLOEXEC), the caller's to close; when nothing answers, says
+ * why and exits EX_UNAVAILABLE.
+ */
+int connect_daemon(const char *path);
+
+/**
+ * call() - send @req on @sock (borrowed) and wait for the reply, which must have body @want
+ * @what: names the call in messages
+ * Return: the Response, which the caller frees (pmc__response__free_unpacked(), or
+ * _cleanup_response_); when the call fails, times out or the daemon refuses, says why
+ * (with the daemon's message) and exits.
+ */
+Pmc__Response *call(int sock, const char *what, const Pmc__Request *req,
+                    Pmc__Response__BodyCase want);
+
+/** hello() - say Hello on @sock (borrowed); exits when the call fails or the daemon speaks
+ * another protocol version */
+void hello(int sock);
+
+/** has_glob() - whether @s holds a shell glob character (*, ?, [ or \) */
+bool has_glob(const char *s);
+
+/** new_filters() - whether @o (or a start time @min_start, from run) asks for more than
+ * pmcdaemon's first Query could match: several names, globs, process names */
+bool new_filters(const struct opts *o, uint64_t min_start);
+
+/** query_init() - initialise @q with the filters of @o; its strings point into @o, which
+ * must outlive it */
+void query_init(Pmc__Query *q, const struct opts *o);
+
+/**
+ * query_stream() - send @q on @sock (borrowed), asking for its reply in parts, and hand each
+ * part to @on_part(part, @ctx) as it arrives (a daemon that does not stream sends one part;
+ * the part is freed after the callback returns)
+ * @what: names the call in messages
+ * @o: the filters @q came from (to tell a daemon too old for them)
+ * Return: the last part's Response (its visible and hidden: the whole reply's), which the
+ * caller frees; on any failure, or a daemon too old for the filters, says why and exits.
+ */
+Pmc__Response *query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
+                            void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx);
+
+/**
+ * query_call() - send @q on @sock (borrowed) and gather its whole reply
+ * Return: one Response holding every part's regions and losses, which the caller frees; on
+ * any failure, or a daemon too old for the filters of @o, says why and exits.
+ */
+Pmc__Response *query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o);
+
+/* query.c: what top and run print as query does */
+
+/** region_key_cmp() - qsort()/bsearch() order of Pmc__RegionStats pointers: by pid, then name */
+int region_key_cmp(const void *a, const void *b);
+
+/**
+ * empty_reason() - why @q lists no region, with the filters of @o
+ * @text: set to a sentence saying why (escaped), the caller's to free
+ * Return: its code for JSON, a static string: "no_match", "hidden" or "nothing_recorded".
+ */
+const char *empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text);
+
+/** query_json() - {"regions":[...],"losses":[...]} of @q, new (the caller's reference); when
+ * it lists nothing and @why is not NULL, also "empty" (@why_code), "message" (@why) and
+ * "hidden_regions" */
+json_t *query_json(const Pmc__QueryReply *q, const char *why_code, const char *why);
+
+/** query_csv() - print @q's regions as CSV, header first, to stdout */
+void query_csv(const Pmc__QueryReply *q);
+
+/** query_table() - print @q's regions as a table with its notes to stdout, or @why instead
+ * when it lists none */
+void query_table(const Pmc__QueryReply *q, const char *why);
+
+/* output.c */
+
+/**
+ * escape_text() - copy of @s fit for every output (table, CSV, JSON, messages): each
+ * character that a terminal acts on, and each byte that is not UTF-8, becomes a visible
+ * escape ("\x1b", "\u202e")
+ * Return: a valid UTF-8 string, the caller's to free.
+ */
+char *escape_text(const char *s);
+
+/* An aligned table: @head, @right and @ncols set by its owner, the rows added cell by cell
+ * (table_add()), row by row. */
+struct table {
+	size_t ncols;
+	const char *const *head;
+	const bool *right; /* right-aligned (numeric) columns */
+	char **cell;       /* row-major, ncols per row */
+	size_t n, cap;
+};
+
+/** table_free() - forget the rows of @t (its cells), keeping its columns */
+void table_free(struct table *t);
+
+/** table_add() - add the next cell of @t, the printf @fmt, escaped (escape_text()) */
+void table_add(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/**
+ * table_print_part() - print the rows of @t to @f, after the header when @head, then forget
+ * them (table_free())
+ * @width: t->ncols column widths, zero at first, widened to fit: parts printed later with
+ * the same @width line up with the first unless they hold wider cells
+ */
+void table_print_part(struct table *t, FILE *f, size_t *width, bool head);
+
+/** table_print() - print @t whole to @f, its header first, and forget its rows */
+void table_print(struct table *t, FILE *f);
+
+/* CSV rows on stdout (RFC 4180 quoting): one call per field, then csv_end(). */
+
+/** csv_str() - a text field, escaped; one that starts like a spreadsheet formula gets a
+ * leading single quote */
+void csv_str(const char *str);
+/** csv_u64() - an unsigned integer field */
+void csv_u64(uint64_t v);
+/** csv_i64() - a signed integer field */
+void csv_i64(int64_t v);
+/** csv_real() - a real field, as short as reads back the same; empty when not finite */
+void csv_real(double v);
+/** csv_bool() - "true" or "false" */
+void csv_bool(bool v);
+/** csv_end() - end the row */
+void csv_end(void);
+/** csv_header() - a row of the @n column names @names */
+void csv_header(const char *const *names, size_t n);
+
+/* JSON values: each returns a new reference, the caller's (jset() and jappend() take it);
+ * exits on allocation failure. */
+
+/** jstr() - a JSON string of @s, escaped (escape_text()) */
+json_t *jstr(const char *s);
+/** ju64() - a JSON integer, or a (rounded) real above INT64_MAX */
+json_t *ju64(uint64_t v);
+/** jreal() - a JSON real, or null when @v is not finite */
+json_t *jreal(double v);
+/** jset() - set member @key (escaped) of @obj to @v, taking @v (NULL: out of memory) */
+void jset(json_t *obj, const char *key, json_t *v);
+/** jappend() - append @v to @arr, taking @v (NULL: out of memory) */
+void jappend(json_t *arr, json_t *v);
+/** jobject() - a new, empty JSON object */
+json_t *jobject(void);
+/** jarray() - a new, empty JSON array */
+json_t *jarray(void);
+/** json_print() - print @root to stdout, indented, and a newline; takes @root */
+void json_print(json_t *root);
+/** json_print_indented() - print @v to stdout, indented by @indent spaces more than at the
+ * top level, without a final newline; takes @v */
+void json_print_indented(json_t *v, int indent);
+
+/* Numbers for tables, written to @buf (@len bytes); "-" when not finite. */
+
+/** format_count() - a count with 3 significant digits above 999 (1.23k, 4.56M, 7.89G),
+ * below it whole (@whole) or with 2 decimals under 100
+ * Return: whether that rounded it. */
+bool format_count(char *buf, size_t len, double v, bool whole);
+/** format_time() - nanoseconds, 3 significant digits (850ns, 1.23us, 45.6ms, 2.50s)
+ * Return: whether that rounded it. */
+bool format_time(char *buf, size_t len, double ns);
+/** format_si() - a rate or count for a narrow column: 0, 2.50, 12.3, 1.2k, 45.6M */
+void format_si(char *buf, size_t len, double v);
+/** format_ns() - nanoseconds for a narrow column: 850ns, 1.2us, 45.6ms, 2.50s */
+void format_ns(char *buf, size_t len, double ns);

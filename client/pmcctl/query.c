@@ -1,0 +1,596 @@
+/* pmcctl query, dump and reset, and the printers of a query's reply (table, CSV, JSON,
+ * and why it lists nothing), which top and run use too. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "pmcctl.h"
+
+/* Orders regions by (pid, name). */
+int
+region_key_cmp(const void *a, const void *b)
+{
+	const Pmc__RegionStats *x = *(const Pmc__RegionStats *const *)a;
+	const Pmc__RegionStats *y = *(const Pmc__RegionStats *const *)b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* "--pid 12 --comm 'x*'": the filters of @o, for messages; @names: --region too. */
+static char *
+filters_text(const struct opts *o, bool names)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		oom();
+	if (o->pid)
+		fprintf(f, " --pid %" PRId32, o->pid);
+	for (size_t i = 0; i < o->n_comms; i++)
+		fprintf(f, " --comm '%s'", o->comms[i]);
+	for (size_t i = 0; names && i < o->n_regions; i++)
+		fprintf(f, " --region '%s'", o->regions[i]);
+	if (fclose(f))
+		oom();
+	char *safe = escape_text(text[0] ? text + 1 : text);
+	free(text);
+	return safe;
+}
+
+/* Why @q lists no region: its code for JSON ("no_match", "hidden", "nothing_recorded") and
+ * a sentence in *@text (the caller frees it). */
+const char *
+empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
+{
+	_cleanup_free_ char *all = filters_text(o, true);
+	_cleanup_free_ char *procs = filters_text(o, false);
+	const char *code;
+	int r;
+
+	if (q->visible) {
+		code = "no_match";
+		r = asprintf(
+		        text,
+		        "no region matches %s (%" PRIu32 " region%s recorded that you may see: "
+		        "'pmcctl query' lists them)%s",
+		        all, q->visible, q->visible == 1 ? "" : "s",
+		        q->hidden ? "; other users' processes hold more, hidden from you" : "");
+	} else if (q->hidden) {
+		code = "hidden";
+		r = asprintf(text,
+		             "no region that you may see: %" PRIu32 " region%s of other users' "
+		             "processes %s hidden%s%s (only root and members of the daemon's "
+		             "--admin-group see them)",
+		             q->hidden, q->hidden == 1 ? "" : "s", q->hidden == 1 ? "is" : "are",
+		             procs[0] ? ", selected by " : "", procs);
+	} else {
+		code = "nothing_recorded";
+		if (procs[0])
+			r = asprintf(
+			        text,
+			        "no regions recorded for %s: no such process has sent samples to "
+			        "this daemon since it started or was reset",
+			        procs);
+		else
+			r = asprintf(text,
+			             "no regions recorded: no program linked with libpmcclient "
+			             "has sent samples to this daemon since it started or was "
+			             "reset");
+	}
+	if (r < 0)
+		oom();
+	return code;
+}
+
+/* ---- query and dump ---- */
+
+static json_t *
+stats_json(const Pmc__Stats *s)
+{
+	json_t *o = jobject();
+
+	s = stats_or_zero(s);
+	jset(o, "sum", ju64(s->sum));
+	jset(o, "min", ju64(s->min));
+	jset(o, "max", ju64(s->max));
+	jset(o, "mean", jreal(s->mean));
+	jset(o, "stddev", jreal(s->stddev));
+	jset(o, "p50", jreal(s->p50));
+	jset(o, "p90", jreal(s->p90));
+	jset(o, "p99", jreal(s->p99));
+	return o;
+}
+
+/* One region's figures, as "regions" lists them. */
+static json_t *
+region_json(const Pmc__RegionStats *r)
+{
+	json_t *reg = jobject();
+	json_t *events = jobject();
+	json_t *wall = stats_json(r->wall_ns);
+
+	/* Wall time is read from the clock, never extrapolated. */
+	jset(wall, "scaled", json_false());
+	if (r->wall_floor) {
+		jset(wall, "floor", ju64(r->wall_floor));
+		jset(wall, "too_short", json_boolean(r->wall_too_short));
+	}
+	jset(reg, "name", jstr(r->name));
+	jset(reg, "pid", json_integer(r->pid));
+	jset(reg, "comm", jstr(r->comm));
+	jset(reg, "uid", json_integer(r->uid));
+	jset(reg, "count", ju64(r->count));
+	jset(reg, "wall_ns", wall);
+	jset(reg, "events", events);
+	for (size_t j = 0; j < r->n_events; j++) {
+		const Pmc__EventStats *e = r->events[j];
+		json_t *st = stats_json(e->stats);
+
+		jset(st, "scaled", json_boolean(e->scaled_count > 0));
+		/* What an empty region measures here (its thread's calibration). */
+		if (r->wall_floor) {
+			jset(st, "floor", ju64(e->floor));
+			jset(st, "too_short", json_boolean(e->too_short));
+		}
+		if (e->scaled_count > 0) {
+			jset(st, "scaled_samples", ju64(e->scaled_count));
+			jset(st, "running_ratio", jreal(e->scaled_ratio));
+		}
+		jset(events, e->name, st);
+	}
+	/* Ratios of event sums, where both events were counted (ipc, miss ratios). */
+	json_t *derived = jobject();
+	jset(reg, "derived", derived);
+	for (size_t j = 0; j < r->n_derived; j++)
+		jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
+	return reg;
+}
+
+/* The samples not counted, per process listed and reason, appended to @losses. */
+static void
+losses_json(json_t *losses, const Pmc__QueryReply *q)
+{
+	for (size_t i = 0; i < q->n_losses; i++) {
+		json_t *l = jobject();
+		jset(l, "pid", json_integer(q->losses[i]->pid));
+		jset(l, "reason", jstr(q->losses[i]->reason));
+		jset(l, "count", ju64(q->losses[i]->count));
+		jappend(losses, l);
+	}
+}
+
+/* Why nothing is listed, in @root: "empty", "message", "hidden_regions". */
+static void
+empty_json(json_t *root, const Pmc__QueryReply *q, const char *why_code, const char *why)
+{
+	jset(root, "empty", jstr(why_code));
+	jset(root, "message", jstr(why));
+	jset(root, "hidden_regions", ju64(q->hidden));
+}
+
+/* {"regions":[...],"losses":[...]}, and when it is empty, why ("empty", "message",
+ * "hidden_regions"); @why NULL: the caller says why itself. */
+json_t *
+query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
+{
+	json_t *root = jobject();
+	json_t *regions = jarray();
+
+	jset(root, "regions", regions);
+	for (size_t i = 0; i < q->n_regions; i++)
+		jappend(regions, region_json(q->regions[i]));
+	json_t *losses = jarray();
+	jset(root, "losses", losses);
+	losses_json(losses, q);
+	if (!q->n_regions && why)
+		empty_json(root, q, why_code, why);
+	return root;
+}
+
+static const char *const query_csv_head[] = {
+        "pid", "comm",   "region",        "count",  "event",     "sum",
+        "min", "max",    "mean",          "stddev", "p50",       "p90",
+        "p99", "scaled", "running_ratio", "floor",  "too_short",
+};
+
+/* @e is NULL for the wall-clock row. */
+static void
+query_csv_row(const Pmc__RegionStats *r, const Pmc__EventStats *e)
+{
+	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
+	bool scaled = e && e->scaled_count > 0;
+
+	csv_i64(r->pid);
+	csv_str(r->comm);
+	csv_str(r->name);
+	csv_u64(r->count);
+	csv_str(e ? e->name : "wall_ns");
+	csv_u64(s->sum);
+	csv_u64(s->min);
+	csv_u64(s->max);
+	csv_real(s->mean);
+	csv_real(s->stddev);
+	csv_real(s->p50);
+	csv_real(s->p90);
+	csv_real(s->p99);
+	csv_bool(scaled);
+	if (scaled)
+		csv_real(e->scaled_ratio);
+	else
+		csv_str("");
+	if (r->wall_floor) {
+		csv_u64(e ? e->floor : r->wall_floor);
+		csv_bool(e ? e->too_short : r->wall_too_short);
+	} else {
+		csv_str("");
+		csv_str("");
+	}
+	csv_end();
+}
+
+/* A derived metric: "derived:NAME" in the event column, its value in the mean column. */
+static void
+query_csv_derived(const Pmc__RegionStats *r, const Pmc__Derived *d)
+{
+	csv_i64(r->pid);
+	csv_str(r->comm);
+	csv_str(r->name);
+	csv_u64(r->count);
+	char name[96];
+	snprintf(name, sizeof(name), "derived:%s", d->name);
+	csv_str(name);
+	csv_str("");
+	csv_str("");
+	csv_str("");
+	csv_real(d->value);
+	for (int k = 0; k < 4; k++)
+		csv_str("");
+	csv_bool(false);
+	csv_str("");
+	csv_str("");
+	csv_str("");
+	csv_end();
+}
+
+/* The rows of @q's regions, the header aside. */
+static void
+query_csv_rows(const Pmc__QueryReply *q)
+{
+	for (size_t i = 0; i < q->n_regions; i++) {
+		query_csv_row(q->regions[i], NULL);
+		for (size_t j = 0; j < q->regions[i]->n_events; j++)
+			query_csv_row(q->regions[i], q->regions[i]->events[j]);
+		for (size_t j = 0; j < q->regions[i]->n_derived; j++)
+			query_csv_derived(q->regions[i], q->regions[i]->derived[j]);
+	}
+}
+
+void
+query_csv(const Pmc__QueryReply *q)
+{
+	csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+	query_csv_rows(q);
+}
+
+/* Events that count nanoseconds (perf's software clocks), with any ":u"/":k". */
+static bool
+event_counts_ns(const char *name)
+{
+	static const char *const clocks[] = {"task-clock", "cpu-clock", "perf::task-clock",
+	                                     "perf::cpu-clock"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(clocks); i++) {
+		size_t n = strlen(clocks[i]);
+
+		if (!strncasecmp(name, clocks[i], n) && (!name[n] || name[n] == ':'))
+			return true;
+	}
+	return false;
+}
+
+/* One cell of a statistic; sets *@rounded when the figure lost digits. */
+static void
+table_add_value(struct table *t, double v, bool whole, bool ns, bool *rounded)
+{
+	char buf[64];
+
+	*rounded |=
+	        ns ? format_time(buf, sizeof(buf), v) : format_count(buf, sizeof(buf), v, whole);
+	table_add(t, "%s", buf);
+}
+
+static void
+query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStats *e, bool *rounded)
+{
+	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
+	bool ns = !e || event_counts_ns(e->name);
+	char count[64];
+
+	*rounded |= format_count(count, sizeof(count), (double)r->count, true);
+	table_add(t, "%" PRId32, r->pid);
+	table_add(t, "%s", r->comm);
+	table_add(t, "%s", r->name);
+	table_add(t, "%s", count);
+	if (e)
+		table_add(t, "%s%s%s", e->name, e->scaled_count > 0 ? "*" : "",
+		          e->too_short ? "~" : "");
+	else
+		table_add(t, "wall%s", r->wall_too_short ? "~" : "");
+	table_add_value(t, (double)s->sum, true, ns, rounded);
+	table_add_value(t, s->mean, false, ns, rounded);
+	table_add_value(t, (double)s->min, true, ns, rounded);
+	table_add_value(t, (double)s->max, true, ns, rounded);
+	table_add_value(t, s->p50, false, ns, rounded);
+	table_add_value(t, s->p90, false, ns, rounded);
+	table_add_value(t, s->p99, false, ns, rounded);
+}
+
+static const char *const query_table_head[] = {"PID",  "COMM", "REGION", "COUNT", "EVENT", "SUM",
+                                               "MEAN", "MIN",  "MAX",    "P50",   "P90",   "P99"};
+static const bool query_table_right[] = {true, false, false, true, false, true,
+                                         true, true,  true,  true, true,  true};
+
+/* What the notes under a query's table say: which marks its rows used, and its losses. */
+struct table_notes {
+	bool any_scaled, rounded, any_short;
+	char *losses; /* lines, one per process and reason */
+	size_t losses_len;
+	FILE *f;
+};
+
+/* Adds the rows of @q's regions to @t, and what their notes need to @n. */
+static void
+query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *n)
+{
+	for (size_t i = 0; i < q->n_regions; i++) {
+		const Pmc__RegionStats *r = q->regions[i];
+
+		query_table_row(t, r, NULL, &n->rounded);
+		n->any_short |= r->wall_too_short;
+		for (size_t j = 0; j < r->n_events; j++) {
+			query_table_row(t, r, r->events[j], &n->rounded);
+			n->any_scaled |= r->events[j]->scaled_count > 0;
+			n->any_short |= r->events[j]->too_short;
+		}
+		/* Derived ratios: the value in the MEAN column. */
+		for (size_t j = 0; j < r->n_derived; j++) {
+			char count[64];
+
+			n->rounded |= format_count(count, sizeof(count), (double)r->count, true);
+			table_add(t, "%" PRId32, r->pid);
+			table_add(t, "%s", r->comm);
+			table_add(t, "%s", r->name);
+			table_add(t, "%s", count);
+			table_add(t, "(%s)", r->derived[j]->name);
+			table_add(t, "-");
+			table_add(t, "%.3f", r->derived[j]->value);
+			for (int k = 0; k < 5; k++)
+				table_add(t, "-");
+		}
+	}
+	if (!q->n_losses)
+		return;
+	if (!n->f && !(n->f = open_memstream(&n->losses, &n->losses_len)))
+		oom();
+	for (size_t i = 0; i < q->n_losses; i++)
+		fprintf(n->f, "pid %" PRId32 ": %" PRIu64 " samples not counted (%s)\n",
+		        q->losses[i]->pid, q->losses[i]->count, q->losses[i]->reason);
+}
+
+/* The notes under a table, and forgets them. */
+static void
+query_table_notes(struct table_notes *n)
+{
+	if (n->rounded)
+		puts("figures rounded to 3 significant digits (k, M, G: 10^3, 10^6, 10^9): "
+		     "--format json or csv has them exact");
+	if (n->any_scaled)
+		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
+	if (n->f) {
+		if (fclose(n->f))
+			oom();
+		fputs(n->losses, stdout);
+		free(n->losses);
+	}
+	if (n->any_short)
+		puts("~ too short to trust: the mean is within 10x of what an empty region "
+		     "measures in that process (its floor: --format json shows it; nothing is "
+		     "subtracted)");
+	memset(n, 0, sizeof(*n));
+}
+
+/* @why: printed instead of an empty table. */
+void
+query_table(const Pmc__QueryReply *q, const char *why)
+{
+	struct table t = {.ncols = ARRAY_SIZE(query_table_head),
+	                  .head = query_table_head,
+	                  .right = query_table_right};
+	struct table_notes n = {0};
+
+	if (!q->n_regions) {
+		_cleanup_free_ char *safe = escape_text(why);
+
+		puts(safe);
+		return;
+	}
+	query_table_rows(&t, q, &n);
+	table_print(&t, stdout);
+	query_table_notes(&n);
+}
+
+/* A query's reply printed as its parts arrive: nothing but the table's notes and the
+ * losses is kept from one part to the next. */
+struct query_printer {
+	const struct opts *o;
+	size_t n_regions; /* listed so far */
+	struct table t;
+	size_t width[ARRAY_SIZE(query_table_head)];
+	struct table_notes notes;
+	json_t *losses; /* JSON: every part's, printed after the regions */
+};
+
+static void
+query_print_part(const Pmc__QueryReply *q, void *ctx)
+{
+	struct query_printer *p = ctx;
+
+	if (p->o->format == FORMAT_JSON) {
+		for (size_t i = 0; i < q->n_regions; i++) {
+			fputs(p->n_regions + i ? ",\n" : "\n", stdout);
+			json_print_indented(region_json(q->regions[i]), 4);
+		}
+		losses_json(p->losses, q);
+	} else if (p->o->format == FORMAT_CSV) {
+		query_csv_rows(q);
+	} else {
+		query_table_rows(&p->t, q, &p->notes);
+		if (p->t.n)
+			table_print_part(&p->t, stdout, p->width, !p->n_regions);
+	}
+	p->n_regions += q->n_regions;
+}
+
+/* Asks for @q's reply in parts and prints each as it arrives, in @o's format; when it lists
+ * nothing, a line says why. */
+static void
+query_print_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+{
+	struct query_printer p = {.o = o,
+	                          .t = {.ncols = ARRAY_SIZE(query_table_head),
+	                                .head = query_table_head,
+	                                .right = query_table_right}};
+
+	if (o->format == FORMAT_JSON) {
+		p.losses = jarray();
+		fputs("{\n  \"regions\": [", stdout);
+	} else if (o->format == FORMAT_CSV) {
+		csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+	}
+	_cleanup_response_ Pmc__Response *last =
+	        query_stream(sock, what, q, o, query_print_part, &p);
+	const Pmc__QueryReply *end = last->query;
+	_cleanup_free_ char *why = NULL;
+	const char *code = p.n_regions ? NULL : empty_reason(end, o, &why);
+
+	if (o->format == FORMAT_JSON) {
+		json_t *tail = jobject();
+
+		fputs(p.n_regions ? "\n  ],\n" : "],\n", stdout);
+		jset(tail, "losses", p.losses);
+		if (why)
+			empty_json(tail, end, code, why);
+		/* The tail's members, its "{" left out: the root's are the regions'. */
+		_cleanup_free_ char *text = json_dumps(tail, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_decref(tail);
+		if (!text)
+			fail("cannot write JSON");
+		puts(text + 2);
+	} else if (o->format == FORMAT_CSV) {
+		if (why) {
+			/* The CSV stays a table for the program reading it; the reason is for
+			 * the person running it. */
+			_cleanup_free_ char *safe = escape_text(why);
+
+			fprintf(stderr, "pmcctl: %s\n", safe);
+		}
+	} else if (why) {
+		_cleanup_free_ char *safe = escape_text(why);
+
+		puts(safe);
+	} else {
+		query_table_notes(&p.notes);
+	}
+	if (fflush(stdout) || ferror(stdout))
+		fail("cannot write the output: %s", strerror(errno));
+}
+
+int
+cmd_query(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__Query q;
+
+	query_init(&q, o);
+	query_print_stream(sock, cmd->name, &q, o);
+	return 0;
+}
+
+/* ---- reset ---- */
+
+static uint32_t
+reset_one(int sock, int32_t pid, const char *region)
+{
+	Pmc__Reset rs = PMC__RESET__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+
+	rs.pid = pid;
+	rs.region = (char *)(region ? region : "");
+	req.body_case = PMC__REQUEST__BODY_RESET;
+	req.reset = &rs;
+
+	_cleanup_response_ Pmc__Response *resp =
+	        call(sock, "reset", &req, PMC__RESPONSE__BODY_RESET);
+	return resp->reset->cleared;
+}
+
+/* Pids are at most 2^22 (PID_MAX_LIMIT): a reset of this one clears nothing, and is refused
+ * like any other to whoever may not reset. */
+#define RESET_NO_PID INT32_MAX
+
+int
+cmd_reset(int sock, const struct command *cmd, const struct opts *o)
+{
+	uint32_t cleared = 0;
+
+	if (!new_filters(o, 0)) {
+		cleared = reset_one(sock, o->pid, o->n_regions ? o->regions[0] : NULL);
+	} else {
+		/* Reset names one exact region: the daemon matches the filters in a query,
+		 * then each region it lists is cleared. Asking first whether we may reset at
+		 * all words a refusal the same for every filter, even one that matches
+		 * nothing. */
+		Pmc__Query q;
+
+		reset_one(sock, RESET_NO_PID, NULL);
+		query_init(&q, o);
+		_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
+		Pmc__QueryReply *qr = resp->query;
+
+		/* A pid may be listed twice (a process that exec'd a setuid program, or a
+		 * recycled pid), and one reset of it clears both: once each. */
+		if (qr->n_regions) /* (none: no array at all) */
+			qsort(qr->regions, qr->n_regions, sizeof(*qr->regions), region_key_cmp);
+		for (size_t i = 0; i < qr->n_regions; i++)
+			if (!i || region_key_cmp(&qr->regions[i - 1], &qr->regions[i]))
+				cleared +=
+				        reset_one(sock, qr->regions[i]->pid, qr->regions[i]->name);
+	}
+
+	if (o->format == FORMAT_JSON) {
+		json_t *root = jobject();
+
+		jset(root, "cleared", ju64(cleared));
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		static const char *const head[] = {"cleared"};
+
+		csv_header(head, ARRAY_SIZE(head));
+		csv_u64(cleared);
+		csv_end();
+	} else {
+		printf("cleared %" PRIu32 " aggregate(s)\n", cleared);
+	}
+	return 0;
+}

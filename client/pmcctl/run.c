@@ -1,0 +1,823 @@
+/* pmcctl run: runs a command with PMC_SOCKET (and PMC_EVENTS) set, follows the processes
+ * it starts and, when it exits, prints their regions. Where no daemon answers, a private
+ * pmcdaemon started here counts for the run. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <sys/types.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pmcctl.h"
+#include "wire.h"
+
+static void
+fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+static void
+closedirp(DIR **d)
+{
+	if (*d)
+		closedir(*d);
+}
+
+#define _cleanup_closedir_ _cleanup_(closedirp)
+
+/* A pmcdaemon this pmcctl started for one run, on a socket in a directory of its own. */
+struct private_daemon {
+	pid_t pid;
+	char dir[108]; /* what fits in sun_path, with the socket's name */
+	char sock[128];
+	char log[128];
+	int paranoid;   /* perf_event_paranoid */
+	bool user_mode; /* the kernel lets it count user mode only (paranoid 2, unprivileged) */
+};
+
+/* The one running now, stopped at exit whatever path pmcctl leaves by. */
+static struct private_daemon *private_running;
+
+/* Prints the private daemon's log to stderr: why it failed. */
+static void
+private_show_log(const struct private_daemon *d)
+{
+	_cleanup_fclose_ FILE *f = fopen(d->log, "re");
+	char line[1024];
+
+	if (!f)
+		return;
+	fputs("pmcctl: the private pmcdaemon said:\n", stderr);
+	while (fgets(line, sizeof(line), f)) {
+		_cleanup_free_ char *safe = NULL;
+
+		line[strcspn(line, "\n")] = '\0';
+		safe = escape_text(line);
+		fprintf(stderr, "  %s\n", safe);
+	}
+}
+
+/* Stops the private daemon: SIGTERM, SIGKILL after 5 s. Return: its wait status, or -1 when
+ * it was gone. */
+static int
+private_stop(struct private_daemon *d)
+{
+	int status = -1;
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		for (int i = 0; i < 500; i++) {
+			pid_t w = waitpid(d->pid, &status, WNOHANG);
+
+			if (w == d->pid || (w < 0 && errno != EINTR))
+				break;
+			if (i == 499) {
+				kill(d->pid, SIGKILL);
+				waitpid(d->pid, &status, 0);
+			}
+			usleep(10000);
+		}
+		d->pid = 0;
+	}
+	return status;
+}
+
+/* Removes its socket (which it removes itself when it stops cleanly), log and directory. */
+static void
+private_remove(struct private_daemon *d)
+{
+	if (!d->dir[0])
+		return;
+	unlink(d->sock);
+	unlink(d->log);
+	rmdir(d->dir);
+	d->dir[0] = '\0';
+}
+
+static void
+private_stop_at_exit(void)
+{
+	if (!private_running)
+		return;
+	private_stop(private_running);
+	private_remove(private_running);
+	private_running = NULL;
+}
+
+/* Whether the calling process may count any thread however perf_event_paranoid is set:
+ * CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in its effective set. */
+static bool
+perfmon_capable(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned long long eff = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	return (eff >> 38 & 1) || (eff >> 21 & 1);
+}
+
+/* Whether @path names an executable regular file. */
+static bool
+is_program(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode) && !access(path, X_OK);
+}
+
+/* The pmcdaemon to start: next to pmcctl (installed side by side, or the build tree's
+ * daemon/ beside client/), in the sbin of pmcctl's prefix, on PATH, or in the system's sbin
+ * directories. Return: a path to free, or NULL. */
+static char *
+private_find_daemon(void)
+{
+	char self[PATH_MAX], *path = NULL;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *env = getenv("PATH");
+
+	if (n > 0) {
+		self[n] = '\0';
+		*strrchr(self, '/') = '\0';
+		static const char *const near[] = {"%s/pmcdaemon", "%s/../daemon/pmcdaemon",
+		                                   "%s/../sbin/pmcdaemon"};
+		for (size_t i = 0; i < ARRAY_SIZE(near); i++) {
+			if (asprintf(&path, near[i], self) < 0)
+				oom();
+			if (is_program(path))
+				return path;
+			free(path);
+		}
+	}
+	_cleanup_free_ char *dirs = strdup(env && env[0] ? env : "");
+	if (!dirs)
+		oom();
+	for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
+	     d = strtok_r(NULL, ":", &save)) {
+		if (asprintf(&path, "%s/pmcdaemon", d) < 0)
+			oom();
+		if (is_program(path))
+			return path;
+		free(path);
+	}
+	static const char *const sbin[] = {"/usr/local/sbin/pmcdaemon", "/usr/sbin/pmcdaemon",
+	                                   "/sbin/pmcdaemon"};
+	for (size_t i = 0; i < ARRAY_SIZE(sbin); i++)
+		if (is_program(sbin[i]))
+			return strdup(sbin[i]);
+	return NULL;
+}
+
+/* A directory of our own for the socket: $XDG_RUNTIME_DIR, $TMPDIR or /tmp. */
+static int
+private_make_dir(struct private_daemon *d)
+{
+	const char *bases[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bases); i++) {
+		struct sockaddr_un sa;
+
+		if (!bases[i] || bases[i][0] != '/')
+			continue;
+		/* The socket's path must fit in sun_path. */
+		if ((size_t)snprintf(d->dir, sizeof(d->dir), "%s/pmcctl-run.XXXXXX", bases[i]) +
+		            sizeof("/pmc.sock") >
+		    sizeof(sa.sun_path))
+			continue;
+		if (mkdtemp(d->dir)) {
+			snprintf(d->sock, sizeof(d->sock), "%s/pmc.sock", d->dir);
+			snprintf(d->log, sizeof(d->log), "%s/pmcdaemon.log", d->dir);
+			return 0;
+		}
+	}
+	d->dir[0] = '\0';
+	return -errno;
+}
+
+/* Starts a pmcdaemon for this run, as the caller, on a socket only the caller may use, and
+ * waits until it answers; on failure says why and exits EX_UNAVAILABLE. @why: how connecting
+ * to @wanted failed. */
+static void
+private_start(struct private_daemon *d, const char *wanted, int why)
+{
+	_cleanup_fclose_ FILE *pf = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	int paranoid = 4;
+
+	if (!pf || fscanf(pf, "%d", &paranoid) != 1) {
+		fprintf(stderr,
+		        "pmcctl: no pmcdaemon answers at %s (%s), and this kernel has no "
+		        "perf_event support (/proc/sys/kernel/perf_event_paranoid is missing) "
+		        "to count with a private one\n",
+		        wanted, strerror(-why));
+		exit(EX_UNAVAILABLE);
+	}
+	if (paranoid > 2 && !perfmon_capable()) {
+		fprintf(stderr,
+		        "pmcctl: no pmcdaemon answers at %s (%s), and pmcctl cannot count with a "
+		        "private one: perf_event_paranoid is %d, which lets only privileged users "
+		        "count: ask the operator to run pmcdaemon (systemctl enable --now "
+		        "pmcdaemon.socket) or to set kernel.perf_event_paranoid=2\n",
+		        wanted, strerror(-why), paranoid);
+		exit(EX_UNAVAILABLE);
+	}
+	d->paranoid = paranoid;
+	d->user_mode = paranoid >= 2 && !perfmon_capable();
+	_cleanup_free_ char *bin = private_find_daemon();
+	if (!bin) {
+		fprintf(stderr,
+		        "pmcctl: no pmcdaemon answers at %s (%s), and there is no pmcdaemon "
+		        "program to start a private one (looked next to pmcctl, on PATH and in "
+		        "/usr/sbin): install pmc's daemon, or give the socket of a running one "
+		        "with --socket\n",
+		        wanted, strerror(-why));
+		exit(EX_UNAVAILABLE);
+	}
+	int r = private_make_dir(d);
+	if (r < 0) {
+		fprintf(stderr, "pmcctl: cannot make a directory for a private pmcdaemon: %s\n",
+		        strerror(-r));
+		exit(EX_UNAVAILABLE);
+	}
+	private_running = d;
+
+	pid_t parent = getpid();
+	d->pid = fork();
+	if (d->pid < 0) {
+		d->pid = 0;
+		fail("cannot start %s: fork: %s", bin, strerror(errno));
+	}
+	if (d->pid == 0) {
+		/* Its own session: Ctrl-C at the terminal is for the command, and the daemon
+		 * must still answer the query after the command ends. It ends with pmcctl. */
+		int log = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		setsid();
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent || log < 0 || null < 0 || dup2(null, 0) < 0 ||
+		    dup2(log, 1) < 0 || dup2(log, 2) < 0)
+			_exit(EX_OSERR);
+		/* Not systemd's daemon: no notification, no sockets passed. */
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("LISTEN_FDS");
+		unsetenv("LISTEN_PID");
+		unsetenv("LISTEN_FDNAMES");
+		unsetenv("WATCHDOG_USEC");
+		unsetenv("WATCHDOG_PID");
+		execl(bin, "pmcdaemon", "--socket", d->sock, "--socket-mode", "0600", (char *)NULL);
+		fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+		_exit(EX_OSERR);
+	}
+
+	/* Ready when it answers: the socket file exists a moment before it listens. */
+	for (int i = 0; i < 1000; i++) {
+		int status;
+
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->pid = 0;
+			fprintf(stderr, "pmcctl: the private pmcdaemon (%s) exited at start\n",
+			        bin);
+			private_show_log(d);
+			exit(EX_UNAVAILABLE);
+		}
+		int fd = wire_connect(d->sock);
+		if (fd >= 0) {
+			close(fd);
+			_cleanup_free_ char *safe = escape_text(d->sock);
+
+			fprintf(stderr,
+			        "pmcctl: no pmcdaemon answers at %s: counting with a private one "
+			        "(pid %d, socket %s) until the command ends\n",
+			        wanted, (int)d->pid, safe);
+			return;
+		}
+		usleep(10000);
+	}
+	private_show_log(d);
+	fail("the private pmcdaemon (%s) did not answer within 10 s", bin);
+}
+
+/* Pids in ascending order. */
+struct pidset {
+	pid_t *v;
+	size_t n, cap;
+};
+
+static bool
+pidset_has(const struct pidset *s, pid_t pid)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid] == pid)
+			return true;
+		if (s->v[mid] < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static void
+pidset_add(struct pidset *s, pid_t pid)
+{
+	size_t i = s->n;
+
+	if (pidset_has(s, pid))
+		return;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		pid_t *v = reallocarray(s->v, cap, sizeof(*v));
+		if (!v)
+			oom();
+		s->v = v;
+		s->cap = cap;
+	}
+	while (i && s->v[i - 1] > pid) {
+		s->v[i] = s->v[i - 1];
+		i--;
+	}
+	s->v[i] = pid;
+	s->n++;
+}
+
+/* Reads field 4 (ppid) and 22 (start time, clock ticks since boot) of /proc/PID/stat. */
+static int
+proc_stat(pid_t pid, pid_t *ppid, uint64_t *start)
+{
+	char path[64], buf[1024];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	p++;
+	for (int field = 3; field <= 22; field++) {
+		char *end;
+		unsigned long long v;
+
+		while (*p == ' ')
+			p++;
+		v = strtoull(p, &end, 10);
+		if (field == 4 && ppid)
+			*ppid = (pid_t)v;
+		if (field == 22) {
+			if (end == p)
+				return -EIO;
+			if (start)
+				*start = v;
+			return 0;
+		}
+		p = strchr(p, ' ');
+		if (!p)
+			return -EIO;
+	}
+	return -EIO;
+}
+
+/* Adds the children of every thread of @pid (/proc/PID/task/TID/children) to @out. */
+static void
+proc_children(pid_t pid, struct pidset *out)
+{
+	char path[300];
+	_cleanup_closedir_ DIR *d = NULL;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return; /* gone */
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)pid, e->d_name);
+		_cleanup_fclose_ FILE *f = fopen(path, "re");
+		int c;
+
+		if (!f)
+			continue;
+		while (fscanf(f, "%d", &c) == 1)
+			pidset_add(out, c);
+	}
+}
+
+/* Adds to @seen each process below pmcctl (a subreaper: the orphans of the command's tree
+ * come to it) but @skip and its descendants, as /proc shows them now. */
+static void
+run_scan(struct pidset *seen, pid_t skip)
+{
+	static int no_children_file = -1;
+	struct pidset level = {0}, next = {0};
+
+	if (no_children_file < 0) {
+		char path[96];
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(),
+		         (int)getpid());
+		no_children_file = access(path, R_OK) != 0;
+	}
+	if (no_children_file) {
+		/* Every process's parent, from a scan of /proc. */
+		_cleanup_closedir_ DIR *d = opendir("/proc");
+		struct pidset tree = {0};
+
+		pidset_add(&tree, getpid());
+		for (bool grew = true; d && grew;) {
+			grew = false;
+			rewinddir(d);
+			for (struct dirent *e; (e = readdir(d));) {
+				pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+
+				if (pid <= 0 || pid == skip || pidset_has(&tree, pid) ||
+				    proc_stat(pid, &ppid, NULL) < 0 || !pidset_has(&tree, ppid))
+					continue;
+				pidset_add(&tree, pid);
+				pidset_add(seen, pid);
+				grew = true;
+			}
+		}
+		free(tree.v);
+		return;
+	}
+	pidset_add(&level, getpid());
+	while (level.n) {
+		next.n = 0;
+		for (size_t i = 0; i < level.n; i++)
+			proc_children(level.v[i], &next);
+		level.n = 0;
+		for (size_t i = 0; i < next.n; i++)
+			if (next.v[i] != skip) {
+				pidset_add(seen, next.v[i]);
+				pidset_add(&level, next.v[i]);
+			}
+	}
+	free(level.v);
+	free(next.v);
+}
+
+/* Whether event @name ends in a mode (":u", ":k", ":uk", ":ku"). */
+static bool
+event_has_mode(const char *name)
+{
+	const char *m = strrchr(name, ':');
+
+	return m && m > name && m[-1] != ':' &&
+	       (!strcmp(m, ":u") || !strcmp(m, ":k") || !strcmp(m, ":uk") || !strcmp(m, ":ku"));
+}
+
+/* The events for a private daemon that may count user mode only, while pmcdaemon counts
+ * software events in both by default: @events (NULL: PMC_EVENTS, or the daemon's default
+ * set), each without a mode given ":u". Return: the list for PMC_EVENTS, to free. */
+static char *
+run_user_mode_events(const char *sock_path, const char *events)
+{
+	char *list = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&list, &len);
+	_cleanup_free_ char *copy = NULL;
+	_cleanup_response_ Pmc__Response *resp = NULL;
+	size_t n = 0;
+
+	if (!f)
+		oom();
+	if (!events || !events[0])
+		events = getenv("PMC_EVENTS");
+	if (!events || !events[0]) {
+		Pmc__ListEvents le = PMC__LIST_EVENTS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		_cleanup_close_ int fd = connect_daemon(sock_path);
+
+		hello(fd);
+		req.body_case = PMC__REQUEST__BODY_LIST_EVENTS;
+		req.list_events = &le;
+		resp = call(fd, "run", &req, PMC__RESPONSE__BODY_EVENTS);
+		for (size_t i = 0; i < resp->events->n_default_events; i++) {
+			const char *e = resp->events->default_events[i];
+
+			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+		}
+	} else {
+		copy = strdup(events);
+		if (!copy)
+			oom();
+		for (char *save = NULL, *e = strtok_r(copy, ",", &save); e;
+		     e = strtok_r(NULL, ",", &save))
+			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+	}
+	if (fclose(f))
+		oom();
+	return list;
+}
+
+/* How long run waits between two looks at the command's processes: the least after a new
+ * one came, doubling up to the most while none comes. */
+#define RUN_SCAN_MIN_NS (1000 * 1000)
+#define RUN_SCAN_MAX_NS (10 * 1000 * 1000)
+
+/* Exit status of a shell for a child's wait status. */
+static int
+exit_code(int status)
+{
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* Command line for messages, as a shell would take it back: each argument with more than
+ * plain characters in single quotes; escaped. */
+static char *
+argv_text(char **argv)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		oom();
+	for (size_t i = 0; argv[i]; i++) {
+		const char *a = argv[i];
+
+		fputs(i ? " " : "", f);
+		if (a[0] && !a[strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		                         "0123456789_./=:,+-@%")]) {
+			fputs(a, f);
+			continue;
+		}
+		fputc('\'', f);
+		for (; *a; a++)
+			if (*a == '\'')
+				fputs("'\\''", f);
+			else
+				fputc(*a, f);
+		fputc('\'', f);
+	}
+	if (fclose(f))
+		oom();
+	char *safe = escape_text(text);
+	free(text);
+	return safe;
+}
+
+/* Prints the figures of the run: @q's regions of the processes in @tree (all of them when
+ * @tree is NULL: a private daemon counts only the command's). */
+static void
+run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct opts *o, pid_t pid,
+          int code, bool private)
+{
+	Pmc__QueryReply view = *reply, *q = &view;
+	_cleanup_free_ Pmc__RegionStats **kept = calloc(reply->n_regions + 1, sizeof(*kept));
+	_cleanup_free_ char *cmdline = argv_text(o->argv);
+	_cleanup_free_ char *why = NULL;
+	size_t n = 0;
+
+	if (!kept)
+		oom();
+	for (size_t i = 0; i < reply->n_regions; i++)
+		if (!tree || pidset_has(tree, reply->regions[i]->pid))
+			kept[n++] = reply->regions[i];
+	view.regions = kept;
+	view.n_regions = n;
+	/* By pid, then name: the command's own regions come first. */
+	qsort(kept, n, sizeof(*kept), region_key_cmp);
+	if (!n) {
+		const char *off = getenv("PMC_DISABLE");
+
+		if (asprintf(&why, "%s (pid %d) and the processes it started recorded no regions%s",
+		             cmdline, (int)pid,
+		             off && !strcmp(off, "1")
+		                     ? ": PMC_DISABLE=1 turns libpmcclient off"
+		                     : " (are they linked with libpmcclient, and do their regions "
+		                       "run?)") < 0)
+			oom();
+	}
+	if (o->format == FORMAT_JSON) {
+		json_t *root = query_json(q, "nothing_recorded", why);
+		json_t *argv = jarray();
+
+		jset(root, "command", argv);
+		for (size_t i = 0; o->argv[i]; i++)
+			jappend(argv, jstr(o->argv[i]));
+		jset(root, "pid", json_integer(pid));
+		jset(root, "exit_status", json_integer(code));
+		jset(root, "daemon", jstr(private ? "private" : "system"));
+		json_print(root);
+	} else if (o->format == FORMAT_CSV) {
+		query_csv(q);
+		if (why)
+			fprintf(stderr, "pmcctl: %s\n", why);
+	} else {
+		printf("regions of %s (pid %d) and the processes it started; exit status %d:\n\n",
+		       cmdline, (int)pid, code);
+		query_table(q, why);
+	}
+}
+
+int
+cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
+{
+	struct private_daemon priv = {0};
+	const char *sock_path = o->socket;
+	int fd = wire_connect(o->socket);
+	bool private = false;
+	/* An inherited SIG_IGN would reap our children (the daemon, the command) for us. */
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigaction(SIGCHLD, &dfl, NULL);
+
+	/* Only where nothing listens: a daemon that refuses us says why below. */
+	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+		private = true;
+		atexit(private_stop_at_exit);
+		private_start(&priv, o->socket, fd);
+		sock_path = priv.sock;
+		fd = wire_connect(sock_path);
+	}
+	if (fd < 0)
+		connect_daemon(sock_path); /* says why and exits */
+	hello(fd);
+	close(fd);
+	_cleanup_free_ char *user_events = NULL;
+	const char *events = o->events;
+	if (private && priv.user_mode) {
+		user_events = run_user_mode_events(sock_path, o->events);
+		events = user_events;
+		_cleanup_free_ char *safe = escape_text(events);
+		fprintf(stderr,
+		        "pmcctl: perf_event_paranoid %d lets a pmcdaemon of uid %d count user mode "
+		        "only: PMC_EVENTS=%s\n",
+		        priv.paranoid, (int)getuid(), safe);
+	}
+
+	/* Orphans of the command's tree come to us, so that run_scan() still finds them. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, &old);
+
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		fail("run: pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		fail("run: fork: %s", strerror(errno));
+	if (pid == 0) {
+		int e;
+
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		close(pipefd[0]);
+		if (setenv("PMC_SOCKET", sock_path, 1) < 0 ||
+		    (events && setenv("PMC_EVENTS", events, 1) < 0))
+			_exit(127);
+		execvp(o->argv[0], o->argv);
+		e = errno;
+		(void)!write(pipefd[1], &e, sizeof(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(pipefd[1]);
+
+	struct pidset tree = {0};
+	uint64_t start = 0;
+	int e = 0, status = 0;
+	bool done = false;
+
+	pidset_add(&tree, pid);
+	proc_stat(pid, NULL, &start);
+	if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+		_cleanup_free_ char *name = escape_text(o->argv[0]);
+
+		waitpid(pid, NULL, 0);
+		fprintf(stderr, "pmcctl: cannot run '%s': %s\n", name, strerror(e));
+		exit(e == ENOENT ? 127 : 126);
+	}
+	close(pipefd[0]);
+
+	long wait_ns = RUN_SCAN_MIN_NS;
+	while (!done) {
+		struct timespec ts = {0};
+		siginfo_t si;
+		pid_t w;
+		int st;
+
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (w == pid) {
+				status = st;
+				done = true;
+			} else if (w == priv.pid) {
+				priv.pid = 0; /* said below */
+			}
+		}
+		if (done)
+			break;
+		/* The pids of the command's processes: the daemon names processes by pid (a
+		 * private daemon serves the command's only). A process that starts and ends
+		 * between two looks is missed, so look often while processes come (they come
+		 * in bursts: scripts, make), less when not. */
+		size_t known = tree.n;
+		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+		if (!private)
+			run_scan(&tree, priv.pid);
+		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
+		wait_ns = tree.n > known ? RUN_SCAN_MIN_NS : wait_ns * 2;
+		if (wait_ns > RUN_SCAN_MAX_NS)
+			wait_ns = RUN_SCAN_MAX_NS;
+		/* A large tree takes long to read: at most a tenth of a CPU for it. */
+		if ((uint64_t)wait_ns < 9 * took)
+			wait_ns = 9 * took < 999999999 ? (long)(9 * took) : 999999999;
+		ts.tv_nsec = wait_ns;
+		int sig = sigtimedwait(&set, &si, &ts);
+		if (sig == SIGCHLD)
+			wait_ns = RUN_SCAN_MIN_NS;
+		/* What the terminal sends reaches the command too; what a process sends to
+		 * pmcctl alone is passed on. */
+		else if (sig > 0 && si.si_code <= 0)
+			kill(pid, sig);
+	}
+	int code = exit_code(status);
+
+	if (private && !priv.pid) {
+		fprintf(stderr, "pmcctl: the private pmcdaemon ended while the command ran\n");
+		private_show_log(&priv);
+		free(tree.v);
+		return code ? code : EXIT_FAIL;
+	}
+	if (o->output && !freopen(o->output, "w", stdout)) {
+		_cleanup_free_ char *name = escape_text(o->output);
+
+		fprintf(stderr, "pmcctl: cannot write %s: %s\n", name, strerror(errno));
+		free(tree.v);
+		return code ? code : EXIT_FAIL;
+	}
+
+	/* Only processes started since the command was; of those, the command's. */
+	fd = connect_daemon(sock_path);
+	hello(fd);
+	Pmc__Query q;
+	query_init(&q, o);
+	q.min_start = start ? start : 1;
+	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
+	close(fd);
+	run_print(resp->query, private ? NULL : &tree, o, pid, code, private);
+	pmc__response__free_unpacked(resp, NULL);
+	free(tree.v);
+
+	if (private) {
+		int st = private_stop(&priv);
+
+		if (st != 0) {
+			fprintf(stderr,
+			        "pmcctl: the private pmcdaemon did not stop cleanly (%s %d)\n",
+			        st > 0 && WIFSIGNALED(st) ? "signal" : "status",
+			        st < 0            ? -1
+			        : WIFSIGNALED(st) ? WTERMSIG(st)
+			                          : WEXITSTATUS(st));
+			private_show_log(&priv);
+		}
+		private_remove(&priv);
+		private_running = NULL;
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "pmcctl: writing output: %s\n", strerror(errno));
+		return code ? code : EXIT_FAIL;
+	}
+	return code;
+}
