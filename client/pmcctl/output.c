@@ -402,6 +402,139 @@ json_print_indented(json_t *v, int indent)
 	}
 }
 
+/* ---- JSON written as it goes ---- */
+
+void
+jw_raw(struct jw *w, const char *s)
+{
+	fputs_unlocked(s, w->f);
+}
+
+void
+jw_string(struct jw *w, const char *s)
+{
+	_cleanup_free_ char *safe = escape_text(s);
+	FILE *f = w->f;
+
+	/* What jansson writes: '"' and '\\' escaped, control characters too (escape_text()
+	 * left none), the rest as it is (UTF-8). */
+	putc_unlocked('"', f);
+	for (const char *c = safe; *c; c++) {
+		unsigned char u = (unsigned char)*c;
+
+		if (u == '"' || u == '\\') {
+			putc_unlocked('\\', f);
+			putc_unlocked(*c, f);
+		} else if (u < 0x20) {
+			fprintf(f, "\\u%04x", u);
+		} else {
+			putc_unlocked(*c, f);
+		}
+	}
+	putc_unlocked('"', f);
+}
+
+void
+jw_key(struct jw *w, const char *key)
+{
+	fputs_unlocked(w->first ? "\n" : ",\n", w->f);
+	for (int i = 0; i < w->indent; i++)
+		putc_unlocked(' ', w->f);
+	jw_string(w, key);
+	fputs_unlocked(": ", w->f);
+	w->first = false;
+}
+
+void
+jw_open(struct jw *w, const char *key)
+{
+	if (key)
+		jw_key(w, key);
+	putc_unlocked('{', w->f);
+	w->indent += 2;
+	w->first = true;
+}
+
+void
+jw_close(struct jw *w)
+{
+	w->indent -= 2;
+	if (!w->first) {
+		putc_unlocked('\n', w->f);
+		for (int i = 0; i < w->indent; i++)
+			putc_unlocked(' ', w->f);
+	}
+	putc_unlocked('}', w->f);
+	w->first = false;
+}
+
+void
+jw_str(struct jw *w, const char *key, const char *v)
+{
+	jw_key(w, key);
+	jw_string(w, v);
+}
+
+void
+jw_int(struct jw *w, const char *key, int64_t v)
+{
+	char buf[24], *e = buf + sizeof(buf), *p = e;
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+
+	jw_key(w, key);
+	do
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	fwrite_unlocked(p, 1, (size_t)(e - p), w->f);
+}
+
+void
+jw_real(struct jw *w, const char *key, double v)
+{
+	char buf[40];
+
+	jw_key(w, key);
+	if (!isfinite(v)) {
+		fputs_unlocked("null", w->f);
+		return;
+	}
+	/* jansson's form: 17 significant digits, a ".0" where that shows no fraction or
+	 * exponent, and an exponent with no '+' or leading zeros (1e20, 1.5e-7). */
+	snprintf(buf, sizeof(buf), "%.17g", v);
+	char *exp = strchr(buf, 'e');
+	if (!exp && !strchr(buf, '.')) {
+		strcat(buf, ".0");
+	} else if (exp) {
+		char *from = exp + 1, *to = exp + 1;
+		if (*from == '+')
+			from++;
+		else if (*from == '-')
+			*to++ = *from++;
+		while (*from == '0' && from[1])
+			from++;
+		memmove(to, from, strlen(from) + 1);
+	}
+	fputs_unlocked(buf, w->f);
+}
+
+void
+jw_u64(struct jw *w, const char *key, uint64_t v)
+{
+	if (v <= INT64_MAX)
+		jw_int(w, key, (int64_t)v);
+	else
+		jw_real(w, key, (double)v);
+}
+
+void
+jw_bool(struct jw *w, const char *key, bool v)
+{
+	jw_key(w, key);
+	fputs_unlocked(v ? "true" : "false", w->f);
+}
+
 /* ---- numbers ---- */
 
 /* @v with a unit: below 1000 of the first unit, whole (@whole: an integer, exact) or with 2

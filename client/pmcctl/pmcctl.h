@@ -253,6 +253,40 @@ void json_print(json_t *root);
  * top level, without a final newline; takes @v */
 void json_print_indented(json_t *v, int indent);
 
+/*
+ * JSON written as it goes, for outputs too large to build first (a query's regions): the
+ * same text jansson writes with JSON_INDENT(2) | JSON_PRESERVE_ORDER, objects only. @indent:
+ * the spaces before the members of the object open now; @first: none written in it yet.
+ * Names and strings are escaped as jstr() escapes them.
+ */
+struct jw {
+	FILE *f;
+	int indent;
+	bool first;
+};
+
+/** jw_raw() - write @s as it is */
+void jw_raw(struct jw *w, const char *s);
+/** jw_string() - write @s as a JSON string, escaped (escape_text()) */
+void jw_string(struct jw *w, const char *s);
+/** jw_key() - start the member @key of the object open now */
+void jw_key(struct jw *w, const char *key);
+/** jw_open() - open an object: member @key's value, or (@key NULL) a value where the
+ * caller placed it */
+void jw_open(struct jw *w, const char *key);
+/** jw_close() - close the object open now ("{}" when it has no member) */
+void jw_close(struct jw *w);
+/** jw_str() - member @key, the string @v (escaped) */
+void jw_str(struct jw *w, const char *key, const char *v);
+/** jw_int() - member @key, an integer */
+void jw_int(struct jw *w, const char *key, int64_t v);
+/** jw_u64() - member @key, an integer, or a (rounded) real above INT64_MAX, as ju64() */
+void jw_u64(struct jw *w, const char *key, uint64_t v);
+/** jw_real() - member @key, a real as jansson writes it, null when not finite */
+void jw_real(struct jw *w, const char *key, double v);
+/** jw_bool() - member @key, true or false */
+void jw_bool(struct jw *w, const char *key, bool v);
+
 /* Numbers for tables, written to @buf (@len bytes); "-" when not finite. */
 
 /** format_count() - a count with 3 significant digits above 999 (1.23k, 4.56M, 7.89G),

@@ -158,6 +158,63 @@ region_json(const Pmc__RegionStats *r)
 	return reg;
 }
 
+static void
+stats_write(struct jw *w, const char *key, const Pmc__Stats *s)
+{
+	s = stats_or_zero(s);
+	jw_open(w, key);
+	jw_u64(w, "sum", s->sum);
+	jw_u64(w, "min", s->min);
+	jw_u64(w, "max", s->max);
+	jw_real(w, "mean", s->mean);
+	jw_real(w, "stddev", s->stddev);
+	jw_real(w, "p50", s->p50);
+	jw_real(w, "p90", s->p90);
+	jw_real(w, "p99", s->p99);
+}
+
+/* region_json() written as it goes: the same text, without building it first. */
+static void
+region_write(struct jw *w, const Pmc__RegionStats *r)
+{
+	jw_open(w, NULL);
+	jw_str(w, "name", r->name);
+	jw_int(w, "pid", r->pid);
+	jw_str(w, "comm", r->comm);
+	jw_int(w, "uid", r->uid);
+	jw_u64(w, "count", r->count);
+	stats_write(w, "wall_ns", r->wall_ns);
+	/* Wall time is read from the clock, never extrapolated. */
+	jw_bool(w, "scaled", false);
+	if (r->wall_floor) {
+		jw_u64(w, "floor", r->wall_floor);
+		jw_bool(w, "too_short", r->wall_too_short);
+	}
+	jw_close(w);
+	jw_open(w, "events");
+	for (size_t j = 0; j < r->n_events; j++) {
+		const Pmc__EventStats *e = r->events[j];
+
+		stats_write(w, e->name, e->stats);
+		jw_bool(w, "scaled", e->scaled_count > 0);
+		if (r->wall_floor) {
+			jw_u64(w, "floor", e->floor);
+			jw_bool(w, "too_short", e->too_short);
+		}
+		if (e->scaled_count > 0) {
+			jw_u64(w, "scaled_samples", e->scaled_count);
+			jw_real(w, "running_ratio", e->scaled_ratio);
+		}
+		jw_close(w);
+	}
+	jw_close(w);
+	jw_open(w, "derived");
+	for (size_t j = 0; j < r->n_derived; j++)
+		jw_real(w, r->derived[j]->name, r->derived[j]->value);
+	jw_close(w);
+	jw_close(w);
+}
+
 /* The samples not counted, per process listed and reason, appended to @losses. */
 static void
 losses_json(json_t *losses, const Pmc__QueryReply *q)
@@ -448,10 +505,14 @@ query_print_part(const Pmc__QueryReply *q, void *ctx)
 	struct query_printer *p = ctx;
 
 	if (p->o->format == FORMAT_JSON) {
+		struct jw w = {.f = stdout, .indent = 4};
+
+		flockfile(stdout);
 		for (size_t i = 0; i < q->n_regions; i++) {
-			fputs(p->n_regions + i ? ",\n" : "\n", stdout);
-			json_print_indented(region_json(q->regions[i]), 4);
+			fputs_unlocked(p->n_regions + i ? ",\n    " : "\n    ", stdout);
+			region_write(&w, q->regions[i]);
 		}
+		funlockfile(stdout);
 		losses_json(p->losses, q);
 	} else if (p->o->format == FORMAT_CSV) {
 		query_csv_rows(q);
