@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -47,6 +49,16 @@
 /* Each sample reaches the daemon within this long of its region's end, by default. */
 #define PMC_FLUSH_MS 1000
 #define PMC_CALL_TIMEOUT_MS 2000
+/* Asked for as the socket's send buffer (the kernel caps it at net.core.wmem_max, then
+ * doubles it): batches the daemon has not read yet wait there. An AF_UNIX datagram is
+ * charged to its sender until it is read, so the sender's buffer, not the daemon's receive
+ * buffer, decides how many wait before a send meets a full queue (-EAGAIN). */
+#define PMC_SNDBUF (1 << 20)
+/* Fd numbers a thread's registration leaves above its fds under RLIMIT_NOFILE, for the
+ * application. */
+#define PMC_FD_RESERVE 16
+/* How many events the daemon's default set has (hardware or software), until a reply says. */
+#define PMC_DEFAULT_N_EVENTS 4
 /* Open addressing, never more than half full: a table for the first 4,095 names, and one for
  * all of them, made when the first is full (so that a process of few names touches little). */
 #define PMC_NAMES_SMALL 4096
@@ -76,6 +88,7 @@ enum {
 	R_EXITED = R_THREAD_N, /* held by a thread that exited unsent */
 	R_NAMES,               /* pmc_region(): the name table was full */
 	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
+	R_FD_LIMIT,            /* regions of threads that had no room for their counter fds */
 	R_N
 };
 
@@ -88,6 +101,7 @@ static const char *const reason_name[R_N] = {
         [R_EXITED] = "thread-exited",
         [R_NAMES] = "too-many-names",
         [R_LONG_NAMES] = "name-too-long",
+        [R_FD_LIMIT] = "fd-limit",
 };
 
 /* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1). */
@@ -113,6 +127,8 @@ struct pmc_thread {
 	struct pmc_thread *next, *prev;
 	unsigned gen;
 	int state;
+	/* ST_OFF for want of fds (RLIMIT_NOFILE): each of its regions counts as R_FD_LIMIT. */
+	int fd_starved;
 	unsigned conn; /* G.conn when this thread last told the daemon about itself */
 	char *ev_names[PMC_MAX_EVENTS];
 	uint32_t ev_groups[PMC_MAX_EVENTS];
@@ -154,6 +170,7 @@ struct pmc_thread {
 	 * says how many it leaves behind): the daemon counts them as lost if the process goes
 	 * without sending them. */
 	uint64_t announced;
+	uint64_t drain_to; /* under G.lock: the head drain_locked() waits for */
 };
 
 static struct {
@@ -183,6 +200,8 @@ static struct {
 	uint8_t announced[PMC_MAX_REGIONS];
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
+	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
+	int blocked;         /* a send met a full queue: the background thread waits for room */
 	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
 	 * have told the daemon of them (under the lock). */
 	_Atomic uint64_t lost[R_N];
@@ -370,6 +389,7 @@ on_fork_child(void)
 	memset(G.announced, 0, sizeof(G.announced));
 	/* The background thread did not survive the fork; the parent's losses are its own. */
 	G.service = 0;
+	G.blocked = 0;
 	G.sent_total = 0;
 	for (unsigned k = 0; k < R_N; k++) {
 		atomic_store(&G.lost[k], 0);
@@ -392,6 +412,9 @@ daemon_connect(const char *path, int *hello_failed, char *why, size_t why_len)
 	int fd = wire_connect_flags(path, SOCK_NONBLOCK);
 	if (fd < 0)
 		return fd;
+	/* Room for a burst the daemon is behind on (back-pressure, not a loss): best effort. */
+	int sndbuf = PMC_SNDBUF;
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	h.client = "libpmcclient";
@@ -744,14 +767,229 @@ thread_release(struct pmc_thread *t)
 	free(t);
 }
 
-/* Called with G.lock held; returns a registered thread or NULL. */
-static struct pmc_thread *
-register_locked(void)
+/* Milliseconds from now to @deadline (CLOCK_MONOTONIC ns), rounded up; 0 once it passed. */
+static int
+ms_left(uint64_t deadline)
 {
+	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Called with G.lock held: waits until the daemon's queue has room for a datagram
+ * (POLLOUT), or until @deadline, with G.lock released meanwhile when @unlock (then G.fd may
+ * be another socket on return: the caller checks the state again).
+ * Return: 0 (room, or an error the next send finds), -EAGAIN at @deadline. */
+static int
+wait_room_locked(uint64_t deadline, bool unlock)
+{
+	struct pollfd p = {.fd = G.fd, .events = POLLOUT};
+	int ms = ms_left(deadline);
+	if (!ms)
+		return -EAGAIN;
+	if (unlock)
+		pthread_mutex_unlock(&G.lock);
+	int n = poll(&p, 1, ms);
+	if (unlock)
+		pthread_mutex_lock(&G.lock);
+	return n == 0 ? -EAGAIN : 0;
+}
+
+/* Called with G.lock held: tells the daemon that thread @tid is gone (it closes its copies
+ * of the thread's fds), waiting until @deadline for room in its queue (@unlock: as
+ * wait_room_locked()). Return: 0 or -errno. */
+static int
+thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
+{
+	Pmc__ThreadExit te = PMC__THREAD_EXIT__INIT;
+	te.tid = tid;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
+	req.thread_exit = &te;
+	int r;
+	while ((r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
+	       wait_room_locked(deadline, unlock) == 0 && atomic_load(&G.state) == ST_ON)
+		;
+	return r;
+}
+
+/*
+ * Whether @n fds more fit under this process's RLIMIT_NOFILE now, with PMC_FD_RESERVE fd
+ * numbers above them left to the application: takes @n fd numbers, each the lowest free one
+ * as the kernel takes them for received fds (F_DUPFD_CLOEXEC of @sock, borrowed), gives them
+ * back, and compares the highest with the limit. Exact for the @n whatever the limit is now
+ * (setrlimit() at any time) and whatever the program opened and closed since, which a count
+ * kept here could not be: 2 n + 1 system calls, once per thread, beside a registration's
+ * round trip (70 us or more) and the daemon's opens.
+ */
+static bool
+fd_room(int sock, size_t n)
+{
+	int fds[PMC_MAX_EVENTS];
+	size_t got = 0;
+	int err = 0;
+	if (n > ARRAY_SIZE(fds))
+		n = ARRAY_SIZE(fds);
+	while (got < n) {
+		int fd = fcntl(sock, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0) {
+			err = errno;
+			break;
+		}
+		fds[got++] = fd;
+	}
+	/* Each the lowest free one while the earlier ones are held: the last is the highest. */
+	long top = got ? fds[got - 1] : -1;
+	for (size_t i = 0; i < got; i++)
+		close(fds[i]);
+	if (got < n)
+		return err != EMFILE; /* on any other failure, let the daemon's reply tell */
+	struct rlimit rl;
+	return getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	       (rlim_t)top + 1 + PMC_FD_RESERVE <= rl.rlim_cur;
+}
+
+/* The one line about threads short of fds, and that their regions are counted. */
+static void
+warn_fd_limit(pid_t tid, size_t n, bool truncated)
+{
+	struct rlimit rl;
+	unsigned long long lim =
+	        getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (unsigned long long)rl.rlim_cur : 0;
+	warn_loss(R_FD_LIMIT,
+	          "thread %d runs unprofiled: %s its %zu counter fds under RLIMIT_NOFILE %llu (the "
+	          "library leaves %d more fds to the program); so do other threads short of "
+	          "fds, while the process's other threads and its connection go on; their "
+	          "regions are counted by pmcdaemon as dropped (reason %s); raise the limit "
+	          "(ulimit -n, LimitNOFILE=)",
+	          (int)tid,
+	          truncated ? "the reply to its registration could not carry" : "no room for", n,
+	          lim, PMC_FD_RESERVE, reason_name[R_FD_LIMIT]);
+}
+
+/*
+ * Called with G.lock held (nothing else may read the socket meanwhile): sends the
+ * RegisterThread @req and receives its reply before @deadline, with the fds it carries in
+ * @fds (PMC_MAX_EVENTS slots). A full queue delays the request until then.
+ * Return: 0 with *@out (freed by the caller) and *@n_fds fds, the caller's;
+ * -EMFILE: the reply came with fewer fds than it carried (MSG_CTRUNC: no room for them
+ * under RLIMIT_NOFILE), those that came are closed, *@out is the reply (NULL when it does
+ * not decode); -EBADMSG: the reply does not decode or carries more than PMC_MAX_EVENTS
+ * fds (closed). After these two the connection is in step: its one reply was read.
+ * -EAGAIN: not sent (the queue stayed full); the connection is in step too.
+ * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
+ */
+static int
+register_call_locked(const Pmc__Request *req, uint64_t deadline, int *fds, size_t *n_fds,
+                     Pmc__Response **out)
+{
+	int r;
+	while ((r = wire_send(G.fd, &req->base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN)
+		if (wait_room_locked(deadline, false) < 0)
+			return -EAGAIN;
+	if (r < 0)
+		return r;
+	struct pollfd p = {.fd = G.fd, .events = POLLIN};
+	for (;;) {
+		r = poll(&p, 1, ms_left(deadline));
+		if (r > 0)
+			break;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+	ssize_t len;
+	int resets = 0;
+	/* As wire_wait(): a daemon that closed reports ECONNRESET once before its last words. */
+	do
+		len = recv(G.fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	while (len < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
+	if (len < 0)
+		return -errno;
+	if (len == 0)
+		return -ECONNRESET;
+	if ((size_t)len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	_cleanup_free_ uint8_t *buf = malloc((size_t)len);
+	if (!buf)
+		return -ENOMEM;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} ctrl;
+	struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
+	struct msghdr mh = {
+	        .msg_iov = &iov,
+	        .msg_iovlen = 1,
+	        .msg_control = ctrl.buf,
+	        .msg_controllen = sizeof(ctrl.buf),
+	};
+	ssize_t got;
+	do
+		got = recvmsg(G.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -errno;
+	size_t nf = 0;
+	bool bad = (mh.msg_flags & MSG_TRUNC) != 0, cut = (mh.msg_flags & MSG_CTRUNC) != 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+			bad = true;
+			continue;
+		}
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (nf < PMC_MAX_EVENTS) {
+				fds[nf++] = fd;
+			} else {
+				close(fd);
+				bad = true;
+			}
+		}
+	}
+	Pmc__Response *resp = NULL;
+	bool decoded = wire_unpack_response(buf, (size_t)got, &resp) == 0;
+	if (cut || bad || !decoded) {
+		for (size_t i = 0; i < nf; i++)
+			close(fds[i]);
+		if (cut) {
+			*out = resp;
+			return -EMFILE;
+		}
+		if (resp)
+			pmc__response__free_unpacked(resp, NULL);
+		return -EBADMSG;
+	}
+	*out = resp;
+	*n_fds = nf;
+	return 0;
+}
+
+/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL:
+ * then *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE). */
+static struct pmc_thread *
+register_locked(bool *fd_starved)
+{
+	pid_t tid = gettid_();
+	*fd_starved = false;
+	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
+	 * each, and this process the fds it already has. */
+	size_t want = G.n_events       ? G.n_events
+	              : G.reply_events ? G.reply_events
+	                               : PMC_DEFAULT_N_EVENTS;
+	if (want > PMC_MAX_EVENTS)
+		want = PMC_MAX_EVENTS; /* the daemon refuses more (E2BIG) */
+	if (!fd_room(G.fd, want)) {
+		warn_fd_limit(tid, want, false);
+		*fd_starved = true;
+		return NULL;
+	}
 	struct pmc_thread *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->tid = gettid_();
+	t->tid = tid;
 	t->gen = atomic_load(&G.gen);
 
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
@@ -763,23 +1001,54 @@ register_locked(void)
 	req.register_thread = &rt;
 	Pmc__Response *resp = NULL;
 	size_t n_fds = 0;
-	int r = wire_call(G.fd, &req, PMC_CALL_TIMEOUT_MS, t->fds, PMC_MAX_EVENTS, &n_fds, &resp);
+	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
+	int r = register_call_locked(&req, deadline, t->fds, &n_fds, &resp);
+	bool is_reply =
+	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
+	if (is_reply)
+		G.reply_events = resp->register_reply->n_events;
+	if (r == -EMFILE || r == -EBADMSG) {
+		/* The one reply was read: the connection stays, and so do the process's other
+		 * threads. Only a reply that opened counters carries fds: the daemon forgets
+		 * this thread again (ThreadExit of an unknown thread is a no-op). */
+		(void)thread_exit_send_locked(tid, deadline, false);
+		if (r == -EMFILE) {
+			warn_fd_limit(tid, is_reply ? resp->register_reply->n_events : want, true);
+			*fd_starved = true;
+		} else {
+			warn_once("thread %d not profiled: malformed reply from pmcdaemon",
+			          (int)tid);
+		}
+		if (resp)
+			pmc__response__free_unpacked(resp, NULL);
+		free(t);
+		return NULL;
+	}
+	if (r == -EAGAIN) {
+		/* Nothing was sent: the connection is in step. */
+		warn_once("thread %d not profiled: pmcdaemon took no request for %d ms (its queue "
+		          "stayed full)",
+		          (int)tid, PMC_CALL_TIMEOUT_MS);
+		free(t);
+		return NULL;
+	}
 	if (r < 0) {
 		warn_once("thread %d not profiled: registering with pmcdaemon failed: %s",
 		          (int)t->tid, strerror(-r));
 		/* A late reply would answer the next thread's request: this connection is
 		 * out of step for good. Start afresh (in the background). */
-		connection_failed_locked(r == -EAGAIN ? -ETIMEDOUT : r);
+		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -ETIMEDOUT);
 		free(t);
 		return NULL;
 	}
-	if (resp->error || resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
-	    resp->register_reply->tid != t->tid || resp->register_reply->n_events != n_fds ||
-	    n_fds == 0) {
+	if (!is_reply || resp->register_reply->tid != t->tid ||
+	    resp->register_reply->n_events != n_fds || n_fds == 0) {
 		warn_once("thread %d not profiled: %s", (int)t->tid,
 		          resp->error ? resp->message : "unexpected reply from pmcdaemon");
 		for (size_t i = 0; i < n_fds; i++)
 			close(t->fds[i]);
+		if (is_reply)
+			(void)thread_exit_send_locked(tid, deadline, false);
 		pmc__response__free_unpacked(resp, NULL);
 		free(t);
 		return NULL;
@@ -914,10 +1183,11 @@ thread_slow(void)
 	}
 	if (t)
 		return t->state == ST_ON ? t : NULL;
+	bool fd_starved = false;
 	pthread_mutex_lock(&G.lock);
 	connect_locked();
 	if (atomic_load(&G.state) == ST_ON)
-		t = register_locked();
+		t = register_locked(&fd_starved);
 	pthread_mutex_unlock(&G.lock);
 	if (!t) {
 		/* Remember the failure so that this thread never retries on the hot path. */
@@ -926,6 +1196,7 @@ thread_slow(void)
 			return NULL;
 		t->gen = atomic_load(&G.gen);
 		t->state = ST_OFF;
+		t->fd_starved = fd_starved;
 	}
 	T = t;
 	if (G.key_ok)
@@ -972,6 +1243,15 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 	t->depth++;
 }
 
+/* A region of a thread that runs unprofiled: one dropped sample when it is so for want of
+ * fds (the next batch of any thread of the process tells the daemon). */
+static void __attribute__((noinline)) unprofiled_region(void)
+{
+	struct pmc_thread *t = T;
+	if (t && t->fd_starved)
+		atomic_fetch_add_explicit(&G.lost[R_FD_LIMIT], 1, memory_order_relaxed);
+}
+
 /* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
 static inline void
 begin_id(pmc_region_t region)
@@ -979,8 +1259,10 @@ begin_id(pmc_region_t region)
 	if (unlikely(!region))
 		return;
 	struct pmc_thread *t = thread_get();
-	if (t)
+	if (likely(t))
 		region_begin(t, region);
+	else
+		unprofiled_region();
 }
 
 PMC_EXPORT void
@@ -1173,6 +1455,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		b.dropped_exited = loss[R_EXITED];
 		b.dropped_names = loss[R_NAMES];
 		b.dropped_long_names = loss[R_LONG_NAMES];
+		b.dropped_fd_limit = loss[R_FD_LIMIT];
 		for (unsigned r = 0; r < R_N; r++)
 			b.dropped += loss[r];
 	}
@@ -1265,6 +1548,12 @@ consume_locked(struct pmc_thread *t)
 			end = wrap;
 		int r = send_slice_locked(t, rg, tl, end, any ? loss : NULL);
 		if (r < 0) {
+			/* A full queue: the samples stay; the background thread sends them as
+			 * soon as it has room. */
+			if (r == -EAGAIN && !G.blocked) {
+				G.blocked = 1;
+				pthread_cond_signal(&G.wake);
+			}
 			connection_failed_locked(r);
 			return r;
 		}
@@ -1282,12 +1571,54 @@ consume_locked(struct pmc_thread *t)
 	return 0;
 }
 
-/* Called with G.lock held: every registered thread's samples. */
-static void
+/* Called with G.lock held: every registered thread's samples.
+ * Return: 0, or -EAGAIN when some stayed for the daemon's queue was full. */
+static int
 consume_all_locked(void)
 {
+	int full = 0;
 	for (struct pmc_thread *t = G.threads; t && atomic_load(&G.state) == ST_ON; t = t->next)
-		(void)consume_locked(t);
+		full |= consume_locked(t) == -EAGAIN;
+	return full ? -EAGAIN : 0;
+}
+
+/* Called with G.lock held: whether every thread sent what it held when drain_locked() began. */
+static bool
+drained_locked(void)
+{
+	for (struct pmc_thread *t = G.threads; t; t = t->next)
+		if (atomic_load_explicit(&t->tail, memory_order_relaxed) < t->drain_to)
+			return false;
+	return true;
+}
+
+/*
+ * Called with G.lock held: sends what @t holds (NULL: what every registered thread holds
+ * now), waiting, with the lock released, while the daemon's queue is full: a daemon behind
+ * (a burst of clients) is back-pressure, not a reason to drop. Gives up after
+ * PMC_CALL_TIMEOUT_MS in which no sample went out (a daemon that stopped reading).
+ * Return: 0, -EAGAIN (given up: the samples stay), or consume_locked()'s error.
+ */
+static int
+drain_locked(struct pmc_thread *t)
+{
+	const uint64_t wait_ns = PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
+	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns, sent = G.sent_total;
+	if (!t)
+		for (struct pmc_thread *o = G.threads; o; o = o->next)
+			o->drain_to = atomic_load_explicit(&o->head, memory_order_acquire);
+	for (;;) {
+		int r = t ? consume_locked(t) : consume_all_locked();
+		/* Threads that run on meanwhile add samples: only those of now are waited for. */
+		if (r != -EAGAIN || (!t && drained_locked()))
+			return r == -EAGAIN ? 0 : r;
+		if (G.sent_total != sent) {
+			sent = G.sent_total;
+			deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns;
+		}
+		if (wait_room_locked(deadline, true) < 0)
+			return -EAGAIN;
+	}
 }
 
 /* The background thread: every PMC_FLUSH_MS / 2 it sends what every thread's ring holds,
@@ -1303,7 +1634,14 @@ service_main(void *arg)
 	for (;;) {
 		int st = atomic_load(&G.state);
 		unsigned ms = st == ST_LOST ? backoff_ms : (G.flush_ms + 1) / 2;
-		if (st != ST_LOST && !G.flush_ms) {
+		if (st == ST_ON && G.blocked) {
+			/* The queue was full: send again once it has room, not a period later. */
+			G.blocked = 0;
+			(void)wait_room_locked(util_now_ns(CLOCK_MONOTONIC) +
+			                               (ms ? ms : PMC_FLUSH_MS / 2) *
+			                                       UINT64_C(1000000),
+			                       true);
+		} else if (st != ST_LOST && !G.flush_ms) {
 			pthread_cond_wait(&G.wake, &G.lock);
 		} else {
 			struct timespec ts;
@@ -1338,7 +1676,7 @@ service_main(void *arg)
 			atomic_store(&G.state, ST_ON);
 			backoff_ms = 100;
 		}
-		consume_all_locked();
+		(void)consume_all_locked();
 	}
 	return NULL;
 }
@@ -1440,7 +1778,7 @@ pmc_flush(void)
 	if (t->gen != atomic_load(&G.gen))
 		return -ENOTCONN;
 	pthread_mutex_lock(&G.lock);
-	int r = consume_locked(t);
+	int r = drain_locked(t);
 	pthread_mutex_unlock(&G.lock);
 	return r;
 }
@@ -1465,16 +1803,14 @@ thread_destroy(void *arg)
 	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
 		if (t->depth)
 			count_loss(t, R_NESTING, t->depth);
-		(void)consume_locked(t);
+		(void)drain_locked(t);
 		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
-		if (on) {
-			Pmc__ThreadExit te = PMC__THREAD_EXIT__INIT;
-			te.tid = t->tid;
-			Pmc__Request req = PMC__REQUEST__INIT;
-			req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
-			req.thread_exit = &te;
-			told = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT) == 0;
-		}
+		if (on)
+			told = thread_exit_send_locked(t->tid,
+			                               util_now_ns(CLOCK_MONOTONIC) +
+			                                       PMC_CALL_TIMEOUT_MS *
+			                                               UINT64_C(1000000),
+			                               true) == 0;
 		/* What could not be sent is reported by a later batch of another thread; but
 		 * what the daemon was told this thread held, and not that it exited, it counts
 		 * itself as lost when the process goes. */
@@ -1500,7 +1836,7 @@ static void
 pmc_atexit(void)
 {
 	pthread_mutex_lock(&G.lock);
-	consume_all_locked();
+	(void)drain_locked(NULL);
 	pthread_mutex_unlock(&G.lock);
 }
 

@@ -24,7 +24,8 @@ enum {
 	F_DROPPED_NAMES = 16, /* from here on, two-byte tags */
 	F_DROPPED_LONG_NAMES = 17,
 	F_PENDING = 18,
-	F_LAST = F_PENDING,
+	F_DROPPED_FD_LIMIT = 19,
+	F_LAST = F_DROPPED_FD_LIMIT,
 };
 _Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
@@ -166,6 +167,8 @@ u64_field(Pmc__SampleBatch *b, unsigned field)
 		return &b->dropped_long_names;
 	case F_PENDING:
 		return &b->pending;
+	case F_DROPPED_FD_LIMIT:
+		return &b->dropped_fd_limit;
 	default:
 		return NULL;
 	}

@@ -47,6 +47,8 @@ enum drop_reason {
 	DROP_EXITED,      /* "thread-exited": held by a thread that exited before sending */
 	DROP_NAMES,       /* "too-many-names": pmc_region() past the library's 65,535 names */
 	DROP_LONG_NAMES,  /* "name-too-long": a name over 127 bytes, refused */
+	DROP_FD_LIMIT,    /* "fd-limit": regions of threads that ran unprofiled, the process
+	                   * having no room for their counter fds (RLIMIT_NOFILE) */
 	DROP_OTHER,       /* "other": dropped without a reason (an older library) */
 	DROP_MAX_REGIONS, /* "max-regions": daemon: --max-regions, its per-user share or
 	                   * --max-total-regions */
@@ -69,6 +71,7 @@ drop_reason_name(unsigned r)
 	        [DROP_EXITED] = "thread-exited",
 	        [DROP_NAMES] = "too-many-names",
 	        [DROP_LONG_NAMES] = "name-too-long",
+	        [DROP_FD_LIMIT] = "fd-limit",
 	        [DROP_OTHER] = "other",
 	        [DROP_MAX_REGIONS] = "max-regions",
 	        [DROP_BATCH_RATE] = "batch-rate",
@@ -110,6 +113,15 @@ struct process {
 	 * connection costs the daemon one probe a name, not a scan. */
 	uint32_t *index;
 	size_t index_cap;
+	/* Retired figures (registry_retire_enable()). A process: the retired aggregate of its
+	 * (uid, comm), which its figures join when it is forgotten (NULL: none). A retired
+	 * aggregate is a struct process too, pid 0, on the registry's retired list: its
+	 * start is a serial number, never the same twice; members counts the processes
+	 * whose aggregate it is; folded says when figures last joined it (the registry's
+	 * clock). Its event names only ever grow, so that an event id keeps its name. */
+	struct process *retired;
+	size_t members;
+	uint64_t folded;
 	struct process *next;
 };
 
@@ -122,6 +134,15 @@ struct registry {
 	size_t max_regions;       /* over every process (--max-total-regions; 0: no limit) */
 	uint64_t evicted;         /* disconnected processes dropped to stay within the limits */
 	struct users *users;      /* where each uid's evictions are counted too (or NULL) */
+	/* What forgotten processes leave for /metrics (registry_retire_enable()): one
+	 * aggregate per (uid, comm), the sum of the figures of its processes that were
+	 * forgotten or reset one by one, so that the page's counters never go down. */
+	struct process *retired;    /* the aggregates (pid 0), not in procs */
+	size_t n_retired;           /* regions over them */
+	size_t max_retired;         /* at most (0: none are kept, no aggregate is made) */
+	size_t max_retired_per_uid; /* of those, one uid's */
+	uint64_t retired_dropped;   /* figures of a region that could not be kept there */
+	uint64_t clock;             /* serial numbers and fold times of the aggregates */
 };
 
 /**
@@ -166,7 +187,12 @@ int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
 /**
  * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:
  * any); regions stay known, with zero figures
- * Return: the number of regions cleared.
+ *
+ * With retired aggregates (registry_retire_enable()), a reset of one process (@pid not 0)
+ * first adds the figures it clears to its retired aggregate, so that /metrics keeps
+ * counting them; a reset of every process (@pid 0) clears the matching regions of the
+ * retired aggregates too, so that each of the page's series it touches restarts from 0.
+ * Return: the number of regions of processes cleared.
  */
 unsigned registry_reset(struct registry *reg, pid_t pid, const char *region);
 
@@ -191,7 +217,7 @@ size_t region_derived(const struct process *p, const struct region_agg *r, struc
 /**
  * registry_process_ended() - @p's last connection closed at @now: keep its figures,
  * dropping those of the process that ended longest ago when more than
- * @reg->max_ended have ended
+ * @reg->max_ended have ended (they join its retired aggregate, registry_retire_enable())
  */
 void registry_process_ended(struct registry *reg, struct process *p, uint64_t now);
 
@@ -218,6 +244,25 @@ size_t registry_user_regions(const struct registry *reg, uid_t uid);
  * Return: true when one more region fits; false when @uid's live processes hold @max.
  */
 bool registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max);
+
+/**
+ * registry_retire_enable() - keep what forgotten processes counted, for /metrics
+ * @max: retired regions kept, over every uid; each uid may hold a quarter of them (at
+ *       least 1)
+ *
+ * From now on each process has a retired aggregate for its (uid, comm) (made for those
+ * already there too). When a process is forgotten (--keep-exited, its user's share,
+ * --max-total-regions), the figures of its regions are added to that aggregate's. A
+ * region new to the aggregate needs room under @max and the uid's share: that uid's
+ * aggregate that figures joined the longest ago gives up its regions (never another
+ * user's); when none can, the region's figures are not kept. Either way they are counted
+ * in @reg->retired_dropped, and logged once per uid. The histogram blocks of the
+ * aggregates are charged to their uid's budget (struct user_share.hist). Call it outside
+ * any stats_charge_to() section, as every function here that forgets a process.
+ * Return: 0, or -ENOMEM (then some processes have no aggregate: their figures are dropped
+ * when they are forgotten, and counted).
+ */
+int registry_retire_enable(struct registry *reg, size_t max);
 
 /** registry_free() - free everything @reg holds. */
 void registry_free(struct registry *reg);

@@ -38,6 +38,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    fast.sent_before != b->sent_before || fast.n_def_id || b->n_def_id || fast.n_def_name ||
 	    b->n_def_name)
 		abort();
+	/* The losses by reason, and what the thread still holds. */
+	if (fast.dropped_depth != b->dropped_depth || fast.dropped_nesting != b->dropped_nesting ||
+	    fast.dropped_full != b->dropped_full || fast.dropped_read != b->dropped_read ||
+	    fast.dropped_exited != b->dropped_exited || fast.dropped_names != b->dropped_names ||
+	    fast.dropped_long_names != b->dropped_long_names || fast.pending != b->pending ||
+	    fast.dropped_fd_limit != b->dropped_fd_limit)
+		abort();
 	same_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
 	same_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
 	same_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));

@@ -33,8 +33,8 @@
  * the library connects once the daemon is up (then each thread registers at its next
  * region); with PMC_DISABLE=1 everything is off. The library never aborts or blocks.
  * What it cannot count (regions nested too deep or ended out of order, a full buffer,
- * names refused) it counts as dropped, per reason, in the daemon's figures, and says so
- * once per reason on stderr.
+ * names refused, threads with no room for their fds) it counts as dropped, per reason, in
+ * the daemon's figures, and says so once per reason on stderr.
  *
  * Environment: PMC_SOCKET (daemon socket, default /run/pmcdaemon/pmc.sock),
  * PMC_EVENTS (comma-separated event names, default: the daemon's set; at most 16: more
@@ -117,8 +117,11 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
  * full, when a thread exits and at exit() (every thread's). Not at _exit() or a fatal
  * signal: call pmc_flush() before _exit() in a child, or those samples are lost (the
  * daemon counts as lost those a batch said were still held, no others).
+ * A daemon behind (a burst of clients) is back-pressure: while its queue is full,
+ * pmc_flush() waits for room, as thread exit and exit() do, for as long as the daemon
+ * takes samples, and gives up after 2 s in which it took none.
  * Return: 0 (also when there was nothing to send, or PMC_DISABLE turned profiling off),
- * -EAGAIN when the daemon's queue was full (the samples are kept and sent later),
+ * -EAGAIN when the daemon took nothing for 2 s (the samples are kept and sent later),
  * -ENOTCONN when no daemon is connected (the samples are kept, up to 4096 per thread,
  * for when it is up), or another negative errno from sending.
  */
@@ -131,8 +134,11 @@ PMC_EXPORT int pmc_flush(void);
  * region would (connecting first if no region did yet).
  * Return: 1 when the calling thread is registered and its counters count (also while
  * a daemon that went away is being reconnected: the samples wait for it); 0 when they
- * do not: PMC_DISABLE, no daemon, or the daemon refused this thread (an unknown event
- * in PMC_EVENTS, --max-threads, ...: another thread of the process may still count).
+ * do not: PMC_DISABLE, no daemon, the daemon refused this thread (an unknown event
+ * in PMC_EVENTS, --max-threads, ...: another thread of the process may still count), or
+ * the process had no room for the thread's counter fds: fewer than their number and 16
+ * more free under its RLIMIT_NOFILE (then each of the thread's regions is counted as
+ * dropped, reason "fd-limit", and one line on stderr says so once per process).
  */
 PMC_EXPORT int pmc_enabled(void);
 
