@@ -233,7 +233,7 @@ utf8_decode(const unsigned char *p, uint32_t *cp)
 
 /* Characters a terminal or a browser acts on instead of showing: C0 and C1 controls, DEL,
  * and the bidirectional formatting characters that reorder what follows them. pmcctl hides
- * the same set (escape_text() in client/pmcctl.c). */
+ * the same set (escape_text() in client/pmcctl/output.c). */
 static bool
 is_hidden(uint32_t cp)
 {
@@ -340,8 +340,18 @@ render_daemon(struct page *pg, const struct server *srv)
 	           srv->dropped);
 	daemon_u64(pg, "pmc_evicted_processes_total", "counter",
 	           "Exited processes whose figures were forgotten to stay within "
-	           "--keep-exited, --keep-exited-per-user or --max-total-regions.",
+	           "--keep-exited, --keep-exited-per-user or --max-total-regions (on this "
+	           "page they count on, in their program's retired figures).",
 	           srv->reg.evicted);
+	daemon_u64(pg, "pmc_retired_regions", "gauge",
+	           "Regions of the retired figures, per (uid, program): what forgotten processes "
+	           "counted, kept for this page's counters.",
+	           srv->reg.n_retired);
+	daemon_u64(pg, "pmc_retired_dropped_total", "counter",
+	           "Regions of forgotten processes whose figures the retired figures could not "
+	           "keep (over --metrics-max-series / 4 regions, or a uid's quarter of them; or "
+	           "out of memory): their series went down.",
+	           srv->reg.retired_dropped);
 	daemon_u64(pg, "pmc_rejected_connections_total", "counter",
 	           "Connections closed for a malformed or out-of-protocol request.", srv->rejected);
 }
@@ -350,14 +360,18 @@ render_daemon(struct page *pg, const struct server *srv)
 
 /*
  * The page shows one set of series per (program, region): the figures of every process
- * with that comm, live or exited, merged (counts and sums add, histograms add bucket by
- * bucket). No pid and no uid label: a pid changes with each run of a program and would
- * make new series each time, and a fleet's figures add up per program, not per process.
+ * with that comm, live or exited, and of its retired aggregates (one per uid: what the
+ * processes the registry forgot counted), merged (counts and sums add, histograms add
+ * bucket by bucket). So a series never goes down when a process is forgotten: its
+ * figures move from the process to the aggregate, within one step of the loop. No pid
+ * and no uid label: a pid changes with each run of a program and would make new series
+ * each time, and a fleet's figures add up per program, not per process.
  *
  * A scrape runs in steps of at most METRICS_STEP_NS, each from a zero timer, so that the
  * loop polls its sockets between two steps:
  *
- *   SNAPSHOT  the processes, sorted by comm: a group per comm (one step)
+ *   SNAPSHOT  the processes and the retired aggregates, sorted by comm, each group's
+ *             aggregates after its processes: a group per comm (one step)
  *   MAP       per group, the union of its processes' event names; per process, its event
  *             ids mapped onto that union
  *   SCAN      every region of every process into one entry per (comm, region): its runs,
@@ -375,7 +389,12 @@ render_daemon(struct page *pg, const struct server *srv)
  * SCAN table holds every (comm, region) of the registry, about 80 bytes each. What a
  * scrape keeps for WRITE is bounded by max_series. Between two steps the registry may
  * change, and a process may be freed: each step first finds which processes of the
- * snapshot are still there (mark_alive()), and reads only those.
+ * snapshot are still there (mark_alive()), and reads only those. A process the snapshot
+ * holds has its retired aggregate in the snapshot too (the registry makes it with the
+ * process), after it in its group: one forgotten before SCAN reaches it has its regions
+ * scanned in the aggregate, one forgotten later has them scanned already, and GATHER
+ * finds them in either. The aggregate may have learnt event names since MAP: those are
+ * mapped by name (event_of()).
  */
 
 /* Work of one step, and the size of one chunk of the page. */
@@ -438,6 +457,7 @@ struct sproc {
 	uid_t uid;
 	uint64_t start;
 	uint64_t gen; /* the step in which mark_alive() last found it */
+	bool retired; /* a retired aggregate (pid 0) */
 	uint32_t group;
 	uint32_t n_map;
 	uint16_t *map; /* its event id -> event of its group, or NO_EVENT */
@@ -612,6 +632,8 @@ sproc_comm_cmp(const void *a, const void *b)
 
 	if (c)
 		return c;
+	if (x->retired != y->retired)
+		return x->retired ? 1 : -1;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
 	return x->start < y->start ? -1 : x->start > y->start;
@@ -626,32 +648,41 @@ sproc_addr_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Marks the processes of the snapshot that the registry still holds (the same process: a
- * new one may have the address of one freed). Run at the start of each step that reads
- * the registry. */
+/* Marks @sp of the snapshot for @p, if it is the same process (or retired aggregate). */
+static void
+mark_one(struct scrape *s, const struct process *p)
+{
+	size_t lo = 0, hi = s->n_procs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if ((uintptr_t)s->by_addr[mid]->p < (uintptr_t)p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->n_procs) {
+		struct sproc *sp = s->by_addr[lo];
+
+		if (sp->p == p && sp->pid == p->pid && sp->start == p->start && sp->uid == p->uid)
+			sp->gen = s->gen;
+	}
+}
+
+/* Marks the processes and retired aggregates of the snapshot that the registry still holds
+ * (the same one: a new one may have the address of one freed). Run at the start of each
+ * step that reads the registry. */
 static void
 mark_alive(struct scrape *s)
 {
+	const struct registry *reg = &s->m->srv->reg;
+
 	s->gen++;
-	for (struct process *p = s->m->srv->reg.procs; p; p = p->next) {
-		size_t lo = 0, hi = s->n_procs;
-
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if ((uintptr_t)s->by_addr[mid]->p < (uintptr_t)p)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo < s->n_procs) {
-			struct sproc *sp = s->by_addr[lo];
-
-			if (sp->p == p && sp->pid == p->pid && sp->start == p->start &&
-			    sp->uid == p->uid)
-				sp->gen = s->gen;
-		}
-	}
+	for (const struct process *p = reg->procs; p; p = p->next)
+		mark_one(s, p);
+	for (const struct process *p = reg->retired; p; p = p->next)
+		mark_one(s, p);
 }
 
 static bool
@@ -664,16 +695,22 @@ static int
 step_snapshot(struct scrape *s)
 {
 	const struct registry *reg = &s->m->srv->reg;
-	size_t n = 0;
+	size_t n = 0, n_retired = 0, max;
 
-	s->procs = arena_alloc(&s->small, (reg->n_procs + 1) * sizeof(*s->procs));
-	s->by_addr = arena_alloc(&s->small, (reg->n_procs + 1) * sizeof(*s->by_addr));
-	s->groups = arena_alloc(&s->small, (reg->n_procs + 1) * sizeof(*s->groups));
+	for (const struct process *p = reg->retired; p; p = p->next)
+		n_retired++;
+	max = reg->n_procs + n_retired;
+	s->procs = arena_alloc(&s->small, (max + 1) * sizeof(*s->procs));
+	s->by_addr = arena_alloc(&s->small, (max + 1) * sizeof(*s->by_addr));
+	s->groups = arena_alloc(&s->small, (max + 1) * sizeof(*s->groups));
 	if (!s->procs || !s->by_addr || !s->groups)
 		return -ENOMEM;
 	for (struct process *p = reg->procs; p && n < reg->n_procs; p = p->next)
 		s->procs[n++] =
 		        (struct sproc){.p = p, .pid = p->pid, .uid = p->uid, .start = p->start};
+	for (struct process *p = reg->retired; p && n < max; p = p->next)
+		s->procs[n++] = (struct sproc){
+		        .p = p, .pid = p->pid, .uid = p->uid, .start = p->start, .retired = true};
 	s->n_procs = n;
 	qsort(s->procs, n, sizeof(*s->procs), sproc_comm_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -691,7 +728,7 @@ step_snapshot(struct scrape *s)
 		s->by_addr[i] = &s->procs[i];
 	}
 	qsort(s->by_addr, n, sizeof(*s->by_addr), sproc_addr_cmp);
-	return table_grow(s, reg->n_regions + 1024) < 0 ? -ENOMEM : 1;
+	return table_grow(s, reg->n_regions + reg->n_retired + 1024) < 0 ? -ENOMEM : 1;
 }
 
 /* ---- MAP ---- */
@@ -836,11 +873,24 @@ event_seen(const struct region_agg *r, size_t id)
 static size_t
 events_of(const struct sproc *sp, const struct region_agg *r)
 {
-	size_t n = r->n_ev;
+	return r->n_ev < sp->p->n_events ? r->n_ev : sp->p->n_events;
+}
 
-	if (n > sp->p->n_events)
-		n = sp->p->n_events;
-	return n < sp->n_map ? n : sp->n_map;
+/* The event of @sp's group that its event @id is: as MAP mapped it, or for an id it has
+ * learnt since (a retired aggregate that a process's figures joined), by name; NO_EVENT
+ * when the group has no such event (then no series of it was on the page either). */
+static uint16_t
+event_of(const struct scrape *s, const struct sproc *sp, size_t id)
+{
+	const struct group *g = &s->groups[sp->group];
+	const char *name = sp->p->events[id];
+
+	if (id < sp->n_map)
+		return sp->map[id];
+	for (uint32_t k = 0; name && k < g->n_events; k++)
+		if (!strcmp(g->events[k], name))
+			return (uint16_t)k;
+	return NO_EVENT;
 }
 
 static int
@@ -856,7 +906,7 @@ scan_region(struct scrape *s, const struct sproc *sp, const struct region_agg *r
 	if (v < e->wall_min)
 		e->wall_min = v;
 	for (size_t id = 0, n = events_of(sp, r); id < n; id++) {
-		uint16_t k = sp->map[id];
+		uint16_t k = event_of(s, sp, id);
 
 		if (k == NO_EVENT || !event_seen(r, id))
 			continue;
@@ -1129,7 +1179,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 		o->h[0].count += ra->wall.count;
 		o->h[0].sum = sat_add(o->h[0].sum, ra->wall.sum);
 		for (size_t id = 0, ne = events_of(sp, ra); id < ne; id++) {
-			uint16_t k = sp->map[id];
+			uint16_t k = event_of(s, sp, id);
 			const struct event_agg *ev = &ra->ev[id];
 
 			if (k == NO_EVENT || !event_seen(ra, id))
@@ -1283,8 +1333,8 @@ static const struct {
 	const char *name, *type, *help;
 } families[] = {
         [F_COUNT] = {"pmc_region_count_total", "counter",
-                     "Runs of the region in the processes of the program (comm), running or "
-                     "exited: the samples received for it."},
+                     "Runs of the region in the processes of the program (comm), running, "
+                     "exited or forgotten: the samples received for it."},
         [F_WALL] = {"pmc_region_wall_seconds", "histogram",
                     "Wall-clock time of one run of the region, in seconds; bucket bounds "
                     "(2^k - 1) ns, the same on every pmcdaemon."},
@@ -2027,6 +2077,13 @@ metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics 
 		return -ENOMEM;
 	m->srv = srv;
 	m->max_series = addr->max_series ? addr->max_series : METRICS_DEFAULT_MAX_SERIES;
+	/* What forgotten processes counted stays on the page; as many regions as it can show
+	 * (4 series each at least). */
+	int r = registry_retire_enable(&srv->reg, m->max_series / 4 ? m->max_series / 4 : 1);
+	if (r < 0) {
+		free(m);
+		return r;
+	}
 	memcpy(m->token, addr->token, addr->token_len);
 	m->token_len = addr->token_len;
 	m->http = evhttp_new(srv->base);

@@ -1,4 +1,5 @@
-/* registry: per-process, per-region aggregates of the samples clients send. */
+/* registry: per-process, per-region aggregates of the samples clients send, and (for
+ * /metrics) the retired aggregates that keep what forgotten processes counted. */
 #include "registry.h"
 
 #include <errno.h>
@@ -7,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
+
+static void retired_attach(struct registry *reg, struct process *p);
 
 int
 process_read_start(pid_t pid, uint64_t *start, char comm[17])
@@ -67,6 +71,7 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	p->next = reg->procs;
 	reg->procs = p;
 	reg->n_procs++;
+	retired_attach(reg, p);
 	return p;
 }
 
@@ -133,12 +138,10 @@ region_find(struct process *p, const char *name)
 	return v ? p->regions[v - 1] : NULL;
 }
 
-struct region_agg *
-process_region(struct registry *reg, struct process *p, const char *name)
+/* A new region @name of @p, not counted in any registry total. */
+static struct region_agg *
+region_new(struct process *p, const char *name)
 {
-	struct region_agg *found = region_find(p, name);
-	if (found)
-		return found;
 	if (process_grow(p) < 0)
 		return NULL;
 	struct region_agg *r = calloc(1, sizeof(*r));
@@ -153,7 +156,18 @@ process_region(struct registry *reg, struct process *p, const char *name)
 	stats_init(&r->wall);
 	p->index[index_slot(p, name, r->hash)] = (uint32_t)p->n_regions + 1;
 	p->regions[p->n_regions++] = r;
-	reg->n_regions++;
+	return r;
+}
+
+struct region_agg *
+process_region(struct registry *reg, struct process *p, const char *name)
+{
+	struct region_agg *r = region_find(p, name);
+	if (r)
+		return r;
+	r = region_new(p, name);
+	if (r)
+		reg->n_regions++;
 	return r;
 }
 
@@ -259,6 +273,255 @@ region_clear(struct region_agg *r)
 	}
 }
 
+static void region_free(struct region_agg *r);
+
+/* Heap memory of @r's histograms. */
+static size_t
+region_memory(const struct region_agg *r)
+{
+	size_t bytes = stats_memory(&r->wall);
+	for (size_t j = 0; j < r->n_ev; j++)
+		bytes += stats_memory(&r->ev[j].st);
+	return bytes;
+}
+
+/* Whether @r counted anything: a region without figures adds nothing to an aggregate. */
+static bool
+region_has_figures(const struct region_agg *r)
+{
+	if (r->count || r->wall.count)
+		return true;
+	for (size_t i = 0; i < r->n_ev; i++)
+		if (r->ev[i].st.count || r->ev[i].scaled)
+			return true;
+	return false;
+}
+
+static struct stats_budget *
+user_budget(struct registry *reg, uid_t uid)
+{
+	struct user_share *u = reg->users ? users_get(reg->users, uid) : NULL;
+	return u ? &u->hist : NULL;
+}
+
+/* Frees the regions of @p (their histogram memory back to its uid's budget); counts them
+ * nowhere. */
+static void
+process_free_regions(struct registry *reg, struct process *p)
+{
+	struct stats_budget *b = user_budget(reg, p->uid);
+	for (size_t i = 0; i < p->n_regions; i++) {
+		if (b)
+			stats_budget_credit(b, region_memory(p->regions[i]));
+		region_free(p->regions[i]);
+	}
+	free(p->regions);
+	free(p->index);
+	p->regions = NULL;
+	p->index = NULL;
+	p->n_regions = p->cap_regions = p->index_cap = 0;
+}
+
+/* ---- retired aggregates ---- */
+
+/* The retired aggregate of (@p's uid, @p's comm), made if there is none. */
+static struct process *
+retired_get(struct registry *reg, const struct process *p)
+{
+	for (struct process *a = reg->retired; a; a = a->next)
+		if (a->uid == p->uid && !strcmp(a->comm, p->comm))
+			return a;
+	struct process *a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->uid = p->uid;
+	/* Never the same twice: /metrics tells a new aggregate from a freed one by it. */
+	a->start = ++reg->clock;
+	memcpy(a->comm, p->comm, sizeof(a->comm));
+	a->next = reg->retired;
+	reg->retired = a;
+	return a;
+}
+
+/* Gives @p its retired aggregate, when they are kept: made with the process, so that a
+ * scrape that saw the process sees the aggregate its figures go to. */
+static void
+retired_attach(struct registry *reg, struct process *p)
+{
+	if (!reg->max_retired || p->retired)
+		return;
+	p->retired = retired_get(reg, p);
+	if (p->retired)
+		p->retired->members++;
+}
+
+/* Forgets the regions of retired aggregate @a, and @a itself when no process is its
+ * member. */
+static void
+retired_drop(struct registry *reg, struct process *a)
+{
+	reg->n_retired -= a->n_regions;
+	process_free_regions(reg, a);
+	if (a->members)
+		return;
+	for (struct process **q = &reg->retired; *q; q = &(*q)->next)
+		if (*q == a) {
+			*q = a->next;
+			break;
+		}
+	for (size_t i = 0; i < a->n_events; i++)
+		free(a->events[i]);
+	free(a->events);
+	free(a);
+}
+
+static size_t
+retired_user_regions(const struct registry *reg, uid_t uid)
+{
+	size_t n = 0;
+	for (const struct process *a = reg->retired; a; a = a->next)
+		n += a->uid == uid ? a->n_regions : 0;
+	return n;
+}
+
+/* Room for one more region in retired aggregate @keep: the uid's aggregate that figures
+ * joined the longest ago gives up its regions, never another user's, nor @keep. */
+static bool
+retired_room(struct registry *reg, const struct process *keep)
+{
+	for (bool logged = false;; logged = true) {
+		/* Far from both bounds (the usual case): no walk over the aggregates. */
+		if (reg->n_retired < reg->max_retired_per_uid)
+			return true;
+		size_t mine = retired_user_regions(reg, keep->uid);
+		if (mine < reg->max_retired_per_uid && reg->n_retired < reg->max_retired)
+			return true;
+		struct user_share *u = reg->users ? users_get(reg->users, keep->uid) : NULL;
+		if (!logged && u && !u->warned_retired) {
+			log_warn_limited("uid %d's retired figures on /metrics reached %s (%zu of "
+			                 "its %zu regions; %zu of %zu over every uid, "
+			                 "--metrics-max-series / 4): those of its program that "
+			                 "joined the longest ago are dropped to make room, or else "
+			                 "those of the process it forgets; "
+			                 "pmc_retired_dropped_total counts them",
+			                 (int)keep->uid,
+			                 mine >= reg->max_retired_per_uid ? "its share"
+			                                                  : "the daemon's bound",
+			                 mine, reg->max_retired_per_uid, reg->n_retired,
+			                 reg->max_retired);
+			u->warned_retired = true;
+		}
+		struct process *lru = NULL;
+		for (struct process *a = reg->retired; a; a = a->next)
+			if (a->uid == keep->uid && a != keep && a->n_regions &&
+			    (!lru || a->folded < lru->folded))
+				lru = a;
+		if (!lru)
+			return false;
+		reg->retired_dropped += lru->n_regions;
+		retired_drop(reg, lru);
+	}
+}
+
+/* The id of event @name in retired aggregate @a, made if new; -EMFILE past
+ * PROCESS_MAX_EVENTS, as for a process. */
+static int
+retired_event_id(struct process *a, const char *name)
+{
+	for (size_t i = 0; i < a->n_events; i++)
+		if (!strcmp(a->events[i], name))
+			return (int)i;
+	if (a->n_events >= PROCESS_MAX_EVENTS)
+		return -EMFILE;
+	return process_event_id(a, name);
+}
+
+/* Adds the figures of region @r of @p to retired aggregate @a. */
+static void
+retire_region(struct registry *reg, struct process *a, const struct process *p,
+              const struct region_agg *r)
+{
+	if (!region_has_figures(r))
+		return;
+	struct region_agg *d = region_find(a, r->name);
+	if (!d) {
+		if (!retired_room(reg, a) || !(d = region_new(a, r->name))) {
+			reg->retired_dropped++;
+			return;
+		}
+		reg->n_retired++;
+	}
+	/* A histogram block that cannot be had loses its counts: the region is counted. */
+	bool lost = stats_merge(&d->wall, &r->wall) < 0;
+	d->count += r->count;
+	for (size_t i = 0; i < r->n_ev && i < p->n_events; i++) {
+		const struct event_agg *e = &r->ev[i];
+		if (!e->st.count && !e->scaled)
+			continue;
+		int id = p->events[i] ? retired_event_id(a, p->events[i]) : -EINVAL;
+		struct event_agg *de = id >= 0 ? region_event(d, (size_t)id) : NULL;
+		if (!de) {
+			lost = true;
+			continue;
+		}
+		lost |= stats_merge(&de->st, &e->st) < 0;
+		de->scaled += e->scaled;
+		de->ratio_sum += e->ratio_sum;
+	}
+	reg->retired_dropped += lost;
+}
+
+/* Adds the figures of @p's regions named @region (NULL or "": all) to its retired
+ * aggregate. @forget: @p is freed next; each region's histogram memory goes back to its
+ * uid before its figures join (so that the blocks the aggregate needs fit the budget they
+ * leave), and is freed after. */
+static void
+retire(struct registry *reg, struct process *p, const char *region, bool forget)
+{
+	if (!reg->max_retired)
+		return;
+	retired_attach(reg, p);
+	struct process *a = p->retired;
+	struct stats_budget *b = user_budget(reg, p->uid);
+	if (a)
+		a->folded = ++reg->clock;
+	stats_charge_to(b);
+	for (size_t i = 0; i < p->n_regions; i++) {
+		struct region_agg *r = p->regions[i];
+		if (region && *region && strcmp(region, r->name))
+			continue;
+		if (!a) {
+			reg->retired_dropped += region_has_figures(r);
+			continue;
+		}
+		if (forget && b)
+			stats_budget_credit(b, region_memory(r));
+		retire_region(reg, a, p, r);
+		if (forget) {
+			stats_free(&r->wall);
+			for (size_t j = 0; j < r->n_ev; j++)
+				stats_free(&r->ev[j].st);
+		}
+	}
+	stats_charge_to(NULL);
+}
+
+int
+registry_retire_enable(struct registry *reg, size_t max)
+{
+	int r = 0;
+	reg->max_retired = max;
+	reg->max_retired_per_uid = max / 4 ? max / 4 : 1;
+	for (struct process *p = reg->procs; p; p = p->next) {
+		retired_attach(reg, p);
+		if (max && !p->retired)
+			r = -ENOMEM;
+	}
+	return r;
+}
+
+/* ---- reset and eviction ---- */
+
 unsigned
 registry_reset(struct registry *reg, pid_t pid, const char *region)
 {
@@ -266,6 +529,10 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 	for (struct process *p = reg->procs; p; p = p->next) {
 		if (pid && p->pid != pid)
 			continue;
+		/* One process's figures cleared would lower its program's series on /metrics:
+		 * they stay there, in the retired aggregate. */
+		if (pid)
+			retire(reg, p, region, false);
 		for (size_t i = 0; i < p->n_regions; i++) {
 			if (region && *region && strcmp(region, p->regions[i]->name))
 				continue;
@@ -273,35 +540,31 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 			n++;
 		}
 	}
+	/* Every process's: then every figure of each series touched is cleared, a real
+	 * counter reset, which Prometheus's rate() takes as one. */
+	for (struct process *a = pid ? NULL : reg->retired; a; a = a->next)
+		for (size_t i = 0; i < a->n_regions; i++)
+			if (!region || !*region || !strcmp(region, a->regions[i]->name))
+				region_clear(a->regions[i]);
 	return n;
 }
-
-static void region_free(struct region_agg *r);
 
 static void
 process_free(struct registry *reg, struct process *p)
 {
-	struct user_share *u = reg->users ? users_get(reg->users, p->uid) : NULL;
+	struct process *a = p->retired;
+	if (a && --a->members == 0 && !a->n_regions)
+		retired_drop(reg, a);
 	reg->n_regions -= p->n_regions;
-	for (size_t i = 0; i < p->n_regions; i++) {
-		const struct region_agg *r = p->regions[i];
-		size_t bytes = stats_memory(&r->wall);
-		for (size_t j = 0; j < r->n_ev; j++)
-			bytes += stats_memory(&r->ev[j].st);
-		if (u)
-			stats_budget_credit(&u->hist, bytes);
-		region_free(p->regions[i]);
-	}
-	free(p->regions);
-	free(p->index);
+	process_free_regions(reg, p);
 	for (size_t i = 0; i < p->n_events; i++)
 		free(p->events[i]);
 	free(p->events);
 	free(p);
 }
 
-/* Forgets the process that ended first, of @uid only unless it is -1, never @keep.
- * Return: false when there is none. */
+/* Forgets the process that ended first, of @uid only unless it is -1, never @keep; its
+ * figures join its retired aggregate. Return: false when there is none. */
 static bool
 evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
 {
@@ -319,6 +582,7 @@ evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
 	struct user_share *u = reg->users ? users_get(reg->users, victim->uid) : NULL;
 	if (u)
 		u->evicted++;
+	retire(reg, victim, NULL, true);
 	process_free(reg, victim);
 	return true;
 }
@@ -389,4 +653,9 @@ registry_free(struct registry *reg)
 	}
 	reg->procs = NULL;
 	reg->n_procs = reg->n_regions = 0;
+	while (reg->retired) {
+		reg->retired->members = 0; /* every process is freed */
+		retired_drop(reg, reg->retired);
+	}
+	reg->n_retired = 0;
 }

@@ -23,6 +23,7 @@ struct user_share {
 	uint64_t evicted;         /* its ended processes whose figures were dropped for room */
 	bool warned;              /* logged once that it reached a share */
 	bool warned_memory;       /* logged once that its histograms reached their share */
+	bool warned_retired;      /* logged once that its retired figures reached their share */
 	struct stats_budget hist; /* its processes' histogram blocks */
 };
 

@@ -1,9 +1,13 @@
 /* Unit tests for daemon/registry.c: a process's regions by name, through its index, as it
- * grows past several resizes; and the room --max-total-regions leaves. */
+ * grows past several resizes; the room --max-total-regions leaves; and the retired
+ * aggregates that keep what forgotten processes counted for /metrics. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pmc-test.h"
@@ -117,6 +121,239 @@ test_events_and_owners(void)
 	registry_free(&reg);
 }
 
+/* Figures of region @name of @p: @n runs, each of wall time 100 ns and @v page faults. */
+static void
+add_runs(struct registry *reg, struct process *p, const char *name, unsigned n, uint64_t v)
+{
+	struct region_agg *r = process_region(reg, p, name);
+	int id = process_event_id(p, "page-faults");
+	CHECK(r && id >= 0);
+	struct event_agg *ev = region_event(r, (size_t)id);
+	CHECK(ev);
+	for (unsigned i = 0; i < n; i++) {
+		r->count++;
+		CHECK(stats_add(&r->wall, 100) == 0);
+		CHECK(stats_add(&ev->st, v) == 0);
+	}
+}
+
+/* Region @name of retired aggregate @a, and its page faults. */
+static const struct stats *
+retired_faults(struct process *a, const char *name, uint64_t *count)
+{
+	struct region_agg *r = region_find(a, name);
+	CHECK(r);
+	*count = r->count;
+	for (size_t i = 0; i < a->n_events && i < r->n_ev; i++)
+		if (!strcmp(a->events[i], "page-faults"))
+			return &r->ev[i].st;
+	CHECK(!"no page-faults in the retired region");
+	return NULL;
+}
+
+/* A forgotten process's figures join the retired aggregate of its (uid, comm), exactly
+ * (runs, sums, min, histogram), however many come and go; the histogram memory they leave
+ * pays for the blocks the aggregate needs, even at the user's budget. */
+static void
+test_retired_fold(void)
+{
+	struct stats_budget daemon = {.limit = SIZE_MAX};
+	struct users users = {.parent = &daemon};
+	struct registry reg = {.max_ended = 0, .users = &users};
+	CHECK(registry_retire_enable(&reg, 100) == 0);
+	CHECK(reg.max_retired == 100 && reg.max_retired_per_uid == 25);
+	struct user_share *u = users_get(&users, 1000);
+	CHECK(u);
+
+	/* Processes of one program and uid, one after the other, each forgotten as it ends
+	 * (--keep-exited 0; the same pid: each is a new process once the one before is
+	 * gone). */
+	uint64_t runs = 0, faults = 0;
+	struct process *a = NULL;
+	for (unsigned k = 1; k <= 5; k++) {
+		struct process *p = registry_process(&reg, getpid(), 1000);
+		CHECK(p && p->retired);
+		CHECK(!a || p->retired == a);
+		a = p->retired;
+		CHECK(a->pid == 0 && a->uid == 1000 && !strcmp(a->comm, p->comm));
+		CHECK(a->members == 1);
+		stats_charge_to(&u->hist);
+		add_runs(&reg, p, "r", k, 1u << k); /* a new power of two each time */
+		stats_charge_to(NULL);
+		runs += k;
+		faults += (uint64_t)k << k;
+		if (k == 5)
+			u->hist.limit = u->hist.used; /* not a byte to spare */
+		registry_process_ended(&reg, p, k);
+		CHECK(reg.n_procs == 0 && reg.evicted == k && a->members == 0);
+	}
+	CHECK(reg.n_retired == 1 && a->n_regions == 1 && reg.n_regions == 0);
+	CHECK(reg.retired_dropped == 0 && u->hist.missed == 0);
+
+	uint64_t count;
+	const struct stats *st = retired_faults(a, "r", &count);
+	CHECK(count == runs && st->count == runs && st->sum == faults);
+	CHECK(st->min == 2 && st->max == 32);
+	for (unsigned k = 1; k <= 5; k++)
+		CHECK(stats_hist_get(st, stats_bucket(1u << k)) == k);
+	const struct region_agg *r = region_find(a, "r");
+	CHECK(r->wall.count == runs && r->wall.sum == 100 * runs);
+	/* The next process of the program joins the same aggregate. */
+	struct process *q = registry_process(&reg, getpid(), 1000);
+	CHECK(q && q->retired == a && a->members == 1);
+	/* Its blocks are the user's, all given back with the registry. */
+	CHECK(u->hist.used > 0 && u->hist.used == daemon.used);
+	registry_free(&reg);
+	CHECK(reg.retired == NULL && reg.n_retired == 0);
+	CHECK(u->hist.used == 0 && daemon.used == 0);
+	users_free(&users);
+}
+
+/* Without registry_retire_enable() nothing is kept: no aggregate at all. */
+static void
+test_retired_off(void)
+{
+	struct registry reg = {.max_ended = 0};
+	struct process *p = registry_process(&reg, getpid(), 1000);
+	CHECK(p && !p->retired);
+	add_runs(&reg, p, "r", 3, 1);
+	registry_process_ended(&reg, p, 1);
+	CHECK(reg.evicted == 1 && !reg.retired && reg.n_retired == 0 && reg.retired_dropped == 0);
+	registry_free(&reg);
+}
+
+/* A reset of one process keeps its figures in the retired aggregate (the page does not go
+ * down); a reset of every process clears the aggregates' too (the page's series restart). */
+static void
+test_retired_reset(void)
+{
+	struct registry reg = {.max_ended = 10};
+	CHECK(registry_retire_enable(&reg, 100) == 0);
+	struct process *p = registry_process(&reg, getpid(), 1000);
+	CHECK(p && p->retired);
+	struct process *a = p->retired;
+	add_runs(&reg, p, "r", 4, 3);
+	add_runs(&reg, p, "s", 2, 3);
+	CHECK(registry_reset(&reg, p->pid, "r") == 1);
+	CHECK(region_find(p, "r")->count == 0 && region_find(p, "s")->count == 2);
+	uint64_t count;
+	const struct stats *st = retired_faults(a, "r", &count);
+	CHECK(count == 4 && st->sum == 12);
+	CHECK(!region_find(a, "s")); /* not reset: still the process's */
+	/* Runs after the reset add to the process again; a second reset adds them too. */
+	add_runs(&reg, p, "r", 1, 3);
+	CHECK(registry_reset(&reg, p->pid, NULL) == 2);
+	st = retired_faults(a, "r", &count);
+	CHECK(count == 5 && st->sum == 15);
+	st = retired_faults(a, "s", &count);
+	CHECK(count == 2 && st->sum == 6);
+	/* A pid the registry does not hold: nothing moves. */
+	CHECK(registry_reset(&reg, 1 << 23, NULL) == 0);
+	CHECK(reg.n_retired == 2);
+	/* Region "r" of every process: the aggregate's too, and only that region. */
+	add_runs(&reg, p, "r", 1, 3);
+	CHECK(registry_reset(&reg, 0, "r") == 1);
+	CHECK(region_find(p, "r")->count == 0 && region_find(a, "r")->count == 0);
+	CHECK(region_find(a, "r")->ev[0].st.count == 0 && region_find(a, "s")->count == 2);
+	/* Everything. The regions stay known, as a process's do. */
+	CHECK(registry_reset(&reg, 0, NULL) == 2);
+	CHECK(region_find(a, "s")->count == 0 && reg.n_retired == 2);
+	registry_free(&reg);
+}
+
+/* A child of ours whose comm is @name, waiting to be killed. */
+static pid_t
+named_child(const char *name)
+{
+	int fds[2];
+	char c;
+	CHECK(pipe(fds) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_NAME, name);
+		if (write(fds[1], "x", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	CHECK(read(fds[0], &c, 1) == 1);
+	close(fds[0]);
+	close(fds[1]);
+	return pid;
+}
+
+static void
+reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	CHECK(waitpid(pid, NULL, 0) == pid);
+}
+
+/* Forgets at once a new process @pid of @uid with @n regions "@prefix0", "@prefix1", ... */
+static void
+run_and_forget(struct registry *reg, pid_t pid, uid_t uid, const char *prefix, unsigned n)
+{
+	struct process *p = registry_process(reg, pid, uid);
+	char name[32];
+	CHECK(p);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s%u", prefix, i);
+		add_runs(reg, p, name, 1, 1);
+	}
+	static uint64_t now;
+	registry_process_ended(reg, p, ++now);
+}
+
+/* The bound: a uid holds at most a quarter of max_retired regions. At its share, its own
+ * aggregate that figures joined the longest ago makes room, never another user's; when none
+ * can, the new region's figures are dropped; either is counted. */
+static void
+test_retired_bound(void)
+{
+	pid_t other = named_child("pmc-other-comm");
+	struct registry reg = {.max_ended = 0};
+	CHECK(registry_retire_enable(&reg, 8) == 0);
+	CHECK(reg.max_retired_per_uid == 2);
+
+	/* uid 1000, program A: 2 regions, its share. */
+	run_and_forget(&reg, getpid(), 1000, "x", 2);
+	CHECK(reg.n_retired == 2 && reg.retired_dropped == 0);
+	struct process *a = reg.retired;
+	CHECK(a && a->uid == 1000 && a->n_regions == 2);
+	/* Its known regions join at no cost. */
+	run_and_forget(&reg, getpid(), 1000, "x", 2);
+	CHECK(reg.n_retired == 2 && reg.retired_dropped == 0);
+	uint64_t count;
+	retired_faults(a, "x1", &count);
+	CHECK(count == 2);
+	/* uid 2000, program A: its own share, uid 1000's untouched. */
+	run_and_forget(&reg, getpid(), 2000, "w", 2);
+	CHECK(reg.n_retired == 4 && reg.retired_dropped == 0 && a->n_regions == 2);
+	/* A third region of uid 2000's only aggregate: no room, dropped and counted. */
+	run_and_forget(&reg, getpid(), 2000, "w", 3);
+	CHECK(reg.n_retired == 4 && reg.retired_dropped == 1 && a->n_regions == 2);
+	/* uid 1000, program B: A's figures joined the longest ago; they make room. */
+	run_and_forget(&reg, other, 1000, "y", 1);
+	CHECK(reg.retired_dropped == 3 && reg.n_retired == 3);
+	/* A's aggregate is gone (no process of A is left); B's holds its region. */
+	unsigned n = 0;
+	for (struct process *r = reg.retired; r; r = r->next, n++)
+		CHECK(r->uid == 2000 || (!strcmp(r->comm, "pmc-other-comm") && r->n_regions == 1 &&
+		                         region_find(r, "y0")));
+	CHECK(n == 2);
+	/* Every uid at its share: the daemon's bound. uids 3000 and 4000 fill it... */
+	run_and_forget(&reg, getpid(), 3000, "v", 1);
+	run_and_forget(&reg, getpid(), 4000, "v", 1);
+	CHECK(reg.n_retired == 5 && reg.retired_dropped == 3);
+	reg.max_retired = 5;
+	/* ...and uid 5000 may not take anyone's place. */
+	run_and_forget(&reg, getpid(), 5000, "v", 1);
+	CHECK(reg.n_retired == 5 && reg.retired_dropped == 4);
+	registry_free(&reg);
+	reap(other);
+}
+
 int
 main(void)
 {
@@ -124,5 +361,9 @@ main(void)
 	PMC_TEST_RUN(test_processes_apart);
 	PMC_TEST_RUN(test_room);
 	PMC_TEST_RUN(test_events_and_owners);
+	PMC_TEST_RUN(test_retired_fold);
+	PMC_TEST_RUN(test_retired_off);
+	PMC_TEST_RUN(test_retired_reset);
+	PMC_TEST_RUN(test_retired_bound);
 	return 0;
 }
