@@ -14,6 +14,29 @@
  *	per-repetition ratio of the two per-CPU-second rates (one core's capacity each: other
  *	processes on the machine take CPU time from either side unevenly).
  *
+ *   pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...
+ *	Ingest with other work beside it. NPROC load processes send as in ingest, without a
+ *	pause, at nice -10 (so that CMD, on their CPU, never starves them). REPS times, the
+ *	variants in rotating order: the daemon's samples per second (Status, SECONDS apart)
+ *	with nothing else, and with each CMD (a shell command line, its output to /dev/null)
+ *	run again and again by /bin/sh meanwhile, from 0.3 s before the window until it
+ *	closes (the run in progress is killed). Prints per variant (alone, beside1, ...): the
+ *	median samples/s of wall time and per daemon CPU-second, the daemon's CPU share, the
+ *	runs of CMD completed per second, and the medians of the per-repetition ratios to the
+ *	variant alone (of wall time: the issue's measure; per daemon CPU-second: what the other
+ *	work took of the daemon's time, whatever else ran on its CPU).
+ *
+ *   pmc-bench-ingest query SOCKET
+ *	The whole of a streamed Query (every region of every process), each part read and
+ *	unpacked, nothing printed of it: a reader as fast as the daemon can stream. Prints the
+ *	regions, the parts, their bytes and the wall time.
+ *
+ *   pmc-bench-ingest rtt SOCKET N PID REGION
+ *	Request round trips on one connection (connect and Hello once): N times, alternating,
+ *	a Status and a streamed Query for region REGION (a glob, as pmcctl sends --region) of
+ *	process PID, each timed from its send to its (last) reply. Prints the p50 and p99 of
+ *	each.
+ *
  *   pmc-bench-ingest load SOCKET SECONDS
  *	One load process alone, for profiling the daemon (perf record -p).
  *
@@ -42,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -458,6 +482,265 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	return 0;
 }
 
+/* Starts /bin/sh, in a process group of its own, running @cmd again and again (its output
+ * to /dev/null), writing one byte to a pipe after each run: *@count_fd is its read end.
+ * Return: the shell's pid. */
+static pid_t
+loop_start(const char *cmd, int *count_fd)
+{
+	int p[2];
+	char script[4096];
+
+	if (pipe(p) < 0)
+		die("pipe: %s", strerror(errno));
+	snprintf(script, sizeof(script),
+	         "while :; do %s >/dev/null 2>&1 </dev/null; printf x >&%d; done", cmd, p[1]);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		setpgid(0, 0);
+		close(p[0]);
+		signal(SIGPIPE, SIG_DFL);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	close(p[1]);
+	*count_fd = p[0];
+	return pid;
+}
+
+/* Ends the loop of loop_start() at once, its run in progress too (SIGKILL to the group).
+ * Return: the runs it completed. */
+static long
+loop_stop(pid_t pid, int count_fd)
+{
+	long runs = 0;
+	char buf[4096];
+	ssize_t n;
+
+	kill(-pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	while ((n = read(count_fd, buf, sizeof(buf))) > 0)
+		runs += n;
+	close(count_fd);
+	return runs;
+}
+
+#define MAX_BESIDE 4
+
+static int
+cmd_beside(const char *path, int nproc, int reps, double seconds, int ncmd, char **cmds)
+{
+	struct load_ctl *ctl =
+	        mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t kids[MAX_PROCS];
+	static double rate[MAX_BESIDE + 1][MAX_REPS], cpu[MAX_BESIDE + 1][MAX_REPS],
+	        runs[MAX_BESIDE + 1][MAX_REPS], ratio[MAX_BESIDE + 1][MAX_REPS],
+	        per_cpu[MAX_BESIDE + 1][MAX_REPS], cpu_ratio[MAX_BESIDE + 1][MAX_REPS];
+	int nv = ncmd + 1;
+
+	if (ctl == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	for (int i = 0; i < nproc; i++) {
+		kids[i] = fork();
+		if (kids[i] < 0)
+			die("fork: %s", strerror(errno));
+		if (kids[i] == 0) {
+			/* Ahead of the loop on this CPU (root may): the daemon is fed as when
+			 * alone, and the loop runs on what the load leaves. */
+			(void)setpriority(PRIO_PROCESS, 0, -10);
+			load_run(path, ctl, 0);
+			_exit(0);
+		}
+	}
+	uint64_t deadline = bench_now_ns() + 10000000000u;
+	while (atomic_load(&ctl->ready) < nproc) {
+		if (bench_now_ns() > deadline)
+			die("the load processes did not start");
+		sleep_s(0.01);
+	}
+	int fd = conn_open(path);
+	pid_t dpid = status_get(fd).pid;
+	atomic_store(&ctl->go, 1);
+	sleep_s(0.2);
+
+	for (int rep = 0; rep < reps; rep++) {
+		for (int k = 0; k < nv; k++) {
+			int v = (rep + k) % nv, count_fd = -1;
+			pid_t loop = 0;
+
+			uint64_t tl = bench_now_ns();
+			if (v > 0) {
+				loop = loop_start(cmds[v - 1], &count_fd);
+				sleep_s(0.3);
+			}
+			struct status s0 = status_get(fd);
+			uint64_t c0 = cpu_ns(dpid), t0 = bench_now_ns();
+			sleep_s(seconds);
+			struct status s1 = status_get(fd);
+			uint64_t c1 = cpu_ns(dpid), t1 = bench_now_ns();
+			rate[v][rep] = (double)(s1.samples - s0.samples) * 1e9 / (double)(t1 - t0);
+			cpu[v][rep] = (double)(c1 - c0) / (double)(t1 - t0);
+			per_cpu[v][rep] = c1 > c0 ? (double)(s1.samples - s0.samples) * 1e9 /
+			                                    (double)(c1 - c0)
+			                          : 0;
+			runs[v][rep] = 0;
+			/* Runs completed per second over the loop's whole life. */
+			if (v > 0)
+				runs[v][rep] = (double)loop_stop(loop, count_fd) * 1e9 /
+				               (double)(bench_now_ns() - tl);
+		}
+		for (int v = 0; v < nv; v++) {
+			ratio[v][rep] = rate[v][rep] / rate[0][rep];
+			cpu_ratio[v][rep] = per_cpu[v][rep] / per_cpu[0][rep];
+		}
+		fprintf(stderr, "  beside rep %d: alone %.2f M samples/s (daemon %.0f %%)", rep + 1,
+		        rate[0][rep] / 1e6, cpu[0][rep] * 100);
+		for (int v = 1; v < nv; v++)
+			fprintf(stderr, ", beside %d: %.2f M/s (%.0f %%, %.2f runs/s)", v,
+			        rate[v][rep] / 1e6, cpu[v][rep] * 100, runs[v][rep]);
+		fputc('\n', stderr);
+	}
+	atomic_store(&ctl->stop, 1);
+	for (int i = 0; i < nproc; i++) {
+		int st;
+
+		if (waitpid(kids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+			die("a load process failed");
+	}
+	printf("procs=%d\nreps=%d\nseconds=%.2f\nbatch_samples=%d\n", nproc, reps, seconds, BATCH);
+	for (int v = 0; v < nv; v++) {
+		char name[32];
+
+		if (v)
+			snprintf(name, sizeof(name), "beside%d", v);
+		else
+			snprintf(name, sizeof(name), "alone");
+		printf("%s_samples_per_s=%.0f\n", name, bench_median(rate[v], (size_t)reps));
+		printf("%s_daemon_cpu=%.3f\n", name, bench_median(cpu[v], (size_t)reps));
+		printf("%s_samples_per_cpu_s=%.0f\n", name, bench_median(per_cpu[v], (size_t)reps));
+		if (v) {
+			printf("%s_runs_per_s=%.2f\n", name, bench_median(runs[v], (size_t)reps));
+			printf("%s_ratio=%.3f\n", name, bench_median(ratio[v], (size_t)reps));
+			printf("%s_cpu_ratio=%.3f\n", name,
+			       bench_median(cpu_ratio[v], (size_t)reps));
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+static int
+cmd_query(const char *path)
+{
+	int fd = conn_open(path);
+	Pmc__Query q = PMC__QUERY__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	size_t regions = 0, parts = 0, bytes = 0;
+	uint64_t t0 = bench_now_ns();
+
+	q.stream = 1;
+	req.body_case = PMC__REQUEST__BODY_QUERY;
+	req.query = &q;
+	int r = wire_send(fd, &req.base, NULL, 0, 0);
+	if (r < 0)
+		die("send the query: %s", strerror(-r));
+	for (int more = 1; more; parts++) {
+		uint8_t *buf;
+		size_t len;
+		Pmc__Response *resp;
+
+		r = wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, NULL, 0, NULL);
+		if (r < 0)
+			die("part %zu of the reply: %s", parts + 1, strerror(-r));
+		r = wire_unpack_response(buf, len, &resp);
+		free(buf);
+		if (r < 0)
+			die("part %zu of the reply: %s", parts + 1, strerror(-r));
+		if (resp->error || resp->body_case != PMC__RESPONSE__BODY_QUERY)
+			die("the daemon refused the query: %s", resp->message);
+		bytes += len;
+		regions += resp->query->n_regions;
+		more = resp->query->more;
+		pmc__response__free_unpacked(resp, NULL);
+	}
+	printf("regions=%zu\nparts=%zu\nbytes=%zu\nwall_ns=%" PRIu64 "\n", regions, parts, bytes,
+	       bench_now_ns() - t0);
+	close(fd);
+	return 0;
+}
+
+/* The @p-th percentile (nearest rank) of @n values; sorts @v. */
+static double
+percentile(double *v, size_t n, double p)
+{
+	size_t i = (size_t)((double)n * p / 100 + 0.999);
+
+	qsort(v, n, sizeof(*v), bench_cmp_double);
+	return v[i ? i - 1 : 0];
+}
+
+static int
+cmd_rtt(const char *path, int n, int pid, char *region)
+{
+	int fd = conn_open(path);
+	double *st = calloc((size_t)n, sizeof(double)), *qu = calloc((size_t)n, sizeof(double));
+	Pmc__Query q = PMC__QUERY__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	size_t matched = 0;
+
+	if (!st || !qu)
+		die("out of memory");
+	q.pid = pid;
+	q.n_regions = 1;
+	q.regions = &region;
+	q.stream = 1;
+	req.body_case = PMC__REQUEST__BODY_QUERY;
+	req.query = &q;
+	for (int i = -10; i < n; i++) { /* 10 of each to warm up */
+		uint64_t t0 = bench_now_ns();
+
+		(void)status_get(fd);
+		uint64_t t1 = bench_now_ns();
+		int r = wire_send(fd, &req.base, NULL, 0, 0);
+		if (r < 0)
+			die("send the query: %s", strerror(-r));
+		for (int more = 1; more;) {
+			uint8_t *buf;
+			size_t len;
+			Pmc__Response *resp;
+
+			r = wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, NULL, 0, NULL);
+			if (r < 0 || (r = wire_unpack_response(buf, len, &resp)) < 0)
+				die("the reply to the query: %s", strerror(-r));
+			free(buf);
+			if (resp->error || resp->body_case != PMC__RESPONSE__BODY_QUERY)
+				die("the daemon refused the query: %s", resp->message);
+			more = resp->query->more;
+			if (i == 0)
+				matched += resp->query->n_regions;
+			pmc__response__free_unpacked(resp, NULL);
+		}
+		uint64_t t2 = bench_now_ns();
+		if (i >= 0) {
+			st[i] = (double)(t1 - t0);
+			qu[i] = (double)(t2 - t1);
+		}
+	}
+	printf("calls=%d\nquery_regions=%zu\n", n, matched);
+	printf("status_p50_ns=%.0f\nstatus_p99_ns=%.0f\n", percentile(st, (size_t)n, 50),
+	       percentile(st, (size_t)n, 99));
+	printf("query_p50_ns=%.0f\nquery_p99_ns=%.0f\n", percentile(qu, (size_t)n, 50),
+	       percentile(qu, (size_t)n, 99));
+	free(st);
+	free(qu);
+	close(fd);
+	return 0;
+}
+
 static int
 cmd_load(const char *path, double seconds)
 {
@@ -657,6 +940,24 @@ main(int argc, char **argv)
 			    MAX_REPS);
 		return cmd_ingest(argv[2], nproc, reps, seconds);
 	}
+	if (argc >= 7 && argc - 6 <= MAX_BESIDE && !strcmp(argv[1], "beside")) {
+		int nproc = atoi(argv[3]), reps = atoi(argv[4]);
+		double seconds = atof(argv[5]);
+
+		if (nproc < 1 || nproc > MAX_PROCS || reps < 1 || reps > MAX_REPS || !(seconds > 0))
+			die("beside: NPROC in 1..%d, REPS in 1..%d, SECONDS > 0", MAX_PROCS,
+			    MAX_REPS);
+		return cmd_beside(argv[2], nproc, reps, seconds, argc - 6, argv + 6);
+	}
+	if (argc == 6 && !strcmp(argv[1], "rtt")) {
+		int n = atoi(argv[3]);
+
+		if (n < 1 || n > 10000000)
+			die("rtt: N in 1..10000000");
+		return cmd_rtt(argv[2], n, atoi(argv[4]), argv[5]);
+	}
+	if (argc == 3 && !strcmp(argv[1], "query"))
+		return cmd_query(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "load"))
 		return cmd_load(argv[2], atof(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "register")) {
@@ -682,8 +983,11 @@ main(int argc, char **argv)
 		return cmd_clients(argv[2], n);
 	}
 	fprintf(stderr, "usage: pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS\n"
+	                "       pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...\n"
 	                "       pmc-bench-ingest clients SOCKET N\n"
 	                "       pmc-bench-ingest load SOCKET SECONDS\n"
+	                "       pmc-bench-ingest query SOCKET\n"
+	                "       pmc-bench-ingest rtt SOCKET N PID REGION\n"
 	                "       pmc-bench-ingest register SOCKET REPS ITERS\n"
 	                "       pmc-bench-ingest regions SOCKET NREGIONS\n");
 	return 2;
