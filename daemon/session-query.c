@@ -69,6 +69,16 @@ query_buf_free(struct query_buf *q)
 
 /* Whether the filters of @q select region @r of @p; @r NULL: whether they select @p, its
  * regions' names aside. Who may see @p is the caller's to check. */
+/* Whether shell glob @pattern matches @name (fnmatch(3), no flags); one with no wildcard is
+ * compared as it is (a query for one name runs through every region of the process). */
+static bool
+name_match(const char *pattern, const char *name)
+{
+	if (!strpbrk(pattern, "*?[\\"))
+		return !strcmp(pattern, name);
+	return !fnmatch(pattern, name, 0);
+}
+
 static bool
 query_match(const Pmc__Query *q, const struct process *p, const struct region_agg *r)
 {
@@ -79,13 +89,13 @@ query_match(const Pmc__Query *q, const struct process *p, const struct region_ag
 	if (q->min_start && p->start < q->min_start)
 		return false;
 	for (size_t i = 0; !any && i < q->n_comms; i++)
-		any = !fnmatch(q->comms[i], p->comm, 0);
+		any = name_match(q->comms[i], p->comm);
 	if (!any || !r)
 		return any;
 	if (!q->n_regions)
 		return !*q->region || !strcmp(q->region, r->name);
 	for (size_t i = 0; i < q->n_regions; i++)
-		if (!fnmatch(q->regions[i], r->name, 0))
+		if (name_match(q->regions[i], r->name))
 			return true;
 	return false;
 }
