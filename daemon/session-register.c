@@ -96,6 +96,8 @@ static int register_thread(struct session *s, const Pmc__RegisterThread *rt);
  * @keep.
  * Only when @uid reaches its share of fds, so the scan costs nothing otherwise.
  * Return: the number of threads freed. */
+#define REAP_AGAIN_NS (100 * 1000 * 1000)
+
 static size_t
 reap_dead_threads(struct server *srv, uid_t uid, pid_t keep)
 {
@@ -313,9 +315,18 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		        "its LimitNOFILE or lower --max-threads",
 		        s->srv->n_fds, s->srv->fd_limit);
 	size_t held = s->user->fds - (old ? old->n_fds : 0);
-	if (held + n > pol->max_fds_per_user && reap_dead_threads(s->srv, s->uid, tid) > 0) {
-		old = session_find_thread(s, tid); /* the threads moved */
-		held = s->user->fds - (old ? old->n_fds : 0);
+	/* At its share: threads of its that ended unannounced give their fds back first. A
+	 * search that found none is not made again for REAP_AGAIN_NS (while a uid stays at its
+	 * share, each refused registration would look at every thread it holds). */
+	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+	if (held + n > pol->max_fds_per_user &&
+	    (!s->user->reaped_ns || now - s->user->reaped_ns >= REAP_AGAIN_NS)) {
+		if (reap_dead_threads(s->srv, s->uid, tid) > 0) {
+			old = session_find_thread(s, tid); /* the threads moved */
+			held = s->user->fds - (old ? old->n_fds : 0);
+		} else {
+			s->user->reaped_ns = now;
+		}
 	}
 	if (held + n > pol->max_fds_per_user)
 		return session_reply_error(

@@ -12,18 +12,19 @@
 
 struct user_share {
 	uid_t uid;
-	unsigned connections;     /* open now */
-	unsigned threads;         /* registered now */
-	size_t fds;               /* counter fds the daemon holds for its threads now */
-	uint64_t samples;         /* counted */
-	uint64_t batches;         /* counted */
-	uint64_t dropped;         /* dropped by the daemon, or reported dropped by its processes */
-	uint64_t lost;            /* reported sent by its processes, never received */
-	uint64_t rejected;        /* its connections closed for breaking the protocol */
-	uint64_t evicted;         /* its ended processes whose figures were dropped for room */
-	bool warned;              /* logged once that it reached a share */
-	bool warned_memory;       /* logged once that its histograms reached their share */
-	bool warned_retired;      /* logged once that its retired figures reached their share */
+	unsigned connections; /* open now */
+	unsigned threads;     /* registered now */
+	size_t fds;           /* counter fds the daemon holds for its threads now */
+	uint64_t samples;     /* counted */
+	uint64_t batches;     /* counted */
+	uint64_t dropped;     /* dropped by the daemon, or reported dropped by its processes */
+	uint64_t lost;        /* reported sent by its processes, never received */
+	uint64_t rejected;    /* its connections closed for breaking the protocol */
+	uint64_t evicted;     /* its ended processes whose figures were dropped for room */
+	bool warned;          /* logged once that it reached a share */
+	bool warned_memory;   /* logged once that its histograms reached their share */
+	bool warned_retired;  /* logged once that its retired figures reached their share */
+	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
 	struct stats_budget hist; /* its processes' histogram blocks */
 };
 
