@@ -33,6 +33,63 @@ too_short(const struct stats *st, uint64_t floor)
 	return floor && st->count && st->mean < 10.0 * (double)floor;
 }
 
+struct query_buf {
+	Pmc__Derived *dv, **dvp;
+	Pmc__RegionStats *rs, **rsp;
+	Pmc__Stats *st;
+	Pmc__EventStats *es, **esp;
+	size_t n_rs, n_st, n_es, n_dv;
+	void **allocs; /* the buckets of each Stats that has them (Query.hist) */
+	size_t n_allocs, cap_allocs;
+};
+
+/* The non-empty buckets of @st's histogram. */
+static size_t
+hist_buckets(const struct stats *st)
+{
+	size_t n = 0;
+	for (unsigned b = 0; st->hist && b < STATS_BUCKETS; b++)
+		n += stats_hist_get(st, b) != 0;
+	return n;
+}
+
+/* @out's buckets (Query.hist): @st's non-empty ones, in one allocation that @b frees. */
+static int
+fill_buckets(Pmc__Stats *out, const struct stats *st, struct query_buf *b)
+{
+	size_t n = hist_buckets(st);
+	if (!n)
+		return 0;
+	if (b->n_allocs == b->cap_allocs) {
+		size_t cap = b->cap_allocs ? 2 * b->cap_allocs : 16;
+		void **v = realloc(b->allocs, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		b->allocs = v;
+		b->cap_allocs = cap;
+	}
+	Pmc__Bucket **bp = malloc(n * (sizeof(*bp) + sizeof(Pmc__Bucket)));
+	if (!bp)
+		return -ENOMEM;
+	b->allocs[b->n_allocs++] = bp;
+	Pmc__Bucket *bk = (Pmc__Bucket *)(bp + n);
+	size_t k = 0;
+	for (unsigned i = 0; i < STATS_BUCKETS && k < n; i++) {
+		uint64_t c = stats_hist_get(st, i);
+		if (!c)
+			continue;
+		pmc__bucket__init(&bk[k]);
+		bk[k].low = stats_bucket_low(i);
+		bk[k].high = stats_bucket_high(i);
+		bk[k].count = c;
+		bp[k] = &bk[k];
+		k++;
+	}
+	out->n_buckets = k;
+	out->buckets = bp;
+	return 0;
+}
+
 static void
 fill_stats(Pmc__Stats *out, const struct stats *st)
 {
@@ -47,13 +104,6 @@ fill_stats(Pmc__Stats *out, const struct stats *st)
 	out->p99 = stats_quantile(st, 0.99);
 }
 
-struct query_buf {
-	Pmc__Derived *dv, **dvp;
-	Pmc__RegionStats *rs, **rsp;
-	Pmc__Stats *st;
-	Pmc__EventStats *es, **esp;
-	size_t n_rs, n_st, n_es, n_dv;
-};
 
 static void
 query_buf_free(struct query_buf *q)
@@ -65,6 +115,9 @@ query_buf_free(struct query_buf *q)
 	free(q->st);
 	free(q->es);
 	free(q->esp);
+	for (size_t i = 0; i < q->n_allocs; i++)
+		free(q->allocs[i]);
+	free(q->allocs);
 }
 
 /* Whether the filters of @q select region @r of @p; @r NULL: whether they select @p, its
@@ -170,12 +223,13 @@ query_stream_check(struct query_stream *qs, struct registry *reg)
 /* Per region listed: its figures, one Stats for the wall time and each event, and the
  * derived ratios. */
 static size_t
-region_estimate(const struct process *p, const struct region_agg *r)
+region_estimate(const struct process *p, const struct region_agg *r, bool hist)
 {
 	size_t n = 64 + strlen(r->name) + strlen(p->comm) + DERIVED_MAX * 24;
 	for (size_t j = 0; j < r->n_ev; j++)
-		n += r->seen[j] ? 96 + strlen(p->events[j]) : 0;
-	return n + 96;
+		if (r->seen[j])
+			n += 96 + strlen(p->events[j]) + (hist ? 32 * hist_buckets(&r->ev[j].st) : 0);
+	return n + 96 + (hist ? 32 * hist_buckets(&r->wall) : 0);
 }
 
 /* Whether @s may see the figures of @p. */
@@ -216,7 +270,7 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 				qs->visible++;
 				continue;
 			}
-			size_t need = region_estimate(p, r);
+			size_t need = region_estimate(p, r, q->hist);
 			if (*n_rs && bytes + need > max_bytes)
 				return; /* the next part starts with it */
 			qs->visible++;
@@ -276,6 +330,8 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 			rs->count = r->count;
 			rs->wall_ns = &b->st[b->n_st++];
 			fill_stats(rs->wall_ns, &r->wall);
+			if (q->hist && fill_buckets(rs->wall_ns, &r->wall, b) < 0)
+				return -ENOMEM;
 			rs->events = &b->esp[b->n_es];
 			for (size_t j = 0; j < r->n_ev && b->n_es < n_es; j++) {
 				if (!r->seen[j])
@@ -287,6 +343,8 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 				es->name = p->events[j];
 				es->stats = &b->st[b->n_st++];
 				fill_stats(es->stats, &r->ev[j].st);
+				if (q->hist && fill_buckets(es->stats, &r->ev[j].st, b) < 0)
+					return -ENOMEM;
 				es->scaled_count = r->ev[j].scaled;
 				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
 				                                             (double)r->ev[j].scaled

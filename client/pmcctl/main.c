@@ -42,6 +42,9 @@ static const char help_text[] =
         "  dump      show the statistics of every region of every process (the same filters)\n"
         "  reset     clear aggregates: all of them, or those the filters select\n"
         "  events    list the events this machine can count and the default event set\n"
+        "  hist      draw one region's distribution as a bar chart, from the daemon's\n"
+        "            histogram, over the processes the filters select: its wall time, or\n"
+        "            with --event NAME that event's count per run (needs --region)\n"
         "  top       live view of the busiest regions: runs and events per second, refreshed\n"
         "            every second (the filters apply); Ctrl-C quits\n"
         "  run       run CMD with PMC_SOCKET (and PMC_EVENTS) set and, when it exits, print\n"
@@ -61,6 +64,8 @@ static const char help_text[] =
         "      --interval SECONDS\n"
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
+        "      --event NAME      hist: draw this event's counts per run (default: the wall\n"
+        "                        time; 'wall' names it too)\n"
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout\n"
@@ -94,6 +99,8 @@ static const char help_text[] =
         "        the regions called db_... or http_... of the processes called myserver\n"
         "  pmcctl status\n"
         "        is the daemon up, and how much has it collected\n"
+        "  pmcctl hist --region parse --event page-faults\n"
+        "        how the page faults of a run of 'parse' are spread, as a bar chart\n"
         "  pmcctl top --interval 2\n"
         "        the regions running most often right now, every 2 seconds\n"
         "  pmcctl run --events cycles,instructions -- ./app input.txt\n"
@@ -139,6 +146,7 @@ static const struct command commands[] = {
         {.name = "dump", .filters = true, .run = cmd_query},
         {.name = "reset", .filters = true, .run = cmd_reset},
         {.name = "events", .run = cmd_events},
+        {.name = "hist", .filters = true, .run = cmd_hist},
         {.name = "top", .filters = true, .live = true, .run = cmd_top},
         {.name = "run", .filters = true, .no_pid = true, .standalone = true, .run = cmd_run},
 };
@@ -153,6 +161,7 @@ enum {
 	OPT_ITERATIONS,
 	OPT_COMM,
 	OPT_EVENTS,
+	OPT_EVENT,
 	OPT_OUTPUT,
 };
 
@@ -167,6 +176,7 @@ static const struct option long_options[] = {
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"iterations", required_argument, NULL, OPT_ITERATIONS},
         {"events", required_argument, NULL, OPT_EVENTS},
+        {"event", required_argument, NULL, OPT_EVENT},
         {"output", required_argument, NULL, OPT_OUTPUT},
         {NULL, 0, NULL, 0},
 };
@@ -303,6 +313,11 @@ main(int argc, char **argv)
 				usage_error("--events needs a list of events, such as page-faults");
 			o.events = optarg;
 			break;
+		case OPT_EVENT:
+			if (!optarg[0])
+				usage_error("--event needs an event name, such as page-faults");
+			o.event = optarg;
+			break;
 		case OPT_OUTPUT:
 			if (!optarg[0])
 				usage_error("--output needs a file name");
@@ -338,7 +353,8 @@ main(int argc, char **argv)
 			set_command(&command, argv[optind]);
 parsed:
 	if (!command)
-		usage_error("missing command (status, query, dump, reset, events, top or run)");
+		usage_error(
+		        "missing command (status, query, dump, reset, events, hist, top or run)");
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -358,6 +374,8 @@ parsed:
 		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
 	if (!cmd->standalone && o.argv)
 		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
+	if (o.event && cmd->run != cmd_hist)
+		usage_error("--event is for 'hist' only, not '%s'", cmd->name);
 	if (!cmd->live && o.live_opts)
 		usage_error("--interval and --iterations are for 'top' only, not '%s'", cmd->name);
 	if (cmd->live && o.format != FORMAT_TABLE)

@@ -39,6 +39,7 @@ struct opts {
 	unsigned iterations; /* top: refreshes before exiting, 0 for no limit */
 	bool live_opts;      /* --interval or --iterations given */
 	const char *events;  /* run: PMC_EVENTS for the command */
+	const char *event;   /* hist: the event drawn (NULL: the wall time) */
 	const char *output;  /* run: file for the figures (NULL: stdout) */
 	char **argv;         /* run: the command and its arguments */
 };
@@ -79,8 +80,15 @@ int cmd_status(int sock, const struct command *cmd, const struct opts *o);
 int cmd_query(int sock, const struct command *cmd, const struct opts *o);
 int cmd_reset(int sock, const struct command *cmd, const struct opts *o);
 
+/** event_counts_ns() - whether event @name counts nanoseconds (perf's software clocks,
+ * with any ":u"/":k") */
+bool event_counts_ns(const char *name);
+
 /* events.c */
 int cmd_events(int sock, const struct command *cmd, const struct opts *o);
+
+/* hist.c: one region's distribution as a bar chart (--region needed, --event chooses) */
+int cmd_hist(int sock, const struct command *cmd, const struct opts *o);
 
 /* top.c: refreshes until Ctrl-C (SIGINT, SIGTERM) or --iterations */
 int cmd_top(int sock, const struct command *cmd, const struct opts *o);

@@ -341,8 +341,7 @@ query_csv(const Pmc__QueryReply *q)
 	query_csv_rows(q);
 }
 
-/* Events that count nanoseconds (perf's software clocks), with any ":u"/":k". */
-static bool
+bool
 event_counts_ns(const char *name)
 {
 	static const char *const clocks[] = {"task-clock", "cpu-clock", "perf::task-clock",

@@ -1,0 +1,255 @@
+/* pmcctl hist: one region's distribution (its wall time, or an event's counts per run) as a
+ * bar chart drawn from the daemon's histogram, over every process the filters select. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmcctl.h"
+
+/* Columns of the longest bar. */
+#define BAR_WIDTH 50
+/* More buckets than this are shown a power of two to a row. */
+#define FINE_ROWS 24
+
+struct bucket {
+	uint64_t low, high, count;
+};
+
+struct hist {
+	struct bucket *v;
+	size_t n, cap;
+	uint64_t count; /* runs */
+	size_t regions; /* (process, region) aggregates merged */
+};
+
+static int
+bucket_cmp(const void *a, const void *b)
+{
+	const struct bucket *x = a, *y = b;
+
+	return x->low < y->low ? -1 : x->low > y->low;
+}
+
+static void
+hist_add(struct hist *h, const Pmc__Stats *s)
+{
+	for (size_t i = 0; i < s->n_buckets; i++) {
+		if (h->n == h->cap) {
+			size_t cap = h->cap ? 2 * h->cap : 64;
+			struct bucket *v = reallocarray(h->v, cap, sizeof(*v));
+
+			if (!v)
+				oom();
+			h->v = v;
+			h->cap = cap;
+		}
+		h->v[h->n++] = (struct bucket){s->buckets[i]->low, s->buckets[i]->high,
+		                               s->buckets[i]->count};
+		h->count += s->buckets[i]->count;
+	}
+}
+
+/* Sorts the buckets and adds up those of the same bounds (every daemon has the same). */
+static void
+hist_merge(struct hist *h)
+{
+	size_t k = 0;
+
+	qsort(h->v, h->n, sizeof(*h->v), bucket_cmp);
+	for (size_t i = 0; i < h->n; i++) {
+		if (k && h->v[k - 1].low == h->v[i].low)
+			h->v[k - 1].count += h->v[i].count;
+		else
+			h->v[k++] = h->v[i];
+	}
+	h->n = k;
+}
+
+/* The figures of @r that @event names: its wall time when @event is NULL or "wall". */
+static const Pmc__Stats *
+pick(const Pmc__RegionStats *r, const char *event)
+{
+	if (!event || !strcmp(event, "wall"))
+		return r->wall_ns;
+	for (size_t j = 0; j < r->n_events; j++) {
+		const char *name = r->events[j]->name;
+		size_t len = strlen(event);
+
+		/* "page-faults" names "page-faults:u" too, as in PMC_EVENTS. */
+		if (!strncmp(name, event, len) && (!name[len] || name[len] == ':'))
+			return r->events[j]->stats;
+	}
+	return NULL;
+}
+
+static void
+value_text(char *buf, size_t len, uint64_t v, bool ns)
+{
+	if (ns)
+		format_time(buf, len, (double)v);
+	else
+		format_count(buf, len, (double)v, true);
+}
+
+static void
+print_chart(const struct hist *h, bool ns)
+{
+	/* Rows: each bucket, or each power of two when there are many. */
+	struct bucket *rows = calloc(h->n + 1, sizeof(*rows));
+	size_t n = 0;
+	uint64_t most = 0;
+
+	if (!rows)
+		oom();
+	for (size_t i = 0; i < h->n; i++) {
+		const struct bucket *b = &h->v[i];
+		int k = b->low ? 63 - __builtin_clzll(b->low) : -1;
+
+		if (h->n > FINE_ROWS && n && rows[n - 1].high >= b->low) {
+			rows[n - 1].count += b->count;
+			continue;
+		}
+		rows[n] = *b;
+		if (h->n > FINE_ROWS)
+			rows[n].high = k < 0 ? 0 : (k == 63 ? UINT64_MAX : (UINT64_C(2) << k) - 1);
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		most = rows[i].count > most ? rows[i].count : most;
+	struct table t = {.ncols = 4,
+	                  .head = (const char *const[]){"FROM", "TO", "RUNS", "%"},
+	                  .right = (const bool[]){true, true, true, true}};
+	char **bars = calloc(n + 1, sizeof(*bars));
+	if (!bars)
+		oom();
+	for (size_t i = 0; i < n; i++) {
+		char lo[64], hi[64];
+		size_t w = most ? (size_t)((rows[i].count * BAR_WIDTH + most - 1) / most) : 0;
+
+		value_text(lo, sizeof(lo), rows[i].low, ns);
+		value_text(hi, sizeof(hi), rows[i].high, ns);
+		table_add(&t, "%s", lo);
+		table_add(&t, "%s", hi);
+		table_add(&t, "%" PRIu64, rows[i].count);
+		table_add(&t, "%.1f", 100.0 * (double)rows[i].count / (double)h->count);
+		bars[i] = malloc(w + 1);
+		if (!bars[i])
+			oom();
+		memset(bars[i], '#', w);
+		bars[i][w] = '\0';
+	}
+	/* The table's rows, each with its bar after it. */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		oom();
+	table_print(&t, f);
+	if (fclose(f))
+		oom();
+	char *line = text, *end = strchr(line, '\n');
+
+	if (end) {
+		fwrite(line, 1, (size_t)(end - line + 1), stdout); /* the header */
+		line = end + 1;
+	}
+	for (size_t i = 0; i < n && (end = strchr(line, '\n')); i++, line = end + 1)
+		printf("%.*s  %s\n", (int)(end - line), line, bars[i]);
+	for (size_t i = 0; i < n; i++)
+		free(bars[i]);
+	free(bars);
+	free(text);
+	free(rows);
+}
+
+int
+cmd_hist(int sock, const struct command *cmd, const struct opts *o)
+{
+	Pmc__Query q;
+	struct hist h = {0};
+	const char *event = o->event;
+	bool ns = !event || !strcmp(event, "wall") || event_counts_ns(event);
+
+	if (!o->n_regions)
+		usage_error("'hist' needs --region NAME: the region whose distribution to draw");
+	query_init(&q, o);
+	q.hist = true;
+	_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
+	const Pmc__QueryReply *qr = resp->query;
+
+	for (size_t i = 0; i < qr->n_regions; i++) {
+		const Pmc__Stats *s = pick(qr->regions[i], event);
+
+		if (!s)
+			continue;
+		hist_add(&h, s);
+		h.regions++;
+	}
+	if (!qr->n_regions) {
+		_cleanup_free_ char *why = NULL;
+
+		empty_reason(qr, o, &why);
+		_cleanup_free_ char *safe = escape_text(why);
+		fail("%s", safe);
+	}
+	if (!h.regions)
+		fail("event '%s' was not counted in the %zu region%s selected: 'pmcctl query' with "
+		     "the same filters lists the events they have",
+		     event, qr->n_regions, qr->n_regions == 1 ? "" : "s");
+	hist_merge(&h);
+	if (o->format == FORMAT_JSON) {
+		struct jw w = {.f = stdout};
+
+		jw_open(&w, NULL);
+		jw_str(&w, "event", event ? event : "wall");
+		jw_str(&w, "unit", ns ? "ns" : "count");
+		jw_u64(&w, "regions", h.regions);
+		jw_u64(&w, "count", h.count);
+		jw_key(&w, "buckets");
+		jw_raw(&w, "[");
+		for (size_t i = 0; i < h.n; i++) {
+			jw_raw(&w, i ? ",\n    " : "\n    ");
+			w.indent = 4;
+			jw_open(&w, NULL);
+			jw_u64(&w, "low", h.v[i].low);
+			jw_u64(&w, "high", h.v[i].high);
+			jw_u64(&w, "count", h.v[i].count);
+			jw_close(&w);
+			w.indent = 2;
+		}
+		jw_raw(&w, h.n ? "\n  ]" : "]");
+		jw_close(&w);
+		jw_raw(&w, "\n");
+	} else if (o->format == FORMAT_CSV) {
+		static const char *const head[] = {"low", "high", "count"};
+
+		csv_header(head, 3);
+		for (size_t i = 0; i < h.n; i++) {
+			csv_u64(h.v[i].low);
+			csv_u64(h.v[i].high);
+			csv_u64(h.v[i].count);
+			csv_end();
+		}
+	} else {
+		char names[256] = "";
+
+		for (size_t i = 0; i < o->n_regions; i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s'%s'",
+			         i ? ", " : "", o->regions[i]);
+		_cleanup_free_ char *safe = escape_text(names);
+		printf("%s of region %s: %" PRIu64 " runs in %zu process%s (bounds of the daemon's "
+		       "histogram: exact below 16, then 16 to each power of two)\n\n",
+		       event ? event : "wall time", safe, h.count, h.regions,
+		       h.regions == 1 ? "" : "es");
+		print_chart(&h, ns);
+	}
+	free(h.v);
+	return 0;
+}
