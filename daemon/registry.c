@@ -507,11 +507,123 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 }
 
 int
+registry_retired_load(struct registry *reg, uid_t uid, const char *comm, struct process **out)
+{
+	char c[17];
+	snprintf(c, sizeof(c), "%s", comm);
+	for (struct process *a = reg->retired; a; a = a->next)
+		if (a->uid == uid && !strcmp(a->comm, c))
+			return -EEXIST;
+	struct process *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->uid = uid;
+	a->start = ++reg->clock;
+	a->folded = ++reg->clock;
+	memcpy(a->comm, c, sizeof(c));
+	a->next = reg->retired;
+	reg->retired = a;
+	*out = a;
+	return 0;
+}
+
+struct region_agg *
+registry_retired_region(struct registry *reg, struct process *a, const char *name)
+{
+	struct region_agg *r = region_find(a, name);
+	if (r)
+		return r;
+	r = region_new(a, name);
+	if (r)
+		reg->n_retired++;
+	return r;
+}
+
+/* Newest first: the order in which registry_retired_trim() keeps aggregates. */
+static int
+cmp_folded_desc(const void *x, const void *y)
+{
+	const struct process *a = *(struct process *const *)x, *b = *(struct process *const *)y;
+	return a->folded < b->folded ? 1 : a->folded > b->folded ? -1 : 0;
+}
+
+/* By uid, then newest first. */
+static int
+cmp_uid_folded(const void *x, const void *y)
+{
+	const struct process *a = *(struct process *const *)x, *b = *(struct process *const *)y;
+	if (a->uid != b->uid)
+		return a->uid < b->uid ? -1 : 1;
+	return cmp_folded_desc(x, y);
+}
+
+int
+registry_retired_trim(struct registry *reg)
+{
+	if (reg->n_retired <= reg->max_retired_per_uid && reg->n_retired <= reg->max_retired)
+		return 0;
+	size_t n = 0;
+	for (struct process *a = reg->retired; a; a = a->next)
+		n += a->n_regions != 0;
+	struct process **v = malloc(n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	for (struct process *a = reg->retired; a; a = a->next)
+		if (a->n_regions)
+			v[k++] = a;
+	size_t before = reg->n_retired, dropped = 0;
+	uid_t uid = 0;
+	/* Each uid keeps its aggregates that figures joined last, up to its share; then
+	 * every uid together, up to the bound. What retired_room() would have dropped. */
+	qsort(v, n, sizeof(*v), cmp_uid_folded);
+	size_t sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i && v[i]->uid != uid)
+			sum = 0;
+		uid = v[i]->uid;
+		sum += v[i]->n_regions;
+		if (sum > reg->max_retired_per_uid) {
+			dropped += v[i]->n_regions;
+			retired_drop(reg, v[i]);
+			v[i] = NULL;
+		}
+	}
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (v[i])
+			v[k++] = v[i];
+	qsort(v, k, sizeof(*v), cmp_folded_desc);
+	sum = 0;
+	for (size_t i = 0; i < k; i++) {
+		sum += v[i]->n_regions;
+		if (sum > reg->max_retired) {
+			dropped += v[i]->n_regions;
+			retired_drop(reg, v[i]);
+		}
+	}
+	free(v);
+	if (dropped) {
+		reg->retired_dropped += dropped;
+		log_warn("the retired figures on /metrics restored from the state file hold %zu "
+		         "regions, over their bound (%zu regions, --metrics-max-series / 4, and "
+		         "%zu per uid): %zu regions of the programs whose figures joined them the "
+		         "longest ago are dropped; pmc_retired_dropped_total counts them",
+		         before, reg->max_retired, reg->max_retired_per_uid, dropped);
+	}
+	return 0;
+}
+
+int
 registry_retire_enable(struct registry *reg, size_t max)
 {
 	int r = 0;
 	reg->max_retired = max;
 	reg->max_retired_per_uid = max / 4 ? max / 4 : 1;
+	/* Those restored from a state file, which a daemon with a larger bound may have
+	 * written. */
+	if (registry_retired_trim(reg) < 0)
+		r = -ENOMEM;
 	for (struct process *p = reg->procs; p; p = p->next) {
 		retired_attach(reg, p);
 		if (max && !p->retired)

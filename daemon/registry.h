@@ -139,7 +139,8 @@ struct registry {
 	 * forgotten or reset one by one, so that the page's counters never go down. */
 	struct process *retired;    /* the aggregates (pid 0), not in procs */
 	size_t n_retired;           /* regions over them */
-	size_t max_retired;         /* at most (0: none are kept, no aggregate is made) */
+	size_t max_retired;         /* at most (0: none are made; those a state file restored
+	                             * are kept as they are, and saved again) */
 	size_t max_retired_per_uid; /* of those, one uid's */
 	uint64_t retired_dropped;   /* figures of a region that could not be kept there */
 	uint64_t clock;             /* serial numbers and fold times of the aggregates */
@@ -256,13 +257,44 @@ bool registry_user_room(struct registry *reg, uid_t uid, const struct process *k
  * region new to the aggregate needs room under @max and the uid's share: that uid's
  * aggregate that figures joined the longest ago gives up its regions (never another
  * user's); when none can, the region's figures are not kept. Either way they are counted
- * in @reg->retired_dropped, and logged once per uid. The histogram blocks of the
- * aggregates are charged to their uid's budget (struct user_share.hist). Call it outside
+ * in @reg->retired_dropped, and logged once per uid. Aggregates restored from a state
+ * file before are brought within @max first (registry_retired_trim()). The histogram blocks
+ * of the aggregates are charged to their uid's budget (struct user_share.hist). Call it outside
  * any stats_charge_to() section, as every function here that forgets a process.
  * Return: 0, or -ENOMEM (then some processes have no aggregate: their figures are dropped
  * when they are forgotten, and counted).
  */
 int registry_retire_enable(struct registry *reg, size_t max);
+
+/**
+ * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm), for figures
+ * restored from a state file: the one that figures joined last, with no member process
+ * (registry_retire_enable() attaches the processes of its uid and comm); kept whether or
+ * not retired aggregates are (registry_retire_enable()), and saved again
+ * @comm: truncated to 16 bytes, as a process's
+ * Return: 0 with *@out set, -EEXIST when (@uid, @comm) has one already, or -ENOMEM.
+ */
+int registry_retired_load(struct registry *reg, uid_t uid, const char *comm, struct process **out);
+
+/**
+ * registry_retired_region() - find or create region @name of retired aggregate @a,
+ * counted in @reg->n_retired (not in n_regions) and outside the bound
+ * Return: the region (owned by @a), or NULL on -ENOMEM.
+ */
+struct region_agg *registry_retired_region(struct registry *reg, struct process *a,
+                                           const char *name);
+
+/**
+ * registry_retired_trim() - bring the retired aggregates within @reg->max_retired regions
+ * and each uid within its share (aggregates restored from a state file may be over them)
+ *
+ * Drops whole aggregates' regions, those that figures joined the longest ago first (a
+ * uid's own, for its share), as retired_room() would have; counted in
+ * @reg->retired_dropped and logged. Only once retired aggregates are kept
+ * (registry_retire_enable() calls it).
+ * Return: 0, or -ENOMEM (nothing dropped).
+ */
+int registry_retired_trim(struct registry *reg);
 
 /** registry_free() - free everything @reg holds. */
 void registry_free(struct registry *reg);

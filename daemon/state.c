@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -107,12 +108,15 @@ save_stats(struct arena *a, const struct stats *st)
 	return o;
 }
 
+/* Return: 0, 1 when a histogram block could not be had (@lossy: its counts are lost, the
+ * other figures kept), -EBADMSG, or -ENOMEM (not @lossy). */
 static int
-load_stats(struct stats *st, const Pmc__StatsState *o)
+load_stats(struct stats *st, const Pmc__StatsState *o, bool lossy)
 {
 	stats_init(st);
 	if (!o)
 		return 0;
+	int lost = 0;
 	st->count = o->count;
 	st->sum = o->sum;
 	st->min = o->min;
@@ -123,10 +127,13 @@ load_stats(struct stats *st, const Pmc__StatsState *o)
 	for (size_t i = 0; i < o->n_hist; i++) {
 		if (o->hist[i]->index >= STATS_BUCKETS)
 			return -EBADMSG;
-		if (stats_hist_set(st, o->hist[i]->index, o->hist[i]->count) < 0)
-			return -ENOMEM;
+		if (stats_hist_set(st, o->hist[i]->index, o->hist[i]->count) < 0) {
+			if (!lossy)
+				return -ENOMEM;
+			lost = 1;
+		}
 	}
-	return 0;
+	return lost;
 }
 
 static int
@@ -162,6 +169,58 @@ boot_id(char out[64])
 	out[strcspn(out, "\n")] = 0;
 }
 
+/* Fills @ps with the figures of @p (a process, or a retired aggregate), allocated in @a. */
+static void
+save_process(struct arena *a, const struct process *p, Pmc__ProcessState *ps)
+{
+	pmc__process_state__init(ps);
+	ps->pid = p->pid;
+	ps->uid = p->uid;
+	/* A retired aggregate's start is a serial number of this daemon's: not saved. */
+	ps->start = p->pid ? p->start : 0;
+	ps->comm = (char *)p->comm;
+	ps->received = p->received;
+	ps->regions = arena_alloc(a, p->n_regions * sizeof(*ps->regions));
+	for (size_t i = 0; i < p->n_regions && !a->oom; i++) {
+		struct region_agg *r = p->regions[i];
+		Pmc__RegionState *rs = arena_alloc(a, sizeof(*rs));
+		if (!rs)
+			break;
+		pmc__region_state__init(rs);
+		ps->regions[ps->n_regions++] = rs;
+		rs->name = r->name;
+		rs->count = r->count;
+		rs->wall = save_stats(a, &r->wall);
+		rs->events = arena_alloc(a, r->n_ev * sizeof(*rs->events));
+		for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
+			if (!r->seen[j])
+				continue;
+			Pmc__EventState *es = arena_alloc(a, sizeof(*es));
+			if (!es)
+				break;
+			pmc__event_state__init(es);
+			rs->events[rs->n_events++] = es;
+			es->name = p->events[j];
+			es->stats = save_stats(a, &r->ev[j].st);
+			es->scaled = r->ev[j].scaled;
+			es->ratio_sum = r->ev[j].ratio_sum;
+		}
+	}
+}
+
+/* Those that figures joined the longest ago first (ties, which the daemon does not make:
+ * by uid, comm), the order in which state_load_buffer() dates them again. */
+static int
+cmp_retired(const void *x, const void *y)
+{
+	const struct process *a = *(struct process *const *)x, *b = *(struct process *const *)y;
+	if (a->folded != b->folded)
+		return a->folded < b->folded ? -1 : 1;
+	if (a->uid != b->uid)
+		return a->uid < b->uid ? -1 : 1;
+	return strcmp(a->comm, b->comm);
+}
+
 /* Builds the pmc.State of @srv in @st, its parts allocated in @a. */
 static int
 state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct arena *a,
@@ -175,45 +234,38 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct aren
 	st->batches = srv->batches;
 	st->dropped = srv->dropped;
 	st->lost = srv->lost;
+	st->rejected = srv->rejected;
+	st->evicted = reg->evicted;
+	st->retired_dropped = reg->retired_dropped;
 	st->boot_id = (char *)boot;
 	st->processes = arena_alloc(a, reg->n_procs * sizeof(*st->processes));
 	for (struct process *p = reg->procs; p && !a->oom; p = p->next) {
 		Pmc__ProcessState *ps = arena_alloc(a, sizeof(*ps));
 		if (!ps)
 			break;
-		pmc__process_state__init(ps);
 		st->processes[st->n_processes++] = ps;
-		ps->pid = p->pid;
-		ps->uid = p->uid;
-		ps->start = p->start;
-		ps->comm = p->comm;
-		ps->received = p->received;
-		ps->regions = arena_alloc(a, p->n_regions * sizeof(*ps->regions));
-		for (size_t i = 0; i < p->n_regions && !a->oom; i++) {
-			struct region_agg *r = p->regions[i];
-			Pmc__RegionState *rs = arena_alloc(a, sizeof(*rs));
-			if (!rs)
-				break;
-			pmc__region_state__init(rs);
-			ps->regions[ps->n_regions++] = rs;
-			rs->name = r->name;
-			rs->count = r->count;
-			rs->wall = save_stats(a, &r->wall);
-			rs->events = arena_alloc(a, r->n_ev * sizeof(*rs->events));
-			for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
-				if (!r->seen[j])
-					continue;
-				Pmc__EventState *es = arena_alloc(a, sizeof(*es));
-				if (!es)
-					break;
-				pmc__event_state__init(es);
-				rs->events[rs->n_events++] = es;
-				es->name = p->events[j];
-				es->stats = save_stats(a, &r->ev[j].st);
-				es->scaled = r->ev[j].scaled;
-				es->ratio_sum = r->ev[j].ratio_sum;
-			}
-		}
+		save_process(a, p, ps);
+	}
+	/* The retired aggregates with figures (one without regions is made again for its
+	 * processes by registry_retire_enable()). */
+	size_t n = 0;
+	for (const struct process *r = reg->retired; r; r = r->next)
+		n += r->n_regions != 0;
+	struct process **v = arena_alloc(a, n * sizeof(*v));
+	st->retired = arena_alloc(a, n * sizeof(*st->retired));
+	if (a->oom)
+		return -ENOMEM;
+	n = 0;
+	for (struct process *r = reg->retired; r; r = r->next)
+		if (r->n_regions)
+			v[n++] = r;
+	qsort(v, n, sizeof(*v), cmp_retired);
+	for (size_t i = 0; i < n && !a->oom; i++) {
+		Pmc__ProcessState *ps = arena_alloc(a, sizeof(*ps));
+		if (!ps)
+			break;
+		st->retired[st->n_retired++] = ps;
+		save_process(a, v[i], ps);
 	}
 	return a->oom ? -ENOMEM : 0;
 }
@@ -234,7 +286,7 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 		log_err("the state is %zu bytes (%zu processes, %zu regions), over the limit "
 		        "of %zu bytes on state files: not saved; fewer exited processes or "
 		        "regions (--keep-exited, --max-total-regions) make it smaller",
-		        n, srv->reg.n_procs, srv->reg.n_regions, max_bytes);
+		        n, srv->reg.n_procs, srv->reg.n_regions + srv->reg.n_retired, max_bytes);
 		return -EFBIG;
 	}
 	uint8_t *buf = malloc(n ? n : 1);
@@ -506,6 +558,55 @@ state_freep(Pmc__State **s)
 		pmc__state__free_unpacked(*s, NULL);
 }
 
+/* Loads the regions of @ps into @p: a process, or a retired aggregate (@retired), whose
+ * histogram blocks are charged to its uid's budget, those that do not fit lost (and the
+ * region counted in reg->retired_dropped). */
+static int
+load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *ps, bool retired)
+{
+	for (size_t i = 0; i < ps->n_regions; i++) {
+		const Pmc__RegionState *rs = ps->regions[i];
+		size_t before = p->n_regions;
+		struct region_agg *r = retired ? registry_retired_region(reg, p, rs->name)
+		                               : process_region(reg, p, rs->name);
+		if (!r)
+			return -ENOMEM;
+		/* A region, or an event of a region, listed twice: not a file the daemon
+		 * wrote (it lists each once), and no figures to choose between. */
+		if (p->n_regions == before)
+			return -EBADMSG;
+		r->count = rs->count;
+		stats_free(&r->wall);
+		int e = load_stats(&r->wall, rs->wall, retired);
+		if (e < 0)
+			return e;
+		int lost = e;
+		for (size_t j = 0; j < rs->n_events; j++) {
+			const Pmc__EventState *es = rs->events[j];
+			int id = process_event_id(p, es->name);
+			if (id < 0)
+				return id;
+			/* More than the daemon lets a process count: not a file it wrote (and
+			 * each region would get a slot for every one of them). */
+			if (p->n_events > PROCESS_MAX_EVENTS)
+				return -EBADMSG;
+			if ((size_t)id < r->n_ev && r->seen[id])
+				return -EBADMSG;
+			struct event_agg *ev = region_event(r, (size_t)id);
+			if (!ev)
+				return -ENOMEM;
+			stats_free(&ev->st);
+			if ((e = load_stats(&ev->st, es->stats, retired)) < 0)
+				return e;
+			lost |= e;
+			ev->scaled = es->scaled;
+			ev->ratio_sum = es->ratio_sum;
+		}
+		reg->retired_dropped += (uint64_t)lost;
+	}
+	return 0;
+}
+
 static int
 load_process(struct server *srv, const Pmc__ProcessState *ps)
 {
@@ -522,43 +623,29 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	p->next = reg->procs;
 	reg->procs = p;
 	reg->n_procs++;
-	for (size_t i = 0; i < ps->n_regions; i++) {
-		const Pmc__RegionState *rs = ps->regions[i];
-		size_t before = p->n_regions;
-		struct region_agg *r = process_region(reg, p, rs->name);
-		if (!r)
-			return -ENOMEM;
-		/* A region, or an event of a region, listed twice: not a file the daemon
-		 * wrote (it lists each once), and no figures to choose between. */
-		if (p->n_regions == before)
-			return -EBADMSG;
-		r->count = rs->count;
-		stats_free(&r->wall);
-		int e = load_stats(&r->wall, rs->wall);
-		if (e < 0)
-			return e;
-		for (size_t j = 0; j < rs->n_events; j++) {
-			const Pmc__EventState *es = rs->events[j];
-			int id = process_event_id(p, es->name);
-			if (id < 0)
-				return id;
-			/* More than the daemon lets a process count: not a file it wrote (and
-			 * each region would get a slot for every one of them). */
-			if (p->n_events > PROCESS_MAX_EVENTS)
-				return -EBADMSG;
-			if ((size_t)id < r->n_ev && r->seen[id])
-				return -EBADMSG;
-			struct event_agg *ev = region_event(r, (size_t)id);
-			if (!ev)
-				return -ENOMEM;
-			stats_free(&ev->st);
-			if ((e = load_stats(&ev->st, es->stats)) < 0)
-				return e;
-			ev->scaled = es->scaled;
-			ev->ratio_sum = es->ratio_sum;
-		}
-	}
-	return 0;
+	return load_regions(reg, p, ps, false);
+}
+
+/* A retired aggregate (pid 0), the one figures joined last so far. One without regions
+ * holds nothing: not made (registry_retire_enable() makes those its processes need). */
+static int
+load_retired(struct server *srv, const Pmc__ProcessState *ps)
+{
+	struct registry *reg = &srv->reg;
+	/* Not a file the daemon wrote: a process among them, or one (uid, comm) twice. */
+	if (ps->pid != 0)
+		return -EBADMSG;
+	if (!ps->n_regions)
+		return 0;
+	struct process *a;
+	int r = registry_retired_load(reg, ps->uid, ps->comm, &a);
+	if (r < 0)
+		return r == -EEXIST ? -EBADMSG : r;
+	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
+	stats_charge_to(u ? &u->hist : NULL);
+	r = load_regions(reg, a, ps, true);
+	stats_charge_to(NULL);
+	return r;
 }
 
 int
@@ -572,20 +659,43 @@ state_load_buffer(struct server *srv, const uint8_t *buf, size_t len)
 	char boot[64];
 	boot_id(boot);
 	bool rebooted = strcmp(boot, st->boot_id) != 0;
-	for (size_t i = 0; i < st->n_processes; i++) {
+	struct registry *reg = &srv->reg;
+	uint64_t dropped = reg->retired_dropped;
+	int r = 0;
+	for (size_t i = 0; i < st->n_processes && r == 0; i++) {
 		/* Saved before a reboot: keep the figures, but let no new process match them. */
 		if (rebooted)
 			st->processes[i]->start = UINT64_MAX;
-		int r = load_process(srv, st->processes[i]);
-		if (r < 0) {
-			registry_free(&srv->reg);
-			return r;
-		}
+		r = load_process(srv, st->processes[i]);
 	}
+	/* Dated in the file's order, the oldest first: which goes first for room stays. */
+	for (size_t i = 0; i < st->n_retired && r == 0; i++)
+		r = load_retired(srv, st->retired[i]);
+	uint64_t lost = reg->retired_dropped - dropped;
+	/* Retired figures kept already (not at the daemon's start: --metrics comes after the
+	 * state): within their bound. */
+	if (r == 0 && reg->max_retired)
+		r = registry_retired_trim(reg);
+	if (r < 0) {
+		registry_free(reg);
+		reg->retired_dropped = dropped;
+		return r;
+	}
+	if (lost)
+		log_warn("%" PRIu64 " regions of the retired figures on /metrics lost histogram "
+		         "counts at load: their user's histogram memory was full "
+		         "(--max-memory-per-user, --max-memory)",
+		         lost);
 	srv->samples = st->samples;
 	srv->batches = st->batches;
 	srv->dropped = st->dropped;
 	srv->lost = st->lost;
+	srv->rejected = st->rejected;
+	reg->evicted = st->evicted;
+	/* The file's count, and the regions this load could not keep. */
+	uint64_t more = reg->retired_dropped - dropped;
+	reg->retired_dropped =
+	        st->retired_dropped > UINT64_MAX - more ? UINT64_MAX : st->retired_dropped + more;
 	srv->state_saved_ns = st->saved_ns;
 	return 0;
 }

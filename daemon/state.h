@@ -36,8 +36,9 @@ void state_set_max_bytes(size_t max);
 int state_prepare(const char *path);
 
 /**
- * state_encode() - pack every process's aggregates and the daemon's totals as a
- * pmc.State saved at @saved_ns (CLOCK_REALTIME)
+ * state_encode() - pack every process's aggregates, the retired aggregates that hold
+ * figures (struct registry.retired, those that figures joined the longest ago first) and
+ * the daemon's totals as a pmc.State saved at @saved_ns (CLOCK_REALTIME)
  * @out: set to a malloc()ed buffer on success; the caller frees it
  * @len: set to its length on success
  * Return: 0, -EFBIG (logged, with the size) when it would be over the size limit, or
@@ -84,6 +85,16 @@ int state_job_wait(struct state_job *j, struct server *srv);
  * state_load_buffer() - restore a state file's contents @buf into an empty registry
  * Any bytes are safe here: a file that does not decode, or whose figures cannot be,
  * leaves the registry empty.
+ *
+ * The retired aggregates (field 9; none in files of before) are restored whether or not
+ * retired aggregates are kept yet (registry_retire_enable(), which --metrics calls after
+ * the state is loaded, brings them within its bound; without --metrics they are kept as
+ * they are and saved again), dated in the file's order; when they are kept already, they
+ * are brought within the bound here. Their histogram blocks are charged to their uid's
+ * budget: those that do not fit lose their counts, the region counted in
+ * retired_dropped. A file that lists a process among them (pid not 0), one (uid, comm)
+ * twice, a region or an event of one twice, or more than PROCESS_MAX_EVENTS events in one
+ * is refused whole (-EBADMSG).
  * Return: 0, -EBADMSG for bytes that are not a state file of this version, -EFBIG over
  * the size limit, or -ENOMEM.
  */

@@ -4,7 +4,8 @@
  *
  * Whatever loads must then be usable: it is encoded again (state_encode(), what every save
  * runs), that encoding must load, and a second round trip must give the same bytes (the
- * processes come back in reverse order at each load, hence two); and the daemon's real
+ * processes come back in reverse order at each load, hence two; the retired figures of
+ * /metrics in the order saved, with or without a bound on them); and the daemon's real
  * session code answers a Query, a Status and a Reset over it on a SOCK_SEQPACKET
  * connection. A crash, a leak, a sanitizer report or a difference fails.
  *
@@ -28,7 +29,8 @@ static void
 forget(struct server *s)
 {
 	registry_free(&s->reg);
-	s->samples = s->batches = s->dropped = s->lost = s->state_saved_ns = 0;
+	s->samples = s->batches = s->dropped = s->lost = s->rejected = s->state_saved_ns = 0;
+	s->reg.evicted = s->reg.retired_dropped = 0;
 }
 
 /* Encodes what @s holds, then forgets it. */
@@ -98,15 +100,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (server_new(dummy, &pol, &srv) < 0)
 			abort();
 	}
+	/* As a daemon without --metrics (the retired figures kept as they are), or with it
+	 * before the load (a bound of 16 retired regions, 4 per uid, applied at load). */
+	if (registry_retire_enable(&srv->reg, size & 1 ? 16 : 0) < 0)
+		abort();
 	int r = state_load_buffer(srv, data, size);
 	if (r == -EBADMSG) {
-		if (srv->reg.procs || srv->reg.n_procs || srv->reg.n_regions)
+		if (srv->reg.procs || srv->reg.n_procs || srv->reg.n_regions || srv->reg.retired ||
+		    srv->reg.n_retired || srv->reg.retired_dropped)
 			abort(); /* refused, yet something kept */
 		return 0;
 	}
 	if (r < 0)
 		abort(); /* -ENOMEM: not with inputs this small */
 	size_t procs = srv->reg.n_procs, regions = srv->reg.n_regions;
+	size_t retired = srv->reg.n_retired;
+	if (srv->reg.max_retired && retired > srv->reg.max_retired)
+		abort(); /* over the bound */
 
 	uint8_t *e1, *e2, *e3;
 	size_t n1, n2, n3;
@@ -115,7 +125,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	serve();
 	forget(srv);
 	if (state_load_buffer(srv, e1, n1) < 0 || srv->reg.n_procs != procs ||
-	    srv->reg.n_regions != regions)
+	    srv->reg.n_regions != regions || srv->reg.n_retired != retired)
 		abort();
 	encode(srv, &e2, &n2);
 	if (state_load_buffer(srv, e2, n2) < 0)

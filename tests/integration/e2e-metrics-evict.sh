@@ -5,7 +5,8 @@
 # process of the program ever run (N fresh pages written = N page faults), under two uids.
 # Then pmcctl reset: of one process, the page keeps counting; of everything, every series
 # restarts from 0. Then the bound of the retired figures (--metrics-max-series / 4 regions,
-# a quarter of that per user), counted in pmc_retired_dropped_total.
+# a quarter of that per user), counted in pmc_retired_dropped_total. Then a restart with
+# --state: every counter series continues from what it held.
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
@@ -53,8 +54,17 @@ check() {
 	expect_eq "page-faults _count ($2)" "$(value "$page" "pmc_region_event_count{$E}")" $count
 	expect_eq "page-faults +Inf ($2)" "$(value "$page" "pmc_region_event_bucket{$E,le=\"+Inf\"}")" $count
 	expect_eq "scaled ($2)" "$(value "$page" "pmc_region_event_scaled_samples_total{$E}")" 0
-	expect_faults "page-faults _sum ($2)" "$(value "$page" "pmc_region_event_sum{$E}")" $pf
-	[ -n "${PMC_SANITIZED:-}" ] && return 0
+	# Under sanitizers, a run's first touch of its shadow memory may fault inside the
+	# region too: at least the pages written, at most one more each run.
+	if [ -n "${PMC_SANITIZED:-}" ]; then
+		local got
+		got=$(value "$page" "pmc_region_event_sum{$E}")
+		[ "$got" -ge $pf ] && [ "$got" -le $((pf + count)) ] ||
+			fail "page-faults _sum ($2): got $got, want $pf to $((pf + count)) (sanitized build)"
+		pass "page-faults _sum ($2) = $got (want $pf to $((pf + count)); sanitized build)"
+		return 0
+	fi
+	expect_eq "page-faults _sum ($2)" "$(value "$page" "pmc_region_event_sum{$E}")" $pf
 	local runs="${RUNS[*]}"
 	RUNS_TEXT=$runs awk -v s="pmc_region_event_bucket{$E,le=\"" '
 		BEGIN { n = split(ENVIRON["RUNS_TEXT"], v, " ") }
@@ -159,4 +169,46 @@ expect_eq "retired dropped (bound)" "$(value "$TMP/b" pmc_retired_dropped_total)
 grep -q "uid 65534's retired figures on /metrics reached its share" "$TMP/daemon.log" ||
 	fail "the bound was not logged: $(cat "$TMP/daemon.log")"
 pass "bound logged: $(grep "retired figures on /metrics" "$TMP/daemon.log" | head -1)"
+daemon_alive
+kill "$DAEMON_PID"
+wait "$DAEMON_PID"
+DAEMON_PID=
+
+# --state: the retired figures are saved with the processes, so that after a restart every
+# counter series continues from what it held (not from the figures of the one process it
+# kept); the next process forgotten joins the restored retired figures.
+STATE=$TMP/state
+start_daemon --metrics 127.0.0.1:0 --keep-exited 1 --state "$STATE"
+PORT=$(metrics_port)
+RUNS=()
+for r in "3 2" "5 1" "2 3"; do
+	read -r n k <<<"$r"
+	run_client "$TMP/s$n" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages "$n" "$k"
+	RUNS+=("$r")
+	pmcctl status >/dev/null
+done
+scrape "$TMP/s1"
+check "$TMP/s1" "before the restart"
+expect_eq "retired regions (before the restart)" "$(value "$TMP/s1" pmc_retired_regions)" 1
+daemon_alive
+kill "$DAEMON_PID"
+wait "$DAEMON_PID"
+DAEMON_PID=
+start_daemon --metrics 127.0.0.1:0 --keep-exited 1 --state "$STATE"
+PORT=$(metrics_port)
+scrape "$TMP/s2"
+monotonic "$TMP/s1.c" "$TMP/s2.c"
+check "$TMP/s2" "after the restart"
+expect_eq "retired regions (after the restart)" "$(value "$TMP/s2" pmc_retired_regions)" 1
+# Not one counter series changed: none lower, none higher, none gone.
+diff <(sort "$TMP/s1.c") <(sort "$TMP/s2.c") >"$TMP/restart.diff" ||
+	fail "counter series changed across the restart: $(cat "$TMP/restart.diff")"
+pass "every counter series ($(wc -l <"$TMP/s2.c")) equal across the restart"
+run_client "$TMP/s4" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 4 1
+RUNS+=("4 1")
+pmcctl status >/dev/null
+scrape "$TMP/s3"
+monotonic "$TMP/s2.c" "$TMP/s3.c"
+check "$TMP/s3" "after the restored process was forgotten"
+expect_eq "evicted (restored)" "$(value "$TMP/s3" pmc_evicted_processes_total)" 3
 daemon_alive

@@ -2,7 +2,9 @@
  * a reboot, whose processes no new process may match; a directory or files that another
  * user could have put in the daemon's way (refused, nothing followed or overwritten); the
  * size limit, the same on both sides; the periodic save in a child process (a snapshot,
- * its result, the time the caller's loop pauses); hostile state files (no crash, no leak).
+ * its result, the time the caller's loop pauses); hostile state files (no crash, no leak);
+ * the retired figures of /metrics: saved and restored, with or without --metrics, within
+ * their bound and their users' histogram memory; files of before them.
  *
  * Also a tool for the integration tests and the fuzzer's seeds:
  *   test-state big FILE PROCESSES REGIONS   write a big state file; print (key=value) how
@@ -122,6 +124,285 @@ test_state_from_another_boot(void)
 	CHECK(b.reg.n_procs == 2);
 	registry_free(&a.reg);
 	registry_free(&b.reg);
+}
+
+/* Region @name of @p with @n samples of page-faults (1..n), its wall time and a scaled one. */
+static void
+add_region(struct registry *reg, struct process *p, const char *name, uint64_t n)
+{
+	struct region_agg *r = process_region(reg, p, name);
+	CHECK(r);
+	int id = process_event_id(p, "page-faults");
+	CHECK(id >= 0);
+	struct event_agg *e = region_event(r, (size_t)id);
+	CHECK(e);
+	for (uint64_t v = 1; v <= n; v++) {
+		CHECK(stats_add(&e->st, v) == 0);
+		CHECK(stats_add(&r->wall, 1000 * v) == 0);
+		r->count++;
+	}
+	e->scaled++;
+	e->ratio_sum += 0.5;
+}
+
+/* Uids of the retired figures: not this test's, whoever runs it. */
+#define UID_A 70000
+#define UID_B 70001
+
+/* Retired figures, as --metrics keeps them: the processes of uid UID_A (region "parse",
+ * 100 samples) and UID_B ("parse" and "load") forgotten (--keep-exited 0); then fill()'s
+ * live process. */
+static void
+fill_retired(struct server *srv)
+{
+	CHECK(registry_retire_enable(&srv->reg, 100) == 0);
+	srv->reg.max_ended = 0;
+	for (uid_t uid = UID_A; uid <= UID_B; uid++) {
+		struct process *p = registry_process(&srv->reg, getpid(), uid);
+		CHECK(p);
+		add_region(&srv->reg, p, "parse", 100);
+		if (uid == UID_B)
+			add_region(&srv->reg, p, "load", 50);
+		registry_process_ended(&srv->reg, p, 5);
+	}
+	CHECK(srv->reg.evicted == 2 && srv->reg.n_retired == 3 && srv->reg.n_procs == 0);
+	srv->reg.max_ended = 10;
+	fill(srv);
+	srv->rejected = 3;
+	srv->reg.retired_dropped = 4;
+}
+
+static struct process *
+retired_of(struct registry *reg, uid_t uid)
+{
+	for (struct process *a = reg->retired; a; a = a->next)
+		if (a->uid == uid && a->n_regions)
+			return a;
+	return NULL;
+}
+
+/* @x and @y hold the same figures. */
+static void
+same_region(const struct process *p, const struct region_agg *x, const struct process *q,
+            const struct region_agg *y)
+{
+	CHECK(!strcmp(x->name, y->name) && x->count == y->count);
+	CHECK(x->wall.count == y->wall.count && x->wall.sum == y->wall.sum);
+	CHECK(stats_quantile(&x->wall, 0.9) == stats_quantile(&y->wall, 0.9));
+	size_t n = 0;
+	for (size_t i = 0; i < x->n_ev; i++) {
+		if (!x->seen[i])
+			continue;
+		n++;
+		size_t j = 0;
+		while (j < q->n_events && strcmp(q->events[j], p->events[i]))
+			j++;
+		CHECK(j < y->n_ev && y->seen[j]);
+		const struct event_agg *e = &x->ev[i], *f = &y->ev[j];
+		CHECK(e->st.count == f->st.count && e->st.sum == f->st.sum);
+		CHECK(e->st.min == f->st.min && e->st.max == f->st.max);
+		CHECK(stats_quantile(&e->st, 0.5) == stats_quantile(&f->st, 0.5));
+		CHECK(e->scaled == f->scaled && e->ratio_sum == f->ratio_sum);
+	}
+	for (size_t j = 0; j < y->n_ev; j++)
+		n -= y->seen[j];
+	CHECK(n == 0);
+}
+
+/* @b holds the retired figures of @a, each aggregate's regions the same. */
+static void
+same_retired(struct registry *a, struct registry *b)
+{
+	for (uid_t uid = UID_A; uid <= UID_B; uid++) {
+		struct process *x = retired_of(a, uid), *y = retired_of(b, uid);
+		CHECK(x && y && y->pid == 0 && !strcmp(x->comm, y->comm));
+		CHECK(x->n_regions == y->n_regions);
+		for (size_t i = 0; i < x->n_regions; i++) {
+			struct region_agg *r = region_find(y, x->regions[i]->name);
+			CHECK(r);
+			same_region(x, x->regions[i], y, r);
+		}
+	}
+}
+
+/* The retired figures (--metrics) are saved and come back, as do the totals on /metrics;
+ * loaded without --metrics they are kept and saved again; once retired figures are kept
+ * (registry_retire_enable()), new processes' figures join them. */
+static void
+test_state_retired_round_trip(void)
+{
+	struct server a = {0}, b = {0};
+	fill_retired(&a);
+	CHECK(state_save(&a, path) == 0);
+	CHECK(state_load(&b, path) == 0);
+	CHECK(b.reg.max_retired == 0); /* as the daemon: --metrics comes after the state */
+	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1 && b.reg.n_retired == 3);
+	CHECK(b.reg.evicted == 2 && b.reg.retired_dropped == 4 && b.rejected == 3);
+	CHECK(b.samples == 100);
+	same_retired(&a.reg, &b.reg);
+	/* Saved again as they came: the same bytes. */
+	uint8_t *ea, *eb;
+	size_t na, nb;
+	CHECK(state_encode(&a, 7, &ea, &na) == 0 && state_encode(&b, 7, &eb, &nb) == 0);
+	CHECK(na == nb && !memcmp(ea, eb, na));
+	free(ea);
+	free(eb);
+
+	/* --metrics: every series continues from what it held. A process of uid UID_A's
+	 * program joins the restored aggregate when it is forgotten. */
+	CHECK(registry_retire_enable(&b.reg, 100) == 0);
+	CHECK(b.reg.n_retired == 3 && b.reg.retired_dropped == 4);
+	struct process *ra = retired_of(&b.reg, UID_A);
+	struct process *p = registry_process(&b.reg, getpid(), UID_A);
+	CHECK(p && p->retired == ra && ra->members == 1);
+	add_region(&b.reg, p, "parse", 10);
+	b.reg.max_ended = 0;
+	/* Both go: the restored process (ended before) and this one. */
+	registry_process_ended(&b.reg, p, 9);
+	CHECK(b.reg.evicted == 4 && b.reg.n_procs == 0 && b.reg.n_retired == 4);
+	struct process *r0 = retired_of(&b.reg, getuid());
+	CHECK(r0 && r0->n_regions == 1 && r0->regions[0]->count == 100);
+	CHECK(retired_of(&b.reg, UID_A) == ra && ra->members == 0);
+	CHECK(ra->n_regions == 1 && ra->regions[0]->count == 110);
+	CHECK(ra->regions[0]->ev[0].st.sum == 5050 + 55 && ra->regions[0]->ev[0].scaled == 2);
+	CHECK(ra->folded > retired_of(&b.reg, UID_B)->folded);
+	registry_free(&a.reg);
+	registry_free(&b.reg);
+}
+
+/* A file of before (no retired figures, no fields 9 to 12) still loads, with or without
+ * --metrics; its processes get their aggregates. */
+static void
+test_state_retired_old_file(void)
+{
+	struct server a = {0};
+	fill(&a);
+	uint8_t *buf;
+	size_t len;
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	Pmc__State *st = pmc__state__unpack(NULL, len, buf);
+	CHECK(st && st->n_retired == 0 && !st->evicted && !st->retired_dropped && !st->rejected);
+	pmc__state__free_unpacked(st, NULL);
+	/* Field 9 or above in the file: a tag byte of 0x48 or more at the top level. */
+	for (size_t i = 0; i < len;) {
+		uint8_t tag = buf[i++];
+		CHECK((tag >> 3) >= 1 && (tag >> 3) <= 8);
+		uint64_t v = 0;
+		for (unsigned sh = 0; i < len; sh += 7) {
+			v |= (uint64_t)(buf[i] & 0x7f) << sh;
+			if (!(buf[i++] & 0x80))
+				break;
+		}
+		if ((tag & 7) == 2)
+			i += v;
+	}
+	for (int metrics = 0; metrics < 2; metrics++) {
+		struct server b = {0};
+		if (metrics)
+			CHECK(registry_retire_enable(&b.reg, 100) == 0);
+		CHECK(state_load_buffer(&b, buf, len) == 0);
+		CHECK(b.reg.n_procs == 1 && !b.reg.retired && b.reg.n_retired == 0);
+		CHECK(registry_retire_enable(&b.reg, 100) == 0);
+		CHECK(b.reg.procs->retired && b.reg.procs->retired->members == 1);
+		CHECK(b.reg.n_retired == 0 && b.reg.retired_dropped == 0);
+		registry_free(&b.reg);
+	}
+	free(buf);
+	registry_free(&a.reg);
+}
+
+/* Over the bound of a smaller --metrics-max-series: each uid keeps the aggregates that
+ * figures joined last, up to its share, then all of them up to the bound; the rest is
+ * counted in retired_dropped. The same whether --metrics comes before the load or after. */
+static void
+test_state_retired_bound(void)
+{
+	struct server a = {0};
+	fill_retired(&a);
+	CHECK(state_save(&a, path) == 0);
+	for (int before = 0; before < 2; before++) {
+		struct server b = {0};
+		/* 4 regions, 1 per uid: UID_B's aggregate of 2 goes. */
+		if (before)
+			CHECK(registry_retire_enable(&b.reg, 4) == 0);
+		CHECK(state_load(&b, path) == 0);
+		if (!before) {
+			CHECK(b.reg.n_retired == 3);
+			CHECK(registry_retire_enable(&b.reg, 4) == 0);
+		}
+		CHECK(b.reg.n_retired == 1 && b.reg.retired_dropped == 4 + 2);
+		CHECK(retired_of(&b.reg, UID_A) && !retired_of(&b.reg, UID_B));
+		CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1);
+		registry_free(&b.reg);
+	}
+	registry_free(&a.reg);
+
+	/* Crafted: uid 5's "old" then "new" (the file's order: the oldest first), then uids 6
+	 * to 9 one region each. At 8 regions (2 per uid) uid 5 keeps both; at 4 (1 per uid)
+	 * it keeps "new", and of the five left the oldest, uid 5's, goes. */
+	Pmc__RegionState rs = PMC__REGION_STATE__INIT, *rsp = &rs;
+	rs.name = "r", rs.count = 1;
+	Pmc__ProcessState ps[6];
+	Pmc__ProcessState *psp[6];
+	static const char *const comms[6] = {"old", "new", "x", "x", "x", "x"};
+	for (int i = 0; i < 6; i++) {
+		pmc__process_state__init(&ps[i]);
+		ps[i].uid = i < 2 ? 5 : (uint32_t)(4 + i);
+		ps[i].comm = (char *)comms[i];
+		ps[i].n_regions = 1, ps[i].regions = &rsp;
+		psp[i] = &ps[i];
+	}
+	Pmc__State st = PMC__STATE__INIT;
+	st.version = 1, st.n_retired = 6, st.retired = psp;
+	size_t len = pmc__state__get_packed_size(&st);
+	uint8_t buf[1024];
+	CHECK(len <= sizeof(buf));
+	pmc__state__pack(&st, buf);
+	struct server b = {0};
+	CHECK(state_load_buffer(&b, buf, len) == 0 && b.reg.n_retired == 6);
+	CHECK(registry_retire_enable(&b.reg, 8) == 0 && b.reg.n_retired == 6);
+	registry_free(&b.reg);
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	CHECK(registry_retire_enable(&b.reg, 4) == 0);
+	CHECK(b.reg.n_retired == 4 && b.reg.retired_dropped == 2);
+	for (struct process *x = b.reg.retired; x; x = x->next)
+		CHECK(x->uid != 5 && x->uid >= 6 && x->uid <= 9);
+	/* Saved, the oldest first: the file's order. */
+	uint8_t *e;
+	size_t n;
+	CHECK(state_encode(&b, 1, &e, &n) == 0);
+	Pmc__State *o = pmc__state__unpack(NULL, n, e);
+	CHECK(o && o->n_retired == 4 && o->retired_dropped == 2);
+	for (size_t i = 0; i < 4; i++)
+		CHECK(o->retired[i]->uid == 6 + i && o->retired[i]->pid == 0 &&
+		      o->retired[i]->start == 0 && !strcmp(o->retired[i]->comm, "x"));
+	pmc__state__free_unpacked(o, NULL);
+	free(e);
+	registry_free(&b.reg);
+}
+
+/* The retired figures' histogram blocks are charged to their uid's budget: those past it
+ * lose their counts (the region counted in retired_dropped), the other figures stay. */
+static void
+test_state_retired_budget(void)
+{
+	struct server a = {0}, b = {0};
+	fill_retired(&a);
+	a.reg.retired_dropped = 0;
+	CHECK(state_save(&a, path) == 0);
+	b.reg.users = &b.users;
+	b.users.hist_limit = 64 + 128; /* one histogram of one block */
+	CHECK(state_load(&b, path) == 0);
+	CHECK(b.reg.n_retired == 3 && b.reg.retired_dropped == 3);
+	struct user_share *u = users_get(&b.users, UID_A);
+	CHECK(u && u->hist.used > 0 && u->hist.used <= b.users.hist_limit && u->hist.missed);
+	struct process *ra = retired_of(&b.reg, UID_A);
+	CHECK(ra && ra->regions[0]->count == 100 && ra->regions[0]->ev[0].st.sum == 5050);
+	registry_free(&b.reg);
+	CHECK(users_get(&b.users, UID_A)->hist.used == 0);
+	CHECK(users_get(&b.users, UID_B)->hist.used == 0);
+	users_free(&b.users);
+	registry_free(&a.reg);
 }
 
 /* A directory another user can write (or owns) is refused at start, at every save and
@@ -448,7 +729,8 @@ load_hostile(const Pmc__State *st, int want)
 		fprintf(stderr, "hostile state: got %d, want %d\n", r, want);
 	CHECK(r == want);
 	if (r < 0)
-		CHECK(!b.reg.procs && b.reg.n_procs == 0 && b.reg.n_regions == 0);
+		CHECK(!b.reg.procs && b.reg.n_procs == 0 && b.reg.n_regions == 0 &&
+		      !b.reg.retired && b.reg.n_retired == 0 && b.reg.retired_dropped == 0);
 	read_all(&b);
 	registry_free(&b.reg);
 	free(buf);
@@ -596,6 +878,151 @@ test_state_hostile(void)
 	CHECK(!b.reg.procs);
 }
 
+/* Retired figures nobody wrote: each file loads (kept as they are, or within the bound
+ * with --metrics) or is refused whole, the processes loaded before them freed too. */
+static void
+test_state_retired_hostile(void)
+{
+	Pmc__HistBucket hb = PMC__HIST_BUCKET__INIT, *hbp = &hb;
+	hb.index = STATS_BUCKETS - 1, hb.count = UINT64_MAX;
+	Pmc__StatsState ss = PMC__STATS_STATE__INIT;
+	ss.count = UINT64_MAX, ss.sum = UINT64_MAX, ss.min = UINT64_MAX, ss.max = 0;
+	ss.mean = NAN, ss.m2 = -INFINITY, ss.n_hist = 1, ss.hist = &hbp;
+	Pmc__EventState es[2] = {PMC__EVENT_STATE__INIT, PMC__EVENT_STATE__INIT};
+	Pmc__EventState *esp[2] = {&es[0], &es[1]};
+	es[0].name = "cycles", es[0].stats = &ss, es[0].scaled = UINT64_MAX;
+	es[1].name = "instructions", es[1].ratio_sum = -INFINITY;
+	Pmc__RegionState rs[2] = {PMC__REGION_STATE__INIT, PMC__REGION_STATE__INIT};
+	Pmc__RegionState *rsp[2] = {&rs[0], &rs[1]};
+	rs[0].name = "r", rs[0].count = UINT64_MAX, rs[0].wall = &ss;
+	rs[0].n_events = 2, rs[0].events = esp;
+	rs[1] = rs[0];
+	rs[1].name = "s";
+	Pmc__ProcessState ps[3] = {PMC__PROCESS_STATE__INIT, PMC__PROCESS_STATE__INIT,
+	                           PMC__PROCESS_STATE__INIT};
+	Pmc__ProcessState *psp[3] = {&ps[0], &ps[1], &ps[2]};
+	ps[0].pid = 1, ps[0].uid = 7, ps[0].comm = "live";
+	ps[0].n_regions = 2, ps[0].regions = rsp;
+	ps[1] = ps[0];
+	ps[1].pid = 0, ps[1].uid = UINT32_MAX, ps[1].comm = "a";
+	ps[1].start = UINT64_MAX, ps[1].received = UINT64_MAX; /* ignored */
+	ps[2] = ps[1];
+	ps[2].uid = 0;
+	Pmc__State st = PMC__STATE__INIT;
+	st.version = 1, st.n_processes = 1, st.processes = psp;
+	st.n_retired = 2, st.retired = psp + 1;
+	st.evicted = st.retired_dropped = st.rejected = UINT64_MAX;
+	load_hostile(&st, 0);
+
+	/* A process among them; the same (uid, comm) twice, or once its comm is cut to
+	 * 16 bytes; a region or an event twice in one; an out-of-range bucket. */
+	ps[2].pid = 5;
+	load_hostile(&st, -EBADMSG);
+	ps[2].pid = -1;
+	load_hostile(&st, -EBADMSG);
+	ps[2].pid = 0;
+	ps[2].uid = UINT32_MAX;
+	load_hostile(&st, -EBADMSG);
+	ps[1].comm = "0123456789abcdefX";
+	ps[2].comm = "0123456789abcdefY";
+	load_hostile(&st, -EBADMSG);
+	ps[2].comm = "0123456789abcdeY";
+	load_hostile(&st, 0);
+	ps[2].uid = 0;
+	/* Figures of their own, so that only the retired aggregate is at fault. */
+	Pmc__HistBucket hb2 = hb, *hb2p = &hb2;
+	Pmc__StatsState ss2 = ss;
+	ss2.hist = &hb2p;
+	Pmc__EventState res[2] = {es[0], es[1]};
+	Pmc__EventState *resp[2] = {&res[0], &res[1]};
+	res[0].stats = &ss2;
+	Pmc__RegionState same[2] = {rs[0], rs[0]};
+	Pmc__RegionState *samep[2] = {&same[0], &same[1]};
+	same[0].wall = same[1].wall = &ss2;
+	same[0].events = same[1].events = resp;
+	ps[2].regions = samep;
+	load_hostile(&st, -EBADMSG);
+	same[1].name = "s";
+	load_hostile(&st, 0);
+	res[1].name = "cycles";
+	load_hostile(&st, -EBADMSG);
+	res[1].name = "instructions";
+	hb2.index = STATS_BUCKETS;
+	load_hostile(&st, -EBADMSG);
+	hb2.index = UINT32_MAX;
+	load_hostile(&st, -EBADMSG);
+	hb2.index = 0;
+	load_hostile(&st, 0);
+
+	/* One without regions: nothing to restore, nothing made (and no duplicate). */
+	ps[2].n_regions = 0;
+	ps[2].uid = UINT32_MAX;
+	ps[2].comm = "0123456789abcdefX";
+	load_hostile(&st, 0);
+	ps[2].n_regions = 2;
+	ps[2].uid = 0;
+	ps[2].comm = "b";
+
+	/* Over the 64 events of a process: not a file the daemon wrote. */
+	enum { N = 65 };
+	static Pmc__RegionState many[N];
+	static Pmc__RegionState *manyp[N];
+	static Pmc__EventState mev[N];
+	static Pmc__EventState *mevp[N];
+	static char names[N][16], evnames[N][16];
+	for (size_t i = 0; i < N; i++) {
+		pmc__region_state__init(&many[i]);
+		pmc__event_state__init(&mev[i]);
+		snprintf(names[i], sizeof(names[i]), "r%zu", i);
+		snprintf(evnames[i], sizeof(evnames[i]), "e%zu", i);
+		many[i].name = names[i];
+		mev[i].name = evnames[i];
+		mevp[i] = &mev[i];
+		many[i].n_events = 1;
+		many[i].events = &mevp[i];
+		manyp[i] = &many[i];
+	}
+	ps[2].n_regions = N - 1, ps[2].regions = manyp;
+	load_hostile(&st, 0);
+	ps[2].n_regions = N;
+	load_hostile(&st, -EBADMSG);
+
+	/* With --metrics already (a bound of 200, 50 per uid): uid 0's 64 regions go. */
+	ps[2].n_regions = N - 1;
+	st.retired_dropped = 1;
+	size_t len = pmc__state__get_packed_size(&st);
+	uint8_t *buf = malloc(len);
+	CHECK(buf);
+	len = pmc__state__pack(&st, buf);
+	struct server b = {0};
+	CHECK(registry_retire_enable(&b.reg, 200) == 0);
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	CHECK(b.reg.n_retired == 2 && b.reg.retired_dropped == 1 + 64);
+	CHECK(b.reg.retired && b.reg.retired->uid == UINT32_MAX && !b.reg.retired->next);
+	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 2);
+	registry_free(&b.reg);
+	/* Cut short, or a byte flipped: loaded or refused whole. */
+	for (size_t cut = 0; cut < len; cut += 1 + cut / 3) {
+		int r = state_load_buffer(&b, buf, cut);
+		CHECK(r == 0 || r == -EBADMSG);
+		if (r < 0)
+			CHECK(!b.reg.procs && !b.reg.retired && !b.reg.n_retired);
+		registry_free(&b.reg);
+		b.reg.retired_dropped = 0;
+	}
+	for (size_t i = 0; i < len && i < 1024; i++) {
+		buf[i] ^= 0xa5;
+		int r = state_load_buffer(&b, buf, len);
+		CHECK(r == 0 || r == -EBADMSG);
+		if (r < 0)
+			CHECK(!b.reg.procs && !b.reg.retired && !b.reg.n_retired);
+		registry_free(&b.reg);
+		b.reg.retired_dropped = 0;
+		buf[i] ^= 0xa5;
+	}
+	free(buf);
+}
+
 /* test-state seeds DIR: a few valid state files, for the fuzzer's corpus. */
 static int
 write_seeds(const char *out)
@@ -633,6 +1060,12 @@ write_seeds(const char *out)
 	struct server e = {0};
 	snprintf(path, sizeof(path), "%s/empty", out);
 	CHECK(state_save(&e, path) == 0);
+	/* Retired figures (--metrics) of two uids, a live process. */
+	struct server m = {0};
+	fill_retired(&m);
+	snprintf(path, sizeof(path), "%s/retired", out);
+	CHECK(state_save(&m, path) == 0);
+	registry_free(&m.reg);
 	return 0;
 }
 
@@ -658,6 +1091,11 @@ main(int argc, char **argv)
 	PMC_TEST_RUN(test_state_size_limit);
 	PMC_TEST_RUN(test_state_job);
 	PMC_TEST_RUN(test_state_hostile);
+	PMC_TEST_RUN(test_state_retired_round_trip);
+	PMC_TEST_RUN(test_state_retired_old_file);
+	PMC_TEST_RUN(test_state_retired_bound);
+	PMC_TEST_RUN(test_state_retired_budget);
+	PMC_TEST_RUN(test_state_retired_hostile);
 	unlink(path);
 	unlink(tmp_path);
 	CHECK(rmdir(dir) == 0);
