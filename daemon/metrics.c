@@ -374,26 +374,29 @@ render_daemon(struct page *pg, const struct server *srv)
  *             aggregates after its processes: a group per comm (one step)
  *   MAP       per group, the union of its processes' event names; per process, its event
  *             ids mapped onto that union
- *   SCAN      every region of every process into one entry per (comm, region): its runs,
- *             and the smallest wall time and count of each event, which tell its series
- *   SELECT    the entries with the most runs, in a heap of at most max_series / 4 (an
- *             entry has 4 series at least)
- *   SORT      the heap sorted, the most runs first; its longest prefix within max_series
- *             is kept, the series of all the others counted as dropped
+ *   SCAN      a group at a time: every region of its processes into one entry per
+ *             region name: its runs, and the smallest wall time and count of each event,
+ *             which tell its series; then each entry's series counted, and the entry
+ *             copied into a heap if it may be on the page (heap_offer()): the heap holds
+ *             the best entries whose series fit in max_series, the worst at the top
+ *   SORT      the heap sorted, the most runs first: the page's entries; the series of
+ *             all the others are counted as dropped
  *   GATHER    for each kept entry, its processes' figures merged into histograms of
- *             the page's bounds; then the SCAN table is unmapped
+ *             the page's bounds; then what SCAN held is unmapped
  *   WRITE     the page, a chunk of METRICS_CHUNK_BYTES at a time, each once the previous
  *             has gone out (evhttp_send_reply_chunk_with_cb())
  *
- * One scrape at a time goes through SNAPSHOT to GATHER (the others wait, QUEUED): the
- * SCAN table holds every (comm, region) of the registry, about 80 bytes each. What a
- * scrape keeps for WRITE is bounded by max_series. Between two steps the registry may
- * change, and a process may be freed: each step first finds which processes of the
- * snapshot are still there (mark_alive()), and reads only those. A process the snapshot
- * holds has its retired aggregate in the snapshot too (the registry makes it with the
- * process), after it in its group: one forgotten before SCAN reaches it has its regions
- * scanned in the aggregate, one forgotten later has them scanned already, and GATHER
- * finds them in either. The aggregate may have learnt event names since MAP: those are
+ * One scrape at a time goes through SNAPSHOT to GATHER (the others wait, QUEUED). SCAN
+ * holds the entries of one group at a time, about 80 bytes each, in one buffer that the
+ * next group reuses; they are found by name through an index only once a name may come
+ * twice (from a second process of the group, or after a step, when the registry may have
+ * changed). What a scrape keeps for WRITE is bounded by max_series. Between two steps
+ * the registry may change, and a process may be freed: each step first finds which
+ * processes of the snapshot are still there (mark_alive()), and reads only those. A
+ * process the snapshot holds has its retired aggregate in the snapshot too (the registry
+ * makes it with the process), after it in its group: one forgotten before SCAN reaches it
+ * has its regions scanned in the aggregate, one forgotten later has them scanned already,
+ * and GATHER finds them in either. The aggregate may have learnt event names since MAP: those are
  * mapped by name (event_of()).
  */
 
@@ -429,7 +432,6 @@ enum phase {
 	PH_SNAPSHOT,
 	PH_MAP,
 	PH_SCAN,
-	PH_SELECT,
 	PH_SORT,
 	PH_GATHER,
 	PH_WRITE,
@@ -471,16 +473,25 @@ struct group {
 	char **events;
 };
 
-/* One (comm, region) as SCAN gathers it. */
+/* One (comm, region) as SCAN gathers it: in the group's buffer while SCAN merges the
+ * regions of that comm's processes, then copied into the heap if it is among the best. */
 struct entry {
 	uint64_t key;
 	uint64_t count;
 	uint64_t wall_min; /* MIN_EMPTY: no run */
-	uint64_t *ev_min;  /* per event of the group: MIN_UNSEEN, MIN_EMPTY or the smallest */
 	uint32_t group;
 	uint32_t series;
+	uint32_t size;   /* bytes of the entry: its name, then ev_min at ev_off */
+	uint32_t ev_off; /* per event of the group: MIN_UNSEEN, MIN_EMPTY or the smallest */
+	uint32_t room;   /* in the heap: bytes of its memory, which the next copy may reuse */
 	char name[];
 };
+
+static uint64_t *
+ev_min(const struct entry *e)
+{
+	return (uint64_t *)(void *)((char *)e + e->ev_off);
+}
 
 /* A histogram of the page: bounds k0 .. k0 + nb - 1. */
 struct ohist {
@@ -529,11 +540,23 @@ struct scrape {
 	char *uni[METRICS_GROUP_EVENTS]; /* MAP: the event names of the group so far */
 	uint32_t n_uni;
 
-	struct arena big; /* the entries: until GATHER ends */
-	struct entry **tab;
-	size_t tab_cap, n_entries;
+	/* SCAN: the group being merged, its entries one after the other in gbuf (g_used
+	 * bytes, g_n entries, those up to g_flush offered to the heap); gtab indexes them by
+	 * name (offset + 1, 0: empty; g_cap slots) once a name may come twice. */
+	size_t cur_group;
+	int g_state; /* 0: not begun, 1: reading its processes, 2: offering its entries */
+	bool g_indexed;
+	char *gbuf;
+	size_t gbuf_cap, g_used, g_n, g_flush, g_want;
+	size_t *gtab;
+	size_t gtab_len, g_cap;
+
+	struct arena big; /* the heap's entries: until GATHER ends */
 	struct entry **heap;
-	size_t heap_cap, n_heap, n_sorted, n_kept;
+	size_t heap_len, n_heap, n_sorted, n_kept;
+	uint64_t heap_series;
+	struct entry **spare; /* entries that left the heap: their memory is reused */
+	size_t spare_len, n_spare;
 	uint64_t total_series, kept_series;
 
 	struct arena out; /* the page's entries */
@@ -613,8 +636,6 @@ arena_strdup(struct arena *a, const char *s)
 		memcpy(d, s, n);
 	return d;
 }
-
-static int table_grow(struct scrape *s, size_t want);
 
 static bool
 past_deadline(const struct scrape *s)
@@ -728,7 +749,7 @@ step_snapshot(struct scrape *s)
 		s->by_addr[i] = &s->procs[i];
 	}
 	qsort(s->by_addr, n, sizeof(*s->by_addr), sproc_addr_cmp);
-	return table_grow(s, reg->n_regions + reg->n_retired + 1024) < 0 ? -ENOMEM : 1;
+	return 1;
 }
 
 /* ---- MAP ---- */
@@ -794,64 +815,107 @@ mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Doubles the table, or makes it with room for @want entries: SNAPSHOT sizes it for every
- * region of the registry, so that SCAN does not rehash (a step's worth of work at 50,000
- * regions) unless regions came meanwhile. */
+/* Room for @more bytes in the group's buffer: its entries are found by offset, so it may
+ * move. */
 static int
-table_grow(struct scrape *s, size_t want)
+gbuf_grow(struct scrape *s, size_t more)
 {
-	size_t cap = s->tab_cap ? 2 * s->tab_cap : 4096;
+	size_t cap = s->gbuf_cap ? 2 * s->gbuf_cap : 64u << 10;
+	char *b;
 
-	while (cap < 2 * want)
+	while (cap < s->g_used + more)
 		cap *= 2;
-	struct entry **tab = map_bytes(cap * sizeof(*tab));
-
-	if (!tab)
+	if (!(b = map_bytes(cap)))
 		return -ENOMEM;
-	for (size_t i = 0; i < s->tab_cap; i++) {
-		struct entry *e = s->tab[i];
-		size_t j;
-
-		if (!e)
-			continue;
-		j = (size_t)e->key & (cap - 1);
-		while (tab[j])
-			j = (j + 1) & (cap - 1);
-		tab[j] = e;
-	}
-	unmap_bytes(s->tab, s->tab_cap * sizeof(*s->tab));
-	s->tab = tab;
-	s->tab_cap = cap;
+	if (s->g_used)
+		memcpy(b, s->gbuf, s->g_used);
+	unmap_bytes(s->gbuf, s->gbuf_cap);
+	s->gbuf = b;
+	s->gbuf_cap = cap;
 	return 0;
 }
 
-/* The entry of region @r of a process of group @gi, made if new. */
+static struct entry *
+gbuf_at(const struct scrape *s, size_t off)
+{
+	return (struct entry *)(void *)(s->gbuf + off);
+}
+
+/* Indexes the entries of the group so far by name, with room for @want. */
+static int
+group_index(struct scrape *s, size_t want)
+{
+	size_t cap = 64;
+
+	while (cap < 2 * want || cap < 2 * (s->g_n + 1))
+		cap *= 2;
+	if (cap > s->gtab_len) {
+		/* Its pages made at once: a page first read would be the zero page, and its
+		 * first write then a fault and a TLB flush on every CPU. */
+		size_t *t = mmap(NULL, cap * sizeof(*t), PROT_READ | PROT_WRITE,
+		                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+		if (t == MAP_FAILED)
+			return -ENOMEM;
+		unmap_bytes(s->gtab, s->gtab_len * sizeof(*s->gtab));
+		s->gtab = t;
+		s->gtab_len = cap;
+	} else {
+		memset(s->gtab, 0, cap * sizeof(*s->gtab));
+	}
+	s->g_cap = cap;
+	for (size_t off = 0; off < s->g_used; off += gbuf_at(s, off)->size) {
+		size_t i = (size_t)gbuf_at(s, off)->key & (cap - 1);
+
+		while (s->gtab[i])
+			i = (i + 1) & (cap - 1);
+		s->gtab[i] = off + 1;
+	}
+	s->g_indexed = true;
+	return 0;
+}
+
+/* The entry of region @r of a process of group @gi, made if new. Until the group is
+ * indexed, every region read is new: the first process of the group with regions, read
+ * within one step, has each name once. */
 static struct entry *
 entry_get(struct scrape *s, uint32_t gi, const struct region_agg *r)
 {
-	uint64_t key = mix64(r->hash ^ (gi * UINT64_C(0x9e3779b97f4a7c15)));
-	size_t i, len;
+	uint64_t key = mix64(r->hash);
+	size_t i = 0, len, size, off;
 	struct entry *e;
 	uint32_t n_ev = s->groups[gi].n_events;
 
-	if (2 * (s->n_entries + 1) > s->tab_cap && table_grow(s, s->n_entries + 1) < 0)
-		return NULL;
-	for (i = (size_t)key & (s->tab_cap - 1); (e = s->tab[i]); i = (i + 1) & (s->tab_cap - 1))
-		if (e->key == key && e->group == gi && !strcmp(e->name, r->name))
-			return e;
+	if (s->g_indexed) {
+		if (2 * (s->g_n + 1) > s->g_cap && group_index(s, s->g_n + 1) < 0)
+			return NULL;
+		for (i = (size_t)key & (s->g_cap - 1); s->gtab[i]; i = (i + 1) & (s->g_cap - 1)) {
+			e = gbuf_at(s, s->gtab[i] - 1);
+			if (e->key == key && !strcmp(e->name, r->name))
+				return e;
+		}
+	}
 	len = (offsetof(struct entry, name) + strlen(r->name) + 1 + 7u) & ~(size_t)7u;
-	e = arena_alloc(&s->big, len + n_ev * sizeof(uint64_t));
-	if (!e)
+	size = len + n_ev * sizeof(uint64_t);
+	if (s->gbuf_cap - s->g_used < size && gbuf_grow(s, size) < 0)
 		return NULL;
+	off = s->g_used;
+	e = gbuf_at(s, off);
 	e->key = key;
-	e->group = gi;
+	e->count = 0;
 	e->wall_min = MIN_EMPTY;
-	e->ev_min = (uint64_t *)(void *)((char *)e + len);
-	for (uint32_t k = 0; k < n_ev; k++)
-		e->ev_min[k] = MIN_UNSEEN;
+	e->group = gi;
+	e->series = 0;
+	e->size = (uint32_t)size;
+	e->ev_off = (uint32_t)len;
+	e->room = 0;
 	strcpy(e->name, r->name);
-	s->tab[i] = e;
-	s->n_entries++;
+	for (uint32_t k = 0; k < n_ev; k++)
+		ev_min(e)[k] = MIN_UNSEEN;
+	s->g_used += size;
+	s->g_n++;
+	if (s->g_indexed)
+		s->gtab[i] = off + 1;
 	return e;
 }
 
@@ -911,32 +975,10 @@ scan_region(struct scrape *s, const struct sproc *sp, const struct region_agg *r
 		if (k == NO_EVENT || !event_seen(r, id))
 			continue;
 		v = min_of(&r->ev[id].st);
-		if (v < e->ev_min[k])
-			e->ev_min[k] = v;
+		if (v < ev_min(e)[k])
+			ev_min(e)[k] = v;
 	}
 	return 0;
-}
-
-static int
-step_scan(struct scrape *s)
-{
-	unsigned work = 0;
-
-	for (; s->cur < s->n_procs; s->cur++, s->cur_region = 0) {
-		const struct sproc *sp = &s->procs[s->cur];
-
-		if (!alive(s, sp))
-			continue;
-		while (s->cur_region < sp->p->n_regions) {
-			int r = scan_region(s, sp, sp->p->regions[s->cur_region++]);
-
-			if (r < 0)
-				return r;
-			if (++work % 64 == 0 && past_deadline(s))
-				return 0;
-		}
-	}
-	return 1;
 }
 
 /* ---- SELECT and SORT ---- */
@@ -965,8 +1007,8 @@ entry_series(const struct scrape *s, const struct entry *e)
 	uint32_t n = 1 + n_bounds(e->wall_min, WALL_TOP) + 3;
 
 	for (uint32_t k = 0; k < s->groups[e->group].n_events; k++)
-		if (e->ev_min[k] != MIN_UNSEEN)
-			n += n_bounds(e->ev_min[k], COUNT_TOP) + 4;
+		if (ev_min(e)[k] != MIN_UNSEEN)
+			n += n_bounds(ev_min(e)[k], COUNT_TOP) + 4;
 	return n;
 }
 
@@ -1023,36 +1065,164 @@ sift_up(struct scrape *s, size_t i)
 	}
 }
 
+/* Room for one more pointer in @v (of *@len, @n used). */
 static int
-step_select(struct scrape *s)
+ptrs_room(struct entry ***v, size_t *len, size_t n)
+{
+	struct entry **w;
+	size_t l = *len ? 2 * *len : 512;
+
+	if (n < *len)
+		return 0;
+	if (!(w = map_bytes(l * sizeof(*w))))
+		return -ENOMEM;
+	if (n)
+		memcpy(w, *v, n * sizeof(*w));
+	unmap_bytes(*v, *len * sizeof(**v));
+	*v = w;
+	*len = l;
+	return 0;
+}
+
+/* A copy of @e for the heap: in the memory of an entry that left it when one fits. */
+static struct entry *
+heap_copy(struct scrape *s, const struct entry *e)
+{
+	struct entry *c = NULL;
+	uint32_t room = 0;
+
+	for (size_t i = s->n_spare; i-- > 0 && s->n_spare - i <= 8;)
+		if (s->spare[i]->room >= e->size) {
+			c = s->spare[i];
+			room = c->room;
+			s->spare[i] = s->spare[--s->n_spare];
+			break;
+		}
+	if (!c) {
+		/* Room for a longer name or more events next time. */
+		room = (e->size + 63u) & ~63u;
+		if (!(c = arena_alloc(&s->big, room)))
+			return NULL;
+	}
+	memcpy(c, e, e->size);
+	c->room = room;
+	return c;
+}
+
+/*
+ * @e, an entry of the group buffer, into the heap if it may be on the page. The page keeps
+ * the longest run of the best entries whose series fit in max_series: an entry is kept when
+ * the series of the entries before it and its own fit. So the heap's worst entry, after
+ * every other one of the heap, is not kept when the heap's series do not fit (entries seen
+ * later only add to those before it): it leaves. What stays is what SORT keeps, and the
+ * heap holds no more entries than the page.
+ */
+static int
+heap_offer(struct scrape *s, const struct entry *e)
+{
+	struct entry *c;
+
+	if (s->heap_series + e->series > s->m->max_series &&
+	    (!s->n_heap || !better(s, e, s->heap[0])))
+		return 0;
+	if (ptrs_room(&s->heap, &s->heap_len, s->n_heap) < 0 || !(c = heap_copy(s, e)))
+		return -ENOMEM;
+	s->heap[s->n_heap++] = c;
+	sift_up(s, s->n_heap - 1);
+	s->heap_series += c->series;
+	while (s->heap_series > s->m->max_series) {
+		struct entry *w = s->heap[0];
+
+		if (ptrs_room(&s->spare, &s->spare_len, s->n_spare) < 0)
+			return -ENOMEM;
+		s->spare[s->n_spare++] = w;
+		s->heap_series -= w->series;
+		s->heap[0] = s->heap[--s->n_heap];
+		sift_down(s, 0, s->n_heap);
+	}
+	return 0;
+}
+
+/* Starts group @g: its processes with regions now tell how large its buffer and its index
+ * may grow. The buffer is made large enough for names of up to 16 bytes at once, rather
+ * than doubled (and copied) from small. */
+static int
+group_begin(struct scrape *s, const struct group *g)
+{
+	size_t bytes;
+
+	s->g_want = 0;
+	for (uint32_t i = g->first; i < g->first + g->n; i++)
+		if (alive(s, &s->procs[i]))
+			s->g_want += s->procs[i].p->n_regions;
+	s->g_used = s->g_n = s->g_flush = 0;
+	bytes = s->g_want * (offsetof(struct entry, name) + 16 + g->n_events * sizeof(uint64_t));
+	if (bytes > s->gbuf_cap && gbuf_grow(s, bytes) < 0)
+		return -ENOMEM;
+	s->g_indexed = false;
+	s->cur = g->first;
+	s->cur_region = 0;
+	return 0;
+}
+
+/* SCAN, a group at a time: every region of its processes into its entries, then each
+ * entry's series counted and the entry offered to the heap. */
+static int
+step_scan(struct scrape *s)
 {
 	unsigned work = 0;
+	int r;
 
-	if (s->cur == 0 && !s->heap) {
-		size_t cap = s->m->max_series / 4;
+	/* A group read on in a later step: the registry may have changed meanwhile. A process
+	 * only ever adds regions, at the end of its list, so the rest of its list brings new
+	 * names; but a retired aggregate may have given up its regions and taken others (its
+	 * names read already may come again), and a process forgotten meanwhile has its
+	 * figures in its aggregate, read next (the index is made for the aggregate then). */
+	if (s->g_state == 1 && !s->g_indexed && s->cur < s->n_procs) {
+		const struct sproc *sp = &s->procs[s->cur];
 
-		s->heap_cap = cap < s->n_entries ? cap : s->n_entries;
-		if (s->heap_cap && !(s->heap = map_bytes(s->heap_cap * sizeof(*s->heap))))
-			return -ENOMEM;
+		if (alive(s, sp) && (sp->retired || sp->p->n_regions < s->cur_region) &&
+		    (r = group_index(s, s->g_want)) < 0)
+			return r;
 	}
-	for (; s->cur < s->tab_cap; s->cur++) {
-		struct entry *e = s->tab[s->cur];
+	for (; s->cur_group < s->n_groups; s->cur_group++) {
+		const struct group *g = &s->groups[s->cur_group];
 
-		if (!e)
-			continue;
-		e->series = entry_series(s, e);
-		s->total_series += e->series;
-		if (s->n_heap < s->heap_cap) {
-			s->heap[s->n_heap++] = e;
-			sift_up(s, s->n_heap - 1);
-		} else if (s->heap_cap && better(s, e, s->heap[0])) {
-			s->heap[0] = e;
-			sift_down(s, 0, s->n_heap);
+		if (s->g_state == 0) {
+			if ((r = group_begin(s, g)) < 0)
+				return r;
+			s->g_state = 1;
 		}
-		if (++work % 256 == 0 && past_deadline(s)) {
-			s->cur++;
-			return 0;
+		for (; s->g_state == 1 && s->cur < (size_t)g->first + g->n;
+		     s->cur++, s->cur_region = 0) {
+			const struct sproc *sp = &s->procs[s->cur];
+
+			if (!alive(s, sp))
+				continue;
+			/* A second process with regions: its names may be the first's. */
+			if (!s->cur_region && s->g_n && !s->g_indexed &&
+			    (r = group_index(s, s->g_want)) < 0)
+				return r;
+			while (s->cur_region < sp->p->n_regions) {
+				if ((r = scan_region(s, sp, sp->p->regions[s->cur_region++])) < 0)
+					return r;
+				if (++work % 64 == 0 && past_deadline(s))
+					return 0;
+			}
 		}
+		s->g_state = 2;
+		while (s->g_flush < s->g_used) {
+			struct entry *e = gbuf_at(s, s->g_flush);
+
+			s->g_flush += e->size;
+			e->series = entry_series(s, e);
+			s->total_series += e->series;
+			if ((r = heap_offer(s, e)) < 0)
+				return r;
+			if (++work % 64 == 0 && past_deadline(s))
+				return 0;
+		}
+		s->g_state = 0;
 	}
 	s->n_sorted = s->n_heap;
 	return 1;
@@ -1144,7 +1314,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 	int r;
 
 	for (uint32_t k = 0; k < g->n_events; k++)
-		n += e->ev_min[k] != MIN_UNSEEN;
+		n += ev_min(e)[k] != MIN_UNSEEN;
 	o->group = e->group;
 	o->n_hist = n;
 	o->name = arena_strdup(&s->out, e->name);
@@ -1155,8 +1325,8 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 		return r;
 	n = 1;
 	for (uint32_t k = 0; k < g->n_events; k++)
-		if (e->ev_min[k] != MIN_UNSEEN &&
-		    (r = ohist_init(s, &o->h[n++], (uint16_t)k, e->ev_min[k], COUNT_TOP)) < 0)
+		if (ev_min(e)[k] != MIN_UNSEEN &&
+		    (r = ohist_init(s, &o->h[n++], (uint16_t)k, ev_min(e)[k], COUNT_TOP)) < 0)
 			return r;
 	if (s->coarse_n < o->n_hist * POWERS) {
 		uint64_t *c = realloc(s->coarse, o->n_hist * POWERS * sizeof(*c));
@@ -1234,11 +1404,16 @@ static void
 scrape_drop_scan(struct scrape *s)
 {
 	arena_free(&s->big);
-	unmap_bytes(s->tab, s->tab_cap * sizeof(*s->tab));
-	unmap_bytes(s->heap, s->heap_cap * sizeof(*s->heap));
-	s->tab = NULL;
+	unmap_bytes(s->gbuf, s->gbuf_cap);
+	unmap_bytes(s->gtab, s->gtab_len * sizeof(*s->gtab));
+	unmap_bytes(s->heap, s->heap_len * sizeof(*s->heap));
+	unmap_bytes(s->spare, s->spare_len * sizeof(*s->spare));
+	s->spare = NULL;
+	s->spare_len = s->n_spare = 0;
+	s->gbuf = NULL;
+	s->gtab = NULL;
 	s->heap = NULL;
-	s->tab_cap = s->heap_cap = 0;
+	s->gbuf_cap = s->gtab_len = s->heap_len = 0;
 	free(s->coarse);
 	s->coarse = NULL;
 	s->coarse_n = 0;
@@ -1847,9 +2022,6 @@ on_step(evutil_socket_t fd, short what, void *arg)
 			break;
 		case PH_SCAN:
 			r = step_scan(s);
-			break;
-		case PH_SELECT:
-			r = step_select(s);
 			break;
 		case PH_SORT:
 			r = step_sort(s);

@@ -69,7 +69,8 @@ int metrics_read_token(const char *path, struct metrics_addr *addr);
  * METRICS_IDLE_TIMEOUT_S is closed; when accept() fails (EMFILE...) the listener pauses.
  * At most METRICS_MAX_SCRAPES pages are served at once, and one is built at a time: its
  * steps take a few milliseconds each, and what it keeps between them is bounded by
- * @addr->max_series (what it holds while it reads the registry, by the registry's regions).
+ * @addr->max_series (what it holds while it reads the registry, by the regions of one
+ * program).
  * Return: 0 with *@out set, or -errno (-EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM...).
  */
 int metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics **out);
