@@ -31,6 +31,7 @@
 
 #include <pmc/pmc.h>
 
+#include "encoder.h"
 #include "reader.h"
 #include "util.h"
 #include "wire.h"
@@ -104,15 +105,19 @@ static const char *const reason_name[R_N] = {
         [R_FD_LIMIT] = "fd-limit",
 };
 
-/* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1). */
+/* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
+ * struct pmc_sample (encoder.h) of stride bytes, as the batch encoder reads them. */
 struct ring {
 	size_t cap; /* a power of two */
-	uint32_t *region;
-	uint64_t *wall;
-	uint32_t *scaled;
-	float *ratio;     /* cap * n: running/enabled of each extrapolated value */
-	uint64_t *values; /* cap * n */
+	size_t stride;
+	uint8_t *slots;
 };
+
+static inline struct pmc_sample *
+ring_slot(const struct ring *r, uint64_t k)
+{
+	return (struct pmc_sample *)(void *)(r->slots + (size_t)(k & (r->cap - 1)) * r->stride);
+}
 
 struct frame {
 	pmc_region_t id;
@@ -142,7 +147,9 @@ struct pmc_thread {
 	int fds[PMC_MAX_EVENTS];
 	struct perf_event_mmap_page *pages[PMC_MAX_EVENTS];
 	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
+	int one_group; /* every event in one group: the leader's times are everyone's */
 	int rdpmc;
+	int fast;       /* rdpmc and one_group: read_counters() takes read_one_group() */
 	int last_rdpmc; /* the last read_counters() took rdpmc */
 	unsigned depth;
 	unsigned overflow; /* begins not pushed (too deep, or a failed read): their ends skip */
@@ -161,6 +168,9 @@ struct pmc_thread {
 	struct ring *old;
 	_Atomic uint64_t head;
 	_Atomic uint64_t tail;
+	/* 1 + the last sample with an extrapolated value (written before head goes past it):
+	 * a batch of samples before it has none to look for. */
+	_Atomic uint64_t scaled_end;
 	uint64_t retry_at; /* the thread's own: head before which it does not try to send again */
 	/* Samples lost, by reason, since the thread started: written by the thread only; a
 	 * reader sends what is new since reported[], its own (under G.lock). */
@@ -376,6 +386,7 @@ on_fork_child(void)
 			t->pages[i] = NULL;
 		}
 		t->rdpmc = 0;
+		t->fast = 0;
 		t->prev = NULL;
 		t->next = NULL;
 		if (t != T) {
@@ -692,11 +703,7 @@ ring_free(struct ring *r)
 {
 	if (!r)
 		return;
-	free(r->region);
-	free(r->wall);
-	free(r->scaled);
-	free(r->ratio);
-	free(r->values);
+	free(r->slots);
 	free(r);
 }
 
@@ -708,12 +715,9 @@ ring_new(size_t cap, size_t n)
 	if (!r)
 		return NULL;
 	r->cap = cap;
-	r->region = calloc(cap, sizeof(*r->region));
-	r->wall = calloc(cap, sizeof(*r->wall));
-	r->scaled = calloc(cap, sizeof(*r->scaled));
-	r->ratio = calloc(cap * n, sizeof(*r->ratio));
-	r->values = calloc(cap * n, sizeof(*r->values));
-	if (!r->region || !r->wall || !r->scaled || !r->ratio || !r->values) {
+	r->stride = pmc_sample_size(n);
+	r->slots = calloc(cap, r->stride);
+	if (!r->slots) {
 		ring_free(r);
 		return NULL;
 	}
@@ -736,16 +740,9 @@ ring_grow(struct pmc_thread *t)
 	struct ring *g = ring_new(PMC_GAP, t->n);
 	if (!g)
 		return;
-	size_t n = t->n, om = r->cap - 1, nm = g->cap - 1;
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
-	for (uint64_t k = atomic_load_explicit(&t->tail, memory_order_acquire); k < hd; k++) {
-		size_t a = k & om, b = k & nm;
-		g->region[b] = r->region[a];
-		g->wall[b] = r->wall[a];
-		g->scaled[b] = r->scaled[a];
-		memcpy(g->ratio + b * n, r->ratio + a * n, n * sizeof(*g->ratio));
-		memcpy(g->values + b * n, r->values + a * n, n * sizeof(*g->values));
-	}
+	for (uint64_t k = atomic_load_explicit(&t->tail, memory_order_acquire); k < hd; k++)
+		memcpy(ring_slot(g, k), ring_slot(r, k), r->stride);
 	t->old = r;
 	atomic_store_explicit(&t->ring, g, memory_order_release);
 }
@@ -1066,6 +1063,7 @@ register_locked(bool *fd_starved)
 		last_group = g;
 		t->group_leader[i] = leader;
 	}
+	t->one_group = leader == 0;
 	pmc__response__free_unpacked(resp, NULL);
 
 	/* The daemon opens leaders disabled; enabling them here, on the counted thread,
@@ -1099,6 +1097,7 @@ register_locked(bool *fd_starved)
 			t->rdpmc = 0;
 		}
 	}
+	t->fast = t->rdpmc && t->one_group;
 	if (!t->rdpmc)
 		for (size_t i = 0; i < t->n; i++)
 			if (t->pages[i]) {
@@ -1130,9 +1129,30 @@ register_locked(bool *fd_starved)
 	return t;
 }
 
-/* Reads every counter of @t into v[0..n) with enabled/running in v[n..2n), v[2n..3n). */
-static inline int
-read_counters(struct pmc_thread *t, uint64_t *v)
+/* read_counters() of a thread whose events are one group, through their pages: the leader
+ * with its times (one clock read), each member's count alone; the members' times are the
+ * leader's, left unwritten (t->one_group tells region_end() to take the leader's). */
+static inline __attribute__((always_inline)) int
+read_one_group(const struct pmc_thread *t, uint64_t *v)
+{
+	size_t n = t->n;
+	struct pmc_reading rd;
+	/* The reader's body inline (pmc_reader_read() and _count() may stay calls). */
+	if (unlikely(pmc_reader_read_(t->pages[0], &pmc_reader_hw_ops, &rd, 1) < 0))
+		return -1;
+	v[0] = rd.value;
+	v[n] = rd.enabled;
+	v[2 * n] = rd.running;
+	for (size_t i = 1; i < n; i++) {
+		if (unlikely(pmc_reader_read_(t->pages[i], &pmc_reader_hw_ops, &rd, 0) < 0))
+			return -1;
+		v[i] = rd.value;
+	}
+	return 0;
+}
+
+/* read_counters() of any other thread, or when read_one_group() failed. */
+static int __attribute__((noinline)) read_counters_slow(struct pmc_thread *t, uint64_t *v)
 {
 	size_t n = t->n;
 	if (t->rdpmc) {
@@ -1161,6 +1181,18 @@ read_counters(struct pmc_thread *t, uint64_t *v)
 		g = end;
 	}
 	return 0;
+}
+
+/* Reads every counter of @t into v[0..n) with enabled/running in v[n..2n), v[2n..3n) (of a
+ * thread of one group, the leader's alone: v[n] and v[2n]). */
+static inline __attribute__((always_inline)) int
+read_counters(struct pmc_thread *t, uint64_t *v)
+{
+	if (likely(t->fast && read_one_group(t, v) == 0)) {
+		t->last_rdpmc = 1;
+		return 0;
+	}
+	return read_counters_slow(t, v);
 }
 
 static void flush_try(struct pmc_thread *t);
@@ -1271,6 +1303,19 @@ pmc_begin(pmc_region_t region)
 	begin_id(region);
 }
 
+/* A sample of a group multiplexed during the region (enabled @de, running @dr ns): every
+ * value extrapolated with the same ratio. Return: the sample's scaled marks. */
+static uint32_t __attribute__((noinline))
+region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
+{
+	float ratio = de ? (float)dr / (float)de : 0.0f;
+	for (size_t j = 0; j < n; j++) {
+		pmc_sample_ratio(s, n)[j] = ratio;
+		s->values[j] = pmc_scale(s->values[j], de, dr);
+	}
+	return (UINT32_C(1) << n) - 1;
+}
+
 static inline void
 region_end(struct pmc_thread *t, pmc_region_t region)
 {
@@ -1278,13 +1323,14 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 	int r = read_counters(t, now);
 	uint64_t t1 = util_now_ns(PMC_WALL_CLOCK);
 	unsigned d = t->depth;
-	while (d > 0 && t->stack[d - 1].id != region)
-		d--;
-	if (unlikely(!d))
-		return;
-	/* Regions begun inside this one and not ended: their samples are lost. */
-	if (unlikely(d != t->depth))
+	if (unlikely(t->stack[d - 1].id != region)) {
+		while (d > 0 && t->stack[d - 1].id != region)
+			d--;
+		if (unlikely(!d))
+			return;
+		/* Regions begun inside this one and not ended: their samples are lost. */
 		count_loss(t, R_NESTING, t->depth - d);
+	}
 	t->depth = d - 1;
 	if (unlikely(r < 0)) {
 		count_loss(t, R_READ, 1);
@@ -1306,27 +1352,38 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 			return;
 		}
 	}
-	size_t n = t->n, i = h & (rg->cap - 1);
-	uint64_t *out = rg->values + i * n;
-	float *ratio = rg->ratio + i * n;
+	size_t n = t->n;
+	struct pmc_sample *s = ring_slot(rg, h);
+	const uint64_t *v0 = f->v;
 	uint32_t scaled = 0;
-	for (size_t j = 0; j < n; j++) {
-		uint64_t dv = now[j] - f->v[j];
-		uint64_t de = now[n + j] - f->v[n + j];
-		uint64_t dr = now[2 * n + j] - f->v[2 * n + j];
-		if (unlikely(dr != de)) {
-			/* Multiplexed during the region: extrapolate, and say so. */
-			scaled |= UINT32_C(1) << j;
-			ratio[j] = de ? (float)dr / (float)de : 0.0f;
-			dv = pmc_scale(dv, de, dr);
+	if (likely(t->one_group)) {
+		/* The group's times are the leader's. */
+		uint64_t de = now[n] - v0[n], dr = now[2 * n] - v0[2 * n];
+		for (size_t j = 0; j < n; j++)
+			s->values[j] = now[j] - v0[j];
+		if (unlikely(dr != de))
+			scaled = region_scale(s, n, de, dr);
+	} else {
+		for (size_t j = 0; j < n; j++) {
+			uint64_t dv = now[j] - v0[j];
+			uint64_t de = now[n + j] - v0[n + j];
+			uint64_t dr = now[2 * n + j] - v0[2 * n + j];
+			if (unlikely(dr != de)) {
+				/* Multiplexed during the region: extrapolate, and say so. */
+				scaled |= UINT32_C(1) << j;
+				pmc_sample_ratio(s, n)[j] = de ? (float)dr / (float)de : 0.0f;
+				dv = pmc_scale(dv, de, dr);
+			}
+			s->values[j] = dv;
 		}
-		out[j] = dv;
 	}
-	rg->region[i] = region;
-	rg->wall[i] = t1 - f->t0;
-	rg->scaled[i] = scaled;
+	s->region = region;
+	s->scaled = scaled;
+	s->wall = t1 - f->t0;
 	if (unlikely(region == PMC_WARMUP_REGION))
 		return;
+	if (unlikely(scaled))
+		atomic_store_explicit(&t->scaled_end, h + 1, memory_order_relaxed);
 	atomic_store_explicit(&t->head, h + 1, memory_order_release);
 	/* A batch's worth: send it now rather than wait for the background thread. */
 	if (unlikely(h + 1 - tl >= PMC_BATCH && h >= t->retry_at))
@@ -1368,20 +1425,16 @@ thread_warm_up(struct pmc_thread *t)
 {
 	memset(t->frame_mem, 0, PMC_MAX_DEPTH * 3 * t->n * sizeof(uint64_t));
 	struct ring *r = atomic_load(&t->ring);
-	memset(r->values, 0, r->cap * t->n * sizeof(uint64_t));
-	memset(r->region, 0, r->cap * sizeof(*r->region));
-	memset(r->wall, 0, r->cap * sizeof(*r->wall));
-	memset(r->scaled, 0, r->cap * sizeof(*r->scaled));
-	memset(r->ratio, 0, r->cap * t->n * sizeof(float));
+	memset(r->slots, 0, r->cap * r->stride);
 	memset(t->now, 0, sizeof(t->now));
 	for (int k = 0; k < 2; k++) {
 		region_begin(t, PMC_WARMUP_REGION);
 		region_end(t, PMC_WARMUP_REGION);
 	}
 	/* The second, warm, one is the floor: region_end() left it in the slot at head. */
-	size_t at = (size_t)(atomic_load(&t->head) & (r->cap - 1));
-	memcpy(t->floor_v, r->values + at * t->n, t->n * sizeof(uint64_t));
-	t->floor_wall = r->wall[at];
+	const struct pmc_sample *s = ring_slot(r, atomic_load(&t->head));
+	memcpy(t->floor_v, s->values, t->n * sizeof(uint64_t));
+	t->floor_wall = s->wall;
 	t->floor_pending = 1;
 	t->depth = t->overflow = 0;
 	for (unsigned k = 0; k < R_THREAD_N; k++)
@@ -1420,33 +1473,44 @@ warn_losses(const struct pmc_thread *t, const uint64_t *loss)
 		          reason_name[R_EXITED]);
 }
 
+/* Called with G.lock held: sends the @len bytes at @buf as one datagram, without waiting. */
+static int
+send_locked(const uint8_t *buf, size_t len)
+{
+	if (len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	for (;;) {
+		if (send(G.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
 /* Called with G.lock held: sends samples [@start, @end) of @t, which do not wrap around its
  * ring @rg, as one batch, with @loss (R_N counts, or NULL) as its losses. */
 static int
 send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, uint64_t end,
                   const uint64_t *loss)
 {
-	/* The ratios are kept per value; a batch has one per extrapolated value. */
-	static float ratio[PMC_BATCH * PMC_MAX_EVENTS];
-	size_t n = (size_t)(end - start), k = t->n, at = (size_t)(start & (rg->cap - 1)), nr = 0;
-	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-	b.tid = t->tid;
-	b.n_region = n;
-	b.region = rg->region + at;
-	b.n_wall_ns = n;
-	b.wall_ns = rg->wall + at;
-	b.n_values = n * k;
-	b.values = rg->values + at * k;
-	for (size_t i = at; i < at + n; i++)
-		for (uint32_t s = rg->scaled[i], j = 0; s; s >>= 1, j++)
-			if (s & 1)
-				ratio[nr++] = rg->ratio[i * k + j];
-	if (nr) {
-		b.n_scaled = n;
-		b.scaled = rg->scaled + at;
-		b.n_scale_ratio = nr;
-		b.scale_ratio = ratio;
-	}
+	static uint8_t buf[PMC_BATCH_BOUND(PMC_BATCH, PMC_MAX_EVENTS, PMC_REGION_NAME_MAX)];
+	uint32_t def_id[PMC_BATCH];
+	size_t n = (size_t)(end - start);
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	/* Announce each region once per connection; the lock orders this batch before any
+	 * later one that relies on the names. */
+	struct pmc_batch b = {
+	        .tid = t->tid,
+	        .samples = ring_slot(rg, start),
+	        .n = n,
+	        .k = t->n,
+	        .maybe_scaled = atomic_load_explicit(&t->scaled_end, memory_order_relaxed) > start,
+	        .announced = G.announced,
+	        .names = G.names,
+	        .def_id = def_id,
+	        .sent_before = G.sent_total,
+	        .pending = hd - end,
+	};
 	if (loss) {
 		b.dropped_depth = loss[R_DEPTH];
 		b.dropped_nesting = loss[R_NESTING];
@@ -1459,25 +1523,8 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		for (unsigned r = 0; r < R_N; r++)
 			b.dropped += loss[r];
 	}
-	b.sent_before = G.sent_total;
-	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
-	b.pending = hd - end;
-	/* Announce each region once per connection; the lock orders this batch before any
-	 * later one that relies on the names. */
-	uint32_t def_id[PMC_BATCH];
-	char *def_name[PMC_BATCH];
-	size_t nd = 0;
-	for (size_t i = at; i < at + n; i++) {
-		uint32_t id = rg->region[i];
-		if (!G.announced[id]) {
-			G.announced[id] = 1;
-			def_id[nd] = id;
-			def_name[nd++] = G.names[id];
-		}
-	}
-	b.n_def_id = b.n_def_name = nd;
-	b.def_id = def_id;
-	b.def_name = def_name;
+	uint8_t *msg;
+	size_t len = pmc_batch_encode(&b, buf, &msg);
 	if (t->floor_pending) {
 		/* Before its first batch: the daemon shows the floor beside every figure. */
 		Pmc__ThreadFloor f = PMC__THREAD_FLOOR__INIT;
@@ -1491,12 +1538,9 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		if (wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
 			t->floor_pending = 0;
 	}
-	Pmc__Request req = PMC__REQUEST__INIT;
-	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-	req.sample_batch = &b;
-	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	int r = send_locked(msg, len);
 	if (r < 0) {
-		for (size_t i = 0; i < nd; i++)
+		for (size_t i = 0; i < b.n_def; i++)
 			G.announced[def_id[i]] = 0;
 		return r;
 	}
