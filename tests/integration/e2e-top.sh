@@ -78,7 +78,7 @@ pmcctl top --interval abc >/dev/null 2>&1
 expect_eq "--interval abc exit" $? 2
 pmcctl status --interval 1 >/dev/null 2>&1
 expect_eq "status --interval exit" $? 2
-"$PMCCTL_BIN" --help | grep -q '^  top ' 
+"$PMCCTL_BIN" --help >"$TMP/help.txt" && grep -q '^  top ' "$TMP/help.txt"
 expect_eq "top in --help" $? 0
 set -e
 daemon_alive
