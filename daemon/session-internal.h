@@ -44,6 +44,10 @@ int session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t
 int session_reply_error(struct session *s, int err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/** session_sndbuf_fit() - grow @s's send buffer so that a datagram of @len bytes fits (up
+ * to 2 * WIRE_MAX_DATAGRAM; best effort: a send that still does not fit fails) */
+void session_sndbuf_fit(struct session *s, size_t len);
+
 /** session_peer_alive() - whether the process that connected @s still runs (its pidfd) */
 bool session_peer_alive(struct session *s);
 

@@ -104,7 +104,6 @@ fill_stats(Pmc__Stats *out, const struct stats *st)
 	out->p99 = stats_quantile(st, 0.99);
 }
 
-
 static void
 query_buf_free(struct query_buf *q)
 {
@@ -156,9 +155,16 @@ query_match(const Pmc__Query *q, const struct process *p, const struct region_ag
 /* A query's walk over the registry, part by part: the processes there were when it began
  * (pointers, checked again whenever a process has been forgotten since), and where the walk
  * stands in them. */
+struct query_key {
+	pid_t pid;
+	uid_t uid;
+	uint64_t start;
+};
+
 struct query_stream {
 	Pmc__Query *q; /* the request's filters (owned copy) */
 	struct process **procs;
+	struct query_key *keys; /* who each of procs was: not a newcomer at the same address */
 	size_t n_procs;
 	size_t next_proc;   /* into procs */
 	size_t next_region; /* into procs[next_proc]->regions */
@@ -171,10 +177,10 @@ struct query_stream {
 	struct event *wev;
 };
 
-/* Bytes a part of a streamed session_reply holds, about: a region more past them starts the next.
+/* Bytes a part of a streamed reply holds, about: a region more past them starts the next.
  */
 #define QUERY_PART_BYTES (64 * 1024)
-/* Daemon time a streamed session_reply takes before the loop serves others again. */
+/* Daemon time a streamed reply takes before the loop serves others again. */
 #define QUERY_STEP_NS (1000 * 1000)
 
 void
@@ -187,6 +193,7 @@ session_query_free(struct query_stream *qs)
 	if (qs->wev)
 		event_free(qs->wev);
 	free(qs->procs);
+	free(qs->keys);
 	free(qs->pending);
 	free(qs);
 }
@@ -212,9 +219,13 @@ query_stream_check(struct query_stream *qs, struct registry *reg)
 	for (struct process *p = reg->procs; p; p = p->next)
 		live[n++] = p;
 	qsort(live, n, sizeof(*live), proc_ptr_cmp);
-	for (size_t i = qs->next_proc; i < qs->n_procs; i++)
-		if (qs->procs[i] && !bsearch(&qs->procs[i], live, n, sizeof(*live), proc_ptr_cmp))
+	for (size_t i = qs->next_proc; i < qs->n_procs; i++) {
+		const struct process *p = qs->procs[i];
+		const struct query_key *k = &qs->keys[i];
+		if (p && (!bsearch(&qs->procs[i], live, n, sizeof(*live), proc_ptr_cmp) ||
+		          p->pid != k->pid || p->uid != k->uid || p->start != k->start))
 			qs->procs[i] = NULL;
+	}
 	free(live);
 	qs->evicted = reg->evicted;
 	return 0;
@@ -228,8 +239,9 @@ region_estimate(const struct process *p, const struct region_agg *r, bool hist)
 	size_t n = 64 + strlen(r->name) + strlen(p->comm) + DERIVED_MAX * 24;
 	for (size_t j = 0; j < r->n_ev; j++)
 		if (r->seen[j])
-			n += 96 + strlen(p->events[j]) + (hist ? 32 * hist_buckets(&r->ev[j].st) : 0);
-	return n + 96 + (hist ? 32 * hist_buckets(&r->wall) : 0);
+			n += 96 + strlen(p->events[j]) +
+			     (hist ? 40 * hist_buckets(&r->ev[j].st) : 0);
+	return n + 96 + (hist ? 40 * hist_buckets(&r->wall) : 0);
 }
 
 /* Whether @s may see the figures of @p. */
@@ -388,8 +400,8 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 	return 0;
 }
 
-/* The next part of @s's session_reply, encoded in @qs->pending (the last when @qs->last); or, when
- * @direct, the whole session_reply, sent at once. */
+/* The next part of @s's reply, encoded in @qs->pending (the last when @qs->last); or, when
+ * @direct, the whole reply, sent at once. */
 static int
 query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bool direct)
 {
@@ -431,7 +443,7 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bo
 
 static void query_stream_on_writable(evutil_socket_t fd, short what, void *arg);
 
-/* Sends what is left of @s's streamed session_reply, for up to QUERY_STEP_NS; then, or when the
+/* Sends what is left of @s's streamed reply, for up to QUERY_STEP_NS; then, or when the
  * socket is full, waits until it is writable. Return: 0, or < 0 to close the connection. */
 static int
 query_stream_step(struct session *s)
@@ -444,6 +456,8 @@ query_stream_step(struct session *s)
 			if (r < 0)
 				return r;
 		}
+		/* A part holds one region at least, which may be large (Query.hist). */
+		session_sndbuf_fit(s, qs->pending_len);
 		ssize_t n = send(s->fd, qs->pending, qs->pending_len, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -476,6 +490,8 @@ static void
 query_stream_on_writable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
+	if (!s->qs)
+		return;
 	int r = query_stream_step(s);
 	if (r < 0)
 		session_close(s, r);
@@ -509,16 +525,24 @@ session_handle_query(struct session *s, const Pmc__Request *req)
 		return session_reply_error(s, ENOMEM, "out of memory");
 	qs->q = query_copy(req->query);
 	qs->procs = malloc((reg->n_procs + 1) * sizeof(*qs->procs));
-	if (!qs->q || !qs->procs) {
+	qs->keys = malloc((reg->n_procs + 1) * sizeof(*qs->keys));
+	if (!qs->q || !qs->procs || !qs->keys) {
 		session_query_free(qs);
 		return session_reply_error(s, ENOMEM, "out of memory");
 	}
-	for (struct process *p = reg->procs; p; p = p->next)
+	for (struct process *p = reg->procs; p; p = p->next) {
+		qs->keys[qs->n_procs] = (struct query_key){p->pid, p->uid, p->start};
 		qs->procs[qs->n_procs++] = p;
+	}
 	qs->evicted = reg->evicted;
 
 	if (req->query->stream) {
-		/* Part by part, as the socket takes them; nothing else is read meanwhile. */
+		/* Part by part, as the socket takes them; nothing else is read meanwhile (a
+		 * second Query now would mean a broken dispatch: refused all the same). */
+		if (s->qs) {
+			session_query_free(qs);
+			return -EPROTO;
+		}
 		s->qs = qs;
 		event_del(s->ev);
 		return query_stream_step(s);

@@ -43,6 +43,20 @@ session_count_dropped(struct session *s, uint64_t n, enum drop_reason why)
 		s->proc->dropped[why] += n;
 }
 
+void
+session_sndbuf_fit(struct session *s, size_t len)
+{
+	/* The send buffer grows to what a reply needs, no further (root may force it past
+	 * wmem_max), and only for a connection that asks for such a reply. */
+	size_t need = len + 4096;
+	if (need > s->sndbuf && need <= 2 * (size_t)WIRE_MAX_DATAGRAM) {
+		int sz = (int)need;
+		if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) == 0 ||
+		    setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz)) == 0)
+			s->sndbuf = need;
+	}
+}
+
 int
 session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
 {
@@ -55,15 +69,7 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 		                 (int)s->pid, (int)s->uid, queued);
 		return -ENOBUFS;
 	}
-	/* The send buffer grows to what a session_reply needs, no further (root may force it past
-	 * wmem_max), and only for a connection that asks for such a reply. */
-	size_t need = pmc__response__get_packed_size(resp) + 4096;
-	if (need > s->sndbuf && need <= 2 * (size_t)WIRE_MAX_DATAGRAM) {
-		int sz = (int)need;
-		if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) == 0 ||
-		    setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz)) == 0)
-			s->sndbuf = need;
-	}
+	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
 	int r = wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT);
 	if (r == -EAGAIN) {
 		log_warn_limited("pid %d (uid %d): leaves its replies unread (its socket is full): "
@@ -145,13 +151,14 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 	struct session *next;
 	for (struct session *o = srv->sessions; o; o = next) {
 		next = o->next;
-		/* One that streams a session_reply reads nothing until it is sent. */
+		/* One that streams a reply reads nothing until it is sent: nor from here, once a
+		 * Query read here has started one. */
 		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
 			continue;
 		int r = 0;
 		bool late = false;
 		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
-		for (int i = 0; i < SESSION_BURST * 16 && !late; i++) {
+		for (int i = 0; i < SESSION_BURST * 16 && !late && !o->qs; i++) {
 			if ((r = session_dispatch_one(o)) < 0)
 				break;
 			late = i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline;

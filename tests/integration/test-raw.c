@@ -22,6 +22,10 @@
  *                            a streamed Query: reads its first part, prints "first part",
  *                            sleeps SECONDS (the daemon's socket to it fills), then reads
  *                            the others; prints regions=N and parts=N
+ *   SOCKET two-streams       define 3,000 regions; then, 10 times, a plain Query and a
+ *                            Status on connection B and, while their answers read what the
+ *                            others queued, two streamed Queries on connection A: A gets
+ *                            both replies whole, and the daemon answers on; prints "served"
  *   SOCKET query-whole       a Query for everything in one reply (no Query.stream):
  *                            refused with EMSGSIZE when it does not fit, message printed
  *   SOCKET scaled-batch      register (page-faults,task-clock), then send region "mux":
@@ -749,6 +753,75 @@ main(int argc, char **argv)
 		if (send_scaled_batch(fd, 1u << 2) < 0)
 			return 1;
 		return expect_closed(fd);
+	}
+	if (!strcmp(mode, "two-streams")) {
+		/* This connection defines 3,000 regions; B's plain Query and Status read what
+		 * other connections queued (the daemon's drain), A's two streamed Queries among
+		 * it: the first must stop that reading until its reply is sent. */
+		if (register_self(fd) < 0)
+			return 1;
+		for (uint32_t i = 0; i < 3000; i += 64)
+			if (send_regions(fd, 1 + i, 3000 - i < 64 ? 3000 - i : 64, 1, 0, i) < 0)
+				return 1;
+		if (status_served(fd) < 0)
+			return 1;
+		int a = wire_connect(argv[1]), b = wire_connect(argv[1]);
+		if (a < 0 || b < 0 || hello(a) < 0 || hello(b) < 0)
+			return 1;
+		char *none = "nothing-matches", *all = "r1*";
+		for (int attempt = 0; attempt < 10; attempt++) {
+			Pmc__Query qb = PMC__QUERY__INIT, qa = PMC__QUERY__INIT,
+			           qa2 = PMC__QUERY__INIT;
+			qb.n_regions = 1, qb.regions = &all;
+			qa.stream = true;
+			qa2.stream = true, qa2.n_regions = 1, qa2.regions = &none;
+			Pmc__Request rb = PMC__REQUEST__INIT, ra = PMC__REQUEST__INIT,
+			             ra2 = PMC__REQUEST__INIT;
+			rb.body_case = ra.body_case = ra2.body_case = PMC__REQUEST__BODY_QUERY;
+			rb.query = &qb, ra.query = &qa, ra2.query = &qa2;
+			if (wire_send(b, &rb.base, NULL, 0, 0) < 0 ||
+			    wire_send(b, &req.base, NULL, 0, 0) < 0 ||
+			    wire_send(a, &ra.base, NULL, 0, 0) < 0 ||
+			    wire_send(a, &ra2.base, NULL, 0, 0) < 0)
+				return 1;
+			usleep(300000);
+			/* B's answers, then all of A's: two replies, each to its last part. */
+			for (int k = 0; k < 2; k++) {
+				uint8_t *buf;
+				size_t len;
+				int r = wire_wait(b, 10000, &buf, &len, NULL, 0, NULL);
+				if (r < 0) {
+					printf("attempt %d: answer %d of B's two: %s\n", attempt,
+					       k + 1, strerror(-r));
+					return 1;
+				}
+				free(buf);
+			}
+			for (int k = 0; k < 2; k++) {
+				for (bool more = true; more;) {
+					uint8_t *buf;
+					size_t len;
+					Pmc__Response *resp;
+					if (wire_wait(a, 10000, &buf, &len, NULL, 0, NULL) < 0 ||
+					    wire_unpack_response(buf, len, &resp) < 0) {
+						printf("attempt %d: reply %d of A's two did not "
+						       "come\n",
+						       attempt, k + 1);
+						return 1;
+					}
+					free(buf);
+					more = resp->body_case == PMC__RESPONSE__BODY_QUERY &&
+					       resp->query->more;
+					pmc__response__free_unpacked(resp, NULL);
+				}
+			}
+			if (status_served(fd) < 0) {
+				printf("attempt %d: the daemon no longer answers\n", attempt);
+				return 1;
+			}
+		}
+		printf("served\n");
+		return 0;
 	}
 	if (!strcmp(mode, "query-slow") && argc == 4) {
 		Pmc__Query q = PMC__QUERY__INIT;
