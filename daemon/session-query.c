@@ -449,7 +449,10 @@ static int
 query_stream_step(struct session *s)
 {
 	struct query_stream *qs = s->qs;
-	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + QUERY_STEP_NS;
+	/* The step's time is the uid's, shared by its streams: one user's many connections
+	 * streaming at once take no more of the loop than one does. */
+	unsigned streams = s->user->streams ? s->user->streams : 1;
+	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + QUERY_STEP_NS / streams;
 	for (;;) {
 		if (!qs->pending) {
 			int r = query_next_part(s, qs, QUERY_PART_BYTES, false);
@@ -470,6 +473,7 @@ query_stream_step(struct session *s)
 				/* Done: the connection is read again. */
 				session_query_free(qs);
 				s->qs = NULL;
+				s->user->streams--;
 				return event_add(s->ev, NULL) < 0 ? -ENOMEM : 0;
 			}
 			if (util_now_ns(CLOCK_MONOTONIC) < deadline)
@@ -544,6 +548,7 @@ session_handle_query(struct session *s, const Pmc__Request *req)
 			return -EPROTO;
 		}
 		s->qs = qs;
+		s->user->streams++;
 		event_del(s->ev);
 		return query_stream_step(s);
 	}

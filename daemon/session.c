@@ -400,6 +400,8 @@ session_free(struct session *s)
 	if (!s)
 		return;
 	struct server *srv = s->srv;
+	if (s->qs)
+		s->user->streams--;
 	session_query_free(s->qs);
 	for (size_t i = 0; i < s->n_threads; i++)
 		session_thread_close(s, &s->threads[i]);

@@ -25,6 +25,7 @@ struct user_share {
 	bool warned_memory;   /* logged once that its histograms reached their share */
 	bool warned_retired;  /* logged once that its retired figures reached their share */
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
+	unsigned streams;   /* its connections sending a streamed Query reply now */
 	struct stats_budget hist; /* its processes' histogram blocks */
 };
 
