@@ -125,7 +125,7 @@ session_handle_register(struct session *s, const Pmc__Request *req)
 	s->no_reply = rt->reattach;
 	int r = register_thread(s, rt);
 	s->no_reply = 0;
-	/* A refused reattach has no session_reply to carry the refusal: remember the thread, and
+	/* A refused reattach has no reply to carry the refusal: remember the thread, and
 	 * drop (counting them) its batches, rather than closing a connection the whole process
 	 * shares, which it would only open again to be refused again. */
 	if (r < 0 && rt->reattach && s->n_refused < ARRAY_SIZE(s->refused)) {
