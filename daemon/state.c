@@ -558,9 +558,10 @@ state_freep(Pmc__State **s)
 		pmc__state__free_unpacked(*s, NULL);
 }
 
-/* Loads the regions of @ps into @p: a process, or a retired aggregate (@retired), whose
- * histogram blocks are charged to its uid's budget, those that do not fit lost (and the
- * region counted in reg->retired_dropped). */
+/* Loads the regions of @ps into @p: a process, or a retired aggregate (@retired). Their
+ * histogram blocks are charged to the budget charged now (their uid's); those that do not
+ * fit are lost: counted in the uid's `histogram missed`, and for a retired aggregate the
+ * region in reg->retired_dropped. */
 static int
 load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *ps, bool retired)
 {
@@ -577,7 +578,7 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 			return -EBADMSG;
 		r->count = rs->count;
 		stats_free(&r->wall);
-		int e = load_stats(&r->wall, rs->wall, retired);
+		int e = load_stats(&r->wall, rs->wall, true);
 		if (e < 0)
 			return e;
 		int lost = e;
@@ -596,13 +597,15 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 			if (!ev)
 				return -ENOMEM;
 			stats_free(&ev->st);
-			if ((e = load_stats(&ev->st, es->stats, retired)) < 0)
+			if ((e = load_stats(&ev->st, es->stats, true)) < 0)
 				return e;
 			lost |= e;
 			ev->scaled = es->scaled;
 			ev->ratio_sum = es->ratio_sum;
 		}
-		reg->retired_dropped += (uint64_t)lost;
+		/* A process's lost counts are in its uid's `histogram missed` already. */
+		if (retired)
+			reg->retired_dropped += (uint64_t)lost;
 	}
 	return 0;
 }
@@ -623,7 +626,12 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	p->next = reg->procs;
 	reg->procs = p;
 	reg->n_procs++;
-	return load_regions(reg, p, ps, false);
+	/* Charged to its uid, as its samples were: freeing it gives the memory back. */
+	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
+	stats_charge_to(u ? &u->hist : NULL);
+	int r = load_regions(reg, p, ps, false);
+	stats_charge_to(NULL);
+	return r;
 }
 
 /* A retired aggregate (pid 0), the one figures joined last so far. One without regions

@@ -405,6 +405,34 @@ test_state_retired_budget(void)
 	registry_free(&a.reg);
 }
 
+/* A restored process's histogram blocks are charged to its uid's budget, as its samples
+ * were (and given back when it is forgotten): those past the budget lose their counts, in
+ * the uid's `histogram missed`; the figures and the load stay. */
+static void
+test_state_process_budget(void)
+{
+	struct server a = {0}, b = {0};
+	fill(&a);
+	CHECK(state_save(&a, path) == 0);
+	b.reg.users = &b.users;
+	b.users.hist_limit = 1 << 20;
+	CHECK(state_load(&b, path) == 0 && b.reg.n_procs == 1);
+	struct user_share *u = users_get(&b.users, getuid());
+	CHECK(u && u->hist.used > 0 && !u->hist.missed);
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	/* Room for one block only: the rest lost, counted; the sums and counts stay. */
+	u->hist.limit = 64 + 128;
+	CHECK(state_load(&b, path) == 0 && b.reg.n_procs == 1);
+	CHECK(u->hist.used > 0 && u->hist.used <= u->hist.limit && u->hist.missed);
+	struct region_agg *r = b.reg.procs->regions[0];
+	CHECK(r->count == 100 && r->ev[0].st.sum == 5050);
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	users_free(&b.users);
+	registry_free(&a.reg);
+}
+
 /* A directory another user can write (or owns) is refused at start, at every save and
  * at load: such a user could plant FILE.tmp or FILE there. */
 static void
@@ -1095,6 +1123,7 @@ main(int argc, char **argv)
 	PMC_TEST_RUN(test_state_retired_old_file);
 	PMC_TEST_RUN(test_state_retired_bound);
 	PMC_TEST_RUN(test_state_retired_budget);
+	PMC_TEST_RUN(test_state_process_budget);
 	PMC_TEST_RUN(test_state_retired_hostile);
 	unlink(path);
 	unlink(tmp_path);
