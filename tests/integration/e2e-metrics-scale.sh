@@ -20,19 +20,7 @@ start_daemon --metrics 127.0.0.1:0 --max-regions-per-user 200000
 PORT=$(metrics_port)
 URL=http://127.0.0.1:$PORT/metrics
 
-for i in $(seq -w 1 $PROGRAMS); do
-	cp "$PMC_TEST_RAW_BIN" "$TMP/bin/raw-$i"
-done
-chmod a+rx "$TMP/bin"/raw-*
-pids=()
-for i in $(seq -w 1 $PROGRAMS) 01; do
-	as_user "$TMP/bin/raw-$i" "$SOCK" regions $REGIONS 0 >"$TMP/raw-$i.out" 2>&1 &
-	pids+=($!)
-done
-for p in "${pids[@]}"; do
-	wait "$p" || fail "pmc-test-raw regions $REGIONS failed: $(cat "$TMP"/raw-*.out)"
-done
-expect_eq "regions in the registry" "$(pmcctl status --format json | jq .regions)" $(((PROGRAMS + 1) * REGIONS))
+load_programs $PROGRAMS $REGIONS
 
 cpu_ms() { awk '{ print ($14 + $15) * 10 }' "/proc/$DAEMON_PID/stat"; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$DAEMON_PID/status"; }

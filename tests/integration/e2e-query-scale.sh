@@ -13,19 +13,7 @@ REGIONS=4000
 TOTAL=$(((PROGRAMS + 1) * REGIONS))
 
 start_daemon --max-regions-per-user 200000 --keep-exited 26
-for i in $(seq -w 1 $PROGRAMS); do
-	cp "$PMC_TEST_RAW_BIN" "$TMP/bin/raw-$i"
-done
-chmod a+rx "$TMP/bin"/raw-*
-pids=()
-for i in $(seq -w 1 $PROGRAMS) 01; do
-	as_user "$TMP/bin/raw-$i" "$SOCK" regions $REGIONS 0 >"$TMP/raw-$i.out" 2>&1 &
-	pids+=($!)
-done
-for p in "${pids[@]}"; do
-	wait "$p" || fail "pmc-test-raw regions $REGIONS failed: $(cat "$TMP"/raw-*.out)"
-done
-expect_eq "regions in the registry" "$(pmcctl status --format json | jq .regions)" $TOTAL
+load_programs $PROGRAMS $REGIONS
 
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss_kb "$DAEMON_PID")

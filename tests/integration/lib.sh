@@ -97,6 +97,26 @@ expect_faults() {
 	fi
 }
 
+# load_programs N REGIONS: N copies of pmc-test-raw under N process names (raw-01 ...), each
+# defining REGIONS regions of one run as uid 65534, all at once, and a second process of
+# raw-01: checks that the registry then holds (N + 1) * REGIONS regions.
+load_programs() {
+	local n=$1 regions=$2 i p pids=()
+	for i in $(seq -w 1 "$n"); do
+		cp "$PMC_TEST_RAW_BIN" "$TMP/bin/raw-$i"
+	done
+	chmod a+rx "$TMP/bin"/raw-*
+	for i in $(seq -w 1 "$n") 01; do
+		as_user "$TMP/bin/raw-$i" "$SOCK" regions "$regions" 0 >"$TMP/raw-$i.out" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || fail "pmc-test-raw regions $regions failed: $(cat "$TMP"/raw-*.out)"
+	done
+	expect_eq "regions in the registry" "$(pmcctl status --format json | jq .regions)" \
+		$(((n + 1) * regions))
+}
+
 # metrics_port: the port of a daemon started with --metrics 127.0.0.1:0, from its log
 metrics_port() {
 	local port
