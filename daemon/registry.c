@@ -159,6 +159,98 @@ region_new(struct process *p, const char *name)
 	return r;
 }
 
+/* ---- the call path tree ---- */
+
+static uint64_t
+path_hash(uint32_t parent, const char *name)
+{
+	return name_hash(name) ^ ((uint64_t)parent * UINT64_C(0x9e3779b97f4a7c15));
+}
+
+/* The slot of node (@parent, @name) in @p's path index: where it is, or the empty slot. */
+static size_t
+path_slot(const struct process *p, uint32_t parent, const char *name, uint64_t h)
+{
+	size_t mask = p->path_index_cap - 1;
+	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+		uint32_t v = p->path_index[i];
+		if (!v)
+			return i;
+		const struct region_agg *r = p->paths[v - 1];
+		if (r->hash == h && r->parent == parent && !strcmp(r->name, name))
+			return i;
+	}
+}
+
+static int
+path_grow(struct process *p)
+{
+	if (p->n_paths == p->cap_paths) {
+		size_t n = p->cap_paths ? 2 * p->cap_paths : 8;
+		struct region_agg **v = realloc(p->paths, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		p->paths = v;
+		p->cap_paths = n;
+	}
+	if (2 * (p->n_paths + 1) > p->path_index_cap) {
+		size_t cap = p->path_index_cap ? 2 * p->path_index_cap : 16;
+		uint32_t *idx = calloc(cap, sizeof(*idx));
+		if (!idx)
+			return -ENOMEM;
+		free(p->path_index);
+		p->path_index = idx;
+		p->path_index_cap = cap;
+		for (size_t i = 0; i < p->n_paths; i++) {
+			const struct region_agg *r = p->paths[i];
+			idx[path_slot(p, r->parent, r->name, r->hash)] = (uint32_t)i + 1;
+		}
+	}
+	return 0;
+}
+
+struct region_agg *
+path_find(struct process *p, uint32_t parent, const char *name)
+{
+	if (!p->path_index_cap)
+		return NULL;
+	uint32_t v = p->path_index[path_slot(p, parent, name, path_hash(parent, name))];
+	return v ? p->paths[v - 1] : NULL;
+}
+
+struct region_agg *
+process_path(struct registry *reg, struct process *p, uint32_t parent, const char *name)
+{
+	if (parent > p->n_paths || (parent && p->paths[parent - 1]->depth >= PATH_MAX_DEPTH))
+		return NULL;
+	struct region_agg *r = path_find(p, parent, name);
+	if (r)
+		return r;
+	if (path_grow(p) < 0 || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	if (!(r->name = strdup(name))) {
+		free(r);
+		return NULL;
+	}
+	r->hash = path_hash(parent, name);
+	r->parent = parent;
+	r->depth = parent ? p->paths[parent - 1]->depth + 1 : 1;
+	stats_init(&r->wall);
+	p->path_index[path_slot(p, parent, name, r->hash)] = (uint32_t)p->n_paths + 1;
+	p->paths[p->n_paths++] = r;
+	reg->n_paths++;
+	return r;
+}
+
+size_t
+registry_user_paths(const struct registry *reg, uid_t uid)
+{
+	size_t n = 0;
+	for (const struct process *q = reg->procs; q; q = q->next)
+		n += q->uid == uid ? q->n_paths : 0;
+	return n;
+}
+
 struct region_agg *
 process_region(struct registry *reg, struct process *p, const char *name)
 {
@@ -315,11 +407,20 @@ process_free_regions(struct registry *reg, struct process *p)
 			stats_budget_credit(b, region_memory(p->regions[i]));
 		region_free(p->regions[i]);
 	}
+	for (size_t i = 0; i < p->n_paths; i++) {
+		if (b)
+			stats_budget_credit(b, region_memory(p->paths[i]));
+		region_free(p->paths[i]);
+	}
+	reg->n_paths -= p->n_paths;
 	free(p->regions);
 	free(p->index);
-	p->regions = NULL;
-	p->index = NULL;
+	free(p->paths);
+	free(p->path_index);
+	p->regions = p->paths = NULL;
+	p->index = p->path_index = NULL;
 	p->n_regions = p->cap_regions = p->index_cap = 0;
+	p->n_paths = p->cap_paths = p->path_index_cap = 0;
 }
 
 /* ---- retired aggregates ---- */
@@ -651,6 +752,11 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 			region_clear(p->regions[i]);
 			n++;
 		}
+		for (size_t i = 0; i < p->n_paths; i++)
+			if (!region || !*region || !strcmp(region, p->paths[i]->name))
+				region_clear(p->paths[i]);
+		if (!region || !*region)
+			memset(p->untracked, 0, sizeof(p->untracked));
 	}
 	/* Every process's: then every figure of each series touched is cleared, a real
 	 * counter reset, which Prometheus's rate() takes as one. */
@@ -764,7 +870,7 @@ registry_free(struct registry *reg)
 		p = next;
 	}
 	reg->procs = NULL;
-	reg->n_procs = reg->n_regions = 0;
+	reg->n_procs = reg->n_regions = reg->n_paths = 0;
 	while (reg->retired) {
 		reg->retired->members = 0; /* every process is freed */
 		retired_drop(reg, reg->retired);

@@ -21,10 +21,13 @@ struct event_agg {
 /* Distinct events per process (the names kept, and slots in each of its regions). */
 #define PROCESS_MAX_EVENTS 64
 
-/** One named region of one process. */
+/** One named region of one process; or one node of its call path tree (struct process's
+ * paths: the figures of its region when begun in that path). */
 struct region_agg {
-	char *name;
-	uint64_t hash; /* of name, for the process's index */
+	char *name;    /* a node: its own region's name (the last of its path) */
+	uint64_t hash; /* of name (a node: of name and parent), for the process's index */
+	uint32_t parent; /* a node: 1 + the index of its parent node in paths; 0: a root */
+	uint32_t depth;  /* a node: regions in its path (1 for a root) */
 	uint64_t count;
 	struct stats wall;
 	size_t n_ev;          /* slots in ev, indexed by process event id */
@@ -58,6 +61,34 @@ enum drop_reason {
 	                   * announced (SampleBatch.pending) */
 	DROP_N
 };
+
+/**
+ * enum untracked_reason - why samples counted under their region's name are in no call path
+ * node of the tree
+ */
+enum untracked_reason {
+	UNTRACKED_DEPTH,  /* "path-depth": begun deeper than PATH_MAX_DEPTH regions */
+	UNTRACKED_LIMIT,  /* "max-paths": the path was past --max-paths or its user's share */
+	UNTRACKED_OLDER,  /* "older-client": the library sends no call paths */
+	UNTRACKED_N
+};
+
+/* The longest call path a node is kept for (the library's PATH_MAX_DEPTH). */
+#define PATH_MAX_DEPTH 32
+/* A Define's path_parent for a path begun deeper than PATH_MAX_DEPTH. */
+#define PATH_TOO_DEEP UINT32_MAX
+
+/** untracked_reason_name() - the short name of @r ("path-depth", ...; NULL past UNTRACKED_N) */
+static inline const char *
+untracked_reason_name(unsigned r)
+{
+	static const char *const names[UNTRACKED_N] = {
+	        [UNTRACKED_DEPTH] = "path-depth",
+	        [UNTRACKED_LIMIT] = "max-paths",
+	        [UNTRACKED_OLDER] = "older-client",
+	};
+	return r < UNTRACKED_N ? names[r] : NULL;
+}
 
 /** drop_reason_name() - the short name of @r ("depth", ...; NULL past DROP_N) */
 static inline const char *
@@ -108,6 +139,15 @@ struct process {
 	size_t n_regions;
 	size_t cap_regions;
 	struct region_agg **regions;
+	/* The call path tree: its nodes, each after its parent, and (parent, name) -> 1 + index
+	 * into paths, as index is for regions. */
+	size_t n_paths;
+	size_t cap_paths;
+	struct region_agg **paths;
+	uint32_t *path_index;
+	size_t path_index_cap;
+	/* Samples counted under their region's name but in no node, by reason (saved). */
+	uint64_t untracked[UNTRACKED_N];
 	/* Name -> region: open addressing, 1 + index into regions (0: empty), a power of two
 	 * at least twice n_regions; so that a client defining its regions again on every new
 	 * connection costs the daemon one probe a name, not a scan. */
@@ -129,6 +169,7 @@ struct registry {
 	struct process *procs;
 	size_t n_procs;
 	size_t n_regions;
+	size_t n_paths;           /* call path nodes over every process */
 	size_t max_ended;         /* processes kept after they disconnect (--keep-exited) */
 	size_t max_ended_per_uid; /* of those, per uid (--keep-exited-per-user; 0: no limit) */
 	size_t max_regions;       /* over every process (--max-total-regions; 0: no limit) */
@@ -163,6 +204,23 @@ struct region_agg *region_find(struct process *p, const char *name);
  */
 struct region_agg *process_region(struct registry *reg, struct process *p, const char *name);
 
+/** path_find() - the call path node of region @name begun in node @parent (0: at the root;
+ * else 1 + its index in @p->paths) of @p, or NULL */
+struct region_agg *path_find(struct process *p, uint32_t parent, const char *name);
+
+/**
+ * process_path() - find or create the call path node of region @name begun in node @parent
+ * (0: at the root; else 1 + the index of an existing node in @p->paths) of @p; counted in
+ * @reg->n_paths. The caller checks the limits first.
+ * Return: the node (owned by @p; its index + 1 is its id), or NULL on -ENOMEM, or when
+ * @parent is no node of @p or its path is PATH_MAX_DEPTH long already (-EINVAL).
+ */
+struct region_agg *process_path(struct registry *reg, struct process *p, uint32_t parent,
+                                const char *name);
+
+/** registry_user_paths() - the call path nodes of @uid's processes, live or exited */
+size_t registry_user_paths(const struct registry *reg, uid_t uid);
+
 /**
  * process_event_id() - the process-wide id of event @name, created on first use
  * Return: id >= 0, or -ENOMEM.
@@ -187,7 +245,8 @@ int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
 
 /**
  * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:
- * any); regions stay known, with zero figures
+ * any); regions stay known, with zero figures; so do the call path nodes of those regions
+ * (whose own region is @region), and, for a whole process, its untracked counts
  *
  * With retired aggregates (registry_retire_enable()), a reset of one process (@pid not 0)
  * first adds the figures it clears to its retired aggregate, so that /metrics keeps
