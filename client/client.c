@@ -40,7 +40,22 @@
 /* Region ids 1..65535, as many as the daemon takes; its --max-regions then applies. */
 #define PMC_MAX_REGIONS 65536
 #define PMC_MAX_EVENTS 16
-#define PMC_MAX_DEPTH 32
+/* Regions open at once on a thread: frames for PMC_STACK_START, grown (doubled) the first
+ * time a thread goes deeper, up to PMC_MAX_DEPTH; deeper ones are dropped ("depth"). */
+#define PMC_STACK_START 32
+#define PMC_MAX_DEPTH 1024
+/* Call paths: the process interns each (parent path, region) pair it meets as a path id
+ * (PMC_MAX_PATHS - 1 of them at most, in a small table first, as names); a thread caches
+ * the pairs it met last in PMC_PCACHE slots. A path is at most PMC_PATH_DEPTH regions long:
+ * a region begun deeper is sent as its region, flagged PMC_PATH_FLAG_DEEP (encoder.h). */
+#define PMC_MAX_PATHS 65536
+#define PMC_PATHS_SMALL 4096
+#define PMC_PATH_SLOTS (2 * PMC_PATHS_SMALL)
+#define PMC_PATH_SLOTS_BIG (2 * PMC_MAX_PATHS)
+#define PMC_PATH_DEPTH 32
+#define PMC_PCACHE 64
+/* Path definitions in one Define message at most. */
+#define PMC_DEFINE_MAX 1024
 /* Samples in one batch; a thread sends itself once its ring holds that many. */
 #define PMC_BATCH 512
 /* A thread's ring (a power of two): room for a batch while the last one is on its way. */
@@ -121,6 +136,7 @@ ring_slot(const struct ring *r, uint64_t k)
 
 struct frame {
 	pmc_region_t id;
+	uint32_t path; /* the call path it began in: what its sample is sent as */
 	uint64_t t0;
 	uint64_t *v; /* n values, then n enabled, then n running */
 };
@@ -152,9 +168,15 @@ struct pmc_thread {
 	int fast;       /* rdpmc and one_group: read_counters() takes read_one_group() */
 	int last_rdpmc; /* the last read_counters() took rdpmc */
 	unsigned depth;
-	unsigned overflow; /* begins not pushed (too deep, or a failed read): their ends skip */
-	struct frame stack[PMC_MAX_DEPTH];
+	unsigned overflow;   /* begins not pushed (too deep, or a failed read): their ends skip */
+	unsigned stack_cap;  /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
+	struct frame *stack; /* each frame's v points into frame_mem */
 	uint64_t *frame_mem;
+	/* The (parent path, region) -> path pairs this thread met last: slot
+	 * pcache_slot(parent, region); region 0 (no region) is an empty slot. */
+	struct pcache {
+		uint32_t parent, region, path;
+	} pcache[PMC_PCACHE];
 	uint64_t now[3 * PMC_MAX_EVENTS];
 	/*
 	 * The ring of samples. The thread writes slot head, then publishes it by storing
@@ -208,6 +230,15 @@ static struct {
 	char *name_pool; /* where the next name is copied: the rest of a chunk, touched */
 	size_t name_pool_left;
 	uint8_t announced[PMC_MAX_REGIONS];
+	/* Call paths: path_parent[id] and path_region[id] are written once, under the lock,
+	 * before the id is published (release) in path_slots or path_slots_big, as names are. */
+	uint32_t n_paths;
+	uint32_t path_parent[PMC_MAX_PATHS];
+	pmc_region_t path_region[PMC_MAX_PATHS];
+	_Atomic uint32_t path_slots[PMC_PATH_SLOTS];
+	_Atomic uint32_t *_Atomic path_slots_big; /* PMC_PATH_SLOTS_BIG, never freed */
+	uint8_t path_announced[PMC_MAX_PATHS];    /* under the lock: defined on this connection */
+	int call_paths;      /* under the lock: this connection's daemon takes call paths */
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
 	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
@@ -398,6 +429,7 @@ on_fork_child(void)
 	pthread_mutex_init(&G.lock, NULL);
 	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
+	memset(G.path_announced, 0, sizeof(G.path_announced));
 	/* The background thread did not survive the fork; the parent's losses are its own. */
 	G.service = 0;
 	G.blocked = 0;
@@ -413,11 +445,13 @@ on_fork_child(void)
 
 /* Connects to the daemon at @path and says Hello.
  * Return: the socket (non-blocking), or -errno; *@hello_failed tells a failed Hello
- * from a failed connect, and @why holds the daemon's words when it refused. */
+ * from a failed connect, *@call_paths whether the daemon takes call paths, and @why holds
+ * the daemon's words when it refused. */
 static int
-daemon_connect(const char *path, int *hello_failed, char *why, size_t why_len)
+daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why, size_t why_len)
 {
 	*hello_failed = 0;
+	*call_paths = 0;
 	*why = 0;
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
 	int fd = wire_connect_flags(path, SOCK_NONBLOCK);
@@ -429,6 +463,7 @@ daemon_connect(const char *path, int *hello_failed, char *why, size_t why_len)
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	h.client = "libpmcclient";
+	h.call_paths = 1;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
@@ -438,6 +473,8 @@ daemon_connect(const char *path, int *hello_failed, char *why, size_t why_len)
 		snprintf(why, why_len, "%s", resp->message);
 		r = -EPROTO;
 	}
+	if (r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello)
+		*call_paths = resp->hello->call_paths;
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
@@ -469,6 +506,10 @@ connect_locked(void)
 		 * region costs that region no page fault of it. */
 		for (size_t i = 0; i < PMC_NAME_SLOTS; i += 1024)
 			atomic_store_explicit(&G.name_slots[i], 0, memory_order_relaxed);
+		/* The same for the small path table and the first 1,023 paths' entries. */
+		for (size_t i = 0; i < PMC_PATH_SLOTS; i += 1024)
+			atomic_store_explicit(&G.path_slots[i], 0, memory_order_relaxed);
+		G.path_parent[0] = G.path_region[0] = 0;
 		(void)name_copy_locked("", 0);
 		wake_init();
 		G.key_ok = pthread_key_create(&G.key, thread_destroy) == 0;
@@ -482,8 +523,8 @@ connect_locked(void)
 	G.path = path;
 
 	char why[256] = "";
-	int hello_failed = 0;
-	int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
+	int hello_failed = 0, call_paths = 0;
+	int fd = daemon_connect(path, &hello_failed, &call_paths, why, sizeof(why));
 	if (fd < 0 && hello_failed && *why) {
 		/* It answered no (a limit, another protocol): asking again would only be
 		 * refused again. */
@@ -508,6 +549,7 @@ connect_locked(void)
 	}
 	G.fd = fd;
 	G.conn++;
+	G.call_paths = call_paths;
 	atomic_store(&G.state, ST_ON);
 	(void)service_start_locked();
 }
@@ -759,6 +801,7 @@ thread_release(struct pmc_thread *t)
 	for (size_t i = 0; i < t->n; i++)
 		free(t->ev_names[i]);
 	free(t->frame_mem);
+	free(t->stack);
 	ring_free(atomic_load(&t->ring));
 	ring_free(t->old);
 	free(t);
@@ -1109,14 +1152,16 @@ register_locked(bool *fd_starved)
 			thread_release(t);
 			return NULL;
 		}
-	t->frame_mem = calloc(PMC_MAX_DEPTH * 3 * t->n, sizeof(uint64_t));
+	t->stack_cap = PMC_STACK_START;
+	t->stack = calloc(PMC_STACK_START, sizeof(*t->stack));
+	t->frame_mem = calloc(PMC_STACK_START * 3 * t->n, sizeof(uint64_t));
 	struct ring *ring = ring_new(PMC_RING, t->n);
 	atomic_store(&t->ring, ring);
-	if (!t->frame_mem || !ring) {
+	if (!t->stack || !t->frame_mem || !ring) {
 		thread_release(t);
 		return NULL;
 	}
-	for (unsigned d = 0; d < PMC_MAX_DEPTH; d++)
+	for (unsigned d = 0; d < PMC_STACK_START; d++)
 		t->stack[d].v = t->frame_mem + d * 3 * t->n;
 	t->state = ST_ON;
 	t->announced = 0;
@@ -1253,18 +1298,146 @@ pmc_enabled(void)
 	return thread_get() != NULL;
 }
 
+/* Lock-free: the path id of (@parent, @region) (hash @h) in the table @slots of @n, or 0. */
+static inline uint32_t
+path_probe(_Atomic uint32_t *slots, uint32_t n, uint32_t parent, pmc_region_t region, uint32_t h)
+{
+	for (uint32_t i = h & (n - 1);; i = (i + 1) & (n - 1)) {
+		uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
+		if (!id)
+			return 0;
+		if (G.path_parent[id] == parent && G.path_region[id] == region)
+			return id;
+	}
+}
+
+static inline uint32_t
+path_hash(uint32_t parent, pmc_region_t region)
+{
+	return (parent * 0x9e3779b1u) ^ (region * 0x85ebca6bu);
+}
+
+/* The path id of region @region begun in path @parent (0: none), interned on first use
+ * (under the lock); 0 when the table is full or memory is short. */
+static uint32_t
+path_intern(uint32_t parent, pmc_region_t region)
+{
+	uint32_t h = path_hash(parent, region);
+	uint32_t id = path_probe(G.path_slots, PMC_PATH_SLOTS, parent, region, h);
+	_Atomic uint32_t *big = atomic_load_explicit(&G.path_slots_big, memory_order_acquire);
+	if (!id && big)
+		id = path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h);
+	if (id)
+		return id;
+	pthread_mutex_lock(&G.lock);
+	big = atomic_load_explicit(&G.path_slots_big, memory_order_relaxed);
+	id = big ? path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h)
+	         : path_probe(G.path_slots, PMC_PATH_SLOTS, parent, region, h);
+	if (!id && G.n_paths + 1 < PMC_MAX_PATHS) {
+		if (G.n_paths + 1 >= PMC_PATHS_SMALL && !big &&
+		    (big = calloc(PMC_PATH_SLOTS_BIG, sizeof(*big)))) {
+			/* The small table is full: the big one takes every path from now on. */
+			for (uint32_t k = 1; k <= G.n_paths; k++)
+				name_insert(big, PMC_PATH_SLOTS_BIG,
+				            path_hash(G.path_parent[k], G.path_region[k]), k);
+			atomic_store_explicit(&G.path_slots_big, big, memory_order_release);
+		}
+		if (big || G.n_paths + 1 < PMC_PATHS_SMALL) {
+			id = ++G.n_paths;
+			G.path_parent[id] = parent;
+			G.path_region[id] = region;
+			name_insert(big ? big : G.path_slots,
+			            big ? PMC_PATH_SLOTS_BIG : PMC_PATH_SLOTS, h, id);
+		}
+	}
+	pthread_mutex_unlock(&G.lock);
+	return id;
+}
+
+static inline uint32_t
+pcache_slot(uint32_t parent, pmc_region_t region)
+{
+	return ((parent * 0x9e3779b1u) ^ region) & (PMC_PCACHE - 1);
+}
+
+/* The path of @region begun on @t at depth @d (open frames) in path @parent, past the
+ * thread's cache: deeper than PMC_PATH_DEPTH, or in a path that is not one, it is its region
+ * flagged; else interned (flagged PMC_PATH_FLAG_FULL when the table is full). Cached. */
+static uint32_t __attribute__((noinline))
+path_slow(struct pcache *c, uint32_t parent, pmc_region_t region, unsigned d)
+{
+	uint32_t path;
+	if (region == PMC_WARMUP_REGION)
+		return 0;
+	if (parent & PMC_PATH_FLAGS)
+		path = (parent & PMC_PATH_FLAGS) | region;
+	else if (d >= PMC_PATH_DEPTH)
+		path = PMC_PATH_FLAG_DEEP | region;
+	else if (!(path = path_intern(parent, region)))
+		path = PMC_PATH_FLAG_FULL | region;
+	c->parent = parent;
+	c->region = region;
+	c->path = path;
+	return path;
+}
+
+/* The path of @region begun on @t at depth @d in path @parent: a look-up in the thread's
+ * cache after the first time. */
+static inline uint32_t
+path_get(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
+{
+	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
+	if (likely(c->region == region && c->parent == parent))
+		return c->path;
+	return path_slow(c, parent, region, d);
+}
+
+/* Doubles @t's frames (a thread nesting deeper than ever before). Return: 0 or -ENOMEM. */
+static int
+stack_grow(struct pmc_thread *t)
+{
+	unsigned cap = 2 * t->stack_cap, w = 3 * (unsigned)t->n;
+	struct frame *st = calloc(cap, sizeof(*st));
+	uint64_t *mem = calloc((size_t)cap * w, sizeof(uint64_t));
+	if (!st || !mem) {
+		free(st);
+		free(mem);
+		return -ENOMEM;
+	}
+	memcpy(st, t->stack, t->stack_cap * sizeof(*st));
+	memcpy(mem, t->frame_mem, (size_t)t->stack_cap * w * sizeof(uint64_t));
+	for (unsigned d = 0; d < cap; d++)
+		st[d].v = mem + (size_t)d * w;
+	free(t->stack);
+	free(t->frame_mem);
+	t->stack = st;
+	t->frame_mem = mem;
+	t->stack_cap = cap;
+	return 0;
+}
+
+/* A begin past @t's frames, or inside a begin that was not pushed. Return: whether it may be
+ * pushed (the frames grown); if not, counted as lost, for the same reason as the begin not
+ * pushed around it. */
+static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
+{
+	if (!t->overflow && t->stack_cap < PMC_MAX_DEPTH && stack_grow(t) == 0)
+		return true;
+	count_loss(t, t->depth >= t->stack_cap ? R_DEPTH : R_READ, 1);
+	t->overflow++;
+	return false;
+}
+
 /* The wall clock is read before the counters at the begin and after them at the end: a
  * sample's wall time encloses the window its counters saw. */
 static inline void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
-	if (unlikely(t->depth >= PMC_MAX_DEPTH || t->overflow)) {
-		/* Inside a begin that was not pushed: lost for the same reason as it. */
-		count_loss(t, t->depth >= PMC_MAX_DEPTH ? R_DEPTH : R_READ, 1);
-		t->overflow++;
+	unsigned d = t->depth;
+	if (unlikely(d >= t->stack_cap || t->overflow) && !begin_slow(t))
 		return;
-	}
-	struct frame *f = &t->stack[t->depth];
+	struct frame *f = &t->stack[d];
+	f->path = path_get(t, d ? f[-1].path : 0, region, d);
 	f->t0 = util_now_ns(PMC_WALL_CLOCK);
 	if (unlikely(read_counters(t, f->v) < 0)) {
 		count_loss(t, R_READ, 1);
@@ -1377,7 +1550,7 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 			s->values[j] = dv;
 		}
 	}
-	s->region = region;
+	s->region = f->path;
 	s->scaled = scaled;
 	s->wall = t1 - f->t0;
 	if (unlikely(region == PMC_WARMUP_REGION))
@@ -1423,7 +1596,8 @@ pmc_end(pmc_region_t region)
 static void
 thread_warm_up(struct pmc_thread *t)
 {
-	memset(t->frame_mem, 0, PMC_MAX_DEPTH * 3 * t->n * sizeof(uint64_t));
+	memset(t->frame_mem, 0, t->stack_cap * 3 * t->n * sizeof(uint64_t));
+	memset(t->pcache, 0, sizeof(t->pcache));
 	struct ring *r = atomic_load(&t->ring);
 	memset(r->slots, 0, r->cap * r->stride);
 	memset(t->now, 0, sizeof(t->now));
@@ -1487,6 +1661,106 @@ send_locked(const uint8_t *buf, size_t len)
 	}
 }
 
+/* Called with G.lock held: what define_locked() is putting in one Define. */
+struct defs {
+	Pmc__Define d;
+	uint32_t def_id[PMC_DEFINE_MAX];
+	char *def_name[PMC_DEFINE_MAX];
+	uint32_t path_id[PMC_DEFINE_MAX], path_parent[PMC_DEFINE_MAX], path_region[PMC_DEFINE_MAX];
+};
+
+/* Called with G.lock held: sends @m's Define; on failure its paths and names are not
+ * announced. Return: 0 or -errno. */
+static int
+defs_send_locked(struct defs *m)
+{
+	if (!m->d.n_def_id && !m->d.n_path_id)
+		return 0;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_DEFINE;
+	req.define = &m->d;
+	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	if (r < 0) {
+		for (size_t i = 0; i < m->d.n_def_id; i++)
+			G.announced[m->def_id[i]] = 0;
+		for (size_t i = 0; i < m->d.n_path_id; i++)
+			G.path_announced[m->path_id[i]] = 0;
+	}
+	m->d.n_def_id = m->d.n_def_name = 0;
+	m->d.n_path_id = m->d.n_path_parent = m->d.n_path_region = 0;
+	return r;
+}
+
+/* Called with G.lock held: adds the name of region @id to @m unless announced. */
+static int
+defs_name_locked(struct defs *m, pmc_region_t id)
+{
+	if (G.announced[id])
+		return 0;
+	if (m->d.n_def_id == PMC_DEFINE_MAX) {
+		int r = defs_send_locked(m);
+		if (r < 0)
+			return r;
+	}
+	G.announced[id] = 1;
+	m->def_id[m->d.n_def_id++] = id;
+	m->def_name[m->d.n_def_name++] = G.names[id];
+	return 0;
+}
+
+/* Called with G.lock held: adds path @id to @m, after its parents and the names, unless
+ * announced. */
+static int
+defs_path_locked(struct defs *m, uint32_t id)
+{
+	uint32_t chain[PMC_PATH_DEPTH];
+	size_t n = 0;
+	for (uint32_t p = id; p && !G.path_announced[p] && n < PMC_PATH_DEPTH; p = G.path_parent[p])
+		chain[n++] = p;
+	while (n--) {
+		uint32_t p = chain[n];
+		int r = defs_name_locked(m, G.path_region[p]);
+		if (r == 0 && m->d.n_path_id == PMC_DEFINE_MAX)
+			r = defs_send_locked(m);
+		if (r < 0)
+			return r;
+		G.path_announced[p] = 1;
+		m->path_id[m->d.n_path_id++] = p;
+		m->path_parent[m->d.n_path_parent++] = G.path_parent[p];
+		m->path_region[m->d.n_path_region++] = G.path_region[p];
+	}
+	return 0;
+}
+
+/* Called with G.lock held: defines (Define) the paths and names that samples [@start, @end)
+ * of ring @rg use and this connection was not told of, before the batch that uses them.
+ * Return: 0 or -errno (then nothing unsent is marked announced). */
+static int
+define_locked(const struct ring *rg, uint64_t start, uint64_t end)
+{
+	static struct defs m;
+	pmc__define__init(&m.d);
+	m.d.def_id = m.def_id;
+	m.d.def_name = m.def_name;
+	m.d.path_id = m.path_id;
+	m.d.path_parent = m.path_parent;
+	m.d.path_region = m.path_region;
+	uint32_t last = 0;
+	int r = 0;
+	for (uint64_t k = start; k < end && r == 0; k++) {
+		uint32_t id = ring_slot(rg, k)->region;
+		if (id == last)
+			continue;
+		last = id;
+		if (id & PMC_PATH_FLAGS)
+			r = defs_name_locked(&m, id & PMC_PATH_REGION_MASK);
+		else if (!G.path_announced[id])
+			r = defs_path_locked(&m, id);
+	}
+	int r2 = defs_send_locked(&m);
+	return r < 0 ? r : r2;
+}
+
 /* Called with G.lock held: sends samples [@start, @end) of @t, which do not wrap around its
  * ring @rg, as one batch, with @loss (R_N counts, or NULL) as its losses. */
 static int
@@ -1497,6 +1771,11 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	uint32_t def_id[PMC_BATCH];
 	size_t n = (size_t)(end - start);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	if (G.call_paths) {
+		int r = define_locked(rg, start, end);
+		if (r < 0)
+			return r;
+	}
 	/* Announce each region once per connection; the lock orders this batch before any
 	 * later one that relies on the names. */
 	struct pmc_batch b = {
@@ -1505,8 +1784,9 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .n = n,
 	        .k = t->n,
 	        .maybe_scaled = atomic_load_explicit(&t->scaled_end, memory_order_relaxed) > start,
-	        .announced = G.announced,
+	        .announced = G.call_paths ? NULL : G.announced,
 	        .names = G.names,
+	        .path_region = G.call_paths ? NULL : G.path_region,
 	        .def_id = def_id,
 	        .sent_before = G.sent_total,
 	        .pending = hd - end,
@@ -1700,10 +1980,10 @@ service_main(void *arg)
 		}
 		if (atomic_load(&G.state) == ST_LOST) {
 			const char *path = G.path;
-			int hello_failed;
+			int hello_failed, call_paths;
 			char why[256];
 			pthread_mutex_unlock(&G.lock);
-			int fd = daemon_connect(path, &hello_failed, why, sizeof(why));
+			int fd = daemon_connect(path, &hello_failed, &call_paths, why, sizeof(why));
 			pthread_mutex_lock(&G.lock);
 			if (fd < 0) {
 				if (backoff_ms < 1000)
@@ -1716,7 +1996,9 @@ service_main(void *arg)
 			}
 			G.fd = fd;
 			G.conn++;
+			G.call_paths = call_paths;
 			memset(G.announced, 0, sizeof(G.announced));
+			memset(G.path_announced, 0, sizeof(G.path_announced));
 			atomic_store(&G.state, ST_ON);
 			backoff_ms = 100;
 		}

@@ -12,9 +12,17 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A sample's path id with one of these bits set is no call path but the region in its low 16
+ * bits (proto/pmc.proto, PathLimits): begun deeper than the paths kept, or the library's path
+ * table was full. */
+#define PMC_PATH_FLAG_DEEP 0x40000000u
+#define PMC_PATH_FLAG_FULL 0x20000000u
+#define PMC_PATH_FLAGS (PMC_PATH_FLAG_DEEP | PMC_PATH_FLAG_FULL)
+#define PMC_PATH_REGION_MASK 0xffffu
+
 /**
  * struct pmc_sample - one sample in a thread's ring
- * @region: the region's id
+ * @region: the call path id of the region (or its region id, flagged: PMC_PATH_FLAGS)
  * @scaled: bit j set: value j was extrapolated (multiplexed during the region)
  * @wall: the region's wall time, ns
  * @values: k values (k: the thread's events), then k floats, running/enabled of each
@@ -60,6 +68,9 @@ pmc_sample_at(const void *samples, size_t stride, size_t i)
  *             not marked is marked and defined (def_id, def_name), in order of first use;
  *             NULL: none defined
  * @names: per region id, its name (for def_name)
+ * @path_region: NULL: the samples' ids are sent as they are (call paths, or a test's region
+ *               ids); else per call path id, its region: each sample is sent as its region
+ *               (a daemon that takes no call paths)
  * @def_id: room for @n ids: receives the ids defined (the caller unmarks them when the batch
  *          is not sent)
  * @n_def: set to how many
@@ -72,6 +83,7 @@ struct pmc_batch {
 	bool maybe_scaled;
 	uint8_t *announced;
 	char *const *names;
+	const uint32_t *path_region;
 	uint32_t *def_id;
 	size_t n_def;
 	uint64_t dropped, sent_before, pending;
@@ -175,12 +187,14 @@ pmc_encode_samples(struct pmc_batch *b, const void *s0, size_t stride, size_t k,
 {
 	uint8_t *w = *wp, *v = *vp;
 	size_t nd = *ndp;
-	uint32_t last = ~pmc_sample_at(s0, stride, 0)->region; /* not the first */
+	uint32_t last = UINT32_MAX; /* no region */
 
 	for (size_t i = 0; i < b->n; i++) {
 		const struct pmc_sample *s = pmc_sample_at(s0, stride, i);
 		uint32_t id = s->region;
 
+		if (b->path_region)
+			id = id & PMC_PATH_FLAGS ? id & PMC_PATH_REGION_MASK : b->path_region[id];
 		q = pmc_put_varint(q, id);
 		/* A run of one region, as loops make, is looked up once. */
 		if (id != last && b->announced && !b->announced[id]) {

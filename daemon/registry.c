@@ -235,6 +235,7 @@ process_path(struct registry *reg, struct process *p, uint32_t parent, const cha
 	r->hash = path_hash(parent, name);
 	r->parent = parent;
 	r->depth = parent ? p->paths[parent - 1]->depth + 1 : 1;
+	r->id = (uint32_t)p->n_paths + 1;
 	stats_init(&r->wall);
 	p->path_index[path_slot(p, parent, name, r->hash)] = (uint32_t)p->n_paths + 1;
 	p->paths[p->n_paths++] = r;

@@ -24,10 +24,11 @@ struct event_agg {
 /** One named region of one process; or one node of its call path tree (struct process's
  * paths: the figures of its region when begun in that path). */
 struct region_agg {
-	char *name;    /* a node: its own region's name (the last of its path) */
-	uint64_t hash; /* of name (a node: of name and parent), for the process's index */
+	char *name;      /* a node: its own region's name (the last of its path) */
+	uint64_t hash;   /* of name (a node: of name and parent), for the process's index */
 	uint32_t parent; /* a node: 1 + the index of its parent node in paths; 0: a root */
 	uint32_t depth;  /* a node: regions in its path (1 for a root) */
+	uint32_t id;     /* a node: 1 + its index in paths */
 	uint64_t count;
 	struct stats wall;
 	size_t n_ev;          /* slots in ev, indexed by process event id */
@@ -67,16 +68,14 @@ enum drop_reason {
  * node of the tree
  */
 enum untracked_reason {
-	UNTRACKED_DEPTH,  /* "path-depth": begun deeper than PATH_MAX_DEPTH regions */
-	UNTRACKED_LIMIT,  /* "max-paths": the path was past --max-paths or its user's share */
-	UNTRACKED_OLDER,  /* "older-client": the library sends no call paths */
+	UNTRACKED_DEPTH, /* "path-depth": begun deeper than PATH_MAX_DEPTH regions */
+	UNTRACKED_LIMIT, /* "path-limit": the path was past the limits (those of regions) */
+	UNTRACKED_OLDER, /* "older-client": the library sends no call paths */
 	UNTRACKED_N
 };
 
 /* The longest call path a node is kept for (the library's PATH_MAX_DEPTH). */
 #define PATH_MAX_DEPTH 32
-/* A Define's path_parent for a path begun deeper than PATH_MAX_DEPTH. */
-#define PATH_TOO_DEEP UINT32_MAX
 
 /** untracked_reason_name() - the short name of @r ("path-depth", ...; NULL past UNTRACKED_N) */
 static inline const char *
@@ -84,7 +83,7 @@ untracked_reason_name(unsigned r)
 {
 	static const char *const names[UNTRACKED_N] = {
 	        [UNTRACKED_DEPTH] = "path-depth",
-	        [UNTRACKED_LIMIT] = "max-paths",
+	        [UNTRACKED_LIMIT] = "path-limit",
 	        [UNTRACKED_OLDER] = "older-client",
 	};
 	return r < UNTRACKED_N ? names[r] : NULL;
@@ -129,6 +128,7 @@ struct process {
 	bool warned_regions; /* logged once that it hit --max-regions */
 	bool warned_total;   /* logged once that it hit --max-total-regions */
 	bool warned_user;    /* logged once that its uid hit --max-regions-per-user */
+	bool warned_paths;   /* logged once that it hit a limit of call path nodes */
 	size_t n_events;
 	char **events; /* process event ids -> names */
 	/* What an empty region measures here (ThreadFloor), the smallest a thread reported:

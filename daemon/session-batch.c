@@ -47,14 +47,16 @@ session_region(const struct session *s, uint32_t id)
 	return id > session_max_id(s) && id <= SESSION_MAX_REGION_ID ? &refused_region : NULL;
 }
 
+/* Client region @def_id[i] is named @def_name[i] (@n_id and @n_name of them). */
 static int
-define_regions(struct session *s, const Pmc__SampleBatch *b)
+define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_name,
+               char *const *def_name)
 {
-	if (b->n_def_id != b->n_def_name)
+	if (n_id != n_name)
 		return -EBADMSG;
-	for (size_t i = 0; i < b->n_def_id; i++) {
-		uint32_t id = b->def_id[i];
-		const char *name = b->def_name[i];
+	for (size_t i = 0; i < n_id; i++) {
+		uint32_t id = def_id[i];
+		const char *name = def_name[i];
 		size_t len = strlen(name);
 		if (id == 0 || id > SESSION_MAX_REGION_ID || len == 0 || len > REGION_NAME_MAX)
 			return -EBADMSG;
@@ -121,6 +123,104 @@ define_regions(struct session *s, const Pmc__SampleBatch *b)
 	return 0;
 }
 
+/* Whether @s may keep one more call path node for its process (the limits of regions,
+ * counted apart); says once per process when it may not. */
+static bool
+path_room(struct session *s)
+{
+	const struct policy *pol = &s->srv->policy;
+	struct process *p = s->proc;
+	struct registry *reg = &s->srv->reg;
+	bool room = p->n_paths < pol->max_regions &&
+	            registry_user_paths(reg, p->uid) < pol->max_regions_per_user &&
+	            (!pol->max_total_regions || reg->n_paths < pol->max_total_regions);
+	if (!room && !p->warned_paths)
+		log_warn_limited("pid %d: over its call path nodes (as many as --max-regions, "
+		                 "--max-regions-per-user or --max-total-regions allow regions): "
+		                 "samples of later new paths count under their region only",
+		                 (int)s->pid);
+	p->warned_paths |= !room;
+	return room;
+}
+
+/* Client call path @id is region @region begun in path @parent (0: none). */
+static int
+define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region)
+{
+	struct region_agg *name = session_region(s, region);
+	if (!id || id > SESSION_MAX_REGION_ID || !name || parent > SESSION_MAX_REGION_ID ||
+	    (parent && (parent >= s->n_paths || !s->paths[parent].depth)))
+		return -EBADMSG;
+	const struct session_path *up = parent ? &s->paths[parent] : NULL;
+	if (up && up->depth >= PATH_MAX_DEPTH)
+		return -EBADMSG;
+	if (id >= s->n_paths) {
+		size_t n = id + 1 > 2 * s->n_paths ? id + 1 : 2 * s->n_paths;
+		struct session_path *v = realloc(s->paths, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + s->n_paths, 0, (n - s->n_paths) * sizeof(*v));
+		s->paths = v;
+		s->n_paths = n;
+		up = parent ? &s->paths[parent] : NULL;
+	}
+	struct session_path sp = {.name_id = region, .depth = (uint8_t)(up ? up->depth + 1 : 1)};
+	if (name == &refused_region) {
+		sp.why = UNTRACKED_N; /* dropped, counted so */
+	} else if (up && !up->node) {
+		sp.why = up->why == UNTRACKED_N ? UNTRACKED_LIMIT : up->why;
+	} else {
+		uint32_t pnode = up ? up->node->id : 0;
+		sp.node = path_find(s->proc, pnode, name->name);
+		if (!sp.node && path_room(s) &&
+		    !(sp.node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
+			return -ENOMEM;
+		sp.why = UNTRACKED_LIMIT;
+	}
+	s->paths[id] = sp;
+	return 0;
+}
+
+int
+session_handle_define(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__Define *d = req->define;
+	int r = s->call_paths ? 0 : -EBADMSG;
+	if (r == 0)
+		r = define_regions(s, d->n_def_id, d->def_id, d->n_def_name, d->def_name);
+	if (r == 0 && (d->n_path_parent != d->n_path_id || d->n_path_region != d->n_path_id))
+		r = -EBADMSG;
+	for (size_t i = 0; r == 0 && i < d->n_path_id; i++)
+		r = define_path(s, d->path_id[i], d->path_parent[i], d->path_region[i]);
+	if (r == -EBADMSG)
+		log_warn_limited("pid %d: malformed Define: closing the connection", (int)s->pid);
+	return r;
+}
+
+/* Sample id @id of a call path connection: its client region in *@name and its path in
+ * *@path (0: none: flagged, then counted in @flagged by reason unless its region was
+ * refused). Return: false when @id is malformed. */
+static bool
+path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *path, uint64_t *flagged)
+{
+	const uint32_t flags = PMC__PATH_LIMITS__PATH_FLAG_DEEP | PMC__PATH_LIMITS__PATH_FLAG_FULL;
+	if (id & flags) {
+		if ((id & ~flags) > SESSION_MAX_REGION_ID || (id & flags) == flags)
+			return false;
+		*name = id & ~flags;
+		*path = 0;
+		if (session_region(s, *name) != &refused_region)
+			flagged[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
+			                                              : UNTRACKED_LIMIT]++;
+		return true;
+	}
+	if (!id || id >= s->n_paths || !s->paths[id].depth)
+		return false;
+	*name = s->paths[id].name_id;
+	*path = id;
+	return true;
+}
+
 /* What the process says it sent before this batch, against what this daemon (or the
  * state it restarted from) received: the difference was lost by a daemon that died. */
 static void
@@ -174,20 +274,45 @@ count_scaled(const struct session_thread *t, const Pmc__SampleBatch *b, struct r
 	}
 }
 
+/* Where sample id @id of a batch of @s counts: with @tree, @id is a call path (0: none) and
+ * the answer its node; else a client region id, and the answer its region. NULL: nowhere
+ * (a refused region, or a path without a node). */
+static struct region_agg *
+batch_agg(const struct session *s, uint32_t id, bool tree)
+{
+	if (!tree) {
+		struct region_agg *r = session_region(s, id);
+		return r == &refused_region ? NULL : r;
+	}
+	return id ? s->paths[id].node : NULL;
+}
+
+/* @n samples of @s with id @id that count nowhere (batch_agg()): dropped for a refused
+ * region; in no node, for a path, counted by reason (once in the region: not dropped). */
+static void
+batch_miss(struct session *s, uint32_t id, bool tree, size_t n)
+{
+	if (!tree)
+		session_count_dropped(s, n, DROP_MAX_REGIONS);
+	else if (id && s->paths[id].why < UNTRACKED_N)
+		s->proc->untracked[s->paths[id].why] += n;
+}
+
 /* Counts a checked batch sample by sample with stats_add(): the way for values over
- * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. 0 or -ENOMEM. */
+ * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. Sample i counts where
+ * @ids[i] says (batch_agg()); *@counted counts those counted. 0 or -ENOMEM. */
 static int
 count_samples(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
-              size_t *counted)
+              const uint32_t *ids, bool tree, size_t *counted)
 {
 	struct region_agg *last = NULL;
 	size_t k = 0, ne = t->n;
 	for (size_t i = 0; i < b->n_region; i++) {
-		struct region_agg *reg = session_region(s, b->region[i]);
+		struct region_agg *reg = batch_agg(s, ids[i], tree);
 		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
-		if (reg == &refused_region) {
+		if (!reg) {
 			k += (size_t)__builtin_popcount(scaled);
-			session_count_dropped(s, 1, DROP_MAX_REGIONS);
+			batch_miss(s, ids[i], tree, 1);
 			continue;
 		}
 		(*counted)++;
@@ -255,7 +380,7 @@ batch_fits_acc(const Pmc__SampleBatch *b)
  */
 static int
 count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
-                  size_t *counted)
+                  const uint32_t *ids, bool tree, size_t *counted)
 {
 	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
 	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
@@ -266,7 +391,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 	if (!batch_fits_acc(b))
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t id = b->region[i];
+		uint32_t id = ids[i];
 		if (batch_slot[id]) {
 			br[batch_slot[id] - 1u].n++;
 			continue;
@@ -281,8 +406,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 			br = v;
 			cap *= 2;
 		}
-		struct region_agg *reg = session_region(s, id);
-		br[nr] = (struct batch_region){reg == &refused_region ? NULL : reg, id, 1, 0, 0};
+		br[nr] = (struct batch_region){batch_agg(s, id, tree), id, 1, 0, 0};
 		batch_slot[id] = (uint16_t)++nr;
 	}
 	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
@@ -302,7 +426,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		at += br[x].n;
 	}
 	for (size_t i = 0; i < n; i++)
-		order[br[batch_slot[b->region[i]] - 1u].end++] = (uint32_t)i;
+		order[br[batch_slot[ids[i]] - 1u].end++] = (uint32_t)i;
 	/*
 	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
 	 * cannot be allocated only misses its samples, which every other figure still counts,
@@ -324,7 +448,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		struct stats_acc *a = acc + x * na;
 		const uint32_t *rows = order + br[x].start;
 		if (!reg) {
-			session_count_dropped(s, br[x].n, DROP_MAX_REGIONS);
+			batch_miss(s, br[x].id, tree, br[x].n);
 			continue;
 		}
 		*counted += br[x].n;
@@ -335,7 +459,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 	}
 	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
 		uint32_t scaled = b->scaled[i];
-		struct region_agg *reg = br[batch_slot[b->region[i]] - 1u].reg;
+		struct region_agg *reg = br[batch_slot[ids[i]] - 1u].reg;
 		if (!scaled)
 			continue;
 		if (reg)
@@ -404,39 +528,69 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	size_t n = b->n_region, ne = t->n;
 	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n))
 		return -EBADMSG;
-	int r = define_regions(s, b);
+	int r = define_regions(s, b->n_def_id, b->def_id, b->n_def_name, b->def_name);
 	if (r < 0)
 		return r;
-	/* Check the whole batch before counting any of it. */
+	/* Check the whole batch before counting any of it. On a call path connection, the
+	 * region of each sample's path in names, its path (0: none) in paths. */
+	uint32_t stack_ids[2 * BATCH_STACK_SAMPLES], *names = b->region, *paths = NULL;
+	uint64_t flagged[UNTRACKED_N] = {0};
+	if (s->call_paths) {
+		names = n > BATCH_STACK_SAMPLES ? malloc(2 * n * sizeof(*names)) : stack_ids;
+		if (!names)
+			return -ENOMEM;
+		paths = names + n;
+	}
 	size_t n_ratio = 0;
 	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = b->region[i];
-		if (!session_region(s, id))
-			return -EBADMSG;
+		if (paths && !path_sample(s, id, &names[i], &paths[i], flagged)) {
+			r = -EBADMSG;
+			goto out;
+		}
+		if (!session_region(s, names[i])) {
+			r = -EBADMSG;
+			goto out;
+		}
 		if (b->n_scaled) {
-			if (b->scaled[i] & ~valid)
-				return -EBADMSG;
+			if (b->scaled[i] & ~valid) {
+				r = -EBADMSG;
+				goto out;
+			}
 			n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
 		}
 	}
-	if (b->n_scale_ratio != n_ratio)
-		return -EBADMSG;
+	if (b->n_scale_ratio != n_ratio) {
+		r = -EBADMSG;
+		goto out;
+	}
 
 	count_reported(s, b);
 	account_sent(s, b);
 	t->pending = b->pending;
 	if (over_rate(s)) {
 		session_count_dropped(s, n, DROP_BATCH_RATE);
-		return 0;
+		goto out;
 	}
 
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
 	stats_charge_to(&s->user->hist);
-	r = count_accumulated(s, t, b, &counted);
+	r = count_accumulated(s, t, b, names, false, &counted);
 	if (r == -EAGAIN)
-		r = count_samples(s, t, b, &counted);
+		r = count_samples(s, t, b, names, false, &counted);
+	/* Then each sample again in its call path's node. */
+	if (r == 0 && paths) {
+		size_t ignored = 0;
+		r = count_accumulated(s, t, b, paths, true, &ignored);
+		if (r == -EAGAIN)
+			r = count_samples(s, t, b, paths, true, &ignored);
+		for (unsigned k = 0; k < UNTRACKED_N; k++)
+			s->proc->untracked[k] += flagged[k];
+	} else if (r == 0) {
+		s->proc->untracked[UNTRACKED_OLDER] += counted;
+	}
 	stats_charge_to(NULL);
 	if (s->user->hist.missed != missed && !s->user->warned_memory) {
 		log_warn_limited(
@@ -447,12 +601,15 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 		s->user->warned_memory = true;
 	}
 	if (r < 0)
-		return r;
+		goto out;
 	s->srv->samples += counted;
 	s->srv->batches++;
 	s->user->samples += counted;
 	s->user->batches++;
-	return 0;
+out:
+	if (names != b->region && names != stack_ids)
+		free(names);
+	return r;
 }
 
 int

@@ -84,6 +84,7 @@ bool session_thread_refused(const struct session *s, pid_t tid);
 /* session-batch.c: the handler of SampleBatch */
 
 int session_handle_sample_batch(struct session *s, const Pmc__Request *req);
+int session_handle_define(struct session *s, const Pmc__Request *req);
 
 /* session-query.c: the handlers of Query, Reset, Status and ListEvents */
 

@@ -142,7 +142,7 @@ query_match(const Pmc__Query *q, const struct process *p, const struct region_ag
 		return false;
 	for (size_t i = 0; !any && i < q->n_comms; i++)
 		any = name_match(q->comms[i], p->comm);
-	if (!any || !r)
+	if (!any || !r || q->tree)
 		return any;
 	if (!q->n_regions)
 		return !*q->region || !strcmp(q->region, r->name);
@@ -244,6 +244,22 @@ region_estimate(const struct process *p, const struct region_agg *r, bool hist)
 	return n + 96 + (hist ? 40 * hist_buckets(&r->wall) : 0);
 }
 
+/* What a query lists of @p: its regions, or with Query.tree its call path nodes (in *@n). */
+static struct region_agg **
+query_items(const struct process *p, const Pmc__Query *q, size_t *n)
+{
+	*n = q->tree ? p->n_paths : p->n_regions;
+	return q->tree ? p->paths : p->regions;
+}
+
+/* Whether @r is listed: one with samples; every node of a tree (a region still open has
+ * none, and its children some). */
+static bool
+query_listed(const struct region_agg *r, const Pmc__Query *q)
+{
+	return r->count || q->tree;
+}
+
 /* Whether @s may see the figures of @p. */
 static bool
 query_mine(const struct session *s, const struct process *p)
@@ -270,9 +286,11 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 		bool selected = query_match(q, p, NULL) && (mine || q->pid);
 		if (qs->next_region == 0)
 			qs->listed = false;
-		for (; qs->next_region < p->n_regions; qs->next_region++) {
-			struct region_agg *r = p->regions[qs->next_region];
-			if (!r->count)
+		size_t n_items;
+		struct region_agg **items = query_items(p, q, &n_items);
+		for (; qs->next_region < n_items; qs->next_region++) {
+			struct region_agg *r = items[qs->next_region];
+			if (!query_listed(r, q))
 				continue;
 			if (!mine) {
 				qs->hidden += selected;
@@ -295,6 +313,9 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 		if (qs->listed)
 			for (unsigned k = 0; k < DROP_N; k++)
 				*n_pl += p->dropped[k] != 0;
+		if (qs->listed && q->tree)
+			for (unsigned k = 0; k < UNTRACKED_N; k++)
+				*n_pl += p->untracked[k] != 0;
 	}
 }
 
@@ -314,7 +335,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 	b->dv = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b->dv));
 	b->dvp = calloc(DERIVED_MAX * n_rs + 1, sizeof(*b->dvp));
 	*pl = calloc(n_pl + 1, sizeof(**pl));
-	*plp = calloc(n_pl + 1, sizeof(**plp));
+	*plp = calloc(2 * (n_pl + 1), sizeof(**plp)); /* the losses, then the untracked */
 	if (!b->rs || !b->rsp || !b->st || !b->es || !b->esp || !b->dv || !b->dvp || !*pl || !*plp)
 		return -ENOMEM;
 
@@ -322,14 +343,16 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		struct process *p = qs->procs[pi];
 		if (!p)
 			continue;
+		size_t n_items;
+		struct region_agg **items = query_items(p, q, &n_items);
 		size_t first = pi == from_proc ? from_region : 0;
-		size_t end = pi == qs->next_proc ? qs->next_region : p->n_regions;
+		size_t end = pi == qs->next_proc ? qs->next_region : n_items;
 		bool listed = pi == from_proc && from_listed;
 		if (!query_mine(s, p) || !query_match(q, p, NULL))
 			continue;
-		for (size_t i = first; i < end && i < p->n_regions && b->n_rs < n_rs; i++) {
-			struct region_agg *r = p->regions[i];
-			if (!r->count || !query_match(q, p, r))
+		for (size_t i = first; i < end && i < n_items && b->n_rs < n_rs; i++) {
+			struct region_agg *r = items[i];
+			if (!query_listed(r, q) || !query_match(q, p, r))
 				continue;
 			listed = true;
 			Pmc__RegionStats *rs = &b->rs[b->n_rs];
@@ -340,6 +363,10 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 			rs->comm = p->comm;
 			rs->name = r->name;
 			rs->count = r->count;
+			if (q->tree) {
+				rs->path = r->id;
+				rs->parent = r->parent;
+			}
 			rs->wall_ns = &b->st[b->n_st++];
 			fill_stats(rs->wall_ns, &r->wall);
 			if (q->hist && fill_buckets(rs->wall_ns, &r->wall, b) < 0)
@@ -383,20 +410,32 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		/* The process's losses, once: in the part that finishes its regions. */
 		if (pi == qs->next_proc || !listed)
 			continue;
-		for (unsigned k = 0; k < DROP_N && qr->n_losses < n_pl; k++) {
+		for (unsigned k = 0; k < DROP_N && qr->n_losses + qr->n_untracked < n_pl; k++) {
 			if (!p->dropped[k])
 				continue;
-			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses];
+			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses + qr->n_untracked];
 			pmc__process_loss__init(x);
 			x->pid = p->pid;
 			x->reason = (char *)drop_reason_name(k);
 			x->count = p->dropped[k];
 			(*plp)[qr->n_losses++] = x;
 		}
+		/* Its untracked samples (a tree), the same way, after the losses. */
+		for (unsigned k = 0; q->tree && k < UNTRACKED_N; k++) {
+			if (!p->untracked[k] || qr->n_losses + qr->n_untracked >= n_pl)
+				continue;
+			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses + qr->n_untracked];
+			pmc__process_loss__init(x);
+			x->pid = p->pid;
+			x->reason = (char *)untracked_reason_name(k);
+			x->count = p->untracked[k];
+			(*plp)[n_pl + 1 + qr->n_untracked++] = x;
+		}
 	}
 	qr->n_regions = b->n_rs;
 	qr->regions = b->rsp;
 	qr->losses = *plp;
+	qr->untracked = *plp + n_pl + 1;
 	return 0;
 }
 

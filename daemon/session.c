@@ -113,11 +113,13 @@ handle_hello(struct session *s, const Pmc__Request *req)
 		return -EPROTO;
 	}
 	s->hello = 1;
+	s->call_paths = h->call_paths;
 	if (s->hello_ev)
 		event_del(s->hello_ev);
 	Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;
 	hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	hr.daemon_version = PMC_VERSION;
+	hr.call_paths = s->call_paths;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_HELLO;
 	resp.hello = &hr;
@@ -186,6 +188,7 @@ static const struct {
         [PMC__REQUEST__BODY_STATUS] = {session_handle_status, true},
         [PMC__REQUEST__BODY_LIST_EVENTS] = {session_handle_list_events, true},
         [PMC__REQUEST__BODY_THREAD_FLOOR] = {session_handle_thread_floor, true},
+        [PMC__REQUEST__BODY_DEFINE] = {session_handle_define, true},
 };
 
 /* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
@@ -407,6 +410,7 @@ session_free(struct session *s)
 		session_thread_close(s, &s->threads[i]);
 	free(s->threads);
 	free(s->ids);
+	free(s->paths);
 	if (s->prev)
 		s->prev->next = s->next;
 	else

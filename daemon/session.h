@@ -19,6 +19,16 @@ struct session_thread {
 	uint64_t pending; /* samples the thread still held after its last batch */
 };
 
+/* A client call path id: the node it counts in (NULL: none kept, for reason `why`, an enum
+ * untracked_reason; or the region was refused, why UNTRACKED_N), the client id of its
+ * region, and its depth (0: the id is not defined). */
+struct session_path {
+	struct region_agg *node;
+	uint32_t name_id;
+	uint8_t depth;
+	uint8_t why;
+};
+
 struct session {
 	struct server *srv;
 	struct session *prev, *next;
@@ -45,6 +55,11 @@ struct session {
 	struct session_thread *threads;
 	size_t n_ids;
 	struct region_agg **ids; /* client region id -> region */
+	/* Hello.call_paths agreed: batches carry call path ids, which Define messages define;
+	 * paths[id] for each (n_paths slots). */
+	bool call_paths;
+	size_t n_paths;
+	struct session_path *paths;
 	struct query_stream *qs; /* a streamed Query reply being sent (nothing read until it is) */
 };
 

@@ -87,8 +87,8 @@ run_client "$TMP/mt" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 4
 grep -q -- "--max-threads" "$TMP/mt.err" || fail "no --max-threads warning: $(cat "$TMP/mt.err")"
 expect_eq "2 threads of 4 counted" "$(region_json mt-pages "$CLIENT_PID" | jq .count)" 20
 run_client "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 5
-# inner ends first, then outer: "scoped" is the third region, over the limit
-expect_eq "only the first 2 regions kept" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[].name]')" '["inner","outer"]'
+# inner's path is defined after outer's, its parent: "scoped" is the third region, over the limit
+expect_eq "only the first 2 regions kept" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[].name]')" '["outer","inner"]'
 grep -q -- "--max-regions" "$TMP/daemon.log" || fail "no --max-regions log"
 d0=$(pmcctl status --format json | jq .dropped)
 run_client "$TMP/rate" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 2500
@@ -149,8 +149,8 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 # dropped and counted.
 start_daemon --max-total-regions 1 --max-regions-per-user 2
 run_client "$TMP/t3" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
-expect_eq "regions kept" "$(pmcctl query --format json | jq -c '[.regions[].name]')" '["inner"]'
-expect_eq "outer's and scoped's samples dropped and counted" "$(pmcctl status --format json | jq .dropped)" 6
+expect_eq "regions kept" "$(pmcctl query --format json | jq -c '[.regions[].name]')" '["outer"]'
+expect_eq "inner's and scoped's samples dropped and counted" "$(pmcctl status --format json | jq .dropped)" 6
 grep -q -- "--max-total-regions" "$TMP/daemon.log" || fail "no --max-total-regions log"
 pass "--max-total-regions: $(grep -- --max-total-regions "$TMP/daemon.log" | head -1)"
 daemon_alive

@@ -10,8 +10,8 @@ for r in outer inner scoped; do
 	expect_eq "$r count" "$(jq .count <<<"$j")" $K
 	expect_faults "$r page-faults" "$(jq '.events["page-faults"].sum' <<<"$j")" "$(kv ${r}_page_faults "$TMP/out")"
 done
-# Deeper than the library's 32 levels: the outermost 32 are recorded, each with its own
-# span (the ends of the unrecorded inner levels do not close outer frames).
+# Deeper than a thread's first 32 frames and than the 32 regions of a call path: every level
+# is recorded (the frames grow), each with its own span.
 run_client "$TMP/deep" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" deep 40
 j=$(region_json deep "$CLIENT_PID")
 expect_eq "deep count" "$(jq .count <<<"$j")" "$(kv count "$TMP/deep")"

@@ -31,9 +31,15 @@
  *                    sleeping US microseconds between calls; prints the total and the
  *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
  *                    restarted meanwhile: regions must never wait for it)
- *   deep D           region "deep" nested D levels deep (more than the library's 32),
- *                    each level writing 1 fresh page before going deeper: the 32
- *                    outermost levels are recorded, level k with D - k page faults
+ *   deep D           region "deep" nested D levels deep (more than the 32 levels of a
+ *                    call path, and of a thread's first frames), each level writing 1
+ *                    fresh page before going deeper: every level is recorded (up to the
+ *                    library's 1,024), level k with D - k page faults. A first run of
+ *                    region "deep-warm" as deep lets the thread grow its frames before
+ *   tree K           K times: "main" (1 page) holding "parse" (2 pages; holds "lex", 1),
+ *                    "emit" (3 pages; holds "lex", 1) and "walk", recursive 3 deep (1 page
+ *                    a level); prints each path's inclusive and self page faults
+ *                    ("incl.main;parse=", "self.main;parse=") and the per-name totals
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region and the
@@ -224,18 +230,58 @@ thread_switches(bool voluntary_only)
 	return total;
 }
 
-static pmc_region_t deep_region;
-
 static void
-deep(long level, long d)
+deep(pmc_region_t r, long level, long d)
 {
 	if (level == d)
 		return;
 	unsigned char *m = map_pages(1);
-	pmc_begin(deep_region);
+	pmc_begin(r);
 	write_pages(m, 1);
-	deep(level + 1, d);
-	pmc_end(deep_region);
+	deep(r, level + 1, d);
+	pmc_end(r);
+	munmap(m, pagesz);
+}
+
+/* Region @name writing @n fresh pages, then running @inner (may be NULL) inside. */
+static void
+tree_leaf(const char *name, long n, void (*inner)(void))
+{
+	unsigned char *m = map_pages(n);
+	PMC_SCOPE(name);
+	write_pages(m, n);
+	if (inner)
+		inner();
+	munmap(m, (size_t)n * pagesz);
+}
+
+static void
+tree_lex(void)
+{
+	tree_leaf("lex", 1, NULL);
+}
+
+static void
+tree_walk(long level)
+{
+	if (level == 3)
+		return;
+	unsigned char *m = map_pages(1);
+	PMC_SCOPE("walk");
+	write_pages(m, 1);
+	tree_walk(level + 1);
+	munmap(m, pagesz);
+}
+
+static void
+tree_main(void)
+{
+	unsigned char *m = map_pages(1);
+	PMC_SCOPE("main");
+	write_pages(m, 1);
+	tree_leaf("parse", 2, tree_lex);
+	tree_leaf("emit", 3, tree_lex);
+	tree_walk(0);
 	munmap(m, pagesz);
 }
 
@@ -453,13 +499,34 @@ main(int argc, char **argv)
 		       (unsigned long long)max);
 	} else if (!strcmp(mode, "deep") && argc == 3) {
 		long d = atol(argv[2]), want = 0;
-		deep_region = pmc_region("deep");
+		/* The thread's frames grow the first time it goes deeper than 32 (an
+		 * allocation): in regions of their own, so that "deep" counts only its pages. */
+		deep(pmc_region("deep-warm"), 0, d);
 		/* The mappings of deeper levels are made inside the outer regions: pre-fault
 		 * nothing of them, so each level counts its own page and its inner levels'. */
-		deep(0, d);
-		for (long k = 0; k < d && k < 32; k++)
+		deep(pmc_region("deep"), 0, d);
+		for (long k = 0; k < d && k < 1024; k++)
 			want += d - k;
-		printf("count=%ld\npage_faults=%ld\n", d < 32 ? d : 32, want);
+		printf("count=%ld\npage_faults=%ld\n", d < 1024 ? d : 1024, want);
+	} else if (!strcmp(mode, "tree") && argc == 3) {
+		long k = atol(argv[2]);
+		for (long c = 0; c < k; c++)
+			tree_main();
+		static const struct {
+			const char *path;
+			long incl, self;
+		} truth[] = {
+		        {"main", 11, 1},          {"main;parse", 3, 2},
+		        {"main;parse;lex", 1, 1}, {"main;emit", 4, 3},
+		        {"main;emit;lex", 1, 1},  {"main;walk", 3, 1},
+		        {"main;walk;walk", 2, 1}, {"main;walk;walk;walk", 1, 1},
+		};
+		for (size_t i = 0; i < sizeof(truth) / sizeof(truth[0]); i++)
+			printf("incl.%s=%ld\nself.%s=%ld\n", truth[i].path, truth[i].incl * k,
+			       truth[i].path, truth[i].self * k);
+		printf("name.lex.count=%ld\nname.lex.sum=%ld\nname.walk.count=%ld\n"
+		       "name.walk.sum=%ld\n",
+		       2 * k, 2 * k, 3 * k, 6 * k);
 	} else if (!strcmp(mode, "block") && argc == 3) {
 		long m = atol(argv[2]);
 		int p[2];
