@@ -74,6 +74,9 @@ enum untracked_reason {
 	UNTRACKED_N
 };
 
+/* The longest region name (bytes; the library's PMC_REGION_NAME_MAX). */
+#define REGION_NAME_MAX 127
+
 /* The longest call path a node is kept for (the library's PATH_MAX_DEPTH). */
 #define PATH_MAX_DEPTH 32
 

@@ -13,7 +13,6 @@
 #include "session.h"
 
 #define SESSION_MAX_REGION_ID 65535
-#define REGION_NAME_MAX 127
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
 /* How long a Query or Reset reads what other connections queued first; a Status reads less:

@@ -169,9 +169,39 @@ boot_id(char out[64])
 	out[strcspn(out, "\n")] = 0;
 }
 
-/* Fills @ps with the figures of @p (a process, or a retired aggregate), allocated in @a. */
+/* @r (a region of @p, or a node of its call path tree) as a RegionState, allocated in @a
+ * (NULL once @a is out of memory). */
+static Pmc__RegionState *
+save_region(struct arena *a, const struct process *p, const struct region_agg *r)
+{
+	Pmc__RegionState *rs = arena_alloc(a, sizeof(*rs));
+	if (!rs)
+		return NULL;
+	pmc__region_state__init(rs);
+	rs->name = r->name;
+	rs->count = r->count;
+	rs->wall = save_stats(a, &r->wall);
+	rs->events = arena_alloc(a, r->n_ev * sizeof(*rs->events));
+	for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
+		if (!r->seen[j])
+			continue;
+		Pmc__EventState *es = arena_alloc(a, sizeof(*es));
+		if (!es)
+			break;
+		pmc__event_state__init(es);
+		rs->events[rs->n_events++] = es;
+		es->name = p->events[j];
+		es->stats = save_stats(a, &r->ev[j].st);
+		es->scaled = r->ev[j].scaled;
+		es->ratio_sum = r->ev[j].ratio_sum;
+	}
+	return rs;
+}
+
+/* Fills @ps with the figures of @p (a process, or a retired aggregate: @retired, which has
+ * no call paths), allocated in @a. */
 static void
-save_process(struct arena *a, const struct process *p, Pmc__ProcessState *ps)
+save_process(struct arena *a, const struct process *p, bool retired, Pmc__ProcessState *ps)
 {
 	pmc__process_state__init(ps);
 	ps->pid = p->pid;
@@ -182,29 +212,23 @@ save_process(struct arena *a, const struct process *p, Pmc__ProcessState *ps)
 	ps->received = p->received;
 	ps->regions = arena_alloc(a, p->n_regions * sizeof(*ps->regions));
 	for (size_t i = 0; i < p->n_regions && !a->oom; i++) {
-		struct region_agg *r = p->regions[i];
-		Pmc__RegionState *rs = arena_alloc(a, sizeof(*rs));
-		if (!rs)
-			break;
-		pmc__region_state__init(rs);
-		ps->regions[ps->n_regions++] = rs;
-		rs->name = r->name;
-		rs->count = r->count;
-		rs->wall = save_stats(a, &r->wall);
-		rs->events = arena_alloc(a, r->n_ev * sizeof(*rs->events));
-		for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
-			if (!r->seen[j])
-				continue;
-			Pmc__EventState *es = arena_alloc(a, sizeof(*es));
-			if (!es)
-				break;
-			pmc__event_state__init(es);
-			rs->events[rs->n_events++] = es;
-			es->name = p->events[j];
-			es->stats = save_stats(a, &r->ev[j].st);
-			es->scaled = r->ev[j].scaled;
-			es->ratio_sum = r->ev[j].ratio_sum;
-		}
+		Pmc__RegionState *rs = save_region(a, p, p->regions[i]);
+		if (rs)
+			ps->regions[ps->n_regions++] = rs;
+	}
+	if (retired)
+		return;
+	ps->untracked_depth = p->untracked[UNTRACKED_DEPTH];
+	ps->untracked_limit = p->untracked[UNTRACKED_LIMIT];
+	ps->untracked_older = p->untracked[UNTRACKED_OLDER];
+	/* In their order: each after its parent, which a load needs. */
+	ps->paths = arena_alloc(a, p->n_paths * sizeof(*ps->paths));
+	Pmc__PathState *nodes = arena_alloc(a, p->n_paths * sizeof(*nodes));
+	for (size_t i = 0; i < p->n_paths && !a->oom; i++) {
+		pmc__path_state__init(&nodes[i]);
+		nodes[i].parent = p->paths[i]->parent;
+		nodes[i].region = save_region(a, p, p->paths[i]);
+		ps->paths[ps->n_paths++] = &nodes[i];
 	}
 }
 
@@ -244,7 +268,7 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct aren
 		if (!ps)
 			break;
 		st->processes[st->n_processes++] = ps;
-		save_process(a, p, ps);
+		save_process(a, p, false, ps);
 	}
 	/* The retired aggregates with figures (one without regions is made again for its
 	 * processes by registry_retire_enable()). */
@@ -265,7 +289,7 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct aren
 		if (!ps)
 			break;
 		st->retired[st->n_retired++] = ps;
-		save_process(a, v[i], ps);
+		save_process(a, v[i], true, ps);
 	}
 	return a->oom ? -ENOMEM : 0;
 }
@@ -283,10 +307,12 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 	size_t n = pmc__state__get_packed_size(&st);
 	/* Checked before anything is written: what the daemon writes, it loads back. */
 	if (n > max_bytes) {
-		log_err("the state is %zu bytes (%zu processes, %zu regions), over the limit "
-		        "of %zu bytes on state files: not saved; fewer exited processes or "
-		        "regions (--keep-exited, --max-total-regions) make it smaller",
-		        n, srv->reg.n_procs, srv->reg.n_regions + srv->reg.n_retired, max_bytes);
+		log_err("the state is %zu bytes (%zu processes, %zu regions, %zu call path "
+		        "nodes), over the limit of %zu bytes on state files: not saved; fewer "
+		        "exited processes or regions (--keep-exited, --max-total-regions) make it "
+		        "smaller",
+		        n, srv->reg.n_procs, srv->reg.n_regions + srv->reg.n_retired,
+		        srv->reg.n_paths, max_bytes);
 		return -EFBIG;
 	}
 	uint8_t *buf = malloc(n ? n : 1);
@@ -558,6 +584,43 @@ state_freep(Pmc__State **s)
 		pmc__state__free_unpacked(*s, NULL);
 }
 
+/* Loads the figures of @rs into @r, a new region or node of @p.
+ * Return: 1 when histogram counts were lost (see load_stats()), 0, or -errno. */
+static int
+load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs)
+{
+	r->count = rs->count;
+	stats_free(&r->wall);
+	int e = load_stats(&r->wall, rs->wall, true);
+	if (e < 0)
+		return e;
+	int lost = e;
+	for (size_t j = 0; j < rs->n_events; j++) {
+		const Pmc__EventState *es = rs->events[j];
+		int id = process_event_id(p, es->name);
+		if (id < 0)
+			return id;
+		/* More than the daemon lets a process count: not a file it wrote (and each
+		 * region would get a slot for every one of them). */
+		if (p->n_events > PROCESS_MAX_EVENTS)
+			return -EBADMSG;
+		/* An event of a region listed twice: not a file the daemon wrote (it lists
+		 * each once), and no figures to choose between. */
+		if ((size_t)id < r->n_ev && r->seen[id])
+			return -EBADMSG;
+		struct event_agg *ev = region_event(r, (size_t)id);
+		if (!ev)
+			return -ENOMEM;
+		stats_free(&ev->st);
+		if ((e = load_stats(&ev->st, es->stats, true)) < 0)
+			return e;
+		lost |= e;
+		ev->scaled = es->scaled;
+		ev->ratio_sum = es->ratio_sum;
+	}
+	return lost;
+}
+
 /* Loads the regions of @ps into @p: a process, or a retired aggregate (@retired). Their
  * histogram blocks are charged to the budget charged now (their uid's); those that do not
  * fit are lost: counted in the uid's `histogram missed`, and for a retired aggregate the
@@ -572,40 +635,50 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 		                               : process_region(reg, p, rs->name);
 		if (!r)
 			return -ENOMEM;
-		/* A region, or an event of a region, listed twice: not a file the daemon
-		 * wrote (it lists each once), and no figures to choose between. */
+		/* A region listed twice: not a file the daemon wrote (it lists each once), and
+		 * no figures to choose between. */
 		if (p->n_regions == before)
 			return -EBADMSG;
-		r->count = rs->count;
-		stats_free(&r->wall);
-		int e = load_stats(&r->wall, rs->wall, true);
-		if (e < 0)
-			return e;
-		int lost = e;
-		for (size_t j = 0; j < rs->n_events; j++) {
-			const Pmc__EventState *es = rs->events[j];
-			int id = process_event_id(p, es->name);
-			if (id < 0)
-				return id;
-			/* More than the daemon lets a process count: not a file it wrote (and
-			 * each region would get a slot for every one of them). */
-			if (p->n_events > PROCESS_MAX_EVENTS)
-				return -EBADMSG;
-			if ((size_t)id < r->n_ev && r->seen[id])
-				return -EBADMSG;
-			struct event_agg *ev = region_event(r, (size_t)id);
-			if (!ev)
-				return -ENOMEM;
-			stats_free(&ev->st);
-			if ((e = load_stats(&ev->st, es->stats, true)) < 0)
-				return e;
-			lost |= e;
-			ev->scaled = es->scaled;
-			ev->ratio_sum = es->ratio_sum;
-		}
+		int lost = load_figures(p, r, rs);
+		if (lost < 0)
+			return lost;
 		/* A process's lost counts are in its uid's `histogram missed` already. */
 		if (retired)
 			reg->retired_dropped += (uint64_t)lost;
+	}
+	return 0;
+}
+
+/* Loads the call path nodes of @ps into process @p, in the file's order, and its untracked
+ * counts; histogram blocks as load_regions(). A node whose parent is not an earlier node,
+ * that would be deeper than PATH_MAX_DEPTH, listed twice (parent and name), or whose name
+ * the daemon would refuse for a region (empty, over REGION_NAME_MAX bytes) is not from a
+ * file the daemon wrote: -EBADMSG. */
+static int
+load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
+{
+	p->untracked[UNTRACKED_DEPTH] = ps->untracked_depth;
+	p->untracked[UNTRACKED_LIMIT] = ps->untracked_limit;
+	p->untracked[UNTRACKED_OLDER] = ps->untracked_older;
+	for (size_t i = 0; i < ps->n_paths; i++) {
+		const Pmc__PathState *node = ps->paths[i];
+		const Pmc__RegionState *rs = node->region;
+		size_t len = rs && rs->name ? strlen(rs->name) : 0;
+		if (len == 0 || len > REGION_NAME_MAX)
+			return -EBADMSG;
+		/* p->n_paths is i here: each node before was a new one. */
+		if (node->parent > p->n_paths ||
+		    (node->parent && p->paths[node->parent - 1]->depth >= PATH_MAX_DEPTH))
+			return -EBADMSG;
+		size_t before = p->n_paths;
+		struct region_agg *r = process_path(reg, p, node->parent, rs->name);
+		if (!r)
+			return -ENOMEM;
+		if (p->n_paths == before)
+			return -EBADMSG;
+		int e = load_figures(p, r, rs);
+		if (e < 0)
+			return e;
 	}
 	return 0;
 }
@@ -630,12 +703,15 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
 	stats_charge_to(u ? &u->hist : NULL);
 	int r = load_regions(reg, p, ps, false);
+	if (r == 0)
+		r = load_paths(reg, p, ps);
 	stats_charge_to(NULL);
 	return r;
 }
 
 /* A retired aggregate (pid 0), the one figures joined last so far. One without regions
- * holds nothing: not made (registry_retire_enable() makes those its processes need). */
+ * holds nothing: not made (registry_retire_enable() makes those its processes need). It
+ * has no call paths nor untracked counts: any in the file are ignored. */
 static int
 load_retired(struct server *srv, const Pmc__ProcessState *ps)
 {

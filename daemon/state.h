@@ -36,9 +36,10 @@ void state_set_max_bytes(size_t max);
 int state_prepare(const char *path);
 
 /**
- * state_encode() - pack every process's aggregates, the retired aggregates that hold
- * figures (struct registry.retired, those that figures joined the longest ago first) and
- * the daemon's totals as a pmc.State saved at @saved_ns (CLOCK_REALTIME)
+ * state_encode() - pack every process's aggregates (its regions, its call path nodes in
+ * their order and its untracked counts), the retired aggregates that hold figures (struct
+ * registry.retired, those that figures joined the longest ago first; their regions only)
+ * and the daemon's totals as a pmc.State saved at @saved_ns (CLOCK_REALTIME)
  * @out: set to a malloc()ed buffer on success; the caller frees it
  * @len: set to its length on success
  * Return: 0, -EFBIG (logged, with the size) when it would be over the size limit, or
@@ -95,6 +96,13 @@ int state_job_wait(struct state_job *j, struct server *srv);
  * retired_dropped. A file that lists a process among them (pid not 0), one (uid, comm)
  * twice, a region or an event of one twice, or more than PROCESS_MAX_EVENTS events in one
  * is refused whole (-EBADMSG).
+ *
+ * A process's call path nodes (field 7; none in files of before) are restored in the
+ * file's order (process_path(), counted in reg->n_paths), their histogram blocks charged
+ * as its regions'; so are its untracked counts. A retired aggregate's are ignored. A node
+ * whose parent is not an earlier node, one deeper than PATH_MAX_DEPTH, one listed twice
+ * (the same parent and name), or one named as no region may be (empty, over 127 bytes)
+ * has the file refused whole (-EBADMSG).
  * Return: 0, -EBADMSG for bytes that are not a state file of this version, -EFBIG over
  * the size limit, or -ENOMEM.
  */

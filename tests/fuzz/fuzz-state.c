@@ -106,14 +106,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	int r = state_load_buffer(srv, data, size);
 	if (r == -EBADMSG) {
-		if (srv->reg.procs || srv->reg.n_procs || srv->reg.n_regions || srv->reg.retired ||
-		    srv->reg.n_retired || srv->reg.retired_dropped)
+		if (srv->reg.procs || srv->reg.n_procs || srv->reg.n_regions || srv->reg.n_paths ||
+		    srv->reg.retired || srv->reg.n_retired || srv->reg.retired_dropped)
 			abort(); /* refused, yet something kept */
 		return 0;
 	}
 	if (r < 0)
 		abort(); /* -ENOMEM: not with inputs this small */
-	size_t procs = srv->reg.n_procs, regions = srv->reg.n_regions;
+	size_t procs = srv->reg.n_procs, regions = srv->reg.n_regions, paths = srv->reg.n_paths;
 	size_t retired = srv->reg.n_retired;
 	if (srv->reg.max_retired && retired > srv->reg.max_retired)
 		abort(); /* over the bound */
@@ -125,7 +125,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	serve();
 	forget(srv);
 	if (state_load_buffer(srv, e1, n1) < 0 || srv->reg.n_procs != procs ||
-	    srv->reg.n_regions != regions || srv->reg.n_retired != retired)
+	    srv->reg.n_regions != regions || srv->reg.n_paths != paths ||
+	    srv->reg.n_retired != retired)
 		abort();
 	encode(srv, &e2, &n2);
 	if (state_load_buffer(srv, e2, n2) < 0)

@@ -4,7 +4,9 @@
  * size limit, the same on both sides; the periodic save in a child process (a snapshot,
  * its result, the time the caller's loop pauses); hostile state files (no crash, no leak);
  * the retired figures of /metrics: saved and restored, with or without --metrics, within
- * their bound and their users' histogram memory; files of before them.
+ * their bound and their users' histogram memory; files of before them; a process's call
+ * path tree and untracked counts: saved and restored, charged to its user's histogram
+ * memory, hostile trees refused, files of before it.
  *
  * Also a tool for the integration tests and the fuzzer's seeds:
  *   test-state big FILE PROCESSES REGIONS   write a big state file; print (key=value) how
@@ -433,6 +435,215 @@ test_state_process_budget(void)
 	registry_free(&a.reg);
 }
 
+/* Node (@parent, @name) of @p with @n samples (1..n): its wall time, page-faults and, at the
+ * deepest, cycles, an event no region of the process counts. */
+static struct region_agg *
+add_node(struct registry *reg, struct process *p, uint32_t parent, const char *name, uint64_t n)
+{
+	struct region_agg *r = process_path(reg, p, parent, name);
+	CHECK(r);
+	int pf = process_event_id(p, "page-faults"), cy = process_event_id(p, "cycles");
+	CHECK(pf >= 0 && cy >= 0);
+	for (uint64_t v = 1; v <= n; v++) {
+		CHECK(stats_add(&r->wall, 100 * v) == 0);
+		struct event_agg *e = region_event(r, (size_t)pf);
+		CHECK(e && stats_add(&e->st, v) == 0);
+		if (r->depth == 3) {
+			e = region_event(r, (size_t)cy);
+			CHECK(e && stats_add(&e->st, 1000 + v) == 0);
+			e->scaled = 2, e->ratio_sum = 1.25;
+		}
+		r->count++;
+	}
+	return r;
+}
+
+/* fill()'s process, with a call path tree: a (30 samples), a;b (20), a;b;b (10), and
+ * untracked counts. */
+static void
+fill_paths(struct server *srv)
+{
+	fill(srv);
+	struct registry *reg = &srv->reg;
+	struct process *p = reg->procs;
+	add_node(reg, p, 0, "a", 30);
+	add_node(reg, p, 1, "b", 20);
+	add_node(reg, p, 2, "b", 10);
+	CHECK(p->n_paths == 3 && reg->n_paths == 3 && p->paths[2]->depth == 3);
+	p->untracked[UNTRACKED_DEPTH] = 3;
+	p->untracked[UNTRACKED_LIMIT] = 4;
+	p->untracked[UNTRACKED_OLDER] = UINT64_MAX;
+}
+
+/* Encodes @srv, which must give the @len bytes @buf. */
+static void
+same_bytes(struct server *srv, const uint8_t *buf, size_t len)
+{
+	uint8_t *e;
+	size_t n;
+	CHECK(state_encode(srv, 7, &e, &n) == 0);
+	CHECK(n == len && !memcmp(e, buf, n));
+	free(e);
+}
+
+/* The call path tree of a process comes back, each node with its parent, depth and
+ * figures, as do its untracked counts; saved again, the same bytes. */
+static void
+test_state_paths_round_trip(void)
+{
+	struct server a = {0}, b = {0}, c = {0};
+	fill_paths(&a);
+	CHECK(state_save(&a, path) == 0);
+	CHECK(state_load(&b, path) == 0);
+	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1 && b.reg.n_paths == 3);
+	struct process *p = a.reg.procs, *q = b.reg.procs;
+	CHECK(q->n_paths == 3 && q->n_regions == 1);
+	for (size_t i = 0; i < 3; i++) {
+		const struct region_agg *x = p->paths[i], *y = q->paths[i];
+		CHECK(y->parent == x->parent && y->depth == x->depth && y->depth == i + 1);
+		CHECK(!strcmp(y->name, i ? "b" : "a"));
+		same_region(p, x, q, y);
+		CHECK(stats_quantile(&y->wall, 0.5) == stats_quantile(&x->wall, 0.5));
+		CHECK(stats_quantile(&y->wall, 0.99) == stats_quantile(&x->wall, 0.99));
+	}
+	same_region(p, p->regions[0], q, q->regions[0]);
+	/* The figures themselves, not only equal to the saved ones. */
+	struct region_agg *bb = path_find(q, 2, "b");
+	CHECK(bb == q->paths[2] && path_find(q, 1, "b") == q->paths[1]);
+	CHECK(path_find(q, 0, "a") == q->paths[0] && !path_find(q, 0, "b"));
+	CHECK(bb->count == 10 && bb->wall.count == 10 && bb->wall.sum == 100 * 55);
+	CHECK(bb->wall.min == 100 && bb->wall.max == 1000);
+	int cy = -1;
+	for (size_t j = 0; j < q->n_events; j++)
+		if (!strcmp(q->events[j], "cycles"))
+			cy = (int)j;
+	CHECK(cy >= 0 && (size_t)cy < bb->n_ev && bb->seen[cy]);
+	CHECK(bb->ev[cy].st.sum == 10 * 1000 + 55 && bb->ev[cy].scaled == 2);
+	CHECK(bb->ev[cy].ratio_sum == 1.25);
+	double p50 = stats_quantile(&bb->ev[cy].st, 0.5);
+	CHECK(p50 >= 1001 && p50 <= 1010);
+	CHECK(q->paths[0]->count == 30 && (size_t)cy >= q->paths[0]->n_ev);
+	CHECK(q->untracked[UNTRACKED_DEPTH] == 3 && q->untracked[UNTRACKED_LIMIT] == 4);
+	CHECK(q->untracked[UNTRACKED_OLDER] == UINT64_MAX);
+
+	/* Saved again as they came: the same bytes; and again after a second load. */
+	uint8_t *ea;
+	size_t na;
+	CHECK(state_encode(&a, 7, &ea, &na) == 0);
+	same_bytes(&b, ea, na);
+	CHECK(state_load_buffer(&c, ea, na) == 0 && c.reg.n_paths == 3);
+	same_bytes(&c, ea, na);
+	Pmc__State *st = pmc__state__unpack(NULL, na, ea);
+	CHECK(st && st->n_processes == 1 && st->processes[0]->n_paths == 3);
+	CHECK(st->processes[0]->paths[2]->parent == 2 && st->processes[0]->untracked_limit == 4);
+	pmc__state__free_unpacked(st, NULL);
+	free(ea);
+	registry_free(&a.reg);
+	registry_free(&b.reg);
+	registry_free(&c.reg);
+	CHECK(b.reg.n_paths == 0 && c.reg.n_paths == 0);
+}
+
+/* The nodes' histogram blocks are charged to the uid's budget with its regions' (and given
+ * back when the process is forgotten); those past it lose their counts, in the uid's
+ * `histogram missed`, the other figures kept. */
+static void
+test_state_paths_budget(void)
+{
+	struct server a = {0}, b = {0};
+	fill_paths(&a);
+	uint8_t *buf;
+	size_t len;
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	/* The same file without its nodes. */
+	Pmc__State *st = pmc__state__unpack(NULL, len, buf);
+	CHECK(st && st->n_processes == 1);
+	size_t n_paths = st->processes[0]->n_paths;
+	st->processes[0]->n_paths = 0;
+	uint8_t *bare = malloc(len);
+	CHECK(bare);
+	size_t bare_len = pmc__state__pack(st, bare);
+	st->processes[0]->n_paths = n_paths;
+	pmc__state__free_unpacked(st, NULL);
+
+	b.reg.users = &b.users;
+	b.users.hist_limit = 1 << 20;
+	CHECK(state_load_buffer(&b, bare, bare_len) == 0 && b.reg.n_paths == 0);
+	struct user_share *u = users_get(&b.users, getuid());
+	CHECK(u);
+	size_t regions_only = u->hist.used;
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	CHECK(state_load_buffer(&b, buf, len) == 0 && b.reg.n_paths == 3);
+	CHECK(u->hist.used > regions_only && !u->hist.missed);
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	/* Room for one block only: the rest lost, counted; the sums and counts stay. */
+	u->hist.limit = 64 + 128;
+	CHECK(state_load_buffer(&b, buf, len) == 0 && b.reg.n_paths == 3);
+	CHECK(u->hist.used > 0 && u->hist.used <= u->hist.limit && u->hist.missed);
+	struct region_agg *bb = b.reg.procs->paths[2];
+	CHECK(bb->count == 10 && bb->wall.sum == 100 * 55 && bb->ev[0].st.sum == 55);
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	users_free(&b.users);
+	free(bare);
+	free(buf);
+	registry_free(&a.reg);
+}
+
+/* A file of before the call path tree (no fields 7 to 10 in a process) loads as it did:
+ * its processes have no nodes and no untracked counts. */
+static void
+test_state_paths_old_file(void)
+{
+	struct server a = {0};
+	fill(&a);
+	uint8_t *buf;
+	size_t len;
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	Pmc__State *st = pmc__state__unpack(NULL, len, buf);
+	CHECK(st && st->n_processes == 1);
+	/* The process as packed: fields 1 to 6 only. */
+	Pmc__ProcessState *ps = st->processes[0];
+	uint8_t pb[4096];
+	size_t plen = pmc__process_state__get_packed_size(ps);
+	CHECK(plen <= sizeof(pb));
+	pmc__process_state__pack(ps, pb);
+	for (size_t i = 0; i < plen;) {
+		uint64_t v = 0, tag = 0;
+		for (unsigned sh = 0; i < plen; sh += 7) {
+			tag |= (uint64_t)(pb[i] & 0x7f) << sh;
+			if (!(pb[i++] & 0x80))
+				break;
+		}
+		CHECK((tag >> 3) >= 1 && (tag >> 3) <= 6);
+		if ((tag & 7) == 1) {
+			i += 8;
+			continue;
+		}
+		for (unsigned sh = 0; i < plen; sh += 7) {
+			v |= (uint64_t)(pb[i] & 0x7f) << sh;
+			if (!(pb[i++] & 0x80))
+				break;
+		}
+		if ((tag & 7) == 2)
+			i += v;
+	}
+	pmc__state__free_unpacked(st, NULL);
+	struct server b = {0};
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1 && b.reg.n_paths == 0);
+	struct process *p = b.reg.procs;
+	CHECK(p->n_paths == 0 && !p->paths && p->regions[0]->count == 100);
+	for (unsigned k = 0; k < UNTRACKED_N; k++)
+		CHECK(p->untracked[k] == 0);
+	same_bytes(&b, buf, len);
+	registry_free(&b.reg);
+	free(buf);
+	registry_free(&a.reg);
+}
+
 /* A directory another user can write (or owns) is refused at start, at every save and
  * at load: such a user could plant FILE.tmp or FILE there. */
 static void
@@ -758,7 +969,8 @@ load_hostile(const Pmc__State *st, int want)
 	CHECK(r == want);
 	if (r < 0)
 		CHECK(!b.reg.procs && b.reg.n_procs == 0 && b.reg.n_regions == 0 &&
-		      !b.reg.retired && b.reg.n_retired == 0 && b.reg.retired_dropped == 0);
+		      b.reg.n_paths == 0 && !b.reg.retired && b.reg.n_retired == 0 &&
+		      b.reg.retired_dropped == 0);
 	read_all(&b);
 	registry_free(&b.reg);
 	free(buf);
@@ -1051,6 +1263,147 @@ test_state_retired_hostile(void)
 	free(buf);
 }
 
+/* Call path trees nobody wrote: a parent that is not an earlier node, a path deeper than
+ * PATH_MAX_DEPTH, a node listed twice, a name no region may have, a node without figures:
+ * each refuses the file whole (the process loaded before it freed too). */
+static void
+test_state_paths_hostile(void)
+{
+	enum { N = PATH_MAX_DEPTH + 1 };
+	static Pmc__PathState node[N];
+	static Pmc__PathState *nodep[N];
+	static Pmc__RegionState nrs[N];
+	Pmc__EventState es = PMC__EVENT_STATE__INIT, *esp = &es;
+	es.name = "cycles";
+	for (size_t i = 0; i < N; i++) {
+		pmc__path_state__init(&node[i]);
+		pmc__region_state__init(&nrs[i]);
+		nrs[i].name = "r", nrs[i].count = 1;
+		nrs[i].n_events = 1, nrs[i].events = &esp;
+		node[i].parent = (uint32_t)i; /* a chain: r, r;r, ... */
+		node[i].region = &nrs[i];
+		nodep[i] = &node[i];
+	}
+	Pmc__RegionState rs = PMC__REGION_STATE__INIT, *rsp = &rs;
+	rs.name = "r", rs.count = 1;
+	Pmc__ProcessState ps[3] = {PMC__PROCESS_STATE__INIT, PMC__PROCESS_STATE__INIT,
+	                           PMC__PROCESS_STATE__INIT};
+	Pmc__ProcessState *psp[3] = {&ps[0], &ps[1], &ps[2]};
+	ps[0].pid = 1, ps[0].comm = "first", ps[0].n_regions = 1, ps[0].regions = &rsp;
+	ps[0].n_paths = 2, ps[0].paths = nodep;
+	ps[1] = ps[0];
+	ps[1].pid = 2, ps[1].comm = "tree";
+	ps[1].n_paths = PATH_MAX_DEPTH; /* the deepest path kept */
+	ps[1].untracked_depth = ps[1].untracked_limit = ps[1].untracked_older = UINT64_MAX;
+	Pmc__State st = PMC__STATE__INIT;
+	st.version = 1, st.n_processes = 2, st.processes = psp;
+	load_hostile(&st, 0);
+
+	/* One node deeper. */
+	ps[1].n_paths = N;
+	load_hostile(&st, -EBADMSG);
+	ps[1].n_paths = 4;
+	/* A parent that is the node itself, a later one, or none. */
+	node[2].parent = 3;
+	load_hostile(&st, -EBADMSG);
+	node[2].parent = 4;
+	load_hostile(&st, -EBADMSG);
+	node[2].parent = UINT32_MAX;
+	load_hostile(&st, -EBADMSG);
+	/* The same (parent, name) twice: r;r again, or r again (a root); r;s and s are new
+	 * nodes, their parent not the last node. */
+	node[2].parent = 2;
+	node[3].parent = 1;
+	load_hostile(&st, -EBADMSG);
+	nrs[3].name = "s";
+	load_hostile(&st, 0);
+	node[3].parent = 0;
+	nrs[3].name = "r";
+	load_hostile(&st, -EBADMSG);
+	nrs[3].name = "s";
+	load_hostile(&st, 0);
+	nrs[3].name = "r";
+	node[3].parent = 3;
+	/* Names: empty, over 127 bytes, 127 bytes. */
+	char longest[REGION_NAME_MAX + 2];
+	memset(longest, 'x', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = 0;
+	nrs[1].name = "";
+	load_hostile(&st, -EBADMSG);
+	nrs[1].name = longest;
+	load_hostile(&st, -EBADMSG);
+	longest[REGION_NAME_MAX] = 0;
+	load_hostile(&st, 0);
+	nrs[1].name = "r";
+	/* No figures at all (no RegionState, so no name). */
+	node[1].region = NULL;
+	load_hostile(&st, -EBADMSG);
+	node[1].region = &nrs[1];
+	/* An event twice in one node; more than PROCESS_MAX_EVENTS over the nodes. */
+	Pmc__EventState *twice[2] = {&es, &es};
+	nrs[2].n_events = 2, nrs[2].events = twice;
+	load_hostile(&st, -EBADMSG);
+	nrs[2].n_events = 1, nrs[2].events = &esp;
+	static Pmc__EventState mev[PROCESS_MAX_EVENTS];
+	static Pmc__EventState *mevp[PROCESS_MAX_EVENTS];
+	static char evnames[PROCESS_MAX_EVENTS][16];
+	for (size_t i = 0; i < PROCESS_MAX_EVENTS; i++) {
+		pmc__event_state__init(&mev[i]);
+		snprintf(evnames[i], sizeof(evnames[i]), "e%zu", i);
+		mev[i].name = evnames[i];
+		mevp[i] = &mev[i];
+	}
+	/* "cycles" and 63 more: 64; then 64 more, 65. */
+	nrs[3].n_events = PROCESS_MAX_EVENTS - 1, nrs[3].events = mevp;
+	load_hostile(&st, 0);
+	nrs[3].n_events = PROCESS_MAX_EVENTS;
+	load_hostile(&st, -EBADMSG);
+	nrs[3].n_events = 1, nrs[3].events = &esp;
+	load_hostile(&st, 0);
+
+	/* A retired aggregate has no call paths: those in a file are ignored, not saved. */
+	ps[2] = ps[1];
+	ps[2].pid = 0, ps[2].comm = "retired";
+	st.n_retired = 1, st.retired = &psp[2];
+	size_t len = pmc__state__get_packed_size(&st);
+	uint8_t *buf = malloc(len);
+	CHECK(buf);
+	pmc__state__pack(&st, buf);
+	struct server b = {0};
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	CHECK(b.reg.n_paths == 2 + 4 && b.reg.retired && b.reg.retired->n_paths == 0);
+	CHECK(b.reg.retired->untracked[UNTRACKED_DEPTH] == 0);
+	uint8_t *e;
+	size_t n;
+	CHECK(state_encode(&b, 1, &e, &n) == 0);
+	Pmc__State *o = pmc__state__unpack(NULL, n, e);
+	CHECK(o && o->n_retired == 1 && o->retired[0]->n_paths == 0);
+	CHECK(o->retired[0]->untracked_depth == 0);
+	pmc__state__free_unpacked(o, NULL);
+	free(e);
+	registry_free(&b.reg);
+	/* Cut short, or a byte flipped: loaded or refused whole. */
+	for (size_t cut = 0; cut < len; cut += 1 + cut / 5) {
+		int r = state_load_buffer(&b, buf, cut);
+		CHECK(r == 0 || r == -EBADMSG);
+		if (r < 0)
+			CHECK(!b.reg.procs && !b.reg.n_paths && !b.reg.retired);
+		read_all(&b);
+		registry_free(&b.reg);
+	}
+	for (size_t i = 0; i < len && i < 1024; i++) {
+		buf[i] ^= 0xa5;
+		int r = state_load_buffer(&b, buf, len);
+		CHECK(r == 0 || r == -EBADMSG);
+		if (r < 0)
+			CHECK(!b.reg.procs && !b.reg.n_paths && !b.reg.retired);
+		read_all(&b);
+		registry_free(&b.reg);
+		buf[i] ^= 0xa5;
+	}
+	free(buf);
+}
+
 /* test-state seeds DIR: a few valid state files, for the fuzzer's corpus. */
 static int
 write_seeds(const char *out)
@@ -1094,6 +1447,12 @@ write_seeds(const char *out)
 	snprintf(path, sizeof(path), "%s/retired", out);
 	CHECK(state_save(&m, path) == 0);
 	registry_free(&m.reg);
+	/* A call path tree (a, a;b, a;b;b) and untracked counts. */
+	struct server t = {0};
+	fill_paths(&t);
+	snprintf(path, sizeof(path), "%s/paths", out);
+	CHECK(state_save(&t, path) == 0);
+	registry_free(&t.reg);
 	return 0;
 }
 
@@ -1125,6 +1484,10 @@ main(int argc, char **argv)
 	PMC_TEST_RUN(test_state_retired_budget);
 	PMC_TEST_RUN(test_state_process_budget);
 	PMC_TEST_RUN(test_state_retired_hostile);
+	PMC_TEST_RUN(test_state_paths_round_trip);
+	PMC_TEST_RUN(test_state_paths_budget);
+	PMC_TEST_RUN(test_state_paths_old_file);
+	PMC_TEST_RUN(test_state_paths_hostile);
 	unlink(path);
 	unlink(tmp_path);
 	CHECK(rmdir(dir) == 0);
