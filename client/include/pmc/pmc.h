@@ -86,11 +86,15 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * pmc_begin() - start a region on the calling thread
  * @region: id from pmc_region()
  *
- * Reads the wall clock, then the thread's counters; regions nest (up to 32 deep; deeper
- * ones are counted as dropped, reason "depth"). The first call on a thread registers it
+ * Reads the wall clock, then the thread's counters; regions nest (up to 1,024 deep; deeper
+ * ones are counted as dropped, reason "depth"), and each is counted in its call path (the
+ * regions open around it, up to 32: pmcctl query --tree) as well as under its name. The
+ * first time a thread nests deeper than 32 (64, ...), this call allocates its deeper frames.
+ * The first call on a thread registers it
  * with the daemon (one round trip, at most about 2 s when the daemon is unresponsive;
  * then the thread stays unprofiled); with no daemon up yet, the first call after it is.
- * With rdpmc available it takes no lock, allocates nothing and makes no syscall.
+ * With rdpmc available it takes no lock, allocates nothing and makes no syscall (but for a
+ * call path new to the process: one lock, to intern it).
  */
 PMC_EXPORT void pmc_begin(pmc_region_t region);
 
