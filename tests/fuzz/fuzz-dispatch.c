@@ -2,7 +2,8 @@
  * session code, over a real SOCK_SEQPACKET connection.
  *
  * Input: a sequence of datagrams, each a 2-byte little-endian length and its bytes.
- * Before them the harness says Hello, so that every handler is reachable. A datagram
+ * Before them the harness says Hello, so that every handler is reachable (agreeing on
+ * call paths for an input of even length, so that both kinds of batch are). A datagram
  * that decodes as a Request naming thread id 0 is re-packed with the harness's own
  * thread id (a fuzzer cannot know it), so that registration, batches and thread exit
  * are exercised for real; every other datagram goes as it is. The daemon's replies
@@ -82,6 +83,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.call_paths = size % 2 == 0; /* batches of call paths (Define), or of regions */
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;

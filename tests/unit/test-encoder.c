@@ -45,9 +45,28 @@ make_names(void)
 	}
 }
 
-/* One random batch through both encoders. @with_defs: some regions not announced yet. */
+/* Call path ids for @paths batches: path p is region p % N_IDS (path 0 is none). */
+static uint32_t path_region[2 * N_IDS];
+
+/* A path id of region @r: one of its two paths, or the region flagged (no path). */
+static uint32_t
+path_of(uint32_t r)
+{
+	switch (pmc_test_rng(&rng) % 3) {
+	case 0:
+		return r + N_IDS;
+	case 1:
+		return r ? r : N_IDS;
+	default:
+		return (pmc_test_rng(&rng) % 2 ? PMC_PATH_FLAG_DEEP : PMC_PATH_FLAG_FULL) | r;
+	}
+}
+
+/* One random batch through both encoders. @with_defs: some regions not announced yet.
+ * @paths: the samples hold call path ids, which the encoder sends as their regions
+ * (path_region). */
 static void
-check_random_batch(int with_defs)
+check_random_batch(int with_defs, int paths)
 {
 	static uint8_t samples[MAX_N * (16 + MAX_K * 12)];
 	static uint8_t buf[PMC_BATCH_BOUND(MAX_N, MAX_K, NAME_MAX_)];
@@ -68,6 +87,8 @@ check_random_batch(int with_defs)
 		struct pmc_sample *s = (struct pmc_sample *)(void *)(samples + i * stride);
 
 		s->region = region[i] = (uint32_t)(pmc_test_rng(&rng) % N_IDS);
+		if (paths)
+			s->region = path_of(region[i]);
 		s->wall = wall[i] = rand_value();
 		s->scaled = scaled[i] = scale && pmc_test_rng(&rng) % 4 == 0 && k
 		                                ? (uint32_t)pmc_test_rng(&rng) & ((1u << k) - 1)
@@ -94,6 +115,7 @@ check_random_batch(int with_defs)
 	        .maybe_scaled = scale,
 	        .announced = announced,
 	        .names = names,
+	        .path_region = paths ? path_region : NULL,
 	        .def_id = def_id,
 	};
 	uint64_t *loss[] = {
@@ -162,7 +184,7 @@ static void
 test_random_batches(void)
 {
 	for (int i = 0; i < 3000; i++)
-		check_random_batch(i & 1);
+		check_random_batch(i & 1, i % 4 >= 2);
 }
 
 /* The batch a client sends most: one event, nothing scaled, no losses, every region known. */
@@ -208,6 +230,8 @@ int
 main(void)
 {
 	make_names();
+	for (unsigned p = 0; p < 2 * N_IDS; p++)
+		path_region[p] = p % N_IDS;
 	PMC_TEST_RUN(test_random_batches);
 	PMC_TEST_RUN(test_plain_batch);
 	for (unsigned i = 0; i < N_IDS; i++)
