@@ -70,6 +70,15 @@
  *                            event, and the connection must be closed
  *   SOCKET batch NAME        say Hello, register this thread, send one sample of region
  *                            NAME, call Status (so it was counted), print "sent"
+ *   SOCKET define KIND       say Hello agreeing on call paths (but for KIND no-paths),
+ *                            register, then break the Define rules: no-paths (a Define on a
+ *                            connection that did not agree), orphan (a path whose parent
+ *                            was never defined), deep (a path of 33 regions), no-region (a
+ *                            path of a region never named), batch-undefined (a sample of a
+ *                            path never defined), flags (a sample with both flags set): the
+ *                            connection must be closed; ok: a path of 32 regions "r" with
+ *                            one sample (1000 ns, 7) and one flagged deeper, then Status:
+ *                            prints "sent"
  */
 #include <errno.h>
 #include <linux/sockios.h>
@@ -103,11 +112,15 @@ call(int fd, Pmc__Request *req, Pmc__Response **resp)
 	return r;
 }
 
+/* Hello agrees on call paths (mode define). */
+static bool call_paths;
+
 static int
 hello(int fd)
 {
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.call_paths = call_paths;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
@@ -343,6 +356,53 @@ status_served(int fd)
 	return r;
 }
 
+/* Registers, then sends what @kind names (mode define in the usage above); 0 when the
+ * daemon closes the connection (or, for ok, when it counted). */
+static int
+define_kind(int fd, const char *kind)
+{
+	uint32_t def_id[1] = {1}, id[40], parent[40], region[40];
+	char *def_name[1] = {"r"};
+	Pmc__Define d = PMC__DEFINE__INIT;
+	d.n_def_id = d.n_def_name = 1;
+	d.def_id = def_id;
+	d.def_name = def_name;
+	d.path_id = id, d.path_parent = parent, d.path_region = region;
+	size_t n = 1;
+	id[0] = 1, parent[0] = 0, region[0] = 1;
+	if (!strcmp(kind, "orphan"))
+		parent[0] = 7;
+	else if (!strcmp(kind, "no-region"))
+		region[0] = 2;
+	else if (!strcmp(kind, "deep") || !strcmp(kind, "ok"))
+		for (n = 1; n < (strcmp(kind, "ok") ? 33u : 32u); n++)
+			id[n] = (uint32_t)n + 1, parent[n] = (uint32_t)n, region[n] = 1;
+	d.n_path_id = d.n_path_parent = d.n_path_region = n;
+	Pmc__Request dreq = PMC__REQUEST__INIT;
+	dreq.body_case = PMC__REQUEST__BODY_DEFINE;
+	dreq.define = &d;
+	uint32_t sample[1] = {1};
+	uint64_t wall[1] = {1000}, values[1] = {7};
+	if (!strcmp(kind, "batch-undefined"))
+		sample[0] = 9;
+	else if (!strcmp(kind, "flags"))
+		sample[0] = 0x60000001u;
+	struct batch c = {.n = 1, .ne = 1, .region = sample, .wall = wall, .values = values};
+	if (register_self(fd) < 0 || wire_send(fd, &dreq.base, NULL, 0, 0) < 0)
+		return 1;
+	if (!strcmp(kind, "ok")) {
+		uint32_t two[2] = {32, 0x40000001u};
+		uint64_t w2[2] = {1000, 1000}, v2[2] = {7, 7};
+		struct batch ok = {.n = 2, .ne = 1, .region = two, .wall = w2, .values = v2};
+		if (send_batch(fd, &ok) < 0 || status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
+	}
+	(void)send_batch(fd, &c); /* the connection may be closed already */
+	return expect_closed(fd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -438,6 +498,7 @@ main(int argc, char **argv)
 	req.body_case = PMC__REQUEST__BODY_STATUS;
 	req.status = &st;
 
+	call_paths = !strcmp(mode, "define") && argc == 4 && strcmp(argv[3], "no-paths");
 	if (!strcmp(mode, "no-hello")) {
 		if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
 			return 1;
@@ -712,6 +773,8 @@ main(int argc, char **argv)
 		printf("sent\n");
 		return 0;
 	}
+	if (!strcmp(mode, "define") && argc == 4)
+		return define_kind(fd, argv[3]);
 	if (!strcmp(mode, "garbage")) {
 		static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
 		if (send(fd, junk, sizeof(junk), 0) < 0)
