@@ -260,6 +260,16 @@ query_listed(const struct region_agg *r, const Pmc__Query *q)
 	return r->count || q->tree;
 }
 
+/* Whether a tree query lists @p's untracked counts (even with no node listed). */
+static bool
+query_untracked(const struct process *p, const Pmc__Query *q)
+{
+	uint64_t any = 0;
+	for (unsigned k = 0; q->tree && k < UNTRACKED_N; k++)
+		any |= p->untracked[k];
+	return any != 0;
+}
+
 /* Whether @s may see the figures of @p. */
 static bool
 query_mine(const struct session *s, const struct process *p)
@@ -285,7 +295,7 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 		bool mine = query_mine(s, p);
 		bool selected = query_match(q, p, NULL) && (mine || q->pid);
 		if (qs->next_region == 0)
-			qs->listed = false;
+			qs->listed = mine && selected && query_untracked(p, q);
 		size_t n_items;
 		struct region_agg **items = query_items(p, q, &n_items);
 		for (; qs->next_region < n_items; qs->next_region++) {
@@ -350,6 +360,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		bool listed = pi == from_proc && from_listed;
 		if (!query_mine(s, p) || !query_match(q, p, NULL))
 			continue;
+		listed |= query_untracked(p, q);
 		for (size_t i = first; i < end && i < n_items && b->n_rs < n_rs; i++) {
 			struct region_agg *r = items[i];
 			if (!query_listed(r, q) || !query_match(q, p, r))
