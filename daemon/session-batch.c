@@ -143,14 +143,34 @@ path_room(struct session *s)
 	return room;
 }
 
+/* Client path ids kept in a table (8 bytes an id, per connection): 4 per region id. A
+ * library's are dense from 1; a sample of a path past them is dropped, counted as a
+ * region's past the table would be ("max-regions"). */
+static uint32_t
+session_max_path(const struct session *s)
+{
+	uint32_t n = 4 * session_max_id(s);
+	return n < SESSION_MAX_REGION_ID ? n : SESSION_MAX_REGION_ID;
+}
+
 /* Client call path @id is region @region begun in path @parent (0: none). */
 static int
 define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region)
 {
 	struct region_agg *name = session_region(s, region);
 	if (!id || id > SESSION_MAX_REGION_ID || !name || parent > SESSION_MAX_REGION_ID ||
-	    (parent && (parent >= s->n_paths || !s->paths[parent].depth)))
+	    (parent && parent <= session_max_path(s) &&
+	     (parent >= s->n_paths || !s->paths[parent].depth)))
 		return -EBADMSG;
+	if (id > session_max_path(s) || parent > session_max_path(s)) {
+		if (!s->proc->warned_paths)
+			log_warn_limited(
+			        "pid %d: call path ids past %u: samples of those paths are "
+			        "dropped (counted as max-regions)",
+			        (int)s->pid, session_max_path(s));
+		s->proc->warned_paths = true;
+		return 0;
+	}
 	const struct session_path *up = parent ? &s->paths[parent] : NULL;
 	if (up && up->depth >= PATH_MAX_DEPTH)
 		return -EBADMSG;
@@ -164,17 +184,19 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region)
 		s->n_paths = n;
 		up = parent ? &s->paths[parent] : NULL;
 	}
-	struct session_path sp = {.name_id = region, .depth = (uint8_t)(up ? up->depth + 1 : 1)};
+	struct session_path sp = {.name_id = (uint16_t)region,
+	                          .depth = (uint8_t)(up ? up->depth + 1 : 1)};
 	if (name == &refused_region) {
 		sp.why = UNTRACKED_N; /* dropped, counted so */
 	} else if (up && !up->node) {
 		sp.why = up->why == UNTRACKED_N ? UNTRACKED_LIMIT : up->why;
 	} else {
-		uint32_t pnode = up ? up->node->id : 0;
-		sp.node = path_find(s->proc, pnode, name->name);
-		if (!sp.node && path_room(s) &&
-		    !(sp.node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
+		uint32_t pnode = up ? up->node : 0;
+		struct region_agg *node = path_find(s->proc, pnode, name->name);
+		if (!node && path_room(s) &&
+		    !(node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
 			return -ENOMEM;
+		sp.node = node ? node->id : 0;
 		sp.why = UNTRACKED_LIMIT;
 	}
 	s->paths[id] = sp;
@@ -212,6 +234,11 @@ path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *path
 		if (session_region(s, *name) != &refused_region)
 			flagged[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
 			                                              : UNTRACKED_LIMIT]++;
+		return true;
+	}
+	if (id > session_max_path(s) && id <= SESSION_MAX_REGION_ID) {
+		*name = SESSION_MAX_REGION_ID; /* past the table: a refused region */
+		*path = 0;
 		return true;
 	}
 	if (!id || id >= s->n_paths || !s->paths[id].depth)
@@ -284,7 +311,8 @@ batch_agg(const struct session *s, uint32_t id, bool tree)
 		struct region_agg *r = session_region(s, id);
 		return r == &refused_region ? NULL : r;
 	}
-	return id ? s->paths[id].node : NULL;
+	uint32_t node = id ? s->paths[id].node : 0;
+	return node ? s->proc->paths[node - 1] : NULL;
 }
 
 /* @n samples of @s with id @id that count nowhere (batch_agg()): dropped for a refused

@@ -19,12 +19,12 @@ struct session_thread {
 	uint64_t pending; /* samples the thread still held after its last batch */
 };
 
-/* A client call path id: the node it counts in (NULL: none kept, for reason `why`, an enum
- * untracked_reason; or the region was refused, why UNTRACKED_N), the client id of its
- * region, and its depth (0: the id is not defined). */
+/* A client call path id: the node it counts in (1 + its index in the process's paths; 0:
+ * none kept, for reason `why`, an enum untracked_reason, or UNTRACKED_N when the region was
+ * refused), the client id of its region, and its depth (0: the id is not defined). */
 struct session_path {
-	struct region_agg *node;
-	uint32_t name_id;
+	uint32_t node;
+	uint16_t name_id;
 	uint8_t depth;
 	uint8_t why;
 };
