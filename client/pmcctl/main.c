@@ -38,13 +38,21 @@ static const char help_text[] =
         "\n"
         "Commands:\n"
         "  status    show the daemon's version, uptime, clients and sample counters\n"
-        "  query     show region statistics, optionally filtered with --pid, --comm, --region\n"
-        "  dump      show the statistics of every region of every process (the same filters)\n"
+        "  query     show region statistics, optionally filtered with --pid, --comm, --region;\n"
+        "            with --tree, each process's call path tree: each region under the one\n"
+        "            it ran in, with its inclusive and self figures\n"
+        "  dump      show the statistics of every region of every process (the same filters),\n"
+        "            then the call path trees\n"
         "  reset     clear aggregates: all of them, or those the filters select\n"
         "  events    list the events this machine can count and the default event set\n"
         "  hist      draw one region's distribution as a bar chart, from the daemon's\n"
         "            histogram, over the processes the filters select: its wall time, or\n"
         "            with --event NAME that event's count per run (needs --region)\n"
+        "  flamegraph\n"
+        "            print the call path trees as folded stacks ('comm;outer;inner WEIGHT'),\n"
+        "            for flamegraph.pl, inferno or speedscope: each node's self wall time,\n"
+        "            or with --event NAME that event's self count (the filters apply;\n"
+        "            --region keeps the subtrees of the nodes it names)\n"
         "  top       live view of the busiest regions: runs and events per second, refreshed\n"
         "            every second (the filters apply); Ctrl-C quits\n"
         "  run       run CMD with PMC_SOCKET (and PMC_EVENTS) set and, when it exits, print\n"
@@ -60,12 +68,14 @@ static const char help_text[] =
         "      --comm NAME       only processes called NAME (at most 15 bytes, as in ps);\n"
         "                        a shell glob; repeat it for several (any of them)\n"
         "      --region NAME     only regions called NAME; a shell glob ('parse*'); repeat it\n"
-        "                        for several (any of them) (query, dump, reset, top, run)\n"
+        "                        for several (any of them) (query, dump, reset, top, run);\n"
+        "                        trees: the subtrees of the nodes called NAME\n"
+        "      --tree            query: the call path tree of each process\n"
         "      --interval SECONDS\n"
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
-        "      --event NAME      hist: draw this event's counts per run (default: the wall\n"
-        "                        time; 'wall' names it too)\n"
+        "      --event NAME      hist: draw this event's counts per run; flamegraph: weigh\n"
+        "                        by this event (default: the wall time; 'wall' names it too)\n"
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout\n"
@@ -101,6 +111,10 @@ static const char help_text[] =
         "        is the daemon up, and how much has it collected\n"
         "  pmcctl hist --region parse --event page-faults\n"
         "        how the page faults of a run of 'parse' are spread, as a bar chart\n"
+        "  pmcctl query --tree --comm myserver\n"
+        "        where the time of myserver's regions goes, region by region down its calls\n"
+        "  pmcctl flamegraph --event page-faults | flamegraph.pl > pf.svg\n"
+        "        a flame graph of the page faults of every process's regions\n"
         "  pmcctl top --interval 2\n"
         "        the regions running most often right now, every 2 seconds\n"
         "  pmcctl run --events cycles,instructions -- ./app input.txt\n"
@@ -143,10 +157,11 @@ oom(void)
 static const struct command commands[] = {
         {.name = "status", .run = cmd_status},
         {.name = "query", .filters = true, .run = cmd_query},
-        {.name = "dump", .filters = true, .run = cmd_query},
+        {.name = "dump", .filters = true, .tree = true, .run = cmd_query},
         {.name = "reset", .filters = true, .run = cmd_reset},
         {.name = "events", .run = cmd_events},
         {.name = "hist", .filters = true, .run = cmd_hist},
+        {.name = "flamegraph", .filters = true, .run = cmd_flamegraph},
         {.name = "top", .filters = true, .live = true, .run = cmd_top},
         {.name = "run", .filters = true, .no_pid = true, .standalone = true, .run = cmd_run},
 };
@@ -163,6 +178,7 @@ enum {
 	OPT_EVENTS,
 	OPT_EVENT,
 	OPT_OUTPUT,
+	OPT_TREE,
 };
 
 static const struct option long_options[] = {
@@ -178,6 +194,7 @@ static const struct option long_options[] = {
         {"events", required_argument, NULL, OPT_EVENTS},
         {"event", required_argument, NULL, OPT_EVENT},
         {"output", required_argument, NULL, OPT_OUTPUT},
+        {"tree", no_argument, NULL, OPT_TREE},
         {NULL, 0, NULL, 0},
 };
 
@@ -323,6 +340,9 @@ main(int argc, char **argv)
 				usage_error("--output needs a file name");
 			o.output = optarg;
 			break;
+		case OPT_TREE:
+			o.tree = true;
+			break;
 		case OPT_INTERVAL:
 			o.interval = parse_interval(optarg);
 			o.live_opts = true;
@@ -353,8 +373,8 @@ main(int argc, char **argv)
 			set_command(&command, argv[optind]);
 parsed:
 	if (!command)
-		usage_error(
-		        "missing command (status, query, dump, reset, events, hist, top or run)");
+		usage_error("missing command (status, query, dump, reset, events, hist, "
+		            "flamegraph, top or run)");
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -374,8 +394,14 @@ parsed:
 		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
 	if (!cmd->standalone && o.argv)
 		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
-	if (o.event && cmd->run != cmd_hist)
-		usage_error("--event is for 'hist' only, not '%s'", cmd->name);
+	if (o.event && cmd->run != cmd_hist && cmd->run != cmd_flamegraph)
+		usage_error("--event is for 'hist' and 'flamegraph' only, not '%s'", cmd->name);
+	if (o.tree && strcmp(cmd->name, "query"))
+		usage_error("--tree is for 'query' only, not '%s'%s", cmd->name,
+		            cmd->tree ? " (it prints the trees anyway)" : "");
+	if (cmd->run == cmd_flamegraph && o.format != FORMAT_TABLE)
+		usage_error(
+		        "'flamegraph' prints folded stacks only: --format cannot be json or csv");
 	if (!cmd->live && o.live_opts)
 		usage_error("--interval and --iterations are for 'top' only, not '%s'", cmd->name);
 	if (cmd->live && o.format != FORMAT_TABLE)

@@ -1,0 +1,95 @@
+#!/bin/bash
+# Call paths: a program with nested and recursive regions (pmc-test-client tree) shows its
+# tree with exact page-fault totals at every level, inclusive and self; its folded stacks
+# add up to the inclusive totals; the per-name view is today's; the tree survives a restart
+# through the state file; what no node holds (too deep, an older client) is counted by
+# reason; a Define that breaks the rules closes that connection only.
+. "$(dirname "$0")/lib.sh"
+start_daemon --state "$TMP/state.pb"
+K=5
+run_client "$TMP/out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" tree $K
+TREE_PID=$CLIENT_PID
+pmcctl query --tree --pid "$CLIENT_PID" --format json >"$TMP/tree.json"
+pmcctl query --tree --pid "$CLIENT_PID" >"$TMP/tree.txt"
+cat "$TMP/tree.txt"
+
+# node PATH FIELD: a jq expression on the node of PATH ("main;parse")
+node() { jq --arg p "$1" "[.. | objects | select(.path? == \$p)] | .[0] | $2" "$TMP/tree.json"; }
+check_tree() {
+	local out=$1 key want path
+	while IFS='=' read -r key want; do
+		case $key in
+		incl.*)
+			path=${key#incl.}
+			expect_faults "inclusive page-faults of $path" "$(node "$path" '.events["page-faults"].sum')" "$want"
+			expect_eq "count of $path" "$(node "$path" .count)" $K
+			;;
+		self.*)
+			path=${key#self.}
+			expect_faults "self page-faults of $path" "$(node "$path" '.self["page-faults"]')" "$want"
+			;;
+		esac
+	done <"$out"
+}
+check_tree "$TMP/out"
+expect_eq "nodes" "$(jq '[.. | objects | select(has("children"))] | length' "$TMP/tree.json")" 8
+expect_eq "roots" "$(jq '.[0].tree | length' "$TMP/tree.json")" 1
+# self wall time: never above the inclusive (the children's walls lie within it)
+jq -e '[.. | objects | select(has("children")) | .self.wall_ns <= .wall_ns.sum and .self.wall_ns >= 0] | all' \
+	"$TMP/tree.json" >/dev/null || fail "a self wall time outside [0, inclusive]"
+pass "self wall times within [0, inclusive]"
+grep -q '^      walk ' "$TMP/tree.txt" || fail "table: walk;walk;walk not indented three levels"
+pass "table indents the recursion"
+
+# The per-name view is unchanged: a name's figures over all its paths.
+expect_eq "lex count (two paths)" "$(region_json lex "$CLIENT_PID" | jq .count)" "$(kv name.lex.count "$TMP/out")"
+expect_faults "lex page-faults" "$(region_json lex "$CLIENT_PID" | jq '.events["page-faults"].sum')" "$(kv name.lex.sum "$TMP/out")"
+expect_eq "walk count (recursion)" "$(region_json walk "$CLIENT_PID" | jq .count)" "$(kv name.walk.count "$TMP/out")"
+expect_faults "walk page-faults (each level inclusive)" "$(region_json walk "$CLIENT_PID" | jq '.events["page-faults"].sum')" "$(kv name.walk.sum "$TMP/out")"
+
+# Folded stacks: one line per node, its self; the lines under each node add up to its
+# inclusive figure.
+pmcctl flamegraph --pid "$CLIENT_PID" --event page-faults >"$TMP/folded"
+cat "$TMP/folded"
+while IFS='=' read -r key want; do
+	case $key in incl.*) ;; *) continue ;; esac
+	path=${key#incl.}
+	sum=$(awk -v p="pmc-test-client;$path" '{ w = $NF; s = $0; sub(/ [0-9]+$/, "", s) }
+		s == p || index(s, p ";") == 1 { t += w } END { print t + 0 }' "$TMP/folded")
+	expect_faults "folded weights under $path" "$sum" "$want"
+done <"$TMP/out"
+pmcctl flamegraph --pid "$CLIENT_PID" >"$TMP/folded-wall"
+wall_total=$(awk '{ t += $NF } END { print t }' "$TMP/folded-wall")
+expect_eq "folded wall times add up to main's" "$wall_total" "$(node main .wall_ns.sum)"
+
+# Deeper than 32: the 32 outer levels are nodes, the deeper ones count under their name
+# and in the self of the deepest node ("path-depth").
+run_client "$TMP/deep" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" deep 40
+pmcctl query --tree --pid "$CLIENT_PID" --format json >"$TMP/deep.json"
+deep32=$(printf 'deep;%.0s' $(seq 32)); deep32=${deep32%;}
+expect_eq "deepest node: 32 levels" "$(jq --arg p "$deep32" '[.. | objects | select(.path? == $p)] | length' "$TMP/deep.json")" 1
+expect_eq "nothing deeper than 32" "$(jq --arg p "$deep32;deep" '[.. | objects | select(.path? == $p)] | length' "$TMP/deep.json")" 0
+expect_faults "deepest node's self: its page and the 8 below" \
+	"$(jq --arg p "$deep32" '[.. | objects | select(.path? == $p)][0].self["page-faults"]' "$TMP/deep.json")" 9
+expect_eq "path-depth (8 levels of deep and of deep-warm)" "$(jq '.[0].untracked["path-depth"]' "$TMP/deep.json")" 16
+expect_eq "deep counts all 40 levels by name" "$(region_json deep "$CLIENT_PID" | jq .count)" 40
+
+# An older client (no call paths): counted by name, untracked by the tree.
+"$PMC_TEST_RAW_BIN" "$SOCK" batch old-style >/dev/null
+raw_pid=$(pmcctl query --region old-style --format json | jq '.regions[0].pid')
+expect_eq "older client untracked" "$(pmcctl query --tree --pid "$raw_pid" --format json | jq '.[0].untracked["older-client"]')" 1
+
+# A path of exactly 32 regions is kept; each broken Define closes only its connection.
+"$PMC_TEST_RAW_BIN" "$SOCK" define ok >/dev/null || fail "define ok"
+for kind in no-paths orphan deep no-region batch-undefined flags; do
+	"$PMC_TEST_RAW_BIN" "$SOCK" define "$kind" >/dev/null 2>&1 || fail "define $kind: not closed"
+	pass "define $kind: connection closed"
+done
+daemon_alive
+
+# The state file keeps the tree.
+kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
+start_daemon --state "$TMP/state.pb"
+pmcctl query --tree --pid "$TREE_PID" --format json >"$TMP/tree.json"
+check_tree "$TMP/out"
+daemon_alive

@@ -1,0 +1,403 @@
+/* Unit tests for pmcctl's call path trees (client/pmcctl/tree.c) on Query.tree replies made
+ * by hand: linking, self figures (a negative one too), folded stacks that add up to their
+ * roots' inclusive sums, --region's subtrees, and nodes whose parent is unknown or listed
+ * after them (made roots). Prints "ok N - name" per test; exits 1 at the first failed
+ * check. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmc-test.h"
+#include "pmcctl.h"
+
+#define RUN(fn) PMC_TEST_RUN(fn)
+
+/* What tree.c and output.c call from main.c. */
+void
+fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	abort();
+}
+
+void
+oom(void)
+{
+	fail("out of memory");
+}
+
+/* Hand-made nodes: each with its stats and one event, "page-faults:u". */
+#define MAX_NODES 16
+
+struct fake {
+	Pmc__RegionStats r[MAX_NODES];
+	Pmc__RegionStats *rp[MAX_NODES];
+	Pmc__Stats wall[MAX_NODES], pf[MAX_NODES];
+	Pmc__EventStats ev[MAX_NODES];
+	Pmc__EventStats *evp[MAX_NODES];
+	size_t n;
+};
+
+/* Adds node @id of process @pid under @parent (0: a root): @wall ns and @pf page faults. */
+static void
+add(struct fake *f, int32_t pid, uint32_t id, uint32_t parent, const char *name, uint64_t wall,
+    uint64_t pf)
+{
+	size_t i = f->n++;
+
+	CHECK(i < MAX_NODES);
+	pmc__region_stats__init(&f->r[i]);
+	pmc__stats__init(&f->wall[i]);
+	pmc__stats__init(&f->pf[i]);
+	pmc__event_stats__init(&f->ev[i]);
+	f->r[i].pid = pid;
+	f->r[i].comm = (char *)"app";
+	f->r[i].uid = 1000;
+	f->r[i].name = (char *)name;
+	f->r[i].count = 1;
+	f->r[i].path = id;
+	f->r[i].parent = parent;
+	f->wall[i].sum = wall;
+	f->r[i].wall_ns = &f->wall[i];
+	f->pf[i].sum = pf;
+	f->ev[i].name = (char *)"page-faults:u";
+	f->ev[i].stats = &f->pf[i];
+	f->evp[i] = &f->ev[i];
+	f->r[i].events = &f->evp[i];
+	f->r[i].n_events = 1;
+	f->rp[i] = &f->r[i];
+}
+
+/*
+ * Two roots, a recursion (a;b;b) and a node still open (b, id 2: its child measured more
+ * page faults than it did):
+ *   1 a      wall 1000  pf 100
+ *   2 a;b    wall  600  pf  70   (child pf 80: self -10)
+ *   3 a;b;b  wall  200  pf  80
+ *   4 a;c    wall  300  pf  20
+ *   5 d      wall  500  pf   5
+ *   6 d;e    wall  200  pf   3
+ */
+static void
+make_sample(struct fake *f)
+{
+	memset(f, 0, sizeof(*f));
+	add(f, 100, 1, 0, "a", 1000, 100);
+	add(f, 100, 2, 1, "b", 600, 70);
+	add(f, 100, 3, 2, "b", 200, 80);
+	add(f, 100, 4, 1, "c", 300, 20);
+	add(f, 100, 5, 0, "d", 500, 5);
+	add(f, 100, 6, 5, "e", 200, 3);
+}
+
+static const struct tree_node *
+node_of(const struct tree *t, uint32_t id)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->node[i].r->path == id)
+			return &t->node[i];
+	return NULL;
+}
+
+static void
+test_links(void)
+{
+	struct fake f;
+	struct tree t;
+
+	make_sample(&f);
+	CHECK(tree_build(&t, f.rp, f.n) == 6);
+	CHECK(t.pid == 100 && !strcmp(t.comm, "app") && t.uid == 1000 && t.n_orphans == 0);
+	CHECK(node_of(&t, 1)->parent == NULL && node_of(&t, 5)->parent == NULL);
+	CHECK(node_of(&t, 3)->parent == node_of(&t, 2) && node_of(&t, 3)->depth == 2);
+	CHECK(node_of(&t, 1)->child == node_of(&t, 2) && node_of(&t, 2)->next == node_of(&t, 4));
+	/* Depth first, children in the reply's order, within the subtree only. */
+	const struct tree_node *top = node_of(&t, 1), *nd = top;
+	uint32_t order[6];
+	size_t n = 0;
+	for (; nd && n < 6; nd = tree_next(nd, top))
+		order[n++] = nd->r->path;
+	CHECK(n == 4 && order[0] == 1 && order[1] == 2 && order[2] == 3 && order[3] == 4);
+	_cleanup_free_ char *path = tree_path(node_of(&t, 3));
+	CHECK(!strcmp(path, "a;b;b"));
+	tree_free(&t);
+}
+
+static void
+test_self(void)
+{
+	struct fake f;
+	struct tree t;
+	int64_t v = 0;
+
+	make_sample(&f);
+	tree_build(&t, f.rp, f.n);
+	CHECK(node_of(&t, 1)->self_wall == 100 && node_of(&t, 1)->self[0] == 10);
+	CHECK(node_of(&t, 2)->self_wall == 400 && node_of(&t, 2)->self[0] == -10);
+	CHECK(node_of(&t, 3)->self_wall == 200 && node_of(&t, 3)->self[0] == 80);
+	CHECK(node_of(&t, 5)->self_wall == 300 && node_of(&t, 5)->self[0] == 2);
+	/* --event: "wall", none, the full name or the name without its mode. */
+	CHECK(tree_self_of(node_of(&t, 2), NULL, &v) && v == 400);
+	CHECK(tree_self_of(node_of(&t, 2), "wall", &v) && v == 400);
+	CHECK(tree_self_of(node_of(&t, 2), "page-faults", &v) && v == -10);
+	CHECK(tree_self_of(node_of(&t, 2), "page-faults:u", &v) && v == -10);
+	v = 7;
+	CHECK(!tree_self_of(node_of(&t, 2), "page-fault", &v) && v == 7);
+	CHECK(!tree_self_of(node_of(&t, 2), "cycles", &v) && v == 7);
+	tree_free(&t);
+}
+
+/* Children's events are matched by name, whatever their order; one a child lacks counts 0. */
+static void
+test_self_by_name(void)
+{
+	struct fake f;
+	struct tree t;
+	Pmc__Stats cyc[2];
+	Pmc__EventStats ev[2];
+	Pmc__EventStats *parent_ev[2], *child_ev[2];
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 7, 1, 0, "p", 100, 50);
+	add(&f, 7, 2, 1, "q", 40, 20);
+	add(&f, 7, 3, 1, "r", 10, 5);
+	for (int i = 0; i < 2; i++) {
+		pmc__stats__init(&cyc[i]);
+		pmc__event_stats__init(&ev[i]);
+		ev[i].name = (char *)"cycles";
+		ev[i].stats = &cyc[i];
+	}
+	cyc[0].sum = 1000;
+	cyc[1].sum = 600;
+	parent_ev[0] = &f.ev[0];
+	parent_ev[1] = &ev[0];
+	f.r[0].events = parent_ev;
+	f.r[0].n_events = 2;
+	child_ev[0] = &ev[1]; /* cycles first, then page faults */
+	child_ev[1] = &f.ev[1];
+	f.r[1].events = child_ev;
+	f.r[1].n_events = 2;
+	tree_build(&t, f.rp, f.n);
+	CHECK(node_of(&t, 1)->self[0] == 50 - 20 - 5);
+	CHECK(node_of(&t, 1)->self[1] == 1000 - 600); /* r counted no cycles */
+	CHECK(node_of(&t, 1)->self_wall == 50);
+	tree_free(&t);
+}
+
+/* The weights of the folded lines of each root's subtree. */
+static uint64_t
+folded_sum(const struct folded *f, const char *prefix)
+{
+	size_t len = strlen(prefix);
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < f->n; i++)
+		if (!strncmp(f->v[i].stack, prefix, len) &&
+		    (!f->v[i].stack[len] || f->v[i].stack[len] == ';'))
+			sum += f->v[i].weight;
+	return sum;
+}
+
+static bool
+has_line(const struct folded *f, const char *stack, uint64_t weight)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (!strcmp(f->v[i].stack, stack))
+			return f->v[i].weight == weight;
+	return false;
+}
+
+static void
+test_fold_adds_up(void)
+{
+	struct fake f;
+	struct tree t;
+	struct folded fw = {0}, fp = {0};
+
+	make_sample(&f);
+	tree_build(&t, f.rp, f.n);
+	CHECK(tree_fold(&t, NULL, &fw) == 6);
+	CHECK(fw.n == 6);
+	CHECK(has_line(&fw, "app;a;b;b", 200) && has_line(&fw, "app;a", 100));
+	/* Every root: its subtree's lines add up to its inclusive sum. */
+	for (size_t i = 0; i < t.n; i++) {
+		const struct tree_node *nd = &t.node[i];
+		_cleanup_free_ char *prefix = NULL;
+
+		if (nd->parent)
+			continue;
+		CHECK(asprintf(&prefix, "app;%s", nd->r->name) > 0);
+		CHECK(folded_sum(&fw, prefix) == nd->r->wall_ns->sum);
+	}
+	/* Page faults: b's self is negative, left out; d's subtree still adds up, a's now holds
+	 * b's child's 80 without b's -10. */
+	CHECK(tree_fold(&t, "page-faults", &fp) == 6);
+	CHECK(fp.n == 5 && !has_line(&fp, "app;a;b", 0));
+	CHECK(folded_sum(&fp, "app;d") == 5);
+	CHECK(folded_sum(&fp, "app;a") == 100 + 10);
+	CHECK(tree_fold(&t, "cycles", &fp) == 0);
+	folded_free(&fw);
+	folded_free(&fp);
+	tree_free(&t);
+}
+
+/* Lines are sorted, and equal stacks (two processes of one comm) are added up. */
+static void
+test_fold_merge(void)
+{
+	struct fake f;
+	struct tree t;
+	struct folded fw = {0};
+	size_t off = 0;
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 10, 1, 0, "z", 50, 0);
+	add(&f, 10, 2, 1, "y", 20, 0);
+	add(&f, 11, 1, 0, "z", 70, 0);
+	add(&f, 11, 2, 0, "semi;colon", 5, 0);
+	while (off < f.n) {
+		off += tree_build(&t, f.rp + off, f.n - off);
+		tree_fold(&t, "wall", &fw);
+		tree_free(&t);
+	}
+	CHECK(off == 4);
+	folded_merge(&fw);
+	CHECK(fw.n == 3);
+	CHECK(!strcmp(fw.v[0].stack, "app;semi\\x3bcolon") && fw.v[0].weight == 5);
+	CHECK(!strcmp(fw.v[1].stack, "app;z") && fw.v[1].weight == 30 + 70);
+	CHECK(!strcmp(fw.v[2].stack, "app;z;y") && fw.v[2].weight == 20);
+	folded_free(&fw);
+}
+
+static void
+test_region_subtrees(void)
+{
+	struct fake f;
+	struct tree t;
+	struct folded fw = {0};
+	const char *globs[] = {"b"};
+	const char *none[] = {"nothing*"};
+
+	make_sample(&f);
+	tree_build(&t, f.rp, f.n);
+	CHECK(tree_select(&t, globs, 1) == 2);
+	CHECK(tree_is_top(node_of(&t, 2)) && !tree_is_top(node_of(&t, 3)));
+	CHECK(node_of(&t, 3)->selected && !node_of(&t, 1)->selected && !node_of(&t, 4)->selected);
+	/* The ancestors stay in each line's stack. */
+	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 2);
+	CHECK(has_line(&fw, "app;a;b", 400) && has_line(&fw, "app;a;b;b", 200));
+	CHECK(folded_sum(&fw, "app;a;b") == 600);
+	CHECK(tree_select(&t, none, 1) == 0);
+	CHECK(tree_select(&t, (const char *const[]){"[de]"}, 1) == 2 &&
+	      tree_is_top(node_of(&t, 5)));
+	CHECK(tree_select(&t, NULL, 0) == 6);
+	folded_free(&fw);
+	tree_free(&t);
+}
+
+/* A parent id no node has, or one listed after its child: the child is made a root. */
+static void
+test_orphans(void)
+{
+	struct fake f;
+	struct tree t;
+	struct folded fw = {0};
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 5, 1, 3, "early", 10, 0); /* its parent comes later */
+	add(&f, 5, 2, 9, "lost", 20, 0);  /* no node 9 */
+	add(&f, 5, 3, 0, "root", 100, 0);
+	add(&f, 5, 4, 4, "self", 7, 0); /* its own parent */
+	CHECK(tree_build(&t, f.rp, f.n) == 4);
+	CHECK(t.n_orphans == 3);
+	CHECK(node_of(&t, 1)->orphan && !node_of(&t, 1)->parent);
+	CHECK(node_of(&t, 2)->orphan && node_of(&t, 4)->orphan && !node_of(&t, 3)->orphan);
+	CHECK(!node_of(&t, 3)->child && node_of(&t, 3)->self_wall == 100);
+	CHECK(tree_is_top(node_of(&t, 1)) && tree_is_top(node_of(&t, 4)));
+	CHECK(tree_fold(&t, NULL, &fw) == 4 && has_line(&fw, "app;early", 10));
+	folded_free(&fw);
+	tree_free(&t);
+}
+
+/* A node still open (no samples, its children some) is shown; a subtree with no samples at
+ * all (just reset) is not, whatever --region says. */
+static void
+test_empty_subtrees(void)
+{
+	struct fake f;
+	struct tree t;
+	struct folded fw = {0};
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 3, 1, 0, "open", 0, 0);
+	add(&f, 3, 2, 1, "done", 40, 1);
+	add(&f, 3, 3, 0, "reset", 0, 0);
+	add(&f, 3, 4, 3, "reset-child", 0, 0);
+	f.r[0].count = f.r[2].count = f.r[3].count = 0;
+	tree_build(&t, f.rp, f.n);
+	CHECK(node_of(&t, 1)->selected && node_of(&t, 2)->selected);
+	CHECK(!node_of(&t, 3)->selected && !node_of(&t, 4)->selected);
+	CHECK(node_of(&t, 1)->self_wall == -40);
+	CHECK(tree_select(&t, (const char *const[]){"reset*"}, 1) == 0);
+	CHECK(tree_select(&t, NULL, 0) == 2);
+	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 1 && has_line(&fw, "app;open;done", 40));
+	/* A walk skips what is not selected. */
+	add(&f, 3, 5, 1, "reset-too", 0, 0);
+	add(&f, 3, 6, 1, "done-too", 5, 0);
+	f.r[4].count = 0;
+	tree_free(&t);
+	tree_build(&t, f.rp, f.n);
+	const struct tree_node *top = node_of(&t, 1);
+	CHECK(tree_next(top, top) == node_of(&t, 2));
+	CHECK(tree_next(node_of(&t, 2), top) == node_of(&t, 6));
+	CHECK(tree_next(node_of(&t, 6), top) == NULL);
+	folded_free(&fw);
+	tree_free(&t);
+}
+
+/* A tree ends at another pid, or at an id it holds (a second process with the pid). */
+static void
+test_process_ends(void)
+{
+	struct fake f;
+	struct tree t;
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 1, 1, 0, "a", 1, 0);
+	add(&f, 1, 2, 1, "b", 1, 0);
+	add(&f, 1, 1, 0, "a", 1, 0); /* pid 1 again: recycled */
+	add(&f, 2, 1, 0, "a", 1, 0);
+	CHECK(tree_build(&t, f.rp, f.n) == 2);
+	tree_free(&t);
+	CHECK(tree_build(&t, f.rp + 2, f.n - 2) == 1 && t.pid == 1);
+	tree_free(&t);
+	CHECK(tree_build(&t, f.rp + 3, 1) == 1 && t.pid == 2);
+	tree_free(&t);
+}
+
+int
+main(void)
+{
+	int fds = pmc_test_count_fds();
+
+	RUN(test_links);
+	RUN(test_self);
+	RUN(test_self_by_name);
+	RUN(test_fold_adds_up);
+	RUN(test_fold_merge);
+	RUN(test_region_subtrees);
+	RUN(test_orphans);
+	RUN(test_empty_subtrees);
+	RUN(test_process_ends);
+	CHECK(pmc_test_count_fds() == fds);
+	return 0;
+}
