@@ -2,29 +2,37 @@
  * (the pmc_wire library and the generated protobuf-c code, no libpmcclient).
  *
  *   pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS
- *	Daemon ingest. NPROC load processes each connect, say Hello, register their own thread
+ *	Daemon ingest. NPROC load processes each connect and talk as libpmcclient does by
+ *	default: Hello with call_paths (checked in HelloReply), register their own thread
  *	(page-faults, task-clock, context-switches, cpu-migrations; the fds received are closed),
- *	announce a few regions in a first SampleBatch, then send one prebuilt full SampleBatch
- *	(512 samples) after another with blocking send(), as fast as the daemon takes them.
- *	REPS times: the load runs; the daemon's own sample counter (Status) is read SECONDS
- *	apart; the load pauses; then protobuf-c alone unpacks (and frees) the same datagram in
- *	a loop for SECONDS / 2 on this core. Prints the medians: daemon samples/s over wall
- *	time, the daemon's CPU use meanwhile (/proc/PID/schedstat) and samples per daemon
- *	CPU-second, protobuf-c's samples per second of wall and of CPU time, and the median
- *	per-repetition ratio of the two per-CPU-second rates (one core's capacity each: other
- *	processes on the machine take CPU time from either side unevenly).
+ *	define a few regions and one root call path per region (path k: region k, no parent) in
+ *	one Define, then send one prebuilt full SampleBatch (512 samples, its region column
+ *	those path ids, no def_*) after another with blocking send(), as fast as the daemon
+ *	takes them. With PMC_BENCH_OLD_CLIENT=1 in the environment (or where the daemon does
+ *	not take call paths: a line on stderr says so) they connect as an older client does:
+ *	Hello without call_paths, the regions announced (def_id, def_name) in a first
+ *	SampleBatch, region ids in the batches. The steady batch is the same datagram either
+ *	way. REPS times: the load runs; the daemon's own sample counter (Status) is read
+ *	SECONDS apart; the load pauses; then protobuf-c alone unpacks (and frees) the datagram
+ *	the first load process sends, in a loop for SECONDS / 2 on this core. Prints the way
+ *	the load talked (client=call-paths or client=old) and the medians: daemon samples/s
+ *	over wall time, the daemon's CPU use meanwhile (/proc/PID/schedstat) and samples per
+ *	daemon CPU-second, protobuf-c's samples per second of wall and of CPU time, and the
+ *	median per-repetition ratio of the two per-CPU-second rates (one core's capacity each:
+ *	other processes on the machine take CPU time from either side unevenly).
  *
  *   pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...
- *	Ingest with other work beside it. NPROC load processes send as in ingest, without a
- *	pause, at nice -10 (so that CMD, on their CPU, never starves them). REPS times, the
- *	variants in rotating order: the daemon's samples per second (Status, SECONDS apart)
- *	with nothing else, and with each CMD (a shell command line, its output to /dev/null)
- *	run again and again by /bin/sh meanwhile, from 0.3 s before the window until it
- *	closes (the run in progress is killed). Prints per variant (alone, beside1, ...): the
- *	median samples/s of wall time and per daemon CPU-second, the daemon's CPU share, the
- *	runs of CMD completed per second, and the medians of the per-repetition ratios to the
- *	variant alone (of wall time: the issue's measure; per daemon CPU-second: what the other
- *	work took of the daemon's time, whatever else ran on its CPU).
+ *	Ingest with other work beside it. NPROC load processes send as in ingest (with call
+ *	paths unless PMC_BENCH_OLD_CLIENT=1), without a pause, at nice -10 (so that CMD, on
+ *	their CPU, never starves them). REPS times, the variants in rotating order: the
+ *	daemon's samples per second (Status, SECONDS apart) with nothing else, and with each
+ *	CMD (a shell command line, its output to /dev/null) run again and again by /bin/sh
+ *	meanwhile, from 0.3 s before the window until it closes (the run in progress is
+ *	killed). Prints per variant (alone, beside1, ...): the median samples/s of wall time
+ *	and per daemon CPU-second, the daemon's CPU share, the runs of CMD completed per
+ *	second, and the medians of the per-repetition ratios to the variant alone (of wall
+ *	time: the issue's measure; per daemon CPU-second: what the other work took of the
+ *	daemon's time, whatever else ran on its CPU).
  *
  *   pmc-bench-ingest query SOCKET
  *	The whole of a streamed Query (every region of every process), each part read and
@@ -38,7 +46,8 @@
  *	each.
  *
  *   pmc-bench-ingest load SOCKET SECONDS
- *	One load process alone, for profiling the daemon (perf record -p).
+ *	One load process alone (as in ingest, PMC_BENCH_OLD_CLIENT too), for profiling the
+ *	daemon (perf record -p).
  *
  *   pmc-bench-ingest register SOCKET REPS ITERS
  *	Thread registration: on one connection (connect and Hello once), RegisterThread for this
@@ -130,8 +139,10 @@ call(int fd, Pmc__Request *req)
 	return resp;
 }
 
+/* Connects and says Hello, asking for call paths with @want_paths (as libpmcclient does).
+ * Return: the socket; *@paths (unless NULL): whether the daemon agreed on call paths. */
 static int
-conn_open(const char *path)
+conn_open_paths(const char *path, int want_paths, int *paths)
 {
 	int fd = wire_connect(path);
 
@@ -140,11 +151,32 @@ conn_open(const char *path)
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	h.client = "pmc-bench-ingest";
+	h.call_paths = want_paths != 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
-	pmc__response__free_unpacked(call(fd, &req), NULL);
+	Pmc__Response *resp = call(fd, &req);
+	if (paths)
+		*paths = want_paths && resp->body_case == PMC__RESPONSE__BODY_HELLO &&
+		         resp->hello && resp->hello->call_paths;
+	pmc__response__free_unpacked(resp, NULL);
 	return fd;
+}
+
+/* An older client's Hello (no call paths): every mode but the load processes. */
+static int
+conn_open(const char *path)
+{
+	return conn_open_paths(path, 0, NULL);
+}
+
+/* PMC_BENCH_OLD_CLIENT set (and not "0"): the load talks as a client without call paths. */
+static int
+old_client_wanted(void)
+{
+	const char *v = getenv("PMC_BENCH_OLD_CLIENT");
+
+	return v && *v && strcmp(v, "0") != 0;
 }
 
 struct status {
@@ -207,6 +239,39 @@ register_self(int fd, const struct events *e)
 	    resp->register_reply->n_events != e->n)
 		die("unexpected reply to RegisterThread");
 	pmc__response__free_unpacked(resp, NULL);
+}
+
+/* Call paths (as libpmcclient after its Hello): one Define naming regions 1..@n_regions and
+ * defining one root path per region (path k: region k, parent 0), so that the batches' ids
+ * 1..@n_regions are path ids. No reply. */
+static void
+define_paths(int fd, uint32_t n_regions)
+{
+	char names[N_REGIONS][32], *def_name[N_REGIONS];
+	uint32_t ids[N_REGIONS], parents[N_REGIONS];
+
+	if (n_regions > N_REGIONS)
+		die("define_paths: at most %d regions", N_REGIONS);
+	for (uint32_t k = 0; k < n_regions; k++) {
+		snprintf(names[k], sizeof(names[k]), "bench-ingest-%u", k);
+		def_name[k] = names[k];
+		ids[k] = k + 1;
+		parents[k] = 0;
+	}
+	Pmc__Define d = PMC__DEFINE__INIT;
+	d.n_def_id = d.n_def_name = n_regions;
+	d.def_id = ids;
+	d.def_name = def_name;
+	d.n_path_id = d.n_path_parent = d.n_path_region = n_regions;
+	d.path_id = ids;
+	d.path_parent = parents;
+	d.path_region = ids;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_DEFINE;
+	req.define = &d;
+	int r = wire_send(fd, &req.base, NULL, 0, 0);
+	if (r < 0)
+		die("send the Define: %s", strerror(-r));
 }
 
 static uint64_t
@@ -314,6 +379,9 @@ send_all(int fd, const struct batch *b)
 struct load_ctl {
 	atomic_int go, stop, ready;
 	atomic_uint_least64_t sent;
+	atomic_int tid;        /* the thread of the first load process ready */
+	atomic_int call_paths; /* load processes that talk with call paths */
+	atomic_int fell_back;  /* load processes the daemon did not agree with */
 };
 
 static void
@@ -322,7 +390,8 @@ load_run(const char *path, struct load_ctl *ctl, double seconds)
 	struct events e;
 
 	events_get(&e);
-	int fd = conn_open(path);
+	int want_paths = !old_client_wanted(), paths;
+	int fd = conn_open_paths(path, want_paths, &paths);
 	/* A deep queue, so that the daemon never waits for a load process that is not
 	 * scheduled: 4 MiB is about 800 batches. Forced past wmem_max where root may. */
 	int sz = 4 << 20;
@@ -330,9 +399,21 @@ load_run(const char *path, struct load_ctl *ctl, double seconds)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	register_self(fd, &e);
 	pid_t tid = gettid_();
-	struct batch first = batch_build(tid, e.n, BATCH, 1, N_REGIONS, 1, 1);
+	/* With call paths, the names and paths in a Define and the first batch without def_*:
+	 * the batches' ids are path ids. Else (an older client) the names in the first batch.
+	 * The steady batch is the same either way. */
+	if (want_paths && !paths && atomic_fetch_add(&ctl->fell_back, 1) == 0)
+		fprintf(stderr, "pmc-bench-ingest: the daemon does not take call paths (its "
+		                "HelloReply): the load talks as an older client\n");
+	if (paths) {
+		define_paths(fd, N_REGIONS);
+		atomic_fetch_add(&ctl->call_paths, 1);
+	}
+	struct batch first = batch_build(tid, e.n, BATCH, 1, N_REGIONS, !paths, 1);
 	struct batch steady = batch_build(tid, e.n, BATCH, 1, N_REGIONS, 0, 1);
 	send_all(fd, &first);
+	int none = 0;
+	(void)atomic_compare_exchange_strong(&ctl->tid, &none, (int)tid);
 	atomic_fetch_add(&ctl->ready, 1);
 	uint64_t end = seconds > 0 ? bench_now_ns() + (uint64_t)(seconds * 1e9) : UINT64_MAX;
 	while (!atomic_load(&ctl->stop) && bench_now_ns() < end) {
@@ -433,10 +514,15 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	}
 	int fd = conn_open(path);
 	pid_t dpid = status_get(fd).pid;
-	/* protobuf-c alone unpacks the very datagram the load processes send. */
+	/* protobuf-c alone unpacks the very datagram the load sends: the steady batch of the
+	 * first load process ready (its thread id, hence its values), the same bytes. */
 	struct events e;
 	events_get(&e);
-	struct batch steady = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	struct batch steady =
+	        batch_build((pid_t)atomic_load(&ctl->tid), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	int paths = atomic_load(&ctl->call_paths);
+	if (paths && paths != nproc)
+		die("%d of %d load processes talk with call paths", paths, nproc);
 
 	for (int rep = 0; rep < reps; rep++) {
 		atomic_store(&ctl->go, 1);
@@ -471,6 +557,7 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	}
 	printf("procs=%d\nreps=%d\nseconds=%.2f\nbatch_samples=%d\nbatch_bytes=%zu\n", nproc, reps,
 	       seconds, BATCH, steady.len);
+	printf("client=%s\n", paths ? "call-paths" : "old");
 	printf("ingest_samples_per_s=%.0f\n", bench_median(rate, (size_t)reps));
 	printf("daemon_cpu=%.3f\n", bench_median(cpu, (size_t)reps));
 	printf("ingest_samples_per_cpu_s=%.0f\n", bench_median(per_cpu, (size_t)reps));

@@ -237,7 +237,12 @@ static struct {
 	pmc_region_t path_region[PMC_MAX_PATHS];
 	_Atomic uint32_t path_slots[PMC_PATH_SLOTS];
 	_Atomic uint32_t *_Atomic path_slots_big; /* PMC_PATH_SLOTS_BIG, never freed */
-	uint8_t path_announced[PMC_MAX_PATHS];    /* under the lock: defined on this connection */
+	/* Under the lock: paths 1 to path_defined are defined on this connection (ids grow, a
+	 * parent's below its children's: each is defined after its parent). */
+	uint32_t path_defined;
+	/* Set once a sample carries a region flagged instead of a path: from then on each
+	 * batch is searched for the names of such regions (they are in no path). */
+	_Atomic int flagged;
 	int call_paths;      /* under the lock: this connection's daemon takes call paths */
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
@@ -429,7 +434,7 @@ on_fork_child(void)
 	pthread_mutex_init(&G.lock, NULL);
 	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
-	memset(G.path_announced, 0, sizeof(G.path_announced));
+	G.path_defined = 0;
 	/* The background thread did not survive the fork; the parent's losses are its own. */
 	G.service = 0;
 	G.blocked = 0;
@@ -1375,6 +1380,9 @@ path_slow(struct pcache *c, uint32_t parent, pmc_region_t region, unsigned d)
 		path = PMC_PATH_FLAG_DEEP | region;
 	else if (!(path = path_intern(parent, region)))
 		path = PMC_PATH_FLAG_FULL | region;
+	/* Before the sample is published (release): its batch will look for the name. */
+	if (path & PMC_PATH_FLAGS)
+		atomic_store_explicit(&G.flagged, 1, memory_order_relaxed);
 	c->parent = parent;
 	c->region = region;
 	c->path = path;
@@ -1683,8 +1691,8 @@ defs_send_locked(struct defs *m)
 	if (r < 0) {
 		for (size_t i = 0; i < m->d.n_def_id; i++)
 			G.announced[m->def_id[i]] = 0;
-		for (size_t i = 0; i < m->d.n_path_id; i++)
-			G.path_announced[m->path_id[i]] = 0;
+		if (m->d.n_path_id)
+			G.path_defined = m->path_id[0] - 1;
 	}
 	m->d.n_def_id = m->d.n_def_name = 0;
 	m->d.n_path_id = m->d.n_path_parent = m->d.n_path_region = 0;
@@ -1708,33 +1716,11 @@ defs_name_locked(struct defs *m, pmc_region_t id)
 	return 0;
 }
 
-/* Called with G.lock held: adds path @id to @m, after its parents and the names, unless
- * announced. */
-static int
-defs_path_locked(struct defs *m, uint32_t id)
-{
-	uint32_t chain[PMC_PATH_DEPTH];
-	size_t n = 0;
-	for (uint32_t p = id; p && !G.path_announced[p] && n < PMC_PATH_DEPTH; p = G.path_parent[p])
-		chain[n++] = p;
-	while (n--) {
-		uint32_t p = chain[n];
-		int r = defs_name_locked(m, G.path_region[p]);
-		if (r == 0 && m->d.n_path_id == PMC_DEFINE_MAX)
-			r = defs_send_locked(m);
-		if (r < 0)
-			return r;
-		G.path_announced[p] = 1;
-		m->path_id[m->d.n_path_id++] = p;
-		m->path_parent[m->d.n_path_parent++] = G.path_parent[p];
-		m->path_region[m->d.n_path_region++] = G.path_region[p];
-	}
-	return 0;
-}
-
-/* Called with G.lock held: defines (Define) the paths and names that samples [@start, @end)
- * of ring @rg use and this connection was not told of, before the batch that uses them.
- * Return: 0 or -errno (then nothing unsent is marked announced). */
+/* Called with G.lock held: defines (Define) the paths interned since the last (each after
+ * its parent, with their regions' names), and the names of the regions that samples [@start,
+ * @end) of ring @rg carry flagged (in no path), before the batch that uses them. Costs nothing
+ * per sample while no sample was flagged (paths deeper than 32 regions, or past the table).
+ * Return: 0 or -errno (then what was not sent is not marked defined). */
 static int
 define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 {
@@ -1745,17 +1731,27 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 	m.d.path_id = m.path_id;
 	m.d.path_parent = m.path_parent;
 	m.d.path_region = m.path_region;
-	uint32_t last = 0;
 	int r = 0;
-	for (uint64_t k = start; k < end && r == 0; k++) {
-		uint32_t id = ring_slot(rg, k)->region;
-		if (id == last)
-			continue;
-		last = id;
-		if (id & PMC_PATH_FLAGS)
-			r = defs_name_locked(&m, id & PMC_PATH_REGION_MASK);
-		else if (!G.path_announced[id])
-			r = defs_path_locked(&m, id);
+	while (r == 0 && G.path_defined < G.n_paths) {
+		uint32_t p = G.path_defined + 1;
+		r = defs_name_locked(&m, G.path_region[p]);
+		if (r == 0 && m.d.n_path_id == PMC_DEFINE_MAX)
+			r = defs_send_locked(&m);
+		if (r < 0)
+			break;
+		m.path_id[m.d.n_path_id++] = p;
+		m.path_parent[m.d.n_path_parent++] = G.path_parent[p];
+		m.path_region[m.d.n_path_region++] = G.path_region[p];
+		G.path_defined = p;
+	}
+	if (atomic_load_explicit(&G.flagged, memory_order_relaxed)) {
+		uint32_t last = 0;
+		for (uint64_t k = start; k < end && r == 0; k++) {
+			uint32_t id = ring_slot(rg, k)->region;
+			if (id != last && (id & PMC_PATH_FLAGS))
+				r = defs_name_locked(&m, id & PMC_PATH_REGION_MASK);
+			last = id;
+		}
 	}
 	int r2 = defs_send_locked(&m);
 	return r < 0 ? r : r2;
@@ -1998,7 +1994,7 @@ service_main(void *arg)
 			G.conn++;
 			G.call_paths = call_paths;
 			memset(G.announced, 0, sizeof(G.announced));
-			memset(G.path_announced, 0, sizeof(G.path_announced));
+			G.path_defined = 0;
 			atomic_store(&G.state, ST_ON);
 			backoff_ms = 100;
 		}
