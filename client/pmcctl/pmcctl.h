@@ -2,9 +2,11 @@
  * call.c: talking to pmcdaemon (connecting, Hello, calls, the Query and its filters);
  * output.c: the aligned table, CSV and JSON writers, escaping and number formatting;
  * tree.c: call path trees built from a Query.tree reply, self figures, folded stacks;
- * status.c, query.c (query, dump, reset, and the trees: query --tree, flamegraph),
- * events.c, top.c and run.c (with its private daemon): one command family each. Internal
- * to pmcctl.
+ * tree-print.c: a Query.tree reply read process by process, its trees printed (query --tree
+ * and dump's trees: table, JSON, CSV);
+ * status.c, query.c (query, dump, reset, and the printers of a query's reply), events.c,
+ * hist.c, top.c, flamegraph.c and run.c (with its private daemon): one command family
+ * each. Internal to pmcctl.
  *
  * Errors: pmcctl is a program, not a library: a function that cannot go on says why on
  * stderr ("pmcctl: ...") and exits, 1 (EXIT_FAIL) unless said otherwise; one that returns
@@ -81,19 +83,19 @@ void oom(void) __attribute__((noreturn));
 /* status.c */
 int cmd_status(int sock, const struct command *cmd, const struct opts *o);
 
-/* query.c: query and dump (the same command; dump and query --tree print call path trees),
- * reset */
+/* query.c: query and dump (the same command; dump and query --tree print call path trees
+ * with tree-print.c), reset */
 int cmd_query(int sock, const struct command *cmd, const struct opts *o);
 int cmd_reset(int sock, const struct command *cmd, const struct opts *o);
-
-/* query.c: the folded stacks of the call path trees, for flamegraph.pl, inferno, speedscope
- * (--event chooses the weight, --region the subtrees); exits 1 when nothing is selected or
- * the event was not counted */
-int cmd_flamegraph(int sock, const struct command *cmd, const struct opts *o);
 
 /** event_counts_ns() - whether event @name counts nanoseconds (perf's software clocks,
  * with any ":u"/":k") */
 bool event_counts_ns(const char *name);
+
+/* flamegraph.c: the folded stacks of the call path trees, for flamegraph.pl, inferno,
+ * speedscope (--event chooses the weight, --region the subtrees); exits 1 when nothing is
+ * selected or the event was not counted */
+int cmd_flamegraph(int sock, const struct command *cmd, const struct opts *o);
 
 /* events.c */
 int cmd_events(int sock, const struct command *cmd, const struct opts *o);
@@ -224,6 +226,58 @@ void folded_merge(struct folded *f);
 /** folded_free() - free the lines of @f and empty it */
 void folded_free(struct folded *f);
 
+/* tree-print.c: a Query.tree reply read process by process, and its trees printed */
+
+/**
+ * tree_query() - query --tree: ask @sock (borrowed) for the call path nodes of the processes
+ * @o selects and print the tree of each, the subtrees --region selects, in @o->format, as
+ * the reply's parts arrive; when none is shown, say why (on stderr in JSON and CSV)
+ * @what: names the command in messages
+ * Exits 1 when the daemon records no call paths (older than pmcctl), and on any failure,
+ * saying why.
+ */
+void tree_query(int sock, const char *what, const struct opts *o);
+
+/**
+ * dump_tree() - dump's call path trees, after its regions, in @o->format: a table per
+ * process (with their notes), or in JSON the member "tree" of the document whose last member
+ * was written before without its end (the caller closes it); nothing (JSON: "tree": [])
+ * where the daemon lists none, an older daemon's too
+ * @sock, @what: as tree_query()'s; exits on any failure, saying why.
+ */
+void dump_tree(int sock, const char *what, const struct opts *o);
+
+/* What a tree reply listed, for messages (tree_empty_reason()). */
+struct tree_counts {
+	size_t nodes;    /* the nodes listed */
+	size_t selected; /* those in the subtrees --region selects */
+};
+
+/**
+ * tree_reply_each() - ask @sock (borrowed) for the call path nodes of the processes @o
+ * selects and hand the tree of each process with nodes --region selects to
+ * @on_tree(t, @ctx) as its last node arrives (after a line on stderr when it has orphans);
+ * @t is freed after the callback returns. Nothing is printed to stdout.
+ * @what: names the command in messages
+ * @n: set to the nodes listed and selected
+ * Return: the reply's last part (its visible and hidden), the caller's to free
+ * (_cleanup_response_); exits 1 when the daemon records no call paths (older than pmcctl),
+ * and on any failure, saying why.
+ */
+Pmc__Response *tree_reply_each(int sock, const char *what, const struct opts *o,
+                               void (*on_tree)(const struct tree *t, void *ctx), void *ctx,
+                               struct tree_counts *n);
+
+/**
+ * tree_empty_reason() - why a tree reply shows nothing, with the filters of @o: no node with
+ * samples in the subtrees of --region, none with samples at all (they were reset), or no
+ * node listed
+ * @n_nodes: the nodes listed (struct tree_counts)
+ * @end: the reply's last part (its visible and hidden), borrowed
+ * Return: a sentence, the caller's to free; exits on allocation failure.
+ */
+char *tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *end);
+
 /* call.c */
 
 /** response_freep() - cleanup helper: free *@r (NULL ok), protobuf-c's unpacked Response */
@@ -308,6 +362,44 @@ void query_csv(const Pmc__QueryReply *q);
 /** query_table() - print @q's regions as a table with its notes to stdout, or @why instead
  * when it lists none */
 void query_table(const Pmc__QueryReply *q, const char *why);
+
+/* query.c: what tree-print.c prints as query does (a call path node's figures are a
+ * region's) */
+
+/**
+ * filters_text() - the filters of @o as options, for messages: "--pid 12 --comm 'x*'", and
+ * each --region too when @names
+ * Return: the text, escaped (escape_text()), "" for none, the caller's to free; exits on
+ * allocation failure.
+ */
+char *filters_text(const struct opts *o, bool names);
+
+/** region_json() - the object query's "regions" lists for @r (name, pid, comm, uid, count,
+ * wall_ns, events, derived), new (the caller's reference); exits on allocation failure */
+json_t *region_json(const Pmc__RegionStats *r);
+
+/** query_csv_fields() - print to stdout the fields of query's CSV row of @r's event @e
+ * (NULL: the wall time row), without ending the row: the caller adds its own, then
+ * csv_end() */
+void query_csv_fields(const Pmc__RegionStats *r, const Pmc__EventStats *e);
+
+/** query_csv_derived_fields() - the same for @r's derived metric @d: "derived:NAME" in the
+ * event column, its value in the mean column */
+void query_csv_derived_fields(const Pmc__RegionStats *r, const Pmc__Derived *d);
+
+/* What the notes under a query's table say: which marks its rows used, and its losses.
+ * Zeroed at first; query_table_notes() prints and forgets it. */
+struct table_notes {
+	bool any_scaled, rounded, any_short;
+	char *losses; /* lines, one per process and reason (query.c's) */
+	size_t losses_len;
+	FILE *f; /* open on losses while lines are added */
+};
+
+/** query_table_notes() - print to stdout the notes @n asks for under a table (figures
+ * rounded, '*' scaled, the losses, '~' too short) and forget them: @n is zeroed, its losses
+ * freed; exits on allocation failure */
+void query_table_notes(struct table_notes *n);
 
 /* output.c */
 

@@ -1,0 +1,735 @@
+/* pmcctl's call path trees printed: a Query.tree reply read process by process as its parts
+ * arrive (each process's nodes built into a tree by tree.c, its untracked samples kept with
+ * it), and each tree printed as query --tree prints it (an indented table with self columns,
+ * nested JSON, CSV with path and self) or after dump's regions. flamegraph.c reads the same
+ * reply through tree_reply_each(). A node's figures are printed with query.c's writers. */
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmcctl.h"
+
+/* ---- a tree reply, process by process ---- */
+
+/* A reason of QueryReply.untracked in words, or NULL for one this pmcctl does not know. */
+static const char *
+untracked_text(const char *reason)
+{
+	if (!strcmp(reason, "path-depth"))
+		return "begun deeper than 32 regions: counted in the self figures of the node "
+		       "above them";
+	if (!strcmp(reason, "path-limit"))
+		return "past the daemon's or the library's limit on call paths";
+	if (!strcmp(reason, "older-client"))
+		return "sent by a libpmcclient that sends no call paths";
+	return NULL;
+}
+
+/* Samples of a process in no node, by reason (QueryReply.untracked), kept until its tree is
+ * printed. */
+struct untracked {
+	int32_t pid;
+	char *reason;
+	uint64_t count;
+};
+
+/* A tree reply printed (or handed to @on_tree) process by process as its parts arrive. The
+ * nodes of the process not finished yet are kept, copied since each part is freed after its
+ * callback, until a node of another process or the end of the reply; a process's untracked
+ * samples come in the part that lists its last node, as its losses do. */
+struct tree_printer {
+	const struct opts *o;
+	bool dump;                  /* after dump's regions (JSON: the member "tree") */
+	bool old_daemon;            /* a node without an id: the daemon knows no Query.tree */
+	Pmc__RegionStats **pending; /* the nodes of the process not finished yet */
+	bool *owned;                /* each: a copy, to free */
+	size_t n_pending, cap_pending;
+	struct untracked *untracked;
+	size_t n_untracked, cap_untracked;
+	size_t n_nodes, n_selected; /* listed, and in the subtrees --region selects */
+	size_t n_procs;             /* printed */
+	bool csv_head;              /* CSV: the header printed */
+	struct table_notes notes;
+	bool any_negative;
+	/* Not NULL: each tree is handed to it with @ctx (flamegraph), nothing printed here. */
+	void (*on_tree)(const struct tree *t, void *ctx);
+	void *ctx;
+};
+
+static const char *const tree_csv_head[] = {
+        "pid",           "comm",  "region",    "count", "event", "sum", "min",
+        "max",           "mean",  "stddev",    "p50",   "p90",   "p99", "scaled",
+        "running_ratio", "floor", "too_short", "path",  "self",
+};
+
+/* What a part of a reply lives on in: a deep copy of @r, which the caller frees. */
+static Pmc__RegionStats *
+region_copy(const Pmc__RegionStats *r)
+{
+	size_t n = pmc__region_stats__get_packed_size(r);
+	_cleanup_free_ uint8_t *buf = malloc(n ? n : 1);
+	Pmc__RegionStats *copy;
+
+	if (!buf)
+		oom();
+	pmc__region_stats__pack(r, buf);
+	copy = pmc__region_stats__unpack(NULL, n, buf);
+	if (!copy)
+		oom();
+	return copy;
+}
+
+/* Forgets the pending nodes, freeing the copies. */
+static void
+pending_clear(struct tree_printer *p)
+{
+	for (size_t i = 0; i < p->n_pending; i++)
+		if (p->owned[i])
+			pmc__region_stats__free_unpacked(p->pending[i], NULL);
+	p->n_pending = 0;
+}
+
+static void
+pending_add(struct tree_printer *p, Pmc__RegionStats *r)
+{
+	if (p->n_pending == p->cap_pending) {
+		size_t cap = p->cap_pending ? 2 * p->cap_pending : 64;
+		Pmc__RegionStats **v = reallocarray(p->pending, cap, sizeof(*v));
+		bool *owned = v ? reallocarray(p->owned, cap, sizeof(*owned)) : NULL;
+
+		if (v)
+			p->pending = v;
+		if (!owned)
+			oom();
+		p->owned = owned;
+		p->cap_pending = cap;
+	}
+	p->owned[p->n_pending] = false;
+	p->pending[p->n_pending++] = r;
+}
+
+static void
+untracked_add(struct tree_printer *p, const Pmc__ProcessLoss *l)
+{
+	if (p->n_untracked == p->cap_untracked) {
+		size_t cap = p->cap_untracked ? 2 * p->cap_untracked : 16;
+		struct untracked *v = reallocarray(p->untracked, cap, sizeof(*v));
+
+		if (!v)
+			oom();
+		p->untracked = v;
+		p->cap_untracked = cap;
+	}
+	struct untracked *u = &p->untracked[p->n_untracked++];
+	u->pid = l->pid;
+	u->count = l->count;
+	if (!(u->reason = strdup(l->reason)))
+		oom();
+}
+
+/* Forgets the untracked samples of @pid, once its tree is printed. */
+static void
+untracked_forget(struct tree_printer *p, int32_t pid)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < p->n_untracked; i++) {
+		if (p->untracked[i].pid == pid)
+			free(p->untracked[i].reason);
+		else
+			p->untracked[k++] = p->untracked[i];
+	}
+	p->n_untracked = k;
+}
+
+static void
+tree_printer_free(struct tree_printer *p)
+{
+	pending_clear(p);
+	free(p->pending);
+	free(p->owned);
+	for (size_t i = 0; i < p->n_untracked; i++)
+		free(p->untracked[i].reason);
+	free(p->untracked);
+}
+
+/* ---- a tree as a table ---- */
+
+/* The event columns of @t's table, the caller's to free: every event name of its selected
+ * nodes, first seen first. */
+static const char **
+tree_event_columns(const struct tree *t, size_t *n)
+{
+	const char **names = NULL;
+
+	*n = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const Pmc__RegionStats *r = t->node[i].r;
+
+		for (size_t j = 0; t->node[i].selected && j < r->n_events; j++) {
+			size_t k = 0;
+
+			while (k < *n && strcmp(names[k], r->events[j]->name))
+				k++;
+			if (k < *n)
+				continue;
+			const char **grown = reallocarray(names, *n + 1, sizeof(*names));
+			if (!grown)
+				oom();
+			names = grown;
+			names[(*n)++] = r->events[j]->name;
+		}
+	}
+	return names;
+}
+
+/* A whole figure as a table shows it, in @buf: a time when @ns; sets *@rounded when it
+ * lost digits. */
+static void
+figure_text(char *buf, size_t len, double v, bool ns, bool *rounded)
+{
+	*rounded |= ns ? format_time(buf, len, v) : format_count(buf, len, v, true);
+}
+
+/* A signed figure (a self sum), with @mark after it; sets *@rounded when it lost digits. */
+static void
+table_add_signed(struct table *t, int64_t v, bool ns, const char *mark, bool *rounded)
+{
+	char buf[64];
+
+	figure_text(buf, sizeof(buf), v < 0 ? -(double)v : (double)v, ns, rounded);
+	table_add(t, "%s%s%s", v < 0 ? "-" : "", buf, mark);
+}
+
+/* Whether @nd's self figure of event @name was extrapolated: its own, or a child's. */
+static bool
+self_scaled(const struct tree_node *nd, const char *name)
+{
+	for (const struct tree_node *c = nd->child; c; c = c->next) {
+		ssize_t k = tree_event_named(c->r, name);
+
+		if (k >= 0 && c->r->events[k]->scaled_count > 0)
+			return true;
+	}
+	ssize_t k = tree_event_named(nd->r, name);
+	return k >= 0 && nd->r->events[k]->scaled_count > 0;
+}
+
+/* The cells of event @name in @nd's row: its inclusive sum (marked '*' when extrapolated,
+ * '~' when too short) and its self sum ('*' when its own or a child's was extrapolated);
+ * "-" where @nd did not count it. */
+static void
+tree_table_event(struct tree_printer *p, struct table *t, const struct tree_node *nd,
+                 const char *name)
+{
+	ssize_t j = tree_event_named(nd->r, name);
+	bool ns = event_counts_ns(name);
+	char sum[64];
+
+	if (j < 0) {
+		table_add(t, "-");
+		table_add(t, "-");
+		return;
+	}
+	const Pmc__EventStats *e = nd->r->events[j];
+	bool scaled = self_scaled(nd, name);
+
+	figure_text(sum, sizeof(sum), (double)stats_or_zero(e->stats)->sum, ns, &p->notes.rounded);
+	table_add(t, "%s%s%s", sum, e->scaled_count > 0 ? "*" : "", e->too_short ? "~" : "");
+	table_add_signed(t, nd->self[j], ns, scaled ? "*" : "", &p->notes.rounded);
+	p->notes.any_scaled |= scaled;
+	p->notes.any_short |= e->too_short;
+	p->any_negative |= nd->self[j] < 0;
+}
+
+/* The row of @nd, @top the top of its subtree shown: its name indented by its depth below
+ * @top, or @top's whole path where it has ancestors (--region); then its count, and the
+ * inclusive and self sums of the wall time and of each event of @ev. */
+static void
+tree_table_row(struct tree_printer *p, struct table *t, const struct tree_node *nd,
+               const struct tree_node *top, const char *const *ev, size_t n_ev)
+{
+	const Pmc__RegionStats *r = nd->r;
+	char count[64];
+
+	if (nd == top && nd->parent) {
+		_cleanup_free_ char *path = tree_path(nd);
+		table_add(t, "%s", path);
+	} else {
+		table_add(t, "%*s%s", (int)(2 * (nd->depth - top->depth)), "", r->name);
+	}
+	figure_text(count, sizeof(count), (double)r->count, false, &p->notes.rounded);
+	table_add(t, "%s", count);
+	figure_text(count, sizeof(count), (double)stats_or_zero(r->wall_ns)->sum, true,
+	            &p->notes.rounded);
+	table_add(t, "%s%s", count, r->wall_too_short ? "~" : "");
+	table_add_signed(t, nd->self_wall, true, "", &p->notes.rounded);
+	p->notes.any_short |= r->wall_too_short;
+	p->any_negative |= nd->self_wall < 0;
+	for (size_t c = 0; c < n_ev; c++)
+		tree_table_event(p, t, nd, ev[c]);
+}
+
+/* Each reason of @pid's untracked samples, a line. */
+static void
+untracked_lines(const struct tree_printer *p, int32_t pid)
+{
+	for (size_t i = 0; i < p->n_untracked; i++) {
+		const struct untracked *u = &p->untracked[i];
+		_cleanup_free_ char *reason = escape_text(u->reason);
+		const char *why = untracked_text(u->reason);
+
+		if (u->pid != pid)
+			continue;
+		printf("%" PRIu64 " sample%s of this process %s in no path: %s%s%s%s\n", u->count,
+		       u->count == 1 ? "" : "s", u->count == 1 ? "is" : "are", reason,
+		       why ? " (" : "", why ? why : "", why ? ")" : "");
+	}
+}
+
+/* The header of a tree's table with event columns @ev: each its name (escaped: the caller
+ * frees those, head[4], head[6]...) and "SELF". */
+static const char **
+tree_table_head(const char *const *ev, size_t n_ev)
+{
+	const char **head = calloc(4 + 2 * n_ev, sizeof(*head));
+
+	if (!head)
+		oom();
+	head[0] = "REGION";
+	head[1] = "COUNT";
+	head[2] = "WALL";
+	head[3] = "SELF";
+	for (size_t c = 0; c < n_ev; c++) {
+		/* Event names come from the programs: the header reaches the terminal too. */
+		head[4 + 2 * c] = escape_text(ev[c]);
+		head[5 + 2 * c] = "SELF";
+	}
+	return head;
+}
+
+/* @t as a table, under a line naming its process, its untracked samples after it. */
+static void
+tree_table(struct tree_printer *p, const struct tree *t)
+{
+	size_t n_ev;
+	_cleanup_free_ const char **ev = tree_event_columns(t, &n_ev);
+	_cleanup_free_ const char **head = tree_table_head(ev, n_ev);
+	_cleanup_free_ bool *right = calloc(4 + 2 * n_ev, sizeof(*right));
+	_cleanup_free_ char *comm = escape_text(t->comm);
+	struct table tab = {.ncols = 4 + 2 * n_ev, .head = head, .right = right};
+
+	if (!right)
+		oom();
+	for (size_t c = 1; c < tab.ncols; c++)
+		right[c] = true;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tree_node *top = &t->node[i];
+
+		if (!tree_is_top(top))
+			continue;
+		for (const struct tree_node *nd = top; nd; nd = tree_next(nd, top))
+			tree_table_row(p, &tab, nd, top, ev, n_ev);
+	}
+	printf("%spid %" PRId32 " (%s), uid %" PRIu32 "\n", p->n_procs || p->dump ? "\n" : "",
+	       t->pid, comm, t->uid);
+	table_print(&tab, stdout);
+	for (size_t c = 0; c < n_ev; c++)
+		free((char *)head[4 + 2 * c]);
+	untracked_lines(p, t->pid);
+}
+
+/* The notes under the tables of a tree reply, once. */
+static void
+tree_table_notes(struct tree_printer *p)
+{
+	if (!p->n_selected)
+		return; /* processes without nodes only */
+	puts("\nSELF: the node's own share, its sum less the sums of its children");
+	if (p->any_negative)
+		puts("a negative SELF: its children measured more than it did (it is still open, "
+		     "or samples of it were lost)");
+	query_table_notes(&p->notes);
+}
+
+/* ---- a tree as JSON and CSV ---- */
+
+/* The object query prints for @nd's region, with its "path", "self" and "children" (empty). */
+static json_t *
+tree_node_json(const struct tree_node *nd)
+{
+	json_t *o = region_json(nd->r);
+	json_t *self = jobject();
+	_cleanup_free_ char *path = tree_path(nd);
+
+	jset(o, "path", jstr(path));
+	jset(self, "wall_ns", json_integer(nd->self_wall));
+	for (size_t j = 0; j < nd->r->n_events; j++)
+		jset(self, nd->r->events[j]->name, json_integer(nd->self[j]));
+	jset(o, "self", self);
+	jset(o, "children", jarray());
+	return o;
+}
+
+/* {"pid","comm","uid","untracked":{reason:count},"tree":[node...]} of @t. */
+static json_t *
+tree_json(const struct tree_printer *p, const struct tree *t)
+{
+	json_t *proc = jobject();
+	json_t *untracked = jobject();
+	json_t *tops = jarray();
+	_cleanup_free_ json_t **obj = calloc(t->n + 1, sizeof(*obj));
+
+	if (!obj)
+		oom();
+	jset(proc, "pid", json_integer(t->pid));
+	jset(proc, "comm", jstr(t->comm));
+	jset(proc, "uid", json_integer(t->uid));
+	for (size_t i = 0; i < p->n_untracked; i++)
+		if (p->untracked[i].pid == t->pid)
+			jset(untracked, p->untracked[i].reason, ju64(p->untracked[i].count));
+	jset(proc, "untracked", untracked);
+	jset(proc, "tree", tops);
+	/* Parents come first: each node goes into its parent's "children", made before it. */
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tree_node *nd = &t->node[i];
+
+		if (!nd->selected)
+			continue;
+		obj[i] = tree_node_json(nd);
+		jappend(tree_is_top(nd) ? tops
+		                        : json_object_get(obj[nd->parent - t->node], "children"),
+		        obj[i]);
+	}
+	return proc;
+}
+
+/* Where the JSON of a tree reply begins: an array, or dump's member "tree". */
+static const char *
+tree_json_open(const struct tree_printer *p)
+{
+	return p->dump ? ",\n  \"tree\": [" : "[";
+}
+
+/* The rows of @nd: query's, each with the path and the self sum of its figure after them. */
+static void
+tree_csv_node(const struct tree_node *nd)
+{
+	const Pmc__RegionStats *r = nd->r;
+	_cleanup_free_ char *path = tree_path(nd);
+
+	query_csv_fields(r, NULL);
+	csv_str(path);
+	csv_i64(nd->self_wall);
+	csv_end();
+	for (size_t j = 0; j < r->n_events; j++) {
+		query_csv_fields(r, r->events[j]);
+		csv_str(path);
+		csv_i64(nd->self[j]);
+		csv_end();
+	}
+	for (size_t j = 0; j < r->n_derived; j++) {
+		query_csv_derived_fields(r, r->derived[j]);
+		csv_str(path);
+		csv_str("");
+		csv_end();
+	}
+}
+
+/* The header of a tree reply's CSV, once. */
+static void
+tree_csv_head_print(struct tree_printer *p)
+{
+	if (!p->csv_head)
+		csv_header(tree_csv_head, ARRAY_SIZE(tree_csv_head));
+	p->csv_head = true;
+}
+
+static void
+tree_csv(struct tree_printer *p, const struct tree *t)
+{
+	tree_csv_head_print(p);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tree_node *top = &t->node[i];
+
+		if (!tree_is_top(top))
+			continue;
+		for (const struct tree_node *nd = top; nd; nd = tree_next(nd, top))
+			tree_csv_node(nd);
+	}
+}
+
+/* ---- the reply's flow ---- */
+
+/* Prints @t, which has selected nodes, in @p's format, or hands it to @p->on_tree. */
+static void
+tree_emit(struct tree_printer *p, const struct tree *t)
+{
+	if (t->n_orphans)
+		fprintf(stderr,
+		        "pmcctl: pid %" PRId32 ": %zu call path node%s named a parent not listed "
+		        "before them: shown as roots\n",
+		        t->pid, t->n_orphans, t->n_orphans == 1 ? "" : "s");
+	if (p->on_tree) {
+		p->on_tree(t, p->ctx);
+	} else if (p->o->format == FORMAT_JSON) {
+		if (p->n_procs)
+			fputs(",\n", stdout);
+		else
+			printf("%s\n", tree_json_open(p));
+		json_print_indented(tree_json(p, t), p->dump ? 4 : 2);
+	} else if (p->o->format == FORMAT_CSV) {
+		tree_csv(p, t);
+	} else {
+		tree_table(p, t);
+	}
+	p->n_procs++;
+}
+
+/* A process with untracked samples but no node (an older client's): its pid and those lines
+ * in a table, {"pid","untracked","tree":[]} in JSON (its comm and uid are not known);
+ * nothing in CSV nor to @p->on_tree (folded stacks), nor with --region. */
+static void
+tree_emit_bare(struct tree_printer *p, int32_t pid)
+{
+	if (p->on_tree || p->o->n_regions || p->o->format == FORMAT_CSV)
+		return;
+	if (p->o->format == FORMAT_JSON) {
+		json_t *proc = jobject();
+		json_t *untracked = jobject();
+
+		jset(proc, "pid", json_integer(pid));
+		for (size_t i = 0; i < p->n_untracked; i++)
+			if (p->untracked[i].pid == pid)
+				jset(untracked, p->untracked[i].reason,
+				     ju64(p->untracked[i].count));
+		jset(proc, "untracked", untracked);
+		jset(proc, "tree", jarray());
+		if (p->n_procs)
+			fputs(",\n", stdout);
+		else
+			printf("%s\n", tree_json_open(p));
+		json_print_indented(proc, p->dump ? 4 : 2);
+	} else {
+		printf("%spid %" PRId32 ": no call path node\n", p->n_procs || p->dump ? "\n" : "",
+		       pid);
+		untracked_lines(p, pid);
+	}
+	p->n_procs++;
+}
+
+/* Shows the processes whose untracked samples are listed but no node, and forgets them:
+ * those of every pid but @pending's (the process whose nodes may go on in the next part;
+ * NULL: none). A process's untracked samples come after its nodes. */
+static void
+untracked_flush(struct tree_printer *p, const int32_t *pending)
+{
+	while (p->n_untracked) {
+		size_t i = 0;
+
+		while (i < p->n_untracked && pending && p->untracked[i].pid == *pending)
+			i++;
+		if (i == p->n_untracked)
+			return;
+		int32_t pid = p->untracked[i].pid;
+		tree_emit_bare(p, pid);
+		untracked_forget(p, pid);
+	}
+}
+
+/* Builds the trees of the pending nodes (one process, or several of one pid) and prints
+ * those with nodes --region selects; forgets them. */
+static void
+tree_flush(struct tree_printer *p)
+{
+	for (size_t i = 0; i < p->n_pending;) {
+		struct tree t;
+
+		i += tree_build(&t, p->pending + i, p->n_pending - i);
+		size_t selected = tree_select(&t, p->o->regions, p->o->n_regions);
+
+		p->n_nodes += t.n;
+		p->n_selected += selected;
+		if (selected)
+			tree_emit(p, &t);
+		untracked_forget(p, t.pid);
+		tree_free(&t);
+	}
+	pending_clear(p);
+}
+
+static void
+tree_part(const Pmc__QueryReply *q, void *ctx)
+{
+	struct tree_printer *p = ctx;
+
+	if (p->old_daemon)
+		return;
+	for (size_t i = 0; i < q->n_untracked; i++)
+		untracked_add(p, q->untracked[i]);
+	for (size_t i = 0; i < q->n_regions; i++) {
+		Pmc__RegionStats *r = q->regions[i];
+
+		if (!r->path) {
+			p->old_daemon = true;
+			pending_clear(p);
+			return;
+		}
+		if (p->n_pending && r->pid != p->pending[0]->pid)
+			tree_flush(p);
+		pending_add(p, r);
+	}
+	untracked_flush(p, p->n_pending ? &p->pending[0]->pid : NULL);
+	/* The part is freed after this: what is still pending lives on in copies. */
+	for (size_t i = 0; i < p->n_pending; i++) {
+		if (!p->owned[i]) {
+			p->pending[i] = region_copy(p->pending[i]);
+			p->owned[i] = true;
+		}
+	}
+}
+
+/* Asks for the call path nodes of the processes @o selects and prints their trees (or hands
+ * them to @p->on_tree) as @p says, process by process. Return: the reply's last part (visible,
+ * hidden), the caller's to free. */
+static Pmc__Response *
+tree_stream(int sock, const char *what, const struct opts *o, struct tree_printer *p)
+{
+	Pmc__Query q;
+
+	query_init(&q, o);
+	/* The daemon lists every node of each process: --region picks the subtrees here. */
+	q.tree = true;
+	q.n_regions = 0;
+	q.regions = NULL;
+	q.region = (char *)protobuf_c_empty_string;
+	Pmc__Response *last = query_stream(sock, what, &q, o, tree_part, p);
+	tree_flush(p);
+	if (!p->old_daemon)
+		untracked_flush(p, NULL);
+	return last;
+}
+
+/* Exits 1: the daemon answered Query.tree with regions (it knows no trees). */
+static void tree_old_daemon(const char *what) __attribute__((noreturn));
+
+static void
+tree_old_daemon(const char *what)
+{
+	fail("%s: this pmcdaemon is older than pmcctl: it records no call paths; upgrade it", what);
+}
+
+/* Why nothing is shown of the @n_nodes listed, @end the reply's last part: no node with
+ * samples in the subtrees of --region, none with samples at all, or no node listed. */
+char *
+tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *end)
+{
+	struct opts procs = *o;
+	char *why;
+	int r;
+
+	procs.n_regions = 0;
+	if (n_nodes && o->n_regions) {
+		_cleanup_free_ char *all = filters_text(o, true);
+
+		r = asprintf(&why,
+		             "no call path node with samples matches %s (%zu node%s listed: "
+		             "without --region 'pmcctl query --tree' shows them)",
+		             all, n_nodes, n_nodes == 1 ? "" : "s");
+	} else if (n_nodes) {
+		_cleanup_free_ char *sel = filters_text(&procs, false);
+
+		r = asprintf(&why,
+		             "no call path node has samples%s%s: the %zu listed were reset, and "
+		             "have not run since",
+		             sel[0] ? " for " : "", sel, n_nodes);
+	} else if (end->visible) {
+		_cleanup_free_ char *sel = filters_text(&procs, false);
+
+		r = asprintf(&why,
+		             "no call path node of a process that matches %s (%" PRIu32 " node%s "
+		             "recorded that you may see: 'pmcctl query --tree' lists them)",
+		             sel, end->visible, end->visible == 1 ? "" : "s");
+	} else if (end->hidden) {
+		empty_reason(end, &procs, &why);
+		return why;
+	} else {
+		_cleanup_free_ char *sel = filters_text(&procs, false);
+
+		r = asprintf(&why,
+		             "no call paths recorded%s%s: no program has sent call paths to this "
+		             "daemon since it started or was reset (a libpmcclient older than call "
+		             "paths sends none: 'pmcctl query' lists its regions)",
+		             sel[0] ? " for " : "", sel);
+	}
+	if (r < 0)
+		oom();
+	return why;
+}
+
+/* query --tree: the call path tree of each process @o selects, in @o's format. */
+void
+tree_query(int sock, const char *what, const struct opts *o)
+{
+	struct tree_printer p = {.o = o};
+	_cleanup_response_ Pmc__Response *last = tree_stream(sock, what, o, &p);
+
+	if (p.old_daemon)
+		tree_old_daemon(what);
+	_cleanup_free_ char *why = p.n_procs ? NULL : tree_empty_reason(o, p.n_nodes, last->query);
+	_cleanup_free_ char *safe = why ? escape_text(why) : NULL;
+	if (o->format == FORMAT_JSON) {
+		fputs(p.n_procs ? "\n]\n" : "[]\n", stdout);
+	} else if (o->format == FORMAT_CSV) {
+		tree_csv_head_print(&p);
+	} else if (!why) {
+		tree_table_notes(&p);
+	}
+	/* JSON and CSV stay what their readers parse; the reason is for the person. */
+	if (why && o->format != FORMAT_TABLE)
+		fprintf(stderr, "pmcctl: %s\n", safe);
+	else if (why)
+		puts(safe);
+	tree_printer_free(&p);
+}
+
+/* dump's call path trees, after its regions, in @o's format (JSON or a table): JSON the
+ * member "tree" (the document's last member written before, without its end), a table per
+ * process. Nothing (JSON: "tree": []) where the daemon lists none. */
+void
+dump_tree(int sock, const char *what, const struct opts *o)
+{
+	struct tree_printer p = {.o = o, .dump = true};
+
+	pmc__response__free_unpacked(tree_stream(sock, what, o, &p), NULL);
+	if (o->format == FORMAT_JSON) {
+		if (!p.n_procs)
+			fputs(tree_json_open(&p), stdout);
+		fputs(p.n_procs ? "\n  ]" : "]", stdout);
+	} else if (p.n_procs) {
+		tree_table_notes(&p);
+	}
+	tree_printer_free(&p);
+}
+
+/* The trees of the processes @o selects handed to @on_tree, for another command to print. */
+Pmc__Response *
+tree_reply_each(int sock, const char *what, const struct opts *o,
+                void (*on_tree)(const struct tree *t, void *ctx), void *ctx, struct tree_counts *n)
+{
+	struct tree_printer p = {.o = o, .on_tree = on_tree, .ctx = ctx};
+	Pmc__Response *last = tree_stream(sock, what, o, &p);
+
+	if (p.old_daemon)
+		tree_old_daemon(what);
+	n->nodes = p.n_nodes;
+	n->selected = p.n_selected;
+	tree_printer_free(&p);
+	return last;
+}
