@@ -232,7 +232,9 @@ static struct {
 	uint8_t announced[PMC_MAX_REGIONS];
 	/* Call paths: path_parent[id] and path_region[id] are written once, under the lock,
 	 * before the id is published (release) in path_slots or path_slots_big, as names are. */
-	uint32_t n_paths;
+	pthread_mutex_t path_lock; /* taken to intern a path: never held over a round trip */
+	_Atomic uint32_t n_paths;  /* stored (release) after the new path's entries */
+	_Atomic uint32_t path_max; /* the daemon's bound on path ids (HelloReply.max_path_id) */
 	uint32_t path_parent[PMC_MAX_PATHS];
 	pmc_region_t path_region[PMC_MAX_PATHS];
 	_Atomic uint32_t path_slots[PMC_PATH_SLOTS];
@@ -258,7 +260,11 @@ static struct {
 	int disabled;               /* PMC_DISABLE: off on purpose */
 	struct pmc_thread *threads; /* registered, this generation */
 	struct pmc_thread *dead;    /* of threads that did not survive a fork() */
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .flush_ms = PMC_FLUSH_MS};
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .path_lock = PTHREAD_MUTEX_INITIALIZER,
+       .path_max = PMC_MAX_PATHS - 1,
+       .fd = -1,
+       .flush_ms = PMC_FLUSH_MS};
 
 static __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
 
@@ -388,11 +394,13 @@ static void
 on_fork_prepare(void)
 {
 	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.path_lock);
 }
 
 static void
 on_fork_parent(void)
 {
+	pthread_mutex_unlock(&G.path_lock);
 	pthread_mutex_unlock(&G.lock);
 }
 
@@ -432,6 +440,7 @@ on_fork_child(void)
 	}
 	G.threads = NULL;
 	pthread_mutex_init(&G.lock, NULL);
+	pthread_mutex_init(&G.path_lock, NULL);
 	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
 	G.path_defined = 0;
@@ -480,6 +489,11 @@ daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why, 
 	}
 	if (r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello)
 		*call_paths = resp->hello->call_paths;
+	if (r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello &&
+	    resp->hello->max_path_id)
+		atomic_store(&G.path_max, resp->hello->max_path_id < PMC_MAX_PATHS - 1
+		                                  ? resp->hello->max_path_id
+		                                  : PMC_MAX_PATHS - 1);
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
@@ -1323,7 +1337,8 @@ path_hash(uint32_t parent, pmc_region_t region)
 }
 
 /* The path id of region @region begun in path @parent (0: none), interned on first use
- * (under the lock); 0 when the table is full or memory is short. */
+ * (under G.path_lock, which no one holds for long); 0 when the table is full (or past the
+ * daemon's bound) or memory is short. */
 static uint32_t
 path_intern(uint32_t parent, pmc_region_t region)
 {
@@ -1334,28 +1349,31 @@ path_intern(uint32_t parent, pmc_region_t region)
 		id = path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h);
 	if (id)
 		return id;
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.path_lock);
 	big = atomic_load_explicit(&G.path_slots_big, memory_order_relaxed);
 	id = big ? path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h)
 	         : path_probe(G.path_slots, PMC_PATH_SLOTS, parent, region, h);
-	if (!id && G.n_paths + 1 < PMC_MAX_PATHS) {
-		if (G.n_paths + 1 >= PMC_PATHS_SMALL && !big &&
+	uint32_t n = atomic_load_explicit(&G.n_paths, memory_order_relaxed);
+	if (!id && n + 1 < PMC_MAX_PATHS && n + 1 <= atomic_load(&G.path_max)) {
+		if (n + 1 >= PMC_PATHS_SMALL && !big &&
 		    (big = calloc(PMC_PATH_SLOTS_BIG, sizeof(*big)))) {
 			/* The small table is full: the big one takes every path from now on. */
-			for (uint32_t k = 1; k <= G.n_paths; k++)
+			for (uint32_t k = 1; k <= n; k++)
 				name_insert(big, PMC_PATH_SLOTS_BIG,
 				            path_hash(G.path_parent[k], G.path_region[k]), k);
 			atomic_store_explicit(&G.path_slots_big, big, memory_order_release);
 		}
-		if (big || G.n_paths + 1 < PMC_PATHS_SMALL) {
-			id = ++G.n_paths;
+		if (big || n + 1 < PMC_PATHS_SMALL) {
+			id = n + 1;
 			G.path_parent[id] = parent;
 			G.path_region[id] = region;
+			/* Before the id is found (its slot) or defined (n_paths): its entries. */
+			atomic_store_explicit(&G.n_paths, id, memory_order_release);
 			name_insert(big ? big : G.path_slots,
 			            big ? PMC_PATH_SLOTS_BIG : PMC_PATH_SLOTS, h, id);
 		}
 	}
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&G.path_lock);
 	return id;
 }
 
@@ -1732,7 +1750,8 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 	m.d.path_parent = m.path_parent;
 	m.d.path_region = m.path_region;
 	int r = 0;
-	while (r == 0 && G.path_defined < G.n_paths) {
+	uint32_t n_paths = atomic_load_explicit(&G.n_paths, memory_order_acquire);
+	while (r == 0 && G.path_defined < n_paths) {
 		uint32_t p = G.path_defined + 1;
 		r = defs_name_locked(&m, G.path_region[p]);
 		if (r == 0 && m.d.n_path_id == PMC_DEFINE_MAX)

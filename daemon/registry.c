@@ -753,10 +753,13 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 			region_clear(p->regions[i]);
 			n++;
 		}
-		for (size_t i = 0; i < p->n_paths; i++)
-			if (!region || !*region || !strcmp(region, p->paths[i]->name))
-				region_clear(p->paths[i]);
-		if (!region || !*region)
+		/* Its tree whole, whatever the region: inclusive and self figures stay true. */
+		bool touched = !region || !*region;
+		for (size_t i = 0; !touched && i < p->n_regions; i++)
+			touched = !strcmp(region, p->regions[i]->name);
+		for (size_t i = 0; touched && i < p->n_paths; i++)
+			region_clear(p->paths[i]);
+		if (touched)
 			memset(p->untracked, 0, sizeof(p->untracked));
 	}
 	/* Every process's: then every figure of each series touched is cleared, a real
@@ -836,6 +839,24 @@ registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, 
 {
 	while (registry_user_regions(reg, uid) >= max)
 		if (!evict_oldest(reg, uid, keep))
+			return false;
+	return true;
+}
+
+bool
+registry_user_path_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max)
+{
+	while (registry_user_paths(reg, uid) >= max)
+		if (!evict_oldest(reg, uid, keep))
+			return false;
+	return true;
+}
+
+bool
+registry_path_room(struct registry *reg, const struct process *keep, size_t max)
+{
+	while (max && reg->n_paths >= max)
+		if (!evict_oldest(reg, (uid_t)-1, keep))
 			return false;
 	return true;
 }

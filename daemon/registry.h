@@ -225,6 +225,22 @@ struct region_agg *process_path(struct registry *reg, struct process *p, uint32_
 size_t registry_user_paths(const struct registry *reg, uid_t uid);
 
 /**
+ * registry_user_path_room() - make room for one more call path node of @uid under its
+ * share @max, as registry_user_room() does for regions (forgetting @uid's processes that
+ * ended first, never @keep, never another user's)
+ * Return: true when one more fits.
+ */
+bool registry_user_path_room(struct registry *reg, uid_t uid, const struct process *keep,
+                             size_t max);
+
+/**
+ * registry_path_room() - make room for one more call path node under @max over every
+ * process (0: no limit), as registry_room() does for regions
+ * Return: true when one more fits.
+ */
+bool registry_path_room(struct registry *reg, const struct process *keep, size_t max);
+
+/**
  * process_event_id() - the process-wide id of event @name, created on first use
  * Return: id >= 0, or -ENOMEM.
  */
@@ -248,8 +264,9 @@ int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
 
 /**
  * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:
- * any); regions stay known, with zero figures; so do the call path nodes of those regions
- * (whose own region is @region), and, for a whole process, its untracked counts
+ * any); regions stay known, with zero figures; so do the call path nodes of each process
+ * touched, all of them (clearing only those of @region would leave their ancestors' figures
+ * inclusive of what the nodes no longer hold), and its untracked counts
  *
  * With retired aggregates (registry_retire_enable()), a reset of one process (@pid not 0)
  * first adds the figures it clears to its retired aggregate, so that /metrics keeps

@@ -25,6 +25,10 @@
 #include "util.h"
 #include "wire.h"
 
+/* On a call path connection, a sample's key is its path id when the path has a node, else
+ * KEY_NAME + its client region id; on another, its client region id. */
+#define KEY_NAME (SESSION_MAX_REGION_ID + 1u)
+
 /* Ids of regions over --max-regions map here: their samples are dropped, counted. */
 static struct region_agg refused_region;
 
@@ -131,9 +135,10 @@ path_room(struct session *s)
 	const struct policy *pol = &s->srv->policy;
 	struct process *p = s->proc;
 	struct registry *reg = &s->srv->reg;
+	/* Exited processes make room, those of the same user first, as for regions. */
 	bool room = p->n_paths < pol->max_regions &&
-	            registry_user_paths(reg, p->uid) < pol->max_regions_per_user &&
-	            (!pol->max_total_regions || reg->n_paths < pol->max_total_regions);
+	            registry_user_path_room(reg, p->uid, p, pol->max_regions_per_user) &&
+	            registry_path_room(reg, p, pol->max_total_regions);
 	if (!room && !p->warned_paths)
 		log_warn_limited("pid %d: over its call path nodes (as many as --max-regions, "
 		                 "--max-regions-per-user or --max-total-regions allow regions): "
@@ -146,7 +151,7 @@ path_room(struct session *s)
 /* Client path ids kept in a table (8 bytes an id, per connection): 4 per region id. A
  * library's are dense from 1; a sample of a path past them is dropped, counted as a
  * region's past the table would be ("max-regions"). */
-static uint32_t
+uint32_t
 session_max_path(const struct session *s)
 {
 	uint32_t n = 4 * session_max_id(s);
@@ -208,6 +213,16 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__Define *d = req->define;
 	int r = s->call_paths ? 0 : -EBADMSG;
+	/* Before any thread registered (a library whose reattach the daemon refused goes on
+	 * on that connection): the process gets its aggregates here, as a register would. */
+	if (r == 0 && !s->proc) {
+		if (s->pidfd >= 0 && !session_peer_alive(s))
+			return -ESRCH;
+		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
+		if (!s->proc)
+			return -ESRCH;
+		s->proc->connections++;
+	}
 	if (r == 0)
 		r = define_regions(s, d->n_def_id, d->def_id, d->n_def_name, d->def_name);
 	if (r == 0 && (d->n_path_parent != d->n_path_id || d->n_path_region != d->n_path_id))
@@ -219,32 +234,36 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 	return r;
 }
 
-/* Sample id @id of a call path connection: its client region in *@name and its path in
- * *@path (0: none: flagged, then counted in @flagged by reason unless its region was
- * refused). Return: false when @id is malformed. */
+/* Sample id @id of a call path connection: its client region in *@name and its key in
+ * *@key (batch_key(): its path when that has a node); a sample that its region counts but no
+ * node does is counted in @untracked by reason (a refused region's is dropped, not
+ * untracked). Return: false when @id is malformed. */
 static bool
-path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *path, uint64_t *flagged)
+path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *key,
+            uint64_t *untracked)
 {
 	const uint32_t flags = PMC__PATH_LIMITS__PATH_FLAG_DEEP | PMC__PATH_LIMITS__PATH_FLAG_FULL;
 	if (id & flags) {
 		if ((id & ~flags) > SESSION_MAX_REGION_ID || (id & flags) == flags)
 			return false;
 		*name = id & ~flags;
-		*path = 0;
 		if (session_region(s, *name) != &refused_region)
-			flagged[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
-			                                              : UNTRACKED_LIMIT]++;
-		return true;
-	}
-	if (id > session_max_path(s) && id <= SESSION_MAX_REGION_ID) {
+			untracked[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
+			                                                : UNTRACKED_LIMIT]++;
+	} else if (id > session_max_path(s) && id <= SESSION_MAX_REGION_ID) {
 		*name = SESSION_MAX_REGION_ID; /* past the table: a refused region */
-		*path = 0;
-		return true;
-	}
-	if (!id || id >= s->n_paths || !s->paths[id].depth)
+	} else if (!id || id >= s->n_paths || !s->paths[id].depth) {
 		return false;
-	*name = s->paths[id].name_id;
-	*path = id;
+	} else if (s->paths[id].node) {
+		*name = s->paths[id].name_id;
+		*key = id;
+		return true;
+	} else {
+		*name = s->paths[id].name_id;
+		if (s->paths[id].why < UNTRACKED_N)
+			untracked[s->paths[id].why]++;
+	}
+	*key = KEY_NAME + *name;
 	return true;
 }
 
@@ -301,83 +320,86 @@ count_scaled(const struct session_thread *t, const Pmc__SampleBatch *b, struct r
 	}
 }
 
-/* Where sample id @id of a batch of @s counts: with @tree, @id is a call path (0: none) and
- * the answer its node; else a client region id, and the answer its region. NULL: nowhere
- * (a refused region, or a path without a node). */
+/* Where a sample of @s with key @key counts: its region (NULL: refused, dropped) and, in
+ * *@node, its call path's node (NULL: none). */
 static struct region_agg *
-batch_agg(const struct session *s, uint32_t id, bool tree)
+batch_key(const struct session *s, uint32_t key, struct region_agg **node)
 {
-	if (!tree) {
-		struct region_agg *r = session_region(s, id);
-		return r == &refused_region ? NULL : r;
+	struct region_agg *r;
+	*node = NULL;
+	if (!s->call_paths || key >= KEY_NAME) {
+		r = session_region(s, s->call_paths ? key - KEY_NAME : key);
+	} else {
+		const struct session_path *sp = &s->paths[key];
+		*node = s->proc->paths[sp->node - 1];
+		r = session_region(s, sp->name_id);
 	}
-	uint32_t node = id ? s->paths[id].node : 0;
-	return node ? s->proc->paths[node - 1] : NULL;
+	return r == &refused_region ? NULL : r;
 }
 
-/* @n samples of @s with id @id that count nowhere (batch_agg()): dropped for a refused
- * region; in no node, for a path, counted by reason (once in the region: not dropped). */
-static void
-batch_miss(struct session *s, uint32_t id, bool tree, size_t n)
+/* The event slots of @t's events in @reg (and @node): created first, as creating one may
+ * move the others. 0 or -ENOMEM. */
+static int
+batch_slots(const struct session_thread *t, struct region_agg *reg, struct region_agg *node)
 {
-	if (!tree)
-		session_count_dropped(s, n, DROP_MAX_REGIONS);
-	else if (id && s->paths[id].why < UNTRACKED_N)
-		s->proc->untracked[s->paths[id].why] += n;
+	for (size_t j = 0; j < t->n; j++)
+		if (!region_event(reg, t->ev_id[j]) || (node && !region_event(node, t->ev_id[j])))
+			return -ENOMEM;
+	return 0;
 }
 
 /* Counts a checked batch sample by sample with stats_add(): the way for values over
  * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. Sample i counts where
- * @ids[i] says (batch_agg()); *@counted counts those counted. 0 or -ENOMEM. */
+ * @keys[i] says (batch_key()); *@counted counts those counted. 0 or -ENOMEM. */
 static int
 count_samples(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
-              const uint32_t *ids, bool tree, size_t *counted)
+              const uint32_t *keys, size_t *counted)
 {
-	struct region_agg *last = NULL;
+	struct region_agg *last = NULL, *node;
 	size_t k = 0, ne = t->n;
 	for (size_t i = 0; i < b->n_region; i++) {
-		struct region_agg *reg = batch_agg(s, ids[i], tree);
+		struct region_agg *reg = batch_key(s, keys[i], &node);
 		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
 		if (!reg) {
 			k += (size_t)__builtin_popcount(scaled);
-			batch_miss(s, ids[i], tree, 1);
+			session_count_dropped(s, 1, DROP_MAX_REGIONS);
 			continue;
 		}
 		(*counted)++;
-		if (reg != last) {
-			/* Create every slot first: creating one may move the others. */
+		if ((reg != last || node) && batch_slots(t, reg, node) < 0)
+			return -ENOMEM;
+		last = reg;
+		size_t k0 = k;
+		for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
+			a->count++;
+			stats_add(&a->wall, b->wall_ns[i]);
 			for (size_t j = 0; j < ne; j++)
-				if (!region_event(reg, t->ev_id[j]))
-					return -ENOMEM;
-			last = reg;
+				stats_add(&a->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+			k = k0;
+			if (scaled)
+				count_scaled(t, b, a, scaled, &k);
 		}
-		reg->count++;
-		stats_add(&reg->wall, b->wall_ns[i]);
-		for (size_t j = 0; j < ne; j++)
-			stats_add(&reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
-		if (scaled)
-			count_scaled(t, b, reg, scaled, &k);
 	}
 	return 0;
 }
 
-/* What a batch may have without allocating: distinct region ids, accumulators (one per
- * region and column: the wall time, then each event), samples. */
+/* What a batch may have without allocating: distinct keys, accumulators (one per key and
+ * column: the wall time, then each event), samples. */
 #define BATCH_STACK_REGIONS 32
 #define BATCH_STACK_ACCS 160
 #define BATCH_STACK_SAMPLES 2048
 
 struct batch_region {
-	struct region_agg *reg; /* NULL: refused (--max-regions) */
-	uint32_t id;
-	uint32_t n;          /* its samples in the batch */
-	uint32_t start, end; /* where they are in the grouped order */
+	struct region_agg *reg;  /* NULL: refused (--max-regions) */
+	struct region_agg *node; /* its call path's node, counted too (NULL: none) */
+	uint32_t id;             /* the key */
+	uint32_t n;              /* its samples in the batch */
+	uint32_t start, end;     /* where they are in the grouped order */
 };
 
-/* Client region id -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the
- * daemon is one thread, and no batch is handled inside another). */
-static uint16_t batch_slot[SESSION_MAX_REGION_ID + 1];
-_Static_assert(SESSION_MAX_REGION_ID <= UINT16_MAX, "batch_slot holds 1 + a region index");
+/* Key -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the daemon is one
+ * thread, and no batch is handled inside another). */
+static uint32_t batch_slot[2 * KEY_NAME];
 
 /* @b fits the accumulators: no value over STATS_ACC_MAX_VALUE, not too many samples. */
 static bool
@@ -399,16 +421,17 @@ batch_fits_acc(const Pmc__SampleBatch *b)
 }
 
 /*
- * Counts a checked batch region by region: the samples are grouped by region (a counting
- * sort), then the values of each region and column go through one stats_acc, opened on the
- * aggregate before anything is counted and folded in at the end. Per value: no lookup, no
- * division, no allocation but a histogram block the first time a value falls in its power of
- * two, and one histogram in use at a time. Returns 0, -ENOMEM, or -EAGAIN (nothing counted)
- * when the batch does not fit the accumulators or memory is short.
+ * Counts a checked batch key by key (batch_key()): the samples are grouped by key (a counting
+ * sort), then the values of each key and column go through one stats_acc, opened on the
+ * aggregate before anything is counted and folded in at the end: into the region, and into
+ * its call path's node when it has one (one pass counts both: stats_acc_also()). Per value:
+ * no lookup, no division, no allocation but a histogram block the first time a value falls in
+ * its power of two. Returns 0, -ENOMEM, or -EAGAIN (nothing counted) when the batch does not
+ * fit the accumulators or memory is short.
  */
 static int
 count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
-                  const uint32_t *ids, bool tree, size_t *counted)
+                  const uint32_t *keys, size_t *counted)
 {
 	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
 	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
@@ -419,7 +442,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 	if (!batch_fits_acc(b))
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t id = ids[i];
+		uint32_t id = keys[i];
 		if (batch_slot[id]) {
 			br[batch_slot[id] - 1u].n++;
 			continue;
@@ -434,41 +457,48 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 			br = v;
 			cap *= 2;
 		}
-		br[nr] = (struct batch_region){batch_agg(s, id, tree), id, 1, 0, 0};
-		batch_slot[id] = (uint16_t)++nr;
+		struct region_agg *node, *reg = batch_key(s, id, &node);
+		br[nr] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
+		batch_slot[id] = (uint32_t)++nr;
 	}
 	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
 		goto out;
 	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
 		goto out;
-	/* Create every slot first: creating one may move the others. */
 	for (size_t x = 0; x < nr; x++)
-		for (size_t j = 0; br[x].reg && j < ne; j++)
-			if (!region_event(br[x].reg, t->ev_id[j])) {
-				r = -ENOMEM;
-				goto out;
-			}
-	/* The samples grouped by region, each group in batch order. */
+		if (br[x].reg && batch_slots(t, br[x].reg, br[x].node) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+	/* The samples grouped by key, each group in batch order. */
 	for (size_t x = 0, at = 0; x < nr; x++) {
 		br[x].start = br[x].end = (uint32_t)at;
 		at += br[x].n;
 	}
 	for (size_t i = 0; i < n; i++)
-		order[br[batch_slot[ids[i]] - 1u].end++] = (uint32_t)i;
+		order[br[batch_slot[keys[i]] - 1u].end++] = (uint32_t)i;
 	/*
 	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
 	 * cannot be allocated only misses its samples, which every other figure still counts,
-	 * as with stats_add() (stats.h).
+	 * as with stats_add() (stats.h). An accumulator is opened on the node when there is
+	 * one, counting in the region's histogram too.
 	 */
 	for (size_t x = 0; x < nr; x++) {
-		struct region_agg *reg = br[x].reg;
+		struct region_agg *reg = br[x].reg, *node = br[x].node;
+		struct region_agg *first = node ? node : reg;
 		struct stats_acc *a = acc + x * na;
 		size_t i = order[br[x].start];
 		if (!reg)
 			continue;
-		stats_acc_begin(&a[0], &reg->wall, b->wall_ns[i]);
-		for (size_t j = 0; j < ne; j++)
-			stats_acc_begin(&a[1 + j], &reg->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i]);
+		if (node)
+			stats_acc_also(&a[0], &reg->wall);
+		for (size_t j = 0; j < ne; j++) {
+			size_t e = t->ev_id[j];
+			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j]);
+			if (node)
+				stats_acc_also(&a[1 + j], &reg->ev[e].st);
+		}
 	}
 
 	for (size_t x = 0; x < nr; x++) {
@@ -476,33 +506,40 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		struct stats_acc *a = acc + x * na;
 		const uint32_t *rows = order + br[x].start;
 		if (!reg) {
-			batch_miss(s, br[x].id, tree, br[x].n);
+			session_count_dropped(s, br[x].n, DROP_MAX_REGIONS);
 			continue;
 		}
 		*counted += br[x].n;
 		reg->count += br[x].n;
+		if (br[x].node)
+			br[x].node->count += br[x].n;
 		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
 		for (size_t j = 0; j < ne; j++)
 			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
 	}
 	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
 		uint32_t scaled = b->scaled[i];
-		struct region_agg *reg = br[batch_slot[ids[i]] - 1u].reg;
+		const struct batch_region *g = &br[batch_slot[keys[i]] - 1u];
+		size_t kk = k;
 		if (!scaled)
 			continue;
-		if (reg)
-			count_scaled(t, b, reg, scaled, &k);
+		if (g->node)
+			count_scaled(t, b, g->node, scaled, &kk);
+		if (g->reg)
+			count_scaled(t, b, g->reg, scaled, &k);
 		else
 			k += (size_t)__builtin_popcount(scaled);
 	}
 	for (size_t x = 0; x < nr; x++) {
-		struct region_agg *reg = br[x].reg;
+		struct region_agg *reg = br[x].reg, *node = br[x].node;
 		const struct stats_acc *a = acc + x * na;
 		if (!reg)
 			continue;
-		stats_acc_fold(&reg->wall, &a[0]);
-		for (size_t j = 0; j < ne; j++)
-			stats_acc_fold(&reg->ev[t->ev_id[j]].st, &a[1 + j]);
+		for (struct region_agg *g = node ? node : reg; g; g = g == node ? reg : NULL) {
+			stats_acc_fold(&g->wall, &a[0]);
+			for (size_t j = 0; j < ne; j++)
+				stats_acc_fold(&g->ev[t->ev_id[j]].st, &a[1 + j]);
+		}
 	}
 	r = 0;
 out:
@@ -559,25 +596,24 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	int r = define_regions(s, b->n_def_id, b->def_id, b->n_def_name, b->def_name);
 	if (r < 0)
 		return r;
-	/* Check the whole batch before counting any of it. On a call path connection, the
-	 * region of each sample's path in names, its path (0: none) in paths. */
-	uint32_t stack_ids[2 * BATCH_STACK_SAMPLES], *names = b->region, *paths = NULL;
-	uint64_t flagged[UNTRACKED_N] = {0};
+	/* Check the whole batch before counting any of it. On a call path connection, each
+	 * sample's key (batch_key()) in keys, and what no node counts in untracked. */
+	uint32_t stack_keys[BATCH_STACK_SAMPLES], *keys = b->region;
+	uint64_t untracked[UNTRACKED_N] = {0};
 	if (s->call_paths) {
-		names = n > BATCH_STACK_SAMPLES ? malloc(2 * n * sizeof(*names)) : stack_ids;
-		if (!names)
+		keys = n > BATCH_STACK_SAMPLES ? malloc(n * sizeof(*keys)) : stack_keys;
+		if (!keys)
 			return -ENOMEM;
-		paths = names + n;
 	}
 	size_t n_ratio = 0;
 	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t id = b->region[i];
-		if (paths && !path_sample(s, id, &names[i], &paths[i], flagged)) {
+		uint32_t name = b->region[i];
+		if (s->call_paths && !path_sample(s, b->region[i], &name, &keys[i], untracked)) {
 			r = -EBADMSG;
 			goto out;
 		}
-		if (!session_region(s, names[i])) {
+		if (!session_region(s, name)) {
 			r = -EBADMSG;
 			goto out;
 		}
@@ -605,21 +641,14 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
 	stats_charge_to(&s->user->hist);
-	r = count_accumulated(s, t, b, names, false, &counted);
+	r = count_accumulated(s, t, b, keys, &counted);
 	if (r == -EAGAIN)
-		r = count_samples(s, t, b, names, false, &counted);
-	/* Then each sample again in its call path's node. */
-	if (r == 0 && paths) {
-		size_t ignored = 0;
-		r = count_accumulated(s, t, b, paths, true, &ignored);
-		if (r == -EAGAIN)
-			r = count_samples(s, t, b, paths, true, &ignored);
-		for (unsigned k = 0; k < UNTRACKED_N; k++)
-			s->proc->untracked[k] += flagged[k];
-	} else if (r == 0) {
-		s->proc->untracked[UNTRACKED_OLDER] += counted;
-	}
+		r = count_samples(s, t, b, keys, &counted);
 	stats_charge_to(NULL);
+	if (!s->call_paths)
+		untracked[UNTRACKED_OLDER] = counted;
+	for (unsigned k = 0; r == 0 && k < UNTRACKED_N; k++)
+		s->proc->untracked[k] += untracked[k];
 	if (s->user->hist.missed != missed && !s->user->warned_memory) {
 		log_warn_limited(
 		        "uid %d: its processes' histograms hold %zu bytes, its share "
@@ -635,8 +664,8 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	s->user->samples += counted;
 	s->user->batches++;
 out:
-	if (names != b->region && names != stack_ids)
-		free(names);
+	if (keys != b->region && keys != stack_keys)
+		free(keys);
 	return r;
 }
 

@@ -85,6 +85,10 @@ bool session_thread_refused(const struct session *s, pid_t tid);
 int session_handle_sample_batch(struct session *s, const Pmc__Request *req);
 int session_handle_define(struct session *s, const Pmc__Request *req);
 
+/** session_max_path() - the highest call path id @s keeps in its table (HelloReply tells
+ * the library) */
+uint32_t session_max_path(const struct session *s);
+
 /* session-query.c: the handlers of Query, Reset, Status and ListEvents */
 
 int session_handle_query(struct session *s, const Pmc__Request *req);

@@ -120,6 +120,7 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	hr.daemon_version = PMC_VERSION;
 	hr.call_paths = s->call_paths;
+	hr.max_path_id = s->call_paths ? session_max_path(s) : 0;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_HELLO;
 	resp.hello = &hr;

@@ -229,6 +229,7 @@ stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift)
 	a->min = UINT64_MAX;
 	a->max = 0;
 	a->s = s;
+	a->s2 = NULL;
 }
 
 /* The loop of stats_acc_gather(), inlined once for stride 1 (a column of its own, as the wall
@@ -241,8 +242,8 @@ gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t 
 {
 	stats_u128 sq = 0, total = 0;
 	uint64_t lo = a->min, hi = a->max, run = 0;
-	struct stats *s = a->s;
-	struct stats_hist *h = hist_or_none(s);
+	struct stats *s = a->s, *s2 = a->s2;
+	struct stats_hist *h = hist_or_none(s), *h2 = s2 ? hist_or_none(s2) : NULL;
 	const uint32_t *end = idx + n;
 	unsigned last;
 
@@ -273,6 +274,8 @@ gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t 
 			hi = v > hi ? v : hi;
 			if (bucket != last) {
 				h = hist_count(s, h, last, run);
+				if (s2)
+					h2 = hist_count(s2, h2, last, run);
 				last = bucket;
 				run = 0;
 			}
@@ -281,6 +284,8 @@ gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t 
 		total += sum;
 	}
 	(void)hist_count(s, h, last, run);
+	if (s2)
+		(void)hist_count(s2, h2, last, run);
 	a->sum += total;
 	a->sq += sq - 2u * a->shift * total + (stats_u128)n * a->shift * a->shift;
 	a->min = lo;

@@ -316,6 +316,7 @@ __extension__ typedef __int128 stats_i128;
  * @min: smallest value added (UINT64_MAX while @count is 0)
  * @max: largest value added (0 while @count is 0)
  * @s: the aggregate, whose histogram counts the values directly
+ * @s2: NULL, or a second aggregate whose histogram counts them too (stats_acc_also())
  *
  * Filled by stats_acc_begin(), stats_acc_add() and stats_acc_gather(); read by
  * stats_acc_fold().
@@ -323,7 +324,7 @@ __extension__ typedef __int128 stats_i128;
 struct stats_acc {
 	stats_u128 sum, sq;
 	uint64_t shift, count, min, max;
-	struct stats *s;
+	struct stats *s, *s2;
 };
 
 /**
@@ -357,6 +358,21 @@ stats_acc_add(struct stats_acc *a, uint64_t v)
 	a->min = v < a->min ? v : a->min;
 	a->max = v > a->max ? v : a->max;
 	(void)stats_hist_add(a->s, stats_bucket(v), 1);
+	if (a->s2)
+		(void)stats_hist_add(a->s2, stats_bucket(v), 1);
+}
+
+/**
+ * stats_acc_also() - count what @a gathers in @s2's histogram too, so that the one
+ * accumulator folds into both @a's aggregate and @s2 (stats_acc_fold() on each): the same
+ * samples in two aggregates for the cost of one pass (a call path's node and its region)
+ * @a: an accumulator opened by stats_acc_begin(), nothing gathered yet
+ * @s2: the second aggregate, not @a's own; the same rules hold for it as for that one
+ */
+static inline void
+stats_acc_also(struct stats_acc *a, struct stats *s2)
+{
+	a->s2 = s2;
 }
 
 /**

@@ -87,9 +87,47 @@ for kind in no-paths orphan deep no-region batch-undefined flags; do
 done
 daemon_alive
 
+# A Define before any thread registered (a library whose reattach was refused) is taken.
+expect_eq "Define before register" "$("$PMC_TEST_RAW_BIN" "$SOCK" define noreg)" sent
+daemon_alive
+
+# More paths than the daemon keeps: 17,030, past the 4,096 nodes of a process (as many as
+# --max-regions) and past the path ids a connection may use (16,384: the library interns no
+# more, HelloReply.max_path_id). Every run still counts by name; what no node holds is
+# "path-limit".
+run_client "$TMP/paths" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" paths 130
+pmcctl query --pid "$CLIENT_PID" --format json >"$TMP/paths.json"
+expect_eq "every run counted by name" "$(jq '[.regions[].count] | unique' "$TMP/paths.json" | jq -c .)" "[$(kv runs "$TMP/paths")]"
+expect_eq "no loss" "$(jq '[.losses[]? | .count] | add // 0' "$TMP/paths.json")" 0
+pmcctl query --tree --pid "$CLIENT_PID" --format json >"$TMP/paths-tree.json"
+expect_eq "nodes kept" "$(jq '[.. | objects | select(has("children"))] | length' "$TMP/paths-tree.json")" 4096
+expect_eq "path-limit" "$(jq '.[0].untracked["path-limit"]' "$TMP/paths-tree.json")" $(($(kv paths "$TMP/paths") - 4096))
+
 # The state file keeps the tree.
 kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
 start_daemon --state "$TMP/state.pb"
 pmcctl query --tree --pid "$TREE_PID" --format json >"$TMP/tree.json"
 check_tree "$TMP/out"
+daemon_alive
+
+# A reset of one region clears its process's whole tree (its ancestors' inclusive figures
+# held it): no node keeps figures, none has a negative self.
+pmcctl reset --pid "$TREE_PID" --region parse >/dev/null
+pmcctl query --tree --pid "$TREE_PID" --format json >"$TMP/reset.json" || true
+expect_eq "nodes with figures after a reset of parse" \
+	"$(jq '[.. | objects | select(has("children")) | select(.count > 0)] | length' "$TMP/reset.json")" 0
+expect_eq "main's figures by name kept" "$(region_json main "$TREE_PID" | jq .count)" $K
+daemon_alive
+
+# A user's share of nodes (that of regions): its processes that ended make room, as for
+# regions; each of three programs of 110 paths keeps its whole tree.
+kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
+start_daemon --max-regions-per-user 150
+for i in 1 2 3; do
+	run_client "$TMP/share$i" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" paths 10
+	pmcctl status >/dev/null # its disconnect is handled before the next one comes
+	expect_eq "program $i keeps its 110 nodes" \
+		"$(pmcctl query --tree --pid "$CLIENT_PID" --format json | jq '[.. | objects | select(has("children"))] | length')" 110
+done
+expect_eq "ended processes forgotten for room" "$(pmcctl status --format json | jq .evicted)" 2
 daemon_alive

@@ -40,6 +40,8 @@
  *                    "emit" (3 pages; holds "lex", 1) and "walk", recursive 3 deep (1 page
  *                    a level); prints each path's inclusive and self page faults
  *                    ("incl.main;parse=", "self.main;parse=") and the per-name totals
+ *   paths N          regions p0 ... p(N-1), each once at the root and, inside it, each of
+ *                    them once: N + N^2 call paths, each region run N + 1 times
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region and the
@@ -508,6 +510,24 @@ main(int argc, char **argv)
 		for (long k = 0; k < d && k < 1024; k++)
 			want += d - k;
 		printf("count=%ld\npage_faults=%ld\n", d < 1024 ? d : 1024, want);
+	} else if (!strcmp(mode, "paths") && argc == 3) {
+		long n = atol(argv[2]);
+		pmc_region_t *r = calloc((size_t)n, sizeof(*r));
+		for (long i = 0; r && i < n; i++) {
+			char name[32];
+			snprintf(name, sizeof(name), "p%ld", i);
+			r[i] = pmc_region(name);
+		}
+		for (long i = 0; r && i < n; i++) {
+			pmc_begin(r[i]);
+			for (long j = 0; j < n; j++) {
+				pmc_begin(r[j]);
+				pmc_end(r[j]);
+			}
+			pmc_end(r[i]);
+		}
+		free(r);
+		printf("paths=%ld\nruns=%ld\n", n + n * n, n + 1);
 	} else if (!strcmp(mode, "tree") && argc == 3) {
 		long k = atol(argv[2]);
 		for (long c = 0; c < k; c++)

@@ -76,9 +76,9 @@
  *                            was never defined), deep (a path of 33 regions), no-region (a
  *                            path of a region never named), batch-undefined (a sample of a
  *                            path never defined), flags (a sample with both flags set): the
- *                            connection must be closed; ok: a path of 32 regions "r" with
- *                            one sample (1000 ns, 7) and one flagged deeper, then Status:
- *                            prints "sent"
+ *                            connection must be closed; noreg: a Define before any thread
+ *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
+ * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
  */
 #include <errno.h>
 #include <linux/sockios.h>
@@ -388,6 +388,12 @@ define_kind(int fd, const char *kind)
 	else if (!strcmp(kind, "flags"))
 		sample[0] = 0x60000001u;
 	struct batch c = {.n = 1, .ne = 1, .region = sample, .wall = wall, .values = values};
+	if (!strcmp(kind, "noreg")) {
+		if (wire_send(fd, &dreq.base, NULL, 0, 0) < 0 || status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
+	}
 	if (register_self(fd) < 0 || wire_send(fd, &dreq.base, NULL, 0, 0) < 0)
 		return 1;
 	if (!strcmp(kind, "ok")) {
