@@ -821,6 +821,64 @@ test_acc_gather_equals_add(void)
 	free(v);
 }
 
+/* One accumulator counted into two aggregates (stats_acc_also(): a call path's node and its
+ * region): each ends as if it had its own accumulator, whatever it held before; the second
+ * may have other accumulators folded in too, gathered and added. */
+static void
+test_acc_also(void)
+{
+	const size_t n = 3000;
+	uint64_t *v = malloc(n * sizeof(*v)), seed = 5;
+	uint32_t *idx = malloc(n * sizeof(*idx));
+	struct stats node, region, ref_node, ref_region;
+	struct stats_acc a, b;
+
+	CHECK(v && idx);
+	for (size_t i = 0; i < n; i++) {
+		v[i] = rng_next(&seed) >> (20 + i % 30);
+		idx[i] = (uint32_t)i;
+	}
+	stats_init(&node);
+	stats_init(&region);
+	stats_init(&ref_node);
+	stats_init(&ref_region);
+	/* What the region held before: another path's samples. */
+	for (size_t i = 0; i < 100; i++) {
+		stats_add(&region, v[i] * 3);
+		stats_add(&ref_region, v[i] * 3);
+	}
+	stats_acc_begin(&a, &node, v[0]);
+	stats_acc_also(&a, &region);
+	stats_acc_begin(&b, &region, v[1]); /* a second accumulator open on the region */
+	stats_acc_gather(&a, v, 1, idx, n / 2);
+	for (size_t i = n / 2; i < n; i++)
+		stats_acc_add(&a, v[i]);
+	stats_acc_gather(&b, v, 1, idx, 10);
+	stats_acc_fold(&node, &a);
+	stats_acc_fold(&region, &a);
+	stats_acc_fold(&region, &b);
+	for (size_t i = 0; i < n; i++) {
+		stats_add(&ref_node, v[i]);
+		stats_add(&ref_region, v[i]);
+	}
+	for (size_t i = 0; i < 10; i++)
+		stats_add(&ref_region, v[i]);
+	CHECK(same_hist(&node, &ref_node));
+	CHECK(same_hist(&region, &ref_region));
+	CHECK(node.count == n && node.sum == ref_node.sum && node.min == ref_node.min &&
+	      node.max == ref_node.max);
+	CHECK(region.count == n + 110 && region.sum == ref_region.sum &&
+	      region.min == ref_region.min && region.max == ref_region.max);
+	CHECK(fabs(node.mean - ref_node.mean) <= 1e-9 * fabs(ref_node.mean));
+	CHECK(fabs(region.m2 - ref_region.m2) <= 1e-9 * fabs(ref_region.m2));
+	stats_free(&node);
+	stats_free(&region);
+	stats_free(&ref_node);
+	stats_free(&ref_region);
+	free(idx);
+	free(v);
+}
+
 static void
 test_acc_edges(void)
 {
@@ -969,6 +1027,7 @@ main(void)
 	RUN(test_bucket_reference);
 	RUN(test_acc_random);
 	RUN(test_acc_gather_equals_add);
+	RUN(test_acc_also);
 	RUN(test_acc_edges);
 	RUN(test_acc_limits);
 
