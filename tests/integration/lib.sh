@@ -86,11 +86,12 @@ run_client() {
 kv() { sed -n "s/^$1=//p" "$2"; }
 
 # expect_faults WHAT GOT WANT: exact, except under sanitizers, whose shadow memory
-# faults in a few pages of its own inside the regions (then GOT may exceed WANT by 2 %+8).
+# faults in pages of its own inside the regions: one byte of shadow for 8 bytes touched, so
+# GOT may exceed WANT by an eighth, + 8 (1,538-1,539 for 1,500 fresh pages is usual).
 expect_faults() {
 	if [ -n "${PMC_SANITIZED:-}" ]; then
-		[ "$2" -ge "$3" ] && [ "$2" -le $(($3 + $3 / 50 + 8)) ] ||
-			fail "$1: got '$2', want '$3' (sanitized build: up to 2 % + 8 more)"
+		[ "$2" -ge "$3" ] && [ "$2" -le $(($3 + $3 / 8 + 8)) ] ||
+			fail "$1: got '$2', want '$3' (sanitized build: up to 1/8 + 8 more)"
 		pass "$1 = $2 (want $3; sanitized build)"
 	else
 		expect_eq "$1" "$2" "$3"
