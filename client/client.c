@@ -1693,6 +1693,8 @@ struct defs {
 	uint32_t def_id[PMC_DEFINE_MAX];
 	char *def_name[PMC_DEFINE_MAX];
 	uint32_t path_id[PMC_DEFINE_MAX], path_parent[PMC_DEFINE_MAX], path_region[PMC_DEFINE_MAX];
+	uint32_t
+	        first_p; /* the first path this message defines, or names the region of (0: none) */
 };
 
 /* Called with G.lock held: sends @m's Define; on failure its paths and names are not
@@ -1709,9 +1711,10 @@ defs_send_locked(struct defs *m)
 	if (r < 0) {
 		for (size_t i = 0; i < m->d.n_def_id; i++)
 			G.announced[m->def_id[i]] = 0;
-		if (m->d.n_path_id)
-			G.path_defined = m->path_id[0] - 1;
+		if (m->first_p)
+			G.path_defined = m->first_p - 1;
 	}
+	m->first_p = 0;
 	m->d.n_def_id = m->d.n_def_name = 0;
 	m->d.n_path_id = m->d.n_path_parent = m->d.n_path_region = 0;
 	return r;
@@ -1744,23 +1747,33 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 {
 	static struct defs m;
 	pmc__define__init(&m.d);
+	m.first_p = 0;
 	m.d.def_id = m.def_id;
 	m.d.def_name = m.def_name;
 	m.d.path_id = m.path_id;
 	m.d.path_parent = m.path_parent;
 	m.d.path_region = m.path_region;
 	int r = 0;
+	/* Paths past the daemon's bound (interned for an earlier daemon, whose bound was
+	 * higher) go as their regions, flagged (the encoder): only their names are defined. */
 	uint32_t n_paths = atomic_load_explicit(&G.n_paths, memory_order_acquire);
+	uint32_t keep = atomic_load(&G.path_max);
 	while (r == 0 && G.path_defined < n_paths) {
 		uint32_t p = G.path_defined + 1;
 		r = defs_name_locked(&m, G.path_region[p]);
-		if (r == 0 && m.d.n_path_id == PMC_DEFINE_MAX)
+		if (r == 0 && !m.first_p)
+			m.first_p = p;
+		if (r == 0 && p <= keep && m.d.n_path_id == PMC_DEFINE_MAX)
 			r = defs_send_locked(&m);
 		if (r < 0)
 			break;
-		m.path_id[m.d.n_path_id++] = p;
-		m.path_parent[m.d.n_path_parent++] = G.path_parent[p];
-		m.path_region[m.d.n_path_region++] = G.path_region[p];
+		if (!m.first_p)
+			m.first_p = p;
+		if (p <= keep) {
+			m.path_id[m.d.n_path_id++] = p;
+			m.path_parent[m.d.n_path_parent++] = G.path_parent[p];
+			m.path_region[m.d.n_path_region++] = G.path_region[p];
+		}
 		G.path_defined = p;
 	}
 	if (atomic_load_explicit(&G.flagged, memory_order_relaxed)) {
@@ -1801,7 +1814,9 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .maybe_scaled = atomic_load_explicit(&t->scaled_end, memory_order_relaxed) > start,
 	        .announced = G.call_paths ? NULL : G.announced,
 	        .names = G.names,
-	        .path_region = G.call_paths ? NULL : G.path_region,
+	        .path_region = G.path_region,
+	        .path_keep = G.call_paths ? atomic_load(&G.path_max) : 0,
+	        .paths = G.call_paths,
 	        .def_id = def_id,
 	        .sent_before = G.sent_total,
 	        .pending = hd - end,

@@ -68,9 +68,13 @@ pmc_sample_at(const void *samples, size_t stride, size_t i)
  *             not marked is marked and defined (def_id, def_name), in order of first use;
  *             NULL: none defined
  * @names: per region id, its name (for def_name)
- * @path_region: NULL: the samples' ids are sent as they are (call paths, or a test's region
- *               ids); else per call path id, its region: each sample is sent as its region
- *               (a daemon that takes no call paths)
+ * @path_region: NULL: every sample id is sent as it is (a test's region ids); else per call
+ *               path id, its region, for the ids above @path_keep
+ * @path_keep: with @path_region, sample ids up to it are sent as they are (call paths); one
+ *             above it is sent as its region: flagged PMC_PATH_FLAG_FULL with @paths (a path
+ *             past the daemon's bound), bare without (a daemon that takes no call paths:
+ *             @path_keep 0); a flagged id stays flagged with @paths, bare without
+ * @paths: the connection agreed on call paths
  * @def_id: room for @n ids: receives the ids defined (the caller unmarks them when the batch
  *          is not sent)
  * @n_def: set to how many
@@ -84,6 +88,8 @@ struct pmc_batch {
 	uint8_t *announced;
 	char *const *names;
 	const uint32_t *path_region;
+	uint32_t path_keep;
+	bool paths;
 	uint32_t *def_id;
 	size_t n_def;
 	uint64_t dropped, sent_before, pending;
@@ -188,13 +194,18 @@ pmc_encode_samples(struct pmc_batch *b, const void *s0, size_t stride, size_t k,
 	uint8_t *w = *wp, *v = *vp;
 	size_t nd = *ndp;
 	uint32_t last = UINT32_MAX; /* no region */
+	const uint32_t keep = b->path_region ? b->path_keep : UINT32_MAX;
 
 	for (size_t i = 0; i < b->n; i++) {
 		const struct pmc_sample *s = pmc_sample_at(s0, stride, i);
 		uint32_t id = s->region;
 
-		if (b->path_region)
-			id = id & PMC_PATH_FLAGS ? id & PMC_PATH_REGION_MASK : b->path_region[id];
+		/* Flagged ids are above any path id. */
+		if (id > keep) {
+			uint32_t r = id & PMC_PATH_FLAGS ? id & PMC_PATH_REGION_MASK
+			                                 : b->path_region[id];
+			id = !b->paths ? r : id & PMC_PATH_FLAGS ? id : (PMC_PATH_FLAG_FULL | r);
+		}
 		q = pmc_put_varint(q, id);
 		/* A run of one region, as loops make, is looked up once. */
 		if (id != last && b->announced && !b->announced[id]) {

@@ -58,6 +58,9 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 {
 	if (n_id != n_name)
 		return -EBADMSG;
+	/* Once a share or the total refused a region, the rest of the message's new names are
+	 * refused without asking again (each asking walks every process). */
+	bool user_full = false, total_full = false;
 	for (size_t i = 0; i < n_id; i++) {
 		uint32_t id = def_id[i];
 		const char *name = def_name[i];
@@ -95,8 +98,9 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			s->ids[id] = &refused_region;
 			continue;
 		}
-		if (!r && !registry_user_room(&s->srv->reg, p->uid, p,
-		                              s->srv->policy.max_regions_per_user)) {
+		if (!r && (user_full || !registry_user_room(&s->srv->reg, p->uid, p,
+		                                            s->srv->policy.max_regions_per_user))) {
+			user_full = true;
 			if (!p->warned_user)
 				log_warn_limited("pid %d: uid %d holds %u regions, its share "
 				                 "(--max-regions-per-user): samples of region '%s' "
@@ -107,7 +111,8 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			s->ids[id] = &refused_region;
 			continue;
 		}
-		if (!r && !registry_room(&s->srv->reg, p)) {
+		if (!r && (total_full || !registry_room(&s->srv->reg, p))) {
+			total_full = true;
 			if (!p->warned_total)
 				log_warn_limited(
 				        "pid %d: the daemon holds %u regions of running processes, "
@@ -158,9 +163,11 @@ session_max_path(const struct session *s)
 	return n < SESSION_MAX_REGION_ID ? n : SESSION_MAX_REGION_ID;
 }
 
-/* Client call path @id is region @region begun in path @parent (0: none). */
+/* Client call path @id is region @region begun in path @parent (0: none). *@full: a limit
+ * refused a node earlier in the message (then no new one is asked for: each asking walks
+ * every process). */
 static int
-define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region)
+define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bool *full)
 {
 	struct region_agg *name = session_region(s, region);
 	if (!id || id > SESSION_MAX_REGION_ID || !name || parent > SESSION_MAX_REGION_ID ||
@@ -198,7 +205,9 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region)
 	} else {
 		uint32_t pnode = up ? up->node : 0;
 		struct region_agg *node = path_find(s->proc, pnode, name->name);
-		if (!node && path_room(s) &&
+		if (!node && !*full && !path_room(s))
+			*full = true;
+		if (!node && !*full &&
 		    !(node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
 			return -ENOMEM;
 		sp.node = node ? node->id : 0;
@@ -227,8 +236,9 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 		r = define_regions(s, d->n_def_id, d->def_id, d->n_def_name, d->def_name);
 	if (r == 0 && (d->n_path_parent != d->n_path_id || d->n_path_region != d->n_path_id))
 		r = -EBADMSG;
+	bool full = false;
 	for (size_t i = 0; r == 0 && i < d->n_path_id; i++)
-		r = define_path(s, d->path_id[i], d->path_parent[i], d->path_region[i]);
+		r = define_path(s, d->path_id[i], d->path_parent[i], d->path_region[i], &full);
 	if (r == -EBADMSG)
 		log_warn_limited("pid %d: malformed Define: closing the connection", (int)s->pid);
 	return r;

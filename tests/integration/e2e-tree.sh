@@ -103,6 +103,27 @@ pmcctl query --tree --pid "$CLIENT_PID" --format json >"$TMP/paths-tree.json"
 expect_eq "nodes kept" "$(jq '[.. | objects | select(has("children"))] | length' "$TMP/paths-tree.json")" 4096
 expect_eq "path-limit" "$(jq '.[0].untracked["path-limit"]' "$TMP/paths-tree.json")" $(($(kv paths "$TMP/paths") - 4096))
 
+# A daemon restarted with a lower path id bound (--max-regions 8,192 allows 32,768; the
+# default 16,384) while the program runs: its paths past the new bound, interned before,
+# count by name ("path-limit"), none dropped.
+kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
+start_daemon --max-regions 8192
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" \
+	env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" paths-again 140 "$TMP/go" >"$TMP/again" 2>"$TMP/again.err" &
+again_pid=$!
+for _ in $(seq 600); do grep -q first=done "$TMP/again" && break; sleep 0.1; done
+grep -q first=done "$TMP/again" || fail "paths-again: no first round"
+expect_eq "first daemon: runs by name" "$(pmcctl query --pid $again_pid --format json | jq -c '[.regions[].count] | unique')" "[141]"
+kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
+start_daemon --state "$TMP/state.pb"
+touch "$TMP/go"
+wait $again_pid || fail "paths-again failed: $(cat "$TMP/again.err")"
+pmcctl query --pid $again_pid --format json >"$TMP/again.json"
+expect_eq "after the restart: every run counted by name" "$(jq -c '[.regions[].count] | unique' "$TMP/again.json")" "[141]"
+expect_eq "after the restart: nothing dropped" "$(jq '[.losses[]? | .count] | add // 0' "$TMP/again.json")" 0
+expect_eq "after the restart: path-limit" "$(pmcctl query --tree --pid $again_pid --format json | jq '.[0].untracked["path-limit"]')" $((140 + 140 * 140 - 4096))
+daemon_alive
+
 # The state file keeps the tree.
 kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
 start_daemon --state "$TMP/state.pb"

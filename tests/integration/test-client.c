@@ -42,6 +42,9 @@
  *                    ("incl.main;parse=", "self.main;parse=") and the per-name totals
  *   paths N          regions p0 ... p(N-1), each once at the root and, inside it, each of
  *                    them once: N + N^2 call paths, each region run N + 1 times
+ *   paths-again N F  the same, pmc_flush(), prints "first=done", waits (up to 60 s) for file
+ *                    F to exist (the test restarts the daemon meanwhile), waits until
+ *                    pmc_enabled() says 1, runs them again and flushes
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region and the
@@ -513,22 +516,36 @@ main(int argc, char **argv)
 		for (long k = 0; k < d && k < 1024; k++)
 			want += d - k;
 		printf("count=%ld\npage_faults=%ld\n", d < 1024 ? d : 1024, want);
-	} else if (!strcmp(mode, "paths") && argc == 3) {
+	} else if ((!strcmp(mode, "paths") && argc == 3) ||
+	           (!strcmp(mode, "paths-again") && argc == 4)) {
 		long n = atol(argv[2]);
+		int again = argc == 4;
 		pmc_region_t *r = calloc((size_t)n, sizeof(*r));
 		for (long i = 0; r && i < n; i++) {
 			char name[32];
 			snprintf(name, sizeof(name), "p%ld", i);
 			r[i] = pmc_region(name);
 		}
-		for (long i = 0; r && i < n; i++) {
-			pmc_begin(r[i]);
-			for (long j = 0; j < n; j++) {
-				pmc_begin(r[j]);
-				pmc_end(r[j]);
+		for (int round = 0; round <= again; round++) {
+			if (round) {
+				pmc_flush();
+				printf("first=done\n");
+				fflush(stdout);
+				for (int w = 0; w < 600 && access(argv[3], F_OK); w++)
+					usleep(100000);
+				for (int w = 0; w < 600 && !pmc_enabled(); w++)
+					usleep(100000);
 			}
-			pmc_end(r[i]);
+			for (long i = 0; r && i < n; i++) {
+				pmc_begin(r[i]);
+				for (long j = 0; j < n; j++) {
+					pmc_begin(r[j]);
+					pmc_end(r[j]);
+				}
+				pmc_end(r[i]);
+			}
 		}
+		pmc_flush();
 		free(r);
 		printf("paths=%ld\nruns=%ld\n", n + n * n, n + 1);
 	} else if (!strcmp(mode, "tree") && argc == 3) {

@@ -45,7 +45,9 @@ make_names(void)
 	}
 }
 
-/* Call path ids for @paths batches: path p is region p % N_IDS (path 0 is none). */
+/* Call path ids for @paths batches: path p is region p % N_IDS (path 0 is none); PATH_KEEP:
+ * the daemon's bound in the batches that send paths. */
+#define PATH_KEEP (N_IDS + N_IDS / 2)
 static uint32_t path_region[2 * N_IDS];
 
 /* A path id of region @r: one of its two paths, or the region flagged (no path). */
@@ -63,8 +65,10 @@ path_of(uint32_t r)
 }
 
 /* One random batch through both encoders. @with_defs: some regions not announced yet.
- * @paths: the samples hold call path ids, which the encoder sends as their regions
- * (path_region). */
+ * @paths: 1: the samples hold call path ids, which the encoder sends as their regions
+ * (path_region), for a daemon without call paths; 2: it sends them as they are up to a bound
+ * (path_keep), those above as their regions flagged PMC_PATH_FLAG_FULL, and flagged ones as
+ * they are (call paths, the daemon's bound lower than the ids interned). */
 static void
 check_random_batch(int with_defs, int paths)
 {
@@ -89,6 +93,12 @@ check_random_batch(int with_defs, int paths)
 		s->region = region[i] = (uint32_t)(pmc_test_rng(&rng) % N_IDS);
 		if (paths)
 			s->region = path_of(region[i]);
+		if (paths == 2 && !(s->region & PMC_PATH_FLAGS))
+			region[i] = s->region <= PATH_KEEP
+			                    ? s->region
+			                    : PMC_PATH_FLAG_FULL | path_region[s->region];
+		else if (paths == 2)
+			region[i] = s->region;
 		s->wall = wall[i] = rand_value();
 		s->scaled = scaled[i] = scale && pmc_test_rng(&rng) % 4 == 0 && k
 		                                ? (uint32_t)pmc_test_rng(&rng) & ((1u << k) - 1)
@@ -100,7 +110,7 @@ check_random_batch(int with_defs, int paths)
 			if (scaled[i] >> j & 1)
 				ratio[nr++] = r;
 		}
-		if (!ref_announced[region[i]]) {
+		if (paths != 2 && !ref_announced[region[i]]) {
 			ref_announced[region[i]] = 1;
 			ref_def_id[nd] = region[i];
 			def_name[nd++] = names[region[i]];
@@ -113,9 +123,11 @@ check_random_batch(int with_defs, int paths)
 	        .n = n,
 	        .k = k,
 	        .maybe_scaled = scale,
-	        .announced = announced,
+	        .announced = paths == 2 ? NULL : announced,
 	        .names = names,
 	        .path_region = paths ? path_region : NULL,
+	        .path_keep = paths == 2 ? PATH_KEEP : 0,
+	        .paths = paths == 2,
 	        .def_id = def_id,
 	};
 	uint64_t *loss[] = {
@@ -184,7 +196,7 @@ static void
 test_random_batches(void)
 {
 	for (int i = 0; i < 3000; i++)
-		check_random_batch(i & 1, i % 4 >= 2);
+		check_random_batch(i & 1, i % 6 / 2);
 }
 
 /* The batch a client sends most: one event, nothing scaled, no losses, every region known. */
