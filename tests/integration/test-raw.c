@@ -9,7 +9,7 @@
  *   SOCKET many-events N     register with N events: refused (E2BIG) past the limit
  *   SOCKET stuck SECONDS     listen on SOCKET itself, never accept, and fill the backlog:
  *                            a daemon that hangs; prints "ready" once it is full
- *   SOCKET hold SECONDS      say Hello, then keep the connection open SECONDS
+ *   SOCKET hold SECONDS      say Hello, print "held", then keep the connection open SECONDS
  *   SOCKET orphan            say Hello, fork, exit: the child registers its own thread
  *                            on the inherited connection of a process that has exited:
  *                            refused (ESRCH)
@@ -553,6 +553,8 @@ main(int argc, char **argv)
 		return err == E2BIG ? 0 : 1;
 	}
 	if (!strcmp(mode, "hold") && argc == 4) {
+		printf("held\n");
+		fflush(stdout);
 		sleep((unsigned)atoi(argv[3]));
 		return 0;
 	}
