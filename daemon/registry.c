@@ -243,15 +243,6 @@ process_path(struct registry *reg, struct process *p, uint32_t parent, const cha
 	return r;
 }
 
-size_t
-registry_user_paths(const struct registry *reg, uid_t uid)
-{
-	size_t n = 0;
-	for (const struct process *q = reg->procs; q; q = q->next)
-		n += q->uid == uid ? q->n_paths : 0;
-	return n;
-}
-
 struct region_agg *
 process_region(struct registry *reg, struct process *p, const char *name)
 {
@@ -825,49 +816,57 @@ registry_process_ended(struct registry *reg, struct process *p, uint64_t now)
 		(void)evict_oldest(reg, (uid_t)-1, NULL);
 }
 
-size_t
-registry_user_regions(const struct registry *reg, uid_t uid)
+/* The regions (@paths: call path nodes) of @uid's processes, live or exited. */
+static size_t
+user_count(const struct registry *reg, uid_t uid, bool paths)
 {
 	size_t n = 0;
 	for (const struct process *q = reg->procs; q; q = q->next)
-		n += q->uid == uid ? q->n_regions : 0;
+		n += q->uid == uid ? (paths ? q->n_paths : q->n_regions) : 0;
 	return n;
+}
+
+size_t
+registry_user_regions(const struct registry *reg, uid_t uid)
+{
+	return user_count(reg, uid, false);
+}
+
+/* Forgets @uid's processes that ended first (never @keep) until its regions (@paths: nodes)
+ * are below @max; or, @uid -1, every user's until *@total is below @max (0: no limit).
+ * Return: false when none is left to forget first. */
+static bool
+make_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max, bool paths,
+          const size_t *total)
+{
+	while (uid != (uid_t)-1 ? user_count(reg, uid, paths) >= max : max && *total >= max)
+		if (!evict_oldest(reg, uid, keep))
+			return false;
+	return true;
 }
 
 bool
 registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max)
 {
-	while (registry_user_regions(reg, uid) >= max)
-		if (!evict_oldest(reg, uid, keep))
-			return false;
-	return true;
+	return make_room(reg, uid, keep, max, false, NULL);
 }
 
 bool
 registry_user_path_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max)
 {
-	while (registry_user_paths(reg, uid) >= max)
-		if (!evict_oldest(reg, uid, keep))
-			return false;
-	return true;
+	return make_room(reg, uid, keep, max, true, NULL);
 }
 
 bool
 registry_path_room(struct registry *reg, const struct process *keep, size_t max)
 {
-	while (max && reg->n_paths >= max)
-		if (!evict_oldest(reg, (uid_t)-1, keep))
-			return false;
-	return true;
+	return make_room(reg, (uid_t)-1, keep, max, true, &reg->n_paths);
 }
 
 bool
 registry_room(struct registry *reg, const struct process *keep)
 {
-	while (reg->max_regions && reg->n_regions >= reg->max_regions)
-		if (!evict_oldest(reg, (uid_t)-1, keep))
-			return false;
-	return true;
+	return make_room(reg, (uid_t)-1, keep, reg->max_regions, false, &reg->n_regions);
 }
 
 static void

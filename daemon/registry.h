@@ -221,9 +221,6 @@ struct region_agg *path_find(struct process *p, uint32_t parent, const char *nam
 struct region_agg *process_path(struct registry *reg, struct process *p, uint32_t parent,
                                 const char *name);
 
-/** registry_user_paths() - the call path nodes of @uid's processes, live or exited */
-size_t registry_user_paths(const struct registry *reg, uid_t uid);
-
 /**
  * registry_user_path_room() - make room for one more call path node of @uid under its
  * share @max, as registry_user_room() does for regions (forgetting @uid's processes that
