@@ -68,6 +68,7 @@ struct floor {
 	int fds[BENCH_MAX_EVENTS];
 	const struct perf_event_mmap_page *pages[BENCH_MAX_EVENTS];
 	int rdpmc;
+	int page_clock; /* rdpmc, and the leader's page has the clock (cap_user_time_zero) */
 };
 
 /* Keeps the compiler from dropping what the loops compute. */
@@ -94,6 +95,7 @@ floor_open(struct floor *f, const struct bench_event *const *ev, int n)
 		    (i == 0 && !f->pages[i]->cap_user_time))
 			f->rdpmc = 0;
 	}
+	f->page_clock = f->rdpmc && f->pages[0]->cap_user_time_zero;
 	return 0;
 }
 
@@ -119,6 +121,42 @@ floor_read(const struct floor *f, uint64_t *buf)
 	}
 	if (read(f->fds[0], buf, (3 + (size_t)f->n) * sizeof(uint64_t)) < 0)
 		buf[3] = 0;
+}
+
+/* floor_read() through the pages, the leader's with the page's clock (a floor->page_clock). */
+static inline uint64_t
+floor_read_page(const struct floor *f, uint64_t *buf)
+{
+	struct pmc_reading rd;
+	uint64_t clock = 0;
+	if (pmc_reader_read_clocked(f->pages[0], &pmc_reader_hw_ops, &rd) == 0) {
+		buf[1] = rd.enabled;
+		buf[2] = rd.running;
+		buf[3] = rd.value;
+		clock = rd.clock;
+	} else {
+		buf[3] = 0;
+	}
+	for (int i = 1; i < f->n; i++)
+		if (pmc_reader_read_count(f->pages[i], &pmc_reader_hw_ops, &buf[3 + i]) < 0)
+			buf[3 + i] = 0;
+	return clock;
+}
+
+/* The floor of a library that takes the wall time from the clock its reader reads anyway (the
+ * leader's page), as libpmcclient does where the page has it: no clock_gettime. */
+static void
+run_floor_page(const struct floor *f, long iters)
+{
+	uint64_t a[3 + BENCH_MAX_EVENTS], b[3 + BENCH_MAX_EVENTS], acc = 0;
+
+	for (long i = 0; i < iters; i++) {
+		uint64_t w0 = floor_read_page(f, a);
+		__asm__ __volatile__("" ::: "memory");
+		uint64_t w1 = floor_read_page(f, b);
+		acc += (w1 - w0) + (b[3] - a[3]);
+	}
+	sink = acc;
 }
 
 static void
@@ -370,7 +408,7 @@ icount_close(struct icount *c)
 	close(c->fd[1]);
 }
 
-enum { I_EMPTY = V_COUNT, I_COUNT };
+enum { I_EMPTY = V_COUNT, I_FLOOR_PAGE, I_COUNT };
 
 static void
 run_empty(long iters)
@@ -399,6 +437,9 @@ icount_variant(const struct icount *c, int v, const struct floor *f, pmc_region_
 		case V_MACRO:
 			run_macro(iters);
 			break;
+		case I_FLOOR_PAGE:
+			run_floor_page(f, iters);
+			break;
 		default:
 			run_empty(iters);
 			break;
@@ -414,8 +455,8 @@ struct icount_floor {
 	const struct bench_event *const *ev;
 	int n, reps;
 	long iters;
-	int r, rdpmc;
-	uint64_t floor[2], empty[2];
+	int r, rdpmc, page_clock;
+	uint64_t floor[2], floor_page[2], empty[2];
 };
 
 static void *
@@ -431,10 +472,13 @@ icount_floor_main(void *arg)
 	p->r = floor_open(&f, p->ev, p->n);
 	if (p->r == 0) {
 		p->rdpmc = f.rdpmc;
+		p->page_clock = f.page_clock;
 		icount_variant(&c, I_EMPTY, &f, 0, 1, p->iters, p->empty); /* warm-up */
 		icount_variant(&c, V_FLOOR, &f, 0, 1, p->iters, p->floor);
 		icount_variant(&c, I_EMPTY, &f, 0, p->reps, p->iters, p->empty);
 		icount_variant(&c, V_FLOOR, &f, 0, p->reps, p->iters, p->floor);
+		if (f.page_clock)
+			icount_variant(&c, I_FLOOR_PAGE, &f, 0, p->reps, p->iters, p->floor_page);
 		for (int i = 0; i < f.n; i++)
 			close(f.fds[i]);
 	}
@@ -496,6 +540,15 @@ cmd_instructions(int reps, long iters)
 		double floor = ((double)fl.floor[k] - (double)fl.empty[k]) / (double)iters;
 
 		printf("floor_instr_%s=%.1f\n", mode[k], floor);
+		/* The floor without clock_gettime: what pmc pays beyond its reads alone. */
+		double floor_page =
+		        ((double)fl.floor_page[k] - (double)fl.empty[k]) / (double)iters;
+		if (fl.page_clock) {
+			double x = ((double)in[V_PMC][k] - (double)in[I_EMPTY][k]) / (double)iters;
+			printf("floor_page_instr_%s=%.1f\n", mode[k], floor_page);
+			printf("pmc_instr_%s_page_ratio=%.3f\n", mode[k],
+			       floor_page > 0 ? x / floor_page : 0);
+		}
 		for (int v = V_PMC; v <= V_MACRO; v++) {
 			double x = ((double)in[v][k] - (double)in[I_EMPTY][k]) / (double)iters;
 

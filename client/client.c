@@ -82,8 +82,13 @@
 #define PMC_NAME_SLOTS_BIG (2 * PMC_MAX_REGIONS)
 /* Never handed out by pmc_region(): ids stay below PMC_MAX_REGIONS. */
 #define PMC_WARMUP_REGION UINT32_MAX
-/* Region windows: the clock task-clock keeps too, never slewed by NTP. */
+/* Region windows, where the leader's page has no clock (read() path): the clock task-clock
+ * keeps too, never slewed by NTP. */
 #define PMC_WALL_CLOCK CLOCK_MONOTONIC_RAW
+/* A reading of PMC_WALL_CLOCK, marked: a region's two ends from different clocks (the kernel
+ * took the page's clock away in between) give a wall time of 2^62 or more, never a real one. */
+#define PMC_WALL_MARK (UINT64_C(1) << 63)
+#define PMC_WALL_BAD (UINT64_C(1) << 62)
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -165,7 +170,8 @@ struct pmc_thread {
 	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
 	int one_group; /* every event in one group: the leader's times are everyone's */
 	int rdpmc;
-	int fast;       /* rdpmc and one_group: read_counters() takes read_one_group() */
+	int fast; /* rdpmc, one_group and the page's clock: read_counters() takes read_one_group()
+	           */
 	int last_rdpmc; /* the last read_counters() took rdpmc */
 	unsigned depth;
 	unsigned overflow;   /* begins not pushed (too deep, or a failed read): their ends skip */
@@ -1159,7 +1165,9 @@ register_locked(bool *fd_starved)
 			t->rdpmc = 0;
 		}
 	}
-	t->fast = t->rdpmc && t->one_group;
+	/* The fast path takes the wall clock from the leader's page (cap_user_time_zero, set with
+	 * cap_user_time by every kernel that has it). */
+	t->fast = t->rdpmc && t->one_group && t->pages[0]->cap_user_time_zero;
 	if (!t->rdpmc)
 		for (size_t i = 0; i < t->n; i++)
 			if (t->pages[i]) {
@@ -1194,19 +1202,21 @@ register_locked(bool *fd_starved)
 }
 
 /* read_counters() of a thread whose events are one group, through their pages: the leader
- * with its times (one clock read), each member's count alone; the members' times are the
- * leader's, left unwritten (t->one_group tells region_end() to take the leader's). */
+ * with its times and the page's clock (one clock read), each member's count alone; the
+ * members' times are the leader's, left unwritten (t->one_group tells region_end() to take
+ * the leader's). */
 static inline __attribute__((always_inline)) int
-read_one_group(const struct pmc_thread *t, uint64_t *v)
+read_one_group(const struct pmc_thread *t, uint64_t *v, uint64_t *clock)
 {
 	size_t n = t->n;
 	struct pmc_reading rd;
 	/* The reader's body inline (pmc_reader_read() and _count() may stay calls). */
-	if (unlikely(pmc_reader_read_(t->pages[0], &pmc_reader_hw_ops, &rd, 1) < 0))
+	if (unlikely(pmc_reader_read_(t->pages[0], &pmc_reader_hw_ops, &rd, 2) < 0))
 		return -1;
 	v[0] = rd.value;
 	v[n] = rd.enabled;
 	v[2 * n] = rd.running;
+	*clock = rd.clock;
 	for (size_t i = 1; i < n; i++) {
 		if (unlikely(pmc_reader_read_(t->pages[i], &pmc_reader_hw_ops, &rd, 0) < 0))
 			return -1;
@@ -1215,8 +1225,21 @@ read_one_group(const struct pmc_thread *t, uint64_t *v)
 	return 0;
 }
 
-/* read_counters() of any other thread, or when read_one_group() failed. */
-static int __attribute__((noinline)) read_counters_slow(struct pmc_thread *t, uint64_t *v)
+/* The wall clock of read_counters_slow(): the leader's page's, as read_one_group() reads it,
+ * where the page has it; else PMC_WALL_CLOCK, marked. */
+static uint64_t
+wall_clock(const struct pmc_thread *t)
+{
+	uint64_t ns;
+	if (t->rdpmc && pmc_reader_clock(t->pages[0], &pmc_reader_hw_ops, &ns) == 0)
+		return ns;
+	return util_now_ns(PMC_WALL_CLOCK) | PMC_WALL_MARK;
+}
+
+/* The counters of read_counters_slow(): through the pages where the kernel lets the thread, else
+ * with a read() of each group. */
+static int
+read_groups(struct pmc_thread *t, uint64_t *v)
 {
 	size_t n = t->n;
 	if (t->rdpmc) {
@@ -1247,16 +1270,30 @@ static int __attribute__((noinline)) read_counters_slow(struct pmc_thread *t, ui
 	return 0;
 }
 
-/* Reads every counter of @t into v[0..n) with enabled/running in v[n..2n), v[2n..3n) (of a
- * thread of one group, the leader's alone: v[n] and v[2n]). */
-static inline __attribute__((always_inline)) int
-read_counters(struct pmc_thread *t, uint64_t *v)
+/* read_counters() of any other thread, or when read_one_group() failed; the clock read before
+ * the counters at a region's begin, after them at its @end. */
+static int __attribute__((noinline))
+read_counters_slow(struct pmc_thread *t, uint64_t *v, uint64_t *clock, int end)
 {
-	if (likely(t->fast && read_one_group(t, v) == 0)) {
+	if (!end)
+		*clock = wall_clock(t);
+	int r = read_groups(t, v);
+	if (end)
+		*clock = wall_clock(t);
+	return r;
+}
+
+/* Reads every counter of @t into v[0..n) with enabled/running in v[n..2n), v[2n..3n) (of a
+ * thread of one group, the leader's alone: v[n] and v[2n]), and the wall clock into @clock
+ * (see wall_clock()), for a region's begin or its @end. */
+static inline __attribute__((always_inline)) int
+read_counters(struct pmc_thread *t, uint64_t *v, uint64_t *clock, int end)
+{
+	if (likely(t->fast && read_one_group(t, v, clock) == 0)) {
 		t->last_rdpmc = 1;
 		return 0;
 	}
-	return read_counters_slow(t, v);
+	return read_counters_slow(t, v, clock, end);
 }
 
 static void flush_try(struct pmc_thread *t);
@@ -1454,8 +1491,9 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 	return false;
 }
 
-/* The wall clock is read before the counters at the begin and after them at the end: a
- * sample's wall time encloses the window its counters saw. */
+/* The wall clock is the leader's page's where it has one, read in the same pass as the
+ * counters (see read_one_group()); else it is read before the counters at the begin and after
+ * them at the end, so that the sample's wall time encloses the window its counters saw. */
 static inline void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
@@ -1464,8 +1502,7 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 		return;
 	struct frame *f = &t->stack[d];
 	f->path = path_get(t, d ? f[-1].path : 0, region, d);
-	f->t0 = util_now_ns(PMC_WALL_CLOCK);
-	if (unlikely(read_counters(t, f->v) < 0)) {
+	if (unlikely(read_counters(t, f->v, &f->t0, 0) < 0)) {
 		count_loss(t, R_READ, 1);
 		t->overflow++;
 		return;
@@ -1518,9 +1555,8 @@ region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
 static inline void
 region_end(struct pmc_thread *t, pmc_region_t region)
 {
-	uint64_t *now = t->now;
-	int r = read_counters(t, now);
-	uint64_t t1 = util_now_ns(PMC_WALL_CLOCK);
+	uint64_t *now = t->now, t1;
+	int r = read_counters(t, now, &t1, 1);
 	unsigned d = t->depth;
 	if (unlikely(t->stack[d - 1].id != region)) {
 		while (d > 0 && t->stack[d - 1].id != region)
@@ -1536,6 +1572,16 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 		return;
 	}
 	struct frame *f = &t->stack[d - 1];
+	uint64_t wall = t1 - f->t0;
+	if (unlikely(wall >= PMC_WALL_BAD)) {
+		/* Clocks that differ: the kernel took the page's clock away, or gave it,
+		 * within the region. */
+		if (wall < 3 * PMC_WALL_BAD) {
+			count_loss(t, R_READ, 1);
+			return;
+		}
+		wall = 0; /* a clock a few ns behind itself (TSCs apart across CPUs) */
+	}
 	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
 	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
@@ -1578,7 +1624,7 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 	}
 	s->region = f->path;
 	s->scaled = scaled;
-	s->wall = t1 - f->t0;
+	s->wall = wall;
 	if (unlikely(region == PMC_WARMUP_REGION))
 		return;
 	if (unlikely(scaled))

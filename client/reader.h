@@ -46,6 +46,7 @@ __extension__ typedef unsigned __int128 pmc_u128;
 #endif
 #define PMC_CAP_USER_RDPMC PMC_CAP_BIT(2)
 #define PMC_CAP_USER_TIME PMC_CAP_BIT(3)
+#define PMC_CAP_USER_TIME_ZERO PMC_CAP_BIT(4)
 #define PMC_CAP_USER_TIME_SHORT PMC_CAP_BIT(5)
 
 /**
@@ -70,11 +71,14 @@ struct pmc_reader_ops {
  * @value: the event count (not scaled; see pmc_scale())
  * @enabled: nanoseconds the event has been enabled
  * @running: nanoseconds the event has actually been counting on a PMU counter
+ * @clock: the page's clock at the read, in nanoseconds (perf's clock, the kernel's sched_clock:
+ *         time_zero plus the converted cycles); written by pmc_reader_read_clocked() alone
  */
 struct pmc_reading {
 	uint64_t value;
 	uint64_t enabled;
 	uint64_t running;
+	uint64_t clock;
 };
 
 /**
@@ -119,11 +123,51 @@ pmc_cyc_to_ns(uint64_t cyc, uint32_t mult, unsigned shift)
 	return (uint64_t)(((pmc_u128)cyc * mult) >> shift);
 }
 
-/* pmc_reader_read() and pmc_reader_read_count(): @want_time chooses whether the times are read
- * (a compile-time constant once inlined). */
+/* The clock fields of a page, read inside the seqlock, and the cycles read with them. */
+struct pmc_page_clock {
+	uint64_t cyc, offset, zero, cycles, mask;
+	uint32_t mult;
+	unsigned shift;
+	int has_short;
+};
+
+/* Reads the clock and the page's fields that describe it (a page with cap_user_time, @caps);
+ * time_zero when @want_zero. Inside the caller's seqlock pass. */
+static inline __attribute__((always_inline)) void
+pmc_page_clock_read_(const volatile struct perf_event_mmap_page *pc, uint64_t caps,
+                     const struct pmc_reader_ops *ops, struct pmc_page_clock *c, int want_zero)
+{
+	c->has_short = !!(caps & PMC_CAP_USER_TIME_SHORT);
+	c->cyc = ops->rdtsc(ops->ctx);
+	c->offset = PMC_READ_ONCE(pc->time_offset);
+	c->mult = PMC_READ_ONCE(pc->time_mult);
+	c->shift = PMC_READ_ONCE(pc->time_shift);
+	c->zero = want_zero ? PMC_READ_ONCE(pc->time_zero) : 0;
+	c->cycles = c->mask = 0;
+	if (c->has_short) {
+		c->cycles = PMC_READ_ONCE(pc->time_cycles);
+		c->mask = PMC_READ_ONCE(pc->time_mask);
+	}
+}
+
+/* The clock's cycles in nanoseconds (cap_user_time_short's correction applied): add
+ * time_offset for the time since the page's last update, time_zero for the clock's value. */
+static inline __attribute__((always_inline)) uint64_t
+pmc_page_clock_ns_(const struct pmc_page_clock *c)
+{
+	uint64_t cyc = c->cyc;
+
+	if (c->has_short)
+		cyc = c->cycles + ((cyc - c->cycles) & c->mask);
+	return pmc_cyc_to_ns(cyc, c->mult, c->shift);
+}
+
+/* pmc_reader_read(), pmc_reader_read_count() and pmc_reader_read_clocked(): @want chooses what
+ * is read beside the count: 0 nothing, 1 the times, 2 the times and the clock (a compile-time
+ * constant once inlined). */
 static inline __attribute__((always_inline)) int
 pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
-                 struct pmc_reading *out, int want_time)
+                 struct pmc_reading *out, int want)
 {
 	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
 		uint32_t seq = PMC_READ_ONCE(pc->lock);
@@ -137,6 +181,8 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 
 		if (!(caps & PMC_CAP_USER_RDPMC) || !idx)
 			return -ENODATA;
+		if (want == 2 && !(caps & PMC_CAP_USER_TIME_ZERO))
+			return -ENODATA;
 
 		unsigned width = PMC_READ_ONCE(pc->pmc_width);
 		uint64_t count = (uint64_t)PMC_READ_ONCE(pc->offset);
@@ -144,40 +190,31 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 		count += (uint64_t)pmc_sign_extend(ops->rdpmc(ops->ctx, idx - 1), width);
 
 		uint64_t enabled = 0, running = 0;
-		int has_time = 0, has_short = 0;
-		uint64_t cyc = 0, time_offset = 0, time_cycles = 0, time_mask = 0;
-		uint32_t time_mult = 0;
-		unsigned time_shift = 0;
+		int has_time = 0;
+		struct pmc_page_clock c = {0};
 
-		if (want_time) {
+		if (want) {
 			enabled = PMC_READ_ONCE(pc->time_enabled);
 			running = PMC_READ_ONCE(pc->time_running);
-			has_time = !!(caps & PMC_CAP_USER_TIME);
-			has_short = has_time && (caps & PMC_CAP_USER_TIME_SHORT);
+			/* time_zero implies the clock (cap_user_time) in every kernel that sets
+			 * it; asked for, it is required above. */
+			has_time = want == 2 || (caps & PMC_CAP_USER_TIME);
 		}
-		if (has_time) {
-			cyc = ops->rdtsc(ops->ctx);
-			time_offset = PMC_READ_ONCE(pc->time_offset);
-			time_mult = PMC_READ_ONCE(pc->time_mult);
-			time_shift = PMC_READ_ONCE(pc->time_shift);
-			if (has_short) {
-				time_cycles = PMC_READ_ONCE(pc->time_cycles);
-				time_mask = PMC_READ_ONCE(pc->time_mask);
-			}
-		}
+		if (has_time)
+			pmc_page_clock_read_(pc, caps, ops, &c, want == 2);
 
 		pmc_barrier();
 		if (PMC_READ_ONCE(pc->lock) != seq)
 			continue;
 
 		if (has_time) {
-			if (has_short)
-				cyc = time_cycles + ((cyc - time_cycles) & time_mask);
-
-			uint64_t delta = time_offset + pmc_cyc_to_ns(cyc, time_mult, time_shift);
+			uint64_t ns = pmc_page_clock_ns_(&c);
+			uint64_t delta = c.offset + ns;
 
 			enabled += delta;
 			running += delta; /* idx != 0 here: the event is on a counter */
+			if (want == 2)
+				out->clock = c.zero + ns;
 		}
 
 		out->value = count;
@@ -238,6 +275,60 @@ pmc_reader_read_count(const volatile struct perf_event_mmap_page *pc,
 	if (r == 0)
 		*value = rd.value;
 	return r;
+}
+
+/**
+ * pmc_reader_read_clocked() - pmc_reader_read() and the page's clock, in one pass
+ * @pc: as for pmc_reader_read()
+ * @ops: as for pmc_reader_read()
+ * @out: as for pmc_reader_read(), and @out->clock: the clock's value at the read, in ns
+ *
+ * The page's clock (cap_user_time_zero) is perf's, the kernel's sched_clock: the TSC on x86-64,
+ * the generic timer on arm64, never slewed. The read converts the cycles it takes for the
+ * times anyway, so the clock costs one more load and one addition. A caller that times a
+ * region with it must take both ends from the same clock (pmc_reader_clock() where the counter
+ * is not on a counter at that moment).
+ * Return: as pmc_reader_read(); also -ENODATA when the page has cap_user_time_zero clear.
+ */
+static inline int
+pmc_reader_read_clocked(const volatile struct perf_event_mmap_page *pc,
+                        const struct pmc_reader_ops *ops, struct pmc_reading *out)
+{
+	return pmc_reader_read_(pc, ops, out, 2);
+}
+
+/**
+ * pmc_reader_clock() - the page's clock alone, as pmc_reader_read_clocked() reads it
+ * @pc: an event's mmap()ed user page, borrowed; its event need not be on a counter (index 0)
+ * @ops: as for pmc_reader_read(); @ops->rdpmc is never called
+ * @ns: receives the clock in nanoseconds on success only
+ *
+ * Return: 0; -ENODATA when the page has cap_user_time_zero clear; -EAGAIN as pmc_reader_read().
+ */
+static inline int
+pmc_reader_clock(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
+                 uint64_t *ns)
+{
+	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
+		uint32_t seq = PMC_READ_ONCE(pc->lock);
+
+		pmc_barrier();
+		if (seq & 1)
+			continue;
+
+		uint64_t caps = PMC_READ_ONCE(pc->capabilities);
+		struct pmc_page_clock c;
+
+		if (!(caps & PMC_CAP_USER_TIME_ZERO))
+			return -ENODATA;
+		pmc_page_clock_read_(pc, caps, ops, &c, 1);
+		pmc_barrier();
+		if (PMC_READ_ONCE(pc->lock) != seq)
+			continue;
+		*ns = c.zero + pmc_page_clock_ns_(&c);
+		return 0;
+	}
+	return -EAGAIN;
 }
 
 /**

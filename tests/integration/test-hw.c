@@ -13,6 +13,10 @@
  *                        prints child_pid= and child_rdpmc=; the parent waits for it
  *   exec NAME N K        K regions NAME, pmc_flush(), prints exec_rdpmc=, then execs itself
  *                        as "loop NAME-exec N K" (same pid, new image, new registration)
+ *   wall NAME N K        K regions NAME, each timed by CLOCK_MONOTONIC_RAW inside (after
+ *                        pmc_begin, before pmc_end) and around it: prints inner_sum=,
+ *                        inner_min=, outer_sum=, outer_max= (ns), the bounds of the wall
+ *                        times pmc reports (its clock is the page's where it has one)
  *
  * Exit 0 on success, 1 on a failure (said on stderr), 2 on a usage error.
  */
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <pmc/pmc.h>
@@ -55,6 +60,45 @@ run_regions(struct work *w)
 	w->rdpmc = pmc_thread_uses_rdpmc();
 }
 
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* K regions of N iterations, each timed inside and around by CLOCK_MONOTONIC_RAW. */
+static void
+run_walls(const struct work *w)
+{
+	pmc_region_t warm = pmc_region("warm-up");
+	pmc_region_t r = pmc_region(w->name);
+	uint64_t in_sum = 0, in_min = UINT64_MAX, out_sum = 0, out_max = 0;
+
+	pmc_begin(warm);
+	hw_loop2(1);
+	pmc_end(warm);
+	for (long i = 0; i < w->k; i++) {
+		uint64_t a = now_ns();
+		pmc_begin(r);
+		uint64_t b = now_ns();
+		hw_loop2(w->n);
+		uint64_t c = now_ns();
+		pmc_end(r);
+		uint64_t d = now_ns();
+		in_sum += c - b;
+		out_sum += d - a;
+		if (c - b < in_min)
+			in_min = c - b;
+		if (d - a > out_max)
+			out_max = d - a;
+	}
+	printf("inner_sum=%" PRIu64 "\ninner_min=%" PRIu64 "\nouter_sum=%" PRIu64
+	       "\nouter_max=%" PRIu64 "\nrdpmc=%d\n",
+	       in_sum, in_min, out_sum, out_max, pmc_thread_uses_rdpmc());
+}
+
 static void *
 thread_main(void *p)
 {
@@ -78,7 +122,7 @@ parse_u64(const char *s, uint64_t min)
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: pmc-test-hw loop|fork|exec NAME N K | threads T NAME N K\n");
+	fprintf(stderr, "usage: pmc-test-hw loop|fork|exec|wall NAME N K | threads T NAME N K\n");
 	return 2;
 }
 
@@ -103,6 +147,10 @@ main(int argc, char **argv)
 	struct work w = {
 	        .name = argv[2], .n = parse_u64(argv[3], 1), .k = (long)parse_u64(argv[4], 1)};
 
+	if (!strcmp(mode, "wall")) {
+		run_walls(&w);
+		return 0;
+	}
 	if (strcmp(mode, "exec"))
 		printf("instructions=%" PRIu64 "\n", 2 * w.n);
 	if (threads) {

@@ -772,6 +772,112 @@ test_arm64_time_short(void)
 	page_free(pg);
 }
 
+/* The page's clock (cap_user_time_zero): time_zero plus the converted cycles, read with the
+ * counter (pmc_reader_read_clocked()) or alone (pmc_reader_clock(), index 0 too); what a
+ * region's wall time is taken from. The pages are filled as the kernels fill them: x86-64
+ * (time_zero, time_offset = time_zero - now) and arm64 (time_zero less the cycles' ns at
+ * time_cycles, cap_user_time_short). */
+static void
+test_read_clocked(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(1, 48, 100);
+	/* x86: a 3 GHz TSC; sched_clock = time_zero + cyc * mult >> shift. */
+	struct fake f = {.pg = pg, .raw = 23, .tsc = UINT64_C(9000000123), .want_counter = 0};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r;
+	uint64_t ns = 0;
+
+	pg->cap_user_time = 1;
+	pg->time_enabled = 5000;
+	pg->time_running = 3000;
+	pg->time_shift = 31;
+	pg->time_mult = 715827883; /* round(2^31 / 3) */
+	pg->time_zero = UINT64_C(77000000000);
+	/* The context's time at the last update, 2 s of cycles ago (now = sched_clock then). */
+	uint64_t now = pg->time_zero + pmc_cyc_to_ns(UINT64_C(3000000123), 715827883, 31);
+	pg->time_offset = pg->time_zero - now;
+
+	/* Without cap_user_time_zero: no clock, -ENODATA, nothing written. */
+	r.clock = 1;
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), -ENODATA);
+	CHECK_EQ(r.clock, 1);
+	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), -ENODATA);
+	CHECK_EQ(ns, 0);
+
+	pg->cap_user_time_zero = 1;
+	/* 9000000123 cycles: 2863311532 + 136688510 = 3000000042 ns (test_read_time's
+	 * arithmetic). */
+	uint64_t want = pg->time_zero + pmc_cyc_to_ns(UINT64_C(9000000123), 715827883, 31);
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 123);
+	CHECK_EQ(r.clock, want);
+	CHECK_EQ(r.clock, UINT64_C(77000000000) + 3000000042);
+	/* The times are pmc_reader_read()'s: 2 s since the update. */
+	CHECK_EQ(r.enabled, 5000 + (want - now));
+	CHECK_EQ(r.running, 3000 + (want - now));
+	struct pmc_reading plain;
+	CHECK_EQ(pmc_reader_read(pg, &ops, &plain), 0);
+	CHECK_EQ(plain.enabled, r.enabled);
+	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ(ns, want);
+
+	/* The clock alone needs no counter: index 0 (the event is off its counter). */
+	pg->index = 0;
+	f.rdpmc_calls = 0;
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), -ENODATA);
+	f.tsc += 3000; /* 1 us later */
+	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ(ns - want, 1000);
+	CHECK_EQ(f.rdpmc_calls, 0);
+	pg->index = 1;
+
+	/* An update of the page between two reads (a context switch: new time_offset, same
+	 * time_zero) leaves the clock continuous: the region's wall time is the cycles'. */
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	uint64_t t0 = r.clock;
+	__atomic_fetch_add(&pg->lock, 2, __ATOMIC_RELAXED);
+	pg->time_offset -= 12345;
+	pg->time_enabled += 999;
+	f.tsc += 3 * UINT64_C(1000000);
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ(r.clock - t0, 1000000);
+
+	/* A writer in progress is waited for, as for the counter. */
+	f.bump_first = 2;
+	f.rdpmc_calls = 0;
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ(f.rdpmc_calls, 3);
+	CHECK_EQ(r.clock, t0 + 1000000);
+	pg->lock = 43; /* odd: stuck half-way */
+	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), -EAGAIN);
+	page_free(pg);
+
+	/* arm64 (arch_perf_update_userpage): a 56-bit 62.5 MHz sched_clock, time_zero the epoch's
+	 * ns less the epoch cycles' ns, time_cycles the epoch, cntvct_el0 with bits above the
+	 * mask. */
+	pg = page_rdpmc(2, 32, 0);
+	f = (struct fake){.pg = pg, .raw = 7, .want_counter = 1};
+	ops = fake_ops(&f);
+	pg->cap_user_time = 1;
+	pg->cap_user_time_zero = 1;
+	pg->cap_user_time_short = 1;
+	pg->time_mult = UINT32_C(1) << 26; /* 16 ns a tick */
+	pg->time_shift = 22;
+	uint64_t epoch_cyc = (UINT64_C(1) << 56) - 0x100, epoch_ns = UINT64_C(5000000000000);
+	pg->time_cycles = epoch_cyc;
+	pg->time_mask = (UINT64_C(1) << 56) - 1;
+	pg->time_zero = epoch_ns - pmc_cyc_to_ns(epoch_cyc, pg->time_mult, pg->time_shift);
+	pg->time_offset = pg->time_zero - epoch_ns;
+	/* 0x300 ticks after the epoch, the 56-bit counter wrapped, junk above it. */
+	f.tsc = UINT64_C(0x0F00000000000200);
+	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ(r.clock, epoch_ns + 0x300 * 16);
+	CHECK_EQ(r.enabled, 0x300 * 16);
+	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ(ns, epoch_ns + 0x300 * 16);
+	page_free(pg);
+}
+
 /* arm64 with kernel.perf_user_access 0 (its default), or an event opened without the PMU's
  * "rdpmc" format bit: the kernel still sets cap_user_rdpmc (and the clock bits) but gives index
  * 0. Neither the counter nor the clock is read; the caller goes to read(). */
@@ -905,6 +1011,7 @@ main(void)
 	RUN(test_arm64_cycle_counter);
 	RUN(test_arm64_width32_overflow);
 	RUN(test_arm64_time_short);
+	RUN(test_read_clocked);
 	RUN(test_arm64_user_access_off);
 	RUN(test_arm64_group);
 	RUN(test_caps_layout);
