@@ -1227,7 +1227,7 @@ read_one_group(const struct pmc_thread *t, uint64_t *v, uint64_t *clock)
 
 /* The wall clock of read_counters_slow(): the leader's page's, as read_one_group() reads it,
  * where the page has it; else PMC_WALL_CLOCK, marked. */
-static uint64_t
+static inline __attribute__((always_inline)) uint64_t
 wall_clock(const struct pmc_thread *t)
 {
 	uint64_t ns;
@@ -1238,7 +1238,7 @@ wall_clock(const struct pmc_thread *t)
 
 /* The counters of read_counters_slow(): through the pages where the kernel lets the thread, else
  * with a read() of each group. */
-static int
+static inline __attribute__((always_inline)) int
 read_groups(struct pmc_thread *t, uint64_t *v)
 {
 	size_t n = t->n;
