@@ -85,17 +85,16 @@
 /* Region windows, where the leader's page has no clock (read() path): the clock task-clock
  * keeps too, never slewed by NTP. */
 #define PMC_WALL_CLOCK CLOCK_MONOTONIC_RAW
-/* A reading of PMC_WALL_CLOCK, marked: a region's two ends from different clocks (the kernel
- * took the page's clock away in between) give a wall time of 2^62 or more, never a real one. */
-#define PMC_WALL_MARK (UINT64_C(1) << 63)
-#define PMC_WALL_BAD (UINT64_C(1) << 62)
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ST_LOST: no daemon now (it went away, or was not up at start); the background thread
  * connects once it is there. */
-enum { ST_NONE, ST_ON, ST_OFF, ST_LOST };
+/* ST_FORKED: a registered thread's structure in a fork()ed child (the fork's thread), whose
+ * counters were the parent's: no region on it is counted, its next begin starts over. So that
+ * the hot path needs no generation check, only a thread's state. */
+enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED };
 
 /* Why samples were not counted, as SampleBatch's dropped_* fields say it. The first ones are
  * counted per thread by its own thread; all are counted process-wide for those a thread
@@ -176,12 +175,17 @@ struct pmc_thread {
 	unsigned depth;
 	unsigned overflow;   /* begins not pushed (too deep, or a failed read): their ends skip */
 	unsigned stack_cap;  /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
+	/* The depth below which a begin is pushed without begin_slow(): stack_cap, 0 while
+	 * overflow (one compare in pmc_begin for both). */
+	unsigned begin_cap;
 	struct frame *stack; /* each frame's v points into frame_mem */
 	uint64_t *frame_mem;
 	/* The (parent path, region) -> path pairs this thread met last: slot
-	 * pcache_slot(parent, region); region 0 (no region) is an empty slot. */
+	 * pcache_slot(parent, region), key pcache_key(parent, region) (one compare); key 0
+	 * (region 0, no region) is an empty slot. */
 	struct pcache {
-		uint32_t parent, region, path;
+		uint64_t key;
+		uint32_t path;
 	} pcache[PMC_PCACHE];
 	uint64_t now[3 * PMC_MAX_EVENTS];
 	/*
@@ -439,6 +443,8 @@ on_fork_child(void)
 		t->fast = 0;
 		t->prev = NULL;
 		t->next = NULL;
+		if (t->state == ST_ON)
+			t->state = ST_FORKED;
 		if (t != T) {
 			t->next = G.dead;
 			G.dead = t;
@@ -1179,7 +1185,7 @@ register_locked(bool *fd_starved)
 			thread_release(t);
 			return NULL;
 		}
-	t->stack_cap = PMC_STACK_START;
+	t->stack_cap = t->begin_cap = PMC_STACK_START;
 	t->stack = calloc(PMC_STACK_START, sizeof(*t->stack));
 	t->frame_mem = calloc(PMC_STACK_START * 3 * t->n, sizeof(uint64_t));
 	struct ring *ring = ring_new(PMC_RING, t->n);
@@ -1308,7 +1314,7 @@ thread_slow(void)
 		/* Inherited across fork(): the fds count the parent's thread. */
 		if (G.key_ok)
 			pthread_setspecific(G.key, NULL);
-		if (t->state == ST_ON)
+		if (t->state != ST_OFF)
 			thread_release(t);
 		else
 			free(t);
@@ -1337,12 +1343,16 @@ thread_slow(void)
 	return t->state == ST_ON ? t : NULL;
 }
 
+/* The calling thread, registered, or NULL. A structure ST_ON is of this generation (a fork
+ * makes the child's ST_FORKED); one ST_OFF (refused) is never retried in its generation. */
 static inline struct pmc_thread *
 thread_get(void)
 {
 	struct pmc_thread *t = T;
-	if (likely(t && t->gen == atomic_load_explicit(&G.gen, memory_order_relaxed)))
-		return t->state == ST_ON ? t : NULL;
+	if (likely(t && t->state == ST_ON))
+		return t;
+	if (t && t->state == ST_OFF && t->gen == atomic_load(&G.gen))
+		return NULL;
 	return thread_slow();
 }
 
@@ -1420,6 +1430,12 @@ pcache_slot(uint32_t parent, pmc_region_t region)
 	return ((parent * 0x9e3779b1u) ^ region) & (PMC_PCACHE - 1);
 }
 
+static inline uint64_t
+pcache_key(uint32_t parent, pmc_region_t region)
+{
+	return (uint64_t)parent << 32 | region;
+}
+
 /* The path of @region begun on @t at depth @d (open frames) in path @parent, past the
  * thread's cache: deeper than PMC_PATH_DEPTH, or in a path that is not one, it is its region
  * flagged; else interned (flagged PMC_PATH_FLAG_FULL when the table is full). Cached. */
@@ -1438,8 +1454,7 @@ path_slow(struct pcache *c, uint32_t parent, pmc_region_t region, unsigned d)
 	/* Before the sample is published (release): its batch will look for the name. */
 	if (path & PMC_PATH_FLAGS)
 		atomic_store_explicit(&G.flagged, 1, memory_order_relaxed);
-	c->parent = parent;
-	c->region = region;
+	c->key = pcache_key(parent, region);
 	c->path = path;
 	return path;
 }
@@ -1450,7 +1465,7 @@ static inline uint32_t
 path_get(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
 {
 	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
-	if (likely(c->region == region && c->parent == parent))
+	if (likely(c->key == pcache_key(parent, region)))
 		return c->path;
 	return path_slow(c, parent, region, d);
 }
@@ -1484,27 +1499,31 @@ stack_grow(struct pmc_thread *t)
  * pushed around it. */
 static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 {
-	if (!t->overflow && t->stack_cap < PMC_MAX_DEPTH && stack_grow(t) == 0)
+	if (!t->overflow && t->stack_cap < PMC_MAX_DEPTH && stack_grow(t) == 0) {
+		t->begin_cap = t->stack_cap;
 		return true;
+	}
 	count_loss(t, t->depth >= t->stack_cap ? R_DEPTH : R_READ, 1);
 	t->overflow++;
+	t->begin_cap = 0;
 	return false;
 }
 
 /* The wall clock is the leader's page's where it has one, read in the same pass as the
  * counters (see read_one_group()); else it is read before the counters at the begin and after
  * them at the end, so that the sample's wall time encloses the window its counters saw. */
-static inline void
+static inline __attribute__((always_inline)) void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
 	unsigned d = t->depth;
-	if (unlikely(d >= t->stack_cap || t->overflow) && !begin_slow(t))
+	if (unlikely(d >= t->begin_cap) && !begin_slow(t))
 		return;
 	struct frame *f = &t->stack[d];
 	f->path = path_get(t, d ? f[-1].path : 0, region, d);
 	if (unlikely(read_counters(t, f->v, &f->t0, 0) < 0)) {
 		count_loss(t, R_READ, 1);
 		t->overflow++;
+		t->begin_cap = 0;
 		return;
 	}
 	f->id = region;
@@ -1521,7 +1540,7 @@ static void __attribute__((noinline)) unprofiled_region(void)
 }
 
 /* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
-static inline void
+static inline __attribute__((always_inline)) void
 begin_id(pmc_region_t region)
 {
 	if (unlikely(!region))
@@ -1552,8 +1571,10 @@ region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
 	return (UINT32_C(1) << n) - 1;
 }
 
-static inline void
-region_end(struct pmc_thread *t, pmc_region_t region)
+/* @warm: the warm-up's region (thread_warm_up()): its sample is left in the slot at head,
+ * unpublished. */
+static inline __attribute__((always_inline)) void
+region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 {
 	uint64_t *now = t->now, t1;
 	int r = read_counters(t, now, &t1, 1);
@@ -1572,15 +1593,11 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 		return;
 	}
 	struct frame *f = &t->stack[d - 1];
-	uint64_t wall = t1 - f->t0;
-	if (unlikely(wall >= PMC_WALL_BAD)) {
-		/* Clocks that differ: the kernel took the page's clock away, or gave it,
-		 * within the region. */
-		if (wall < 3 * PMC_WALL_BAD) {
-			count_loss(t, R_READ, 1);
-			return;
-		}
-		wall = 0; /* a clock a few ns behind itself (TSCs apart across CPUs) */
+	uint64_t wall;
+	if (unlikely(pmc_wall_delta(f->t0, t1, &wall) < 0)) {
+		/* The kernel took the page's clock away, or gave it, within the region. */
+		count_loss(t, R_READ, 1);
+		return;
 	}
 	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
 	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
@@ -1625,7 +1642,7 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 	s->region = f->path;
 	s->scaled = scaled;
 	s->wall = wall;
-	if (unlikely(region == PMC_WARMUP_REGION))
+	if (warm)
 		return;
 	if (unlikely(scaled))
 		atomic_store_explicit(&t->scaled_end, h + 1, memory_order_relaxed);
@@ -1636,24 +1653,23 @@ region_end(struct pmc_thread *t, pmc_region_t region)
 }
 
 /* pmc_end(), inlined into the macros' end too. */
-static inline void
+static inline __attribute__((always_inline)) void
 end_id(pmc_region_t region)
 {
 	struct pmc_thread *t = T;
-	if (unlikely(!region || !t || t->state != ST_ON))
-		return;
-	/* A region open across fork(), ending in the child: its counters were the
+	/* ST_FORKED: a region open across fork(), ending in the child: its counters were the
 	 * parent's. */
-	if (unlikely(t->gen != atomic_load_explicit(&G.gen, memory_order_relaxed)))
+	if (unlikely(!region || !t || t->state != ST_ON))
 		return;
 	/* The end of a begin that was not pushed: leave the open frames alone. */
 	if (unlikely(t->overflow)) {
-		t->overflow--;
+		if (!--t->overflow)
+			t->begin_cap = t->stack_cap;
 		return;
 	}
 	if (unlikely(!t->depth))
 		return;
-	region_end(t, region);
+	region_end(t, region, false);
 }
 
 PMC_EXPORT void
@@ -1675,7 +1691,7 @@ thread_warm_up(struct pmc_thread *t)
 	memset(t->now, 0, sizeof(t->now));
 	for (int k = 0; k < 2; k++) {
 		region_begin(t, PMC_WARMUP_REGION);
-		region_end(t, PMC_WARMUP_REGION);
+		region_end(t, PMC_WARMUP_REGION, true);
 	}
 	/* The second, warm, one is the floor: region_end() left it in the slot at head. */
 	const struct pmc_sample *s = ring_slot(r, atomic_load(&t->head));
@@ -1683,6 +1699,7 @@ thread_warm_up(struct pmc_thread *t)
 	t->floor_wall = s->wall;
 	t->floor_pending = 1;
 	t->depth = t->overflow = 0;
+	t->begin_cap = t->stack_cap;
 	for (unsigned k = 0; k < R_THREAD_N; k++)
 		atomic_store(&t->lost[k], 0);
 }
@@ -2226,7 +2243,7 @@ thread_destroy(void *arg)
 	pthread_mutex_unlock(&G.lock);
 	if (T == t)
 		T = NULL;
-	if (t->state == ST_ON)
+	if (t->state != ST_OFF)
 		thread_release(t);
 	else
 		free(t);

@@ -29,12 +29,24 @@ __extension__ typedef unsigned __int128 pmc_u128;
 /* The kernel's barrier(): stops the compiler moving memory accesses across it. */
 #define pmc_barrier() __asm__ __volatile__("" ::: "memory")
 
-/* One load of a field of the page. An acquire load orders it before everything after it, in
- * particular before the final re-read of lock, even against a writer on another CPU; that is the
- * C11 seqlock reader without a fence, which gcc's ThreadSanitizer cannot model. It also tells the
- * compiler (and TSan) that a concurrent writer is expected. On x86-64 it is the same single mov
- * as a volatile load. */
+/* The seqlock reader of C11 (Boehm, "Can seqlocks get along with programming language memory
+ * models?"): the first load of lock is an acquire (PMC_READ_LOCK), the fields are loaded each
+ * once, in program order (PMC_READ_ONCE: a volatile load, as the kernel's READ_ONCE; the page
+ * is volatile-qualified. One plain load each, with its offset in the instruction, also on
+ * arm64, where an acquire load (ldar) takes no offset and orders every later access), and an
+ * acquire fence (PMC_READ_FENCE: nothing on x86-64, one dmb ishld on arm64) orders them before
+ * lock is read again. That holds even against a writer on another CPU (the unit tests have
+ * one); the kernel, which updates the page on the reading thread's own CPU, needs less.
+ * ThreadSanitizer models neither volatile loads nor the fence: under it every load is an
+ * acquire, which it understands. */
+#if defined(__SANITIZE_THREAD__)
 #define PMC_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define PMC_READ_FENCE() pmc_barrier()
+#else
+#define PMC_READ_ONCE(x) (x)
+#define PMC_READ_FENCE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#endif
+#define PMC_READ_LOCK(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
 /* Bit @n of perf_event_mmap_page.capabilities as the kernel's bitfields lay it out (the first
  * declared field is the least significant bit on little-endian ABIs, the most on big-endian).
@@ -170,7 +182,7 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
                  struct pmc_reading *out, int want)
 {
 	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
-		uint32_t seq = PMC_READ_ONCE(pc->lock);
+		uint32_t seq = PMC_READ_LOCK(pc->lock);
 
 		pmc_barrier();
 		if (seq & 1)
@@ -181,8 +193,13 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 
 		if (!(caps & PMC_CAP_USER_RDPMC) || !idx)
 			return -ENODATA;
-		if (want == 2 && !(caps & PMC_CAP_USER_TIME_ZERO))
+		if (want == 2 && !(caps & PMC_CAP_USER_TIME_ZERO)) {
+			/* Not a transient of a writer (x86's clears the bit while it writes). */
+			PMC_READ_FENCE();
+			if (PMC_READ_ONCE(pc->lock) != seq)
+				continue;
 			return -ENODATA;
+		}
 
 		unsigned width = PMC_READ_ONCE(pc->pmc_width);
 		uint64_t count = (uint64_t)PMC_READ_ONCE(pc->offset);
@@ -203,7 +220,7 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 		if (has_time)
 			pmc_page_clock_read_(pc, caps, ops, &c, want == 2);
 
-		pmc_barrier();
+		PMC_READ_FENCE();
 		if (PMC_READ_ONCE(pc->lock) != seq)
 			continue;
 
@@ -310,7 +327,7 @@ pmc_reader_clock(const volatile struct perf_event_mmap_page *pc, const struct pm
                  uint64_t *ns)
 {
 	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
-		uint32_t seq = PMC_READ_ONCE(pc->lock);
+		uint32_t seq = PMC_READ_LOCK(pc->lock);
 
 		pmc_barrier();
 		if (seq & 1)
@@ -319,16 +336,54 @@ pmc_reader_clock(const volatile struct perf_event_mmap_page *pc, const struct pm
 		uint64_t caps = PMC_READ_ONCE(pc->capabilities);
 		struct pmc_page_clock c;
 
-		if (!(caps & PMC_CAP_USER_TIME_ZERO))
+		if (!(caps & PMC_CAP_USER_TIME_ZERO)) {
+			PMC_READ_FENCE();
+			if (PMC_READ_ONCE(pc->lock) != seq)
+				continue;
 			return -ENODATA;
+		}
 		pmc_page_clock_read_(pc, caps, ops, &c, 1);
-		pmc_barrier();
+		PMC_READ_FENCE();
 		if (PMC_READ_ONCE(pc->lock) != seq)
 			continue;
 		*ns = c.zero + pmc_page_clock_ns_(&c);
 		return 0;
 	}
 	return -EAGAIN;
+}
+
+/* A reading of the clock a region's wall time is taken from where the page has none
+ * (CLOCK_MONOTONIC_RAW), marked so that it never passes for one of the page's clock. */
+#define PMC_WALL_MARK (UINT64_C(1) << 63)
+/* Wall times this long or longer are none: see pmc_wall_delta(). */
+#define PMC_WALL_BAD (UINT64_C(1) << 62)
+
+/**
+ * pmc_wall_delta() - a region's wall time from the clock readings at its two ends
+ * @t0: the reading at its begin: the page's clock (pmc_reader_read_clocked(),
+ *      pmc_reader_clock()) or PMC_WALL_MARK | CLOCK_MONOTONIC_RAW, in ns
+ * @t1: the reading at its end, the same way
+ * @wall: receives the wall time in ns on success only
+ *
+ * Pure. Both clocks count from about boot, far below 2^62 ns, so readings of one clock differ
+ * by less than PMC_WALL_BAD and the marks cancel, while readings of different clocks (the
+ * kernel took the page's clock away, or gave it, within the region) differ by 2^63 give or
+ * take that: in [PMC_WALL_BAD, 3 * PMC_WALL_BAD). A difference above that is a clock a little
+ * behind itself (TSCs a few ns apart across CPUs): 0.
+ * Return: 0; -EXDEV when the two ends are readings of different clocks.
+ */
+static inline int
+pmc_wall_delta(uint64_t t0, uint64_t t1, uint64_t *wall)
+{
+	uint64_t w = t1 - t0;
+
+	if (__builtin_expect(w >= PMC_WALL_BAD, 0)) {
+		if (w < 3 * PMC_WALL_BAD)
+			return -EXDEV;
+		w = 0;
+	}
+	*wall = w;
+	return 0;
 }
 
 /**

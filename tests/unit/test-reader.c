@@ -73,6 +73,8 @@ struct fake {
 	unsigned rdtsc_calls;
 	unsigned bump_first; /* the first this-many rdpmc calls move pg->lock on (force a retry) */
 	bool bump_always;    /* every rdpmc call moves pg->lock on (a writer that never finishes) */
+	uint64_t tsc_step;   /* added to tsc after each rdtsc call: the clock moves on */
+	unsigned bump_tsc_first; /* the first this-many rdtsc calls move pg->lock on */
 };
 
 static uint64_t
@@ -94,7 +96,11 @@ fake_rdtsc(void *ctx)
 	struct fake *f = ctx;
 
 	f->rdtsc_calls++;
-	return f->tsc;
+	if (f->rdtsc_calls <= f->bump_tsc_first)
+		__atomic_fetch_add(&f->pg->lock, 2, __ATOMIC_RELAXED);
+	uint64_t v = f->tsc;
+	f->tsc += f->tsc_step;
+	return v;
 }
 
 static struct pmc_reader_ops
@@ -842,12 +848,21 @@ test_read_clocked(void)
 	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
 	CHECK_EQ(r.clock - t0, 1000000);
 
-	/* A writer in progress is waited for, as for the counter. */
+	/* A writer in progress is waited for, as for the counter, and the clock is the last
+	 * pass's: the fake's clock moves on 3000 cycles (1 us) at each read. */
 	f.bump_first = 2;
 	f.rdpmc_calls = 0;
+	f.rdtsc_calls = 0;
+	f.tsc_step = 3000;
 	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
 	CHECK_EQ(f.rdpmc_calls, 3);
-	CHECK_EQ(r.clock, t0 + 1000000);
+	CHECK_EQ(f.rdtsc_calls, 3);
+	CHECK_EQ(r.clock, t0 + 1000000 + 2000);
+	f.bump_tsc_first = f.rdtsc_calls + 1; /* the next read of the clock alone is retried */
+	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ(f.rdtsc_calls, 5);
+	CHECK_EQ(ns, t0 + 1000000 + 4000);
+	f.tsc_step = 0;
 	pg->lock = 43; /* odd: stuck half-way */
 	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), -EAGAIN);
 	page_free(pg);
@@ -876,6 +891,39 @@ test_read_clocked(void)
 	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
 	CHECK_EQ(ns, epoch_ns + 0x300 * 16);
 	page_free(pg);
+}
+
+/* A region's wall time from its two ends: one clock (the page's, or CLOCK_MONOTONIC_RAW marked)
+ * at both ends gives the difference; different clocks are told (-EXDEV), whichever came
+ * first; a clock a little behind itself gives 0. */
+static void
+test_wall_delta(void)
+{
+	const uint64_t page = UINT64_C(123456789012345), raw = UINT64_C(123000000000000);
+	uint64_t w = 7;
+
+	CHECK_EQ(pmc_wall_delta(page, page + 1500, &w), 0);
+	CHECK_EQ(w, 1500);
+	CHECK_EQ(pmc_wall_delta(raw | PMC_WALL_MARK, (raw + 2500) | PMC_WALL_MARK, &w), 0);
+	CHECK_EQ(w, 2500);
+	/* Different clocks, either way round, the page's ahead of the raw one or behind it. */
+	w = 7;
+	CHECK_EQ(pmc_wall_delta(page, raw | PMC_WALL_MARK, &w), -EXDEV);
+	CHECK_EQ(pmc_wall_delta(raw | PMC_WALL_MARK, page, &w), -EXDEV);
+	CHECK_EQ(pmc_wall_delta(raw, page | PMC_WALL_MARK, &w), -EXDEV);
+	CHECK_EQ(pmc_wall_delta(page | PMC_WALL_MARK, raw, &w), -EXDEV);
+	/* A clock started at 0, against one ~100 years of ns on. */
+	CHECK_EQ(pmc_wall_delta(0, (UINT64_C(1) << 61) | PMC_WALL_MARK, &w), -EXDEV);
+	CHECK_EQ(pmc_wall_delta((UINT64_C(1) << 61) | PMC_WALL_MARK, 0, &w), -EXDEV);
+	CHECK_EQ(w, 7);
+	/* A clock 40 ns behind itself (TSCs apart across CPUs): 0. */
+	CHECK_EQ(pmc_wall_delta(page, page - 40, &w), 0);
+	CHECK_EQ(w, 0);
+	CHECK_EQ(pmc_wall_delta(raw | PMC_WALL_MARK, (raw - 40) | PMC_WALL_MARK, &w), 0);
+	CHECK_EQ(w, 0);
+	/* The longest wall time there can be: just under 2^62 ns (146 years). */
+	CHECK_EQ(pmc_wall_delta(1, PMC_WALL_BAD, &w), 0);
+	CHECK_EQ(w, PMC_WALL_BAD - 1);
 }
 
 /* arm64 with kernel.perf_user_access 0 (its default), or an event opened without the PMU's
@@ -1012,6 +1060,7 @@ main(void)
 	RUN(test_arm64_width32_overflow);
 	RUN(test_arm64_time_short);
 	RUN(test_read_clocked);
+	RUN(test_wall_delta);
 	RUN(test_arm64_user_access_off);
 	RUN(test_arm64_group);
 	RUN(test_caps_layout);
