@@ -173,8 +173,8 @@ struct pmc_thread {
 	           */
 	int last_rdpmc; /* the last read_counters() took rdpmc */
 	unsigned depth;
-	unsigned overflow;   /* begins not pushed (too deep, or a failed read): their ends skip */
-	unsigned stack_cap;  /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
+	unsigned overflow;  /* begins not pushed (too deep, or a failed read): their ends skip */
+	unsigned stack_cap; /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
 	/* The depth below which a begin is pushed without begin_slow(): stack_cap, 0 while
 	 * overflow (one compare in pmc_begin for both). */
 	unsigned begin_cap;
@@ -1276,30 +1276,39 @@ read_groups(struct pmc_thread *t, uint64_t *v)
 	return 0;
 }
 
+/* What read_counters() returns, in two registers: 0 or -errno, and the wall clock (see
+ * wall_clock()). */
+struct reading {
+	int64_t r;
+	uint64_t clock;
+};
+
 /* read_counters() of any other thread, or when read_one_group() failed; the clock read before
  * the counters at a region's begin, after them at its @end. */
-static int __attribute__((noinline))
-read_counters_slow(struct pmc_thread *t, uint64_t *v, uint64_t *clock, int end)
+static struct reading __attribute__((noinline))
+read_counters_slow(struct pmc_thread *t, uint64_t *v, int end)
 {
+	struct reading x;
 	if (!end)
-		*clock = wall_clock(t);
-	int r = read_groups(t, v);
+		x.clock = wall_clock(t);
+	x.r = read_groups(t, v);
 	if (end)
-		*clock = wall_clock(t);
-	return r;
+		x.clock = wall_clock(t);
+	return x;
 }
 
 /* Reads every counter of @t into v[0..n) with enabled/running in v[n..2n), v[2n..3n) (of a
- * thread of one group, the leader's alone: v[n] and v[2n]), and the wall clock into @clock
- * (see wall_clock()), for a region's begin or its @end. */
-static inline __attribute__((always_inline)) int
-read_counters(struct pmc_thread *t, uint64_t *v, uint64_t *clock, int end)
+ * thread of one group, the leader's alone: v[n] and v[2n]), and the wall clock, for a region's
+ * begin or its @end. */
+static inline __attribute__((always_inline)) struct reading
+read_counters(struct pmc_thread *t, uint64_t *v, int end)
 {
-	if (likely(t->fast && read_one_group(t, v, clock) == 0)) {
+	struct reading x = {0, 0};
+	if (likely(t->fast && read_one_group(t, v, &x.clock) == 0)) {
 		t->last_rdpmc = 1;
-		return 0;
+		return x;
 	}
-	return read_counters_slow(t, v, clock, end);
+	return read_counters_slow(t, v, end);
 }
 
 static void flush_try(struct pmc_thread *t);
@@ -1444,8 +1453,8 @@ path_slow(struct pcache *c, uint32_t parent, pmc_region_t region, unsigned d)
 {
 	uint32_t path;
 	if (region == PMC_WARMUP_REGION)
-		return 0;
-	if (parent & PMC_PATH_FLAGS)
+		path = 0; /* cached, so that the warm-up's begin is a usual one */
+	else if (parent & PMC_PATH_FLAGS)
 		path = (parent & PMC_PATH_FLAGS) | region;
 	else if (d >= PMC_PATH_DEPTH)
 		path = PMC_PATH_FLAG_DEEP | region;
@@ -1511,16 +1520,21 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 
 /* The wall clock is the leader's page's where it has one, read in the same pass as the
  * counters (see read_one_group()); else it is read before the counters at the begin and after
- * them at the end, so that the sample's wall time encloses the window its counters saw. */
-static inline __attribute__((always_inline)) void
-region_begin(struct pmc_thread *t, pmc_region_t region)
+ * them at the end, so that the sample's wall time encloses the window its counters saw.
+ *
+ * region_begin() in full, for any thread and any case; @fast_failed: read_one_group() failed
+ * just before (region_begin()), so the pages are not tried again. */
+static void __attribute__((noinline))
+region_begin_any(struct pmc_thread *t, pmc_region_t region, bool fast_failed)
 {
 	unsigned d = t->depth;
 	if (unlikely(d >= t->begin_cap) && !begin_slow(t))
 		return;
 	struct frame *f = &t->stack[d];
 	f->path = path_get(t, d ? f[-1].path : 0, region, d);
-	if (unlikely(read_counters(t, f->v, &f->t0, 0) < 0)) {
+	struct reading x = fast_failed ? read_counters_slow(t, f->v, 0) : read_counters(t, f->v, 0);
+	f->t0 = x.clock;
+	if (unlikely(x.r < 0)) {
 		count_loss(t, R_READ, 1);
 		t->overflow++;
 		t->begin_cap = 0;
@@ -1528,6 +1542,34 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 	}
 	f->id = region;
 	t->depth++;
+}
+
+/* A region's begin: the usual case of a thread that reads its group through the pages (its
+ * frames have room, the pages read) inline, with no call but path_slow() the first time a path
+ * begins on the thread, before the counters are read: the instructions after the read are the
+ * same for every region (what a region counts of the library's own does not vary); any other
+ * case in region_begin_any(). */
+static inline __attribute__((always_inline)) void
+region_begin(struct pmc_thread *t, pmc_region_t region)
+{
+	unsigned d = t->depth;
+	if (likely(t->fast && d < t->begin_cap)) {
+		struct frame *f = &t->stack[d];
+		uint32_t parent = d ? f[-1].path : 0;
+		struct pcache *c = &t->pcache[pcache_slot(parent, region)];
+		if (unlikely(c->key != pcache_key(parent, region)))
+			path_slow(c, parent, region, d);
+		if (likely(read_one_group(t, f->v, &f->t0) == 0)) {
+			t->last_rdpmc = 1;
+			f->path = c->path;
+			f->id = region;
+			t->depth = d + 1;
+			return;
+		}
+		region_begin_any(t, region, true);
+		return;
+	}
+	region_begin_any(t, region, false);
 }
 
 /* A region of a thread that runs unprofiled: one dropped sample when it is so for want of
@@ -1571,13 +1613,13 @@ region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
 	return (UINT32_C(1) << n) - 1;
 }
 
-/* @warm: the warm-up's region (thread_warm_up()): its sample is left in the slot at head,
- * unpublished. */
-static inline __attribute__((always_inline)) void
-region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
+/* region_end() in full, for any thread and any case, once the counters are read into t->now
+ * (@x: how that went, and the clock). @warm: the warm-up's region (thread_warm_up()): its
+ * sample is left in the slot at head, unpublished. */
+static void __attribute__((noinline))
+region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool warm)
 {
-	uint64_t *now = t->now, t1;
-	int r = read_counters(t, now, &t1, 1);
+	uint64_t *now = t->now;
 	unsigned d = t->depth;
 	if (unlikely(t->stack[d - 1].id != region)) {
 		while (d > 0 && t->stack[d - 1].id != region)
@@ -1588,13 +1630,13 @@ region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 		count_loss(t, R_NESTING, t->depth - d);
 	}
 	t->depth = d - 1;
-	if (unlikely(r < 0)) {
+	if (unlikely(x.r < 0)) {
 		count_loss(t, R_READ, 1);
 		return;
 	}
 	struct frame *f = &t->stack[d - 1];
 	uint64_t wall;
-	if (unlikely(pmc_wall_delta(f->t0, t1, &wall) < 0)) {
+	if (unlikely(pmc_wall_delta(f->t0, x.clock, &wall) < 0)) {
 		/* The kernel took the page's clock away, or gave it, within the region. */
 		count_loss(t, R_READ, 1);
 		return;
@@ -1650,6 +1692,51 @@ region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 	/* A batch's worth: send it now rather than wait for the background thread. */
 	if (unlikely(h + 1 - tl >= PMC_BATCH && h >= t->retry_at))
 		flush_try(t);
+}
+
+/* A region's end: the usual case of a thread that reads its group through the pages (the
+ * innermost region ends, the clock is the one its begin read, the group was not multiplexed,
+ * the ring has room) inline and with no call but a last one, so that pmc_end() saves no
+ * register; any other in region_end_any(). */
+static inline __attribute__((always_inline)) void
+region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
+{
+	uint64_t *now = t->now;
+	struct reading x = {0, 0};
+	if (likely(t->fast)) {
+		if (likely(read_one_group(t, now, &x.clock) == 0)) {
+			t->last_rdpmc = 1;
+			size_t n = t->n;
+			unsigned d = t->depth;
+			struct frame *f = &t->stack[d - 1];
+			const uint64_t *v0 = f->v;
+			uint64_t wall = x.clock - f->t0;
+			struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
+			uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+			uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
+			if (likely(f->id == region && !(wall >> 62) && h - tl < rg->cap &&
+			           now[n] - v0[n] == now[2 * n] - v0[2 * n])) {
+				struct pmc_sample *s = ring_slot(rg, h);
+				t->depth = d - 1;
+				for (size_t j = 0; j < n; j++)
+					s->values[j] = now[j] - v0[j];
+				s->region = f->path;
+				s->scaled = 0;
+				s->wall = wall;
+				if (warm)
+					return;
+				atomic_store_explicit(&t->head, h + 1, memory_order_release);
+				/* A batch's worth: send it now rather than wait for the
+				 * background thread. */
+				if (unlikely(h + 1 - tl >= PMC_BATCH && h >= t->retry_at))
+					flush_try(t);
+				return;
+			}
+			region_end_any(t, region, x, warm);
+			return;
+		}
+	}
+	region_end_any(t, region, read_counters_slow(t, now, 1), warm);
 }
 
 /* pmc_end(), inlined into the macros' end too. */

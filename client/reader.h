@@ -105,14 +105,12 @@ struct pmc_reading {
 static inline int64_t
 pmc_sign_extend(uint64_t v, unsigned width)
 {
-	if (width == 0 || width >= 64)
-		return (int64_t)v;
+	/* The bits above @width shifted out, the sign bit shifted back in: no branch. A width
+	 * of 0 or 64 and more shifts by 0. (gcc and clang shift a signed value right
+	 * arithmetically, and convert an unsigned one modulo 2^64: both documented.) */
+	unsigned shift = width - 1u < 63u ? 64u - width : 0u;
 
-	uint64_t sign = UINT64_C(1) << (width - 1);
-
-	v &= (sign << 1) - 1;
-	/* Unsigned arithmetic only: (v ^ sign) - sign wraps to the negative value's bit pattern. */
-	return (int64_t)((v ^ sign) - sign);
+	return (int64_t)(v << shift) >> shift;
 }
 
 /**
@@ -377,7 +375,7 @@ pmc_wall_delta(uint64_t t0, uint64_t t1, uint64_t *wall)
 {
 	uint64_t w = t1 - t0;
 
-	if (__builtin_expect(w >= PMC_WALL_BAD, 0)) {
+	if (__builtin_expect((w >> 62) != 0, 0)) { /* w >= PMC_WALL_BAD */
 		if (w < 3 * PMC_WALL_BAD)
 			return -EXDEV;
 		w = 0;
@@ -492,7 +490,7 @@ pmc_rdtsc_hw(void *ctx)
  * Return: the raw counter value; a 32-bit counter's upper bits are not part of it (the kernel
  * sets them on the cycle counter), and pmc_sign_extend() drops them.
  */
-static inline uint64_t
+static inline __attribute__((always_inline)) uint64_t
 pmc_rdpmc_hw(void *ctx, uint32_t counter)
 {
 	uint64_t v = 0;
