@@ -28,7 +28,10 @@
  *	and repeatable where the PMU counts exactly (QEMU's emulated arm64 PMU under -icount:
  *	tests/emulated-pmu.sh); elsewhere the smallest of REPS blocks. Needs a hardware PMU and
  *	the right to count itself (root). The floor runs on a thread of its own, so that neither
- *	thread's counters multiplex.
+ *	thread's counters multiplex. Where the leader's page has the clock (cap_user_time_zero),
+ *	which the library then takes the wall time from instead of clock_gettime(), a second
+ *	floor does the same (floor_page_*: the two reader passes alone, the leader's with the
+ *	page's clock) and pmc_instr_*_page_ratio says what the library adds to it.
  *
  *   pmc-bench-region memory NTHREADS
  *	Heap (malloc accounting, one arena) and resident memory that NTHREADS threads add while

@@ -61,13 +61,18 @@ same_constant() {
 	pass "$1: the same constant, $C"
 }
 
-# check_wall WHAT REGION PID OUT: the wall times pmc reports for REGION lie between what the
-# program timed with CLOCK_MONOTONIC_RAW inside each region and around it (OUT: its inner_*,
-# outer_*), give or take 0.1 % and 1 us a region: pmc's clock is the counters' page's (the
-# kernel's sched_clock, another clock of the same ticks) where the page has one, else that one.
+# check_wall WHAT REGION PID OUT K: the K regions REGION of PID were all counted, none lost
+# (two ends on different clocks would be, as read-failed), and the wall times pmc reports lie
+# between what the program timed with CLOCK_MONOTONIC_RAW inside each region and around it
+# (OUT: its inner_*, outer_*), give or take 0.1 % and 1 us a region: pmc's clock is the
+# counters' page's (the kernel's sched_clock, another clock of the same ticks) where the page
+# has one, else that one.
 check_wall() {
 	local what=$1 j w
 	j=$(region "$2" "$3")
+	expect_eq "$what: regions counted" "$(jq .count <<<"$j")" "$5"
+	expect_eq "$what: none lost" \
+		"$(pmcctl query --pid "$3" --format json | jq -c '[.losses[]? | select(.pid == '"$3"')]')" "[]"
 	w=$(jq -c '.wall_ns | [.sum, .min, .max]' <<<"$j")
 	awk -v w="$w" -v is="$(kv inner_sum "$4")" -v im="$(kv inner_min "$4")" \
 		-v os="$(kv outer_sum "$4")" -v om="$(kv outer_max "$4")" -v k="$(jq .count <<<"$j")" '
@@ -109,7 +114,7 @@ if [ "$ARCH" = aarch64 ] && [ -w "$UA" ]; then
 	check_loop "perf_user_access 0, read() path" loop-read "$CLIENT_PID" 1000000
 	C_READ=$C
 	run_client "$TMP/ua0w" env PMC_EVENTS=instructions "$HW" wall wall-read 1000000 5
-	check_wall "perf_user_access 0, read() path" wall-read "$CLIENT_PID" "$TMP/ua0w"
+	check_wall "perf_user_access 0, read() path" wall-read "$CLIENT_PID" "$TMP/ua0w" 5
 	echo 1 >"$UA"
 	expect_eq "pmcctl status: user_reads with perf_user_access 1" \
 		"$(pmcctl status --format json | jq .user_reads)" true
@@ -144,7 +149,7 @@ same_constant "loop of 2 x 10^6, run again"
 # The wall time: the page's clock on the user-space path, CLOCK_MONOTONIC_RAW on read().
 run_client "$TMP/wall" env PMC_EVENTS=instructions "$HW" wall wall 1000000 5
 expect_eq "wall: user-space path taken where the kernel allows it" "$(kv rdpmc "$TMP/wall")" $want_rdpmc
-check_wall "wall time, $([ "$want_rdpmc" = 1 ] && echo "the page's clock" || echo "read() path")" wall "$CLIENT_PID" "$TMP/wall"
+check_wall "wall time, $([ "$want_rdpmc" = 1 ] && echo "the page's clock" || echo "read() path")" wall "$CLIENT_PID" "$TMP/wall" 5
 path="read()"
 [ "$want_rdpmc" = 1 ] && path="user space"
 echo "constant: count(N) - 2N = $C1 ($path)${C_READ:+; $C_READ with read() (perf_user_access 0)}"
@@ -235,7 +240,7 @@ pass "8 events on 7 counters, all scaled: running ratios $(jq -c '[.events[].run
 # Multiplexed, a group's reads may find it off its counter (the slow path): its wall clock is
 # still the page's, the same at both ends.
 run_client "$TMP/muxw" env PMC_EVENTS=$many "$HW" wall wall-mux $N $K
-check_wall "8 events on 7 counters" wall-mux "$CLIENT_PID" "$TMP/muxw"
+check_wall "8 events on 7 counters" wall-mux "$CLIENT_PID" "$TMP/muxw" $K
 # Their totals against the truth (2NK user instructions), and the same events opened the same
 # way, read with read() by the kernel: pmc's error is the kernel's, give or take.
 "$PMC_TEST_HW_REF_BIN" mux $N $K ${many//,/ } >"$TMP/ref" || fail "pmc-test-hw-ref mux failed"

@@ -23,11 +23,16 @@
  * library sends to the daemon: each sample reaches it within PMC_FLUSH_MS (1 s) of its
  * region's end, whether its thread runs more regions or not.
  *
- * Measurement window: pmc_begin() reads the wall clock, then the counters; pmc_end()
- * the counters, then the wall clock. So a sample's wall time encloses the window its
- * counts were taken over (task-clock <= wall time, sample by sample), and both include
- * part of the library's own reading (what an empty region measures). The wall clock is
- * CLOCK_MONOTONIC_RAW, the clock task-clock keeps too (not slewed by NTP).
+ * Measurement window: a thread that reads its counters with read() (software events such
+ * as task-clock, or no user-space reads) has pmc_begin() read the wall clock, then the
+ * counters, and pmc_end() the counters, then the wall clock, so a sample's wall time
+ * encloses the window its counts were taken over (task-clock <= wall time, sample by
+ * sample); that clock is CLOCK_MONOTONIC_RAW, the one task-clock keeps (not slewed by
+ * NTP). A thread whose kernel lets it read the counters in user space takes the wall time
+ * from the clock the counters' page gives (perf's clock, the kernel's sched_clock: the TSC
+ * or the arm64 generic timer, never slewed either), read with the group leader at both
+ * ends: the same window, with no clock_gettime(). Both include part of the library's own
+ * reading (what an empty region measures).
  *
  * Without a daemon every call is a cheap no-op after one warning line on stderr, and
  * the library connects once the daemon is up (then each thread registers at its next
@@ -86,7 +91,8 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * pmc_begin() - start a region on the calling thread
  * @region: id from pmc_region()
  *
- * Reads the wall clock, then the thread's counters; regions nest (up to 1,024 deep; deeper
+ * Reads the wall clock and the thread's counters (see "Measurement window" above); regions
+ * nest (up to 1,024 deep; deeper
  * ones are counted as dropped, reason "depth"), and each is counted in its call path (the
  * regions open around it, up to 32: pmcctl query --tree) as well as under its name. The
  * first time a thread nests deeper than 32 (64, ...), this call allocates its deeper frames.
@@ -102,8 +108,8 @@ PMC_EXPORT void pmc_begin(pmc_region_t region);
  * pmc_end() - end the innermost open region @region on the calling thread
  * @region: the id given to the matching pmc_begin()
  *
- * Reads the counters, then the wall clock, and buffers one sample (the deltas and the
- * wall time, which encloses them). The sample reaches the daemon within PMC_FLUSH_MS
+ * Reads the counters and the wall clock (see "Measurement window" above) and buffers one
+ * sample (the deltas and the wall time). The sample reaches the daemon within PMC_FLUSH_MS
  * (1 s) in the background; a thread whose buffer holds a batch (512) sends it itself,
  * without waiting for the daemon or for another thread (it tries the lock, and leaves
  * the batch to the background thread when it is taken). While the daemon is away or
