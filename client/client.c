@@ -451,6 +451,10 @@ on_fork_child(void)
 		}
 	}
 	G.threads = NULL;
+	/* A refused thread's structure (not on G.threads) goes at its next region too; it was
+	 * short of fds in the parent, the child's fds are its own. */
+	if (T)
+		T->fd_starved = 0;
 	pthread_mutex_init(&G.lock, NULL);
 	pthread_mutex_init(&G.path_lock, NULL);
 	wake_init();
@@ -1544,16 +1548,18 @@ region_begin_any(struct pmc_thread *t, pmc_region_t region, bool fast_failed)
 	t->depth++;
 }
 
-/* A region's begin: the usual case of a thread that reads its group through the pages (its
- * frames have room, the pages read) inline, with no call but path_slow() the first time a path
- * begins on the thread, before the counters are read: the instructions after the read are the
- * same for every region (what a region counts of the library's own does not vary); any other
- * case in region_begin_any(). */
+/* A region's begin: the usual case of a thread that reads its group through the pages inline,
+ * with no call but begin_slow() the first time the thread nests this deep, and path_slow()
+ * the first time a path begins on it, both before the counters are read: the instructions
+ * after the read are the same for every region (what a region counts of the library's own
+ * does not vary); any other case in region_begin_any(). */
 static inline __attribute__((always_inline)) void
 region_begin(struct pmc_thread *t, pmc_region_t region)
 {
 	unsigned d = t->depth;
-	if (likely(t->fast && d < t->begin_cap)) {
+	if (likely(t->fast)) {
+		if (unlikely(d >= t->begin_cap) && !begin_slow(t))
+			return;
 		struct frame *f = &t->stack[d];
 		uint32_t parent = d ? f[-1].path : 0;
 		struct pcache *c = &t->pcache[pcache_slot(parent, region)];
@@ -1778,7 +1784,8 @@ thread_warm_up(struct pmc_thread *t)
 	memset(t->now, 0, sizeof(t->now));
 	for (int k = 0; k < 2; k++) {
 		region_begin(t, PMC_WARMUP_REGION);
-		region_end(t, PMC_WARMUP_REGION, true);
+		if (t->depth) /* not when the begin's read failed */
+			region_end(t, PMC_WARMUP_REGION, true);
 	}
 	/* The second, warm, one is the floor: region_end() left it in the slot at head. */
 	const struct pmc_sample *s = ring_slot(r, atomic_load(&t->head));

@@ -160,6 +160,12 @@ run_client "$TMP/big" env PMC_EVENTS=instructions "$HW" loop loop-big 2200000000
 check_loop "one region of 4.4 x 10^9 instructions (counter width $WIDTH)" loop-big "$CLIENT_PID" 2200000000
 same_constant "4.4 x 10^9 instructions"
 
+# At depth 32, the first region finds the thread's frames full and grows them: that is done
+# before its counters are read, so it counts what the others do (its own constant: a nested
+# region's path is looked up with its parent's).
+run_client "$TMP/deep" env PMC_EVENTS=instructions "$HW" deep loop-deep 1000000 4
+check_loop "a region at depth 32, the first growing the frames" loop-deep "$CLIENT_PID" 1000000
+
 # fork, exec and threads: each process and thread its own exact counts.
 run_client "$TMP/fork" env PMC_EVENTS=instructions "$HW" fork loop-fork 1000000 3
 check_loop "fork: parent" loop-fork "$CLIENT_PID" 1000000

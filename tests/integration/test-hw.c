@@ -13,6 +13,9 @@
  *                        prints child_pid= and child_rdpmc=; the parent waits for it
  *   exec NAME N K        K regions NAME, pmc_flush(), prints exec_rdpmc=, then execs itself
  *                        as "loop NAME-exec N K" (same pid, new image, new registration)
+ *   deep NAME N K        K regions NAME of N iterations, each inside 32 regions "deep-outer":
+ *                        at depth 32, where the first one finds the thread's frames full and
+ *                        grows them (each must still count the same constant)
  *   wall NAME N K        K regions NAME, each timed by CLOCK_MONOTONIC_RAW inside (after
  *                        pmc_begin, before pmc_end) and around it: prints inner_sum=,
  *                        inner_min=, outer_sum=, outer_max= (ns), the bounds of the wall
@@ -99,6 +102,29 @@ run_walls(const struct work *w)
 	       in_sum, in_min, out_sum, out_max, pmc_thread_uses_rdpmc());
 }
 
+/* K regions of N iterations at depth 32 (inside 32 others), the first one growing the frames. */
+static void
+run_deep(const struct work *w)
+{
+	pmc_region_t warm = pmc_region("warm-up");
+	pmc_region_t outer = pmc_region("deep-outer");
+	pmc_region_t r = pmc_region(w->name);
+
+	pmc_begin(warm);
+	hw_loop2(1);
+	pmc_end(warm);
+	for (long i = 0; i < w->k; i++) {
+		for (int d = 0; d < 32; d++)
+			pmc_begin(outer);
+		pmc_begin(r);
+		hw_loop2(w->n);
+		pmc_end(r);
+		for (int d = 0; d < 32; d++)
+			pmc_end(outer);
+	}
+	printf("rdpmc=%d\n", pmc_thread_uses_rdpmc());
+}
+
 static void *
 thread_main(void *p)
 {
@@ -122,7 +148,8 @@ parse_u64(const char *s, uint64_t min)
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: pmc-test-hw loop|fork|exec|wall NAME N K | threads T NAME N K\n");
+	fprintf(stderr,
+	        "usage: pmc-test-hw loop|fork|exec|deep|wall NAME N K | threads T NAME N K\n");
 	return 2;
 }
 
@@ -149,6 +176,11 @@ main(int argc, char **argv)
 
 	if (!strcmp(mode, "wall")) {
 		run_walls(&w);
+		return 0;
+	}
+	if (!strcmp(mode, "deep")) {
+		printf("instructions=%" PRIu64 "\n", 2 * w.n);
+		run_deep(&w);
 		return 0;
 	}
 	if (strcmp(mode, "exec"))
