@@ -1289,7 +1289,7 @@ struct reading {
 
 /* read_counters() of any other thread, or when read_one_group() failed; the clock read before
  * the counters at a region's begin, after them at its @end. */
-static struct reading __attribute__((noinline))
+static inline __attribute__((always_inline)) struct reading
 read_counters_slow(struct pmc_thread *t, uint64_t *v, int end)
 {
 	struct reading x;
@@ -1600,10 +1600,69 @@ begin_id(pmc_region_t region)
 		unprofiled_region();
 }
 
+static void begin_other(pmc_region_t region);
+static void begin_prepare(pmc_region_t region);
+
+/* pmc_begin() is a leaf in its usual case (the thread reads its group through the pages, its
+ * frames have room, the path is in its cache): every other case is a tail call, so that it
+ * saves no register, and a thread that is not a fast one goes before it touches any. The
+ * first begin of a path on the thread, or past its frames, is prepared (begin_prepare()) and
+ * then begun again through the same code: the instructions after the read are the same for
+ * every region. (The macros' begin, which returns the id, is region_begin()'s.) */
 PMC_EXPORT void
 pmc_begin(pmc_region_t region)
 {
+	struct pmc_thread *t = T;
+	if (unlikely(!region || !t || t->state != ST_ON)) {
+		begin_other(region);
+		return;
+	}
+	if (unlikely(!t->fast)) {
+		region_begin_any(t, region, false);
+		return;
+	}
+	unsigned d = t->depth;
+	struct frame *f = &t->stack[d];
+	uint32_t parent = d ? f[-1].path : 0;
+	const struct pcache *c = &t->pcache[pcache_slot(parent, region)];
+	if (unlikely(d >= t->begin_cap || c->key != pcache_key(parent, region))) {
+		begin_prepare(region);
+		return;
+	}
+	if (unlikely(read_one_group(t, f->v, &f->t0) < 0)) {
+		region_begin_any(t, region, true);
+		return;
+	}
+	t->last_rdpmc = 1;
+	f->path = c->path;
+	f->id = region;
+	t->depth = d + 1;
+}
+
+/* pmc_begin() of a thread not registered yet, or not profiled. */
+static void __attribute__((noinline)) begin_other(pmc_region_t region)
+{
 	begin_id(region);
+}
+
+/* pmc_begin() itself, called from this library without the PLT. */
+extern __typeof__(pmc_begin) pmc_begin_again
+        __attribute__((alias("pmc_begin"), visibility("hidden")));
+
+/* pmc_begin() past its thread's frames, or of a path not in its cache: grows the frames and
+ * looks the path up, then begins the region through pmc_begin() again. */
+static void __attribute__((noinline)) begin_prepare(pmc_region_t region)
+{
+	struct pmc_thread *t = T;
+	unsigned d = t->depth;
+	if (d >= t->begin_cap && !begin_slow(t))
+		return;
+	struct frame *f = &t->stack[d];
+	uint32_t parent = d ? f[-1].path : 0;
+	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
+	if (c->key != pcache_key(parent, region))
+		path_slow(c, parent, region, d);
+	pmc_begin_again(region);
 }
 
 /* A sample of a group multiplexed during the region (enabled @de, running @dr ns): every
@@ -1619,13 +1678,15 @@ region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
 	return (UINT32_C(1) << n) - 1;
 }
 
-/* region_end() in full, for any thread and any case, once the counters are read into t->now
- * (@x: how that went, and the clock). @warm: the warm-up's region (thread_warm_up()): its
- * sample is left in the slot at head, unpublished. */
+/* region_end() in full, for any thread and any case: the counters read into t->now with
+ * read_counters_slow() (@read), or read already (@x: how that went, and the clock). @warm: the
+ * warm-up's region (thread_warm_up()): its sample is left in the slot at head, unpublished. */
 static void __attribute__((noinline))
-region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool warm)
+region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool warm, bool read)
 {
 	uint64_t *now = t->now;
+	if (read)
+		x = read_counters_slow(t, now, 1);
 	unsigned d = t->depth;
 	if (unlikely(t->stack[d - 1].id != region)) {
 		while (d > 0 && t->stack[d - 1].id != region)
@@ -1702,8 +1763,8 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 
 /* A region's end: the usual case of a thread that reads its group through the pages (the
  * innermost region ends, the clock is the one its begin read, the group was not multiplexed,
- * the ring has room) inline and with no call but a last one, so that pmc_end() saves no
- * register; any other in region_end_any(). */
+ * the ring has room) inline, every call a tail call, so that pmc_end() saves no register;
+ * any other case in region_end_any(). */
 static inline __attribute__((always_inline)) void
 region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 {
@@ -1738,11 +1799,11 @@ region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 					flush_try(t);
 				return;
 			}
-			region_end_any(t, region, x, warm);
+			region_end_any(t, region, x, warm, false);
 			return;
 		}
 	}
-	region_end_any(t, region, read_counters_slow(t, now, 1), warm);
+	region_end_any(t, region, x, warm, true);
 }
 
 /* pmc_end(), inlined into the macros' end too. */
