@@ -1604,8 +1604,8 @@ static void begin_other(pmc_region_t region);
 static void begin_prepare(pmc_region_t region);
 
 /* pmc_begin() is a leaf in its usual case (the thread reads its group through the pages, its
- * frames have room, the path is in its cache): every other case is a tail call, so that it
- * saves no register, and a thread that is not a fast one goes before it touches any. The
+ * frames have room, the path is in its cache): every other case is a tail call, and a thread
+ * that is not a fast one leaves before a register is saved. The
  * first begin of a path on the thread, or past its frames, is prepared (begin_prepare()) and
  * then begun again through the same code: the instructions after the read are the same for
  * every region. (The macros' begin, which returns the id, is region_begin()'s.) */
@@ -1763,8 +1763,7 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 
 /* A region's end: the usual case of a thread that reads its group through the pages (the
  * innermost region ends, the clock is the one its begin read, the group was not multiplexed,
- * the ring has room) inline, every call a tail call, so that pmc_end() saves no register;
- * any other case in region_end_any(). */
+ * the ring has room) inline, every call a tail call; any other case in region_end_any(). */
 static inline __attribute__((always_inline)) void
 region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 {
