@@ -1605,7 +1605,7 @@ static void begin_prepare(pmc_region_t region);
 
 /* pmc_begin() is a leaf in its usual case (the thread reads its group through the pages, its
  * frames have room, the path is in its cache): every other case is a tail call, and a thread
- * that is not a fast one leaves before a register is saved. The
+ * that is not a fast one leaves before a register is saved (with gcc). The
  * first begin of a path on the thread, or past its frames, is prepared (begin_prepare()) and
  * then begun again through the same code: the instructions after the read are the same for
  * every region. (The macros' begin, which returns the id, is region_begin()'s.) */
@@ -1646,8 +1646,7 @@ static void __attribute__((noinline)) begin_other(pmc_region_t region)
 }
 
 /* pmc_begin() itself, called from this library without the PLT. */
-extern __typeof__(pmc_begin) pmc_begin_again
-        __attribute__((alias("pmc_begin"), visibility("hidden")));
+static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
 
 /* pmc_begin() past its thread's frames, or of a path not in its cache: grows the frames and
  * looks the path up, then begins the region through pmc_begin() again. */
@@ -1702,7 +1701,7 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 		return;
 	}
 	struct frame *f = &t->stack[d - 1];
-	uint64_t wall;
+	uint64_t wall = 0;
 	if (unlikely(pmc_wall_delta(f->t0, x.clock, &wall) < 0)) {
 		/* The kernel took the page's clock away, or gave it, within the region. */
 		count_loss(t, R_READ, 1);
