@@ -1522,6 +1522,31 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 	return false;
 }
 
+/* The cache slot of the path @region begins in on @t at depth @d (in the open frame's path),
+ * and in *@key what the slot holds when it is that path's. */
+static inline __attribute__((always_inline)) const struct pcache *
+pcache_at(const struct pmc_thread *t, unsigned d, pmc_region_t region, uint64_t *key)
+{
+	uint32_t parent = d ? t->stack[d - 1].path : 0;
+	*key = pcache_key(parent, region);
+	return &t->pcache[pcache_slot(parent, region)];
+}
+
+/* Before a fast thread's begin reads its counters, the first time it nests this deep or
+ * begins this path: grows the frames (begin_slow()) and puts the path in the cache
+ * (path_slow()). Return: whether the region may be pushed (if not, counted as lost). */
+static bool __attribute__((noinline)) begin_ready(struct pmc_thread *t, pmc_region_t region)
+{
+	unsigned d = t->depth;
+	if (d >= t->begin_cap && !begin_slow(t))
+		return false;
+	uint32_t parent = d ? t->stack[d - 1].path : 0;
+	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
+	if (c->key != pcache_key(parent, region))
+		path_slow(c, parent, region, d);
+	return true;
+}
+
 /* The wall clock is the leader's page's where it has one, read in the same pass as the
  * counters (see read_one_group()); else it is read before the counters at the begin and after
  * them at the end, so that the sample's wall time encloses the window its counters saw.
@@ -1558,13 +1583,11 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 {
 	unsigned d = t->depth;
 	if (likely(t->fast)) {
-		if (unlikely(d >= t->begin_cap) && !begin_slow(t))
+		uint64_t key;
+		const struct pcache *c = pcache_at(t, d, region, &key);
+		if (unlikely(d >= t->begin_cap || c->key != key) && !begin_ready(t, region))
 			return;
-		struct frame *f = &t->stack[d];
-		uint32_t parent = d ? f[-1].path : 0;
-		struct pcache *c = &t->pcache[pcache_slot(parent, region)];
-		if (unlikely(c->key != pcache_key(parent, region)))
-			path_slow(c, parent, region, d);
+		struct frame *f = &t->stack[d]; /* after begin_ready(): the frames may have moved */
 		if (likely(read_one_group(t, f->v, &f->t0) == 0)) {
 			t->last_rdpmc = 1;
 			f->path = c->path;
@@ -1622,13 +1645,13 @@ pmc_begin(pmc_region_t region)
 		return;
 	}
 	unsigned d = t->depth;
-	struct frame *f = &t->stack[d];
-	uint32_t parent = d ? f[-1].path : 0;
-	const struct pcache *c = &t->pcache[pcache_slot(parent, region)];
-	if (unlikely(d >= t->begin_cap || c->key != pcache_key(parent, region))) {
+	uint64_t key;
+	const struct pcache *c = pcache_at(t, d, region, &key);
+	if (unlikely(d >= t->begin_cap || c->key != key)) {
 		begin_prepare(region);
 		return;
 	}
+	struct frame *f = &t->stack[d];
 	if (unlikely(read_one_group(t, f->v, &f->t0) < 0)) {
 		region_begin_any(t, region, true);
 		return;
@@ -1648,20 +1671,12 @@ static void __attribute__((noinline)) begin_other(pmc_region_t region)
 /* pmc_begin() itself, called from this library without the PLT. */
 static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
 
-/* pmc_begin() past its thread's frames, or of a path not in its cache: grows the frames and
- * looks the path up, then begins the region through pmc_begin() again. */
+/* pmc_begin() past its thread's frames, or of a path not in its cache: begin_ready(), then
+ * the region begun through pmc_begin() again. */
 static void __attribute__((noinline)) begin_prepare(pmc_region_t region)
 {
-	struct pmc_thread *t = T;
-	unsigned d = t->depth;
-	if (d >= t->begin_cap && !begin_slow(t))
-		return;
-	struct frame *f = &t->stack[d];
-	uint32_t parent = d ? f[-1].path : 0;
-	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
-	if (c->key != pcache_key(parent, region))
-		path_slow(c, parent, region, d);
-	pmc_begin_again(region);
+	if (begin_ready(T, region))
+		pmc_begin_again(region);
 }
 
 /* A sample of a group multiplexed during the region (enabled @de, running @dr ns): every
@@ -1775,12 +1790,12 @@ region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 			unsigned d = t->depth;
 			struct frame *f = &t->stack[d - 1];
 			const uint64_t *v0 = f->v;
-			uint64_t wall = x.clock - f->t0;
+			uint64_t wall = 0;
 			struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
 			uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
 			uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
-			if (likely(f->id == region && !(wall >> 62) && h - tl < rg->cap &&
-			           now[n] - v0[n] == now[2 * n] - v0[2 * n])) {
+			if (likely(f->id == region && pmc_wall_delta(f->t0, x.clock, &wall) == 0 &&
+			           h - tl < rg->cap && now[n] - v0[n] == now[2 * n] - v0[2 * n])) {
 				struct pmc_sample *s = ring_slot(rg, h);
 				t->depth = d - 1;
 				for (size_t j = 0; j < n; j++)

@@ -172,9 +172,10 @@ pmc_page_clock_ns_(const struct pmc_page_clock *c)
 	return pmc_cyc_to_ns(cyc, c->mult, c->shift);
 }
 
-/* pmc_reader_read(), pmc_reader_read_count() and pmc_reader_read_clocked(): @want chooses what
- * is read beside the count: 0 nothing, 1 the times, 2 the times and the clock (a compile-time
- * constant once inlined). */
+/* pmc_reader_read(), pmc_reader_read_count(), pmc_reader_read_clocked() and
+ * pmc_reader_clock(): @want chooses what is read: 0 the count, 1 the count and the times, 2
+ * those and the clock, 3 the clock alone (the event need not be on a counter); a compile-time
+ * constant once inlined. */
 static inline __attribute__((always_inline)) int
 pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
                  struct pmc_reading *out, int want)
@@ -189,9 +190,9 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 		uint32_t idx = PMC_READ_ONCE(pc->index);
 		uint64_t caps = PMC_READ_ONCE(pc->capabilities);
 
-		if (!(caps & PMC_CAP_USER_RDPMC) || !idx)
+		if (want != 3 && (!(caps & PMC_CAP_USER_RDPMC) || !idx))
 			return -ENODATA;
-		if (want == 2 && !(caps & PMC_CAP_USER_TIME_ZERO)) {
+		if (want >= 2 && !(caps & PMC_CAP_USER_TIME_ZERO)) {
 			/* Not a transient of a writer (x86's clears the bit while it writes). */
 			PMC_READ_FENCE();
 			if (PMC_READ_ONCE(pc->lock) != seq)
@@ -199,24 +200,26 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 			return -ENODATA;
 		}
 
-		unsigned width = PMC_READ_ONCE(pc->pmc_width);
-		uint64_t count = (uint64_t)PMC_READ_ONCE(pc->offset);
-
-		count += (uint64_t)pmc_sign_extend(ops->rdpmc(ops->ctx, idx - 1), width);
-
-		uint64_t enabled = 0, running = 0;
+		uint64_t count = 0, enabled = 0, running = 0;
 		int has_time = 0;
 		struct pmc_page_clock c = {0};
 
-		if (want) {
+		if (want != 3) {
+			unsigned width = PMC_READ_ONCE(pc->pmc_width);
+
+			count = (uint64_t)PMC_READ_ONCE(pc->offset);
+			count += (uint64_t)pmc_sign_extend(ops->rdpmc(ops->ctx, idx - 1), width);
+		}
+		if (want == 1 || want == 2) {
 			enabled = PMC_READ_ONCE(pc->time_enabled);
 			running = PMC_READ_ONCE(pc->time_running);
-			/* time_zero implies the clock (cap_user_time) in every kernel that sets
-			 * it; asked for, it is required above. */
-			has_time = want == 2 || (caps & PMC_CAP_USER_TIME);
 		}
-		if (has_time)
-			pmc_page_clock_read_(pc, caps, ops, &c, want == 2);
+		/* time_zero implies the clock (cap_user_time) in every kernel that sets it; asked
+		 * for, it is required above. */
+		if (want >= 2 || (want == 1 && (caps & PMC_CAP_USER_TIME))) {
+			has_time = 1;
+			pmc_page_clock_read_(pc, caps, ops, &c, want >= 2);
+		}
 
 		PMC_READ_FENCE();
 		if (PMC_READ_ONCE(pc->lock) != seq)
@@ -228,7 +231,7 @@ pmc_reader_read_(const volatile struct perf_event_mmap_page *pc, const struct pm
 
 			enabled += delta;
 			running += delta; /* idx != 0 here: the event is on a counter */
-			if (want == 2)
+			if (want >= 2)
 				out->clock = c.zero + ns;
 		}
 
@@ -324,30 +327,12 @@ static inline int
 pmc_reader_clock(const volatile struct perf_event_mmap_page *pc, const struct pmc_reader_ops *ops,
                  uint64_t *ns)
 {
-	for (unsigned tries = 0; tries < PMC_READER_MAX_TRIES; tries++) {
-		uint32_t seq = PMC_READ_LOCK(pc->lock);
+	struct pmc_reading rd;
+	int r = pmc_reader_read_(pc, ops, &rd, 3);
 
-		pmc_barrier();
-		if (seq & 1)
-			continue;
-
-		uint64_t caps = PMC_READ_ONCE(pc->capabilities);
-		struct pmc_page_clock c;
-
-		if (!(caps & PMC_CAP_USER_TIME_ZERO)) {
-			PMC_READ_FENCE();
-			if (PMC_READ_ONCE(pc->lock) != seq)
-				continue;
-			return -ENODATA;
-		}
-		pmc_page_clock_read_(pc, caps, ops, &c, 1);
-		PMC_READ_FENCE();
-		if (PMC_READ_ONCE(pc->lock) != seq)
-			continue;
-		*ns = c.zero + pmc_page_clock_ns_(&c);
-		return 0;
-	}
-	return -EAGAIN;
+	if (r == 0)
+		*ns = rd.clock;
+	return r;
 }
 
 /* A reading of the clock a region's wall time is taken from where the page has none

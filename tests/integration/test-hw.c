@@ -45,16 +45,24 @@ struct work {
 	int rdpmc;
 };
 
-/* One warm-up region, then K regions of N iterations; keeps pmc_thread_uses_rdpmc(). */
+/* One region "warm-up", as each process and thread runs first. */
 static void
-run_regions(struct work *w)
+warm_up(void)
 {
 	pmc_region_t warm = pmc_region("warm-up");
-	pmc_region_t r = pmc_region(w->name);
 
 	pmc_begin(warm);
 	hw_loop2(1);
 	pmc_end(warm);
+}
+
+/* One warm-up region, then K regions of N iterations; keeps pmc_thread_uses_rdpmc(). */
+static void
+run_regions(struct work *w)
+{
+	pmc_region_t r = pmc_region(w->name);
+
+	warm_up();
 	for (long i = 0; i < w->k; i++) {
 		pmc_begin(r);
 		hw_loop2(w->n);
@@ -75,13 +83,10 @@ now_ns(void)
 static void
 run_walls(const struct work *w)
 {
-	pmc_region_t warm = pmc_region("warm-up");
 	pmc_region_t r = pmc_region(w->name);
 	uint64_t in_sum = 0, in_min = UINT64_MAX, out_sum = 0, out_max = 0;
 
-	pmc_begin(warm);
-	hw_loop2(1);
-	pmc_end(warm);
+	warm_up();
 	for (long i = 0; i < w->k; i++) {
 		uint64_t a = now_ns();
 		pmc_begin(r);
@@ -106,13 +111,10 @@ run_walls(const struct work *w)
 static void
 run_deep(const struct work *w)
 {
-	pmc_region_t warm = pmc_region("warm-up");
 	pmc_region_t outer = pmc_region("deep-outer");
 	pmc_region_t r = pmc_region(w->name);
 
-	pmc_begin(warm);
-	hw_loop2(1);
-	pmc_end(warm);
+	warm_up();
 	for (long i = 0; i < w->k; i++) {
 		for (int d = 0; d < 32; d++)
 			pmc_begin(outer);
