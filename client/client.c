@@ -32,6 +32,7 @@
 #include <pmc/pmc.h>
 
 #include "encoder.h"
+#include "fdcheck.h"
 #include "reader.h"
 #include "util.h"
 #include "wire.h"
@@ -941,6 +942,22 @@ warn_fd_limit(pid_t tid, size_t n, bool truncated)
 	          lim, PMC_FD_RESERVE, reason_name[R_FD_LIMIT]);
 }
 
+/* A pidfd of this process's thread @tid (PIDFD_THREAD, Linux 6.9), which proves to the
+ * daemon which thread a registration is for whatever pid namespace either side is in; -1
+ * where the kernel has none (the daemon then finds @tid among this process's threads by
+ * the id this namespace gives it). */
+static int
+thread_pidfd(pid_t tid)
+{
+#ifdef SYS_pidfd_open
+	int fd = (int)syscall(SYS_pidfd_open, tid, O_EXCL /* PIDFD_THREAD */);
+	return fd < 0 ? -1 : fd;
+#else
+	(void)tid;
+	return -1;
+#endif
+}
+
 /*
  * Called with G.lock held (nothing else may read the socket meanwhile): sends the
  * RegisterThread @req and receives its reply before @deadline, with the fds it carries in
@@ -954,11 +971,11 @@ warn_fd_limit(pid_t tid, size_t n, bool truncated)
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
  */
 static int
-register_call_locked(const Pmc__Request *req, uint64_t deadline, int *fds, size_t *n_fds,
-                     Pmc__Response **out)
+register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int *fds,
+                     size_t *n_fds, Pmc__Response **out)
 {
 	int r;
-	while ((r = wire_send(G.fd, &req->base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN)
+	while ((r = wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
 		if (wait_room_locked(deadline, false) < 0)
 			return -EAGAIN;
 	if (r < 0)
@@ -1019,16 +1036,20 @@ register_call_locked(const Pmc__Request *req, uint64_t deadline, int *fds, size_
 			if (nf < PMC_MAX_EVENTS) {
 				fds[nf++] = fd;
 			} else {
-				close(fd);
+				fdcheck_close(fd, 0);
 				bad = true;
 			}
 		}
 	}
 	Pmc__Response *resp = NULL;
 	bool decoded = wire_unpack_response(buf, (size_t)got, &resp) == 0;
+	/* Only counters are expected: anything else (a daemon not to be trusted) is closed
+	 * where its close cannot hold this thread, and the reply refused. */
+	for (size_t i = 0; i < nf && !bad; i++)
+		bad = fdcheck_kind(fds[i]) != FDCHECK_PERF;
 	if (cut || bad || !decoded) {
 		for (size_t i = 0; i < nf; i++)
-			close(fds[i]);
+			fdcheck_close(fds[i], 0);
 		if (cut) {
 			*out = resp;
 			return -EMFILE;
@@ -1071,13 +1092,15 @@ register_locked(bool *fd_starved)
 	rt.tid = t->tid;
 	rt.n_events = G.n_events;
 	rt.events = G.events;
+	_cleanup_close_ int pidfd = thread_pidfd(t->tid);
+	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
 	Pmc__Response *resp = NULL;
 	size_t n_fds = 0;
 	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
-	int r = register_call_locked(&req, deadline, t->fds, &n_fds, &resp);
+	int r = register_call_locked(&req, pidfd, deadline, t->fds, &n_fds, &resp);
 	bool is_reply =
 	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
 	if (is_reply)
@@ -2328,10 +2351,12 @@ reattach_locked(struct pmc_thread *t)
 	rt.reattach = 1;
 	rt.n_groups = t->n;
 	rt.groups = t->ev_groups;
+	_cleanup_close_ int pidfd = thread_pidfd(t->tid);
+	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	int r = wire_send(G.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
 	if (r == 0)
 		t->conn = G.conn;
 	return r;

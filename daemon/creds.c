@@ -12,9 +12,8 @@
 
 #define CREDS_CAP_SYS_PTRACE 19
 
-/* /proc/PID/status is a few KiB; the lines wanted come in its first 1.5 KiB. */
-static int
-read_status(const char *path, char *buf, size_t size)
+int
+creds_read_file(const char *path, char *buf, size_t size)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -76,7 +75,7 @@ creds_read_peer(pid_t pid, uid_t uid, gid_t gid, struct creds_peer *out)
 	gid_t gids[3];
 	uint64_t prm, eff;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	int r = read_status(path, buf, sizeof(buf));
+	int r = creds_read_file(path, buf, sizeof(buf));
 	if (r < 0)
 		return r;
 	if (creds_parse_status(buf, uids, gids, &prm, &eff) < 0)
@@ -103,7 +102,7 @@ creds_may_count(const struct creds_peer *peer, pid_t pid, pid_t tid, char *why, 
 	if (peer->ptrace_capable)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	int r = read_status(path, buf, sizeof(buf));
+	int r = creds_read_file(path, buf, sizeof(buf));
 	if (r < 0)
 		return r == -ESRCH || r == -ENOENT ? -ESRCH : r;
 	if (creds_parse_status(buf, uids, gids, &prm, &eff) < 0) {

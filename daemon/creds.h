@@ -39,6 +39,13 @@ int creds_read_peer(pid_t pid, uid_t uid, gid_t gid, struct creds_peer *out);
 int creds_may_count(const struct creds_peer *peer, pid_t pid, pid_t tid, char *why, size_t len);
 
 /**
+ * creds_read_file() - read the start of a /proc file (@size - 1 bytes at most) into @buf,
+ * NUL-terminated. /proc/PID/status is a few KiB; the lines wanted come in its first 1.5 KiB.
+ * Return: 0, or -errno (-ESRCH: the process is gone).
+ */
+int creds_read_file(const char *path, char *buf, size_t size);
+
+/**
  * creds_parse_status() - the ids and permitted capabilities in a /proc status text
  * @uids, @gids: 3 slots each: real, effective, saved
  * For tests and creds_may_count().

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "perf.h"
 #include "server.h"
+#include "threadid.h"
 #include "util.h"
 #include "wire.h"
 
@@ -107,7 +108,7 @@ reap_dead_threads(struct server *srv, uid_t uid, pid_t keep)
 			continue;
 		for (size_t i = 0; i < o->n_threads;) {
 			struct session_thread *t = &o->threads[i];
-			if (t->tid != keep && t->n_fds && !thread_of(o->pid, t->tid)) {
+			if (t->host_tid != keep && t->n_fds && !thread_of(o->pid, t->host_tid)) {
 				drop_thread(o, t);
 				n++;
 			} else {
@@ -148,13 +149,13 @@ session_thread_refused(const struct session *s, pid_t tid)
  * (already checked, in the client's order and groups) without opening anything. */
 static int
 reattach_thread(struct session *s, struct session_thread *old, const Pmc__RegisterThread *rt,
-                char *const *names)
+                pid_t host_tid, char *const *names)
 {
 	size_t n = rt->n_events;
 	if (n == 0 || rt->n_groups != n)
 		return session_reply_error(s, EINVAL, "reattach of thread %d names no events",
 		                           (int)rt->tid);
-	struct session_thread t = {.tid = rt->tid, .n = n};
+	struct session_thread t = {.tid = rt->tid, .host_tid = host_tid, .n = n};
 	t.ev_id = malloc(n * sizeof(uint32_t));
 	if (!t.ev_id)
 		return -ENOMEM;
@@ -174,27 +175,58 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 	return 0;
 }
 
+/* The thread @rt is for, in the daemon's pid namespace: proven by the pidfd it carries,
+ * or found among the peer's own threads by the id it claims (threadid.h). Return: the
+ * thread id, or 0 once the refusal is sent (*@refused: what the handler returns). */
+static pid_t
+thread_identify(struct session *s, const Pmc__RegisterThread *rt, char *why, size_t len,
+                int *refused)
+{
+	pid_t tid = rt->pidfd ? threadid_from_pidfd(s->rx_fd, s->pid, why, len)
+	            : rt->tid > 0 ? threadid_claimed(s->pid, rt->tid, why, len)
+	                          : (snprintf(why, len, "thread id %d is not valid", (int)rt->tid),
+	                             -EPERM);
+	if (tid == -ESRCH) {
+		*refused = session_reply_error(s, ESRCH, "thread %d has exited", (int)rt->tid);
+		return 0;
+	}
+	if (tid < 0) {
+		log_warn_limited("pid %d (uid %d): registration refused: %s", (int)s->pid,
+		                 (int)s->uid, why);
+		*refused = session_reply_error(s, EPERM, "%s", why);
+		return 0;
+	}
+	return tid;
+}
+
+/* After the open: @tid still the thread @rt named, of the peer process. */
+static bool
+thread_still(struct session *s, const Pmc__RegisterThread *rt, pid_t tid)
+{
+	if (rt->pidfd && threadid_check(s->rx_fd, tid) < 0)
+		return false;
+	return thread_of(s->pid, tid);
+}
+
 static int
 register_thread(struct session *s, const Pmc__RegisterThread *rt)
 {
-	pid_t tid = rt->tid;
 	char *const *names = rt->events;
 	size_t n = rt->n_events;
+	char why[384];
 
 	if (s->pidfd >= 0 && !session_peer_alive(s))
 		return session_reply_error(
 		        s, ESRCH, "process %d has exited: its connection may not register threads",
 		        (int)s->pid);
-	if (tid <= 0 || !thread_of(s->pid, tid))
-		return session_reply_error(
-		        s, EPERM,
-		        "thread %d is not a thread of the calling process %d: a process "
-		        "may only register its own threads",
-		        (int)tid, (int)s->pid);
-	char why[384];
-	int r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why));
+	/* tid: the thread in the daemon's namespace; ctid: as the client names it. */
+	int r = 0;
+	pid_t ctid = rt->tid, tid = thread_identify(s, rt, why, sizeof(why), &r);
+	if (tid <= 0)
+		return r;
+	r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why));
 	if (r == -ESRCH)
-		return session_reply_error(s, ESRCH, "thread %d has exited", (int)tid);
+		return session_reply_error(s, ESRCH, "thread %d has exited", (int)ctid);
 	if (r < 0) {
 		log_warn_limited("pid %d: refused: %s", (int)s->pid, why);
 		return session_reply_error(s, EPERM, "%s", why);
@@ -281,7 +313,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 			return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
 		s->proc->connections++;
 	}
-	struct session_thread *old = session_find_thread(s, tid);
+	struct session_thread *old = session_find_thread(s, ctid);
 	if (!old && s->proc->n_threads >= pol->max_threads)
 		return session_reply_error(
 		        s, EMFILE,
@@ -295,7 +327,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		        "limit per process",
 		        (int)s->pid, PROCESS_MAX_EVENTS);
 	if (rt->reattach)
-		return reattach_thread(s, old, rt, names);
+		return reattach_thread(s, old, rt, tid, names);
 
 	size_t order[PERF_MAX_EVENTS];
 	uint32_t group[PERF_MAX_EVENTS];
@@ -322,7 +354,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	if (held + n > pol->max_fds_per_user &&
 	    (!s->user->reaped_ns || now - s->user->reaped_ns >= REAP_AGAIN_NS)) {
 		if (reap_dead_threads(s->srv, s->uid, tid) > 0) {
-			old = session_find_thread(s, tid); /* the threads moved */
+			old = session_find_thread(s, ctid); /* the threads moved */
 			held = s->user->fds - (old ? old->n_fds : 0);
 		} else {
 			s->user->reaped_ns = now;
@@ -338,11 +370,11 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	r = perf_open_group(tid, ordered, group, n, fds, &failed);
 	/* The tid was checked before the open: if the thread ended meanwhile, the number may
 	 * already name a thread of another process. Check again now that it is counted. */
-	if (r == 0 && !thread_of(s->pid, tid)) {
+	if (r == 0 && !thread_still(s, rt, tid)) {
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		return session_reply_error(
-		        s, ESRCH, "thread %d ended while it was being registered", (int)tid);
+		        s, ESRCH, "thread %d ended while it was being registered", (int)ctid);
 	}
 	/* And its credentials: it may have exec'd a setuid program since the check (the
 	 * kernel detaches counters opened before such an exec, not those opened after). */
@@ -350,7 +382,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		if (r == -ESRCH)
-			return session_reply_error(s, ESRCH, "thread %d has exited", (int)tid);
+			return session_reply_error(s, ESRCH, "thread %d has exited", (int)ctid);
 		log_warn_limited("pid %d: refused after the open: %s", (int)s->pid, why);
 		return session_reply_error(s, EPERM, "%s", why);
 	}
@@ -366,10 +398,10 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 		                             "pmcdaemon.service does)"
 		                           : "";
 		return session_reply_error(s, -r, "cannot count '%.64s' on thread %d: %s%s",
-		                           ordered[failed], (int)tid, strerror(-r), hint);
+		                           ordered[failed], (int)ctid, strerror(-r), hint);
 	}
 
-	struct session_thread t = {.tid = tid, .n = n, .n_fds = n};
+	struct session_thread t = {.tid = ctid, .host_tid = tid, .n = n, .n_fds = n};
 	t.fds = malloc(n * sizeof(int));
 	t.ev_id = malloc(n * sizeof(uint32_t));
 	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];
@@ -403,13 +435,14 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	}
 
 	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
-	rr.tid = tid;
+	rr.tid = ctid;
 	rr.n_events = n;
 	rr.events = dp;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
 	resp.register_reply = &rr;
-	log_debug("pid %d: registered thread %d with %zu events", (int)s->pid, (int)tid, n);
+	log_debug("pid %d: registered thread %d (%d in its namespace) with %zu events",
+	          (int)s->pid, (int)tid, (int)ctid, n);
 	return session_reply(s, &resp, fds, n);
 }
 

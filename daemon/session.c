@@ -24,11 +24,16 @@
 #include "perf.h"
 #include "server.h"
 #include "util.h"
+#include "fdcheck.h"
 #include "wire.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
 #endif
+/* Fds a uid sent that still wait to be closed (fdcheck) before its connections are
+ * refused. */
+#define SESSION_MAX_PENDING_CLOSES 64
+
 /* Bytes of replies a client may leave unread before its connection is closed. */
 #define SESSION_MAX_UNREAD (256 * 1024)
 
@@ -198,8 +203,9 @@ session_dispatch_one(struct session *s)
 {
 	int fds[1];
 	size_t n_fds = 0;
-	ssize_t len =
-	        wire_recv(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 0, &n_fds, MSG_DONTWAIT);
+	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
+	ssize_t len = wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
+	                             MSG_DONTWAIT, (unsigned)s->uid);
 	if (len < 0) {
 		if (len == -EMSGSIZE)
 			log_warn_limited("pid %d: request over %u bytes: closing the connection",
@@ -214,17 +220,27 @@ session_dispatch_one(struct session *s)
 	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
 	Pmc__SampleBatch fast_batch;
 	int r = 0;
-	if (batch_decode(s->srv->rxbuf, (size_t)len, &fast_batch) == 0) {
+	if (!n_fds && batch_decode(s->srv->rxbuf, (size_t)len, &fast_batch) == 0) {
 		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		fast.sample_batch = &fast_batch;
 		req = &fast;
 	} else if ((r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
+		if (n_fds)
+			fdcheck_close(fds[0], (unsigned)s->uid);
 		log_warn_limited("pid %d: malformed request (%zd bytes): closing the connection",
 		                 (int)s->pid, len);
 		return r;
 	}
 	unsigned c = req->body_case;
-	if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
+	/* Only a RegisterThread that says so carries an fd, and then exactly one. */
+	bool wants_fd = c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd;
+	s->rx_fd = n_fds ? fds[0] : -1;
+	if (wants_fd != (n_fds == 1)) {
+		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid,
+		                 wants_fd ? "a registration that names a pidfd carries none"
+		                          : "unexpected file descriptors");
+		r = -EBADMSG;
+	} else if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
 		r = -EBADMSG;
 	} else if (handlers[c].needs_hello && !s->hello) {
 		log_warn_limited("pid %d: request before Hello: closing the connection",
@@ -233,6 +249,8 @@ session_dispatch_one(struct session *s)
 	} else {
 		r = handlers[c].fn(s, req);
 	}
+	if (s->rx_fd >= 0)
+		fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
 	if (req != &fast)
 		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;
@@ -328,9 +346,39 @@ session_new(struct server *srv, int fd)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid < 0) {
 		close(fd);
 		return -EPERM;
+	}
+	if (cred.pid == 0) {
+		/* The peer's process is in no pid namespace the daemon can see: the daemon runs
+		 * in a child pid namespace (a container) while its clients do not. */
+		log_warn_limited("refusing a connection of uid %d: its process is not visible in "
+		                 "pmcdaemon's pid namespace; run pmcdaemon in the host's pid "
+		                 "namespace (docker --pid=host, Kubernetes hostPID: true)",
+		                 (int)cred.uid);
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.error = ESRCH;
+		resp.message = "pmcdaemon cannot see this process: it runs in a pid namespace of "
+		               "its own; the operator must run it in the host's pid namespace "
+		               "(docker run --pid=host, Kubernetes hostPID: true)";
+		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		close(fd);
+		return -ESRCH;
+	}
+	/* A uid whose refused fds still wait to be closed (a FUSE file whose server never
+	 * answers) may send no more until they are. */
+	if (fdcheck_pending((unsigned)cred.uid) >= SESSION_MAX_PENDING_CLOSES) {
+		log_warn_limited("refusing a connection of uid %d: %zu fds it sent still wait to "
+		                 "be closed",
+		                 (int)cred.uid, fdcheck_pending((unsigned)cred.uid));
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.error = EMFILE;
+		resp.message = "this uid sent file descriptors pmcdaemon has not yet been able to "
+		               "close (a file whose file system does not answer): try again later";
+		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		close(fd);
+		return -EMFILE;
 	}
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -339,6 +387,7 @@ session_new(struct server *srv, int fd)
 	}
 	s->srv = srv;
 	s->fd = fd;
+	s->rx_fd = -1;
 	s->pid = cred.pid;
 	s->uid = cred.uid;
 	s->gid = cred.gid;

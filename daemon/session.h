@@ -11,7 +11,8 @@
 struct server;
 
 struct session_thread {
-	pid_t tid;
+	pid_t tid;        /* as the client names it: its id in the client's pid namespace */
+	pid_t host_tid;   /* the same thread in the daemon's pid namespace */
 	size_t n;         /* events */
 	size_t n_fds;     /* 0 for a thread reattached after a restart: it keeps its own */
 	int *fds;         /* daemon's copies */
@@ -61,6 +62,8 @@ struct session {
 	size_t n_paths;
 	struct session_path *paths;
 	struct query_stream *qs; /* a streamed Query reply being sent (nothing read until it is) */
+	int rx_fd; /* the fd the request being handled carried (a pidfd), -1: none; a handler
+	            * that keeps it sets -1 */
 };
 
 /**

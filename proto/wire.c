@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdcheck.h"
 #include "util.h"
 
 int
@@ -56,7 +57,7 @@ wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fds, i
 }
 
 static void
-close_cmsg_fds(struct msghdr *mh)
+close_cmsg_fds(struct msghdr *mh, unsigned owner)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -65,13 +66,20 @@ close_cmsg_fds(struct msghdr *mh)
 		int fd;
 		for (size_t i = 0; i < n; i++) {
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			close(fd);
+			fdcheck_close(fd, owner);
 		}
 	}
 }
 
 ssize_t
 wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags)
+{
+	return wire_recv_from(sock, buf, cap, fds, max_fds, n_fds, flags, 0);
+}
+
+ssize_t
+wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
+               int flags, unsigned owner)
 {
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	/* Room for more fds than accepted, so that an excess is seen and refused rather
@@ -113,7 +121,7 @@ wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_f
 	if (!bad && n == 0)
 		bad = -ECONNRESET;
 	if (bad) {
-		close_cmsg_fds(&mh);
+		close_cmsg_fds(&mh, owner);
 		return bad;
 	}
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
@@ -167,7 +175,7 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 	r = wire_unpack_response(buf, len, out);
 	if (r < 0) {
 		for (size_t i = 0; i < nf; i++)
-			close(fds[i]);
+			fdcheck_close(fds[i], 0);
 		return r;
 	}
 	if (n_fds)
@@ -220,7 +228,7 @@ wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t
 		*n_fds = nf;
 	else
 		for (size_t i = 0; i < nf; i++)
-			close(fds[i]);
+			fdcheck_close(fds[i], 0);
 	return 0;
 }
 

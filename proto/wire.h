@@ -35,13 +35,21 @@ int wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fd
  * @flags: extra recvmsg() flags (MSG_DONTWAIT)
  *
  * Fds are only ever handed to the caller together with a well-formed datagram: on any
- * error every fd that arrived has been closed and *@n_fds is 0.
+ * error every fd that arrived has been closed (by fdcheck_close(), which never blocks)
+ * and *@n_fds is 0.
  * Return: the datagram's length (> 0), -ECONNRESET when the peer closed the connection,
  * -EMSGSIZE when the datagram was longer than @cap, -EBADMSG when the fds were truncated
  * (MSG_CTRUNC) or more than @max_fds arrived, -EAGAIN, or another recvmsg() errno.
  */
 ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
                   int flags);
+
+/**
+ * wire_recv_from() - wire_recv(), the fds it refuses counted against @owner
+ * @owner: passed to fdcheck_close() for each fd refused (the daemon: the peer's uid)
+ */
+ssize_t wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds,
+                       size_t *n_fds, int flags, unsigned owner);
 
 /**
  * wire_unpack_request() - decode a datagram into a Request

@@ -1,0 +1,57 @@
+/* threadid: which thread, in the daemon's pid namespace, a client's registration is for.
+ *
+ * A program in a container has a pid namespace of its own: the id gettid() gives it means
+ * nothing in the daemon's. SO_PEERCRED names the connected process in the daemon's
+ * namespace, but no socket option names a thread. The client therefore proves the thread:
+ * it attaches a pidfd of it (pidfd_open(tid, PIDFD_THREAD), Linux 6.9), which the daemon
+ * asks for the thread's id in its own namespace (ioctl PIDFD_GET_INFO, Linux 6.13; the
+ * fdinfo's Pid: line before). Where the client's kernel has no thread pidfds, the id it
+ * claims is looked up only among the connected process's own threads. */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/**
+ * threadid_from_pidfd() - the thread @pidfd names, in the daemon's pid namespace
+ * @pidfd: a pidfd the client sent (borrowed); any other kind of fd is refused
+ * @pid: the connected process (the daemon's namespace): the thread must be one of its
+ * @why: set to a message (@len bytes) when the answer is -EPERM or -EBADF
+ *
+ * A pidfd pins its thread's struct pid: while threadid_check() finds the same id again,
+ * that id has named this very thread in between (a pid number is reused only after its
+ * task is gone, and a pidfd never comes back to life).
+ * Return: the thread id (> 0); -ESRCH when the thread has exited; -EPERM when it is not a
+ * thread of @pid (another process's, or one the daemon's namespace cannot see); -EBADF
+ * when @pidfd is not a pidfd.
+ */
+pid_t threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len);
+
+/**
+ * threadid_check() - whether @pidfd still names thread @tid (the daemon's namespace)
+ * Return: 0, or -ESRCH when the thread has exited.
+ */
+int threadid_check(int pidfd, pid_t tid);
+
+/**
+ * threadid_claimed() - the thread of process @pid whose id in its own pid namespace is
+ * @ns_tid, in the daemon's namespace
+ * @why: set to a message (@len bytes) when the answer is -EPERM
+ *
+ * Only @pid's own threads are searched (/proc/PID/task/ * /status, the last field of
+ * NSpid:): a process can name no thread but its own, whatever it writes. First
+ * /proc/PID/task/NS_TID itself (the process shares the daemon's namespace: one read), then
+ * every thread (it does not: one read per thread of the process).
+ * Races: a thread found may end and its id be reused before the daemon opens its counters;
+ * the caller checks after the open that the id is still a thread of @pid (a reuse by
+ * another thread of @pid counts a thread the process could have registered itself).
+ * Return: the thread id (> 0), -EPERM when @pid has no such thread (@why says so), or
+ * -ESRCH when @pid is gone.
+ */
+pid_t threadid_claimed(pid_t pid, pid_t ns_tid, char *why, size_t len);
+
+/**
+ * threadid_ns_last() - the last field of a /proc status text's NSpid: line (the id in the
+ * task's own pid namespace), or -1 when there is none. For tests and threadid_claimed().
+ */
+pid_t threadid_ns_last(const char *status);
