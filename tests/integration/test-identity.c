@@ -1,0 +1,344 @@
+/* pmc-test-identity: who a registration is for, across pid namespaces, and fds a peer
+ * attaches that it should not. Speaks the wire by hand; each mode prints what it got and
+ * exits 0 when that is what it expects, 1 otherwise.
+ *
+ *   SOCKET self          register this thread with a pidfd of it: served (fds)
+ *   SOCKET self-claim    register this thread by its id alone (no pidfd; the daemon finds it
+ *                        among this process's threads by its namespace id): served
+ *   SOCKET pidfd-of TID  register thread TID of another process, with a pidfd of it: EPERM
+ *   SOCKET claim TID     register thread id TID (not this process's) with no pidfd: EPERM
+ *   SOCKET not-pidfd     a registration whose "pidfd" is /dev/null: EPERM, nothing counted
+ *   SOCKET no-pidfd      a registration that says it carries a pidfd and carries none, then
+ *                        a Status with one attached: each closes its connection
+ *   SOCKET stale         a pidfd of a thread of this process that has ended: ESRCH; then a
+ *                        process forked to reuse that id (ns_last_pid, where writable):
+ *                        claimed by id, and by a pidfd of it: EPERM both; prints reused=0|1
+ *   SOCKET linger        a Hello carrying a TCP socket whose close would linger 30 s, then
+ *                        a Status on a new connection: answered within 10 s
+ *   SOCKET fake-daemon SECONDS
+ *                        be a hostile daemon on SOCKET for SECONDS: answer Hello, and
+ *                        answer each RegisterThread with a reply whose "counter" fd is such
+ *                        a lingering TCP socket; prints "listening" once it is
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+#define PIDFD_THREAD_FLAG O_EXCL
+
+static int
+pidfd_of(pid_t tid)
+{
+	return (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD_FLAG);
+}
+
+static pid_t
+my_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* Sends @req with @fd attached (none when < 0) and waits for the answer: the errno it
+ * carries (0: served), -1 when the connection closed, -2 on no answer. */
+static int
+ask(int sock, const Pmc__Request *req, int fd, const char *what)
+{
+	int r = wire_send(sock, &req->base, &fd, fd >= 0, 0);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+		printf("%s: send: %s\n", what, strerror(-r));
+		return -2;
+	}
+	uint8_t *buf = NULL;
+	size_t len, n_fds = 0;
+	int fds[WIRE_MAX_FDS];
+	r = wire_wait(sock, 10000, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
+	if (r == -ECONNRESET) {
+		printf("%s: connection closed\n", what);
+		return -1;
+	}
+	if (r < 0) {
+		printf("%s: no answer: %s\n", what, strerror(-r));
+		return -2;
+	}
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	Pmc__Response *resp = NULL;
+	r = wire_unpack_response(buf, len, &resp);
+	free(buf);
+	if (r < 0) {
+		printf("%s: undecodable answer\n", what);
+		return -2;
+	}
+	int err = (int)resp->error;
+	printf("%s: error=%d (%s) fds=%zu message=%s\n", what, err, err ? strerror(err) : "none",
+	       n_fds, resp->message ? resp->message : "");
+	pmc__response__free_unpacked(resp, NULL);
+	return err;
+}
+
+static int
+connect_hello(const char *path)
+{
+	int sock = wire_connect(path);
+	if (sock < 0) {
+		printf("connect: %s\n", strerror(-sock));
+		exit(1);
+	}
+	Pmc__Hello h = PMC__HELLO__INIT;
+	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	if (ask(sock, &req, -1, "hello") != 0)
+		exit(1);
+	return sock;
+}
+
+/* RegisterThread for @tid (page-faults), with @pidfd attached when >= 0 (@say: the flag). */
+static int
+reg(int sock, pid_t tid, int pidfd, bool say, const char *what)
+{
+	static char *events[1] = {"page-faults"};
+	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+	rt.tid = tid;
+	rt.n_events = 1;
+	rt.events = events;
+	rt.pidfd = say;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+	req.register_thread = &rt;
+	return ask(sock, &req, pidfd, what);
+}
+
+static int
+status(int sock, int fd)
+{
+	Pmc__Status st = PMC__STATUS__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_STATUS;
+	req.status = &st;
+	return ask(sock, &req, fd, "status");
+}
+
+/* A TCP socket whose close() lingers: connected to a listener that never accepts, its send
+ * queue full, SO_LINGER @secs. The listener is returned in *@lsn (kept open). */
+static int
+lingering_socket(int secs, int *lsn)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+	int small = 4096;
+	if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(l, 1) < 0 || getsockname(l, (struct sockaddr *)&a, &al) < 0)
+		return -1;
+	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return -1;
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	static char junk[65536];
+	while (write(c, junk, sizeof(junk)) > 0)
+		;
+	struct linger lg = {.l_onoff = 1, .l_linger = secs};
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	fcntl(c, F_SETFL, 0);
+	*lsn = l;
+	return c;
+}
+
+static void *
+ending(void *p)
+{
+	*(pid_t *)p = my_tid();
+	return NULL;
+}
+
+static int
+mode_stale(const char *path)
+{
+	int sock = connect_hello(path);
+	pid_t tid = 0;
+	pthread_t th;
+	/* A pidfd of a thread that then ends: held while it runs, used after. */
+	int pfd = -1;
+	pthread_barrier_t b;
+	(void)b;
+	if (pthread_create(&th, NULL, ending, &tid))
+		return 1;
+	while (!__atomic_load_n(&tid, __ATOMIC_ACQUIRE))
+		;
+	pfd = pidfd_of(tid);
+	pthread_join(th, NULL);
+	if (pfd < 0) {
+		printf("pidfd_open: %s\n", strerror(errno));
+		return 1;
+	}
+	int fail = reg(sock, tid, pfd, true, "ended thread's pidfd") != ESRCH;
+	close(pfd);
+	/* The id again, now another process's. */
+	bool reused = false;
+	FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+	if (f) {
+		fprintf(f, "%d", (int)tid - 1);
+		reused = fclose(f) == 0;
+	}
+	int hold[2];
+	if (pipe(hold))
+		return 1;
+	pid_t child = fork();
+	if (child == 0) {
+		char c;
+		close(hold[1]);
+		(void)read(hold[0], &c, 1);
+		_exit(0);
+	}
+	close(hold[0]);
+	reused = reused && child == tid;
+	printf("reused=%d (thread %d, new process %d)\n", reused, (int)tid, (int)child);
+	fail |= reg(sock, tid, -1, false, "reused id claimed") != EPERM;
+	int cfd = pidfd_of(child);
+	fail |= reg(sock, child, cfd, true, "reused id's pidfd") != EPERM;
+	close(cfd);
+	close(hold[1]);
+	waitpid(child, NULL, 0);
+	fail |= status(sock, -1) != 0;
+	return fail;
+}
+
+static int
+mode_fake_daemon(const char *path, int secs)
+{
+	int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa;
+	if (l < 0 || wire_sockaddr(path, &sa) < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(l, 16) < 0 || chmod(path, 0777) < 0) {
+		perror("fake daemon");
+		return 1;
+	}
+	printf("listening\n");
+	fflush(stdout);
+	time_t end = time(NULL) + secs;
+	int lsn[64], n_lsn = 0;
+	while (time(NULL) < end) {
+		struct pollfd p = {.fd = l, .events = POLLIN};
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			continue;
+		for (;;) {
+			uint8_t buf[65536];
+			int fds[WIRE_MAX_FDS];
+			size_t nf = 0;
+			struct pollfd q = {.fd = c, .events = POLLIN};
+			if (poll(&q, 1, 1000) <= 0)
+				break;
+			ssize_t n = wire_recv(c, buf, sizeof(buf), fds, WIRE_MAX_FDS, &nf, 0);
+			for (size_t i = 0; i < nf; i++)
+				close(fds[i]);
+			Pmc__Request *req;
+			if (n <= 0 || wire_unpack_request(buf, (size_t)n, &req) < 0)
+				break;
+			Pmc__Response resp = PMC__RESPONSE__INIT;
+			Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;
+			Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+			Pmc__EventDesc ed = PMC__EVENT_DESC__INIT, *edp = &ed;
+			int fd = -1;
+			if (req->body_case == PMC__REQUEST__BODY_HELLO) {
+				hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+				hr.daemon_version = "hostile";
+				resp.body_case = PMC__RESPONSE__BODY_HELLO;
+				resp.hello = &hr;
+			} else if (req->body_case == PMC__REQUEST__BODY_REGISTER_THREAD) {
+				ed.name = "page-faults";
+				rr.tid = req->register_thread->tid;
+				rr.n_events = 1;
+				rr.events = &edp;
+				resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+				resp.register_reply = &rr;
+				if (n_lsn < 64)
+					fd = lingering_socket(30, &lsn[n_lsn++]);
+			}
+			pmc__request__free_unpacked(req, NULL);
+			if (resp.body_case != PMC__RESPONSE__BODY__NOT_SET)
+				(void)wire_send(c, &resp.base, &fd, fd >= 0, 0);
+			if (fd >= 0)
+				close(fd); /* the client holds the last reference now */
+		}
+		close(c);
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: see the top of test-identity.c\n");
+		return 2;
+	}
+	const char *path = argv[1], *mode = argv[2];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(mode, "fake-daemon") && argc == 4)
+		return mode_fake_daemon(path, atoi(argv[3]));
+	if (!strcmp(mode, "linger")) {
+		int lsn = -1, fd = lingering_socket(30, &lsn);
+		if (fd < 0) {
+			perror("lingering socket");
+			return 1;
+		}
+		int a = connect_hello(path);
+		int bad = status(a, fd) != -1; /* closed: an fd where none belongs */
+		close(fd);
+		int b = connect_hello(path);
+		return bad | (status(b, -1) != 0);
+	}
+	if (!strcmp(mode, "stale"))
+		return mode_stale(path);
+	int sock = connect_hello(path);
+	if (!strcmp(mode, "self"))
+		return reg(sock, my_tid(), pidfd_of(my_tid()), true, "self") != 0;
+	if (!strcmp(mode, "self-claim"))
+		return reg(sock, my_tid(), -1, false, "self by id") != 0;
+	if (!strcmp(mode, "pidfd-of") && argc == 4) {
+		pid_t t = atoi(argv[3]);
+		int pfd = pidfd_of(t);
+		if (pfd < 0) {
+			printf("pidfd_open(%d): %s\n", (int)t, strerror(errno));
+			return 1;
+		}
+		return reg(sock, t, pfd, true, "another's pidfd") != EPERM;
+	}
+	if (!strcmp(mode, "claim") && argc == 4)
+		return reg(sock, atoi(argv[3]), -1, false, "claimed id") != EPERM;
+	if (!strcmp(mode, "not-pidfd")) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return reg(sock, my_tid(), fd, true, "/dev/null as pidfd") != EPERM ||
+		       status(sock, -1) != 0;
+	}
+	if (!strcmp(mode, "no-pidfd")) {
+		int bad = reg(sock, my_tid(), -1, true, "pidfd named, none sent") != -1;
+		int other = connect_hello(path);
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return bad | (status(other, fd) != -1);
+	}
+	fprintf(stderr, "usage: see the top of test-identity.c\n");
+	return 2;
+}
