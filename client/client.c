@@ -971,8 +971,8 @@ thread_pidfd(pid_t tid)
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
  */
 static int
-register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int *fds,
-                     size_t *n_fds, Pmc__Response **out)
+register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int *fds, size_t *n_fds,
+                     Pmc__Response **out)
 {
 	int r;
 	while ((r = wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)

@@ -182,7 +182,7 @@ static pid_t
 thread_identify(struct session *s, const Pmc__RegisterThread *rt, char *why, size_t len,
                 int *refused)
 {
-	pid_t tid = rt->pidfd ? threadid_from_pidfd(s->rx_fd, s->pid, why, len)
+	pid_t tid = rt->pidfd     ? threadid_from_pidfd(s->rx_fd, s->pid, why, len)
 	            : rt->tid > 0 ? threadid_claimed(s->pid, rt->tid, why, len)
 	                          : (snprintf(why, len, "thread id %d is not valid", (int)rt->tid),
 	                             -EPERM);
@@ -441,8 +441,8 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
 	resp.register_reply = &rr;
-	log_debug("pid %d: registered thread %d (%d in its namespace) with %zu events",
-	          (int)s->pid, (int)tid, (int)ctid, n);
+	log_debug("pid %d: registered thread %d (%d in its namespace) with %zu events", (int)s->pid,
+	          (int)tid, (int)ctid, n);
 	return session_reply(s, &resp, fds, n);
 }
 

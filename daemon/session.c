@@ -20,11 +20,11 @@
 
 #include "batch.h"
 #include "creds.h"
+#include "fdcheck.h"
 #include "log.h"
 #include "perf.h"
 #include "server.h"
 #include "util.h"
-#include "fdcheck.h"
 #include "wire.h"
 
 #ifndef SO_PEERPIDFD

@@ -78,8 +78,8 @@ wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_f
 }
 
 ssize_t
-wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
-               int flags, unsigned owner)
+wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
+               unsigned owner)
 {
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	/* Room for more fds than accepted, so that an excess is seen and refused rather

@@ -48,8 +48,8 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, siz
  * wire_recv_from() - wire_recv(), the fds it refuses counted against @owner
  * @owner: passed to fdcheck_close() for each fd refused (the daemon: the peer's uid)
  */
-ssize_t wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds,
-                       size_t *n_fds, int flags, unsigned owner);
+ssize_t wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
+                       int flags, unsigned owner);
 
 /**
  * wire_unpack_request() - decode a datagram into a Request

@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -54,12 +54,15 @@ my_tid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-/* Sends @req with @fd attached (none when < 0) and waits for the answer: the errno it
+/* Sends @req with @fd (taken) attached (none when < 0) and waits for the answer: the errno it
  * carries (0: served), -1 when the connection closed, -2 on no answer. */
 static int
 ask(int sock, const Pmc__Request *req, int fd, const char *what)
 {
 	int r = wire_send(sock, &req->base, &fd, fd >= 0, 0);
+	/* The copy in flight is the last once this one is closed: the receiver's close is. */
+	if (fd >= 0)
+		close(fd);
 	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
 		printf("%s: send: %s\n", what, strerror(-r));
 		return -2;
@@ -145,8 +148,8 @@ lingering_socket(int secs, int *lsn)
 	socklen_t al = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
 	int small = 4096;
-	if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(l, 1) < 0 || getsockname(l, (struct sockaddr *)&a, &al) < 0)
+	if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &al) < 0)
 		return -1;
 	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
@@ -163,10 +166,19 @@ lingering_socket(int secs, int *lsn)
 	return c;
 }
 
+struct ending {
+	pid_t tid;
+	int go[2]; /* the thread ends when this pipe closes */
+};
+
 static void *
 ending(void *p)
 {
-	*(pid_t *)p = my_tid();
+	struct ending *e = p;
+	char c;
+	__atomic_store_n(&e->tid, my_tid(), __ATOMIC_RELEASE);
+	while (read(e->go[0], &c, 1) > 0)
+		;
 	return NULL;
 }
 
@@ -174,24 +186,22 @@ static int
 mode_stale(const char *path)
 {
 	int sock = connect_hello(path);
-	pid_t tid = 0;
+	struct ending e = {0};
 	pthread_t th;
-	/* A pidfd of a thread that then ends: held while it runs, used after. */
-	int pfd = -1;
-	pthread_barrier_t b;
-	(void)b;
-	if (pthread_create(&th, NULL, ending, &tid))
+	/* A pidfd of a thread that then ends: taken while it runs, used after. */
+	if (pipe(e.go) || pthread_create(&th, NULL, ending, &e))
 		return 1;
-	while (!__atomic_load_n(&tid, __ATOMIC_ACQUIRE))
+	while (!__atomic_load_n(&e.tid, __ATOMIC_ACQUIRE))
 		;
-	pfd = pidfd_of(tid);
+	pid_t tid = e.tid;
+	int pfd = pidfd_of(tid);
+	close(e.go[1]);
 	pthread_join(th, NULL);
 	if (pfd < 0) {
 		printf("pidfd_open: %s\n", strerror(errno));
 		return 1;
 	}
 	int fail = reg(sock, tid, pfd, true, "ended thread's pidfd") != ESRCH;
-	close(pfd);
 	/* The id again, now another process's. */
 	bool reused = false;
 	FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
@@ -215,7 +225,6 @@ mode_stale(const char *path)
 	fail |= reg(sock, tid, -1, false, "reused id claimed") != EPERM;
 	int cfd = pidfd_of(child);
 	fail |= reg(sock, child, cfd, true, "reused id's pidfd") != EPERM;
-	close(cfd);
 	close(hold[1]);
 	waitpid(child, NULL, 0);
 	fail |= status(sock, -1) != 0;
@@ -227,8 +236,9 @@ mode_fake_daemon(const char *path, int secs)
 {
 	int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa;
-	if (l < 0 || wire_sockaddr(path, &sa) < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(l, 16) < 0 || chmod(path, 0777) < 0) {
+	if (l < 0 || wire_sockaddr(path, &sa) < 0 ||
+	    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0 ||
+	    chmod(path, 0777) < 0) {
 		perror("fake daemon");
 		return 1;
 	}
@@ -306,7 +316,6 @@ main(int argc, char **argv)
 		}
 		int a = connect_hello(path);
 		int bad = status(a, fd) != -1; /* closed: an fd where none belongs */
-		close(fd);
 		int b = connect_hello(path);
 		return bad | (status(b, -1) != 0);
 	}
