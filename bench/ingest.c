@@ -65,6 +65,7 @@
  * bench/run; diagnostics on stderr; exit 1 on failure.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -122,14 +123,21 @@ gettid_(void)
 }
 
 /* One request, one response; received fds are closed. Dies on any failure. */
+/* @req with @attach (borrowed; none when < 0) attached; its answer, the fds closed. */
 static Pmc__Response *
-call(int fd, Pmc__Request *req)
+call_fd(int fd, Pmc__Request *req, int attach)
 {
 	int fds[WIRE_MAX_FDS];
-	size_t n_fds = 0;
+	size_t n_fds = 0, len;
 	Pmc__Response *resp = NULL;
-	int r = wire_call(fd, req, CALL_TIMEOUT_MS, fds, WIRE_MAX_FDS, &n_fds, &resp);
-
+	uint8_t *buf = NULL;
+	int r = wire_send(fd, &req->base, &attach, attach >= 0, 0);
+	if (r == 0)
+		r = wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
+	if (r == 0) {
+		r = wire_unpack_response(buf, len, &resp);
+		free(buf);
+	}
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	if (r < 0)
@@ -137,6 +145,12 @@ call(int fd, Pmc__Request *req)
 	if (resp->error)
 		die("the daemon refused: %s", resp->message);
 	return resp;
+}
+
+static Pmc__Response *
+call(int fd, Pmc__Request *req)
+{
+	return call_fd(fd, req, -1);
 }
 
 /* Connects and says Hello, asking for call paths with @want_paths (as libpmcclient does).
@@ -223,18 +237,38 @@ events_get(struct events *e)
 		e->names[i] = (char *)e->ev[i]->name;
 }
 
-/* RegisterThread for the calling thread; the fds of the reply are closed. */
+/* A pidfd of the calling thread (PIDFD_THREAD), or -1 where the kernel has none. */
+static int
+pidfd_self(void)
+{
+	return (int)syscall(SYS_pidfd_open, gettid_(), O_EXCL /* PIDFD_THREAD */);
+}
+
+/* RegisterThread for the calling thread, by its id alone (as before thread pidfds, and
+ * where the kernel has none); the fds of the reply are closed. */
+static void register_self_as(int fd, const struct events *e, int pidfd);
+
 static void
 register_self(int fd, const struct events *e)
+{
+	register_self_as(fd, e, -1);
+}
+
+/* The same with @pidfd (taken: closed here) attached, as libpmcclient sends it. */
+static void
+register_self_as(int fd, const struct events *e, int pidfd)
 {
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
 	rt.tid = gettid_();
 	rt.n_events = e->n;
 	rt.events = (char **)e->names;
+	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	Pmc__Response *resp = call(fd, &req);
+	Pmc__Response *resp = call_fd(fd, &req, pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
 	if (resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
 	    resp->register_reply->n_events != e->n)
 		die("unexpected reply to RegisterThread");
@@ -843,19 +877,24 @@ static int
 cmd_register(const char *path, int reps, long iters)
 {
 	struct events e;
-	static double reg[MAX_REPS], raw[MAX_REPS], rtt[MAX_REPS], ratio[MAX_REPS];
+	static double reg[MAX_REPS], raw[MAX_REPS], rtt[MAX_REPS], ratio[MAX_REPS], byid[MAX_REPS],
+	        proof[MAX_REPS];
 
 	events_get(&e);
 	int fd = conn_open(path);
 	int fds[BENCH_MAX_EVENTS];
 
 	for (int rep = -1; rep < reps; rep++) {
-		for (int k = 0; k < 3; k++) {
-			int v = (rep + k + 3) % 3;
+		for (int k = 0; k < 4; k++) {
+			int v = (rep + k + 4) % 4;
 			uint64_t t0 = bench_now_ns();
 
 			for (long i = 0; i < iters; i++) {
-				if (v == 0) {
+				if (v == 0) { /* as libpmcclient: the thread's pidfd proves it */
+					register_self_as(fd, &e, pidfd_self());
+					continue;
+				}
+				if (v == 3) {
 					register_self(fd, &e);
 					continue;
 				}
@@ -876,11 +915,15 @@ cmd_register(const char *path, int reps, long iters)
 				reg[rep] = ns;
 			else if (v == 1)
 				raw[rep] = ns;
-			else
+			else if (v == 2)
 				rtt[rep] = ns;
+			else
+				byid[rep] = ns;
 		}
-		if (rep >= 0)
+		if (rep >= 0) {
 			ratio[rep] = reg[rep] / raw[rep];
+			proof[rep] = reg[rep] / byid[rep];
+		}
 	}
 	close(fd);
 	printf("events=%zu\nreps=%d\niters=%ld\n", e.n, reps, iters);
@@ -888,6 +931,10 @@ cmd_register(const char *path, int reps, long iters)
 	       bench_median(reg, (size_t)reps), bench_median(raw, (size_t)reps),
 	       bench_median(ratio, (size_t)reps));
 	printf("status_round_trip_ns=%.0f\n", bench_median(rtt, (size_t)reps));
+	/* The identity proof: a pidfd opened, sent, checked and closed, against the same
+	 * registration by the thread's id alone (found in /proc). */
+	printf("register_by_id_ns=%.0f\npidfd_vs_id_ratio=%.3f\n", bench_median(byid, (size_t)reps),
+	       bench_median(proof, (size_t)reps));
 	return 0;
 }
 

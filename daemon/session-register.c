@@ -182,8 +182,10 @@ static pid_t
 thread_identify(struct session *s, const Pmc__RegisterThread *rt, char *why, size_t len,
                 int *refused)
 {
+	if (!rt->pidfd && s->same_ns < 0)
+		s->same_ns = threadid_same_ns(s->pid);
 	pid_t tid = rt->pidfd     ? threadid_from_pidfd(s->rx_fd, s->pid, why, len)
-	            : rt->tid > 0 ? threadid_claimed(s->pid, rt->tid, why, len)
+	            : rt->tid > 0 ? threadid_claimed(s->pid, s->same_ns > 0, rt->tid, why, len)
 	                          : (snprintf(why, len, "thread id %d is not valid", (int)rt->tid),
 	                             -EPERM);
 	if (tid == -ESRCH) {
@@ -199,20 +201,22 @@ thread_identify(struct session *s, const Pmc__RegisterThread *rt, char *why, siz
 	return tid;
 }
 
-/* After the open: @tid still the thread @rt named, of the peer process. */
+/* After the open: @tid still the thread the registration named (by @pidfd, when >= 0), of
+ * the peer process. */
 static bool
-thread_still(struct session *s, const Pmc__RegisterThread *rt, pid_t tid)
+thread_still(struct session *s, int pidfd, pid_t tid)
 {
-	if (rt->pidfd && threadid_check(s->rx_fd, tid) < 0)
-		return false;
+	if (pidfd >= 0)
+		return threadid_check(pidfd, s->pid, tid) == 0;
 	return thread_of(s->pid, tid);
 }
+
+static int register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, pid_t tid,
+                            int pidfd, char *why, size_t why_len);
 
 static int
 register_thread(struct session *s, const Pmc__RegisterThread *rt)
 {
-	char *const *names = rt->events;
-	size_t n = rt->n_events;
 	char why[384];
 
 	if (s->pidfd >= 0 && !session_peer_alive(s))
@@ -224,7 +228,23 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	pid_t ctid = rt->tid, tid = thread_identify(s, rt, why, sizeof(why), &r);
 	if (tid <= 0)
 		return r;
-	r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why));
+	/* A pidfd, now known to be one: its close cannot block. */
+	int pidfd = rt->pidfd ? TAKE_FD(s->rx_fd) : -1;
+	r = register_checked(s, rt, ctid, tid, pidfd, why, sizeof(why));
+	if (pidfd >= 0)
+		close(pidfd);
+	return r;
+}
+
+/* register_thread() once the thread is identified: @tid (daemon's namespace), @ctid (the
+ * client's), @pidfd (borrowed; -1: none). */
+static int
+register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, pid_t tid, int pidfd,
+                 char *why, size_t why_len)
+{
+	char *const *names = rt->events;
+	size_t n = rt->n_events;
+	int r = creds_may_count(&s->creds, s->pid, tid, why, why_len);
 	if (r == -ESRCH)
 		return session_reply_error(s, ESRCH, "thread %d has exited", (int)ctid);
 	if (r < 0) {
@@ -370,7 +390,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	r = perf_open_group(tid, ordered, group, n, fds, &failed);
 	/* The tid was checked before the open: if the thread ended meanwhile, the number may
 	 * already name a thread of another process. Check again now that it is counted. */
-	if (r == 0 && !thread_still(s, rt, tid)) {
+	if (r == 0 && !thread_still(s, pidfd, tid)) {
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		return session_reply_error(
@@ -378,7 +398,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	}
 	/* And its credentials: it may have exec'd a setuid program since the check (the
 	 * kernel detaches counters opened before such an exec, not those opened after). */
-	if (r == 0 && (r = creds_may_count(&s->creds, s->pid, tid, why, sizeof(why))) < 0) {
+	if (r == 0 && (r = creds_may_count(&s->creds, s->pid, tid, why, why_len)) < 0) {
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		if (r == -ESRCH)

@@ -388,6 +388,7 @@ session_new(struct server *srv, int fd)
 	s->srv = srv;
 	s->fd = fd;
 	s->rx_fd = -1;
+	s->same_ns = -1;
 	s->pid = cred.pid;
 	s->uid = cred.uid;
 	s->gid = cred.gid;

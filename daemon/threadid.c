@@ -5,16 +5,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "creds.h"
-#include "fdcheck.h"
 
 /* PIDFD_GET_INFO (Linux 6.13), as <linux/pidfd.h> has it; Debian 12's headers do not. */
 struct threadid_pidfd_info {
@@ -100,8 +101,12 @@ task_of(pid_t pid, pid_t tid)
 pid_t
 threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
 {
-	/* Told from its /proc link first: an ioctl on a device could do anything. */
-	if (fdcheck_kind(pidfd) != FDCHECK_PIDFD) {
+	/* A pidfd first: an ioctl on a device or a FUSE file could do anything, or block.
+	 * Signal 0 checks that the fd is a pidfd (EBADF otherwise) before anything else, and
+	 * calls into no file system (the /proc link fdcheck_kind() reads costs more). EPERM
+	 * (a daemon without CAP_KILL) and ESRCH (ended) are pidfds too. */
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 &&
+	    (errno == EBADF || errno == EINVAL)) {
 		snprintf(why, len, "the fd attached to the registration is not a pidfd");
 		return -EBADF;
 	}
@@ -122,20 +127,33 @@ threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
 }
 
 int
-threadid_check(int pidfd, pid_t tid)
+threadid_check(int pidfd, pid_t pid, pid_t tid)
 {
 	pid_t now, tgid;
 	int r = pidfd_ids(pidfd, &now, &tgid);
-	if (r < 0)
+	if (r < 0 || now != tid)
 		return -ESRCH;
-	return now == tid ? 0 : -ESRCH;
+	return !tgid && !task_of(pid, tid) ? -ESRCH : 0;
+}
+
+bool
+threadid_same_ns(pid_t pid)
+{
+	char path[64], theirs[64], ours[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	ssize_t a = readlink(path, theirs, sizeof(theirs) - 1);
+	ssize_t b = readlink("/proc/self/ns/pid", ours, sizeof(ours) - 1);
+	return a > 0 && a == b && !memcmp(theirs, ours, (size_t)a);
 }
 
 pid_t
-threadid_claimed(pid_t pid, pid_t ns_tid, char *why, size_t len)
+threadid_claimed(pid_t pid, bool same_ns, pid_t ns_tid, char *why, size_t len)
 {
 	char path[96], buf[2048];
-	if (ns_tid > 0) {
+	if (ns_tid > 0 && same_ns) {
+		if (task_of(pid, ns_tid))
+			return ns_tid;
+	} else if (ns_tid > 0) {
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)ns_tid);
 		if (creds_read_file(path, buf, sizeof(buf)) == 0 && threadid_ns_last(buf) == ns_tid)
 			return ns_tid;

@@ -9,6 +9,7 @@
  * claims is looked up only among the connected process's own threads. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -28,27 +29,35 @@
 pid_t threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len);
 
 /**
- * threadid_check() - whether @pidfd still names thread @tid (the daemon's namespace)
+ * threadid_check() - whether @pidfd still names thread @tid of process @pid (the daemon's
+ * namespace)
  * Return: 0, or -ESRCH when the thread has exited.
  */
-int threadid_check(int pidfd, pid_t tid);
+int threadid_check(int pidfd, pid_t pid, pid_t tid);
+
+/**
+ * threadid_same_ns() - whether process @pid is in the daemon's own pid namespace (then the
+ * ids it names its threads by are the daemon's)
+ */
+bool threadid_same_ns(pid_t pid);
 
 /**
  * threadid_claimed() - the thread of process @pid whose id in its own pid namespace is
  * @ns_tid, in the daemon's namespace
  * @why: set to a message (@len bytes) when the answer is -EPERM
  *
- * Only @pid's own threads are searched (/proc/PID/task/ * /status, the last field of
- * NSpid:): a process can name no thread but its own, whatever it writes. First
- * /proc/PID/task/NS_TID itself (the process shares the daemon's namespace: one read), then
- * every thread (it does not: one read per thread of the process).
+ * Only @pid's own threads are searched: a process can name no thread but its own, whatever
+ * it writes. @same_ns (threadid_same_ns()): @ns_tid is the daemon's id too, and
+ * /proc/PID/task/NS_TID is all there is to look at. Otherwise the last field of NSpid: in
+ * /proc/PID/task/ * /status: first that of NS_TID itself (an id that happens to be the
+ * same in both), then every thread's (one read per thread of the process).
  * Races: a thread found may end and its id be reused before the daemon opens its counters;
  * the caller checks after the open that the id is still a thread of @pid (a reuse by
  * another thread of @pid counts a thread the process could have registered itself).
  * Return: the thread id (> 0), -EPERM when @pid has no such thread (@why says so), or
  * -ESRCH when @pid is gone.
  */
-pid_t threadid_claimed(pid_t pid, pid_t ns_tid, char *why, size_t len);
+pid_t threadid_claimed(pid_t pid, bool same_ns, pid_t ns_tid, char *why, size_t len);
 
 /**
  * threadid_ns_last() - the last field of a /proc status text's NSpid: line (the id in the
