@@ -136,14 +136,37 @@ threadid_check(int pidfd, pid_t pid, pid_t tid)
 	return !tgid && !task_of(pid, tid) ? -ESRCH : 0;
 }
 
+int
+threadid_ns_depth(const char *status)
+{
+	const char *p = field(status, "NSpid:");
+	int n = 0;
+	while (p) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			break;
+		n++;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	return n;
+}
+
 bool
 threadid_same_ns(pid_t pid)
 {
-	char path[64], theirs[64], ours[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-	ssize_t a = readlink(path, theirs, sizeof(theirs) - 1);
-	ssize_t b = readlink("/proc/self/ns/pid", ours, sizeof(ours) - 1);
-	return a > 0 && a == b && !memcmp(theirs, ours, (size_t)a);
+	/* A process the daemon sees is in its pid namespace or in one below it: in its own
+	 * when its NSpid has as many levels as the daemon's. (/proc/PID/ns/pid would say it
+	 * too, but only to a daemon that may ptrace the process: CAP_PERFMON alone may not.) */
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (creds_read_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	int theirs = threadid_ns_depth(buf);
+	if (creds_read_file("/proc/self/status", buf, sizeof(buf)) < 0)
+		return false;
+	return theirs > 0 && theirs == threadid_ns_depth(buf);
 }
 
 pid_t

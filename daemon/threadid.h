@@ -60,6 +60,12 @@ bool threadid_same_ns(pid_t pid);
 pid_t threadid_claimed(pid_t pid, bool same_ns, pid_t ns_tid, char *why, size_t len);
 
 /**
+ * threadid_ns_depth() - the number of ids on a /proc status text's NSpid: line (1: the
+ * task is in the namespace of that /proc), 0 when there is none. For tests.
+ */
+int threadid_ns_depth(const char *status);
+
+/**
  * threadid_ns_last() - the last field of a /proc status text's NSpid: line (the id in the
  * task's own pid namespace), or -1 when there is none. For tests and threadid_claimed().
  */
