@@ -75,6 +75,23 @@ else
 	echo "SKIP (part): bwrap is missing or cannot make a user namespace here"
 fi
 
+# Podman (rootful, the host's / as the container's root, a pid namespace of its own).
+if command -v podman >/dev/null; then
+	cp "$PMC_TEST_CLIENT_BIN" "$TMP/bin/ct-podman"
+	if podman run --rm --rootfs / --pid private --network none -v "$TMP:$TMP" \
+		-e LD_LIBRARY_PATH="$TMP/bin" -e PMC_SOCKET="$SOCK" -e PMC_EVENTS=page-faults \
+		"$TMP/bin/ct-podman" pages $N $K >"$TMP/podman.out" 2>&1; then
+		check_pages "podman run --rootfs" ct-podman pages $K $((N * K)) 0
+	elif grep -q "OCI\|crun\|runc\|cannot" "$TMP/podman.out" && [ ! -s "$TMP/podman.err" ] &&
+		! grep -q "^count=" "$TMP/podman.out"; then
+		echo "SKIP (part): podman cannot start a container here: $(head -1 "$TMP/podman.out")"
+	else
+		fail "podman: $(cat "$TMP/podman.out")"
+	fi
+else
+	echo "SKIP (part): podman is not installed"
+fi
+
 # Identity: this thread served by pidfd and by its id alone, inside a namespace.
 in_ns "${USER[@]}" "$ID" "$SOCK" self >"$TMP/self.out" 2>&1 || fail "self by pidfd: $(cat "$TMP/self.out")"
 pass "a thread in a pid namespace registers by its pidfd"
