@@ -495,6 +495,11 @@ daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why, 
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	h.client = "libpmcclient";
 	h.call_paths = 1;
+	/* The pmcctl run this process runs under: how it finds the process, in whatever pid
+	 * namespace (the daemon ignores a tag that is not one). */
+	const char *tag = getenv("PMC_RUN_TAG");
+	if (tag && strlen(tag) <= 32)
+		h.run_tag = (char *)tag;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;

@@ -119,6 +119,7 @@ struct process {
 	uid_t uid;
 	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
+	char run_tag[33]; /* the pmcctl run it runs under (Hello.run_tag), "" none; not saved */
 	unsigned connections;
 	unsigned n_threads; /* registered now, over all its connections */
 	uint64_t received;  /* samples the process has sent, as far as we know */

@@ -231,6 +231,7 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 		if (!s->proc)
 			return -ESRCH;
 		s->proc->connections++;
+		session_tag_process(s);
 	}
 	if (r == 0)
 		r = define_regions(s, d->n_def_id, d->def_id, d->n_def_name, d->def_name);

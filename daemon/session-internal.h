@@ -70,6 +70,9 @@ int session_handle_register(struct session *s, const Pmc__Request *req);
 int session_handle_thread_exit(struct session *s, const Pmc__Request *req);
 int session_handle_thread_floor(struct session *s, const Pmc__Request *req);
 
+/** session_tag_process() - give @s's process the run tag of its Hello, when it has none */
+void session_tag_process(struct session *s);
+
 /** session_find_thread() - @s's registered thread @tid, or NULL */
 struct session_thread *session_find_thread(struct session *s, pid_t tid);
 

@@ -147,6 +147,8 @@ query_match(const Pmc__Query *q, const struct process *p, const struct region_ag
 		return false;
 	if (q->min_start && p->start < q->min_start)
 		return false;
+	if (*q->run_tag && strcmp(q->run_tag, p->run_tag))
+		return false;
 	for (size_t i = 0; !any && i < q->n_comms; i++)
 		any = name_match(q->comms[i], p->comm);
 	if (!any || !r || q->tree)
@@ -479,6 +481,7 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bo
 		return r;
 	qs->last = qs->next_proc >= qs->n_procs;
 	qr.more = !qs->last;
+	qr.run_tag_matched = *qs->q->run_tag != 0;
 	if (qs->last) {
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;

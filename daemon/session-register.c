@@ -332,6 +332,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 		if (!s->proc)
 			return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
 		s->proc->connections++;
+		session_tag_process(s);
 	}
 	struct session_thread *old = session_find_thread(s, ctid);
 	if (!old && s->proc->n_threads >= pol->max_threads)

@@ -107,6 +107,13 @@ session_reply_error(struct session *s, int err, const char *fmt, ...)
 	return session_reply(s, &resp, NULL, 0);
 }
 
+void
+session_tag_process(struct session *s)
+{
+	if (s->proc && !s->proc->run_tag[0] && s->run_tag[0])
+		memcpy(s->proc->run_tag, s->run_tag, sizeof(s->run_tag));
+}
+
 static int
 handle_hello(struct session *s, const Pmc__Request *req)
 {
@@ -119,6 +126,12 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	}
 	s->hello = 1;
 	s->call_paths = h->call_paths;
+	/* A tag that is not one is ignored: it only ever selects the process's own figures. */
+	size_t tl = strlen(h->run_tag);
+	if (tl < sizeof(s->run_tag) &&
+	    strspn(h->run_tag,
+	           "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") == tl)
+		memcpy(s->run_tag, h->run_tag, tl + 1);
 	if (s->hello_ev)
 		event_del(s->hello_ev);
 	Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;

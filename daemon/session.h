@@ -62,6 +62,7 @@ struct session {
 	size_t n_paths;
 	struct session_path *paths;
 	struct query_stream *qs; /* a streamed Query reply being sent (nothing read until it is) */
+	char run_tag[33];        /* Hello.run_tag, when well-formed */
 	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
 	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
 	              * that keeps it sets -1 */

@@ -11,12 +11,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -549,6 +551,18 @@ run_user_mode_events(const char *sock_path, const char *events)
 #define RUN_SCAN_MIN_NS (1000 * 1000)
 #define RUN_SCAN_MAX_NS (10 * 1000 * 1000)
 
+/* A fresh tag for a run: 128 random bits in hex (the time and pid where getrandom fails). */
+static void
+run_new_tag(char tag[33])
+{
+	uint64_t r[2] = {0};
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		r[0] = util_now_ns(CLOCK_REALTIME);
+		r[1] = ((uint64_t)getpid() << 32) ^ util_now_ns(CLOCK_MONOTONIC);
+	}
+	snprintf(tag, 33, "%016" PRIx64 "%016" PRIx64, r[0], r[1]);
+}
+
 /* Exit status of a shell for a child's wait status. */
 static int
 exit_code(int status)
@@ -693,6 +707,11 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, &old);
 
+	/* The command's processes say this tag in their Hello: the daemon finds them by it,
+	 * also those in pid namespaces of their own (where the pids below mean nothing to it)
+	 * and those that came and went between two looks at /proc. */
+	char tag[33];
+	run_new_tag(tag);
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		fail("run: pipe: %s", strerror(errno));
@@ -706,7 +725,8 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		close(pipefd[0]);
 		if (setenv("PMC_SOCKET", sock_path, 1) < 0 ||
-		    (events && setenv("PMC_EVENTS", events, 1) < 0))
+		    (events && setenv("PMC_EVENTS", events, 1) < 0) ||
+		    setenv("PMC_RUN_TAG", tag, 1) < 0)
 			_exit(127);
 		execvp(o->argv[0], o->argv);
 		e = errno;
@@ -794,9 +814,12 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 	query_init(&q, o);
 	q.min_start = start ? start : 1;
+	q.run_tag = tag;
 	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
 	close(fd);
-	run_print(resp->query, private ? NULL : &tree, o, pid, code, private);
+	/* The daemon matched the tag: its answer is the command's processes alone. */
+	bool tagged = resp->query->run_tag_matched;
+	run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private);
 	pmc__response__free_unpacked(resp, NULL);
 	free(tree.v);
 

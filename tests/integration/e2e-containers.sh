@@ -75,6 +75,18 @@ else
 	echo "SKIP (part): bwrap is missing or cannot make a user namespace here"
 fi
 
+# pmcctl run inside a pid namespace: the command's processes, found by the run's tag (their
+# pids inside mean nothing to the daemon), exact; nothing of other runs.
+cp "$PMC_TEST_CLIENT_BIN" "$TMP/bin/ct-run"
+in_ns "${USER[@]}" env LD_LIBRARY_PATH="$TMP/bin" "$PMCCTL_BIN" --socket "$SOCK" --format json \
+	run --events page-faults -- sh -c "$TMP/bin/ct-run pages $N $K >/dev/null; $TMP/bin/ct-run pages 3 $K >/dev/null" \
+	>"$TMP/run.json" 2>"$TMP/run.err" || fail "pmcctl run inside: $(cat "$TMP/run.err")"
+expect_eq "pmcctl run inside: processes" "$(jq '[.regions[] | select(.name == "pages") | .pid] | unique | length' "$TMP/run.json")" 2
+sums=($(jq '[.regions[] | .events["page-faults"].sum] | sort | .[]' "$TMP/run.json"))
+expect_faults "pmcctl run inside: the smaller process's page faults" "${sums[0]}" $((3 * K))
+expect_faults "pmcctl run inside: the larger's" "${sums[1]}" $((N * K))
+expect_eq "pmcctl run inside: comms" "$(jq -c '[.regions[].comm] | unique' "$TMP/run.json")" '["ct-run"]'
+
 # Podman (rootful, the host's / as the container's root, a pid namespace of its own).
 if command -v podman >/dev/null; then
 	cp "$PMC_TEST_CLIENT_BIN" "$TMP/bin/ct-podman"
