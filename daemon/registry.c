@@ -1,6 +1,7 @@
 /* registry: per-process, per-region aggregates of the samples clients send, and (for
  * /metrics) the retired aggregates that keep what forgotten processes counted. */
 #include "registry.h"
+#include "share.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -845,22 +846,94 @@ make_room(struct registry *reg, uid_t uid, const struct process *keep, size_t ma
 	return true;
 }
 
-bool
-registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max)
+/* Per uid, the regions (@paths: nodes) its processes hold, live or exited: @n of them in
+ * @v (allocated, the caller frees it). Return: 0 or -ENOMEM. */
+struct uid_count {
+	uid_t uid;
+	size_t n;
+};
+
+static int
+count_by_uid(const struct registry *reg, bool paths, struct uid_count **v, size_t *n)
 {
-	return make_room(reg, uid, keep, max, false, NULL);
+	size_t cap = 0;
+	*v = NULL;
+	*n = 0;
+	for (const struct process *q = reg->procs; q; q = q->next) {
+		size_t k = paths ? q->n_paths : q->n_regions, i = 0;
+		while (i < *n && (*v)[i].uid != q->uid)
+			i++;
+		if (i == *n) {
+			if (*n == cap) {
+				cap = cap ? 2 * cap : 8;
+				struct uid_count *w = realloc(*v, cap * sizeof(*w));
+				if (!w) {
+					free(*v);
+					*v = NULL;
+					return -ENOMEM;
+				}
+				*v = w;
+			}
+			(*v)[(*n)++] = (struct uid_count){.uid = q->uid};
+		}
+		(*v)[i].n += k;
+	}
+	return 0;
+}
+
+/* Forgets the process that ended first among those of the uids that hold more than
+ * @share (never @uid's, never @keep). Return: false when there is none. */
+static bool
+evict_over_share(struct registry *reg, uid_t uid, const struct process *keep, size_t share,
+                 bool paths)
+{
+	struct uid_count *v;
+	size_t n;
+	if (count_by_uid(reg, paths, &v, &n) < 0)
+		return false;
+	struct process *oldest = NULL;
+	for (struct process *q = reg->procs; q; q = q->next) {
+		if (!q->ended || q == keep || q->uid == uid ||
+		    (oldest && q->ended >= oldest->ended))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].uid == q->uid && v[i].n > share)
+				oldest = q;
+	}
+	free(v);
+	return oldest && evict_oldest(reg, oldest->uid, keep);
 }
 
 bool
-registry_user_path_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max)
+registry_share_room(struct registry *reg, uid_t uid, const struct process *keep, size_t share,
+                    size_t cap, bool paths)
 {
-	return make_room(reg, uid, keep, max, true, NULL);
-}
-
-bool
-registry_path_room(struct registry *reg, const struct process *keep, size_t max)
-{
-	return make_room(reg, (uid_t)-1, keep, max, true, &reg->n_paths);
+	const size_t *total = paths ? &reg->n_paths : &reg->n_regions;
+	for (;;) {
+		struct uid_count *v;
+		size_t n, mine = 0, others = 0;
+		if (count_by_uid(reg, paths, &v, &n) < 0)
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].uid == uid)
+				mine = v[i].n;
+			else if (v[i].n)
+				others += share_unused(v[i].n, share);
+		free(v);
+		if (share_allows(mine, 1, share, *total, cap ? cap : SIZE_MAX, others))
+			return true;
+		/* Room comes from processes that ended, oldest first: within its share, from
+		 * the uids past theirs, then its own, then anyone's; past its share, from its
+		 * own only. Live figures stay. */
+		if (mine < share && evict_over_share(reg, uid, keep, share, paths))
+			continue;
+		if (evict_oldest(reg, uid, keep))
+			continue;
+		if (mine < share && *total >= (cap ? cap : SIZE_MAX) &&
+		    evict_oldest(reg, (uid_t)-1, keep))
+			continue;
+		return false;
+	}
 }
 
 bool

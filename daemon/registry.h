@@ -223,22 +223,6 @@ struct region_agg *process_path(struct registry *reg, struct process *p, uint32_
                                 const char *name);
 
 /**
- * registry_user_path_room() - make room for one more call path node of @uid under its
- * share @max, as registry_user_room() does for regions (forgetting @uid's processes that
- * ended first, never @keep, never another user's)
- * Return: true when one more fits.
- */
-bool registry_user_path_room(struct registry *reg, uid_t uid, const struct process *keep,
-                             size_t max);
-
-/**
- * registry_path_room() - make room for one more call path node under @max over every
- * process (0: no limit), as registry_room() does for regions
- * Return: true when one more fits.
- */
-bool registry_path_room(struct registry *reg, const struct process *keep, size_t max);
-
-/**
  * process_event_id() - the process-wide id of event @name, created on first use
  * Return: id >= 0, or -ENOMEM.
  */
@@ -314,14 +298,19 @@ bool registry_room(struct registry *reg, const struct process *keep);
 size_t registry_user_regions(const struct registry *reg, uid_t uid);
 
 /**
- * registry_user_room() - make room for one more region of @uid under its share @max
- * @keep: the process that wants the region; never evicted
+ * registry_share_room() - make room for one more region (@paths: call path node) of @uid,
+ * whose guaranteed share is @share of @cap (0: no limit) over every process (share.h)
+ * @keep: the process that wants it; never evicted
  *
- * Forgets @uid's own processes that ended first (counted in @reg->evicted), never another
- * user's, until one more fits.
- * Return: true when one more region fits; false when @uid's live processes hold @max.
+ * Within its share @uid gets it while the registry has room, made by forgetting processes
+ * that ended (counted in @reg->evicted): first those of the uids past their shares, then
+ * @uid's own, then anyone's. Past its share it gets it while the other uids' unused shares
+ * and one share for a newcomer stay free, its own ended processes forgotten to make room,
+ * never another user's.
+ * Return: true when one more fits; false when live processes hold the room.
  */
-bool registry_user_room(struct registry *reg, uid_t uid, const struct process *keep, size_t max);
+bool registry_share_room(struct registry *reg, uid_t uid, const struct process *keep, size_t share,
+                         size_t cap, bool paths);
 
 /**
  * registry_retire_enable() - keep what forgotten processes counted, for /metrics

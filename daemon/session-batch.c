@@ -60,7 +60,7 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 		return -EBADMSG;
 	/* Once a share or the total refused a region, the rest of the message's new names are
 	 * refused without asking again (each asking walks every process). */
-	bool user_full = false, total_full = false;
+	bool full = false; /* no room for one more region: none for the rest either */
 	for (size_t i = 0; i < n_id; i++) {
 		uint32_t id = def_id[i];
 		const char *name = def_name[i];
@@ -98,28 +98,27 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			s->ids[id] = &refused_region;
 			continue;
 		}
-		if (!r && (user_full || !registry_user_room(&s->srv->reg, p->uid, p,
-		                                            s->srv->policy.max_regions_per_user))) {
-			user_full = true;
-			if (!p->warned_user)
-				log_warn_limited("pid %d: uid %d holds %u regions, its share "
-				                 "(--max-regions-per-user): samples of region '%s' "
-				                 "and later new ones are dropped",
-				                 (int)s->pid, (int)p->uid,
-				                 s->srv->policy.max_regions_per_user, name);
-			p->warned_user = true;
-			s->ids[id] = &refused_region;
-			continue;
-		}
-		if (!r && (total_full || !registry_room(&s->srv->reg, p))) {
-			total_full = true;
-			if (!p->warned_total)
+		const struct policy *pol = &s->srv->policy;
+		if (!r && (full ||
+		           !registry_share_room(&s->srv->reg, p->uid, p, pol->max_regions_per_user,
+		                                pol->max_total_regions, false))) {
+			full = true;
+			size_t mine = registry_user_regions(&s->srv->reg, p->uid);
+			if (mine >= pol->max_regions_per_user && !p->warned_user)
+				log_warn_limited("pid %d: uid %d holds %zu regions, past its share "
+				                 "(--max-regions-per-user %u) as far as the other "
+				                 "users' shares allow: samples of region '%s' and "
+				                 "later new ones are dropped",
+				                 (int)s->pid, (int)p->uid, mine,
+				                 pol->max_regions_per_user, name);
+			else if (mine < pol->max_regions_per_user && !p->warned_total)
 				log_warn_limited(
 				        "pid %d: the daemon holds %u regions of running processes, "
 				        "its limit (--max-total-regions): samples of region '%s' "
 				        "and later new ones are dropped",
-				        (int)s->pid, s->srv->policy.max_total_regions, name);
-			p->warned_total = true;
+				        (int)s->pid, pol->max_total_regions, name);
+			p->warned_user |= mine >= pol->max_regions_per_user;
+			p->warned_total |= mine < pol->max_regions_per_user;
 			s->ids[id] = &refused_region;
 			continue;
 		}
@@ -142,8 +141,8 @@ path_room(struct session *s)
 	struct registry *reg = &s->srv->reg;
 	/* Exited processes make room, those of the same user first, as for regions. */
 	bool room = p->n_paths < pol->max_regions &&
-	            registry_user_path_room(reg, p->uid, p, pol->max_regions_per_user) &&
-	            registry_path_room(reg, p, pol->max_total_regions);
+	            registry_share_room(reg, p->uid, p, pol->max_regions_per_user,
+	                                pol->max_total_regions, true);
 	if (!room && !p->warned_paths)
 		log_warn_limited("pid %d: over its call path nodes (as many as --max-regions, "
 		                 "--max-regions-per-user or --max-total-regions allow regions): "
@@ -651,6 +650,9 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
+	/* Its share of the histograms, or more while the others' stay free (share.h). */
+	s->user->hist.keep =
+	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
 	stats_charge_to(&s->user->hist);
 	r = count_accumulated(s, t, b, keys, &counted);
 	if (r == -EAGAIN)

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "perf.h"
 #include "server.h"
+#include "share.h"
 #include "threadid.h"
 #include "util.h"
 #include "wire.h"
@@ -91,6 +92,20 @@ thread_of(pid_t pid, pid_t tid)
 }
 
 static int register_thread(struct session *s, const Pmc__RegisterThread *rt);
+
+/* Whether @s's uid, holding @held counter fds (less those of @old, replaced), may hold @n
+ * more: its share, or more while the other uids' shares and one for a newcomer stay free
+ * of the daemon's fd limit. */
+static bool
+fds_allowed(const struct session *s, size_t held, size_t n, const struct session_thread *old)
+{
+	const struct server *srv = s->srv;
+	size_t share = srv->policy.max_fds_per_user;
+	size_t cap = srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;
+	size_t total = srv->n_fds - (old ? old->n_fds : 0);
+	return share_allows(held, n, share, total, cap,
+	                    users_others_unused(&srv->users, s->uid, USERS_FDS, share));
+}
 
 /* Threads of @uid that ended without a ThreadExit (a client killed, or one that never says
  * it) hold their counter fds until their connection closes: free them, but never thread
@@ -372,7 +387,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	 * search that found none is not made again for REAP_AGAIN_NS (while a uid stays at its
 	 * share, each refused registration would look at every thread it holds). */
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-	if (held + n > pol->max_fds_per_user &&
+	if (!fds_allowed(s, held, n, old) &&
 	    (!s->user->reaped_ns || now - s->user->reaped_ns >= REAP_AGAIN_NS)) {
 		if (reap_dead_threads(s->srv, s->uid, tid) > 0) {
 			old = session_find_thread(s, ctid); /* the threads moved */
@@ -381,12 +396,13 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 			s->user->reaped_ns = now;
 		}
 	}
-	if (held + n > pol->max_fds_per_user)
+	if (!fds_allowed(s, held, n, old))
 		return session_reply_error(
 		        s, EMFILE,
-		        "uid %d holds %zu counter fds for its threads, its share "
-		        "(--max-fds-per-user %u): this thread runs unprofiled; end "
-		        "profiled threads, or ask the operator to raise the share",
+		        "uid %d holds %zu counter fds for its threads, past its share "
+		        "(--max-fds-per-user %u) as far as the other users' shares allow: "
+		        "this thread runs unprofiled; end profiled threads, or ask the "
+		        "operator to raise the limits",
 		        (int)s->uid, held, pol->max_fds_per_user);
 	r = perf_open_group(tid, ordered, group, n, fds, &failed);
 	/* The tid was checked before the open: if the thread ended meanwhile, the number may

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "perf.h"
 #include "server.h"
+#include "share.h"
 #include "util.h"
 #include "wire.h"
 
@@ -414,12 +415,20 @@ session_new(struct server *srv, int fd)
 		s->creds = (struct creds_peer){.uid = s->uid, .gid = s->gid};
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
 	s->user = users_get(&srv->users, s->uid);
-	if (s->user && s->user->connections >= srv->policy.max_clients_per_user) {
-		char msg[200];
+	/* Its share, or more while the others' shares and one for a newcomer stay free. The
+	 * connection being served is counted in n_sessions only below. */
+	const struct policy *pol = &srv->policy;
+	if (s->user && !share_allows(s->user->connections, 1, pol->max_clients_per_user,
+	                             srv->n_sessions, pol->max_clients,
+	                             users_others_unused(&srv->users, s->uid, USERS_CONNECTIONS,
+	                                                 pol->max_clients_per_user))) {
+		char msg[300];
 		snprintf(msg, sizeof(msg),
-		         "uid %d holds %u connections, its share (--max-clients-per-user %u): "
-		         "close some, or ask the operator to raise the share",
-		         (int)s->uid, s->user->connections, srv->policy.max_clients_per_user);
+		         "uid %d holds %u connections, past its share (--max-clients-per-user %u) "
+		         "as far as the other users' shares allow (--max-clients %u): close some, "
+		         "or ask the operator to raise the limits",
+		         (int)s->uid, s->user->connections, pol->max_clients_per_user,
+		         pol->max_clients);
 		if (!s->user->warned)
 			log_warn_limited("refusing connections of uid %d: %s", (int)s->uid, msg);
 		s->user->warned = true;

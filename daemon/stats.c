@@ -1,5 +1,6 @@
 /* stats: streaming aggregate of uint64 samples with a log-linear histogram; see stats.h. */
 #include "stats.h"
+#include "share.h"
 
 #include <errno.h>
 #include <float.h>
@@ -102,7 +103,10 @@ static bool
 budget_take(size_t bytes)
 {
 	for (struct stats_budget *b = charged; b; b = b->parent)
-		if (b->used + bytes > b->limit) {
+		if (b->parent && b->keep != SIZE_MAX
+		            ? !share_allows(b->used, bytes, b->limit, b->parent->used,
+		                            b->parent->limit, b->keep)
+		            : b->used + bytes > b->limit) {
 			charged->missed++;
 			return false;
 		}

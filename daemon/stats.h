@@ -95,11 +95,15 @@ struct stats {
  * @limit: the most it may hold
  * @missed: samples a histogram missed because a block would have gone past the limit
  * @parent: a budget charged too (the daemon's, above each user's), or NULL
+ * @keep: with a parent, @limit is a share, not a cap (share_allows()): past it the budget
+ *        may take more of the parent while the other users' unused shares (@keep bytes)
+ *        and one share for a newcomer stay free; SIZE_MAX: @limit is a cap
  */
 struct stats_budget {
 	size_t used, limit;
 	uint64_t missed;
 	struct stats_budget *parent;
+	size_t keep;
 };
 
 /**

@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "share.h"
+
 const struct user_share *
 users_find(const struct users *u, uid_t uid)
 {
@@ -33,8 +35,24 @@ users_get(struct users *u, uid_t uid)
 	s->uid = uid;
 	s->hist.limit = u->hist_limit ? u->hist_limit : SIZE_MAX;
 	s->hist.parent = u->parent;
+	s->hist.keep = 0; /* set before each charge (users_charge()) */
 	u->v[u->n++] = s;
 	return s;
+}
+
+size_t
+users_others_unused(const struct users *u, uid_t uid, enum users_resource what, size_t share)
+{
+	size_t sum = 0;
+	for (size_t i = 0; i < u->n; i++) {
+		const struct user_share *s = u->v[i];
+		size_t held = what == USERS_CONNECTIONS ? s->connections
+		              : what == USERS_FDS       ? s->fds
+		                                        : s->hist.used;
+		if (s->uid != uid && held)
+			sum += share_unused(held, share);
+	}
+	return sum;
 }
 
 void

@@ -45,5 +45,19 @@ struct user_share *users_get(struct users *u, uid_t uid);
 /** users_find() - the share of @uid, or NULL when it has none yet */
 const struct user_share *users_find(const struct users *u, uid_t uid);
 
+/* The resources users_others_unused() looks at. */
+enum users_resource {
+	USERS_CONNECTIONS,
+	USERS_FDS,
+	USERS_HISTOGRAMS,
+};
+
+/**
+ * users_others_unused() - what the uids other than @uid that hold some of @what have not
+ * used of their @share: what share_allows() keeps for them (share.h)
+ */
+size_t users_others_unused(const struct users *u, uid_t uid, enum users_resource what,
+                           size_t share);
+
 /** users_free() - free every share */
 void users_free(struct users *u);

@@ -19,7 +19,8 @@ victim_counted() {
 		"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
 }
 
-# Connections that never say Hello: at most a quarter of the slots, and not for long.
+# Connections that never say Hello: one uid alone takes all but one share of the slots (a
+# share is a guarantee, not a cap: 8 less 2 kept for a newcomer), and not for long.
 start_daemon --max-clients 8 --hello-timeout 2
 raw silent 8 3 >"$TMP/silent" &
 silent=$!
@@ -27,14 +28,15 @@ sleep 1
 victim_counted "8 silent connections beside it"
 pmcctl status >/dev/null || fail "root's status refused"
 wait $silent
-expect_eq "silent connections refused at once (over uid 65534's share of 2)" "$(kv refused "$TMP/silent")" 6
-expect_eq "silent connections closed after --hello-timeout" "$(kv closed "$TMP/silent")" 2
+expect_eq "silent connections refused at once (all but a newcomer's share of 2 taken)" "$(kv refused "$TMP/silent")" 2
+expect_eq "silent connections closed after --hello-timeout" "$(kv closed "$TMP/silent")" 6
 grep -q "no Hello within 2 s" "$TMP/daemon.log" || fail "no log of the timeout"
-grep -q "holds 2 connections, its share (--max-clients-per-user 2)" "$TMP/daemon.log" ||
+grep -q "holds 6 connections, past its share (--max-clients-per-user 2)" "$TMP/daemon.log" ||
 	fail "no log naming the share"
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
-# Regions: uid 65534's live processes take at most its share of --max-total-regions.
+# Regions: uid 65534's live processes take all of --max-total-regions but one share (3 of
+# 12), which the victim then finds.
 start_daemon --max-total-regions 12
 raw regions 12 4 >"$TMP/regions" &
 holder=$!
@@ -43,14 +45,16 @@ victim "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
 expect_eq "the victim keeps its 3 regions" \
 	"$(pmcctl query --pid "$VICTIM_PID" --format json | jq -c '[.regions[] | [.name, .count]] | sort')" \
 	'[["inner",3],["outer",3],["scoped",3]]'
-expect_eq "uid 65534 holds its share of 3" "$(ctl_as 65534 query --format json | jq '.regions | length')" 3
-expect_eq "its other 9 samples dropped and counted" "$(ctl_as 65534 status --format json | jq .dropped)" 9
+expect_eq "uid 65534 holds all but a share: 9" "$(ctl_as 65534 query --format json | jq '.regions | length')" 9
+expect_eq "its other 3 samples dropped and counted" "$(ctl_as 65534 status --format json | jq .dropped)" 3
 grep -q -- "--max-regions-per-user" "$TMP/daemon.log" || fail "no log naming the share"
 kill $holder; wait $holder || true
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
-# Counter fds: 100 fds for the daemon leave 36 for counters, 9 for one uid: uid 65534's
-# 12 threads of 4 events get 2 threads, and the victim still registers.
+# Counter fds: 100 fds for the daemon leave 36 for counters, a share of 9 for each uid:
+# uid 65534's 12 threads of 4 events get 6 threads (24 fds: all but a newcomer's share of
+# 9, 4 fds a thread) while alone, fewer when the victim came meanwhile, and the victim
+# still registers.
 (ulimit -n 100 && exec "$PMCDAEMON_BIN" --socket "$SOCK" --verbose) 2>"$TMP/daemon.log" &
 DAEMON_PID=$!
 for _ in $(seq 200); do [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && break; sleep 0.05; done
@@ -63,8 +67,10 @@ expect_faults "counter fds: the victim's page-faults" \
 	"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
 wait $hog || fail "the hog failed: $(cat "$TMP/hog.err")"
 grep -q -- "--max-fds-per-user 9" "$TMP/hog.err" || fail "the hog was not told: $(cat "$TMP/hog.err")"
-expect_eq "the hog's threads counted: 2 of 12" \
-	"$(ctl_as 65534 query --region steady --format json | jq '.regions[].count')" 80
+n=$(ctl_as 65534 query --region steady --format json | jq '.regions[].count')
+[ $((n % 40)) = 0 ] && [ "$n" -ge 160 ] && [ "$n" -le 240 ] ||
+	fail "the hog's threads counted: $n regions, want 4 to 6 threads of 40 (past its share of 2)"
+pass "the hog's threads counted: $((n / 40)) of 12, past its share of 2"
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # A flood of batches, with Status calls, from two connections of uid 65534: the victim's
@@ -113,13 +119,13 @@ daemon_alive
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # Memory: a value in every histogram block of 300 regions would take ~5 MiB; uid 65534's
-# histograms stop at its share (1 MiB of --max-memory 4), the rest miss the percentiles,
-# counted, and the victim's figures are whole.
+# histograms stop at all but a newcomer's share (3 MiB of --max-memory 4; its share is 1),
+# the rest miss the percentiles, counted, and the victim's figures are whole.
 start_daemon --max-memory 4 --max-batch-rate 100000
 raw spread 300 >/dev/null || fail "spread"
 out=$(raw status)
 b=$(kv histogram_bytes <(echo "$out"))
-[ "$b" -le $((1 << 20)) ] && [ "$b" -gt $((1 << 19)) ] || fail "uid 65534's histograms hold $b bytes"
+[ "$b" -le $((3 << 20)) ] && [ "$b" -gt $((5 << 19)) ] || fail "uid 65534's histograms hold $b bytes"
 [ "$(kv histogram_missed <(echo "$out"))" -gt 0 ] || fail "no sample counted as missed: $out"
 pass "uid 65534's histograms: $b bytes, $(kv histogram_missed <(echo "$out")) samples missed the percentiles"
 expect_eq "its counts are whole all the same" \

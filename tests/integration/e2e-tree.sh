@@ -140,10 +140,11 @@ expect_eq "nodes with figures after a reset of parse" \
 expect_eq "main's figures by name kept" "$(region_json main "$TREE_PID" | jq .count)" $K
 daemon_alive
 
-# A user's share of nodes (that of regions): its processes that ended make room, as for
-# regions; each of three programs of 110 paths keeps its whole tree.
+# A user's room for nodes (that of regions): alone, all of --max-total-regions but one share
+# for a newcomer (300 - 150); its processes that ended make room, as for regions; each of
+# three programs of 110 paths keeps its whole tree.
 kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
-start_daemon --max-regions-per-user 150
+start_daemon --max-total-regions 300 --max-regions-per-user 150
 for i in 1 2 3; do
 	run_client "$TMP/share$i" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" paths 10
 	pmcctl status >/dev/null # its disconnect is handled before the next one comes
