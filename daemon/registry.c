@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "log.h"
 #include "util.h"
 
@@ -47,6 +48,17 @@ process_read_start(pid_t pid, uint64_t *start, char comm[17])
 	return 0;
 }
 
+int
+process_set_cgroup(struct process *p, const char *cgroup)
+{
+	free(p->cgroup);
+	p->cgroup = NULL;
+	if (!cgroup || !*cgroup)
+		return 0;
+	p->cgroup = strndup(cgroup, CGROUP_PATH_MAX - 1);
+	return p->cgroup ? 0 : -ENOMEM;
+}
+
 struct process *
 registry_process(struct registry *reg, pid_t pid, uid_t uid)
 {
@@ -68,6 +80,12 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	p->uid = uid;
 	p->start = start;
 	memcpy(p->comm, comm, sizeof(comm));
+	char cgroup[CGROUP_PATH_MAX];
+	/* Unknown when unreadable (a v1-only host, the process gone): it is counted anyway. */
+	if (cgroup_read_path(pid, cgroup) == 0)
+		(void)process_set_cgroup(p, cgroup);
+	if (cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
+		p->ns_pid = 0;
 	p->next = reg->procs;
 	reg->procs = p;
 	reg->n_procs++;
@@ -465,6 +483,7 @@ retired_drop(struct registry *reg, struct process *a)
 	for (size_t i = 0; i < a->n_events; i++)
 		free(a->events[i]);
 	free(a->events);
+	free(a->cgroup);
 	free(a);
 }
 
@@ -773,6 +792,7 @@ process_free(struct registry *reg, struct process *p)
 	for (size_t i = 0; i < p->n_events; i++)
 		free(p->events[i]);
 	free(p->events);
+	free(p->cgroup);
 	free(p);
 }
 

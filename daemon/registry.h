@@ -119,6 +119,11 @@ struct process {
 	uid_t uid;
 	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
+	/* Where it runs, read when the daemon first met it (kept as its comm is): its cgroup v2
+	 * path (malloc'd, at most CGROUP_PATH_MAX - 1 bytes; NULL: unknown), and its pid in its
+	 * own pid namespace (0: unknown; pid outside any container). */
+	char *cgroup;
+	pid_t ns_pid;
 	unsigned connections;
 	unsigned n_threads; /* registered now, over all its connections */
 	uint64_t received;  /* samples the process has sent, as far as we know */
@@ -194,6 +199,9 @@ struct registry {
  * registry_process() - the live process @pid, created on first use
  * @uid: the peer's uid (kept for queries): part of the key, so that a process that
  *       exec'd a setuid program never adds to the figures of the user who started it
+ *
+ * A process created reads its comm, its cgroup and its pid in its own namespace from
+ * /proc (an unreadable cgroup or ns_pid is left unknown).
  * Return: the process (owned by @reg), or NULL on -ENOMEM or when @pid is gone.
  */
 struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
@@ -258,6 +266,13 @@ struct event_agg *region_event(struct region_agg *r, size_t id);
 
 /** process_read_start() - read @pid's start time and comm; 0 or -errno (-ESRCH). */
 int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
+
+/**
+ * process_set_cgroup() - make @cgroup (copied, cut to CGROUP_PATH_MAX - 1 bytes; NULL or
+ * "": unknown) the cgroup path of @p
+ * Return: 0, or -ENOMEM (then @p's cgroup is unknown).
+ */
+int process_set_cgroup(struct process *p, const char *cgroup);
 
 /**
  * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:

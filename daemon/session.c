@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "cgroup.h"
 #include "creds.h"
 #include "log.h"
 #include "perf.h"
@@ -394,7 +395,13 @@ session_new(struct server *srv, int fd)
 		srv->sessions->prev = s;
 	srv->sessions = s;
 	srv->n_sessions++;
-	log_debug("pid %d (uid %d): connected", (int)s->pid, (int)s->uid);
+	/* Where it runs, as the figures of its process will say (registry_process()). */
+	char cgroup[CGROUP_PATH_MAX] = "";
+	pid_t ns_pid = 0;
+	(void)cgroup_read_path(s->pid, cgroup);
+	(void)cgroup_read_ns_pid(s->pid, &ns_pid);
+	log_debug("pid %d (uid %d, ns_pid %d, cgroup %s): connected", (int)s->pid, (int)s->uid,
+	          (int)ns_pid, cgroup[0] ? cgroup : "unknown");
 	return 0;
 }
 
