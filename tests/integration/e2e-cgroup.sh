@@ -76,7 +76,11 @@ expect_eq "dump --cgroup: the tree's process carries it" \
 	"$(pmcctl dump --cgroup '*/docker-*' --format json | jq -r '[.tree[].cgroup] | unique | join(" ")')" "$PATH_CG"
 pmcctl flamegraph --cgroup '*/docker-*' >"$TMP/folded" || fail "flamegraph --cgroup"
 expect_eq "flamegraph --cgroup: its stacks only" "$(cut -d' ' -f1 "$TMP/folded" | sort -u | tr '\n' ' ')" "pmc-test-client;inside "
-pmcctl status >/dev/null
+expect_eq "hist --cgroup: the runs of its processes" \
+	"$(pmcctl hist --region inside --cgroup '*/docker-*' --format json | jq '[.buckets[].count] | add')" 3
+pmcctl hist --region inside --cgroup /nope >"$TMP/err" 2>&1 && fail "hist --cgroup of no process"
+grep -q "^pmcctl: no region matches .*--cgroup '/nope'" "$TMP/err" || fail "hist --cgroup /nope: $(cat "$TMP/err")"
+pass "hist --cgroup of no process: $(cat "$TMP/err")"
 # top: a program running in the cgroup, one outside it.
 "${IN_CG[@]}" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 1 1 1000000000 >"$TMP/c" 2>&1 &
 C=$!
