@@ -435,16 +435,29 @@ process_free_regions(struct registry *reg, struct process *p)
 
 /* ---- retired aggregates ---- */
 
-/* The retired aggregate of (@p's uid, @p's comm), made if there is none. */
+/* Whether cgroups @a and @b (NULL: none) are the same. */
+static bool
+same_cgroup(const char *a, const char *b)
+{
+	return !strcmp(a ? a : "", b ? b : "");
+}
+
+/* The retired aggregate of (@p's uid, @p's comm), and @p's cgroup when they are kept per
+ * cgroup, made if there is none. */
 static struct process *
 retired_get(struct registry *reg, const struct process *p)
 {
 	for (struct process *a = reg->retired; a; a = a->next)
-		if (a->uid == p->uid && !strcmp(a->comm, p->comm))
+		if (a->uid == p->uid && !strcmp(a->comm, p->comm) &&
+		    (!reg->retired_by_cgroup || same_cgroup(a->cgroup, p->cgroup)))
 			return a;
 	struct process *a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
+	if (reg->retired_by_cgroup && process_set_cgroup(a, p->cgroup) < 0) {
+		free(a);
+		return NULL;
+	}
 	a->uid = p->uid;
 	/* Never the same twice: /metrics tells a new aggregate from a freed one by it. */
 	a->start = ++reg->clock;
@@ -619,16 +632,22 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 }
 
 int
-registry_retired_load(struct registry *reg, uid_t uid, const char *comm, struct process **out)
+registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const char *cgroup,
+                      struct process **out)
 {
 	char c[17];
 	snprintf(c, sizeof(c), "%s", comm);
-	for (struct process *a = reg->retired; a; a = a->next)
-		if (a->uid == uid && !strcmp(a->comm, c))
-			return -EEXIST;
 	struct process *a = calloc(1, sizeof(*a));
-	if (!a)
+	if (!a || process_set_cgroup(a, cgroup) < 0) {
+		free(a);
 		return -ENOMEM;
+	}
+	for (struct process *b = reg->retired; b; b = b->next)
+		if (b->uid == uid && !strcmp(b->comm, c) && same_cgroup(a->cgroup, b->cgroup)) {
+			free(a->cgroup);
+			free(a);
+			return -EEXIST;
+		}
 	a->uid = uid;
 	a->start = ++reg->clock;
 	a->folded = ++reg->clock;

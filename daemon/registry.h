@@ -192,7 +192,10 @@ struct registry {
 	                             * are kept as they are, and saved again) */
 	size_t max_retired_per_uid; /* of those, one uid's */
 	uint64_t retired_dropped;   /* figures of a region that could not be kept there */
-	uint64_t clock;             /* serial numbers and fold times of the aggregates */
+	/* One retired aggregate per (uid, comm, cgroup) instead of per (uid, comm), for the
+	 * metrics page's container label; set before registry_retire_enable(). */
+	bool retired_by_cgroup;
+	uint64_t clock; /* serial numbers and fold times of the aggregates */
 };
 
 /**
@@ -358,14 +361,17 @@ bool registry_user_room(struct registry *reg, uid_t uid, const struct process *k
 int registry_retire_enable(struct registry *reg, size_t max);
 
 /**
- * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm), for figures
+ * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm, @cgroup), for figures
  * restored from a state file: the one that figures joined last, with no member process
  * (registry_retire_enable() attaches the processes of its uid and comm); kept whether or
  * not retired aggregates are (registry_retire_enable()), and saved again
  * @comm: truncated to 16 bytes, as a process's
- * Return: 0 with *@out set, -EEXIST when (@uid, @comm) has one already, or -ENOMEM.
+ * @cgroup: the cgroup of its processes when it was made per cgroup (@reg->retired_by_cgroup);
+ *          NULL or "": none (copied, cut as a process's)
+ * Return: 0 with *@out set, -EEXIST when (@uid, @comm, @cgroup) has one already, or -ENOMEM.
  */
-int registry_retired_load(struct registry *reg, uid_t uid, const char *comm, struct process **out);
+int registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const char *cgroup,
+                          struct process **out);
 
 /**
  * registry_retired_region() - find or create region @name of retired aggregate @a,

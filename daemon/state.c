@@ -728,7 +728,7 @@ load_retired(struct server *srv, const Pmc__ProcessState *ps)
 	if (!ps->n_regions)
 		return 0;
 	struct process *a;
-	int r = registry_retired_load(reg, ps->uid, ps->comm, &a);
+	int r = registry_retired_load(reg, ps->uid, ps->comm, ps->cgroup, &a);
 	if (r < 0)
 		return r == -EEXIST ? -EBADMSG : r;
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;

@@ -29,7 +29,10 @@ trap cg_cleanup EXIT
 PATH_CG=$(sh -c "echo \$\$ > '$CG/cgroup.procs' && sed -n 's/^0:://p' /proc/self/cgroup")
 case "$PATH_CG" in */pmc-test-$$/docker-$ID.scope) ;; *) fail "cgroup of a process moved in: '$PATH_CG'" ;; esac
 PATH_OUT=$(sed -n 's/^0:://p' /proc/self/cgroup)
-start_daemon
+start_daemon --metrics 127.0.0.1:0 --metrics-labels container
+URL=http://127.0.0.1:$(metrics_port)/metrics
+# metric SERIES: its value on the page (none: empty)
+metric() { curl -sf "$URL" | awk -v k="$1" '$1 == k { print $2 }'; }
 
 # in_cgroup ARGS...: ARGS as uid 65534, in $CG (moved there as root, before dropping it);
 # each program execs the next, so that "$IN_CG[@]" ARGS & gives the client's pid in $!.
@@ -56,10 +59,21 @@ expect_eq "CSV cgroup and ns_pid" "$(sed -n 2p <<<"$csv" | awk -F, '{ print $(NF
 # --- the table: the container's short name (Docker's id cut to 12 hex digits) ---
 pmcctl query --region inside --region outside >"$TMP/t"
 grep -qE '^ *PID +COMM +CONTAINER +REGION ' "$TMP/t" || fail "table heads: $(head -1 "$TMP/t")"
-expect_eq "table: container of inside" "$(awk '$4 == "inside" && $6 == "wall" { print $3 }' "$TMP/t")" "${ID:0:12}"
+expect_eq "table: container of inside" "$(awk '$4 == "inside" && $6 ~ /^wall/ { print $3 }' "$TMP/t")" "${ID:0:12}"
 want_out=$(basename "$PATH_OUT")
 [ "$PATH_OUT" = / ] && want_out=-
-expect_eq "table: container of outside" "$(awk '$4 == "outside" && $6 == "wall" { print $3 }' "$TMP/t")" "$want_out"
+expect_eq "table: container of outside" "$(awk '$4 == "outside" && $6 ~ /^wall/ { print $3 }' "$TMP/t")" "$want_out"
+
+# --- /metrics with --metrics-labels container: a program's series per container ---
+if command -v curl >/dev/null; then
+	L='comm="pmc-test-client",container="'${ID:0:12}'",region="inside"'
+	expect_eq "metrics: runs in the container" "$(metric "pmc_region_count_total{$L}")" 3
+	expect_eq "metrics: runs outside it" \
+		"$(metric "pmc_region_count_total{comm=\"pmc-test-client\",container=\"$want_out\",region=\"outside\"}")" 3
+	expect_eq "metrics: no series without the label" "$(curl -sf "$URL" | grep -c '^pmc_region_count_total{comm="[^"]*",region=')" 0
+else
+	echo "curl is missing: the metrics label is not checked"
+fi
 
 # --- --cgroup: matched by the daemon on the full path, globs, any of several ---
 names() { jq -r '[.regions[].name] | sort | unique | join(" ")'; }
@@ -105,6 +119,12 @@ expect_eq "reset --cgroup" "$(pmcctl reset --cgroup '*/docker-*' --format json |
 expect_eq "after reset: none in the cgroup" "$(pmcctl query --cgroup '*/docker-*' --format json | jq '.regions | length')" 0
 expect_eq "after reset: outside kept" \
 	"$(pmcctl query --region outside --format json | jq '.regions[0].count')" 3
+# A reset of some processes moves their figures to the retired ones of their (uid, program,
+# cgroup): the container's series counts on.
+if command -v curl >/dev/null; then
+	expect_eq "metrics after reset --cgroup: the container's series counts on" \
+		"$(metric "pmc_region_count_total{$L}")" 3
+fi
 expect_eq "usage: --cgroup with events" "$(pmcctl events --cgroup x >/dev/null 2>&1; echo $?)" 2
 expect_eq "query --tree: the container beside the process" \
 	"$(pmcctl query --tree --region outside | grep -c "^pid $OUT_PID (pmc-test-client), container $want_out, uid 65534$")" 1
