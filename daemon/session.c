@@ -395,7 +395,10 @@ session_new(struct server *srv, int fd)
 		srv->sessions->prev = s;
 	srv->sessions = s;
 	srv->n_sessions++;
-	/* Where it runs, as the figures of its process will say (registry_process()). */
+	if (!log_enabled(LOG_DEBUG))
+		return 0;
+	/* Where it runs, as the figures of its process will say (registry_process()): read
+	 * again for the log only (30-50 us, BENCHMARKS.md), not for every connection. */
 	char cgroup[CGROUP_PATH_MAX] = "";
 	pid_t ns_pid = 0;
 	(void)cgroup_read_path(s->pid, cgroup);
