@@ -403,7 +403,7 @@ session_new(struct server *srv, int fd)
 	pid_t ns_pid = 0;
 	(void)cgroup_read_path(s->pid, cgroup);
 	(void)cgroup_read_ns_pid(s->pid, &ns_pid);
-	log_debug("pid %d (uid %d, ns_pid %d, cgroup %s): connected", (int)s->pid, (int)s->uid,
+	log_debug("pid %d (uid %d): connected (ns_pid %d, cgroup %s)", (int)s->pid, (int)s->uid,
 	          (int)ns_pid, cgroup[0] ? cgroup : "unknown");
 	return 0;
 }

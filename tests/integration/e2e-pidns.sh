@@ -17,7 +17,7 @@ unshare --pid --fork --mount-proc setpriv --reuid=65534 --regid=65534 --clear-gr
 cat "$TMP/c"
 
 # --- at connection: the daemon's log (--verbose) ---
-line=$(grep -E 'pid [0-9]+ \(uid 65534, ns_pid [0-9]+, cgroup .*\): connected' "$TMP/daemon.log" | head -1)
+line=$(grep -E 'pid [0-9]+ \(uid 65534\): connected \(ns_pid [0-9]+, cgroup .*\)$' "$TMP/daemon.log" | head -1)
 [ -n "$line" ] || { cat "$TMP/daemon.log" >&2; fail "no connection of uid 65534 logged with its ns_pid"; }
 host_pid=$(sed -E 's/.*pid ([0-9]+) \(uid 65534.*/\1/' <<<"$line")
 ns_pid=$(sed -E 's/.*ns_pid ([0-9]+),.*/\1/' <<<"$line")
@@ -25,7 +25,7 @@ expect_eq "ns_pid at connection: the program's own pid 1" "$ns_pid" 1
 [ "$host_pid" -gt 1 ] || fail "host pid at connection: $host_pid"
 pass "pid at connection: $host_pid in the daemon's namespace, $ns_pid in the program's"
 # The cgroup of the program is logged too, as /proc gives it.
-grep -qE "ns_pid 1, cgroup /[^ ]*\): connected" <<<"$line" || fail "no cgroup logged: $line"
+grep -qE "connected \(ns_pid 1, cgroup /[^ ]*\)$" <<<"$line" || fail "no cgroup logged: $line"
 
 # --- in the figures ---
 j=$(pmcctl query --region in-pidns --format json)
