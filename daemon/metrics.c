@@ -373,7 +373,8 @@ render_daemon(struct page *pg, const struct server *srv)
  * loop polls its sockets between two steps:
  *
  *   SNAPSHOT  the processes and the retired aggregates, sorted by comm, each group's
- *             aggregates after its processes: a group per comm (one step)
+ *             aggregates after its processes: a group per comm (per comm and container
+ *             with --metrics-labels container, the aggregates then per cgroup) (one step)
  *   MAP       per group, the union of its processes' event names; per process, its event
  *             ids mapped onto that union
  *   SCAN      a group at a time: every region of its processes into one entry per
