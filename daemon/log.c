@@ -14,6 +14,12 @@
 static int log_max = LOG_INFO;
 static int log_journal;
 
+bool
+log_enabled(int prio)
+{
+	return prio <= log_max;
+}
+
 void
 log_setup(int max_prio)
 {

@@ -2,6 +2,7 @@
  * stderr goes to the journal (JOURNAL_STREAM set), "pmcdaemon: " otherwise. */
 #pragma once
 
+#include <stdbool.h>
 #include <syslog.h>
 
 /**
@@ -9,6 +10,10 @@
  * @max_prio: LOG_INFO normally, LOG_DEBUG with --verbose
  */
 void log_setup(int max_prio);
+
+/** log_enabled() - whether a line at priority @prio would be printed (LOG_DEBUG: --verbose),
+ * so that a caller may skip gathering what only such a line says */
+bool log_enabled(int prio);
 
 /** log_msg() - print one line at priority @prio (LOG_ERR ... LOG_DEBUG). */
 void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -115,6 +115,10 @@ usage(FILE *f)
 	        "                      series of the regions on the page (default 10000): the\n"
 	        "                      regions with the most runs first; the series of the\n"
 	        "                      others are counted in pmc_metrics_series_dropped\n"
+	        "      --metrics-labels container\n"
+	        "                      add a 'container' label (the short name of the\n"
+	        "                      processes' cgroup, as pmcctl shows it): a program's\n"
+	        "                      series per container, within --metrics-max-series\n"
 	        "  -h, --help          show this help and exit\n"
 	        "      --version       show the version and exit\n"
 	        "\n"
@@ -314,6 +318,7 @@ main(int argc, char **argv)
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"metrics-token-file", required_argument, NULL, 'T'},
 	        {"metrics-max-series", required_argument, NULL, 'S'},
+	        {"metrics-labels", required_argument, NULL, 'L'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {0},
@@ -328,6 +333,7 @@ main(int argc, char **argv)
 	bool metrics_any = false;
 	const char *metrics_token_file = NULL;
 	unsigned metrics_max_series = 0;
+	const char *metrics_labels = NULL;
 	struct metrics_addr metrics_addr;
 	struct metrics *metrics = NULL;
 
@@ -352,6 +358,9 @@ main(int argc, char **argv)
 		case 'S':
 			if (parse_limit("metrics-max-series", optarg, &metrics_max_series) < 0)
 				return 2;
+			break;
+		case 'L':
+			metrics_labels = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -383,10 +392,12 @@ main(int argc, char **argv)
 		        argv[optind]);
 		return 2;
 	}
-	if ((metrics_any || metrics_token_file || metrics_max_series) && !metrics_spec) {
+	if ((metrics_any || metrics_token_file || metrics_max_series || metrics_labels) &&
+	    !metrics_spec) {
 		fprintf(stderr, "pmcdaemon: --%s needs --metrics ADDR:PORT\n",
 		        metrics_any          ? "metrics-any"
 		        : metrics_token_file ? "metrics-token-file"
+		        : metrics_labels     ? "metrics-labels"
 		                             : "metrics-max-series");
 		return 2;
 	}
@@ -409,6 +420,14 @@ main(int argc, char **argv)
 		if (r < 0)
 			return 2;
 		metrics_addr.max_series = metrics_max_series;
+		if (metrics_labels && metrics_parse_labels(metrics_labels, &metrics_addr) < 0) {
+			fprintf(stderr,
+			        "pmcdaemon: --metrics-labels '%s': expected a comma-separated list "
+			        "of "
+			        "optional labels: container\n",
+			        metrics_labels);
+			return 2;
+		}
 		/* It says why it refuses the file. */
 		if (metrics_token_file && metrics_read_token(metrics_token_file, &metrics_addr) < 0)
 			return 1;

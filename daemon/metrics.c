@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -80,6 +81,7 @@ struct metrics {
 	size_t token_len; /* 0: no token */
 	char token[METRICS_TOKEN_MAX + 1];
 	size_t max_series;
+	bool label_container;    /* --metrics-labels container */
 	struct scrape *scrapes;  /* every page being answered, in order of arrival */
 	struct scrape *building; /* the one past QUEUED and before WRITE, or NULL */
 	unsigned n_scrapes;
@@ -371,7 +373,8 @@ render_daemon(struct page *pg, const struct server *srv)
  * loop polls its sockets between two steps:
  *
  *   SNAPSHOT  the processes and the retired aggregates, sorted by comm, each group's
- *             aggregates after its processes: a group per comm (one step)
+ *             aggregates after its processes: a group per comm (per comm and container
+ *             with --metrics-labels container, the aggregates then per cgroup) (one step)
  *   MAP       per group, the union of its processes' event names; per process, its event
  *             ids mapped onto that union
  *   SCAN      a group at a time: every region of its processes into one entry per
@@ -458,16 +461,18 @@ struct sproc {
 	pid_t pid;
 	uid_t uid;
 	uint64_t start;
-	uint64_t gen; /* the step in which mark_alive() last found it */
-	bool retired; /* a retired aggregate (pid 0) */
+	uint64_t gen;          /* the step in which mark_alive() last found it */
+	bool retired;          /* a retired aggregate (pid 0) */
+	const char *container; /* its container label ("" without --metrics-labels container) */
 	uint32_t group;
 	uint32_t n_map;
 	uint16_t *map; /* its event id -> event of its group, or NO_EVENT */
 };
 
-/* The processes with one comm: procs[first .. first + n). */
+/* The processes with one comm (and container, with its label): procs[first .. first + n). */
 struct group {
 	char comm[sizeof(((struct process *)0)->comm)];
+	const char *container; /* "" without the label */
 	uint32_t first, n;
 	uint32_t n_events;
 	char **events;
@@ -651,6 +656,8 @@ sproc_comm_cmp(const void *a, const void *b)
 	const struct sproc *x = a, *y = b;
 	int c = strcmp(x->p->comm, y->p->comm);
 
+	if (!c)
+		c = strcmp(x->container, y->container);
 	if (c)
 		return c;
 	if (x->retired != y->retired)
@@ -733,14 +740,26 @@ step_snapshot(struct scrape *s)
 		s->procs[n++] = (struct sproc){
 		        .p = p, .pid = p->pid, .uid = p->uid, .start = p->start, .retired = true};
 	s->n_procs = n;
+	for (size_t i = 0; i < n; i++) {
+		char name[CGROUP_NAME_MAX];
+
+		s->procs[i].container = "";
+		if (s->m->label_container &&
+		    !(s->procs[i].container =
+		              arena_strdup(&s->small, cgroup_container_name(s->procs[i].p->cgroup,
+		                                                            name, sizeof(name)))))
+			return -ENOMEM;
+	}
 	qsort(s->procs, n, sizeof(*s->procs), sproc_comm_cmp);
 	for (size_t i = 0; i < n; i++) {
 		struct group *g;
 
-		if (!i || strcmp(s->procs[i].p->comm, s->procs[i - 1].p->comm)) {
+		if (!i || strcmp(s->procs[i].p->comm, s->procs[i - 1].p->comm) ||
+		    strcmp(s->procs[i].container, s->procs[i - 1].container)) {
 			g = &s->groups[s->n_groups++];
 			memcpy(g->comm, s->procs[i].p->comm, sizeof(g->comm));
 			g->comm[sizeof(g->comm) - 1] = '\0';
+			g->container = s->procs[i].container;
 			g->first = (uint32_t)i;
 		}
 		g = &s->groups[s->n_groups - 1];
@@ -1012,7 +1031,7 @@ entry_series(const struct scrape *s, const struct entry *e)
 	return n;
 }
 
-/* Whether @a goes on the page before @b: more runs, then by comm and name. */
+/* Whether @a goes on the page before @b: more runs, then by comm, container and name. */
 static bool
 better(const struct scrape *s, const struct entry *a, const struct entry *b)
 {
@@ -1021,6 +1040,8 @@ better(const struct scrape *s, const struct entry *a, const struct entry *b)
 	if (a->count != b->count)
 		return a->count > b->count;
 	c = strcmp(s->groups[a->group].comm, s->groups[b->group].comm);
+	if (!c)
+		c = strcmp(s->groups[a->group].container, s->groups[b->group].container);
 	return c ? c < 0 : strcmp(a->name, b->name) < 0;
 }
 
@@ -1444,7 +1465,8 @@ bound_label(bool seconds, unsigned k)
 	return text[seconds][k];
 }
 
-/* s->labels = '{comm="..",region=".."[,event=".."]' for the lines of one series. */
+/* s->labels = '{comm=".."[,container=".."],region=".."[,event=".."]' for the lines of one
+ * series. */
 static int
 make_labels(struct scrape *s, const struct oentry *o, const char *event)
 {
@@ -1453,6 +1475,10 @@ make_labels(struct scrape *s, const struct oentry *o, const char *event)
 	evbuffer_drain(s->labels, evbuffer_get_length(s->labels));
 	page_str(&pg, "{comm=\"");
 	page_label_value(&pg, s->groups[o->group].comm);
+	if (s->m->label_container) {
+		page_str(&pg, "\",container=\"");
+		page_label_value(&pg, s->groups[o->group].container);
+	}
 	page_str(&pg, "\",region=\"");
 	page_label_value(&pg, o->name);
 	if (event) {
@@ -2227,6 +2253,25 @@ log_serving(const struct sockaddr_storage *ss, bool has_token)
 }
 
 int
+metrics_parse_labels(const char *list, struct metrics_addr *addr)
+{
+	bool any = false;
+
+	for (const char *l = list; *l;) {
+		size_t n = strcspn(l, ",");
+
+		if (n == strlen("container") && !strncmp(l, "container", n))
+			addr->label_container = any = true;
+		else if (n)
+			return -EINVAL;
+		l += n;
+		if (*l)
+			l++;
+	}
+	return any ? 0 : -EINVAL;
+}
+
+int
 metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics **out)
 {
 	_cleanup_close_ int fd =
@@ -2249,6 +2294,9 @@ metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics 
 		return -ENOMEM;
 	m->srv = srv;
 	m->max_series = addr->max_series ? addr->max_series : METRICS_DEFAULT_MAX_SERIES;
+	m->label_container = addr->label_container;
+	/* A container's series go on counting what its forgotten processes counted. */
+	srv->reg.retired_by_cgroup = addr->label_container;
 	/* What forgotten processes counted stays on the page; as many regions as it can show
 	 * (4 series each at least). */
 	int r = registry_retire_enable(&srv->reg, m->max_series / 4 ? m->max_series / 4 : 1);

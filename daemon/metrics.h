@@ -36,7 +36,19 @@ struct metrics_addr {
 	 * are left off and counted in pmc_metrics_series_dropped. 0: the default,
 	 * METRICS_DEFAULT_MAX_SERIES. metrics_parse_addr() sets it to 0. */
 	size_t max_series;
+	/* --metrics-labels container: each (program, region) is split by the container its
+	 * processes run in, a `container` label (cgroup_container_name() of their cgroup);
+	 * the retired figures are kept per (uid, program, cgroup) then. metrics_parse_addr()
+	 * sets it to false. */
+	bool label_container;
 };
+
+/**
+ * metrics_parse_labels() - parse the argument of --metrics-labels into @addr
+ * @list: comma-separated optional labels: "container" (the only one so far)
+ * Return: 0, or -EINVAL for an empty list or a label it does not know.
+ */
+int metrics_parse_labels(const char *list, struct metrics_addr *addr);
 
 /**
  * metrics_parse_addr() - parse the argument of --metrics

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "log.h"
 #include "util.h"
 
@@ -48,6 +49,17 @@ process_read_start(pid_t pid, uint64_t *start, char comm[17])
 	return 0;
 }
 
+int
+process_set_cgroup(struct process *p, const char *cgroup)
+{
+	free(p->cgroup);
+	p->cgroup = NULL;
+	if (!cgroup || !*cgroup)
+		return 0;
+	p->cgroup = strndup(cgroup, CGROUP_PATH_MAX - 1);
+	return p->cgroup ? 0 : -ENOMEM;
+}
+
 struct process *
 registry_process(struct registry *reg, pid_t pid, uid_t uid)
 {
@@ -69,6 +81,12 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	p->uid = uid;
 	p->start = start;
 	memcpy(p->comm, comm, sizeof(comm));
+	char cgroup[CGROUP_PATH_MAX];
+	/* Unknown when unreadable (a v1-only host, the process gone): it is counted anyway. */
+	if (cgroup_read_path(pid, cgroup) == 0)
+		(void)process_set_cgroup(p, cgroup);
+	if (cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
+		p->ns_pid = 0;
 	p->next = reg->procs;
 	reg->procs = p;
 	reg->n_procs++;
@@ -418,16 +436,29 @@ process_free_regions(struct registry *reg, struct process *p)
 
 /* ---- retired aggregates ---- */
 
-/* The retired aggregate of (@p's uid, @p's comm), made if there is none. */
+/* Whether cgroups @a and @b (NULL: none) are the same. */
+static bool
+same_cgroup(const char *a, const char *b)
+{
+	return !strcmp(a ? a : "", b ? b : "");
+}
+
+/* The retired aggregate of (@p's uid, @p's comm), and @p's cgroup when they are kept per
+ * cgroup, made if there is none. */
 static struct process *
 retired_get(struct registry *reg, const struct process *p)
 {
 	for (struct process *a = reg->retired; a; a = a->next)
-		if (a->uid == p->uid && !strcmp(a->comm, p->comm))
+		if (a->uid == p->uid && !strcmp(a->comm, p->comm) &&
+		    (!reg->retired_by_cgroup || same_cgroup(a->cgroup, p->cgroup)))
 			return a;
 	struct process *a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
+	if (reg->retired_by_cgroup && process_set_cgroup(a, p->cgroup) < 0) {
+		free(a);
+		return NULL;
+	}
 	a->uid = p->uid;
 	/* Never the same twice: /metrics tells a new aggregate from a freed one by it. */
 	a->start = ++reg->clock;
@@ -466,6 +497,7 @@ retired_drop(struct registry *reg, struct process *a)
 	for (size_t i = 0; i < a->n_events; i++)
 		free(a->events[i]);
 	free(a->events);
+	free(a->cgroup);
 	free(a);
 }
 
@@ -601,16 +633,22 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 }
 
 int
-registry_retired_load(struct registry *reg, uid_t uid, const char *comm, struct process **out)
+registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const char *cgroup,
+                      struct process **out)
 {
 	char c[17];
 	snprintf(c, sizeof(c), "%s", comm);
-	for (struct process *a = reg->retired; a; a = a->next)
-		if (a->uid == uid && !strcmp(a->comm, c))
-			return -EEXIST;
 	struct process *a = calloc(1, sizeof(*a));
-	if (!a)
+	if (!a || process_set_cgroup(a, cgroup) < 0) {
+		free(a);
 		return -ENOMEM;
+	}
+	for (struct process *b = reg->retired; b; b = b->next)
+		if (b->uid == uid && !strcmp(b->comm, c) && same_cgroup(a->cgroup, b->cgroup)) {
+			free(a->cgroup);
+			free(a);
+			return -EEXIST;
+		}
 	a->uid = uid;
 	a->start = ++reg->clock;
 	a->folded = ++reg->clock;
@@ -774,6 +812,7 @@ process_free(struct registry *reg, struct process *p)
 	for (size_t i = 0; i < p->n_events; i++)
 		free(p->events[i]);
 	free(p->events);
+	free(p->cgroup);
 	free(p);
 }
 

@@ -120,6 +120,11 @@ struct process {
 	uint64_t start; /* start time in clock ticks since boot (/proc/PID/stat) */
 	char comm[17];
 	char run_tag[33]; /* the pmcctl run it runs under (Hello.run_tag), "" none; not saved */
+	/* Where it runs, read when the daemon first met it (kept as its comm is): its cgroup v2
+	 * path (malloc'd, at most CGROUP_PATH_MAX - 1 bytes; NULL: unknown), and its pid in its
+	 * own pid namespace (0: unknown; pid outside any container). */
+	char *cgroup;
+	pid_t ns_pid;
 	unsigned connections;
 	unsigned n_threads; /* registered now, over all its connections */
 	uint64_t received;  /* samples the process has sent, as far as we know */
@@ -188,13 +193,19 @@ struct registry {
 	                             * are kept as they are, and saved again) */
 	size_t max_retired_per_uid; /* of those, one uid's */
 	uint64_t retired_dropped;   /* figures of a region that could not be kept there */
-	uint64_t clock;             /* serial numbers and fold times of the aggregates */
+	/* One retired aggregate per (uid, comm, cgroup) instead of per (uid, comm), for the
+	 * metrics page's container label; set before registry_retire_enable(). */
+	bool retired_by_cgroup;
+	uint64_t clock; /* serial numbers and fold times of the aggregates */
 };
 
 /**
  * registry_process() - the live process @pid, created on first use
  * @uid: the peer's uid (kept for queries): part of the key, so that a process that
  *       exec'd a setuid program never adds to the figures of the user who started it
+ *
+ * A process created reads its comm, its cgroup and its pid in its own namespace from
+ * /proc (an unreadable cgroup or ns_pid is left unknown).
  * Return: the process (owned by @reg), or NULL on -ENOMEM or when @pid is gone.
  */
 struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
@@ -243,6 +254,13 @@ struct event_agg *region_event(struct region_agg *r, size_t id);
 
 /** process_read_start() - read @pid's start time and comm; 0 or -errno (-ESRCH). */
 int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
+
+/**
+ * process_set_cgroup() - make @cgroup (copied, cut to CGROUP_PATH_MAX - 1 bytes; NULL or
+ * "": unknown) the cgroup path of @p
+ * Return: 0, or -ENOMEM (then @p's cgroup is unknown).
+ */
+int process_set_cgroup(struct process *p, const char *cgroup);
 
 /**
  * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:
@@ -333,14 +351,17 @@ bool registry_share_room(struct registry *reg, uid_t uid, const struct process *
 int registry_retire_enable(struct registry *reg, size_t max);
 
 /**
- * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm), for figures
+ * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm, @cgroup), for figures
  * restored from a state file: the one that figures joined last, with no member process
  * (registry_retire_enable() attaches the processes of its uid and comm); kept whether or
  * not retired aggregates are (registry_retire_enable()), and saved again
  * @comm: truncated to 16 bytes, as a process's
- * Return: 0 with *@out set, -EEXIST when (@uid, @comm) has one already, or -ENOMEM.
+ * @cgroup: the cgroup of its processes when it was made per cgroup (@reg->retired_by_cgroup);
+ *          NULL or "": none (copied, cut as a process's)
+ * Return: 0 with *@out set, -EEXIST when (@uid, @comm, @cgroup) has one already, or -ENOMEM.
  */
-int registry_retired_load(struct registry *reg, uid_t uid, const char *comm, struct process **out);
+int registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const char *cgroup,
+                          struct process **out);
 
 /**
  * registry_retired_region() - find or create region @name of retired aggregate @a,

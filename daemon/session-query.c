@@ -151,6 +151,11 @@ query_match(const Pmc__Query *q, const struct process *p, const struct region_ag
 		return false;
 	for (size_t i = 0; !any && i < q->n_comms; i++)
 		any = name_match(q->comms[i], p->comm);
+	if (any && q->n_cgroups) {
+		any = false;
+		for (size_t i = 0; !any && p->cgroup && i < q->n_cgroups; i++)
+			any = name_match(q->cgroups[i], p->cgroup);
+	}
 	if (!any || !r || q->tree)
 		return any;
 	if (!q->n_regions)
@@ -245,7 +250,8 @@ query_stream_check(struct query_stream *qs, struct registry *reg)
 static size_t
 region_estimate(const struct process *p, const struct region_agg *r, bool hist)
 {
-	size_t n = 64 + strlen(r->name) + strlen(p->comm) + DERIVED_MAX * 24;
+	size_t n = 64 + strlen(r->name) + strlen(p->comm) + (p->cgroup ? strlen(p->cgroup) : 0) +
+	           DERIVED_MAX * 24;
 	for (size_t j = 0; j < r->n_ev; j++)
 		if (r->seen[j])
 			n += 96 + strlen(p->events[j]) +
@@ -381,6 +387,9 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 			rs->pid = p->pid;
 			rs->uid = p->uid;
 			rs->comm = p->comm;
+			if (p->cgroup)
+				rs->cgroup = p->cgroup;
+			rs->ns_pid = p->ns_pid;
 			rs->name = r->name;
 			rs->count = r->count;
 			if (q->tree) {

@@ -209,6 +209,9 @@ save_process(struct arena *a, const struct process *p, bool retired, Pmc__Proces
 	/* A retired aggregate's start is a serial number of this daemon's: not saved. */
 	ps->start = p->pid ? p->start : 0;
 	ps->comm = (char *)p->comm;
+	if (p->cgroup)
+		ps->cgroup = p->cgroup;
+	ps->ns_pid = p->ns_pid;
 	ps->received = p->received;
 	ps->regions = arena_alloc(a, p->n_regions * sizeof(*ps->regions));
 	for (size_t i = 0; i < p->n_regions && !a->oom; i++) {
@@ -696,9 +699,12 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	p->received = ps->received;
 	p->ended = 1; /* not connected; the first to go if too many have ended */
 	snprintf(p->comm, sizeof(p->comm), "%s", ps->comm);
+	p->ns_pid = ps->ns_pid > 0 ? ps->ns_pid : 0;
 	p->next = reg->procs;
 	reg->procs = p;
 	reg->n_procs++;
+	if (process_set_cgroup(p, ps->cgroup) < 0)
+		return -ENOMEM;
 	/* Charged to its uid, as its samples were: freeing it gives the memory back. */
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
 	stats_charge_to(u ? &u->hist : NULL);
@@ -722,7 +728,7 @@ load_retired(struct server *srv, const Pmc__ProcessState *ps)
 	if (!ps->n_regions)
 		return 0;
 	struct process *a;
-	int r = registry_retired_load(reg, ps->uid, ps->comm, &a);
+	int r = registry_retired_load(reg, ps->uid, ps->comm, ps->cgroup, &a);
 	if (r < 0)
 		return r == -EEXIST ? -EBADMSG : r;
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;

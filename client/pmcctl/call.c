@@ -138,8 +138,8 @@ has_glob(const char *s)
 bool
 new_filters(const struct opts *o, uint64_t min_start)
 {
-	return o->n_comms || o->n_regions > 1 || (o->n_regions == 1 && has_glob(o->regions[0])) ||
-	       min_start;
+	return o->n_comms || o->n_cgroups || o->n_regions > 1 ||
+	       (o->n_regions == 1 && has_glob(o->regions[0])) || min_start;
 }
 
 /* Query @q for the filters of @o; its strings point into @o. The daemon does the matching. */
@@ -152,6 +152,8 @@ query_init(Pmc__Query *q, const struct opts *o)
 	q->regions = (char **)o->regions;
 	q->n_comms = o->n_comms;
 	q->comms = (char **)o->comms;
+	q->n_cgroups = o->n_cgroups;
+	q->cgroups = (char **)o->cgroups;
 	/* A daemon that knows no globs reads this one: the same answer for one plain name. */
 	if (o->n_regions == 1 && !has_glob(o->regions[0]))
 		q->region = (char *)o->regions[0];
@@ -168,6 +170,12 @@ query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Quer
 		fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, several "
 		     "--region nor globs; upgrade it, or give one plain --region",
 		     what);
+	/* One that knows no cgroups lists regions without one, which --cgroup never selects. */
+	for (size_t i = 0; o->n_cgroups && i < qr->n_regions; i++)
+		if (!qr->regions[i]->cgroup[0])
+			fail("%s: this pmcdaemon is older than pmcctl: it does not match --cgroup; "
+			     "upgrade it",
+			     what);
 }
 
 /* Sends @q, asking for its reply in parts, and hands each part to @on_part as it arrives

@@ -38,7 +38,8 @@ static const char help_text[] =
         "\n"
         "Commands:\n"
         "  status    show the daemon's version, uptime, clients and sample counters\n"
-        "  query     show region statistics, optionally filtered with --pid, --comm, --region;\n"
+        "  query     show region statistics, optionally filtered with --pid, --comm, --cgroup,\n"
+        "            --region; each process's container (or service) is shown beside it;\n"
         "            with --tree, each process's call path tree: each region under the one\n"
         "            it ran in, with its inclusive and self figures\n"
         "  dump      show the statistics of every region of every process (the same filters),\n"
@@ -69,6 +70,9 @@ static const char help_text[] =
         "                        inside a container; the figures show that id\n"
         "      --comm NAME       only processes called NAME (at most 15 bytes, as in ps);\n"
         "                        a shell glob; repeat it for several (any of them)\n"
+        "      --cgroup PATH     only processes in the cgroup v2 PATH, as the daemon sees it\n"
+        "                        ('/system.slice/docker-*.scope'); a shell glob ('*' matches\n"
+        "                        '/' too); repeat it for several (any of them)\n"
         "      --region NAME     only regions called NAME; a shell glob ('parse*'); repeat it\n"
         "                        for several (any of them) (query, dump, reset, top, run);\n"
         "                        trees: the subtrees of the nodes called NAME\n"
@@ -181,6 +185,7 @@ enum {
 	OPT_EVENT,
 	OPT_OUTPUT,
 	OPT_TREE,
+	OPT_CGROUP,
 };
 
 static const struct option long_options[] = {
@@ -189,6 +194,7 @@ static const struct option long_options[] = {
         {"pid", required_argument, NULL, OPT_PID},
         {"region", required_argument, NULL, OPT_REGION},
         {"comm", required_argument, NULL, OPT_COMM},
+        {"cgroup", required_argument, NULL, OPT_CGROUP},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"interval", required_argument, NULL, OPT_INTERVAL},
@@ -327,6 +333,12 @@ main(int argc, char **argv)
 		case OPT_COMM:
 			list_add(&o.comms, &o.n_comms, parse_comm(optarg));
 			break;
+		case OPT_CGROUP:
+			if (!optarg[0])
+				usage_error("--cgroup needs a cgroup path or a glob, such as "
+				            "'/system.slice/docker-*'");
+			list_add(&o.cgroups, &o.n_cgroups, optarg);
+			break;
 		case OPT_EVENTS:
 			if (!optarg[0])
 				usage_error("--events needs a list of events, such as page-faults");
@@ -390,6 +402,8 @@ parsed:
 		usage_error("--region cannot be used with '%s'", cmd->name);
 	if (!cmd->filters && o.n_comms)
 		usage_error("--comm cannot be used with '%s'", cmd->name);
+	if (!cmd->filters && o.n_cgroups)
+		usage_error("--cgroup cannot be used with '%s'", cmd->name);
 	if (!cmd->standalone && (o.events || o.output))
 		usage_error("--events and --output are for 'run' only, not '%s'", cmd->name);
 	if (cmd->standalone && !o.argv)
@@ -414,6 +428,7 @@ parsed:
 		r = cmd->run(-1, cmd, &o);
 		free(o.regions);
 		free(o.comms);
+		free(o.cgroups);
 		return r;
 	}
 	_cleanup_close_ int sock = connect_daemon(o.socket);
@@ -421,6 +436,7 @@ parsed:
 	r = cmd->run(sock, cmd, &o);
 	free(o.regions);
 	free(o.comms);
+	free(o.cgroups);
 
 	if (fflush(stdout) || ferror(stdout))
 		fail("writing output: %s", strerror(errno));

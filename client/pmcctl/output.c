@@ -13,6 +13,7 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "cgroup.h"
 #include "pmcctl.h"
 
 /* Shortest "%g" text that reads back as the same double. */
@@ -142,6 +143,14 @@ table_add(struct table *t, const char *fmt, ...)
 		t->cap = cap;
 	}
 	t->cell[t->n++] = s;
+}
+
+void
+table_add_container(struct table *t, const Pmc__RegionStats *r)
+{
+	char name[CGROUP_NAME_MAX];
+
+	table_add(t, "%s", cgroup_container_name(r->cgroup, name, sizeof(name)));
 }
 
 /* Columns the text takes on a terminal; bytes that do not decode count one each. */

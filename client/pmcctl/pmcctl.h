@@ -40,6 +40,8 @@ struct opts {
 	size_t n_regions;
 	const char **comms; /* --comm: shell globs on the process name, any of them */
 	size_t n_comms;
+	const char **cgroups; /* --cgroup: shell globs on the cgroup v2 path, any of them */
+	size_t n_cgroups;
 	double interval;     /* top: seconds between refreshes */
 	unsigned iterations; /* top: refreshes before exiting, 0 for no limit */
 	bool live_opts;      /* --interval or --iterations given */
@@ -52,7 +54,7 @@ struct opts {
 
 struct command {
 	const char *name;
-	bool filters;    /* takes --comm and --region, and --pid unless no_pid */
+	bool filters;    /* takes --comm, --cgroup and --region, and --pid unless no_pid */
 	bool no_pid;     /* run: the process is the command's */
 	bool live;       /* top: takes --interval and --iterations, prints tables only */
 	bool standalone; /* run: connects by itself (or starts a daemon), not before */
@@ -131,7 +133,9 @@ struct tree_node {
 /* The nodes of one process. */
 struct tree {
 	int32_t pid;
-	const char *comm; /* borrowed from the first node */
+	const char *comm;   /* borrowed from the first node */
+	const char *cgroup; /* borrowed from the first node */
+	int32_t ns_pid;
 	uint32_t uid;
 	struct tree_node *node; /* n, in the reply's order: each parent before its children */
 	size_t n;
@@ -426,6 +430,11 @@ void table_free(struct table *t);
 
 /** table_add() - add the next cell of @t, the printf @fmt, escaped (escape_text()) */
 void table_add(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** table_add_container() - add the short name of the container (or service, session) that
+ * @r's process runs in as the next cell of @t (cgroup_container_name() of its cgroup; "-"
+ * for the root cgroup or none known) */
+void table_add_container(struct table *t, const Pmc__RegionStats *r);
 
 /**
  * table_print_part() - print the rows of @t to @f, after the header when @head, then forget

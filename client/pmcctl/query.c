@@ -42,6 +42,8 @@ filters_text(const struct opts *o, bool names)
 		fprintf(f, " --pid %" PRId32, o->pid);
 	for (size_t i = 0; i < o->n_comms; i++)
 		fprintf(f, " --comm '%s'", o->comms[i]);
+	for (size_t i = 0; i < o->n_cgroups; i++)
+		fprintf(f, " --cgroup '%s'", o->cgroups[i]);
 	for (size_t i = 0; names && i < o->n_regions; i++)
 		fprintf(f, " --region '%s'", o->regions[i]);
 	if (fclose(f))
@@ -132,6 +134,8 @@ region_json(const Pmc__RegionStats *r)
 	jset(reg, "name", jstr(r->name));
 	jset(reg, "pid", json_integer(r->pid));
 	jset(reg, "comm", jstr(r->comm));
+	jset(reg, "cgroup", jstr(r->cgroup));
+	jset(reg, "ns_pid", json_integer(r->ns_pid));
 	jset(reg, "uid", json_integer(r->uid));
 	jset(reg, "count", ju64(r->count));
 	jset(reg, "wall_ns", wall);
@@ -183,6 +187,8 @@ region_write(struct jw *w, const Pmc__RegionStats *r)
 	jw_str(w, "name", r->name);
 	jw_int(w, "pid", r->pid);
 	jw_str(w, "comm", r->comm);
+	jw_str(w, "cgroup", r->cgroup);
+	jw_int(w, "ns_pid", r->ns_pid);
 	jw_int(w, "uid", r->uid);
 	jw_u64(w, "count", r->count);
 	stats_write(w, "wall_ns", r->wall_ns);
@@ -259,10 +265,23 @@ query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 }
 
 static const char *const query_csv_head[] = {
-        "pid", "comm",   "region",        "count",  "event",     "sum",
-        "min", "max",    "mean",          "stddev", "p50",       "p90",
-        "p99", "scaled", "running_ratio", "floor",  "too_short",
+        "pid",           "comm",  "region",    "count",  "event",  "sum", "min",
+        "max",           "mean",  "stddev",    "p50",    "p90",    "p99", "scaled",
+        "running_ratio", "floor", "too_short", "cgroup", "ns_pid",
 };
+
+/* Where the process of @r runs: its cgroup path and its pid in its own namespace (empty
+ * when unknown), the last fields of each row (a reader of the columns before them is
+ * unchanged). */
+static void
+query_csv_origin(const Pmc__RegionStats *r)
+{
+	csv_str(r->cgroup);
+	if (r->ns_pid)
+		csv_i64(r->ns_pid);
+	else
+		csv_str("");
+}
 
 /* The fields of a row, its end aside; @e is NULL for the wall-clock row. */
 void
@@ -296,6 +315,7 @@ query_csv_fields(const Pmc__RegionStats *r, const Pmc__EventStats *e)
 		csv_str("");
 		csv_str("");
 	}
+	query_csv_origin(r);
 }
 
 static void
@@ -327,6 +347,7 @@ query_csv_derived_fields(const Pmc__RegionStats *r, const Pmc__Derived *d)
 	csv_str("");
 	csv_str("");
 	csv_str("");
+	query_csv_origin(r);
 }
 
 static void
@@ -392,6 +413,7 @@ query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStat
 	*rounded |= format_count(count, sizeof(count), (double)r->count, true);
 	table_add(t, "%" PRId32, r->pid);
 	table_add(t, "%s", r->comm);
+	table_add_container(t, r);
 	table_add(t, "%s", r->name);
 	table_add(t, "%s", count);
 	if (e)
@@ -408,10 +430,11 @@ query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStat
 	table_add_value(t, s->p99, false, ns, rounded);
 }
 
-static const char *const query_table_head[] = {"PID",  "COMM", "REGION", "COUNT", "EVENT", "SUM",
-                                               "MEAN", "MIN",  "MAX",    "P50",   "P90",   "P99"};
-static const bool query_table_right[] = {true, false, false, true, false, true,
-                                         true, true,  true,  true, true,  true};
+static const char *const query_table_head[] = {"PID",   "COMM", "CONTAINER", "REGION", "COUNT",
+                                               "EVENT", "SUM",  "MEAN",      "MIN",    "MAX",
+                                               "P50",   "P90",  "P99"};
+static const bool query_table_right[] = {true, false, false, false, true, false, true,
+                                         true, true,  true,  true,  true, true};
 
 /* Adds the rows of @q's regions to @t, and what their notes need to @n. */
 static void
@@ -434,6 +457,7 @@ query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *
 			n->rounded |= format_count(count, sizeof(count), (double)r->count, true);
 			table_add(t, "%" PRId32, r->pid);
 			table_add(t, "%s", r->comm);
+			table_add_container(t, r);
 			table_add(t, "%s", r->name);
 			table_add(t, "%s", count);
 			table_add(t, "(%s)", r->derived[j]->name);

@@ -220,9 +220,9 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 			ev[n_ev++] = name;
 		}
 
-	static const char *const fixed_head[] = {"PID",    "COMM", "REGION",
+	static const char *const fixed_head[] = {"PID",    "COMM", "CONTAINER", "REGION",
 	                                         "RUNS/S", "RUNS", "WALL/RUN"};
-	static const bool fixed_right[] = {true, false, false, true, true, true};
+	static const bool fixed_right[] = {true, false, false, false, true, true, true};
 	size_t nf = ARRAY_SIZE(fixed_head);
 	_cleanup_free_ char **head = calloc(nf + n_ev, sizeof(*head));
 	_cleanup_free_ bool *right = calloc(nf + n_ev, sizeof(*right));
@@ -248,6 +248,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 		format_ns(b, sizeof(b), row->wall);
 		table_add(&t, "%" PRId32, row->r->pid);
 		table_add(&t, "%s", row->r->comm);
+		table_add_container(&t, row->r);
 		table_add(&t, "%s", row->r->name);
 		table_add(&t, "%s", a);
 		table_add(&t, "%" PRIu64, row->r->count);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "pmcctl.h"
 
 /* ---- a tree reply, process by process ---- */
@@ -63,9 +64,9 @@ struct tree_printer {
 };
 
 static const char *const tree_csv_head[] = {
-        "pid",           "comm",  "region",    "count", "event", "sum", "min",
-        "max",           "mean",  "stddev",    "p50",   "p90",   "p99", "scaled",
-        "running_ratio", "floor", "too_short", "path",  "self",
+        "pid",           "comm",  "region",    "count",  "event",  "sum",  "min",
+        "max",           "mean",  "stddev",    "p50",    "p90",    "p99",  "scaled",
+        "running_ratio", "floor", "too_short", "cgroup", "ns_pid", "path", "self",
 };
 
 /* What a part of a reply lives on in: a deep copy of @r, which the caller frees. */
@@ -337,8 +338,11 @@ tree_table(struct tree_printer *p, const struct tree *t)
 		for (const struct tree_node *nd = top; nd; nd = tree_next(nd, top))
 			tree_table_row(p, &tab, nd, top, ev, n_ev);
 	}
-	printf("%spid %" PRId32 " (%s), uid %" PRIu32 "\n", p->n_procs || p->dump ? "\n" : "",
-	       t->pid, comm, t->uid);
+	char container[CGROUP_NAME_MAX];
+	_cleanup_free_ char *where =
+	        escape_text(cgroup_container_name(t->cgroup, container, sizeof(container)));
+	printf("%spid %" PRId32 " (%s), container %s, uid %" PRIu32 "\n",
+	       p->n_procs || p->dump ? "\n" : "", t->pid, comm, where, t->uid);
 	table_print(&tab, stdout);
 	for (size_t c = 0; c < n_ev; c++)
 		free((char *)head[4 + 2 * c]);
@@ -377,7 +381,7 @@ tree_node_json(const struct tree_node *nd)
 	return o;
 }
 
-/* {"pid","comm","uid","untracked":{reason:count},"tree":[node...]} of @t. */
+/* {"pid","comm","cgroup","ns_pid","uid","untracked":{reason:count},"tree":[node...]} of @t. */
 static json_t *
 tree_json(const struct tree_printer *p, const struct tree *t)
 {
@@ -390,6 +394,8 @@ tree_json(const struct tree_printer *p, const struct tree *t)
 		oom();
 	jset(proc, "pid", json_integer(t->pid));
 	jset(proc, "comm", jstr(t->comm));
+	jset(proc, "cgroup", jstr(t->cgroup));
+	jset(proc, "ns_pid", json_integer(t->ns_pid));
 	jset(proc, "uid", json_integer(t->uid));
 	for (size_t i = 0; i < p->n_untracked; i++)
 		if (p->untracked[i].pid == t->pid)

@@ -153,6 +153,8 @@ tree_build(struct tree *t, Pmc__RegionStats *const *r, size_t n)
 	m.node = t->node;
 	t->pid = r[0]->pid;
 	t->comm = r[0]->comm;
+	t->cgroup = r[0]->cgroup;
+	t->ns_pid = r[0]->ns_pid;
 	t->uid = r[0]->uid;
 	for (i = 0; i < n; i++) {
 		size_t *slot = id_map_slot(&m, r[i]->path);

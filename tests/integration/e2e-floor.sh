@@ -21,7 +21,7 @@ raw floor long 50 0 >/dev/null || fail "floor long"
 j=$(pmcctl query --region long --format json | jq -c '.regions[0]')
 expect_eq "not too short" "$(jq -c '[.wall_ns.floor, .wall_ns.too_short, .events["page-faults"].floor, .events["page-faults"].too_short]' <<<"$j")" '[50,false,0,false]'
 pmcctl query --region long | grep -q "^~" && fail "a footnote with nothing too short"
-expect_eq "CSV floor columns" "$(pmcctl query --region long --format csv | awk -F, 'NR == 2 { print $(NF-1) "," $NF }')" "50,false"
+expect_eq "CSV floor columns" "$(pmcctl query --region long --format csv | awk -F, 'NR == 2 { print $(NF-3) "," $(NF-2) }')" "50,false"
 
 # A floor whose values do not match the thread's events closes that connection only.
 out=$(raw floor bad 1 bad) || fail "a bad floor: $out"

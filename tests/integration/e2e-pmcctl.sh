@@ -78,16 +78,16 @@ grep -Eq "^no region matches --region 'nope' \([0-9]+ regions recorded that you 
 pass "no match: $out"
 user_ctl query --region nope --format csv >"$TMP/csv" 2>"$TMP/csv.err" || fail "no-match csv exits $?"
 expect_eq "no match: csv is its header" "$(cat "$TMP/csv")" \
-	"pid,comm,region,count,event,sum,min,max,mean,stddev,p50,p90,p99,scaled,running_ratio,floor,too_short"
+	"pid,comm,region,count,event,sum,min,max,mean,stddev,p50,p90,p99,scaled,running_ratio,floor,too_short,cgroup,ns_pid"
 grep -q "^pmcctl: no region matches --region 'nope'" "$TMP/csv.err" || fail "csv reason: $(cat "$TMP/csv.err")"
 
 # --- units: the table for people, JSON and CSV exact ---
 pmcctl query --pid $A >"$TMP/t" || fail "table"
-row() { awk -v e="$1" '$5 == e' "$TMP/t"; }
-expect_faults "table: 40 page faults, exact" "$(row page-faults | awk '{print $6}')" 40
-row wall | awk '{ for (i = 6; i <= 12; i++) if ($i !~ /^[0-9.]+(ns|us|ms|s)$/) exit 1 }' ||
+row() { awk -v e="$1" '$6 == e' "$TMP/t"; }
+expect_faults "table: 40 page faults, exact" "$(row page-faults | awk '{print $7}')" 40
+row wall | awk '{ for (i = 7; i <= 13; i++) if ($i !~ /^[0-9.]+(ns|us|ms|s)$/) exit 1 }' ||
 	fail "wall time not in time units: $(row wall)"
-row task-clock | awk '{ for (i = 6; i <= 12; i++) if ($i !~ /^[0-9.]+(ns|us|ms|s)$/) exit 1 }' ||
+row task-clock | awk '{ for (i = 7; i <= 13; i++) if ($i !~ /^[0-9.]+(ns|us|ms|s)$/) exit 1 }' ||
 	fail "task-clock not in time units: $(row task-clock)"
 pass "times in ns/us/ms/s: $(row wall)"
 j=$(region_json pages $A)
@@ -102,7 +102,7 @@ sum_csv=$(pmcctl query --pid $E --format csv | awk -F, '$5 == "page-faults" {pri
 expect_faults "json: 1500 page faults, exact" "$sum_json" 1500
 expect_eq "csv: the same exact sum" "$sum_csv" "$sum_json"
 want=$(awk -v v="$sum_json" 'BEGIN { printf "%.2fk", v / 1000 }')
-expect_eq "table: page faults in k" "$(row page-faults | awk '{print $6}')" "$want"
+expect_eq "table: page faults in k" "$(row page-faults | awk '{print $7}')" "$want"
 grep -q '^\.B ipc$' "$MAN" && grep -q '^\.B branch\\-miss\\-ratio$' "$MAN" &&
 	grep -q '\\(dqderived\\(dq' "$MAN" || fail "pmcctl(1) does not document derived"
 pass "pmcctl(1) documents derived metrics"
@@ -123,8 +123,8 @@ j=$(user_ctl query --comm pmc-example --region 'parse*' --format json)
 expect_eq "--comm and --region: both must hold" "$(jq -r '.empty' <<<"$j")" no_match
 expect_eq "dump takes filters" "$(pmcctl dump --region 'parse_*' --format json | names)" "parse_a parse_b"
 pmcctl top --iterations 1 --interval 0.1 --region 'parse_*' --comm 'pmc-test-*' >"$TMP/top" || fail "top"
-expect_eq "top takes filters" "$(awk '$3 ~ /^parse_/' "$TMP/top" | wc -l)" 2
-expect_eq "top: no other rows" "$(awk '$1 ~ /^[0-9]+$/ && $3 !~ /^parse_/' "$TMP/top" | wc -l)" 0
+expect_eq "top takes filters" "$(awk '$4 ~ /^parse_/' "$TMP/top" | wc -l)" 2
+expect_eq "top: no other rows" "$(awk '$1 ~ /^[0-9]+$/ && $4 !~ /^parse_/' "$TMP/top" | wc -l)" 0
 pmcctl top --iterations 1 --interval 0.1 --region nope >"$TMP/top" || fail "top --region nope"
 grep -q "^no region matches --region 'nope'" "$TMP/top" || fail "top: why empty: $(cat "$TMP/top")"
 

@@ -35,7 +35,7 @@ expect_eq "the test daemon was used" "$(jq -r .daemon "$TMP/json")" system
 run_as_user --events page-faults -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/t" || fail "run (table) exits $?"
 grep -q "^regions of .*pmc-test-client pages 4 10 (pid [0-9]*) and the processes it started; exit status 0:$" "$TMP/t" ||
 	fail "table heading: $(cat "$TMP/t")"
-expect_faults "table: 40 page faults" "$(awk '$3 == "pages" && $5 == "page-faults" {print $6}' "$TMP/t")" 40
+expect_faults "table: 40 page faults" "$(awk '$4 == "pages" && $6 == "page-faults" {print $7}' "$TMP/t")" 40
 
 # The command's exit status passes through; its children are the command's too. pmcctl
 # learns their pids from /proc while they run (every 1 to 10 ms): with the system daemon,
@@ -123,7 +123,7 @@ expect_eq "private: exit status 3" $rc 3
 private_check "$TMP/t" "$TMP/err"
 grep -q "exit status 3:$" "$TMP/t" || fail "private table: $(cat "$TMP/t")"
 expect_faults "private: the short-lived child's 40 page faults" \
-	"$(awk '$3 == "pages" && $5 == "page-faults" {print $6}' "$TMP/t")" 40
+	"$(awk '$4 == "pages" && $6 == "page-faults" {print $7}' "$TMP/t")" 40
 # A process the command forks (region "child", a few ms): a private daemon misses none.
 "$BUILD_PMCCTL" --socket "$NONE" run --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" fork 2 5 \
 	>"$TMP/j" 2>"$TMP/err" || fail "private run fork exits $?: $(cat "$TMP/err")"

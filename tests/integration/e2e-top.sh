@@ -29,20 +29,20 @@ expect_eq "refreshes" "$(grep -c '^pmcctl top - ' "$TMP/top")" 2
 ! grep -q $'\033' "$TMP/top" || fail "escape sequences on a pipe"
 awk '/^pmcctl top - / && NR > 1 && prev != "" { exit 1 } { prev = $0 }' "$TMP/top" ||
 	fail "refreshes not separated by a blank line"
-grep -qE '^ *PID +COMM +REGION +RUNS/S +RUNS +WALL/RUN +page-faults/s$' "$TMP/top" || fail "column heads"
-expect_eq "rows of the client's region" "$(awk -v p="$C" '$1 == p && $3 == "mt-pages"' "$TMP/top" | wc -l)" 2
+grep -qE '^ *PID +COMM +CONTAINER +REGION +RUNS/S +RUNS +WALL/RUN +page-faults/s$' "$TMP/top" || fail "column heads"
+expect_eq "rows of the client's region" "$(awk -v p="$C" '$1 == p && $4 == "mt-pages"' "$TMP/top" | wc -l)" 2
 # The client is running: its rate is not 0, and one page per run gives as many page
 # faults per second as runs per second (the same figures, so the same text).
-awk -v p="$C" -v sanitized="${PMC_SANITIZED:-}" '$1 == p && $3 == "mt-pages" {
-	if ($4 == "0" || $4 == "-") { print "rate " $4; exit 1 }
-	if (sanitized == "" && $7 != $4) { print "runs/s " $4 " page-faults/s " $7; exit 1 }
+awk -v p="$C" -v sanitized="${PMC_SANITIZED:-}" '$1 == p && $4 == "mt-pages" {
+	if ($5 == "0" || $5 == "-") { print "rate " $5; exit 1 }
+	if (sanitized == "" && $8 != $5) { print "runs/s " $5 " page-faults/s " $8; exit 1 }
 }' "$TMP/top" || fail "rates of mt-pages"
 pass "rates of mt-pages"
 
 pmcctl top --iterations 1 --interval 0.1 --region nope >"$TMP/top" || fail "top --region nope"
 grep -q "^no region matches --region 'nope'" "$TMP/top" || fail "--region filter: $(cat "$TMP/top")"
 pmcctl top --iterations 1 --interval 0.1 --pid "$C" >"$TMP/top" || fail "top --pid"
-expect_eq "--pid filter rows" "$(awk -v p="$C" '$1 == p && $3 == "mt-pages"' "$TMP/top" | wc -l)" 1
+expect_eq "--pid filter rows" "$(awk -v p="$C" '$1 == p && $4 == "mt-pages"' "$TMP/top" | wc -l)" 1
 
 # Ctrl-C: exits 0 after what it printed (pmcctl itself in the background, so that $! is
 # its pid; it must undo the SIG_IGN a background job gets for SIGINT).

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "pmc-test.h"
 #include "registry.h"
 
@@ -209,6 +210,39 @@ test_retired_fold(void)
 	users_free(&users);
 }
 
+/* Per cgroup (the metrics page's container label): one retired aggregate per (uid, comm,
+ * cgroup), which a process of that cgroup joins; a file may hold several of one (uid, comm),
+ * never one (uid, comm, cgroup) twice. */
+static void
+test_retired_by_cgroup(void)
+{
+	struct registry reg = {.max_ended = 0, .retired_by_cgroup = true};
+	struct process *other, *mine, *none, *dup;
+	char comm[17], cg[CGROUP_PATH_MAX];
+	uint64_t start;
+
+	CHECK(process_read_start(getpid(), &start, comm) == 0);
+	if (cgroup_read_path(getpid(), cg) < 0)
+		cg[0] = '\0';
+	CHECK(registry_retired_load(&reg, 1000, comm, "/elsewhere.slice/x.scope", &other) == 0);
+	CHECK(registry_retired_load(&reg, 1000, comm, cg, &mine) == 0);
+	CHECK(registry_retired_load(&reg, 1000, comm, "/elsewhere.slice/x.scope", &dup) == -EEXIST);
+	CHECK(!cg[0] || registry_retired_load(&reg, 1000, comm, NULL, &none) == 0);
+	CHECK(registry_retire_enable(&reg, 100) == 0);
+	struct process *p = registry_process(&reg, getpid(), 1000);
+	CHECK(p && p->retired == mine && mine->members == 1 && other->members == 0);
+	CHECK(!strcmp(other->cgroup, "/elsewhere.slice/x.scope"));
+	registry_free(&reg);
+
+	/* Not per cgroup: the first of its (uid, comm), whatever its cgroup. */
+	struct registry flat = {.max_ended = 0};
+	CHECK(registry_retired_load(&flat, 1000, comm, "/elsewhere.slice/x.scope", &other) == 0);
+	CHECK(registry_retire_enable(&flat, 100) == 0);
+	p = registry_process(&flat, getpid(), 1000);
+	CHECK(p && p->retired == other);
+	registry_free(&flat);
+}
+
 /* Without registry_retire_enable() nothing is kept: no aggregate at all. */
 static void
 test_retired_off(void)
@@ -362,6 +396,7 @@ main(void)
 	PMC_TEST_RUN(test_room);
 	PMC_TEST_RUN(test_events_and_owners);
 	PMC_TEST_RUN(test_retired_fold);
+	PMC_TEST_RUN(test_retired_by_cgroup);
 	PMC_TEST_RUN(test_retired_off);
 	PMC_TEST_RUN(test_retired_reset);
 	PMC_TEST_RUN(test_retired_bound);

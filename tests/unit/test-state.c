@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "pmc-test.h"
 #include "pmc.pb-c.h"
 #include "server.h"
@@ -599,6 +600,10 @@ test_state_paths_old_file(void)
 {
 	struct server a = {0};
 	fill(&a);
+	/* Nor the cgroup and ns_pid (fields 11, 12): those of a process are saved only when
+	 * known. */
+	CHECK(process_set_cgroup(a.reg.procs, NULL) == 0);
+	a.reg.procs->ns_pid = 0;
 	uint8_t *buf;
 	size_t len;
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
@@ -638,9 +643,48 @@ test_state_paths_old_file(void)
 	CHECK(p->n_paths == 0 && !p->paths && p->regions[0]->count == 100);
 	for (unsigned k = 0; k < UNTRACKED_N; k++)
 		CHECK(p->untracked[k] == 0);
+	CHECK(!p->cgroup && p->ns_pid == 0);
 	same_bytes(&b, buf, len);
 	registry_free(&b.reg);
 	free(buf);
+	registry_free(&a.reg);
+}
+
+/* A process keeps its cgroup and its pid in its namespace through a save and a load, as it
+ * keeps its comm; a cgroup path past CGROUP_PATH_MAX in a file is cut, and saved cut. */
+static void
+test_state_origin(void)
+{
+	struct server a = {0}, b = {0}, c = {0};
+	fill(&a);
+	struct process *p = a.reg.procs;
+	/* registry_process() read them from /proc: this process's own. */
+	CHECK(p->ns_pid > 0);
+	static const char cg[] =
+	        "/system.slice/docker-"
+	        "3f4e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f.scope";
+	CHECK(process_set_cgroup(p, cg) == 0);
+	p->ns_pid = 7;
+	uint8_t *buf;
+	size_t len;
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	CHECK(b.reg.procs && !strcmp(b.reg.procs->cgroup, cg) && b.reg.procs->ns_pid == 7);
+	same_bytes(&b, buf, len);
+	free(buf);
+
+	static char long_cg[CGROUP_PATH_MAX + 100];
+	memset(long_cg, 'x', sizeof(long_cg) - 1);
+	long_cg[0] = '/';
+	CHECK(process_set_cgroup(p, NULL) == 0);
+	p->cgroup = long_cg; /* as a file may hold it */
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	p->cgroup = NULL;
+	CHECK(state_load_buffer(&c, buf, len) == 0);
+	CHECK(strlen(c.reg.procs->cgroup) == CGROUP_PATH_MAX - 1);
+	free(buf);
+	registry_free(&c.reg);
+	registry_free(&b.reg);
 	registry_free(&a.reg);
 }
 
@@ -1487,6 +1531,7 @@ main(int argc, char **argv)
 	PMC_TEST_RUN(test_state_paths_round_trip);
 	PMC_TEST_RUN(test_state_paths_budget);
 	PMC_TEST_RUN(test_state_paths_old_file);
+	PMC_TEST_RUN(test_state_origin);
 	PMC_TEST_RUN(test_state_paths_hostile);
 	unlink(path);
 	unlink(tmp_path);
