@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -540,7 +540,8 @@ state_job_start(struct server *srv, const char *path, struct state_job **out)
 	if (pid < 0)
 		return -e;
 	j->pid = pid;
-	j->pidfd = pidfd_open(pid, 0); /* close-on-exec */
+	/* The system call, not glibc 2.36's wrapper: the daemon runs on older C libraries. */
+	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec */
 	if (j->pidfd < 0) {
 		int r = -errno;
 		kill(pid, SIGKILL);
