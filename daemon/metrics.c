@@ -1287,12 +1287,6 @@ coarse_add(uint64_t *c, const struct stats *st)
 	}
 }
 
-static uint64_t
-sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 static int
 ohist_init(struct scrape *s, struct ohist *h, uint16_t event, uint64_t min, unsigned top)
 {
@@ -1347,7 +1341,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 		o->count += ra->count;
 		coarse_add(s->coarse, &ra->wall);
 		o->h[0].count += ra->wall.count;
-		o->h[0].sum = sat_add(o->h[0].sum, ra->wall.sum);
+		o->h[0].sum = util_sat_add(o->h[0].sum, ra->wall.sum);
 		for (size_t id = 0, ne = events_of(sp, ra); id < ne; id++) {
 			uint16_t k = event_of(s, sp, id);
 			const struct event_agg *ev = &ra->ev[id];
@@ -1359,7 +1353,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 					continue;
 				coarse_add(s->coarse + j * POWERS, &ev->st);
 				o->h[j].count += ev->st.count;
-				o->h[j].sum = sat_add(o->h[j].sum, ev->st.sum);
+				o->h[j].sum = util_sat_add(o->h[j].sum, ev->st.sum);
 				o->h[j].scaled += ev->scaled;
 				break;
 			}

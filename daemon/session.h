@@ -48,6 +48,7 @@ struct session {
 	unsigned rate_batches;
 	int warned_rate;
 	int no_reply;     /* handling a request that gets no reply (reattach) */
+	uint64_t claimed; /* dropped and lost samples its client claimed (session_claim()) */
 	size_t n_refused; /* threads whose reattach was refused: batches dropped */
 	pid_t refused[16];
 	struct process *proc;
