@@ -359,19 +359,20 @@ render_daemon(struct page *pg, const struct server *srv)
 /* ---- the scrape: the page built and written step by step ---- */
 
 /*
- * The page shows one set of series per (program, region): the figures of every process
- * with that comm, live or exited, and of its retired aggregates (one per uid: what the
- * processes the registry forgot counted), merged (counts and sums add, histograms add
+ * The page shows one set of series per (program, uid, region): the figures of every
+ * process of that uid with that comm, live or exited, and of its retired aggregate (what
+ * the processes the registry forgot counted), merged (counts and sums add, histograms add
  * bucket by bucket). So a series never goes down when a process is forgotten: its
- * figures move from the process to the aggregate, within one step of the loop. No pid
- * and no uid label: a pid changes with each run of a program and would make new series
- * each time, and a fleet's figures add up per program, not per process.
+ * figures move from the process to the aggregate, within one step of the loop. A uid
+ * label, so that another user's process named like yours never adds to your series; no
+ * pid label: a pid changes with each run of a program and would make new series each
+ * time, and a fleet's figures add up per program (sum without (uid)), not per process.
  *
  * A scrape runs in steps of at most METRICS_STEP_NS, each from a zero timer, so that the
  * loop polls its sockets between two steps:
  *
- *   SNAPSHOT  the processes and the retired aggregates, sorted by comm, each group's
- *             aggregates after its processes: a group per comm (one step)
+ *   SNAPSHOT  the processes and the retired aggregates, sorted by comm and uid, each
+ *             group's aggregate after its processes: a group per (comm, uid) (one step)
  *   MAP       per group, the union of its processes' event names; per process, its event
  *             ids mapped onto that union
  *   SCAN      a group at a time: every region of its processes into one entry per
@@ -465,9 +466,10 @@ struct sproc {
 	uint16_t *map; /* its event id -> event of its group, or NO_EVENT */
 };
 
-/* The processes with one comm: procs[first .. first + n). */
+/* The processes of one uid with one comm: procs[first .. first + n). */
 struct group {
 	char comm[sizeof(((struct process *)0)->comm)];
+	uid_t uid;
 	uint32_t first, n;
 	uint32_t n_events;
 	char **events;
@@ -653,6 +655,8 @@ sproc_comm_cmp(const void *a, const void *b)
 
 	if (c)
 		return c;
+	if (x->uid != y->uid)
+		return x->uid < y->uid ? -1 : 1;
 	if (x->retired != y->retired)
 		return x->retired ? 1 : -1;
 	if (x->pid != y->pid)
@@ -737,10 +741,12 @@ step_snapshot(struct scrape *s)
 	for (size_t i = 0; i < n; i++) {
 		struct group *g;
 
-		if (!i || strcmp(s->procs[i].p->comm, s->procs[i - 1].p->comm)) {
+		if (!i || strcmp(s->procs[i].p->comm, s->procs[i - 1].p->comm) ||
+		    s->procs[i].uid != s->procs[i - 1].uid) {
 			g = &s->groups[s->n_groups++];
 			memcpy(g->comm, s->procs[i].p->comm, sizeof(g->comm));
 			g->comm[sizeof(g->comm) - 1] = '\0';
+			g->uid = s->procs[i].uid;
 			g->first = (uint32_t)i;
 		}
 		g = &s->groups[s->n_groups - 1];
@@ -1012,15 +1018,18 @@ entry_series(const struct scrape *s, const struct entry *e)
 	return n;
 }
 
-/* Whether @a goes on the page before @b: more runs, then by comm and name. */
+/* Whether @a goes on the page before @b: more runs, then by comm, uid and name. */
 static bool
 better(const struct scrape *s, const struct entry *a, const struct entry *b)
 {
+	const struct group *ga = &s->groups[a->group], *gb = &s->groups[b->group];
 	int c;
 
 	if (a->count != b->count)
 		return a->count > b->count;
-	c = strcmp(s->groups[a->group].comm, s->groups[b->group].comm);
+	c = strcmp(ga->comm, gb->comm);
+	if (!c && ga->uid != gb->uid)
+		return ga->uid < gb->uid;
 	return c ? c < 0 : strcmp(a->name, b->name) < 0;
 }
 
@@ -1438,7 +1447,7 @@ bound_label(bool seconds, unsigned k)
 	return text[seconds][k];
 }
 
-/* s->labels = '{comm="..",region=".."[,event=".."]' for the lines of one series. */
+/* s->labels = '{comm="..",uid="..",region=".."[,event=".."]' for the lines of one series. */
 static int
 make_labels(struct scrape *s, const struct oentry *o, const char *event)
 {
@@ -1447,6 +1456,7 @@ make_labels(struct scrape *s, const struct oentry *o, const char *event)
 	evbuffer_drain(s->labels, evbuffer_get_length(s->labels));
 	page_str(&pg, "{comm=\"");
 	page_label_value(&pg, s->groups[o->group].comm);
+	page_printf(&pg, "\",uid=\"%u", (unsigned)s->groups[o->group].uid);
 	page_str(&pg, "\",region=\"");
 	page_label_value(&pg, o->name);
 	if (event) {
@@ -1502,8 +1512,8 @@ static const struct {
 	const char *name, *type, *help;
 } families[] = {
         [F_COUNT] = {"pmc_region_count_total", "counter",
-                     "Runs of the region in the processes of the program (comm), running, "
-                     "exited or forgotten: the samples received for it."},
+                     "Runs of the region in the processes of the program (comm) of one user "
+                     "(uid), running, exited or forgotten: the samples received for it."},
         [F_WALL] = {"pmc_region_wall_seconds", "histogram",
                     "Wall-clock time of one run of the region, in seconds; bucket bounds "
                     "(2^k - 1) ns, the same on every pmcdaemon."},

@@ -1,7 +1,8 @@
 /* metrics: pmcdaemon's optional HTTP endpoint for Prometheus. GET /metrics answers in the
- * text exposition format (version 0.0.4) with the figures of each (program, region), summed
- * over that program's processes, as counters and histograms whose bucket bounds are the same
- * on every daemon, and the daemon's own figures; every other path is 404. With a bearer token
+ * text exposition format (version 0.0.4) with the figures of each (program, uid, region),
+ * summed over that program's processes of that uid, as counters and histograms whose bucket bounds
+ * are the same on every daemon, and the daemon's own figures; every other path is 404. With a
+ * bearer token
  * (--metrics-token-file) every request without it is 401. It runs on the daemon's libevent
  * loop (evhttp) and reads the same struct server the session code reads; a scrape is built and
  * written in short steps (chunked encoding), so that the loop serves its clients meanwhile. */
