@@ -55,6 +55,11 @@ struct conn {
 	struct bufferevent *bev;         /* pending: referenced until adopted */
 	struct evhttp_connection *evcon; /* open */
 	struct scrape *scrape;           /* the page it is being answered, or NULL */
+	/* A request of it passed the token check (any request, without a token): it is never
+	 * closed to make room for another connection. Until then header_ev closes it
+	 * METRICS_HEADER_TIMEOUT_S after it was accepted, however slowly it sends. */
+	bool authed;
+	struct event *header_ev;
 };
 
 struct conn_list {
@@ -76,7 +81,7 @@ struct metrics {
 	struct event *resume_ev;         /* accepts again after METRICS_ACCEPT_PAUSE_MS */
 	struct conn_list pending, open;
 	bool paused_full, paused_error;
-	struct log_gate gate_evict, gate_accept, gate_auth, gate_busy;
+	struct log_gate gate_evict, gate_accept, gate_auth, gate_busy, gate_header;
 	size_t token_len; /* 0: no token */
 	char token[METRICS_TOKEN_MAX + 1];
 	size_t max_series;
@@ -1759,14 +1764,42 @@ on_close(struct evhttp_connection *evcon, void *arg)
 		scrape_abort(c->scrape);
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	conn_remove(&c->m->open, c);
+	if (c->header_ev)
+		event_free(c->header_ev);
 	free(c);
 }
 
-/* Closes the connection unused the longest. */
-static void
-evict_lru(struct metrics *m)
+/* Closes the connection unused the longest of those no request of which passed the token
+ * check: an unauthenticated connection never displaces an authenticated one, so that a flood
+ * of idle, partial or bad-token connections cannot keep the real scraper off the page.
+ * Return: false when every connection is authenticated (none closed). */
+static bool
+evict_unauthed(struct metrics *m)
 {
-	evhttp_connection_free(m->open.head->evcon); /* on_close() frees the conn */
+	for (struct conn *c = m->open.head; c; c = c->next)
+		if (!c->authed) {
+			evhttp_connection_free(c->evcon); /* on_close() frees the conn */
+			return true;
+		}
+	return false;
+}
+
+/* A connection that sent no request that passed the token check in
+ * METRICS_HEADER_TIMEOUT_S: closed, whatever it sent meanwhile. */
+static void
+on_header_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct metrics *m = c->m;
+	unsigned long more;
+
+	if (c->authed)
+		return;
+	evhttp_connection_free(c->evcon); /* on_close() frees the conn */
+	if (gate_pass(&m->gate_header, 1, &more))
+		log_warn("metrics: closed a connection without an authorized request after %d s "
+		         "(%lu more since the last such line)",
+		         METRICS_HEADER_TIMEOUT_S, more);
 }
 
 /* evhttp asks for the bufferevent of each connection it accepts, before it makes the
@@ -1813,19 +1846,26 @@ on_adopt(evutil_socket_t fd, short what, void *arg)
 		conn_remove(&m->pending, c);
 		bufferevent_getcb(bev, NULL, NULL, NULL, &evcon);
 		if (evcon) {
+			static const struct timeval header = {METRICS_HEADER_TIMEOUT_S, 0};
+
 			c->evcon = evcon;
 			evhttp_connection_set_closecb(c->evcon, on_close, c);
 			conn_append(&m->open, c);
+			c->header_ev = evtimer_new(m->srv->base, on_header_timeout, c);
+			/* Without memory for its timer, evhttp's idle time-out closes it. */
+			if (c->header_ev)
+				evtimer_add(c->header_ev, &header);
 		} else {
 			free(c);
 		}
 		bufferevent_decref(bev);
 	}
-	for (; m->open.n > METRICS_MAX_CONNECTIONS; evicted++)
-		evict_lru(m);
+	/* The connections just adopted are unauthenticated: there is always one to close. */
+	for (; m->open.n > METRICS_MAX_CONNECTIONS && evict_unauthed(m); evicted++)
+		;
 	if (evicted && gate_pass(&m->gate_evict, evicted, &more))
-		log_warn("metrics: over %d connections: closed %lu unused the longest (%lu more "
-		         "since the last such line)",
+		log_warn("metrics: over %d connections: closed %lu without an authorized request, "
+		         "unused the longest (%lu more since the last such line)",
 		         METRICS_MAX_CONNECTIONS, evicted, more);
 	m->paused_full = false;
 	listener_update(m);
@@ -1853,10 +1893,9 @@ on_accept_error(struct evconnlistener *l, void *arg)
 
 	if (!m)
 		return;
-	evict = (e == EMFILE || e == ENFILE) && m->open.head;
-	if (evict) {
-		evict_lru(m);
-	} else {
+	/* The connection waiting is unauthenticated: it displaces no authenticated one. */
+	evict = (e == EMFILE || e == ENFILE) && evict_unauthed(m);
+	if (!evict) {
 		static const struct timeval pause = {0, METRICS_ACCEPT_PAUSE_MS * 1000};
 
 		m->paused_error = true;
@@ -1866,8 +1905,9 @@ on_accept_error(struct evconnlistener *l, void *arg)
 	if (!gate_pass(&m->gate_accept, 1, &more))
 		return;
 	if (evict)
-		log_warn("metrics: cannot accept a connection: %s; closed the one unused the "
-		         "longest to make room (%lu more since the last such line)",
+		log_warn("metrics: cannot accept a connection: %s; closed the one without an "
+		         "authorized request unused the longest to make room (%lu more since the "
+		         "last such line)",
 		         strerror(e), more);
 	else
 		log_warn("metrics: cannot accept a connection: %s; not accepting for %d ms (%lu "
@@ -2154,6 +2194,8 @@ refuse_unauthorized(struct metrics *m, struct evhttp_request *req)
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
 	                  "Bearer realm=\"pmcdaemon\"");
+	/* Closed once answered: a connection that failed once holds no place. */
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 	reply_text(req, 401, "Unauthorized",
 	           "unauthorized: pmcdaemon's metrics page wants 'Authorization: Bearer TOKEN' "
 	           "with the token of its --metrics-token-file\n");
@@ -2181,6 +2223,11 @@ on_request(struct evhttp_request *req, void *arg)
 	if (m->token_len && !authorized(m, auth)) {
 		refuse_unauthorized(m, req);
 		return;
+	}
+	if (c && !c->authed) {
+		c->authed = true;
+		if (c->header_ev)
+			event_del(c->header_ev);
 	}
 	if (!path || strcmp(path, "/metrics")) {
 		reply_text(req, HTTP_NOTFOUND, "Not Found",

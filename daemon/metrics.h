@@ -17,9 +17,13 @@ struct metrics;
 
 /* Longest bearer token --metrics-token-file may hold, in bytes. */
 #define METRICS_TOKEN_MAX 4096
-/* HTTP connections kept open at once; beyond, the one unused the longest is closed. */
+/* HTTP connections kept open at once; beyond, of those that sent no request that passed the
+ * token check, the one unused the longest is closed (never one that did). */
 #define METRICS_MAX_CONNECTIONS 64
-/* A connection that sends nothing (no request, or no byte of one) is closed after this. */
+/* A connection that sent no request that passed the token check (any request without a
+ * token) this long after it was accepted is closed, however slowly it sends. */
+#define METRICS_HEADER_TIMEOUT_S 3
+/* A connection whose request passed, then sends nothing, is closed after this. */
 #define METRICS_IDLE_TIMEOUT_S 10
 /* Series of the regions on one page unless --metrics-max-series says otherwise. */
 #define METRICS_DEFAULT_MAX_SERIES 10000
@@ -66,10 +70,13 @@ int metrics_read_token(const char *path, struct metrics_addr *addr);
  * @srv: the server whose figures are shown, borrowed; it must outlive the result
  * @addr: from metrics_parse_addr(), and metrics_read_token() to require a bearer token
  * Logs the address it serves on, and a warning when the page has no token. At most
- * METRICS_MAX_CONNECTIONS connections stay open; a connection idle for
- * METRICS_IDLE_TIMEOUT_S is closed; when accept() fails (EMFILE...) the listener pauses.
- * At most METRICS_MAX_SCRAPES pages are served at once, and one is built at a time: its
- * steps take a few milliseconds each, and what it keeps between them is bounded by
+ * METRICS_MAX_CONNECTIONS connections stay open, a new one closing one that has sent no
+ * authorized request (never one that has); a connection with no authorized request
+ * METRICS_HEADER_TIMEOUT_S after it was accepted is closed, one idle for
+ * METRICS_IDLE_TIMEOUT_S too; a refused request (401) closes its connection; when accept() fails
+ * (EMFILE...) the listener pauses. At most METRICS_MAX_SCRAPES pages are served at once, and one is
+ * built at a time: its steps take a few milliseconds each, and what it keeps between them is
+ * bounded by
  * @addr->max_series (what it holds while it reads the registry, by the regions of one
  * program).
  * Return: 0 with *@out set, or -errno (-EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM...).
