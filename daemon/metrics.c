@@ -383,9 +383,12 @@ render_daemon(struct page *pg, const struct server *srv)
  *   SCAN      a group at a time: every region of its processes into one entry per
  *             region name: its runs, and the smallest wall time and count of each event,
  *             which tell its series; then each entry's series counted, and the entry
- *             copied into a heap if it may be on the page (heap_offer()): the heap holds
- *             the best entries whose series fit in max_series, the worst at the top
- *   SORT      the heap sorted, the most runs first: the page's entries; the series of
+ *             copied into a heap if it may be on the page (heap_offer()): its uid's,
+ *             which holds the best entries of the uid whose series fit in its share of
+ *             max_series, or the rest's, the best of the others that fit in max_series;
+ *             the worst at the top of each
+ *   SORT      the rest sorted; the page's entries: every uid's share, then the best of
+ *             the rest that fit beside them, sorted, the most runs first; the series of
  *             all the others are counted as dropped
  *   GATHER    for each kept entry, its processes' figures merged into histograms of
  *             the page's bounds; then what SCAN held is unmapped
@@ -475,6 +478,7 @@ struct sproc {
 struct group {
 	char comm[sizeof(((struct process *)0)->comm)];
 	uid_t uid;
+	int32_t user; /* its uid's share (scrape.users), -1: the uid had no regions at SNAPSHOT */
 	uint32_t first, n;
 	uint32_t n_events;
 	char **events;
@@ -499,6 +503,13 @@ ev_min(const struct entry *e)
 {
 	return (uint64_t *)(void *)((char *)e + e->ev_off);
 }
+
+/* Entries in a heap, the worst at the top, whose series stay within @cap. */
+struct eheap {
+	struct entry **v;
+	size_t len, n;
+	uint64_t series, cap;
+};
 
 /* A histogram of the page: bounds k0 .. k0 + nb - 1. */
 struct ohist {
@@ -558,11 +569,16 @@ struct scrape {
 	size_t *gtab;
 	size_t gtab_len, g_cap;
 
-	struct arena big; /* the heap's entries: until GATHER ends */
-	struct entry **heap;
-	size_t heap_len, n_heap, n_sorted, n_kept;
-	uint64_t heap_series;
-	struct entry **spare; /* entries that left the heap: their memory is reused */
+	/* The heaps of the entries that may be on the page (see heap_offer()): one per uid
+	 * with regions, within its share of max_series; the rest, within max_series. */
+	struct arena big; /* their entries: until GATHER ends */
+	struct eheap *users;
+	size_t n_users;
+	struct eheap rest;
+	struct eheap page; /* SORT: the entries kept, sorted best first for GATHER */
+	int sort_stage;
+	size_t n_kept;
+	struct entry **spare; /* entries that left the heaps: their memory is reused */
 	size_t spare_len, n_spare;
 	uint64_t total_series, kept_series;
 
@@ -722,6 +738,52 @@ alive(const struct scrape *s, const struct sproc *sp)
 }
 
 static int
+uid_cmp(const void *a, const void *b)
+{
+	uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The uids with regions now, each with its heap capped at its share of max_series; the
+ * rest's heap capped at max_series. */
+static int
+snapshot_users(struct scrape *s)
+{
+	uid_t *uids = arena_alloc(&s->small, (s->n_groups + 1) * sizeof(*uids));
+	size_t n = 0;
+
+	if (!uids)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_groups; i++) {
+		const struct group *g = &s->groups[i];
+
+		for (uint32_t j = g->first; j < g->first + g->n; j++)
+			if (s->procs[j].p->n_regions) {
+				uids[n++] = g->uid;
+				break;
+			}
+	}
+	qsort(uids, n, sizeof(*uids), uid_cmp);
+	s->n_users = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!i || uids[i] != uids[i - 1])
+			uids[s->n_users++] = uids[i];
+	s->users = arena_alloc(&s->small, (s->n_users + 1) * sizeof(*s->users));
+	if (!s->users)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_users; i++)
+		s->users[i].cap = s->m->max_series / s->n_users;
+	s->rest.cap = s->m->max_series;
+	for (size_t i = 0; i < s->n_groups; i++) {
+		uid_t *u = bsearch(&s->groups[i].uid, uids, s->n_users, sizeof(*uids), uid_cmp);
+
+		s->groups[i].user = u ? (int32_t)(u - uids) : -1;
+	}
+	return 1;
+}
+
+static int
 step_snapshot(struct scrape *s)
 {
 	const struct registry *reg = &s->m->srv->reg;
@@ -760,7 +822,7 @@ step_snapshot(struct scrape *s)
 		s->by_addr[i] = &s->procs[i];
 	}
 	qsort(s->by_addr, n, sizeof(*s->by_addr), sproc_addr_cmp);
-	return 1;
+	return snapshot_users(s);
 }
 
 /* ---- MAP ---- */
@@ -1038,11 +1100,11 @@ better(const struct scrape *s, const struct entry *a, const struct entry *b)
 	return c ? c < 0 : strcmp(a->name, b->name) < 0;
 }
 
-/* The heap keeps the worst entry at the top: none of its children goes after it. */
+/* A heap keeps the worst entry at the top: none of its children goes after it. */
 static void
-sift_down(struct scrape *s, size_t i, size_t n)
+sift_down(struct scrape *s, struct eheap *eh, size_t i, size_t n)
 {
-	struct entry **h = s->heap;
+	struct entry **h = eh->v;
 
 	for (;;) {
 		size_t w = i, l = 2 * i + 1, r = l + 1;
@@ -1062,9 +1124,9 @@ sift_down(struct scrape *s, size_t i, size_t n)
 }
 
 static void
-sift_up(struct scrape *s, size_t i)
+sift_up(struct scrape *s, struct eheap *eh, size_t i)
 {
-	struct entry **h = s->heap;
+	struct entry **h = eh->v;
 
 	while (i) {
 		size_t up = (i - 1) / 2;
@@ -1123,38 +1185,73 @@ heap_copy(struct scrape *s, const struct entry *e)
 	return c;
 }
 
+/* Whether @h keeps @e: its series fit, or @e goes before its worst entry. */
+static bool
+heap_wants(const struct scrape *s, const struct eheap *h, const struct entry *e)
+{
+	return h->series + e->series <= h->cap || (h->n && better(s, e, h->v[0]));
+}
+
+/* @c, a copy for the heaps, into @h; then @h's worst entries out while its series are over
+ * its cap: from a uid's heap into the rest if it wants them, else to the spares. */
+static int
+heap_put(struct scrape *s, struct eheap *h, struct entry *c)
+{
+	int r;
+
+	if (ptrs_room(&h->v, &h->len, h->n) < 0)
+		return -ENOMEM;
+	h->v[h->n++] = c;
+	sift_up(s, h, h->n - 1);
+	h->series += c->series;
+	while (h->series > h->cap) {
+		struct entry *w = h->v[0];
+
+		h->series -= w->series;
+		h->v[0] = h->v[--h->n];
+		sift_down(s, h, 0, h->n);
+		if (h != &s->rest && heap_wants(s, &s->rest, w)) {
+			if ((r = heap_put(s, &s->rest, w)) < 0)
+				return r;
+			continue;
+		}
+		if (ptrs_room(&s->spare, &s->spare_len, s->n_spare) < 0)
+			return -ENOMEM;
+		s->spare[s->n_spare++] = w;
+	}
+	return 0;
+}
+
 /*
- * @e, an entry of the group buffer, into the heap if it may be on the page. The page keeps
- * the longest run of the best entries whose series fit in max_series: an entry is kept when
- * the series of the entries before it and its own fit. So the heap's worst entry, after
- * every other one of the heap, is not kept when the heap's series do not fit (entries seen
- * later only add to those before it): it leaves. What stays is what SORT keeps, and the
- * heap holds no more entries than the page.
+ * @e, an entry of the group buffer, into a heap if it may be on the page. Each uid with
+ * regions is guaranteed a share of max_series, max_series / (uids with regions): its best
+ * entries whose series fit in its share, the longest such run, are on the page whatever
+ * the other uids have. What the shares leave goes to the best of all the other entries,
+ * whichever their uid: the longest run of them whose series fit in what is left. So a uid
+ * alone may fill the page, and many regions of one uid never push another's off it.
+ *
+ * A heap keeps the longest run of the best entries offered whose series fit in its cap:
+ * an entry is kept when the series of those before it and its own fit, so the worst entry,
+ * after every other one of the heap, leaves when the heap's series do not fit (entries
+ * offered later only add to those before it). The uid's heap, capped at its share, holds
+ * its guaranteed entries; every other entry (not wanted there, or pushed out later) is
+ * offered to the rest, capped at max_series, from which SORT takes the best that fit in
+ * what the shares leave. The heaps hold no more than twice the page's series.
  */
 static int
 heap_offer(struct scrape *s, const struct entry *e)
 {
+	int32_t u = s->groups[e->group].user;
+	struct eheap *h = u >= 0 && heap_wants(s, &s->users[u], e) ? &s->users[u] : NULL;
 	struct entry *c;
 
-	if (s->heap_series + e->series > s->m->max_series &&
-	    (!s->n_heap || !better(s, e, s->heap[0])))
+	if (!h && heap_wants(s, &s->rest, e))
+		h = &s->rest;
+	if (!h)
 		return 0;
-	if (ptrs_room(&s->heap, &s->heap_len, s->n_heap) < 0 || !(c = heap_copy(s, e)))
+	if (!(c = heap_copy(s, e)))
 		return -ENOMEM;
-	s->heap[s->n_heap++] = c;
-	sift_up(s, s->n_heap - 1);
-	s->heap_series += c->series;
-	while (s->heap_series > s->m->max_series) {
-		struct entry *w = s->heap[0];
-
-		if (ptrs_room(&s->spare, &s->spare_len, s->n_spare) < 0)
-			return -ENOMEM;
-		s->spare[s->n_spare++] = w;
-		s->heap_series -= w->series;
-		s->heap[0] = s->heap[--s->n_heap];
-		sift_down(s, 0, s->n_heap);
-	}
-	return 0;
+	return heap_put(s, h, c);
 }
 
 /* Starts group @g: its processes with regions now tell how large its buffer and its index
@@ -1238,34 +1335,69 @@ step_scan(struct scrape *s)
 		}
 		s->g_state = 0;
 	}
-	s->n_sorted = s->n_heap;
 	return 1;
 }
 
-/* Heapsort: the worst goes to the end, so that the heap ends sorted best first. */
+/* Heapsort of @h, some of it: the worst goes to the end, so that @h->v ends sorted best
+ * first (@h->n then 0). Return: 1 when done, 0 when the step's time is up. */
 static int
-step_sort(struct scrape *s)
+heap_sort_some(struct scrape *s, struct eheap *h)
 {
 	unsigned work = 0;
 
-	while (s->n_heap > 1) {
-		struct entry *t = s->heap[0];
+	while (h->n > 1) {
+		struct entry *t = h->v[0];
 
-		s->heap[0] = s->heap[--s->n_heap];
-		s->heap[s->n_heap] = t;
-		sift_down(s, 0, s->n_heap);
+		h->v[0] = h->v[--h->n];
+		h->v[h->n] = t;
+		sift_down(s, h, 0, h->n);
 		if (++work % 256 == 0 && past_deadline(s))
 			return 0;
 	}
-	s->n_heap = 0;
-	for (; s->n_kept < s->n_sorted; s->n_kept++) {
-		uint32_t n = s->heap[s->n_kept]->series;
-
-		if (s->kept_series + n > s->m->max_series)
-			break;
-		s->kept_series += n;
-	}
+	h->n = 0;
 	return 1;
+}
+
+/* The page's entries: every uid's guaranteed ones, then the best of the rest that fit in
+ * what the shares leave (the rest sorted first), all sorted best first. */
+static int
+step_sort(struct scrape *s)
+{
+	if (s->sort_stage == 0) {
+		s->rest.series = s->rest.n; /* the entries to sort, kept while n counts down */
+		s->sort_stage = 1;
+	}
+	if (s->sort_stage == 1) {
+		size_t n_rest = (size_t)s->rest.series, n = 0;
+		uint64_t used = 0;
+
+		if (!heap_sort_some(s, &s->rest))
+			return 0;
+		for (size_t i = 0; i < s->n_users; i++) {
+			n += s->users[i].n;
+			used += s->users[i].series;
+		}
+		s->page.len = n + n_rest;
+		if (s->page.len && !(s->page.v = map_bytes(s->page.len * sizeof(*s->page.v))))
+			return -ENOMEM;
+		for (size_t i = 0; i < s->n_users; i++)
+			for (size_t j = 0; j < s->users[i].n; j++)
+				s->page.v[s->page.n++] = s->users[i].v[j];
+		/* The shares are within max_series: what they leave, the rest fills. */
+		for (size_t i = 0; i < n_rest && used + s->rest.v[i]->series <= s->m->max_series;
+		     i++) {
+			used += s->rest.v[i]->series;
+			s->page.v[s->page.n++] = s->rest.v[i];
+		}
+		s->kept_series = used;
+		s->n_kept = s->page.n;
+		for (size_t i = s->page.n / 2; i-- > 0;)
+			sift_down(s, &s->page, i, s->page.n);
+		s->sort_stage = 2;
+		if (past_deadline(s))
+			return 0;
+	}
+	return heap_sort_some(s, &s->page);
 }
 
 /* ---- GATHER ---- */
@@ -1395,7 +1527,7 @@ step_gather(struct scrape *s)
 	    !(s->kept = arena_alloc(&s->out, s->n_kept * sizeof(*s->kept))))
 		return -ENOMEM;
 	for (; s->cur < s->n_kept; s->cur++) {
-		int r = gather_entry(s, s->heap[s->cur], &s->kept[s->cur]);
+		int r = gather_entry(s, s->page.v[s->cur], &s->kept[s->cur]);
 
 		if (r < 0)
 			return r;
@@ -1414,14 +1546,19 @@ scrape_drop_scan(struct scrape *s)
 	arena_free(&s->big);
 	unmap_bytes(s->gbuf, s->gbuf_cap);
 	unmap_bytes(s->gtab, s->gtab_len * sizeof(*s->gtab));
-	unmap_bytes(s->heap, s->heap_len * sizeof(*s->heap));
+	for (size_t i = 0; i < s->n_users; i++)
+		unmap_bytes(s->users[i].v, s->users[i].len * sizeof(*s->users[i].v));
+	s->n_users = 0;
+	unmap_bytes(s->rest.v, s->rest.len * sizeof(*s->rest.v));
+	unmap_bytes(s->page.v, s->page.len * sizeof(*s->page.v));
+	s->rest.v = s->page.v = NULL;
+	s->rest.len = s->page.len = 0;
 	unmap_bytes(s->spare, s->spare_len * sizeof(*s->spare));
 	s->spare = NULL;
 	s->spare_len = s->n_spare = 0;
 	s->gbuf = NULL;
 	s->gtab = NULL;
-	s->heap = NULL;
-	s->gbuf_cap = s->gtab_len = s->heap_len = 0;
+	s->gbuf_cap = s->gtab_len = 0;
 	free(s->coarse);
 	s->coarse = NULL;
 	s->coarse_n = 0;

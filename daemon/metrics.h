@@ -37,9 +37,11 @@ struct metrics_addr {
 	socklen_t len;
 	size_t token_len; /* 0: no token, the page is open to whoever reaches the address */
 	char token[METRICS_TOKEN_MAX + 1];
-	/* Series of the regions on a page, the regions with the most runs first; the others
-	 * are left off and counted in pmc_metrics_series_dropped. 0: the default,
-	 * METRICS_DEFAULT_MAX_SERIES. metrics_parse_addr() sets it to 0. */
+	/* Series of the regions on a page: each uid with regions is guaranteed
+	 * max_series / (uids with regions) for its regions with the most runs, and the rest
+	 * goes to the regions with the most runs, whoever's; the others are left off and
+	 * counted in pmc_metrics_series_dropped. 0: the default, METRICS_DEFAULT_MAX_SERIES.
+	 * metrics_parse_addr() sets it to 0. */
 	size_t max_series;
 };
 
@@ -73,12 +75,11 @@ int metrics_read_token(const char *path, struct metrics_addr *addr);
  * METRICS_MAX_CONNECTIONS connections stay open, a new one closing one that has sent no
  * authorized request (never one that has); a connection with no authorized request
  * METRICS_HEADER_TIMEOUT_S after it was accepted is closed, one idle for
- * METRICS_IDLE_TIMEOUT_S too; a refused request (401) closes its connection; when accept() fails
- * (EMFILE...) the listener pauses. At most METRICS_MAX_SCRAPES pages are served at once, and one is
- * built at a time: its steps take a few milliseconds each, and what it keeps between them is
- * bounded by
- * @addr->max_series (what it holds while it reads the registry, by the regions of one
- * program).
+ * METRICS_IDLE_TIMEOUT_S too; a refused request (401) closes its connection; when accept()
+ * fails (EMFILE...) the listener pauses. At most METRICS_MAX_SCRAPES pages are served at
+ * once, and one is built at a time: its steps take a few milliseconds each, and what it
+ * keeps between them is bounded by @addr->max_series (twice that in its heaps while it
+ * reads the registry, besides the regions of one program).
  * Return: 0 with *@out set, or -errno (-EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM...).
  */
 int metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics **out);
