@@ -577,6 +577,7 @@ struct scrape {
 	struct eheap rest;
 	struct eheap page; /* SORT: the entries kept, sorted best first for GATHER */
 	int sort_stage;
+	size_t n_rest; /* SORT: the rest's entries, sorted while its n counts down */
 	size_t n_kept;
 	struct entry **spare; /* entries that left the heaps: their memory is reused */
 	size_t spare_len, n_spare;
@@ -1364,11 +1365,11 @@ static int
 step_sort(struct scrape *s)
 {
 	if (s->sort_stage == 0) {
-		s->rest.series = s->rest.n; /* the entries to sort, kept while n counts down */
+		s->n_rest = s->rest.n;
 		s->sort_stage = 1;
 	}
 	if (s->sort_stage == 1) {
-		size_t n_rest = (size_t)s->rest.series, n = 0;
+		size_t n_rest = s->n_rest, n = 0;
 		uint64_t used = 0;
 
 		if (!heap_sort_some(s, &s->rest))
