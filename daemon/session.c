@@ -49,9 +49,13 @@ session_claim(struct session *s, uint64_t n)
 	uint64_t room = SESSION_MAX_CLAIMED - s->claimed;
 
 	if (n > room) {
-		log_warn_limited("pid %d (uid %d): claims more dropped or lost samples than a "
-		                 "connection may (%llu): the rest is not counted",
-		                 (int)s->pid, (int)s->uid, (unsigned long long)SESSION_MAX_CLAIMED);
+		/* Once per connection: its lies take no more of the log than that. */
+		if (!s->warned_claim)
+			log_warn_limited("pid %d (uid %d): claims more dropped or lost samples "
+			                 "than a connection may (%llu): the rest is not counted",
+			                 (int)s->pid, (int)s->uid,
+			                 (unsigned long long)SESSION_MAX_CLAIMED);
+		s->warned_claim = true;
 		n = room;
 	}
 	s->claimed += n;
