@@ -56,6 +56,11 @@ struct conn {
 	struct bufferevent *bev;         /* pending: referenced until adopted */
 	struct evhttp_connection *evcon; /* open */
 	struct scrape *scrape;           /* the page it is being answered, or NULL */
+	/* A request of it passed the token check (any request, without a token): it is never
+	 * closed to make room for another connection. Until then header_ev closes it
+	 * METRICS_HEADER_TIMEOUT_S after it was accepted, however slowly it sends. */
+	bool authed;
+	struct event *header_ev;
 };
 
 struct conn_list {
@@ -77,7 +82,7 @@ struct metrics {
 	struct event *resume_ev;         /* accepts again after METRICS_ACCEPT_PAUSE_MS */
 	struct conn_list pending, open;
 	bool paused_full, paused_error;
-	struct log_gate gate_evict, gate_accept, gate_auth, gate_busy;
+	struct log_gate gate_evict, gate_accept, gate_auth, gate_busy, gate_header;
 	size_t token_len; /* 0: no token */
 	char token[METRICS_TOKEN_MAX + 1];
 	size_t max_series;
@@ -361,28 +366,33 @@ render_daemon(struct page *pg, const struct server *srv)
 /* ---- the scrape: the page built and written step by step ---- */
 
 /*
- * The page shows one set of series per (program, region): the figures of every process
- * with that comm, live or exited, and of its retired aggregates (one per uid: what the
- * processes the registry forgot counted), merged (counts and sums add, histograms add
+ * The page shows one set of series per (program, uid, region): the figures of every
+ * process of that uid with that comm, live or exited, and of its retired aggregate (what
+ * the processes the registry forgot counted), merged (counts and sums add, histograms add
  * bucket by bucket). So a series never goes down when a process is forgotten: its
- * figures move from the process to the aggregate, within one step of the loop. No pid
- * and no uid label: a pid changes with each run of a program and would make new series
- * each time, and a fleet's figures add up per program, not per process.
+ * figures move from the process to the aggregate, within one step of the loop. A uid
+ * label, so that another user's process named like yours never adds to your series; no
+ * pid label: a pid changes with each run of a program and would make new series each
+ * time, and a fleet's figures add up per program (sum without (uid)), not per process.
  *
  * A scrape runs in steps of at most METRICS_STEP_NS, each from a zero timer, so that the
  * loop polls its sockets between two steps:
  *
- *   SNAPSHOT  the processes and the retired aggregates, sorted by comm, each group's
- *             aggregates after its processes: a group per comm (per comm and container
- *             with --metrics-labels container, the aggregates then per cgroup) (one step)
+ *   SNAPSHOT  the processes and the retired aggregates, sorted by comm, uid (and container
+ *             with --metrics-labels container, the aggregates then per cgroup), each
+ *             group's aggregates after its processes: a group per (comm, uid[, container])
+ *             (one step)
  *   MAP       per group, the union of its processes' event names; per process, its event
  *             ids mapped onto that union
  *   SCAN      a group at a time: every region of its processes into one entry per
  *             region name: its runs, and the smallest wall time and count of each event,
  *             which tell its series; then each entry's series counted, and the entry
- *             copied into a heap if it may be on the page (heap_offer()): the heap holds
- *             the best entries whose series fit in max_series, the worst at the top
- *   SORT      the heap sorted, the most runs first: the page's entries; the series of
+ *             copied into a heap if it may be on the page (heap_offer()): its uid's,
+ *             which holds the best entries of the uid whose series fit in its share of
+ *             max_series, or the rest's, the best of the others that fit in max_series;
+ *             the worst at the top of each
+ *   SORT      the rest sorted; the page's entries: every uid's share, then the best of
+ *             the rest that fit beside them, sorted, the most runs first; the series of
  *             all the others are counted as dropped
  *   GATHER    for each kept entry, its processes' figures merged into histograms of
  *             the page's bounds; then what SCAN held is unmapped
@@ -469,10 +479,13 @@ struct sproc {
 	uint16_t *map; /* its event id -> event of its group, or NO_EVENT */
 };
 
-/* The processes with one comm (and container, with its label): procs[first .. first + n). */
+/* The processes of one uid with one comm (and container, with its label):
+ * procs[first .. first + n). */
 struct group {
 	char comm[sizeof(((struct process *)0)->comm)];
 	const char *container; /* "" without the label */
+	uid_t uid;
+	int32_t user; /* its uid's share (scrape.users), -1: the uid had no regions at SNAPSHOT */
 	uint32_t first, n;
 	uint32_t n_events;
 	char **events;
@@ -497,6 +510,13 @@ ev_min(const struct entry *e)
 {
 	return (uint64_t *)(void *)((char *)e + e->ev_off);
 }
+
+/* Entries in a heap, the worst at the top, whose series stay within @cap. */
+struct eheap {
+	struct entry **v;
+	size_t len, n;
+	uint64_t series, cap;
+};
 
 /* A histogram of the page: bounds k0 .. k0 + nb - 1. */
 struct ohist {
@@ -556,11 +576,17 @@ struct scrape {
 	size_t *gtab;
 	size_t gtab_len, g_cap;
 
-	struct arena big; /* the heap's entries: until GATHER ends */
-	struct entry **heap;
-	size_t heap_len, n_heap, n_sorted, n_kept;
-	uint64_t heap_series;
-	struct entry **spare; /* entries that left the heap: their memory is reused */
+	/* The heaps of the entries that may be on the page (see heap_offer()): one per uid
+	 * with regions, within its share of max_series; the rest, within max_series. */
+	struct arena big; /* their entries: until GATHER ends */
+	struct eheap *users;
+	size_t n_users;
+	struct eheap rest;
+	struct eheap page; /* SORT: the entries kept, sorted best first for GATHER */
+	int sort_stage;
+	size_t n_rest; /* SORT: the rest's entries, sorted while its n counts down */
+	size_t n_kept;
+	struct entry **spare; /* entries that left the heaps: their memory is reused */
 	size_t spare_len, n_spare;
 	uint64_t total_series, kept_series;
 
@@ -660,6 +686,8 @@ sproc_comm_cmp(const void *a, const void *b)
 		c = strcmp(x->container, y->container);
 	if (c)
 		return c;
+	if (x->uid != y->uid)
+		return x->uid < y->uid ? -1 : 1;
 	if (x->retired != y->retired)
 		return x->retired ? 1 : -1;
 	if (x->pid != y->pid)
@@ -720,6 +748,52 @@ alive(const struct scrape *s, const struct sproc *sp)
 }
 
 static int
+uid_cmp(const void *a, const void *b)
+{
+	uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The uids with regions now, each with its heap capped at its share of max_series; the
+ * rest's heap capped at max_series. */
+static int
+snapshot_users(struct scrape *s)
+{
+	uid_t *uids = arena_alloc(&s->small, (s->n_groups + 1) * sizeof(*uids));
+	size_t n = 0;
+
+	if (!uids)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_groups; i++) {
+		const struct group *g = &s->groups[i];
+
+		for (uint32_t j = g->first; j < g->first + g->n; j++)
+			if (s->procs[j].p->n_regions) {
+				uids[n++] = g->uid;
+				break;
+			}
+	}
+	qsort(uids, n, sizeof(*uids), uid_cmp);
+	s->n_users = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!i || uids[i] != uids[i - 1])
+			uids[s->n_users++] = uids[i];
+	s->users = arena_alloc(&s->small, (s->n_users + 1) * sizeof(*s->users));
+	if (!s->users)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_users; i++)
+		s->users[i].cap = s->m->max_series / s->n_users;
+	s->rest.cap = s->m->max_series;
+	for (size_t i = 0; i < s->n_groups; i++) {
+		uid_t *u = bsearch(&s->groups[i].uid, uids, s->n_users, sizeof(*uids), uid_cmp);
+
+		s->groups[i].user = u ? (int32_t)(u - uids) : -1;
+	}
+	return 1;
+}
+
+static int
 step_snapshot(struct scrape *s)
 {
 	const struct registry *reg = &s->m->srv->reg;
@@ -755,11 +829,13 @@ step_snapshot(struct scrape *s)
 		struct group *g;
 
 		if (!i || strcmp(s->procs[i].p->comm, s->procs[i - 1].p->comm) ||
-		    strcmp(s->procs[i].container, s->procs[i - 1].container)) {
+		    strcmp(s->procs[i].container, s->procs[i - 1].container) ||
+		    s->procs[i].uid != s->procs[i - 1].uid) {
 			g = &s->groups[s->n_groups++];
 			memcpy(g->comm, s->procs[i].p->comm, sizeof(g->comm));
 			g->comm[sizeof(g->comm) - 1] = '\0';
 			g->container = s->procs[i].container;
+			g->uid = s->procs[i].uid;
 			g->first = (uint32_t)i;
 		}
 		g = &s->groups[s->n_groups - 1];
@@ -768,7 +844,7 @@ step_snapshot(struct scrape *s)
 		s->by_addr[i] = &s->procs[i];
 	}
 	qsort(s->by_addr, n, sizeof(*s->by_addr), sproc_addr_cmp);
-	return 1;
+	return snapshot_users(s);
 }
 
 /* ---- MAP ---- */
@@ -1031,25 +1107,28 @@ entry_series(const struct scrape *s, const struct entry *e)
 	return n;
 }
 
-/* Whether @a goes on the page before @b: more runs, then by comm, container and name. */
+/* Whether @a goes on the page before @b: more runs, then by comm, container, uid and name. */
 static bool
 better(const struct scrape *s, const struct entry *a, const struct entry *b)
 {
+	const struct group *ga = &s->groups[a->group], *gb = &s->groups[b->group];
 	int c;
 
 	if (a->count != b->count)
 		return a->count > b->count;
-	c = strcmp(s->groups[a->group].comm, s->groups[b->group].comm);
+	c = strcmp(ga->comm, gb->comm);
 	if (!c)
-		c = strcmp(s->groups[a->group].container, s->groups[b->group].container);
+		c = strcmp(ga->container, gb->container);
+	if (!c && ga->uid != gb->uid)
+		return ga->uid < gb->uid;
 	return c ? c < 0 : strcmp(a->name, b->name) < 0;
 }
 
-/* The heap keeps the worst entry at the top: none of its children goes after it. */
+/* A heap keeps the worst entry at the top: none of its children goes after it. */
 static void
-sift_down(struct scrape *s, size_t i, size_t n)
+sift_down(struct scrape *s, struct eheap *eh, size_t i, size_t n)
 {
-	struct entry **h = s->heap;
+	struct entry **h = eh->v;
 
 	for (;;) {
 		size_t w = i, l = 2 * i + 1, r = l + 1;
@@ -1069,9 +1148,9 @@ sift_down(struct scrape *s, size_t i, size_t n)
 }
 
 static void
-sift_up(struct scrape *s, size_t i)
+sift_up(struct scrape *s, struct eheap *eh, size_t i)
 {
-	struct entry **h = s->heap;
+	struct entry **h = eh->v;
 
 	while (i) {
 		size_t up = (i - 1) / 2;
@@ -1130,38 +1209,73 @@ heap_copy(struct scrape *s, const struct entry *e)
 	return c;
 }
 
+/* Whether @h keeps @e: its series fit, or @e goes before its worst entry. */
+static bool
+heap_wants(const struct scrape *s, const struct eheap *h, const struct entry *e)
+{
+	return h->series + e->series <= h->cap || (h->n && better(s, e, h->v[0]));
+}
+
+/* @c, a copy for the heaps, into @h; then @h's worst entries out while its series are over
+ * its cap: from a uid's heap into the rest if it wants them, else to the spares. */
+static int
+heap_put(struct scrape *s, struct eheap *h, struct entry *c)
+{
+	int r;
+
+	if (ptrs_room(&h->v, &h->len, h->n) < 0)
+		return -ENOMEM;
+	h->v[h->n++] = c;
+	sift_up(s, h, h->n - 1);
+	h->series += c->series;
+	while (h->series > h->cap) {
+		struct entry *w = h->v[0];
+
+		h->series -= w->series;
+		h->v[0] = h->v[--h->n];
+		sift_down(s, h, 0, h->n);
+		if (h != &s->rest && heap_wants(s, &s->rest, w)) {
+			if ((r = heap_put(s, &s->rest, w)) < 0)
+				return r;
+			continue;
+		}
+		if (ptrs_room(&s->spare, &s->spare_len, s->n_spare) < 0)
+			return -ENOMEM;
+		s->spare[s->n_spare++] = w;
+	}
+	return 0;
+}
+
 /*
- * @e, an entry of the group buffer, into the heap if it may be on the page. The page keeps
- * the longest run of the best entries whose series fit in max_series: an entry is kept when
- * the series of the entries before it and its own fit. So the heap's worst entry, after
- * every other one of the heap, is not kept when the heap's series do not fit (entries seen
- * later only add to those before it): it leaves. What stays is what SORT keeps, and the
- * heap holds no more entries than the page.
+ * @e, an entry of the group buffer, into a heap if it may be on the page. Each uid with
+ * regions is guaranteed a share of max_series, max_series / (uids with regions): its best
+ * entries whose series fit in its share, the longest such run, are on the page whatever
+ * the other uids have. What the shares leave goes to the best of all the other entries,
+ * whichever their uid: the longest run of them whose series fit in what is left. So a uid
+ * alone may fill the page, and many regions of one uid never push another's off it.
+ *
+ * A heap keeps the longest run of the best entries offered whose series fit in its cap:
+ * an entry is kept when the series of those before it and its own fit, so the worst entry,
+ * after every other one of the heap, leaves when the heap's series do not fit (entries
+ * offered later only add to those before it). The uid's heap, capped at its share, holds
+ * its guaranteed entries; every other entry (not wanted there, or pushed out later) is
+ * offered to the rest, capped at max_series, from which SORT takes the best that fit in
+ * what the shares leave. The heaps hold no more than twice the page's series.
  */
 static int
 heap_offer(struct scrape *s, const struct entry *e)
 {
+	int32_t u = s->groups[e->group].user;
+	struct eheap *h = u >= 0 && heap_wants(s, &s->users[u], e) ? &s->users[u] : NULL;
 	struct entry *c;
 
-	if (s->heap_series + e->series > s->m->max_series &&
-	    (!s->n_heap || !better(s, e, s->heap[0])))
+	if (!h && heap_wants(s, &s->rest, e))
+		h = &s->rest;
+	if (!h)
 		return 0;
-	if (ptrs_room(&s->heap, &s->heap_len, s->n_heap) < 0 || !(c = heap_copy(s, e)))
+	if (!(c = heap_copy(s, e)))
 		return -ENOMEM;
-	s->heap[s->n_heap++] = c;
-	sift_up(s, s->n_heap - 1);
-	s->heap_series += c->series;
-	while (s->heap_series > s->m->max_series) {
-		struct entry *w = s->heap[0];
-
-		if (ptrs_room(&s->spare, &s->spare_len, s->n_spare) < 0)
-			return -ENOMEM;
-		s->spare[s->n_spare++] = w;
-		s->heap_series -= w->series;
-		s->heap[0] = s->heap[--s->n_heap];
-		sift_down(s, 0, s->n_heap);
-	}
-	return 0;
+	return heap_put(s, h, c);
 }
 
 /* Starts group @g: its processes with regions now tell how large its buffer and its index
@@ -1245,34 +1359,69 @@ step_scan(struct scrape *s)
 		}
 		s->g_state = 0;
 	}
-	s->n_sorted = s->n_heap;
 	return 1;
 }
 
-/* Heapsort: the worst goes to the end, so that the heap ends sorted best first. */
+/* Heapsort of @h, some of it: the worst goes to the end, so that @h->v ends sorted best
+ * first (@h->n then 0). Return: 1 when done, 0 when the step's time is up. */
 static int
-step_sort(struct scrape *s)
+heap_sort_some(struct scrape *s, struct eheap *h)
 {
 	unsigned work = 0;
 
-	while (s->n_heap > 1) {
-		struct entry *t = s->heap[0];
+	while (h->n > 1) {
+		struct entry *t = h->v[0];
 
-		s->heap[0] = s->heap[--s->n_heap];
-		s->heap[s->n_heap] = t;
-		sift_down(s, 0, s->n_heap);
+		h->v[0] = h->v[--h->n];
+		h->v[h->n] = t;
+		sift_down(s, h, 0, h->n);
 		if (++work % 256 == 0 && past_deadline(s))
 			return 0;
 	}
-	s->n_heap = 0;
-	for (; s->n_kept < s->n_sorted; s->n_kept++) {
-		uint32_t n = s->heap[s->n_kept]->series;
-
-		if (s->kept_series + n > s->m->max_series)
-			break;
-		s->kept_series += n;
-	}
+	h->n = 0;
 	return 1;
+}
+
+/* The page's entries: every uid's guaranteed ones, then the best of the rest that fit in
+ * what the shares leave (the rest sorted first), all sorted best first. */
+static int
+step_sort(struct scrape *s)
+{
+	if (s->sort_stage == 0) {
+		s->n_rest = s->rest.n;
+		s->sort_stage = 1;
+	}
+	if (s->sort_stage == 1) {
+		size_t n_rest = s->n_rest, n = 0;
+		uint64_t used = 0;
+
+		if (!heap_sort_some(s, &s->rest))
+			return 0;
+		for (size_t i = 0; i < s->n_users; i++) {
+			n += s->users[i].n;
+			used += s->users[i].series;
+		}
+		s->page.len = n + n_rest;
+		if (s->page.len && !(s->page.v = map_bytes(s->page.len * sizeof(*s->page.v))))
+			return -ENOMEM;
+		for (size_t i = 0; i < s->n_users; i++)
+			for (size_t j = 0; j < s->users[i].n; j++)
+				s->page.v[s->page.n++] = s->users[i].v[j];
+		/* The shares are within max_series: what they leave, the rest fills. */
+		for (size_t i = 0; i < n_rest && used + s->rest.v[i]->series <= s->m->max_series;
+		     i++) {
+			used += s->rest.v[i]->series;
+			s->page.v[s->page.n++] = s->rest.v[i];
+		}
+		s->kept_series = used;
+		s->n_kept = s->page.n;
+		for (size_t i = s->page.n / 2; i-- > 0;)
+			sift_down(s, &s->page, i, s->page.n);
+		s->sort_stage = 2;
+		if (past_deadline(s))
+			return 0;
+	}
+	return heap_sort_some(s, &s->page);
 }
 
 /* ---- GATHER ---- */
@@ -1306,12 +1455,6 @@ coarse_add(uint64_t *c, const struct stats *st)
 			sum += b[i];
 		c[g + 4] += sum; /* group g: [2^(g+3), 2^(g+4)) */
 	}
-}
-
-static uint64_t
-sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 static int
@@ -1368,7 +1511,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 		o->count += ra->count;
 		coarse_add(s->coarse, &ra->wall);
 		o->h[0].count += ra->wall.count;
-		o->h[0].sum = sat_add(o->h[0].sum, ra->wall.sum);
+		o->h[0].sum = util_sat_add(o->h[0].sum, ra->wall.sum);
 		for (size_t id = 0, ne = events_of(sp, ra); id < ne; id++) {
 			uint16_t k = event_of(s, sp, id);
 			const struct event_agg *ev = &ra->ev[id];
@@ -1380,7 +1523,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 					continue;
 				coarse_add(s->coarse + j * POWERS, &ev->st);
 				o->h[j].count += ev->st.count;
-				o->h[j].sum = sat_add(o->h[j].sum, ev->st.sum);
+				o->h[j].sum = util_sat_add(o->h[j].sum, ev->st.sum);
 				o->h[j].scaled += ev->scaled;
 				break;
 			}
@@ -1408,7 +1551,7 @@ step_gather(struct scrape *s)
 	    !(s->kept = arena_alloc(&s->out, s->n_kept * sizeof(*s->kept))))
 		return -ENOMEM;
 	for (; s->cur < s->n_kept; s->cur++) {
-		int r = gather_entry(s, s->heap[s->cur], &s->kept[s->cur]);
+		int r = gather_entry(s, s->page.v[s->cur], &s->kept[s->cur]);
 
 		if (r < 0)
 			return r;
@@ -1427,14 +1570,19 @@ scrape_drop_scan(struct scrape *s)
 	arena_free(&s->big);
 	unmap_bytes(s->gbuf, s->gbuf_cap);
 	unmap_bytes(s->gtab, s->gtab_len * sizeof(*s->gtab));
-	unmap_bytes(s->heap, s->heap_len * sizeof(*s->heap));
+	for (size_t i = 0; i < s->n_users; i++)
+		unmap_bytes(s->users[i].v, s->users[i].len * sizeof(*s->users[i].v));
+	s->n_users = 0;
+	unmap_bytes(s->rest.v, s->rest.len * sizeof(*s->rest.v));
+	unmap_bytes(s->page.v, s->page.len * sizeof(*s->page.v));
+	s->rest.v = s->page.v = NULL;
+	s->rest.len = s->page.len = 0;
 	unmap_bytes(s->spare, s->spare_len * sizeof(*s->spare));
 	s->spare = NULL;
 	s->spare_len = s->n_spare = 0;
 	s->gbuf = NULL;
 	s->gtab = NULL;
-	s->heap = NULL;
-	s->gbuf_cap = s->gtab_len = s->heap_len = 0;
+	s->gbuf_cap = s->gtab_len = 0;
 	free(s->coarse);
 	s->coarse = NULL;
 	s->coarse_n = 0;
@@ -1465,8 +1613,8 @@ bound_label(bool seconds, unsigned k)
 	return text[seconds][k];
 }
 
-/* s->labels = '{comm=".."[,container=".."],region=".."[,event=".."]' for the lines of one
- * series. */
+/* s->labels = '{comm="..",uid=".."[,container=".."],region=".."[,event=".."]' for the lines
+ * of one series. */
 static int
 make_labels(struct scrape *s, const struct oentry *o, const char *event)
 {
@@ -1475,6 +1623,7 @@ make_labels(struct scrape *s, const struct oentry *o, const char *event)
 	evbuffer_drain(s->labels, evbuffer_get_length(s->labels));
 	page_str(&pg, "{comm=\"");
 	page_label_value(&pg, s->groups[o->group].comm);
+	page_printf(&pg, "\",uid=\"%u", (unsigned)s->groups[o->group].uid);
 	if (s->m->label_container) {
 		page_str(&pg, "\",container=\"");
 		page_label_value(&pg, s->groups[o->group].container);
@@ -1534,8 +1683,8 @@ static const struct {
 	const char *name, *type, *help;
 } families[] = {
         [F_COUNT] = {"pmc_region_count_total", "counter",
-                     "Runs of the region in the processes of the program (comm), running, "
-                     "exited or forgotten: the samples received for it."},
+                     "Runs of the region in the processes of the program (comm) of one user "
+                     "(uid), running, exited or forgotten: the samples received for it."},
         [F_WALL] = {"pmc_region_wall_seconds", "histogram",
                     "Wall-clock time of one run of the region, in seconds; bucket bounds "
                     "(2^k - 1) ns, the same on every pmcdaemon."},
@@ -1781,14 +1930,42 @@ on_close(struct evhttp_connection *evcon, void *arg)
 		scrape_abort(c->scrape);
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	conn_remove(&c->m->open, c);
+	if (c->header_ev)
+		event_free(c->header_ev);
 	free(c);
 }
 
-/* Closes the connection unused the longest. */
-static void
-evict_lru(struct metrics *m)
+/* Closes the connection unused the longest of those no request of which passed the token
+ * check: an unauthenticated connection never displaces an authenticated one, so that a flood
+ * of idle, partial or bad-token connections cannot keep the real scraper off the page.
+ * Return: false when every connection is authenticated (none closed). */
+static bool
+evict_unauthed(struct metrics *m)
 {
-	evhttp_connection_free(m->open.head->evcon); /* on_close() frees the conn */
+	for (struct conn *c = m->open.head; c; c = c->next)
+		if (!c->authed) {
+			evhttp_connection_free(c->evcon); /* on_close() frees the conn */
+			return true;
+		}
+	return false;
+}
+
+/* A connection that sent no request that passed the token check in
+ * METRICS_HEADER_TIMEOUT_S: closed, whatever it sent meanwhile. */
+static void
+on_header_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct metrics *m = c->m;
+	unsigned long more;
+
+	if (c->authed)
+		return;
+	evhttp_connection_free(c->evcon); /* on_close() frees the conn */
+	if (gate_pass(&m->gate_header, 1, &more))
+		log_warn("metrics: closed a connection without an authorized request after %d s "
+		         "(%lu more since the last such line)",
+		         METRICS_HEADER_TIMEOUT_S, more);
 }
 
 /* evhttp asks for the bufferevent of each connection it accepts, before it makes the
@@ -1835,19 +2012,26 @@ on_adopt(evutil_socket_t fd, short what, void *arg)
 		conn_remove(&m->pending, c);
 		bufferevent_getcb(bev, NULL, NULL, NULL, &evcon);
 		if (evcon) {
+			static const struct timeval header = {METRICS_HEADER_TIMEOUT_S, 0};
+
 			c->evcon = evcon;
 			evhttp_connection_set_closecb(c->evcon, on_close, c);
 			conn_append(&m->open, c);
+			c->header_ev = evtimer_new(m->srv->base, on_header_timeout, c);
+			/* Without memory for its timer, evhttp's idle time-out closes it. */
+			if (c->header_ev)
+				evtimer_add(c->header_ev, &header);
 		} else {
 			free(c);
 		}
 		bufferevent_decref(bev);
 	}
-	for (; m->open.n > METRICS_MAX_CONNECTIONS; evicted++)
-		evict_lru(m);
+	/* The connections just adopted are unauthenticated: there is always one to close. */
+	for (; m->open.n > METRICS_MAX_CONNECTIONS && evict_unauthed(m); evicted++)
+		;
 	if (evicted && gate_pass(&m->gate_evict, evicted, &more))
-		log_warn("metrics: over %d connections: closed %lu unused the longest (%lu more "
-		         "since the last such line)",
+		log_warn("metrics: over %d connections: closed %lu without an authorized request, "
+		         "unused the longest (%lu more since the last such line)",
 		         METRICS_MAX_CONNECTIONS, evicted, more);
 	m->paused_full = false;
 	listener_update(m);
@@ -1875,10 +2059,9 @@ on_accept_error(struct evconnlistener *l, void *arg)
 
 	if (!m)
 		return;
-	evict = (e == EMFILE || e == ENFILE) && m->open.head;
-	if (evict) {
-		evict_lru(m);
-	} else {
+	/* The connection waiting is unauthenticated: it displaces no authenticated one. */
+	evict = (e == EMFILE || e == ENFILE) && evict_unauthed(m);
+	if (!evict) {
 		static const struct timeval pause = {0, METRICS_ACCEPT_PAUSE_MS * 1000};
 
 		m->paused_error = true;
@@ -1888,8 +2071,9 @@ on_accept_error(struct evconnlistener *l, void *arg)
 	if (!gate_pass(&m->gate_accept, 1, &more))
 		return;
 	if (evict)
-		log_warn("metrics: cannot accept a connection: %s; closed the one unused the "
-		         "longest to make room (%lu more since the last such line)",
+		log_warn("metrics: cannot accept a connection: %s; closed the one without an "
+		         "authorized request unused the longest to make room (%lu more since the "
+		         "last such line)",
 		         strerror(e), more);
 	else
 		log_warn("metrics: cannot accept a connection: %s; not accepting for %d ms (%lu "
@@ -2176,6 +2360,8 @@ refuse_unauthorized(struct metrics *m, struct evhttp_request *req)
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
 	                  "Bearer realm=\"pmcdaemon\"");
+	/* Closed once answered: a connection that failed once holds no place. */
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 	reply_text(req, 401, "Unauthorized",
 	           "unauthorized: pmcdaemon's metrics page wants 'Authorization: Bearer TOKEN' "
 	           "with the token of its --metrics-token-file\n");
@@ -2203,6 +2389,11 @@ on_request(struct evhttp_request *req, void *arg)
 	if (m->token_len && !authorized(m, auth)) {
 		refuse_unauthorized(m, req);
 		return;
+	}
+	if (c && !c->authed) {
+		c->authed = true;
+		if (c->header_ev)
+			event_del(c->header_ev);
 	}
 	if (!path || strcmp(path, "/metrics")) {
 		reply_text(req, HTTP_NOTFOUND, "Not Found",

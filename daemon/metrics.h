@@ -1,7 +1,8 @@
 /* metrics: pmcdaemon's optional HTTP endpoint for Prometheus. GET /metrics answers in the
- * text exposition format (version 0.0.4) with the figures of each (program, region), summed
- * over that program's processes, as counters and histograms whose bucket bounds are the same
- * on every daemon, and the daemon's own figures; every other path is 404. With a bearer token
+ * text exposition format (version 0.0.4) with the figures of each (program, uid, region),
+ * summed over that program's processes of that uid, as counters and histograms whose bucket bounds
+ * are the same on every daemon, and the daemon's own figures; every other path is 404. With a
+ * bearer token
  * (--metrics-token-file) every request without it is 401. It runs on the daemon's libevent
  * loop (evhttp) and reads the same struct server the session code reads; a scrape is built and
  * written in short steps (chunked encoding), so that the loop serves its clients meanwhile. */
@@ -16,9 +17,13 @@ struct metrics;
 
 /* Longest bearer token --metrics-token-file may hold, in bytes. */
 #define METRICS_TOKEN_MAX 4096
-/* HTTP connections kept open at once; beyond, the one unused the longest is closed. */
+/* HTTP connections kept open at once; beyond, of those that sent no request that passed the
+ * token check, the one unused the longest is closed (never one that did). */
 #define METRICS_MAX_CONNECTIONS 64
-/* A connection that sends nothing (no request, or no byte of one) is closed after this. */
+/* A connection that sent no request that passed the token check (any request without a
+ * token) this long after it was accepted is closed, however slowly it sends. */
+#define METRICS_HEADER_TIMEOUT_S 3
+/* A connection whose request passed, then sends nothing, is closed after this. */
 #define METRICS_IDLE_TIMEOUT_S 10
 /* Series of the regions on one page unless --metrics-max-series says otherwise. */
 #define METRICS_DEFAULT_MAX_SERIES 10000
@@ -32,9 +37,11 @@ struct metrics_addr {
 	socklen_t len;
 	size_t token_len; /* 0: no token, the page is open to whoever reaches the address */
 	char token[METRICS_TOKEN_MAX + 1];
-	/* Series of the regions on a page, the regions with the most runs first; the others
-	 * are left off and counted in pmc_metrics_series_dropped. 0: the default,
-	 * METRICS_DEFAULT_MAX_SERIES. metrics_parse_addr() sets it to 0. */
+	/* Series of the regions on a page: each uid with regions is guaranteed
+	 * max_series / (uids with regions) for its regions with the most runs, and the rest
+	 * goes to the regions with the most runs, whoever's; the others are left off and
+	 * counted in pmc_metrics_series_dropped. 0: the default, METRICS_DEFAULT_MAX_SERIES.
+	 * metrics_parse_addr() sets it to 0. */
 	size_t max_series;
 	/* --metrics-labels container: each (program, region) is split by the container its
 	 * processes run in, a `container` label (cgroup_container_name() of their cgroup);
@@ -77,12 +84,14 @@ int metrics_read_token(const char *path, struct metrics_addr *addr);
  * @srv: the server whose figures are shown, borrowed; it must outlive the result
  * @addr: from metrics_parse_addr(), and metrics_read_token() to require a bearer token
  * Logs the address it serves on, and a warning when the page has no token. At most
- * METRICS_MAX_CONNECTIONS connections stay open; a connection idle for
- * METRICS_IDLE_TIMEOUT_S is closed; when accept() fails (EMFILE...) the listener pauses.
- * At most METRICS_MAX_SCRAPES pages are served at once, and one is built at a time: its
- * steps take a few milliseconds each, and what it keeps between them is bounded by
- * @addr->max_series (what it holds while it reads the registry, by the regions of one
- * program).
+ * METRICS_MAX_CONNECTIONS connections stay open, a new one closing one that has sent no
+ * authorized request (never one that has); a connection with no authorized request
+ * METRICS_HEADER_TIMEOUT_S after it was accepted is closed, one idle for
+ * METRICS_IDLE_TIMEOUT_S too; a refused request (401) closes its connection; when accept()
+ * fails (EMFILE...) the listener pauses. At most METRICS_MAX_SCRAPES pages are served at
+ * once, and one is built at a time: its steps take a few milliseconds each, and what it
+ * keeps between them is bounded by @addr->max_series (twice that in its heaps while it
+ * reads the registry, besides the regions of one program).
  * Return: 0 with *@out set, or -errno (-EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM...).
  */
 int metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics **out);

@@ -284,15 +284,17 @@ account_sent(struct session *s, const Pmc__SampleBatch *b)
 {
 	struct process *p = s->proc;
 	if (b->sent_before > p->received) {
-		uint64_t lost = b->sent_before - p->received;
-		p->lost += lost;
-		s->srv->lost += lost;
-		s->user->lost += lost;
-		log_warn_limited("pid %d: %llu samples it sent were lost by an earlier daemon",
-		                 (int)s->pid, (unsigned long long)lost);
+		uint64_t lost = session_claim(s, b->sent_before - p->received);
+		p->lost = util_sat_add(p->lost, lost);
+		s->srv->lost = util_sat_add(s->srv->lost, lost);
+		s->user->lost = util_sat_add(s->user->lost, lost);
+		if (lost)
+			log_warn_limited("pid %d: %llu samples it sent were lost by an earlier "
+			                 "daemon",
+			                 (int)s->pid, (unsigned long long)lost);
 	}
 	/* A smaller figure is a new image (exec): its count starts again. */
-	p->received = b->sent_before + b->n_region;
+	p->received = util_sat_add(b->sent_before, b->n_region);
 }
 
 /* At most --max-batch-rate batches a second per connection; the rest are dropped. */
@@ -580,13 +582,23 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 	        [DROP_FD_LIMIT] = b->dropped_fd_limit,
 	};
 	uint64_t sum = 0;
+	/* Claims, checked by nothing: each bounded per connection (session_claim()), their
+	 * sum saturated. */
 	for (size_t k = 0; k < ARRAY_SIZE(by); k++) {
-		if (by[k])
-			session_count_dropped(s, by[k], (enum drop_reason)k);
-		sum += by[k];
+		uint64_t n = by[k] ? session_claim(s, by[k]) : 0;
+
+		if (n)
+			session_count_dropped(s, n, (enum drop_reason)k);
+		s->user->claimed = util_sat_add(s->user->claimed, n);
+		sum = util_sat_add(sum, by[k]);
 	}
-	if (b->dropped > sum)
-		session_count_dropped(s, b->dropped - sum, DROP_OTHER);
+	if (b->dropped > sum) {
+		uint64_t n = session_claim(s, b->dropped - sum);
+
+		if (n)
+			session_count_dropped(s, n, DROP_OTHER);
+		s->user->claimed = util_sat_add(s->user->claimed, n);
+	}
 }
 
 static int

@@ -28,6 +28,19 @@ struct query_stream;
  * daemon's figure, its uid's and its process's */
 void session_count_dropped(struct session *s, uint64_t n, enum drop_reason why);
 
+/* Samples one connection may say it dropped or lost, in all: what a client claims is not
+ * checked, so it is bounded (and every total it adds to saturates). 2^40 is 18 minutes of
+ * a billion samples a second. */
+#define SESSION_MAX_CLAIMED (UINT64_C(1) << 40)
+
+/**
+ * session_claim() - what of @n samples that @s's client claims it dropped or lost is
+ * counted: @n, or what is left of SESSION_MAX_CLAIMED for the connection (logged, rate
+ * limited, when that cuts it)
+ * Return: the samples to count (<= @n).
+ */
+uint64_t session_claim(struct session *s, uint64_t n);
+
 /**
  * session_reply() - send @resp, with @n_fds fds (borrowed), to @s's client
  * Return: 0, or -errno; -ENOBUFS when the client leaves its replies unread (the caller

@@ -704,7 +704,7 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	for (const struct process *p = srv->reg.procs; p; p = p->next)
 		if (s->admin || p->uid == s->uid)
 			for (unsigned r = 0; r < DROP_N; r++)
-				by[r] += p->dropped[r];
+				by[r] = util_sat_add(by[r], p->dropped[r]);
 	for (unsigned r = 0; r < DROP_N; r++) {
 		if (!by[r])
 			continue;
@@ -715,6 +715,24 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.n_losses++;
 	}
 	st.losses = lossp;
+	/* Who claimed what: the totals above add up unchecked claims. */
+	_cleanup_free_ Pmc__Claim *claim = calloc(srv->users.n + 1, sizeof(*claim));
+	_cleanup_free_ Pmc__Claim **claimp = calloc(srv->users.n + 1, sizeof(*claimp));
+	if (!claim || !claimp)
+		return session_reply_error(s, ENOMEM, "out of memory");
+	for (size_t i = 0; i < srv->users.n; i++) {
+		const struct user_share *u = srv->users.v[i];
+
+		if ((!s->admin && u->uid != s->uid) || (!u->claimed && !u->lost))
+			continue;
+		pmc__claim__init(&claim[st.n_claims]);
+		claim[st.n_claims].uid = (uint32_t)u->uid;
+		claim[st.n_claims].dropped = u->claimed;
+		claim[st.n_claims].lost = u->lost;
+		claimp[st.n_claims] = &claim[st.n_claims];
+		st.n_claims++;
+	}
+	st.claims = claimp;
 	st.pid = getpid();
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
 	st.state_saved_ns = srv->state_saved_ns;

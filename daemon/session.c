@@ -44,10 +44,29 @@
 void
 session_count_dropped(struct session *s, uint64_t n, enum drop_reason why)
 {
-	s->srv->dropped += n;
-	s->user->dropped += n;
+	s->srv->dropped = util_sat_add(s->srv->dropped, n);
+	s->user->dropped = util_sat_add(s->user->dropped, n);
 	if (s->proc)
-		s->proc->dropped[why] += n;
+		s->proc->dropped[why] = util_sat_add(s->proc->dropped[why], n);
+}
+
+uint64_t
+session_claim(struct session *s, uint64_t n)
+{
+	uint64_t room = SESSION_MAX_CLAIMED - s->claimed;
+
+	if (n > room) {
+		/* Once per connection: its lies take no more of the log than that. */
+		if (!s->warned_claim)
+			log_warn_limited("pid %d (uid %d): claims more dropped or lost samples "
+			                 "than a connection may (%llu): the rest is not counted",
+			                 (int)s->pid, (int)s->uid,
+			                 (unsigned long long)SESSION_MAX_CLAIMED);
+		s->warned_claim = true;
+		n = room;
+	}
+	s->claimed += n;
+	return n;
 }
 
 void
@@ -331,12 +350,14 @@ count_unsent(struct session *s)
 	if (stopping || !s->proc)
 		return;
 	for (size_t i = 0; i < s->n_threads; i++)
-		n += s->threads[i].pending;
+		n = util_sat_add(n, s->threads[i].pending);
+	/* What the threads announced is a claim too. */
+	n = session_claim(s, n);
 	if (!n)
 		return;
-	s->proc->dropped[LOST_UNSENT] += n;
-	s->srv->lost += n;
-	s->user->lost += n;
+	s->proc->dropped[LOST_UNSENT] = util_sat_add(s->proc->dropped[LOST_UNSENT], n);
+	s->srv->lost = util_sat_add(s->srv->lost, n);
+	s->user->lost = util_sat_add(s->user->lost, n);
 	log_warn_limited("pid %d: ended holding %llu samples it had announced and not sent: "
 	                 "counted as lost",
 	                 (int)s->pid, (unsigned long long)n);

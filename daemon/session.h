@@ -48,8 +48,10 @@ struct session {
 	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;
-	int no_reply;     /* handling a request that gets no reply (reattach) */
-	size_t n_refused; /* threads whose reattach was refused: batches dropped */
+	int no_reply;      /* handling a request that gets no reply (reattach) */
+	uint64_t claimed;  /* dropped and lost samples its client claimed (session_claim()) */
+	bool warned_claim; /* logged that its claims went past SESSION_MAX_CLAIMED */
+	size_t n_refused;  /* threads whose reattach was refused: batches dropped */
 	pid_t refused[16];
 	struct process *proc;
 	size_t n_threads;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 #define SUB_BITS STATS_SUB_BITS
 #define SUB_COUNT (1u << SUB_BITS)
 
@@ -33,12 +35,6 @@ static inline size_t
 hist_index(unsigned k, unsigned b)
 {
 	return 8u * (size_t)k + b - 16u * STATS_SLOT_BIAS;
-}
-
-static uint64_t
-sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 uint64_t
@@ -215,7 +211,7 @@ stats_add(struct stats *s, uint64_t v)
 			s->max = v;
 	}
 	s->count++;
-	s->sum = sat_add(s->sum, v);
+	s->sum = util_sat_add(s->sum, v);
 	delta = (double)v - s->mean;
 	s->mean += delta / (double)s->count;
 	s->m2 += delta * ((double)v - s->mean);
@@ -370,7 +366,7 @@ stats_acc_fold(struct stats *s, const struct stats_acc *a)
 		s->m2 = (double)((long double)s->m2 + m2 + delta * delta * na * f);
 	}
 	s->count += a->count;
-	s->sum = sat_add(s->sum, a->sum > UINT64_MAX ? UINT64_MAX : (uint64_t)a->sum);
+	s->sum = util_sat_add(s->sum, a->sum > UINT64_MAX ? UINT64_MAX : (uint64_t)a->sum);
 }
 
 int
@@ -401,14 +397,14 @@ stats_merge(struct stats *into, const struct stats *from)
 		into->m2 += b.m2 + delta * delta * ((double)into->count * (double)b.count / n);
 	}
 	into->count += b.count;
-	into->sum = sat_add(into->sum, b.sum);
+	into->sum = util_sat_add(into->sum, b.sum);
 
 	if (!h)
 		return 0;
 	if (from == into) {
 		/* Every block doubles; none is added, so @h does not move. */
 		for (unsigned i = 0; i < h->n * SUB_COUNT; i++)
-			into->hist->c[i] = sat_add(h->c[i], h->c[i]);
+			into->hist->c[i] = util_sat_add(h->c[i], h->c[i]);
 		return 0;
 	}
 	for (unsigned g = 0; g < STATS_GROUPS; g++) {
@@ -429,7 +425,7 @@ stats_merge(struct stats *into, const struct stats *from)
 			continue;
 		}
 		for (unsigned i = 0; i < SUB_COUNT; i++)
-			dst[i] = sat_add(dst[i], src[i]);
+			dst[i] = util_sat_add(dst[i], src[i]);
 	}
 	return r;
 }
@@ -484,7 +480,7 @@ stats_quantile(const struct stats *s, double q)
 
 	/* A group without a block has only zero counters: skipping it changes no sum. */
 	for (unsigned k = 0; h && k < h->n * SUB_COUNT; k++)
-		n = sat_add(n, h->c[k]);
+		n = util_sat_add(n, h->c[k]);
 	if (n == 0)
 		return clamp_to_range(s, s->mean);
 
@@ -496,7 +492,7 @@ stats_quantile(const struct stats *s, double q)
 			continue;
 		blk = &h->c[hist_index(h->slot[g], g * SUB_COUNT)];
 		for (unsigned j = 0; j < SUB_COUNT; j++) {
-			seen = sat_add(seen, blk[j]);
+			seen = util_sat_add(seen, blk[j]);
 			if (seen >= rank) {
 				i = g * SUB_COUNT + j;
 				goto found;

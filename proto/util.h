@@ -43,6 +43,14 @@ util_closep(int *fd)
 	}
 }
 
+/* @a + @b, or UINT64_MAX where the sum would wrap: a counter that saturates stays
+ * monotonic. */
+static inline uint64_t
+util_sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static inline uint64_t
 util_now_ns(clockid_t clk)
 {

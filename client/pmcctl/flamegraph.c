@@ -1,6 +1,6 @@
-/* pmcctl flamegraph: the folded stacks ("comm;outer;inner WEIGHT") of the call path trees of
- * the processes selected, for flamegraph.pl, inferno or speedscope, weighted by each node's
- * self figure of --event (the wall time by default). The reply is read by tree-print.c
+/* pmcctl flamegraph: the folded stacks ("comm (uid U);outer;inner WEIGHT") of the call path trees
+ * of the processes selected, for flamegraph.pl, inferno or speedscope, weighted by each node's self
+ * figure of --event (the wall time by default). The reply is read by tree-print.c
  * (tree_reply_each()), the stacks folded by tree.c (tree_fold()). */
 
 #ifndef _GNU_SOURCE

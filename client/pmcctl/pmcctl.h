@@ -203,9 +203,9 @@ ssize_t tree_event_index(const Pmc__RegionStats *r, const char *event);
  * Return: false, *@self untouched, when @nd did not count @event. */
 bool tree_self_of(const struct tree_node *nd, const char *event, int64_t *self);
 
-/* Folded stacks ("comm;outer;inner WEIGHT"), one line per node. */
+/* Folded stacks ("comm (uid U);outer;inner WEIGHT"), one line per node. */
 struct folded_line {
-	char *stack; /* "comm;outer;inner", escaped as tree_path() */
+	char *stack; /* "comm (uid U);outer;inner", escaped as tree_path() */
 	uint64_t weight;
 };
 

@@ -80,6 +80,16 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		for (size_t i = 0; i < s->n_losses; i++)
 			jset(by, s->losses[i]->reason, ju64(s->losses[i]->count));
 		jset(root, "losses", by);
+		json_t *claims = jarray();
+		for (size_t i = 0; i < s->n_claims; i++) {
+			json_t *c = jobject();
+
+			jset(c, "uid", ju64(s->claims[i]->uid));
+			jset(c, "dropped", ju64(s->claims[i]->dropped));
+			jset(c, "lost", ju64(s->claims[i]->lost));
+			jappend(claims, c);
+		}
+		jset(root, "claims", claims);
 		jset(root, "user_reads", json_boolean(s->user_reads));
 		jset(root, "user_reads_hint", jstr(s->user_reads_hint));
 		json_print(root);
@@ -176,6 +186,11 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "lost samples:");
 		table_add(&t, "%" PRIu64 "%s", s->lost,
 		          s->lost ? " (sent to a daemon that was killed before saving them)" : "");
+		for (size_t i = 0; i < s->n_claims; i++) {
+			table_add(&t, "claimed by uid %" PRIu32 ":", s->claims[i]->uid);
+			table_add(&t, "%" PRIu64 " dropped, %" PRIu64 " lost (its processes' word)",
+			          s->claims[i]->dropped, s->claims[i]->lost);
+		}
 		if (*s->state_file) {
 			char when[64] = "never";
 			time_t sec = (time_t)(s->state_saved_ns / 1000000000u);

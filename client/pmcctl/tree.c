@@ -9,6 +9,7 @@
 #endif
 
 #include <fnmatch.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,9 +269,11 @@ path_write(FILE *f, const struct tree_node *nd)
 	name_write(f, nd->r->name);
 }
 
-/* @nd's path, after @prefix and a ';' when @prefix is not NULL; the caller's to free. */
+/* @nd's path, after a root frame "comm (uid U);" naming @t's program and user when @t is not
+ * NULL; the caller's to free. The user is in the root frame, so that the stacks of two
+ * users' programs of one name are never merged into one. */
 static char *
-path_text(const char *prefix, const struct tree_node *nd)
+path_text(const struct tree *t, const struct tree_node *nd)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -278,9 +281,9 @@ path_text(const char *prefix, const struct tree_node *nd)
 
 	if (!f)
 		oom();
-	if (prefix) {
-		name_write(f, prefix);
-		fputc(';', f);
+	if (t) {
+		name_write(f, t->comm);
+		fprintf(f, " (uid %" PRIu32 ");", t->uid);
 	}
 	path_write(f, nd);
 	if (fclose(f))
@@ -363,7 +366,7 @@ tree_fold(const struct tree *t, const char *event, struct folded *f)
 		/* Below zero: the node's children measured more than it did (it is still open,
 		 * or samples of it were lost); flame graphs have no negative widths. */
 		if (self > 0)
-			folded_add(f, path_text(t->comm, nd), (uint64_t)self);
+			folded_add(f, path_text(t, nd), (uint64_t)self);
 	}
 	return n;
 }

@@ -111,6 +111,7 @@ no_hidden "metrics page" "$TMP/metrics"
 if LC_ALL=C grep -q $'\e' "$TMP/metrics"; then fail "the metrics page has a raw ESC"; fi
 # On the page each escape's backslash is escaped in turn: Prometheus reads \x1b.
 L="comm=\"=c\\\\x1b\\\\x9b\\\\u009b\\\\u202e\""
+L="$L,uid=\"65534\""
 has "metrics page" "$TMP/metrics" "pmc_region_count_total{$L,region=\"esc\\\\x1b[31mred\\\\x1b[0m\"} 3"
 has "metrics page" "$TMP/metrics" "region=\"raw\\\\x9b31m\"} 3"
 has "metrics page" "$TMP/metrics" "region=\"utf\\\\u009b31m\"} 3"

@@ -88,7 +88,7 @@ expect_eq "the right token" "$(code -H "Authorization: Bearer $TOKEN")" 200
 for fam in pmc_build_info pmc_clients pmc_samples_total pmc_region_count_total pmc_region_event; do
 	grep -q "^# TYPE $fam " "$U/body" || fail "the page lacks family $fam: $(head -c 2000 "$U/body")"
 done
-grep -q "^pmc_region_count_total{comm=\"pmc-test-client\",region=\"pages\"} 4$" "$U/body" ||
+grep -q "^pmc_region_count_total{comm=\"pmc-test-client\",uid=\"65534\",region=\"pages\"} 4$" "$U/body" ||
 	fail "the page lacks the client's region"
 pass "the page with the token has every family and the client's region"
 expect_eq "scheme in lower case" "$(code -H "authorization: bearer $TOKEN")" 200

@@ -48,7 +48,7 @@ expect_eq "series of regions on the page (at most $CAP)" "$series" $((kept * PER
 expect_eq "series dropped" "$(value pmc_metrics_series_dropped)" $((PROGRAMS * REGIONS * PER_REGION - kept * PER_REGION))
 expect_eq "regions on the page" "$(grep -c '^pmc_region_count_total{' "$TMP/metrics")" $kept
 expect_eq "regions on the page, of the program with 2 runs each" \
-	"$(grep -c '^pmc_region_count_total{comm="raw-01",region="r[0-9]*"} 2$' "$TMP/metrics")" $kept
+	"$(grep -c '^pmc_region_count_total{comm="raw-01",uid="65534",region="r[0-9]*"} 2$' "$TMP/metrics")" $kept
 ! grep -q 'pid="' "$TMP/metrics" || fail "the page has a pid label"
 expect_eq "regions (gauge)" "$(value pmc_regions)" $(((PROGRAMS + 1) * REGIONS))
 

@@ -58,9 +58,9 @@ value() {
 		END { if (n != 1) exit 1; print v }' "$TMP/metrics" ||
 		fail "not exactly one sample of $1 in: $(cat "$TMP/metrics")"
 }
-# One set of series per program and region: no pid label, no uid.
+# One set of series per (program, uid, region): no pid label.
 ! grep -q 'pid="' "$TMP/metrics" || fail "the page has a pid label"
-L='comm="pmc-test-client",region="pages"'
+L='comm="pmc-test-client",uid="65534",region="pages"'
 E="$L,event=\"page-faults\""
 expect_eq "region count (two processes)" "$(value "pmc_region_count_total{$L}")" 12
 expect_faults "page-faults sum" "$(value "pmc_region_event_sum{$E}")" 36
@@ -94,7 +94,7 @@ expect_eq "series dropped" "$(value pmc_metrics_series_dropped)" 0
 
 # Label values: backslash, double quote and newline escaped as the format says; a byte that
 # is not UTF-8 as the visible text \xff (its backslash escaped: \\xff on the page).
-WL="comm=\"pmc-test-client\",region=\"we\\\"ird\\\\na\\nme\\\\xff\""
+WL="comm=\"pmc-test-client\",uid=\"65534\",region=\"we\\\"ird\\\\na\\nme\\\\xff\""
 expect_eq "odd name count" "$(value "pmc_region_count_total{$WL}")" 5
 expect_faults "odd name page-faults sum" "$(value "pmc_region_event_sum{$WL,event=\"page-faults\"}")" 10
 

@@ -108,7 +108,7 @@ done
 pass "promtool check metrics (both pages); no pid label"
 curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$PORT_A/metrics" || fail "GET /metrics"
 expect_eq "daemon A: the runs of its three processes, merged" \
-	"$(sed -n 's/^pmc_region_count_total{comm="pmc-test-dist",region="fleet"} //p' "$TMP/metrics")" 1001
+	"$(sed -n 's/^pmc_region_count_total{comm="pmc-test-dist",uid="65534",region="fleet"} //p' "$TMP/metrics")" 1001
 
 # truth Q UNIT WA WB N0...: the true Q-quantile of 1..1000 (each value of weight WA), and
 # 1000..10000 (weight WB), with the values N0... (weight 1), divided by UNIT; then the

@@ -28,7 +28,7 @@ run_client "$TMP/w" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" named $'od
 expect_eq "query count" "$(region_json pages "$A" | jq .count)" 6
 
 curl -sS -f -H "Authorization: Bearer $TOKEN" -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "GET /metrics"
-grep -q '^pmc_region_count_total{comm="pmc-test-client",region="pages"} ' "$TMP/metrics" ||
+grep -q '^pmc_region_count_total{comm="pmc-test-client",uid="65534",region="pages"} ' "$TMP/metrics" ||
 	fail "page lacks the client's region"
 if ! promtool check metrics <"$TMP/metrics" >"$TMP/promtool.out" 2>&1; then
 	cat "$TMP/promtool.out" >&2
@@ -70,14 +70,14 @@ EOF
 start_prometheus "$TMP/prometheus.yml"
 got=
 for _ in $(seq 300); do
-	got=$(promql 'pmc_region_count_total{comm="pmc-test-client",region="pages"}' || true)
+	got=$(promql 'pmc_region_count_total{comm="pmc-test-client",uid="65534",region="pages"}' || true)
 	[ -n "$got" ] && break
 	sleep 0.1
 done
 [ -n "$got" ] || { cat "$TMP/prometheus.log" >&2; fail "prometheus had no pmc_region_count_total after 30 s"; }
 expect_eq "scraped region count" "$got" 6
 expect_faults "scraped page-faults sum" \
-	"$(promql 'pmc_region_event_sum{comm="pmc-test-client",region="pages",event="page-faults"}')" 24
+	"$(promql 'pmc_region_event_sum{comm="pmc-test-client",uid="65534",region="pages",event="page-faults"}')" 24
 # A histogram Prometheus can read: every run in the bucket of 4 page faults, (3, 7].
 [ -n "${PMC_SANITIZED:-}" ] || expect_eq "scraped page-faults median" \
 	"$(promql 'histogram_quantile(0.5, sum by (le) (pmc_region_event_bucket{region="pages",event="page-faults"}))')" 5

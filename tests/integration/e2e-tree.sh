@@ -54,7 +54,7 @@ cat "$TMP/folded"
 while IFS='=' read -r key want; do
 	case $key in incl.*) ;; *) continue ;; esac
 	path=${key#incl.}
-	sum=$(awk -v p="pmc-test-client;$path" '{ w = $NF; s = $0; sub(/ [0-9]+$/, "", s) }
+	sum=$(awk -v p="pmc-test-client (uid 65534);$path" '{ w = $NF; s = $0; sub(/ [0-9]+$/, "", s) }
 		s == p || index(s, p ";") == 1 { t += w } END { print t + 0 }' "$TMP/folded")
 	expect_faults "folded weights under $path" "$sum" "$want"
 done <"$TMP/out"

@@ -64,6 +64,8 @@
  *                            socket takes them, with a Status call every 100, for SECONDS
  *   SOCKET lie N             register, then send N batches of one sample that each claim
  *                            88,999 samples dropped and 100,001 sent before
+ *   SOCKET claim-max N       register, then send N batches of one sample that each claim
+ *                            UINT64_MAX samples dropped and UINT64_MAX sent before
  *   SOCKET floor NAME WALL V register (page-faults), report an empty region's floor (WALL
  *                            ns, V page faults), send one sample of region NAME (1000 ns,
  *                            7 page faults), call Status; V "bad": two values for one
@@ -730,6 +732,18 @@ main(int argc, char **argv)
 			return 1;
 		for (int i = 0; i < n; i++)
 			if (send_regions(fd, 1, 1, 0, 88999, 100001 * (uint64_t)(i + 1)) < 0)
+				return 1;
+		if (status_served(fd) < 0)
+			return 1;
+		printf("sent\n");
+		return 0;
+	}
+	if (!strcmp(mode, "claim-max") && argc == 4) {
+		int n = atoi(argv[3]);
+		if (register_self(fd) < 0 || send_regions(fd, 1, 1, 1, 0, 0) < 0)
+			return 1;
+		for (int i = 0; i < n; i++)
+			if (send_regions(fd, 1, 1, 0, UINT64_MAX, UINT64_MAX) < 0)
 				return 1;
 		if (status_served(fd) < 0)
 			return 1;

@@ -69,7 +69,7 @@ static void
 dense_merge(struct dense *into, const struct dense *from)
 {
 	for (unsigned i = 0; i < STATS_BUCKETS; i++)
-		into->c[i] = sat_add(into->c[i], from->c[i]);
+		into->c[i] = util_sat_add(into->c[i], from->c[i]);
 }
 
 /* stats_quantile() over a dense histogram, with the scalars of @s: the reference. */
@@ -86,12 +86,12 @@ dense_quantile(const struct stats *s, const struct dense *d, double q)
 	if (q >= 1)
 		return (double)s->max;
 	for (i = 0; i < STATS_BUCKETS; i++)
-		n = sat_add(n, d->c[i]);
+		n = util_sat_add(n, d->c[i]);
 	if (n == 0)
 		return clamp_to_range(s, s->mean);
 	rank = nearest_rank(q, n);
 	for (i = 0; i < STATS_BUCKETS; i++) {
-		seen = sat_add(seen, d->c[i]);
+		seen = util_sat_add(seen, d->c[i]);
 		if (seen >= rank)
 			break;
 	}

@@ -227,7 +227,7 @@ test_fold_adds_up(void)
 	tree_build(&t, f.rp, f.n);
 	CHECK(tree_fold(&t, NULL, &fw) == 6);
 	CHECK(fw.n == 6);
-	CHECK(has_line(&fw, "app;a;b;b", 200) && has_line(&fw, "app;a", 100));
+	CHECK(has_line(&fw, "app (uid 1000);a;b;b", 200) && has_line(&fw, "app (uid 1000);a", 100));
 	/* Every root: its subtree's lines add up to its inclusive sum. */
 	for (size_t i = 0; i < t.n; i++) {
 		const struct tree_node *nd = &t.node[i];
@@ -235,46 +235,59 @@ test_fold_adds_up(void)
 
 		if (nd->parent)
 			continue;
-		CHECK(asprintf(&prefix, "app;%s", nd->r->name) > 0);
+		CHECK(asprintf(&prefix, "app (uid 1000);%s", nd->r->name) > 0);
 		CHECK(folded_sum(&fw, prefix) == nd->r->wall_ns->sum);
 	}
 	/* Page faults: b's self is negative, left out; d's subtree still adds up, a's now holds
 	 * b's child's 80 without b's -10. */
 	CHECK(tree_fold(&t, "page-faults", &fp) == 6);
-	CHECK(fp.n == 5 && !has_line(&fp, "app;a;b", 0));
-	CHECK(folded_sum(&fp, "app;d") == 5);
-	CHECK(folded_sum(&fp, "app;a") == 100 + 10);
+	CHECK(fp.n == 5 && !has_line(&fp, "app (uid 1000);a;b", 0));
+	CHECK(folded_sum(&fp, "app (uid 1000);d") == 5);
+	CHECK(folded_sum(&fp, "app (uid 1000);a") == 100 + 10);
 	CHECK(tree_fold(&t, "cycles", &fp) == 0);
 	folded_free(&fw);
 	folded_free(&fp);
 	tree_free(&t);
 }
 
-/* Lines are sorted, and equal stacks (two processes of one comm) are added up. */
+/* Folds the wall time of every process of @f into @fw; returns the nodes taken. */
+static size_t
+fold_all(struct fake *f, struct folded *fw)
+{
+	struct tree t;
+	size_t off = 0;
+
+	while (off < f->n) {
+		off += tree_build(&t, f->rp + off, f->n - off);
+		tree_fold(&t, "wall", fw);
+		tree_free(&t);
+	}
+	return off;
+}
+
+/* Lines are sorted, and equal stacks (two processes of one comm and uid) are added up; those
+ * of another user's process of that comm never are: the root frame names the user
+ * (another user's program named like the victim's had added to its stack). */
 static void
 test_fold_merge(void)
 {
 	struct fake f;
-	struct tree t;
 	struct folded fw = {0};
-	size_t off = 0;
 
 	memset(&f, 0, sizeof(f));
 	add(&f, 10, 1, 0, "z", 50, 0);
 	add(&f, 10, 2, 1, "y", 20, 0);
 	add(&f, 11, 1, 0, "z", 70, 0);
 	add(&f, 11, 2, 0, "semi;colon", 5, 0);
-	while (off < f.n) {
-		off += tree_build(&t, f.rp + off, f.n - off);
-		tree_fold(&t, "wall", &fw);
-		tree_free(&t);
-	}
-	CHECK(off == 4);
+	add(&f, 12, 1, 0, "z", 1000000, 0);
+	f.r[4].uid = 65534;
+	CHECK(fold_all(&f, &fw) == 5);
 	folded_merge(&fw);
-	CHECK(fw.n == 3);
-	CHECK(!strcmp(fw.v[0].stack, "app;semi\\x3bcolon") && fw.v[0].weight == 5);
-	CHECK(!strcmp(fw.v[1].stack, "app;z") && fw.v[1].weight == 30 + 70);
-	CHECK(!strcmp(fw.v[2].stack, "app;z;y") && fw.v[2].weight == 20);
+	CHECK(fw.n == 4);
+	CHECK(!strcmp(fw.v[0].stack, "app (uid 1000);semi\\x3bcolon") && fw.v[0].weight == 5);
+	CHECK(!strcmp(fw.v[1].stack, "app (uid 1000);z") && fw.v[1].weight == 30 + 70);
+	CHECK(!strcmp(fw.v[2].stack, "app (uid 1000);z;y") && fw.v[2].weight == 20);
+	CHECK(!strcmp(fw.v[3].stack, "app (uid 65534);z") && fw.v[3].weight == 1000000);
 	folded_free(&fw);
 }
 
@@ -294,8 +307,9 @@ test_region_subtrees(void)
 	CHECK(node_of(&t, 3)->selected && !node_of(&t, 1)->selected && !node_of(&t, 4)->selected);
 	/* The ancestors stay in each line's stack. */
 	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 2);
-	CHECK(has_line(&fw, "app;a;b", 400) && has_line(&fw, "app;a;b;b", 200));
-	CHECK(folded_sum(&fw, "app;a;b") == 600);
+	CHECK(has_line(&fw, "app (uid 1000);a;b", 400) &&
+	      has_line(&fw, "app (uid 1000);a;b;b", 200));
+	CHECK(folded_sum(&fw, "app (uid 1000);a;b") == 600);
 	CHECK(tree_select(&t, none, 1) == 0);
 	CHECK(tree_select(&t, (const char *const[]){"[de]"}, 1) == 2 &&
 	      tree_is_top(node_of(&t, 5)));
@@ -323,7 +337,7 @@ test_orphans(void)
 	CHECK(node_of(&t, 2)->orphan && node_of(&t, 4)->orphan && !node_of(&t, 3)->orphan);
 	CHECK(!node_of(&t, 3)->child && node_of(&t, 3)->self_wall == 100);
 	CHECK(tree_is_top(node_of(&t, 1)) && tree_is_top(node_of(&t, 4)));
-	CHECK(tree_fold(&t, NULL, &fw) == 4 && has_line(&fw, "app;early", 10));
+	CHECK(tree_fold(&t, NULL, &fw) == 4 && has_line(&fw, "app (uid 1000);early", 10));
 	folded_free(&fw);
 	tree_free(&t);
 }
@@ -349,7 +363,8 @@ test_empty_subtrees(void)
 	CHECK(node_of(&t, 1)->self_wall == -40);
 	CHECK(tree_select(&t, (const char *const[]){"reset*"}, 1) == 0);
 	CHECK(tree_select(&t, NULL, 0) == 2);
-	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 1 && has_line(&fw, "app;open;done", 40));
+	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 1 &&
+	      has_line(&fw, "app (uid 1000);open;done", 40));
 	/* A walk skips what is not selected. */
 	add(&f, 3, 5, 1, "reset-too", 0, 0);
 	add(&f, 3, 6, 1, "done-too", 5, 0);
