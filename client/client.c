@@ -292,6 +292,15 @@ gettid_(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
+/* Every PMC_* variable: none in a process that changed its credentials at exec (AT_SECURE: a
+ * setuid or setgid program, file capabilities), whose environment is its invoker's: such a
+ * program speaks only to the system socket, with the daemon's default events. */
+static const char *
+env_get(const char *name)
+{
+	return secure_getenv(name);
+}
+
 static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void
@@ -342,7 +351,7 @@ count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
 static void
 parse_events(void)
 {
-	const char *env = getenv("PMC_EVENTS");
+	const char *env = env_get("PMC_EVENTS");
 	if (!env || !*env)
 		return;
 	G.events_env = strdup(env);
@@ -371,7 +380,7 @@ parse_events(void)
 static void
 parse_flush_ms(void)
 {
-	const char *env = getenv("PMC_FLUSH_MS");
+	const char *env = env_get("PMC_FLUSH_MS");
 	char *end;
 	if (!env || !*env)
 		return;
@@ -529,7 +538,7 @@ connect_locked(void)
 	static int once;
 	if (!once) {
 		once = 1;
-		const char *dis = getenv("PMC_DISABLE");
+		const char *dis = env_get("PMC_DISABLE");
 		if (dis && *dis && strcmp(dis, "0")) {
 			G.disabled = 1;
 			atomic_store(&G.state, ST_OFF);
@@ -551,7 +560,7 @@ connect_locked(void)
 		pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 		atexit(pmc_atexit);
 	}
-	const char *path = getenv("PMC_SOCKET");
+	const char *path = env_get("PMC_SOCKET");
 	if (!path || !*path)
 		path = PMC_DEFAULT_SOCKET;
 	G.pid = getpid();
