@@ -1,6 +1,6 @@
 /* pmc-fake-daemon: a broken or hostile pmcdaemon for the integration tests, listening on a
- * SOCK_SEQPACKET socket as the real one does. It prints one line per event on stdout
- * (line-buffered), which the test scripts count.
+ * SOCK_SEQPACKET socket as the real one does, and a hostile local user's racer. It prints
+ * one line per event on stdout (line-buffered), which the test scripts count.
  *
  *   silent SOCK     accepts every connection ("accept"), reads nothing, answers nothing
  *   hello SOCK      answers each Hello ("hello"); each RegisterThread is printed
@@ -8,6 +8,10 @@
  *   stream SOCK N   answers each Hello; answers a Query with parts of N regions of one
  *                   process, each marked `more`, for ever ("query" once, then "part K" every
  *                   1,000 parts), until the client goes
+ *   plant DIR TARGET
+ *                   no daemon: watches DIR (inotify) and replaces each directory made
+ *                   there by a symlink to TARGET as soon as it appears (renamed away:
+ *                   DIR is the racer's), printing "planted NAME" ("watching" first)
  *
  * It stops at SIGTERM or SIGINT (exit 0).
  */
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -113,12 +118,46 @@ stream_forever(int fd, unsigned n)
 	free(names);
 }
 
+/* plant: what a user who owns @dir can do to a directory someone else makes in it. */
+static int
+plant(const char *dir, const char *target)
+{
+	int in = inotify_init1(IN_CLOEXEC);
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	if (in < 0 || inotify_add_watch(in, dir, IN_CREATE | IN_MOVED_TO) < 0) {
+		perror("pmc-fake-daemon: inotify");
+		return 1;
+	}
+	printf("watching\n");
+	while (!stop) {
+		ssize_t n = read(in, buf, sizeof(buf));
+
+		if (n <= 0)
+			continue;
+		for (char *c = buf; c < buf + n;) {
+			const struct inotify_event *e = (const struct inotify_event *)c;
+			char from[4096], to[4096];
+
+			c += sizeof(*e) + e->len;
+			if (!e->len || !(e->mask & IN_ISDIR) || !strncmp(e->name, "moved.", 6))
+				continue;
+			snprintf(from, sizeof(from), "%s/%s", dir, e->name);
+			snprintf(to, sizeof(to), "%s/moved.%s", dir, e->name);
+			if (rename(from, to) == 0 && symlink(target, from) == 0)
+				printf("planted %s\n", e->name);
+		}
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	if (argc < 3 ||
-	    (strcmp(argv[1], "silent") && strcmp(argv[1], "hello") && strcmp(argv[1], "stream")) ||
-	    (!strcmp(argv[1], "stream") && argc != 4)) {
+	    (strcmp(argv[1], "silent") && strcmp(argv[1], "hello") && strcmp(argv[1], "stream") &&
+	     strcmp(argv[1], "plant")) ||
+	    ((!strcmp(argv[1], "stream") || !strcmp(argv[1], "plant")) && argc != 4)) {
 		fprintf(stderr, "usage: see the top of fake-daemon.c\n");
 		return 2;
 	}
@@ -131,6 +170,8 @@ main(int argc, char **argv)
 	sigaction(SIGTERM, &act, NULL);
 	sigaction(SIGINT, &act, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(mode, "plant"))
+		return plant(argv[2], argv[3]);
 	if (ls < 0 || wire_sockaddr(argv[2], &sa) < 0 ||
 	    bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 64) < 0) {
 		perror("pmc-fake-daemon: listen");
