@@ -65,6 +65,8 @@
 /* Each sample reaches the daemon within this long of its region's end, by default. */
 #define PMC_FLUSH_MS 1000
 #define PMC_CALL_TIMEOUT_MS 2000
+/* How often the background thread looks for a registration's late reply. */
+#define PMC_LATE_POLL_MS 100
 /* Asked for as the socket's send buffer (the kernel caps it at net.core.wmem_max, then
  * doubles it): batches the daemon has not read yet wait there. An AF_UNIX datagram is
  * charged to its sender until it is read, so the sender's buffer, not the daemon's receive
@@ -260,6 +262,9 @@ static struct {
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
 	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
 	int blocked;         /* a send met a full queue: the background thread waits for room */
+	/* Under the lock: the thread whose RegisterThread on this connection went unanswered
+	 * in time (0: none); no other is sent until its reply is read (late_reply_locked()). */
+	pid_t reg_late;
 	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
 	 * have told the daemon of them (under the lock). */
 	_Atomic uint64_t lost[R_N];
@@ -472,6 +477,7 @@ on_fork_child(void)
 	/* The background thread did not survive the fork; the parent's losses are its own. */
 	G.service = 0;
 	G.blocked = 0;
+	G.reg_late = 0;
 	G.sent_total = 0;
 	for (unsigned k = 0; k < R_N; k++) {
 		atomic_store(&G.lost[k], 0);
@@ -962,6 +968,8 @@ warn_fd_limit(pid_t tid, size_t n, bool truncated)
  * -EAGAIN: not sent (the queue stayed full); the connection is in step too.
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
  */
+static int register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out);
+
 static int
 register_call_locked(const Pmc__Request *req, uint64_t deadline, int *fds, size_t *n_fds,
                      Pmc__Response **out)
@@ -972,6 +980,16 @@ register_call_locked(const Pmc__Request *req, uint64_t deadline, int *fds, size_
 			return -EAGAIN;
 	if (r < 0)
 		return r;
+	return register_recv_locked(deadline, fds, n_fds, out);
+}
+
+/* register_call_locked()'s receiving half: the reply to the one RegisterThread in flight,
+ * waited for until @deadline (passed: only looked for). Return: as register_call_locked(),
+ * -ETIMEDOUT when it did not come (the request is still in flight). */
+static int
+register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out)
+{
+	int r;
 	struct pollfd p = {.fd = G.fd, .events = POLLIN};
 	for (;;) {
 		r = poll(&p, 1, ms_left(deadline));
@@ -1058,6 +1076,8 @@ register_locked(bool *fd_starved)
 {
 	pid_t tid = gettid_();
 	*fd_starved = false;
+	if (G.reg_late)
+		return NULL;
 	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
 	 * each, and this process the fds it already has. */
 	size_t want = G.n_events       ? G.n_events
@@ -1116,12 +1136,24 @@ register_locked(bool *fd_starved)
 		free(t);
 		return NULL;
 	}
+	if (r == -ETIMEDOUT) {
+		/* A daemon this slow would make every thread wait as long: no thread asks again
+		 * until this request is answered, which the background thread looks for (its
+		 * reply is the next datagram: nothing else is asked meanwhile). */
+		warn_once("thread %d not profiled: pmcdaemon did not answer its registration "
+		          "within %d ms; no thread waits for it again until it answers",
+		          (int)t->tid, PMC_CALL_TIMEOUT_MS);
+		G.reg_late = tid;
+		(void)service_start_locked();
+		free(t);
+		return NULL;
+	}
 	if (r < 0) {
 		warn_once("thread %d not profiled: registering with pmcdaemon failed: %s",
 		          (int)t->tid, strerror(-r));
-		/* A late reply would answer the next thread's request: this connection is
-		 * out of step for good. Start afresh (in the background). */
-		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -ETIMEDOUT);
+		/* Out of step (a datagram cut short), or gone: start afresh (in the
+		 * background). */
+		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
 		free(t);
 		return NULL;
 	}
@@ -2215,6 +2247,31 @@ drain_locked(struct pmc_thread *t)
 	}
 }
 
+/* Called with G.lock held while the reply to G.reg_late's registration is late: reads it if
+ * it came. That thread gave up: the counters it carries are closed and the daemon told so
+ * (it forgets them); registrations may go again. */
+static void
+late_reply_locked(void)
+{
+	int fds[PMC_MAX_EVENTS];
+	size_t n_fds = 0;
+	Pmc__Response *resp = NULL;
+	int r = register_recv_locked(0, fds, &n_fds, &resp);
+	if (r == -ETIMEDOUT)
+		return;
+	if (r < 0 && r != -EMFILE && r != -EBADMSG) {
+		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
+		return;
+	}
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	if (r == -EMFILE || (resp && !resp->error))
+		(void)thread_exit_send_locked(G.reg_late, util_now_ns(CLOCK_MONOTONIC), false);
+	if (resp)
+		pmc__response__free_unpacked(resp, NULL);
+	G.reg_late = 0;
+}
+
 /* The background thread: every PMC_FLUSH_MS / 2 it sends what every thread's ring holds,
  * so that a sample reaches the daemon within PMC_FLUSH_MS of its region's end whether its
  * thread runs more regions or not; with no daemon (gone, or not up yet) it connects, after
@@ -2228,6 +2285,8 @@ service_main(void *arg)
 	for (;;) {
 		int st = atomic_load(&G.state);
 		unsigned ms = st == ST_LOST ? backoff_ms : (G.flush_ms + 1) / 2;
+		if (G.reg_late && (!ms || ms > PMC_LATE_POLL_MS))
+			ms = PMC_LATE_POLL_MS;
 		if (st == ST_ON && G.blocked) {
 			/* The queue was full: send again once it has room, not a period later. */
 			G.blocked = 0;
@@ -2235,7 +2294,7 @@ service_main(void *arg)
 			                               (ms ? ms : PMC_FLUSH_MS / 2) *
 			                                       UINT64_C(1000000),
 			                       true);
-		} else if (st != ST_LOST && !G.flush_ms) {
+		} else if (st != ST_LOST && !G.flush_ms && !G.reg_late) {
 			pthread_cond_wait(&G.wake, &G.lock);
 		} else {
 			struct timespec ts;
@@ -2272,6 +2331,8 @@ service_main(void *arg)
 			atomic_store(&G.state, ST_ON);
 			backoff_ms = 100;
 		}
+		if (G.reg_late && atomic_load(&G.state) == ST_ON)
+			late_reply_locked();
 		(void)consume_all_locked();
 	}
 	return NULL;
@@ -2320,6 +2381,7 @@ connection_failed_locked(int r)
 	}
 	close(G.fd);
 	G.fd = -1;
+	G.reg_late = 0; /* its reply went with the connection */
 	atomic_store(&G.state, ST_LOST);
 	if (service_start_locked() == 0)
 		pthread_cond_signal(&G.wake);

@@ -8,13 +8,7 @@
 [ -x /usr/bin/time ] || skip "/usr/bin/time (GNU time) is missing"
 
 FAKE=$TMP/fake.sock
-"$PMC_FAKE_DAEMON_BIN" stream "$FAKE" 200 >"$TMP/fake.out" 2>&1 &
-FAKE_PID=$!
-trap 'rc=$?; kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; (exit $rc); cleanup' EXIT
-for _ in $(seq 100); do
-	grep -q '^listening$' "$TMP/fake.out" && break
-	sleep 0.05
-done
+start_helper "$TMP/fake.out" listening "$PMC_FAKE_DAEMON_BIN" stream "$FAKE" 200
 
 # hostile NAME MAX_KB ARGS...: pmcctl ARGS against the fake daemon exits 1 within 60 s, saying
 # that the reply passed --max-reply, with a peak RSS under MAX_KB

@@ -17,15 +17,8 @@ chmod 755 "$EVIL" "$VICTIM"
 echo secret >"$VICTIM/pmcdaemon.log"
 chmod 600 "$VICTIM/pmcdaemon.log"
 
-setpriv --reuid=65534 --regid=65534 --clear-groups -- "$PMC_FAKE_DAEMON_BIN" plant "$EVIL" "$VICTIM" \
-	>"$TMP/plant.out" 2>&1 &
-PLANT_PID=$!
-trap 'rc=$?; kill "$PLANT_PID" 2>/dev/null; wait "$PLANT_PID" 2>/dev/null; (exit $rc); cleanup' EXIT
-for _ in $(seq 100); do
-	grep -q '^watching$' "$TMP/plant.out" && break
-	sleep 0.05
-done
-grep -q '^watching$' "$TMP/plant.out" || fail "the racer did not start: $(cat "$TMP/plant.out")"
+start_helper "$TMP/plant.out" watching setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+	"$PMC_FAKE_DAEMON_BIN" plant "$EVIL" "$VICTIM"
 
 # pmcctl of the build tree, as root: it finds ../daemon/pmcdaemon.
 rc=0

@@ -10,14 +10,7 @@ if findmnt -no OPTIONS -T "$TMP" | tr ',' '\n' | grep -qx nosuid; then
 	skip "$TMP is on a nosuid file system: a setuid program cannot be tried there"
 fi
 FAKE=$TMP/fake.sock
-"$PMC_FAKE_DAEMON_BIN" silent "$FAKE" >"$TMP/fake.out" 2>&1 &
-FAKE_PID=$!
-trap 'rc=$?; kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; (exit $rc); cleanup' EXIT
-for _ in $(seq 100); do
-	grep -q '^listening$' "$TMP/fake.out" && break
-	sleep 0.05
-done
-grep -q '^listening$' "$TMP/fake.out" || fail "pmc-fake-daemon did not start: $(cat "$TMP/fake.out")"
+start_helper "$TMP/fake.out" listening "$PMC_FAKE_DAEMON_BIN" silent "$FAKE"
 
 cp "$PMC_TEST_CLIENT_STATIC_BIN" "$TMP/bin/plain-client"
 cp "$PMC_TEST_CLIENT_STATIC_BIN" "$TMP/bin/suid-client"

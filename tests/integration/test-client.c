@@ -66,6 +66,10 @@
  *                    in each part): "outer" counts 2 pages a time, "inner" nothing
  *   window K         K regions "w0", "w1", ... once each, empty or spinning a little:
  *                    each sample's task-clock must be within its wall time
+ *   serial T MS      T threads one after another, MS ms apart, each running region
+ *                    "serial" once (1 page) and exiting; prints "thread=I enabled=0|1" for
+ *                    each and "elapsed_ms=" (a daemon that never answers a registration
+ *                    must cost the first of them one time-out, the others none)
  */
 #include <dirent.h>
 #include <linux/perf_event.h>
@@ -331,6 +335,15 @@ feeder(void *p)
 		if (write(a->fd, "x", 1) != 1)
 			break;
 	}
+	return NULL;
+}
+
+/* Region "serial" once; pmc_enabled() afterwards in *@p. */
+static void *
+serial_main(void *p)
+{
+	run_one_page(pmc_region("serial"));
+	*(int *)p = pmc_enabled();
 	return NULL;
 }
 
@@ -682,6 +695,23 @@ main(int argc, char **argv)
 			pmc_end(r);
 		}
 		printf("count=%ld\n", k);
+	} else if (!strcmp(mode, "serial") && argc == 4) {
+		long t = atol(argv[2]), ms = atol(argv[3]);
+		struct timespec gap = {ms / 1000, (ms % 1000) * 1000000L};
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long i = 0; i < t; i++) {
+			pthread_t th;
+			int on = -1;
+			if (i)
+				nanosleep(&gap, NULL);
+			if (pthread_create(&th, NULL, serial_main, &on) || pthread_join(th, NULL))
+				return 1;
+			printf("thread=%ld enabled=%d\n", i, on);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		printf("elapsed_ms=%ld\n", (long)((t1.tv_sec - t0.tv_sec) * 1000 +
+		                                  (t1.tv_nsec - t0.tv_nsec) / 1000000));
 	} else if (!strcmp(mode, "named") && argc == 5) {
 		long n = atol(argv[3]), k = atol(argv[4]);
 		run_pages(argv[2], n, k);
