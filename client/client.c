@@ -67,6 +67,10 @@
 #define PMC_CALL_TIMEOUT_MS 2000
 /* How often the background thread looks for a registration's late reply. */
 #define PMC_LATE_POLL_MS 100
+/* A thread whose registration failed for a while asks again after this, doubled at each
+ * failure up to the second. */
+#define PMC_RETRY_MS 500
+#define PMC_RETRY_MAX_MS 16000
 /* Asked for as the socket's send buffer (the kernel caps it at net.core.wmem_max, then
  * doubles it): batches the daemon has not read yet wait there. An AF_UNIX datagram is
  * charged to its sender until it is read, so the sender's buffer, not the daemon's receive
@@ -96,7 +100,10 @@
 /* ST_FORKED: a registered thread's structure in a fork()ed child (the fork's thread), whose
  * counters were the parent's: no region on it is counted, its next begin starts over. So that
  * the hot path needs no generation check, only a thread's state. */
-enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED };
+/* ST_RETRY: a thread whose registration failed for a while (no answer in time, the daemon's
+ * queue full, a restart, EMFILE or EAGAIN from the daemon): it asks again at a region begun
+ * after its back-off (thread_slow()); its regions meanwhile count as R_UNREGISTERED. */
+enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED, ST_RETRY };
 
 /* Why samples were not counted, as SampleBatch's dropped_* fields say it. The first ones are
  * counted per thread by its own thread; all are counted process-wide for those a thread
@@ -111,6 +118,7 @@ enum {
 	R_NAMES,               /* pmc_region(): the name table was full */
 	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
 	R_FD_LIMIT,            /* regions of threads that had no room for their counter fds */
+	R_UNREGISTERED,        /* regions of threads waiting to ask again (ST_RETRY) */
 	R_N
 };
 
@@ -124,6 +132,7 @@ static const char *const reason_name[R_N] = {
         [R_NAMES] = "too-many-names",
         [R_LONG_NAMES] = "name-too-long",
         [R_FD_LIMIT] = "fd-limit",
+        [R_UNREGISTERED] = "unregistered",
 };
 
 /* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
@@ -215,6 +224,11 @@ struct pmc_thread {
 	 * without sending them. */
 	uint64_t announced;
 	uint64_t drain_to; /* under G.lock: the head drain_locked() waits for */
+	/* ST_RETRY: when it may ask again (CLOCK_MONOTONIC_COARSE ns), and the back-off that
+	 * set it (doubled at each failure, up to PMC_RETRY_MAX_MS). Last: the hot path's
+	 * fields keep their places. */
+	uint64_t retry_ns;
+	unsigned backoff_ms;
 };
 
 static struct {
@@ -1069,15 +1083,27 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	return 0;
 }
 
-/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL:
- * then *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE). */
+/* Whether the daemon's refusal @err (positive errno) may pass: a limit that a thread's exit
+ * frees, a resource short for now. Any other is its policy, and stays. */
+static bool
+refusal_passes(int err)
+{
+	return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM || err == EBUSY ||
+	       err == EINTR || err == ETIMEDOUT;
+}
+
+/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL: then
+ * *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether
+ * it may ask again later (see ST_RETRY). */
 static struct pmc_thread *
-register_locked(bool *fd_starved)
+register_locked(bool *fd_starved, bool *transient)
 {
 	pid_t tid = gettid_();
 	*fd_starved = false;
+	*transient = true;
 	if (G.reg_late)
 		return NULL;
+	*transient = false;
 	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
 	 * each, and this process the fds it already has. */
 	size_t want = G.n_events       ? G.n_events
@@ -1130,9 +1156,11 @@ register_locked(bool *fd_starved)
 	}
 	if (r == -EAGAIN) {
 		/* Nothing was sent: the connection is in step. */
-		warn_once("thread %d not profiled: pmcdaemon took no request for %d ms (its queue "
-		          "stayed full)",
-		          (int)tid, PMC_CALL_TIMEOUT_MS);
+		warn_once("thread %d not profiled for now: pmcdaemon took no request for %d ms "
+		          "(its queue stayed full); it asks again later, its regions counted "
+		          "meanwhile (reason %s)",
+		          (int)tid, PMC_CALL_TIMEOUT_MS, reason_name[R_UNREGISTERED]);
+		*transient = true;
 		free(t);
 		return NULL;
 	}
@@ -1140,10 +1168,13 @@ register_locked(bool *fd_starved)
 		/* A daemon this slow would make every thread wait as long: no thread asks again
 		 * until this request is answered, which the background thread looks for (its
 		 * reply is the next datagram: nothing else is asked meanwhile). */
-		warn_once("thread %d not profiled: pmcdaemon did not answer its registration "
-		          "within %d ms; no thread waits for it again until it answers",
-		          (int)t->tid, PMC_CALL_TIMEOUT_MS);
+		warn_once("thread %d not profiled for now: pmcdaemon did not answer its "
+		          "registration within %d ms; no thread waits for it again until it "
+		          "answers, and each asks again later, its regions counted meanwhile "
+		          "(reason %s)",
+		          (int)t->tid, PMC_CALL_TIMEOUT_MS, reason_name[R_UNREGISTERED]);
 		G.reg_late = tid;
+		*transient = true;
 		(void)service_start_locked();
 		free(t);
 		return NULL;
@@ -1154,13 +1185,21 @@ register_locked(bool *fd_starved)
 		/* Out of step (a datagram cut short), or gone: start afresh (in the
 		 * background). */
 		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
+		*transient = r == -ECONNRESET || r == -EPIPE;
 		free(t);
 		return NULL;
 	}
 	if (!is_reply || resp->register_reply->tid != t->tid ||
 	    resp->register_reply->n_events != n_fds || n_fds == 0) {
-		warn_once("thread %d not profiled: %s", (int)t->tid,
-		          resp->error ? resp->message : "unexpected reply from pmcdaemon");
+		*transient =
+		        resp->error && refusal_passes(resp->error < 0 ? -resp->error : resp->error);
+		if (*transient)
+			warn_once("thread %d not profiled for now: %s; it asks again later, its "
+			          "regions counted meanwhile (reason %s)",
+			          (int)t->tid, resp->message, reason_name[R_UNREGISTERED]);
+		else
+			warn_once("thread %d not profiled: %s", (int)t->tid,
+			          resp->error ? resp->message : "unexpected reply from pmcdaemon");
 		for (size_t i = 0; i < n_fds; i++)
 			close(t->fds[i]);
 		if (is_reply)
@@ -1358,38 +1397,63 @@ read_counters(struct pmc_thread *t, uint64_t *v, int end)
 
 static void flush_try(struct pmc_thread *t);
 
+/* Frees @t, the structure of a thread that goes or starts over. */
+static void
+thread_free(struct pmc_thread *t)
+{
+	if (t->state != ST_OFF && t->state != ST_RETRY)
+		thread_release(t);
+	else
+		free(t);
+}
+
 static struct pmc_thread *
 thread_slow(void)
 {
+	struct pmc_thread *t = T;
+	/* Waiting to ask again: a coarse clock (no system call) until the back-off is over. */
+	if (t && t->state == ST_RETRY && t->gen == atomic_load(&G.gen) &&
+	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns)
+		return NULL;
 	if (ensure_connected() != ST_ON)
 		return NULL;
-	struct pmc_thread *t = T;
-	if (t && t->gen != atomic_load(&G.gen)) {
-		/* Inherited across fork(): the fds count the parent's thread. */
+	unsigned backoff = 0;
+	if (t && (t->gen != atomic_load(&G.gen) || t->state == ST_RETRY)) {
+		/* Inherited across fork() (the fds count the parent's thread), or asking
+		 * again. */
+		if (t->state == ST_RETRY && t->gen == atomic_load(&G.gen))
+			backoff = t->backoff_ms;
 		if (G.key_ok)
 			pthread_setspecific(G.key, NULL);
-		if (t->state != ST_OFF)
-			thread_release(t);
-		else
-			free(t);
+		thread_free(t);
 		T = t = NULL;
 	}
 	if (t)
 		return t->state == ST_ON ? t : NULL;
-	bool fd_starved = false;
+	bool fd_starved = false, transient = false;
 	pthread_mutex_lock(&G.lock);
 	connect_locked();
 	if (atomic_load(&G.state) == ST_ON)
-		t = register_locked(&fd_starved);
+		t = register_locked(&fd_starved, &transient);
+	else
+		transient = atomic_load(&G.state) == ST_LOST;
 	pthread_mutex_unlock(&G.lock);
 	if (!t) {
-		/* Remember the failure so that this thread never retries on the hot path. */
+		/* Remember the failure so that this thread never retries on the hot path: for
+		 * good when refused, until a deadline when the failure may pass. */
 		t = calloc(1, sizeof(*t));
 		if (!t)
 			return NULL;
 		t->gen = atomic_load(&G.gen);
-		t->state = ST_OFF;
+		t->state = transient ? ST_RETRY : ST_OFF;
 		t->fd_starved = fd_starved;
+		if (transient) {
+			t->backoff_ms = !backoff                          ? PMC_RETRY_MS
+			                : backoff >= PMC_RETRY_MAX_MS / 2 ? PMC_RETRY_MAX_MS
+			                                                  : 2 * backoff;
+			t->retry_ns = util_now_ns(CLOCK_MONOTONIC_COARSE) +
+			              t->backoff_ms * UINT64_C(1000000);
+		}
 	}
 	T = t;
 	if (G.key_ok)
@@ -1649,6 +1713,8 @@ static void __attribute__((noinline)) unprofiled_region(void)
 	struct pmc_thread *t = T;
 	if (t && t->fd_starved)
 		atomic_fetch_add_explicit(&G.lost[R_FD_LIMIT], 1, memory_order_relaxed);
+	else if (t && t->state == ST_RETRY)
+		atomic_fetch_add_explicit(&G.lost[R_UNREGISTERED], 1, memory_order_relaxed);
 }
 
 /* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
@@ -2102,6 +2168,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		b.dropped_names = loss[R_NAMES];
 		b.dropped_long_names = loss[R_LONG_NAMES];
 		b.dropped_fd_limit = loss[R_FD_LIMIT];
+		b.dropped_unregistered = loss[R_UNREGISTERED];
 		for (unsigned r = 0; r < R_N; r++)
 			b.dropped += loss[r];
 	}
@@ -2482,10 +2549,7 @@ thread_destroy(void *arg)
 	pthread_mutex_unlock(&G.lock);
 	if (T == t)
 		T = NULL;
-	if (t->state != ST_OFF)
-		thread_release(t);
-	else
-		free(t);
+	thread_free(t);
 }
 
 /* exit() runs no thread's destructor: send every thread's samples (those of threads that
