@@ -2332,7 +2332,8 @@ late_reply_locked(void)
 	}
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
-	if (r == -EMFILE || (resp && !resp->error))
+	/* As register_locked(): a reply that may have opened counters is answered ThreadExit. */
+	if (r == -EMFILE || r == -EBADMSG || (resp && !resp->error))
 		(void)thread_exit_send_locked(G.reg_late, util_now_ns(CLOCK_MONOTONIC), false);
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
