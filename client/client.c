@@ -229,6 +229,7 @@ struct pmc_thread {
 	 * fields keep their places. */
 	uint64_t retry_ns;
 	unsigned backoff_ms;
+	unsigned answered; /* G.reg_answered when it failed */
 };
 
 static struct {
@@ -279,6 +280,9 @@ static struct {
 	/* Under the lock: the thread whose RegisterThread on this connection went unanswered
 	 * in time (0: none); no other is sent until its reply is read (late_reply_locked()). */
 	pid_t reg_late;
+	/* Late replies read so far: a thread that met one late asks again once this moves,
+	 * without waiting out its back-off. */
+	_Atomic unsigned reg_answered;
 	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
 	 * have told the daemon of them (under the lock). */
 	_Atomic uint64_t lost[R_N];
@@ -1411,9 +1415,11 @@ static struct pmc_thread *
 thread_slow(void)
 {
 	struct pmc_thread *t = T;
-	/* Waiting to ask again: a coarse clock (no system call) until the back-off is over. */
+	/* Waiting to ask again: a coarse clock (no system call) until the back-off is over, or
+	 * until the daemon answered the request that was late. */
 	if (t && t->state == ST_RETRY && t->gen == atomic_load(&G.gen) &&
-	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns)
+	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns &&
+	    atomic_load_explicit(&G.reg_answered, memory_order_relaxed) == t->answered)
 		return NULL;
 	if (ensure_connected() != ST_ON)
 		return NULL;
@@ -1437,6 +1443,8 @@ thread_slow(void)
 		t = register_locked(&fd_starved, &transient);
 	else
 		transient = atomic_load(&G.state) == ST_LOST;
+	/* Under the lock: a late reply read after this is one this thread may wait for. */
+	unsigned answered = atomic_load(&G.reg_answered);
 	pthread_mutex_unlock(&G.lock);
 	if (!t) {
 		/* Remember the failure so that this thread never retries on the hot path: for
@@ -1453,6 +1461,7 @@ thread_slow(void)
 			                                                  : 2 * backoff;
 			t->retry_ns = util_now_ns(CLOCK_MONOTONIC_COARSE) +
 			              t->backoff_ms * UINT64_C(1000000);
+			t->answered = answered;
 		}
 	}
 	T = t;
@@ -2338,6 +2347,7 @@ late_reply_locked(void)
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	G.reg_late = 0;
+	atomic_fetch_add_explicit(&G.reg_answered, 1, memory_order_relaxed);
 }
 
 /* The background thread: every PMC_FLUSH_MS / 2 it sends what every thread's ring holds,
