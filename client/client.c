@@ -66,6 +66,12 @@
 /* Each sample reaches the daemon within this long of its region's end, by default. */
 #define PMC_FLUSH_MS 1000
 #define PMC_CALL_TIMEOUT_MS 2000
+/* How often the background thread looks for a registration's late reply. */
+#define PMC_LATE_POLL_MS 100
+/* A thread whose registration failed for a while asks again after this, doubled at each
+ * failure up to the second. */
+#define PMC_RETRY_MS 500
+#define PMC_RETRY_MAX_MS 16000
 /* Asked for as the socket's send buffer (the kernel caps it at net.core.wmem_max, then
  * doubles it): batches the daemon has not read yet wait there. An AF_UNIX datagram is
  * charged to its sender until it is read, so the sender's buffer, not the daemon's receive
@@ -95,7 +101,10 @@
 /* ST_FORKED: a registered thread's structure in a fork()ed child (the fork's thread), whose
  * counters were the parent's: no region on it is counted, its next begin starts over. So that
  * the hot path needs no generation check, only a thread's state. */
-enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED };
+/* ST_RETRY: a thread whose registration failed for a while (no answer in time, the daemon's
+ * queue full, a restart, EMFILE or EAGAIN from the daemon): it asks again at a region begun
+ * after its back-off (thread_slow()); its regions meanwhile count as R_UNREGISTERED. */
+enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED, ST_RETRY };
 
 /* Why samples were not counted, as SampleBatch's dropped_* fields say it. The first ones are
  * counted per thread by its own thread; all are counted process-wide for those a thread
@@ -110,6 +119,7 @@ enum {
 	R_NAMES,               /* pmc_region(): the name table was full */
 	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
 	R_FD_LIMIT,            /* regions of threads that had no room for their counter fds */
+	R_UNREGISTERED,        /* regions of threads waiting to ask again (ST_RETRY) */
 	R_N
 };
 
@@ -123,6 +133,7 @@ static const char *const reason_name[R_N] = {
         [R_NAMES] = "too-many-names",
         [R_LONG_NAMES] = "name-too-long",
         [R_FD_LIMIT] = "fd-limit",
+        [R_UNREGISTERED] = "unregistered",
 };
 
 /* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
@@ -214,6 +225,12 @@ struct pmc_thread {
 	 * without sending them. */
 	uint64_t announced;
 	uint64_t drain_to; /* under G.lock: the head drain_locked() waits for */
+	/* ST_RETRY: when it may ask again (CLOCK_MONOTONIC_COARSE ns), and the back-off that
+	 * set it (doubled at each failure, up to PMC_RETRY_MAX_MS). Last: the hot path's
+	 * fields keep their places. */
+	uint64_t retry_ns;
+	unsigned backoff_ms;
+	unsigned answered; /* G.reg_answered when it failed */
 };
 
 static struct {
@@ -261,6 +278,12 @@ static struct {
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
 	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
 	int blocked;         /* a send met a full queue: the background thread waits for room */
+	/* Under the lock: the thread whose RegisterThread on this connection went unanswered
+	 * in time (0: none); no other is sent until its reply is read (late_reply_locked()). */
+	pid_t reg_late;
+	/* Late replies read so far: a thread that met one late asks again once this moves,
+	 * without waiting out its back-off. */
+	_Atomic unsigned reg_answered;
 	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
 	 * have told the daemon of them (under the lock). */
 	_Atomic uint64_t lost[R_N];
@@ -291,6 +314,15 @@ static pid_t
 gettid_(void)
 {
 	return (pid_t)syscall(SYS_gettid);
+}
+
+/* Every PMC_* variable: none in a process that changed its credentials at exec (AT_SECURE: a
+ * setuid or setgid program, file capabilities), whose environment is its invoker's: such a
+ * program speaks only to the system socket, with the daemon's default events. */
+static const char *
+env_get(const char *name)
+{
+	return secure_getenv(name);
 }
 
 static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -343,7 +375,7 @@ count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
 static void
 parse_events(void)
 {
-	const char *env = getenv("PMC_EVENTS");
+	const char *env = env_get("PMC_EVENTS");
 	if (!env || !*env)
 		return;
 	G.events_env = strdup(env);
@@ -372,7 +404,7 @@ parse_events(void)
 static void
 parse_flush_ms(void)
 {
-	const char *env = getenv("PMC_FLUSH_MS");
+	const char *env = env_get("PMC_FLUSH_MS");
 	char *end;
 	if (!env || !*env)
 		return;
@@ -464,6 +496,7 @@ on_fork_child(void)
 	/* The background thread did not survive the fork; the parent's losses are its own. */
 	G.service = 0;
 	G.blocked = 0;
+	G.reg_late = 0;
 	G.sent_total = 0;
 	for (unsigned k = 0; k < R_N; k++) {
 		atomic_store(&G.lost[k], 0);
@@ -497,7 +530,7 @@ daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why, 
 	h.call_paths = 1;
 	/* The pmcctl run this process runs under: how it finds the process, in whatever pid
 	 * namespace (the daemon ignores a tag that is not one). */
-	const char *tag = getenv("PMC_RUN_TAG");
+	const char *tag = secure_getenv("PMC_RUN_TAG");
 	if (tag && strlen(tag) <= 32)
 		h.run_tag = (char *)tag;
 	Pmc__Request req = PMC__REQUEST__INIT;
@@ -535,7 +568,7 @@ connect_locked(void)
 	static int once;
 	if (!once) {
 		once = 1;
-		const char *dis = getenv("PMC_DISABLE");
+		const char *dis = env_get("PMC_DISABLE");
 		if (dis && *dis && strcmp(dis, "0")) {
 			G.disabled = 1;
 			atomic_store(&G.state, ST_OFF);
@@ -557,7 +590,7 @@ connect_locked(void)
 		pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 		atexit(pmc_atexit);
 	}
-	const char *path = getenv("PMC_SOCKET");
+	const char *path = env_get("PMC_SOCKET");
 	if (!path || !*path)
 		path = PMC_DEFAULT_SOCKET;
 	G.pid = getpid();
@@ -975,6 +1008,8 @@ thread_pidfd(pid_t tid)
  * -EAGAIN: not sent (the queue stayed full); the connection is in step too.
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
  */
+static int register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out);
+
 static int
 register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int *fds, size_t *n_fds,
                      Pmc__Response **out)
@@ -985,6 +1020,16 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
 			return -EAGAIN;
 	if (r < 0)
 		return r;
+	return register_recv_locked(deadline, fds, n_fds, out);
+}
+
+/* register_call_locked()'s receiving half: the reply to the one RegisterThread in flight,
+ * waited for until @deadline (passed: only looked for). Return: as register_call_locked(),
+ * -ETIMEDOUT when it did not come (the request is still in flight). */
+static int
+register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out)
+{
+	int r;
 	struct pollfd p = {.fd = G.fd, .events = POLLIN};
 	for (;;) {
 		r = poll(&p, 1, ms_left(deadline));
@@ -1068,13 +1113,27 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
 	return 0;
 }
 
-/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL:
- * then *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE). */
+/* Whether the daemon's refusal @err (positive errno) may pass: a limit that a thread's exit
+ * frees, a resource short for now. Any other is its policy, and stays. */
+static bool
+refusal_passes(int err)
+{
+	return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM || err == EBUSY ||
+	       err == EINTR || err == ETIMEDOUT;
+}
+
+/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL: then
+ * *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether
+ * it may ask again later (see ST_RETRY). */
 static struct pmc_thread *
-register_locked(bool *fd_starved)
+register_locked(bool *fd_starved, bool *transient)
 {
 	pid_t tid = gettid_();
 	*fd_starved = false;
+	*transient = true;
+	if (G.reg_late)
+		return NULL;
+	*transient = false;
 	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
 	 * each, and this process the fds it already has. */
 	size_t want = G.n_events       ? G.n_events
@@ -1129,25 +1188,50 @@ register_locked(bool *fd_starved)
 	}
 	if (r == -EAGAIN) {
 		/* Nothing was sent: the connection is in step. */
-		warn_once("thread %d not profiled: pmcdaemon took no request for %d ms (its queue "
-		          "stayed full)",
-		          (int)tid, PMC_CALL_TIMEOUT_MS);
+		warn_once("thread %d not profiled for now: pmcdaemon took no request for %d ms "
+		          "(its queue stayed full); it asks again later, its regions counted "
+		          "meanwhile (reason %s)",
+		          (int)tid, PMC_CALL_TIMEOUT_MS, reason_name[R_UNREGISTERED]);
+		*transient = true;
+		free(t);
+		return NULL;
+	}
+	if (r == -ETIMEDOUT) {
+		/* A daemon this slow would make every thread wait as long: no thread asks again
+		 * until this request is answered, which the background thread looks for (its
+		 * reply is the next datagram: nothing else is asked meanwhile). */
+		warn_once("thread %d not profiled for now: pmcdaemon did not answer its "
+		          "registration within %d ms; no thread waits for it again until it "
+		          "answers, and each asks again later, its regions counted meanwhile "
+		          "(reason %s)",
+		          (int)t->tid, PMC_CALL_TIMEOUT_MS, reason_name[R_UNREGISTERED]);
+		G.reg_late = tid;
+		*transient = true;
+		(void)service_start_locked();
 		free(t);
 		return NULL;
 	}
 	if (r < 0) {
 		warn_once("thread %d not profiled: registering with pmcdaemon failed: %s",
 		          (int)t->tid, strerror(-r));
-		/* A late reply would answer the next thread's request: this connection is
-		 * out of step for good. Start afresh (in the background). */
-		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -ETIMEDOUT);
+		/* Out of step (a datagram cut short), or gone: start afresh (in the
+		 * background). */
+		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
+		*transient = r == -ECONNRESET || r == -EPIPE;
 		free(t);
 		return NULL;
 	}
 	if (!is_reply || resp->register_reply->tid != t->tid ||
 	    resp->register_reply->n_events != n_fds || n_fds == 0) {
-		warn_once("thread %d not profiled: %s", (int)t->tid,
-		          resp->error ? resp->message : "unexpected reply from pmcdaemon");
+		*transient =
+		        resp->error && refusal_passes(resp->error < 0 ? -resp->error : resp->error);
+		if (*transient)
+			warn_once("thread %d not profiled for now: %s; it asks again later, its "
+			          "regions counted meanwhile (reason %s)",
+			          (int)t->tid, resp->message, reason_name[R_UNREGISTERED]);
+		else
+			warn_once("thread %d not profiled: %s", (int)t->tid,
+			          resp->error ? resp->message : "unexpected reply from pmcdaemon");
 		for (size_t i = 0; i < n_fds; i++)
 			close(t->fds[i]);
 		if (is_reply)
@@ -1345,38 +1429,68 @@ read_counters(struct pmc_thread *t, uint64_t *v, int end)
 
 static void flush_try(struct pmc_thread *t);
 
+/* Frees @t, the structure of a thread that goes or starts over. */
+static void
+thread_free(struct pmc_thread *t)
+{
+	if (t->state != ST_OFF && t->state != ST_RETRY)
+		thread_release(t);
+	else
+		free(t);
+}
+
 static struct pmc_thread *
 thread_slow(void)
 {
+	struct pmc_thread *t = T;
+	/* Waiting to ask again: a coarse clock (no system call) until the back-off is over, or
+	 * until the daemon answered the request that was late. */
+	if (t && t->state == ST_RETRY && t->gen == atomic_load(&G.gen) &&
+	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns &&
+	    atomic_load_explicit(&G.reg_answered, memory_order_relaxed) == t->answered)
+		return NULL;
 	if (ensure_connected() != ST_ON)
 		return NULL;
-	struct pmc_thread *t = T;
-	if (t && t->gen != atomic_load(&G.gen)) {
-		/* Inherited across fork(): the fds count the parent's thread. */
+	unsigned backoff = 0;
+	if (t && (t->gen != atomic_load(&G.gen) || t->state == ST_RETRY)) {
+		/* Inherited across fork() (the fds count the parent's thread), or asking
+		 * again. */
+		if (t->state == ST_RETRY && t->gen == atomic_load(&G.gen))
+			backoff = t->backoff_ms;
 		if (G.key_ok)
 			pthread_setspecific(G.key, NULL);
-		if (t->state != ST_OFF)
-			thread_release(t);
-		else
-			free(t);
+		thread_free(t);
 		T = t = NULL;
 	}
 	if (t)
 		return t->state == ST_ON ? t : NULL;
-	bool fd_starved = false;
+	bool fd_starved = false, transient = false;
 	pthread_mutex_lock(&G.lock);
 	connect_locked();
 	if (atomic_load(&G.state) == ST_ON)
-		t = register_locked(&fd_starved);
+		t = register_locked(&fd_starved, &transient);
+	else
+		transient = atomic_load(&G.state) == ST_LOST;
+	/* Under the lock: a late reply read after this is one this thread may wait for. */
+	unsigned answered = atomic_load(&G.reg_answered);
 	pthread_mutex_unlock(&G.lock);
 	if (!t) {
-		/* Remember the failure so that this thread never retries on the hot path. */
+		/* Remember the failure so that this thread never retries on the hot path: for
+		 * good when refused, until a deadline when the failure may pass. */
 		t = calloc(1, sizeof(*t));
 		if (!t)
 			return NULL;
 		t->gen = atomic_load(&G.gen);
-		t->state = ST_OFF;
+		t->state = transient ? ST_RETRY : ST_OFF;
 		t->fd_starved = fd_starved;
+		if (transient) {
+			t->backoff_ms = !backoff                          ? PMC_RETRY_MS
+			                : backoff >= PMC_RETRY_MAX_MS / 2 ? PMC_RETRY_MAX_MS
+			                                                  : 2 * backoff;
+			t->retry_ns = util_now_ns(CLOCK_MONOTONIC_COARSE) +
+			              t->backoff_ms * UINT64_C(1000000);
+			t->answered = answered;
+		}
 	}
 	T = t;
 	if (G.key_ok)
@@ -1636,6 +1750,8 @@ static void __attribute__((noinline)) unprofiled_region(void)
 	struct pmc_thread *t = T;
 	if (t && t->fd_starved)
 		atomic_fetch_add_explicit(&G.lost[R_FD_LIMIT], 1, memory_order_relaxed);
+	else if (t && t->state == ST_RETRY)
+		atomic_fetch_add_explicit(&G.lost[R_UNREGISTERED], 1, memory_order_relaxed);
 }
 
 /* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
@@ -2089,6 +2205,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		b.dropped_names = loss[R_NAMES];
 		b.dropped_long_names = loss[R_LONG_NAMES];
 		b.dropped_fd_limit = loss[R_FD_LIMIT];
+		b.dropped_unregistered = loss[R_UNREGISTERED];
 		for (unsigned r = 0; r < R_N; r++)
 			b.dropped += loss[r];
 	}
@@ -2234,6 +2351,33 @@ drain_locked(struct pmc_thread *t)
 	}
 }
 
+/* Called with G.lock held while the reply to G.reg_late's registration is late: reads it if
+ * it came. That thread gave up: the counters it carries are closed and the daemon told so
+ * (it forgets them); registrations may go again. */
+static void
+late_reply_locked(void)
+{
+	int fds[PMC_MAX_EVENTS];
+	size_t n_fds = 0;
+	Pmc__Response *resp = NULL;
+	int r = register_recv_locked(0, fds, &n_fds, &resp);
+	if (r == -ETIMEDOUT)
+		return;
+	if (r < 0 && r != -EMFILE && r != -EBADMSG) {
+		connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
+		return;
+	}
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	/* As register_locked(): a reply that may have opened counters is answered ThreadExit. */
+	if (r == -EMFILE || r == -EBADMSG || (resp && !resp->error))
+		(void)thread_exit_send_locked(G.reg_late, util_now_ns(CLOCK_MONOTONIC), false);
+	if (resp)
+		pmc__response__free_unpacked(resp, NULL);
+	G.reg_late = 0;
+	atomic_fetch_add_explicit(&G.reg_answered, 1, memory_order_relaxed);
+}
+
 /* The background thread: every PMC_FLUSH_MS / 2 it sends what every thread's ring holds,
  * so that a sample reaches the daemon within PMC_FLUSH_MS of its region's end whether its
  * thread runs more regions or not; with no daemon (gone, or not up yet) it connects, after
@@ -2247,6 +2391,8 @@ service_main(void *arg)
 	for (;;) {
 		int st = atomic_load(&G.state);
 		unsigned ms = st == ST_LOST ? backoff_ms : (G.flush_ms + 1) / 2;
+		if (G.reg_late && (!ms || ms > PMC_LATE_POLL_MS))
+			ms = PMC_LATE_POLL_MS;
 		if (st == ST_ON && G.blocked) {
 			/* The queue was full: send again once it has room, not a period later. */
 			G.blocked = 0;
@@ -2254,7 +2400,7 @@ service_main(void *arg)
 			                               (ms ? ms : PMC_FLUSH_MS / 2) *
 			                                       UINT64_C(1000000),
 			                       true);
-		} else if (st != ST_LOST && !G.flush_ms) {
+		} else if (st != ST_LOST && !G.flush_ms && !G.reg_late) {
 			pthread_cond_wait(&G.wake, &G.lock);
 		} else {
 			struct timespec ts;
@@ -2291,6 +2437,8 @@ service_main(void *arg)
 			atomic_store(&G.state, ST_ON);
 			backoff_ms = 100;
 		}
+		if (G.reg_late && atomic_load(&G.state) == ST_ON)
+			late_reply_locked();
 		(void)consume_all_locked();
 	}
 	return NULL;
@@ -2339,6 +2487,7 @@ connection_failed_locked(int r)
 	}
 	close(G.fd);
 	G.fd = -1;
+	G.reg_late = 0; /* its reply went with the connection */
 	atomic_store(&G.state, ST_LOST);
 	if (service_start_locked() == 0)
 		pthread_cond_signal(&G.wake);
@@ -2441,10 +2590,7 @@ thread_destroy(void *arg)
 	pthread_mutex_unlock(&G.lock);
 	if (T == t)
 		T = NULL;
-	if (t->state != ST_OFF)
-		thread_release(t);
-	else
-		free(t);
+	thread_free(t);
 }
 
 /* exit() runs no thread's destructor: send every thread's samples (those of threads that

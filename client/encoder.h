@@ -94,7 +94,7 @@ struct pmc_batch {
 	size_t n_def;
 	uint64_t dropped, sent_before, pending;
 	uint64_t dropped_depth, dropped_nesting, dropped_full, dropped_read, dropped_exited,
-	        dropped_names, dropped_long_names, dropped_fd_limit;
+	        dropped_names, dropped_long_names, dropped_fd_limit, dropped_unregistered;
 };
 
 /* Room for the header pmc_batch_encode() puts before the batch: a tag and a length. */
@@ -102,9 +102,9 @@ struct pmc_batch {
 
 /* The most bytes pmc_batch_encode() writes for @n samples of @k values whose region names
  * are at most @name_max bytes long: per sample its region, wall and scaled varints, values
- * and ratios, and a definition; then 19 fields' tags, lengths and varints at most. */
+ * and ratios, and a definition; then 20 fields' tags, lengths and varints at most. */
 #define PMC_BATCH_BOUND(n, k, name_max)                                                            \
-	(PMC_BATCH_HEAD + 19 * 16 + 16 +                                                           \
+	(PMC_BATCH_HEAD + 20 * 16 + 16 +                                                           \
 	 (size_t)(n) * (5 + 10 + 5 + (size_t)(k) * (10 + sizeof(float)) + 5 + 1 + 5 +              \
 	                (size_t)(name_max)))
 
@@ -334,6 +334,7 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 	p = pmc_put_field(p, 17, b->dropped_long_names);
 	p = pmc_put_field(p, 18, b->pending);
 	p = pmc_put_field(p, 19, b->dropped_fd_limit);
+	p = pmc_put_field(p, 20, b->dropped_unregistered);
 
 	/* Request.sample_batch (field 3) around it, its header just before it. */
 	size_t len = (size_t)(p - (buf + PMC_BATCH_HEAD));

@@ -25,7 +25,8 @@ enum {
 	F_DROPPED_LONG_NAMES = 17,
 	F_PENDING = 18,
 	F_DROPPED_FD_LIMIT = 19,
-	F_LAST = F_DROPPED_FD_LIMIT,
+	F_DROPPED_UNREGISTERED = 20,
+	F_LAST = F_DROPPED_UNREGISTERED,
 };
 _Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
@@ -169,6 +170,8 @@ u64_field(Pmc__SampleBatch *b, unsigned field)
 		return &b->pending;
 	case F_DROPPED_FD_LIMIT:
 		return &b->dropped_fd_limit;
+	case F_DROPPED_UNREGISTERED:
+		return &b->dropped_unregistered;
 	default:
 		return NULL;
 	}

@@ -43,23 +43,25 @@ struct region_agg {
  * others the daemon's own. Each is in the `dropped` figures; LOST_UNSENT is in `lost`.
  */
 enum drop_reason {
-	DROP_DEPTH,       /* "depth": nested deeper than the library's 32 */
-	DROP_NESTING,     /* "nesting": left open when an enclosing region ended or the
-	                   * thread exited */
-	DROP_FULL,        /* "buffer-full": the thread's buffer was full */
-	DROP_READ,        /* "read-failed": reading the counters failed */
-	DROP_EXITED,      /* "thread-exited": held by a thread that exited before sending */
-	DROP_NAMES,       /* "too-many-names": pmc_region() past the library's 65,535 names */
-	DROP_LONG_NAMES,  /* "name-too-long": a name over 127 bytes, refused */
-	DROP_FD_LIMIT,    /* "fd-limit": regions of threads that ran unprofiled, the process
-	                   * having no room for their counter fds (RLIMIT_NOFILE) */
-	DROP_OTHER,       /* "other": dropped without a reason (an older library) */
-	DROP_MAX_REGIONS, /* "max-regions": daemon: --max-regions, its per-user share or
-	                   * --max-total-regions */
-	DROP_BATCH_RATE,  /* "batch-rate": daemon: over --max-batch-rate */
-	DROP_REFUSED,     /* "thread-refused": daemon: batches of a thread it refused */
-	LOST_UNSENT,      /* "unsent": lost: the process ended holding samples it had
-	                   * announced (SampleBatch.pending) */
+	DROP_DEPTH,        /* "depth": nested deeper than the library's 32 */
+	DROP_NESTING,      /* "nesting": left open when an enclosing region ended or the
+	                    * thread exited */
+	DROP_FULL,         /* "buffer-full": the thread's buffer was full */
+	DROP_READ,         /* "read-failed": reading the counters failed */
+	DROP_EXITED,       /* "thread-exited": held by a thread that exited before sending */
+	DROP_NAMES,        /* "too-many-names": pmc_region() past the library's 65,535 names */
+	DROP_LONG_NAMES,   /* "name-too-long": a name over 127 bytes, refused */
+	DROP_FD_LIMIT,     /* "fd-limit": regions of threads that ran unprofiled, the process
+	                    * having no room for their counter fds (RLIMIT_NOFILE) */
+	DROP_UNREGISTERED, /* "unregistered": regions of threads whose registration failed for
+	                    * a while (a slow or restarting daemon, one at a limit) */
+	DROP_OTHER,        /* "other": dropped without a reason (an older library) */
+	DROP_MAX_REGIONS,  /* "max-regions": daemon: --max-regions, its per-user share or
+	                    * --max-total-regions */
+	DROP_BATCH_RATE,   /* "batch-rate": daemon: over --max-batch-rate */
+	DROP_REFUSED,      /* "thread-refused": daemon: batches of a thread it refused */
+	LOST_UNSENT,       /* "unsent": lost: the process ended holding samples it had
+	                    * announced (SampleBatch.pending) */
 	DROP_N
 };
 
@@ -105,6 +107,7 @@ drop_reason_name(unsigned r)
 	        [DROP_NAMES] = "too-many-names",
 	        [DROP_LONG_NAMES] = "name-too-long",
 	        [DROP_FD_LIMIT] = "fd-limit",
+	        [DROP_UNREGISTERED] = "unregistered",
 	        [DROP_OTHER] = "other",
 	        [DROP_MAX_REGIONS] = "max-regions",
 	        [DROP_BATCH_RATE] = "batch-rate",

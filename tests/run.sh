@@ -6,7 +6,8 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
 # and fuzzes with libFuzzer the daemon's decode and dispatch (600,000 inputs), its hand
 # decoder of sample batches against protobuf-c (10,000,000) and its state files (load,
-# save again, query; 500,000), failing on any crash, leak, sanitizer report or difference.
+# save again, query; 500,000), and the library's reading of a hostile daemon's replies
+# (200,000), failing on any crash, leak, fd left open, sanitizer report or difference.
 # The fuzzing is the same at every run (seed PMC_FUZZ_SEED, default 1), so that a run
 # fails only on a change, never on the luck of the draw; a longer hunt with other seeds:
 #   PMC_FUZZ_SECONDS=600 PMC_FUZZ_SEED=0 tests/run.sh   (seed 0: a new one each time)
@@ -47,7 +48,7 @@ run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefin
 echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
 	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-state -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
+cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-state fuzz-client -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
 	{ cat build-fuzz/build.log >&2; exit 1; }
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -71,4 +72,6 @@ fuzz fuzz-dispatch 600000
 fuzz fuzz-batch 10000000
 # State files (--state) of any bytes, loaded as at start-up, saved again, queried.
 fuzz fuzz-state 500000 tests/fuzz/corpus-state
+# The library's reading of a hostile daemon's replies to a registration, on time and late.
+fuzz fuzz-client 200000 tests/fuzz/corpus-client
 echo "fuzz: no crash, no leak"

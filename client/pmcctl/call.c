@@ -16,6 +16,8 @@
 #include "wire.h"
 
 #define CALL_TIMEOUT_MS 5000
+/* What a part of a streamed reply counts against --max-reply at least. */
+#define PART_MIN_BYTES 256
 
 static const Pmc__Stats zero_stats = PMC__STATS__INIT;
 
@@ -180,7 +182,9 @@ query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Quer
 
 /* Sends @q, asking for its reply in parts, and hands each part to @on_part as it arrives
  * (a daemon that does not stream sends one part). Returns the last part (visible, hidden:
- * the whole reply's), which the caller frees; on any failure says why and exits 1. */
+ * the whole reply's), which the caller frees; on any failure says why and exits 1, also when
+ * the reply goes on past @o->max_reply bytes (a hostile or broken daemon: what the callers
+ * gather stays bounded). */
 Pmc__Response *
 query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
              void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
@@ -197,6 +201,8 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 		timeout = 0; /* refused: its answer is still there to read */
 	else if (r < 0)
 		call_failed(what, r);
+	uint64_t taken = 0, regions = 0;
+
 	for (bool first = true;; first = false) {
 		_cleanup_free_ uint8_t *buf = NULL;
 		size_t len;
@@ -206,6 +212,19 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 		    (r = wire_unpack_response(buf, len, &resp)) < 0)
 			call_failed(what, r);
 		check_response(what, resp, PMC__RESPONSE__BODY_QUERY);
+		/* Each part is charged at least PART_MIN_BYTES: a stream of empty parts that never
+		 * ends meets the bound too. */
+		taken += len > PART_MIN_BYTES ? len : PART_MIN_BYTES;
+		regions += resp->query->n_regions;
+		if (o->max_reply && taken > o->max_reply && resp->query->more) {
+			pmc__response__free_unpacked(resp, NULL);
+			fail("%s: the reply of pmcdaemon passed --max-reply (%" PRIu64
+			     " MiB, %" PRIu64 " regions) and goes on: narrow the query with --pid, "
+			     "--comm or --region, or raise --max-reply if the daemon really holds "
+			     "that "
+			     "much (a daemon whose reply never ends is broken or hostile)",
+			     what, o->max_reply >> 20, regions);
+		}
 		if (first && !resp->query->more)
 			query_check_filters(what, resp->query, q, o);
 		on_part(resp->query, ctx);

@@ -85,6 +85,10 @@ static const char help_text[] =
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout\n"
+        "      --max-reply MIB   take at most MIB MiB of one reply of pmcdaemon (default\n"
+        "                        " MAX_REPLY_MIB_TEXT
+        "; 0: no limit), so that a daemon whose reply\n"
+        "                        never ends cannot exhaust pmcctl's memory\n"
         "  -h, --help            print this help and exit\n"
         "      --version         print the version of pmcctl and exit\n"
         "\n"
@@ -186,6 +190,7 @@ enum {
 	OPT_OUTPUT,
 	OPT_TREE,
 	OPT_CGROUP,
+	OPT_MAX_REPLY,
 };
 
 static const struct option long_options[] = {
@@ -203,6 +208,7 @@ static const struct option long_options[] = {
         {"event", required_argument, NULL, OPT_EVENT},
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"tree", no_argument, NULL, OPT_TREE},
+        {"max-reply", required_argument, NULL, OPT_MAX_REPLY},
         {NULL, 0, NULL, 0},
 };
 
@@ -269,6 +275,21 @@ parse_iterations(const char *s)
 	return (unsigned)v;
 }
 
+/* --max-reply MIB: 0 (no limit) to 1 TiB, in MiB. */
+static uint64_t
+parse_max_reply(const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*s < '0' || *s > '9' || errno || *end || v > (1u << 20))
+		usage_error("invalid --max-reply '%s': expected MiB from 0 (no limit) to 1048576",
+		            s);
+	return (uint64_t)v << 20;
+}
+
 static enum format
 parse_format(const char *s)
 {
@@ -292,7 +313,8 @@ set_command(const char **command, const char *arg)
 int
 main(int argc, char **argv)
 {
-	struct opts o = {.format = FORMAT_TABLE, .interval = 1};
+	struct opts o = {
+	        .format = FORMAT_TABLE, .interval = 1, .max_reply = (uint64_t)MAX_REPLY_MIB << 20};
 	const char *command = NULL;
 	const char *env = getenv("PMC_SOCKET");
 	int c;
@@ -356,6 +378,9 @@ main(int argc, char **argv)
 			break;
 		case OPT_TREE:
 			o.tree = true;
+			break;
+		case OPT_MAX_REPLY:
+			o.max_reply = parse_max_reply(optarg);
 			break;
 		case OPT_INTERVAL:
 			o.interval = parse_interval(optarg);

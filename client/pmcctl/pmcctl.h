@@ -50,7 +50,12 @@ struct opts {
 	bool tree;           /* query --tree: the call path tree of each process */
 	const char *output;  /* run: file for the figures (NULL: stdout) */
 	char **argv;         /* run: the command and its arguments */
+	uint64_t max_reply;  /* --max-reply: bytes of one streamed reply taken at most (0: any) */
 };
+
+/* --max-reply's default, in MiB: far above what the daemon's default limits can list. */
+#define MAX_REPLY_MIB 64
+#define MAX_REPLY_MIB_TEXT "64"
 
 struct command {
 	const char *name;

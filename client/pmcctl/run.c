@@ -192,30 +192,103 @@ private_find_daemon(void)
 	return NULL;
 }
 
-/* A directory of our own for the socket: $XDG_RUNTIME_DIR, $TMPDIR or /tmp. */
+/*
+ * Whether the directory @path (absolute, resolved: no symlink in it) and every directory above
+ * it are out of others' reach: each owned by root or by us, and writable by no one else unless
+ * sticky (/tmp), so that no other user can rename, replace or plant anything on the way to
+ * what we make there. Return: 0, or -errno with @why (@why_len bytes) saying which is not.
+ */
+static int
+private_safe_base(const char *path, char *why, size_t why_len)
+{
+	char prefix[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(prefix))
+		return -ENAMETOOLONG;
+	for (size_t end = 1; end <= len; end++) {
+		struct stat st;
+
+		if (end < len && path[end] != '/')
+			continue;
+		memcpy(prefix, path, end);
+		prefix[end] = '\0';
+		if (lstat(prefix, &st) < 0)
+			return -errno;
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(why, why_len, "%s is not a directory", prefix);
+			return -ENOTDIR;
+		}
+		if (st.st_uid != 0 && st.st_uid != geteuid()) {
+			snprintf(why, why_len, "%s belongs to uid %u, not to uid %u or root",
+			         prefix, (unsigned)st.st_uid, (unsigned)geteuid());
+			return -EPERM;
+		}
+		if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+			snprintf(why, why_len, "%s is writable by others (mode %04o, not sticky)",
+			         prefix, (unsigned)(st.st_mode & 07777));
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
+/* A directory of our own for the socket, made afresh (mode 0700, ours) in $XDG_RUNTIME_DIR,
+ * $TMPDIR or /tmp: the first that private_safe_base() accepts; one set but refused is said on
+ * stderr (root after su without '-' keeps the user's XDG_RUNTIME_DIR). */
 static int
 private_make_dir(struct private_daemon *d)
 {
+	const char *names[] = {"XDG_RUNTIME_DIR", "TMPDIR", NULL};
 	const char *bases[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+	int r = -ENOENT;
 
 	for (size_t i = 0; i < ARRAY_SIZE(bases); i++) {
 		struct sockaddr_un sa;
+		struct stat st;
+		char real[PATH_MAX], why[PATH_MAX + 128] = "";
 
 		if (!bases[i] || bases[i][0] != '/')
 			continue;
+		if (!realpath(bases[i], real)) {
+			r = -errno;
+			continue;
+		}
+		r = private_safe_base(real, why, sizeof(why));
+		if (r < 0) {
+			if (names[i] && why[0]) {
+				_cleanup_free_ char *safe = escape_text(why);
+
+				fprintf(stderr,
+				        "pmcctl: not making the private pmcdaemon's directory in "
+				        "%s: %s\n",
+				        names[i], safe);
+			}
+			continue;
+		}
 		/* The socket's path must fit in sun_path. */
-		if ((size_t)snprintf(d->dir, sizeof(d->dir), "%s/pmcctl-run.XXXXXX", bases[i]) +
+		if ((size_t)snprintf(d->dir, sizeof(d->dir), "%s/pmcctl-run.XXXXXX", real) +
 		            sizeof("/pmc.sock") >
 		    sizeof(sa.sun_path))
 			continue;
-		if (mkdtemp(d->dir)) {
-			snprintf(d->sock, sizeof(d->sock), "%s/pmc.sock", d->dir);
-			snprintf(d->log, sizeof(d->log), "%s/pmcdaemon.log", d->dir);
-			return 0;
+		/* mkdtemp() makes a new directory (mkdir fails on anything there, a symlink
+		 * too) of mode 0700; checked again, as made, before anything goes in it. */
+		if (!mkdtemp(d->dir)) {
+			r = -errno;
+			continue;
 		}
+		if (lstat(d->dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+		    (st.st_mode & 077)) {
+			rmdir(d->dir);
+			r = -EPERM;
+			continue;
+		}
+		snprintf(d->sock, sizeof(d->sock), "%s/pmc.sock", d->dir);
+		snprintf(d->log, sizeof(d->log), "%s/pmcdaemon.log", d->dir);
+		return 0;
 	}
 	d->dir[0] = '\0';
-	return -errno;
+	return r;
 }
 
 /* Starts a pmcdaemon for this run, as the caller, on a socket only the caller may use, and
@@ -273,7 +346,7 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 	if (d->pid == 0) {
 		/* Its own session: Ctrl-C at the terminal is for the command, and the daemon
 		 * must still answer the query after the command ends. It ends with pmcctl. */
-		int log = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int log = open(d->log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		setsid();

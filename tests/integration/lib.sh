@@ -20,9 +20,14 @@ TMP=$(mktemp -d /tmp/pmc-test.XXXXXX)
 chmod 755 "$TMP"
 SOCK=$TMP/pmc.sock
 DAEMON_PID=
+HELPER_PIDS=()
 # The daemon must stop cleanly on SIGTERM: exit 0, and no sanitizer report.
 cleanup() {
-	local rc=$? drc=0
+	local rc=$? drc=0 p
+	for p in "${HELPER_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 	if [ -n "$DAEMON_PID" ]; then
 		kill -TERM "$DAEMON_PID" 2>/dev/null
 		wait "$DAEMON_PID" 2>/dev/null || drc=$?
@@ -60,6 +65,20 @@ start_daemon() {
 		sleep 0.05
 	done
 	fail "pmcdaemon did not create $SOCK"
+}
+
+# start_helper OUT READY CMD...: CMD in the background, its output in OUT, ready once OUT has
+# the line READY; stopped at exit (pmc-fake-daemon and the like)
+start_helper() {
+	local out=$1 ready=$2
+	shift 2
+	"$@" >"$out" 2>&1 &
+	HELPER_PIDS+=($!)
+	for _ in $(seq 200); do
+		grep -qx "$ready" "$out" && return 0
+		sleep 0.05
+	done
+	fail "$* did not start: $(cat "$out")"
 }
 
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "pmcdaemon died"; }; }

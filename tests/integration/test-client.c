@@ -66,6 +66,15 @@
  *                    in each part): "outer" counts 2 pages a time, "inner" nothing
  *   window K         K regions "w0", "w1", ... once each, empty or spinning a little:
  *                    each sample's task-clock must be within its wall time
+ *   serial T MS      T threads one after another, MS ms apart, each running region
+ *                    "serial" once (1 page) and exiting; prints "thread=I enabled=0|1" for
+ *                    each and "elapsed_ms=" (a daemon that never answers a registration
+ *                    must cost the first of them one time-out, the others none)
+ *   retry K          (for a daemon with --max-threads 1) thread A runs region "a" once and
+ *                    holds its registration; thread B then runs region "b" (refused:
+ *                    EMFILE); A exits; B runs "b" every 20 ms until pmc_enabled() says 1
+ *                    (at most 10 s), then K times more; prints "runs_b=" (all of B's runs)
+ *                    and "b_enabled=0|1"
  */
 #include <dirent.h>
 #include <linux/perf_event.h>
@@ -331,6 +340,62 @@ feeder(void *p)
 		if (write(a->fd, "x", 1) != 1)
 			break;
 	}
+	return NULL;
+}
+
+/* Region "serial" once; pmc_enabled() afterwards in *@p. */
+static void *
+serial_main(void *p)
+{
+	run_one_page(pmc_region("serial"));
+	*(int *)p = pmc_enabled();
+	return NULL;
+}
+
+struct retry_arg {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int a_ready, a_go;
+	long k, runs_b;
+	int b_enabled;
+};
+
+/* retry's thread A: registered (region "a"), it exits when told to. */
+static void *
+retry_a(void *p)
+{
+	struct retry_arg *a = p;
+	run_one_page(pmc_region("a"));
+	pthread_mutex_lock(&a->lock);
+	a->a_ready = 1;
+	pthread_cond_broadcast(&a->cond);
+	while (!a->a_go)
+		pthread_cond_wait(&a->cond, &a->lock);
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+/* retry's thread B: refused while A holds the daemon's one thread, registered once A is gone
+ * and its back-off is over. */
+static void *
+retry_b(void *p)
+{
+	struct retry_arg *a = p;
+	pmc_region_t r = pmc_region("b");
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	run_one_page(r);
+	a->runs_b = 1;
+	pthread_mutex_lock(&a->lock);
+	a->a_go = 1;
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	for (int i = 0; i < 500 && !(a->b_enabled = pmc_enabled()); i++) {
+		nanosleep(&ts, NULL);
+		run_one_page(r);
+		a->runs_b++;
+	}
+	for (long i = 0; i < a->k; i++, a->runs_b++)
+		run_one_page(r);
 	return NULL;
 }
 
@@ -682,6 +747,38 @@ main(int argc, char **argv)
 			pmc_end(r);
 		}
 		printf("count=%ld\n", k);
+	} else if (!strcmp(mode, "serial") && argc == 4) {
+		long t = atol(argv[2]), ms = atol(argv[3]);
+		struct timespec gap = {ms / 1000, (ms % 1000) * 1000000L};
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long i = 0; i < t; i++) {
+			pthread_t th;
+			int on = -1;
+			if (i)
+				nanosleep(&gap, NULL);
+			if (pthread_create(&th, NULL, serial_main, &on) || pthread_join(th, NULL))
+				return 1;
+			printf("thread=%ld enabled=%d\n", i, on);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		printf("elapsed_ms=%ld\n", (long)((t1.tv_sec - t0.tv_sec) * 1000 +
+		                                  (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	} else if (!strcmp(mode, "retry") && argc == 3) {
+		struct retry_arg a = {.lock = PTHREAD_MUTEX_INITIALIZER,
+		                      .cond = PTHREAD_COND_INITIALIZER,
+		                      .k = atol(argv[2])};
+		pthread_t ta, tb;
+		if (pthread_create(&ta, NULL, retry_a, &a))
+			return 1;
+		pthread_mutex_lock(&a.lock);
+		while (!a.a_ready)
+			pthread_cond_wait(&a.cond, &a.lock);
+		pthread_mutex_unlock(&a.lock);
+		if (pthread_create(&tb, NULL, retry_b, &a) || pthread_join(ta, NULL) ||
+		    pthread_join(tb, NULL))
+			return 1;
+		printf("runs_b=%ld\nb_enabled=%d\n", a.runs_b, a.b_enabled);
 	} else if (!strcmp(mode, "named") && argc == 5) {
 		long n = atol(argv[3]), k = atol(argv[4]);
 		run_pages(argv[2], n, k);

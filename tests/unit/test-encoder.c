@@ -130,10 +130,12 @@ check_random_batch(int with_defs, int paths)
 	        .paths = paths == 2,
 	        .def_id = def_id,
 	};
-	uint64_t *loss[] = {
-	        &b.dropped,         &b.sent_before,        &b.pending,         &b.dropped_depth,
-	        &b.dropped_nesting, &b.dropped_full,       &b.dropped_read,    &b.dropped_exited,
-	        &b.dropped_names,   &b.dropped_long_names, &b.dropped_fd_limit};
+	uint64_t *loss[] = {&b.dropped,          &b.sent_before,
+	                    &b.pending,          &b.dropped_depth,
+	                    &b.dropped_nesting,  &b.dropped_full,
+	                    &b.dropped_read,     &b.dropped_exited,
+	                    &b.dropped_names,    &b.dropped_long_names,
+	                    &b.dropped_fd_limit, &b.dropped_unregistered};
 	for (size_t i = 0; i < sizeof(loss) / sizeof(loss[0]); i++)
 		*loss[i] = pmc_test_rng(&rng) % 3 == 0 ? rand_value() : 0;
 
@@ -164,6 +166,7 @@ check_random_batch(int with_defs, int paths)
 	sb.dropped_names = b.dropped_names;
 	sb.dropped_long_names = b.dropped_long_names;
 	sb.dropped_fd_limit = b.dropped_fd_limit;
+	sb.dropped_unregistered = b.dropped_unregistered;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	req.sample_batch = &sb;

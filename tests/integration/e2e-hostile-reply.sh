@@ -1,0 +1,46 @@
+#!/bin/bash
+# pmcctl against a daemon whose streamed reply never ends (pmc-fake-daemon stream: parts of
+# 200 regions of one process, each marked `more`, for ever). Before: query --tree grew to
+# 2.3 GB and flamegraph to 2.4 GB in 20 s, and never stopped. Now each stops once the reply
+# passes --max-reply (64 MiB by default), exits 1 and says why and what to do; its peak
+# memory (VmHWM, /usr/bin/time -v) stays bounded.
+. "$(dirname "$0")/lib.sh"
+[ -x /usr/bin/time ] || skip "/usr/bin/time (GNU time) is missing"
+
+FAKE=$TMP/fake.sock
+start_helper "$TMP/fake.out" listening "$PMC_FAKE_DAEMON_BIN" stream "$FAKE" 200
+
+# hostile NAME MAX_KB ARGS...: pmcctl ARGS against the fake daemon exits 1 within 60 s, saying
+# that the reply passed --max-reply, with a peak RSS under MAX_KB
+hostile() {
+	local name=$1 max_kb=$2 rc=0
+	shift 2
+	timeout 60 /usr/bin/time -f 'maxrss_kb=%M' -o "$TMP/time" \
+		"$PMCCTL_BIN" --socket "$FAKE" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+	[ "$rc" != 124 ] || fail "$name: pmcctl still reading after 60 s"
+	expect_eq "$name: exit status" "$rc" 1
+	grep -q "^pmcctl: .*: the reply of pmcdaemon passed --max-reply (.* MiB, [0-9]* regions) and goes on: narrow the query with --pid, --comm or --region" "$TMP/err" ||
+		fail "$name: message: $(cat "$TMP/err")"
+	local kb
+	kb=$(sed -n 's/^maxrss_kb=//p' "$TMP/time")
+	echo "# $name: peak RSS $kb KiB; $(tail -c 300 "$TMP/err")"
+	[ "$kb" -lt "$max_kb" ] || fail "$name: peak RSS $kb KiB, over $max_kb KiB"
+	pass "$name: stopped, exit 1, peak RSS $kb KiB (< $max_kb KiB)"
+}
+
+# The bound: a reply of 64 MiB of parts. What each command keeps of it decoded is up to about
+# 7 times that (query --tree keeps a process's nodes until the process ends, a table its
+# rows): the limits say 600 MB, against 2.3 GB in 20 s, and growing, before.
+hostile "query --tree" 600000 query --tree
+hostile "flamegraph" 600000 flamegraph
+hostile "query (table)" 600000 query
+hostile "query --format json" 600000 query --format json
+# A smaller bound keeps less.
+hostile "query --tree --max-reply 16" 150000 query --tree --max-reply 16
+# A usage error, not a silent default.
+set +e
+"$PMCCTL_BIN" --socket "$FAKE" query --max-reply lots >/dev/null 2>"$TMP/err"
+rc=$?
+set -e
+expect_eq "--max-reply lots: usage error" $rc 2
+grep -q "invalid --max-reply 'lots'" "$TMP/err" || fail "$(cat "$TMP/err")"
