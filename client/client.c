@@ -120,6 +120,7 @@ enum {
 	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
 	R_FD_LIMIT,            /* regions of threads that had no room for their counter fds */
 	R_UNREGISTERED,        /* regions of threads waiting to ask again (ST_RETRY) */
+	R_NO_DAEMON,           /* regions begun while no daemon answered (ST_LOST) */
 	R_N
 };
 
@@ -134,6 +135,7 @@ static const char *const reason_name[R_N] = {
         [R_LONG_NAMES] = "name-too-long",
         [R_FD_LIMIT] = "fd-limit",
         [R_UNREGISTERED] = "unregistered",
+        [R_NO_DAEMON] = "no-daemon",
 };
 
 /* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
@@ -1743,8 +1745,9 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 	region_begin_any(t, region, false);
 }
 
-/* A region of a thread that runs unprofiled: one dropped sample when it is so for want of
- * fds (the next batch of any thread of the process tells the daemon). */
+/* A region of a thread that runs unprofiled: one dropped sample, by its reason, when it is
+ * so for want of fds, while its registration waits to be asked again, or while no daemon
+ * answers (the next batch of any thread of the process tells the daemon). */
 static void __attribute__((noinline)) unprofiled_region(void)
 {
 	struct pmc_thread *t = T;
@@ -1752,6 +1755,9 @@ static void __attribute__((noinline)) unprofiled_region(void)
 		atomic_fetch_add_explicit(&G.lost[R_FD_LIMIT], 1, memory_order_relaxed);
 	else if (t && t->state == ST_RETRY)
 		atomic_fetch_add_explicit(&G.lost[R_UNREGISTERED], 1, memory_order_relaxed);
+	else if (atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
+		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
+		atomic_fetch_add_explicit(&G.lost[R_NO_DAEMON], 1, memory_order_relaxed);
 }
 
 /* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
@@ -2206,6 +2212,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		b.dropped_long_names = loss[R_LONG_NAMES];
 		b.dropped_fd_limit = loss[R_FD_LIMIT];
 		b.dropped_unregistered = loss[R_UNREGISTERED];
+		b.dropped_no_daemon = loss[R_NO_DAEMON];
 		for (unsigned r = 0; r < R_N; r++)
 			b.dropped += loss[r];
 	}

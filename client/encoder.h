@@ -94,7 +94,8 @@ struct pmc_batch {
 	size_t n_def;
 	uint64_t dropped, sent_before, pending;
 	uint64_t dropped_depth, dropped_nesting, dropped_full, dropped_read, dropped_exited,
-	        dropped_names, dropped_long_names, dropped_fd_limit, dropped_unregistered;
+	        dropped_names, dropped_long_names, dropped_fd_limit, dropped_unregistered,
+	        dropped_no_daemon;
 };
 
 /* Room for the header pmc_batch_encode() puts before the batch: a tag and a length. */
@@ -335,6 +336,7 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 	p = pmc_put_field(p, 18, b->pending);
 	p = pmc_put_field(p, 19, b->dropped_fd_limit);
 	p = pmc_put_field(p, 20, b->dropped_unregistered);
+	p = pmc_put_field(p, 21, b->dropped_no_daemon);
 
 	/* Request.sample_batch (field 3) around it, its header just before it. */
 	size_t len = (size_t)(p - (buf + PMC_BATCH_HEAD));

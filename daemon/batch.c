@@ -26,7 +26,8 @@ enum {
 	F_PENDING = 18,
 	F_DROPPED_FD_LIMIT = 19,
 	F_DROPPED_UNREGISTERED = 20,
-	F_LAST = F_DROPPED_UNREGISTERED,
+	F_DROPPED_NO_DAEMON = 21,
+	F_LAST = F_DROPPED_NO_DAEMON,
 };
 _Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
@@ -172,6 +173,8 @@ u64_field(Pmc__SampleBatch *b, unsigned field)
 		return &b->dropped_fd_limit;
 	case F_DROPPED_UNREGISTERED:
 		return &b->dropped_unregistered;
+	case F_DROPPED_NO_DAEMON:
+		return &b->dropped_no_daemon;
 	default:
 		return NULL;
 	}

@@ -55,6 +55,7 @@ enum drop_reason {
 	                    * having no room for their counter fds (RLIMIT_NOFILE) */
 	DROP_UNREGISTERED, /* "unregistered": regions of threads whose registration failed for
 	                    * a while (a slow or restarting daemon, one at a limit) */
+	DROP_NO_DAEMON,    /* "no-daemon": regions begun while no daemon answered the process */
 	DROP_OTHER,        /* "other": dropped without a reason (an older library) */
 	DROP_MAX_REGIONS,  /* "max-regions": daemon: --max-regions, its per-user share or
 	                    * --max-total-regions */
@@ -108,6 +109,7 @@ drop_reason_name(unsigned r)
 	        [DROP_LONG_NAMES] = "name-too-long",
 	        [DROP_FD_LIMIT] = "fd-limit",
 	        [DROP_UNREGISTERED] = "unregistered",
+	        [DROP_NO_DAEMON] = "no-daemon",
 	        [DROP_OTHER] = "other",
 	        [DROP_MAX_REGIONS] = "max-regions",
 	        [DROP_BATCH_RATE] = "batch-rate",

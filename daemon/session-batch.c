@@ -581,6 +581,7 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 	        [DROP_LONG_NAMES] = b->dropped_long_names,
 	        [DROP_FD_LIMIT] = b->dropped_fd_limit,
 	        [DROP_UNREGISTERED] = b->dropped_unregistered,
+	        [DROP_NO_DAEMON] = b->dropped_no_daemon,
 	};
 	uint64_t sum = 0;
 	/* Claims, checked by nothing: each bounded per connection (session_claim()), their

@@ -44,7 +44,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    fast.dropped_exited != b->dropped_exited || fast.dropped_names != b->dropped_names ||
 	    fast.dropped_long_names != b->dropped_long_names || fast.pending != b->pending ||
 	    fast.dropped_fd_limit != b->dropped_fd_limit ||
-	    fast.dropped_unregistered != b->dropped_unregistered)
+	    fast.dropped_unregistered != b->dropped_unregistered ||
+	    fast.dropped_no_daemon != b->dropped_no_daemon)
 		abort();
 	same_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
 	same_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));

@@ -142,5 +142,16 @@ main(int argc, char **argv)
 	f = open_seed(dir, "batch-unregistered");
 	put(f, &batch);
 	fclose(f);
+	/* A batch that reports regions lost while unregistered and while no daemon answered. */
+	Pmc__SampleBatch lb = b;
+	lb.dropped_unregistered = 3;
+	lb.dropped_no_daemon = 7;
+	Pmc__Request loss_batch = PMC__REQUEST__INIT;
+	loss_batch.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	loss_batch.sample_batch = &lb;
+	f = open_seed(dir, "batch-losses");
+	put(f, &reg);
+	put(f, &loss_batch);
+	fclose(f);
 	return 0;
 }

@@ -66,11 +66,11 @@ expect_eq "table: container of outside" "$(awk '$4 == "outside" && $6 ~ /^wall/ 
 
 # --- /metrics with --metrics-labels container: a program's series per container ---
 if command -v curl >/dev/null; then
-	L='comm="pmc-test-client",container="'${ID:0:12}'",region="inside"'
+	L='comm="pmc-test-client",uid="65534",container="'${ID:0:12}'",region="inside"'
 	expect_eq "metrics: runs in the container" "$(metric "pmc_region_count_total{$L}")" 3
 	expect_eq "metrics: runs outside it" \
-		"$(metric "pmc_region_count_total{comm=\"pmc-test-client\",container=\"$want_out\",region=\"outside\"}")" 3
-	expect_eq "metrics: no series without the label" "$(curl -sf "$URL" | grep -c '^pmc_region_count_total{comm="[^"]*",region=')" 0
+		"$(metric "pmc_region_count_total{comm=\"pmc-test-client\",uid=\"65534\",container=\"$want_out\",region=\"outside\"}")" 3
+	expect_eq "metrics: no series without the label" "$(curl -sf "$URL" | grep -c '^pmc_region_count_total{comm="[^"]*",uid="[0-9]*",region=')" 0
 else
 	echo "curl is missing: the metrics label is not checked"
 fi
@@ -89,7 +89,7 @@ expect_eq "dump --cgroup" "$(pmcctl dump --cgroup '*/docker-*' --format json | n
 expect_eq "dump --cgroup: the tree's process carries it" \
 	"$(pmcctl dump --cgroup '*/docker-*' --format json | jq -r '[.tree[].cgroup] | unique | join(" ")')" "$PATH_CG"
 pmcctl flamegraph --cgroup '*/docker-*' >"$TMP/folded" || fail "flamegraph --cgroup"
-expect_eq "flamegraph --cgroup: its stacks only" "$(cut -d' ' -f1 "$TMP/folded" | sort -u | tr '\n' ' ')" "pmc-test-client;inside "
+expect_eq "flamegraph --cgroup: its stacks only" "$(sed 's/ [0-9]*$//' "$TMP/folded" | sort -u | tr '\n' '|')" "pmc-test-client (uid 65534);inside|"
 expect_eq "hist --cgroup: the runs of its processes" \
 	"$(pmcctl hist --region inside --cgroup '*/docker-*' --format json | jq '[.buckets[].count] | add')" 3
 pmcctl hist --region inside --cgroup /nope >"$TMP/err" 2>&1 && fail "hist --cgroup of no process"

@@ -205,7 +205,9 @@ main(int argc, char **argv)
 			uint8_t *buf = NULL;
 			size_t len;
 			Pmc__Request *req = NULL;
-			if (wire_wait(p[i].fd, 0, &buf, &len, NULL, 0, NULL) < 0 ||
+			/* A registration carries its thread's pidfd: taken, and closed. */
+			int fds[1];
+			if (wire_wait(p[i].fd, 0, &buf, &len, fds, 1, NULL) < 0 ||
 			    wire_unpack_request(buf, len, &req) < 0) {
 				free(buf);
 				close(p[i].fd);

@@ -93,6 +93,7 @@ check_decode(const uint8_t *buf, size_t len, int expect)
 	CHECK(fast.pending == b->pending);
 	CHECK(fast.dropped_fd_limit == b->dropped_fd_limit);
 	CHECK(fast.dropped_unregistered == b->dropped_unregistered);
+	CHECK(fast.dropped_no_daemon == b->dropped_no_daemon);
 	check_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
 	check_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
 	check_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));
@@ -271,13 +272,15 @@ check_random_batch(uint64_t *seed, int plain, size_t max_samples)
 		b.pending = rng_next(seed) % 2 ? 0 : random_value(seed, allow_big);
 		b.dropped_fd_limit = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
 		b.dropped_unregistered = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
+		b.dropped_no_daemon = rng_next(seed) % 3 ? 0 : random_value(seed, allow_big);
 		big |= b.dropped > UINT64_MAX / 2 || b.sent_before > UINT64_MAX / 2 ||
 		       b.dropped_depth > UINT64_MAX / 2 || b.dropped_nesting > UINT64_MAX / 2 ||
 		       b.dropped_full > UINT64_MAX / 2 || b.dropped_read > UINT64_MAX / 2 ||
 		       b.dropped_exited > UINT64_MAX / 2 || b.dropped_names > UINT64_MAX / 2 ||
 		       b.dropped_long_names > UINT64_MAX / 2 || b.pending > UINT64_MAX / 2 ||
 		       b.dropped_fd_limit > UINT64_MAX / 2 ||
-		       b.dropped_unregistered > UINT64_MAX / 2;
+		       b.dropped_unregistered > UINT64_MAX / 2 ||
+		       b.dropped_no_daemon > UINT64_MAX / 2;
 	}
 	if (!plain) {
 		if (rng_next(seed) % 2) {
@@ -355,6 +358,7 @@ test_client_batch(void)
 	b.pending = 700;
 	b.dropped_fd_limit = 11;
 	b.dropped_unregistered = 12;
+	b.dropped_no_daemon = 13;
 	buf = pack_batch(&b, &len);
 	CHECK(check_decode(buf, len, 1));
 	/* Every prefix is cut short somewhere: protobuf-c's to refuse. */
@@ -430,7 +434,8 @@ test_encodings(void)
 	BYTES("tag cut short", 0, 0x08, 0x01, 0x80);
 	BYTES("dropped_fd_limit", 1, 0x98, 0x01, 0x01);
 	BYTES("dropped_unregistered", 1, 0xa0, 0x01, 0x01);
-	BYTES("unknown field", 0, 0xa8, 0x01, 0x01);
+	BYTES("dropped_no_daemon", 1, 0xa8, 0x01, 0x01);
+	BYTES("unknown field", 0, 0xb0, 0x01, 0x01);
 	BYTES("field 0", 0, 0x00, 0x01);
 	BYTES("tid as length-delimited", 0, 0x0a, 0x01, 0x05);
 	BYTES("tid as fixed32", 0, 0x0d, 0x01, 0x00, 0x00, 0x00);

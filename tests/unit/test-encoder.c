@@ -135,7 +135,8 @@ check_random_batch(int with_defs, int paths)
 	                    &b.dropped_nesting,  &b.dropped_full,
 	                    &b.dropped_read,     &b.dropped_exited,
 	                    &b.dropped_names,    &b.dropped_long_names,
-	                    &b.dropped_fd_limit, &b.dropped_unregistered};
+	                    &b.dropped_fd_limit, &b.dropped_unregistered,
+	                    &b.dropped_no_daemon};
 	for (size_t i = 0; i < sizeof(loss) / sizeof(loss[0]); i++)
 		*loss[i] = pmc_test_rng(&rng) % 3 == 0 ? rand_value() : 0;
 
@@ -167,6 +168,7 @@ check_random_batch(int with_defs, int paths)
 	sb.dropped_long_names = b.dropped_long_names;
 	sb.dropped_fd_limit = b.dropped_fd_limit;
 	sb.dropped_unregistered = b.dropped_unregistered;
+	sb.dropped_no_daemon = b.dropped_no_daemon;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	req.sample_batch = &sb;
