@@ -102,6 +102,15 @@ if [ -n "${PMC_PYTHON:-}" ]; then
 	expect_eq "python exception: the next region's call path" "$paths" '["after"]'
 
 	expect_nodaemon "python" "${PY[@]}" pages $N $K
+
+	# The README's example, as it is written.
+	cp "$SRC/../examples/example.py" "$TMP/bin/"
+	chmod a+r "$TMP/bin/example.py"
+	run "examples/example.py" "$TMP/ex" env PYTHONPATH="$PYDIR" "$PMC_PYTHON" "$TMP/bin/example.py"
+	expect_eq "examples/example.py: output" "$(cat "$TMP/ex")" "pid=$PID total=2000 counted=True"
+	expect_eq "examples/example.py: regions [name, count]" "$("$P_BIN/pmcctl" --socket "$SOCK" \
+		query --pid "$PID" --format json | jq -c '[.regions[] | [.name, .count]] | sort')" \
+		'[["load",100],["step",100]]'
 else
 	echo "ok - no Python package built (python3-dev missing): its checks skipped"
 fi
@@ -132,6 +141,16 @@ if [ -n "${PMC_FC:-}" ]; then
 	expect_threads "fortran OpenMP threads" "$PID" $T
 
 	expect_nodaemon "fortran" "${F[@]}" pages $N $K
+
+	# The README's example, built with the README's line.
+	# shellcheck disable=SC2046 # word splitting of the flags is meant
+	"$PMC_FC" -fopenmp "$SRC/../examples/example.f90" $(pkg-config --cflags --libs pmcfortran) \
+		-o "$TMP/bin/example" || fail "building examples/example.f90"
+	chmod a+rx "$TMP/bin/example"
+	run "examples/example.f90" "$TMP/ex" env LD_LIBRARY_PATH="$P_LIB" OMP_NUM_THREADS=2 "$TMP/bin/example"
+	expect_eq "examples/example.f90: output" "$(cat "$TMP/ex")" "total= 8.020E+09 counted=T"
+	expect_eq "examples/example.f90: region dot's count" "$("$P_BIN/pmcctl" --socket "$SOCK" \
+		query --pid "$PID" --region dot --format json | jq '.regions[0].count')" 400
 else
 	echo "ok - no Fortran module built (no Fortran compiler): its checks skipped"
 fi
