@@ -98,15 +98,7 @@ grep -qF "$P_LIB/libpmcclient.so.0" <<<"$libs" ||
 [ -n "$DAEMON" ] || exit 0
 
 # The installed daemon and pmcctl, with each program as uid 65534.
-SOCK=$TMP/pmc.sock
-"$P_SBIN/pmcdaemon" --socket "$SOCK" 2>"$TMP/daemon.log" &
-DAEMON_PID=$!
-trap 'kill "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID"; rm -rf "$TMP"' EXIT
-for _ in $(seq 100); do
-	[ -S "$SOCK" ] && break
-	kill -0 "$DAEMON_PID" 2>/dev/null || fail "the installed pmcdaemon exited: $(cat "$TMP/daemon.log")"
-	sleep 0.05
-done
+start_installed_daemon
 N=6 K=30
 for p in "${PROGS[@]}"; do
 	setpriv --reuid=65534 --regid=65534 --clear-groups -- env LD_LIBRARY_PATH="$P_LIB" \

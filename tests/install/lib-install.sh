@@ -24,3 +24,19 @@ P_INCLUDE=$DEST$PMC_INSTALL_FULL_INCLUDEDIR
 P_MAN=$DEST$PMC_INSTALL_FULL_MANDIR
 P_PREFIX=$DEST$PMC_INSTALL_PREFIX
 P_UNITS=${PMC_SYSTEMD_UNITDIR:+$DEST$PMC_SYSTEMD_UNITDIR}
+
+# start_installed_daemon [ARGS...]: the installed pmcdaemon on $SOCK ($TMP/pmc.sock), its
+# log in $TMP/daemon.log; $DAEMON_PID, stopped at exit.
+start_installed_daemon() {
+	SOCK=$TMP/pmc.sock
+	"$P_SBIN/pmcdaemon" --socket "$SOCK" "$@" 2>"$TMP/daemon.log" &
+	DAEMON_PID=$!
+	trap 'kill "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID"; rm -rf "$TMP"' EXIT
+	for _ in $(seq 100); do
+		[ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && return 0
+		kill -0 "$DAEMON_PID" 2>/dev/null ||
+			fail "the installed pmcdaemon exited: $(cat "$TMP/daemon.log")"
+		sleep 0.05
+	done
+	fail "the installed pmcdaemon did not create $SOCK"
+}
