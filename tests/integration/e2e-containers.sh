@@ -67,6 +67,13 @@ if command -v bwrap >/dev/null && "${USER[@]}" bwrap --unshare-user --unshare-pi
 	grep -q "uid 65534 is neither" "$TMP/reset.out" || fail "reset refusal: $(cat "$TMP/reset.out")"
 	pass "reset refused to the root of a user namespace (uid 65534 on the host)"
 	expect_eq "its figures kept" "$(comm_json ct-bwrap pages | jq .count)" $K
+	# Nor may it count kernel mode with a hardware event: uid 65534 may not (the policy
+	# answers before any open, PMU or not).
+	"${BW[@]}" env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK" PMC_EVENTS=cycles:k \
+		"$TMP/bin/ct-bwrap" pages 1 1 >"$TMP/bwk.out" 2>&1 || fail "bwrap, cycles:k: $(cat "$TMP/bwk.out")"
+	grep -q "counting kernel mode ('cycles:k') is not allowed for uid 65534" "$TMP/bwk.out" ||
+		fail "kernel mode in a user namespace: $(cat "$TMP/bwk.out")"
+	pass "the root of a user namespace may not count kernel mode: uid 65534 may not"
 	expect_eq "pmcctl inside sees its own user only" \
 		"$("${BW[@]}" "$PMCCTL_BIN" --socket "$SOCK" status --format json | jq -c '[.all_users, .uid]')" '[false,65534]'
 	q=$("${BW[@]}" "$PMCCTL_BIN" --socket "$SOCK" query --format json | jq -c '[.regions[].uid] | unique')
