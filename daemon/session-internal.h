@@ -36,6 +36,13 @@ void session_count_dropped(struct session *s, uint64_t n, enum drop_reason why);
 int session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds);
 
 /**
+ * session_send_packed() - send @len bytes of @buf (borrowed), one Response packed already, to
+ * @s's client, as session_reply() does
+ * Return: as session_reply().
+ */
+int session_send_packed(struct session *s, const uint8_t *buf, size_t len);
+
+/**
  * session_reply_error() - refuse @s's request with errno @err, saying why (printf @fmt)
  * Return: session_reply()'s, or, for a request that gets no reply, the negative errno
  * for which the connection is closed.
@@ -95,6 +102,19 @@ int session_handle_query(struct session *s, const Pmc__Request *req);
 int session_handle_reset(struct session *s, const Pmc__Request *req);
 int session_handle_status(struct session *s, const Pmc__Request *req);
 int session_handle_list_events(struct session *s, const Pmc__Request *req);
+
+/* session_query_step()'s outcomes besides < 0 (close the connection). */
+#define SESSION_STEP_DONE 0 /* the reply is sent: the connection is read again */
+#define SESSION_STEP_MORE 1 /* the slice's time is up: queue it again */
+#define SESSION_STEP_WAIT 2 /* its socket is full: its write event queues it again */
+
+/**
+ * session_query_step() - build and send @s's Query reply (@s->qs) until @deadline_ns
+ * (CLOCK_MONOTONIC): parts of a streamed reply as the socket takes them, or the next parts
+ * of a whole reply, refused (EMSGSIZE, said to the client) once it would exceed one datagram
+ * Return: SESSION_STEP_*, or < 0 to close the connection.
+ */
+int session_query_step(struct session *s, uint64_t deadline_ns);
 
 /** session_query_free() - forget @qs, a streamed reply not sent whole (NULL: nothing) */
 void session_query_free(struct query_stream *qs);

@@ -57,11 +57,11 @@ session_sndbuf_fit(struct session *s, size_t len)
 	}
 }
 
-int
-session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
+/* A client that asks and never reads pins the daemon's replies in kernel memory: at most
+ * SESSION_MAX_UNREAD bytes of them, then its connection is closed (-ENOBUFS). */
+static int
+reply_room(struct session *s)
 {
-	/* A client that asks and never reads pins the daemon's replies in kernel memory: at
-	 * most SESSION_MAX_UNREAD bytes of them, then its connection is closed. */
 	int queued = 0;
 	if (ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued > SESSION_MAX_UNREAD) {
 		log_warn_limited("pid %d (uid %d): leaves %d bytes of its replies unread: closing "
@@ -69,8 +69,13 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 		                 (int)s->pid, (int)s->uid, queued);
 		return -ENOBUFS;
 	}
-	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
-	int r = wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT);
+	return 0;
+}
+
+/* What a send of a reply returned (@r), as session_reply() says it. */
+static int
+reply_sent(struct session *s, int r)
+{
 	if (r == -EAGAIN) {
 		log_warn_limited("pid %d (uid %d): leaves its replies unread (its socket is full): "
 		                 "closing the connection",
@@ -80,6 +85,27 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 	if (r < 0)
 		log_debug("pid %d: cannot send reply: %s", (int)s->pid, strerror(-r));
 	return r;
+}
+
+int
+session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
+{
+	int r = reply_room(s);
+	if (r < 0)
+		return r;
+	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
+	return reply_sent(s, wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+}
+
+int
+session_send_packed(struct session *s, const uint8_t *buf, size_t len)
+{
+	int r = reply_room(s);
+	if (r < 0)
+		return r;
+	session_sndbuf_fit(s, len);
+	ssize_t n = send(s->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	return reply_sent(s, n < 0 ? -errno : 0);
 }
 
 int
@@ -224,6 +250,9 @@ session_dispatch_one(struct session *s)
 		return r;
 	}
 	unsigned c = req->body_case;
+	/* What it sent last decides its class in the loop's queue: a client that sends
+	 * batches waits behind the others' Hello, registration and status. */
+	s->bulk = c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
 	if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
 		r = -EBADMSG;
 	} else if (handlers[c].needs_hello && !s->hello) {
@@ -248,13 +277,60 @@ session_on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 	session_close(s, -ETIMEDOUT);
 }
 
+/* Its requests wait in its socket until its turn: the loop serves every uid in turn. */
 static void
 session_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	int r = session_pump(s, SESSION_BURST);
-	if (r < 0)
+	event_del(s->ev);
+	session_ready(s);
+}
+
+void
+session_ready(struct session *s)
+{
+	if (sched_queued(&s->si))
+		return;
+	enum sched_class cls = s->bulk || s->qs ? SCHED_BULK : SCHED_CONTROL;
+	sched_push(&s->srv->sched, &s->user->sq[cls], cls, &s->si);
+	server_kick(s->srv);
+}
+
+/* One slice of reading: up to SESSION_BURST requests, until @deadline_ns, and one only
+ * past a change of class (a client that turns to bulk goes to the bulk queue). Return: 1
+ * when requests may be left, 0 when its socket is drained, or < 0 to close it. */
+static int
+session_read_slice(struct session *s, uint64_t deadline_ns)
+{
+	bool bulk = s->bulk;
+	for (unsigned i = 0; i < SESSION_BURST; i++) {
+		int r = session_dispatch_one(s);
+		if (r == -EAGAIN)
+			return 0;
+		if (r < 0)
+			return r;
+		if (s->qs || s->bulk != bulk || util_now_ns(CLOCK_MONOTONIC) >= deadline_ns)
+			return 1;
+	}
+	return 1;
+}
+
+void
+session_serve(struct session *s, uint64_t deadline_ns)
+{
+	int r = s->qs ? session_query_step(s, deadline_ns) : session_read_slice(s, deadline_ns);
+	if (r < 0) {
 		session_close(s, r);
+		return;
+	}
+	if (r == SESSION_STEP_MORE) {
+		session_ready(s);
+		return;
+	}
+	/* Its reply waits for room in the socket (its write event is armed), or all is done:
+	 * the next request wakes it. */
+	if (!s->qs && event_add(s->ev, NULL) < 0)
+		session_close(s, -ENOMEM);
 }
 
 /* The daemon stops: its connections close from its side, and the samples their clients hold
@@ -277,9 +353,9 @@ session_drain_all(struct server *srv, bool final)
 int
 session_pump(struct session *s, unsigned max)
 {
-	for (unsigned i = 0; i < max && !s->qs; i++) {
-		int r = session_dispatch_one(s);
-		if (r == -EAGAIN)
+	for (unsigned i = 0; i < max; i++) {
+		int r = s->qs ? session_query_step(s, UINT64_MAX) : session_dispatch_one(s);
+		if (r == -EAGAIN || r == SESSION_STEP_WAIT)
 			return 0;
 		if (r < 0)
 			return r;
@@ -404,8 +480,7 @@ session_free(struct session *s)
 	if (!s)
 		return;
 	struct server *srv = s->srv;
-	if (s->qs)
-		s->user->streams--;
+	sched_remove(&srv->sched, &s->si);
 	session_query_free(s->qs);
 	for (size_t i = 0; i < s->n_threads; i++)
 		session_thread_close(s, &s->threads[i]);

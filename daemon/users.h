@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sched.h"
 #include "stats.h"
 
 struct user_share {
@@ -25,8 +26,8 @@ struct user_share {
 	bool warned_memory;   /* logged once that its histograms reached their share */
 	bool warned_retired;  /* logged once that its retired figures reached their share */
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
-	unsigned streams;   /* its connections sending a streamed Query reply now */
-	struct stats_budget hist; /* its processes' histogram blocks */
+	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
+	struct stats_budget hist;             /* its processes' histogram blocks */
 };
 
 struct users {
