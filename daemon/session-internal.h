@@ -116,5 +116,9 @@ int session_handle_list_events(struct session *s, const Pmc__Request *req);
  */
 int session_query_step(struct session *s, uint64_t deadline_ns);
 
+/** session_query_end() - forget @s's Query reply (sent, refused, or its connection closing);
+ * the next whole reply of its uid that waits for it may start */
+void session_query_end(struct session *s);
+
 /** session_query_free() - forget @qs, a streamed reply not sent whole (NULL: nothing) */
 void session_query_free(struct query_stream *qs);

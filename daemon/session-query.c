@@ -182,6 +182,7 @@ struct query_stream {
 	size_t pending_len;
 	bool last;        /* pending is the last part (whole_reply: the last is built) */
 	bool whole_reply; /* one reply (no Query.stream): the parts gather in whole */
+	bool building;    /* whole_reply, counted in its uid's wholes (else waiting) */
 	uint8_t *whole;   /* WHOLE_HEAD bytes, then the QueryReplys of the parts built */
 	size_t whole_len;
 	struct event *wev;
@@ -546,11 +547,24 @@ query_whole_send(struct session *s, struct query_stream *qs)
 	return session_send_packed(s, qs->whole + WHOLE_HEAD - n, n + body);
 }
 
-static void
-query_end(struct session *s)
+void
+session_query_end(struct session *s)
 {
-	session_query_free(s->qs);
+	struct query_stream *qs = s->qs;
+	if (!qs)
+		return;
 	s->qs = NULL;
+	bool building = qs->building;
+	session_query_free(qs);
+	if (!building)
+		return;
+	/* The uid's next whole reply, waiting for this one, may start. */
+	s->user->wholes--;
+	for (struct session *o = s->srv->sessions; o; o = o->next)
+		if (o->user == s->user && o->qs && o->qs->whole_reply && !o->qs->building) {
+			session_ready(o);
+			break;
+		}
 }
 
 static void query_stream_on_writable(evutil_socket_t fd, short what, void *arg);
@@ -559,12 +573,20 @@ int
 session_query_step(struct session *s, uint64_t deadline_ns)
 {
 	struct query_stream *qs = s->qs;
+	/* One whole reply of a uid built at a time: its memory is the cap's, however many
+	 * connections ask. The others wait, neither queued nor read, until it ends. */
+	if (qs->whole_reply && !qs->building) {
+		if (s->user->wholes)
+			return SESSION_STEP_WAIT;
+		s->user->wholes++;
+		qs->building = true;
+	}
 	for (;;) {
 		if (!qs->pending) {
 			int r = query_next_part(s, qs, QUERY_PART_BYTES);
 			if (r == -EMSGSIZE && qs->whole_reply) {
 				/* Refused as soon as it would not fit: the rest is never built. */
-				query_end(s);
+				session_query_end(s);
 				r = session_reply_error(
 				        s, EMSGSIZE,
 				        "the regions asked for do not fit in one reply (%u bytes): "
@@ -581,7 +603,7 @@ session_query_step(struct session *s, uint64_t deadline_ns)
 		if (qs->whole_reply) {
 			if (qs->last) {
 				int r = query_whole_send(s, qs);
-				query_end(s);
+				session_query_end(s);
 				return r < 0 ? r : SESSION_STEP_DONE;
 			}
 			if (util_now_ns(CLOCK_MONOTONIC) >= deadline_ns)
@@ -599,7 +621,7 @@ session_query_step(struct session *s, uint64_t deadline_ns)
 			free(qs->pending);
 			qs->pending = NULL;
 			if (qs->last) {
-				query_end(s);
+				session_query_end(s);
 				return SESSION_STEP_DONE;
 			}
 			if (util_now_ns(CLOCK_MONOTONIC) < deadline_ns)

@@ -481,7 +481,7 @@ session_free(struct session *s)
 		return;
 	struct server *srv = s->srv;
 	sched_remove(&srv->sched, &s->si);
-	session_query_free(s->qs);
+	session_query_end(s);
 	for (size_t i = 0; i < s->n_threads; i++)
 		session_thread_close(s, &s->threads[i]);
 	free(s->threads);

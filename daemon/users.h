@@ -27,7 +27,8 @@ struct user_share {
 	bool warned_retired;  /* logged once that its retired figures reached their share */
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
 	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
-	struct stats_budget hist;             /* its processes' histogram blocks */
+	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
+	struct stats_budget hist; /* its processes' histogram blocks */
 };
 
 struct users {

@@ -44,6 +44,21 @@ echo "note: daemon VmRSS $rss0 kB before, VmHWM $hwm kB during the refused query
 pass "the refused query's peak: $((hwm - rss0)) kB over the daemon's resting memory"
 pmcctl status >/dev/null || fail "status after the refused query"
 
+# Eight connections of one uid asking for whole queries at once: built one at a time (each
+# waits for the one before), so that the daemon's memory for them is still about one cap's
+# (before: each connection's reply built at once, 8 x 4 MiB), and every one is answered.
+echo 5 >"/proc/$DAEMON_PID/clear_refs"
+rss0=$(kb "$DAEMON_PID" VmRSS)
+wholes=()
+for i in $(seq 8); do raw hog whole 3 >"$TMP/whole.$i" & wholes+=($!); done
+for h in "${wholes[@]}"; do wait "$h" || fail "a whole-query hog failed"; done
+hwm=$(kb "$DAEMON_PID" VmHWM)
+for i in $(seq 8); do
+	[ "$(kv queries "$TMP/whole.$i")" -gt 0 ] || fail "connection $i got no reply: $(cat "$TMP/whole.$i")"
+done
+[ $((hwm - rss0)) -le $((16 * 1024)) ] || fail "8 whole queries at once took $((hwm - rss0)) kB of the daemon's memory"
+pass "8 connections' whole queries ($(cat "$TMP"/whole.* | sed -n 's/^queries=//p' | paste -sd+ | bc) refused): peak $((hwm - rss0)) kB over the daemon's resting memory"
+
 # The hog, uid 65534: two connections streaming histogram queries, one asking for whole ones
 # (each refused), eight flooding batches; the victim, uid 65533, meanwhile.
 hogs=()
