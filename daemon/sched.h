@@ -11,7 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A connection's class: that of the last request it sent (a streamed reply is bulk). */
+/* A connection's class: bulk once it has sent a batch, or while it has a query reply to build
+ * or send; control otherwise. */
 enum sched_class {
 	SCHED_CONTROL,
 	SCHED_BULK,

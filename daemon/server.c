@@ -70,7 +70,7 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 
 /* Daemon time one turn of the queue takes before the loop polls again (and queues the
  * connections that became readable meanwhile, control first). */
-#define SERVER_TURN_NS (1000 * 1000)
+#define SERVER_TURN_NS (4000 * 1000)
 
 /* The loop's work for the connections: slices in the order sched gives, per uid in turn. */
 static void

@@ -19,6 +19,9 @@
  * its answer is due in about a millisecond whatever the load. */
 #define DRAIN_BUDGET_NS (2 * 1000 * 1000)
 #define DRAIN_STATUS_NS (300 * 1000)
+/* Datagrams read from a connection whose process has exited, past those budgets: its
+ * socket's whole queue of batches (1 MiB of them at most). */
+#define SESSION_DRAIN_GONE 4096
 
 struct query_stream;
 

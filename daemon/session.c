@@ -164,12 +164,13 @@ session_peer_alive(struct session *s)
 
 /* Read what other connections have already queued, so that a query made after a
  * client exited sees that client's last batch (the kernel queued it before the
- * client's exit, but the loop may not have read it yet). Bounded: only what is
- * queued now, never recursively, only the connections of the uid whose figures the
- * caller sees (@self's, or all for an admin), and never past @budget_ns (checked every 16
- * datagrams): another user's flood never delays the answer. @self NULL: every connection,
- * no time bound. */
-
+ * client's exit, but the loop may not have read it yet; the loop's turns serve the
+ * caller's request ahead of such batches). Bounded: only what is queued now, never
+ * recursively, only the connections of the uid whose figures the caller sees (@self's, or
+ * all for an admin), and never past @budget_ns (checked every 16 datagrams) but for the
+ * connections whose process has exited: those are read to the end (SESSION_DRAIN_GONE
+ * datagrams at most; they can send no more), the others' flood never delays the answer.
+ * @self NULL: every connection, no time bound. */
 void
 session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns)
 {
@@ -177,6 +178,7 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		return;
 	srv->draining = 1;
 	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
+	bool over = false;
 	struct session *next;
 	for (struct session *o = srv->sessions; o; o = next) {
 		next = o->next;
@@ -184,18 +186,21 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		 * Query read here has started one. */
 		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
 			continue;
+		bool gone = o->pidfd >= 0 && !session_peer_alive(o);
+		if (over && !gone)
+			continue;
 		int r = 0;
-		bool late = false;
+		unsigned max = gone ? SESSION_DRAIN_GONE : SESSION_BURST * 16;
 		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
-		for (int i = 0; i < SESSION_BURST * 16 && !late && !o->qs; i++) {
+		for (unsigned i = 0; i < max && !o->qs; i++) {
 			if ((r = session_dispatch_one(o)) < 0)
 				break;
-			late = i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline;
+			if (!gone && i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline)
+				break;
 		}
 		if (r < 0 && r != -EAGAIN)
 			session_close(o, r);
-		if (late || util_now_ns(CLOCK_MONOTONIC) > deadline)
-			break;
+		over = over || util_now_ns(CLOCK_MONOTONIC) > deadline;
 	}
 	srv->draining = 0;
 }
@@ -250,9 +255,13 @@ session_dispatch_one(struct session *s)
 		return r;
 	}
 	unsigned c = req->body_case;
-	/* What it sent last decides its class in the loop's queue: a client that sends
-	 * batches waits behind the others' Hello, registration and status. */
-	s->bulk = c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
+	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
+	 * (its later requests are behind its batches in its socket anyway; and switching back
+	 * would let a flood earn control's turns with a Status now and then, or, in a burst
+	 * of registrations, take bulk's turns from connections whose registration waits
+	 * behind their batches), the others (a new client's Hello and first registration,
+	 * pmcctl) control. */
+	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
 	if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
 		r = -EBADMSG;
 	} else if (handlers[c].needs_hello && !s->hello) {

@@ -63,7 +63,7 @@ struct session {
 	struct session_path *paths;
 	struct query_stream *qs; /* a Query reply being built or sent (nothing read until it is) */
 	struct sched_item si;    /* its place in the server's queue while it has work */
-	bool bulk;               /* its last request was bulk (a batch): queued as such */
+	bool bulk;               /* it has sent batches: queued as bulk */
 };
 
 /**
@@ -75,7 +75,7 @@ int session_new(struct server *srv, int fd);
 
 /* Daemon time one slice of a connection's work takes at most (a datagram, or a part of
  * a reply, more). */
-#define SESSION_SLICE_NS (500 * 1000)
+#define SESSION_SLICE_NS (2000 * 1000)
 
 /**
  * session_serve() - do one slice of @s's work, until @deadline_ns (CLOCK_MONOTONIC): read

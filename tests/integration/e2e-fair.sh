@@ -40,7 +40,16 @@ pass "refused: $(sed -n 's/^message=//p' "$TMP/big")"
 echo "note: daemon VmRSS $rss0 kB before, VmHWM $hwm kB during the refused query"
 # The reply's cap is 4 MiB: the parts gathered up to it, one part more, their
 # allocator's slack. Before, the whole reply was built first: over 100 MB here.
-[ $((hwm - rss0)) -le $((16 * 1024)) ] || fail "the refused query took $((hwm - rss0)) kB of the daemon's memory"
+# bounded KB WHAT: KB (the peak over rest) within 16 MiB; a sanitized build's allocator keeps
+# what is freed in quarantine, and its shadow grows with it: only noted there.
+bounded() {
+	if [ -n "${PMC_SANITIZED:-}" ]; then
+		echo "note: $2 took $1 kB (sanitized build: not checked)"
+	else
+		[ "$1" -le $((16 * 1024)) ] || fail "$2 took $1 kB of the daemon's memory"
+	fi
+}
+bounded $((hwm - rss0)) "the refused query"
 pass "the refused query's peak: $((hwm - rss0)) kB over the daemon's resting memory"
 pmcctl status >/dev/null || fail "status after the refused query"
 
@@ -56,7 +65,7 @@ hwm=$(kb "$DAEMON_PID" VmHWM)
 for i in $(seq 8); do
 	[ "$(kv queries "$TMP/whole.$i")" -gt 0 ] || fail "connection $i got no reply: $(cat "$TMP/whole.$i")"
 done
-[ $((hwm - rss0)) -le $((16 * 1024)) ] || fail "8 whole queries at once took $((hwm - rss0)) kB of the daemon's memory"
+bounded $((hwm - rss0)) "8 whole queries at once"
 pass "8 connections' whole queries ($(cat "$TMP"/whole.* | sed -n 's/^queries=//p' | paste -sd+ | bc) refused): peak $((hwm - rss0)) kB over the daemon's resting memory"
 
 # The hog, uid 65534: two connections streaming histogram queries, one asking for whole ones
