@@ -15,6 +15,9 @@
 #define SESSION_MAX_REGION_ID 65535
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
+/* Bytes of requests a slice reads before it looks at its time (64 batches of 512 samples
+ * of 4 events are 310 KB; one of 1 MiB ends the slice past its time). */
+#define SESSION_SLICE_BYTES (256 * 1024)
 /* How long a Query or Reset reads what other connections queued first; a Status reads less:
  * its answer is due in about a millisecond whatever the load. */
 #define DRAIN_BUDGET_NS (2 * 1000 * 1000)

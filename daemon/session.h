@@ -64,6 +64,7 @@ struct session {
 	struct query_stream *qs; /* a Query reply being built or sent (nothing read until it is) */
 	struct sched_item si;    /* its place in the server's queue while it has work */
 	bool bulk;               /* it has sent batches: queued as bulk */
+	uint64_t rx_bytes;       /* of requests read */
 };
 
 /**
