@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -65,6 +66,36 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 		if (r < 0)
 			log_errno(r, "cannot serve a new connection");
 	}
+}
+
+/* Daemon time one turn of the queue takes before the loop polls again (and queues the
+ * connections that became readable meanwhile, control first). */
+#define SERVER_TURN_NS (4000 * 1000)
+
+/* The loop's work for the connections: slices in the order sched gives, per uid in turn. */
+static void
+on_work(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	uint64_t now = util_now_ns(CLOCK_MONOTONIC), end = now + SERVER_TURN_NS;
+	struct sched_item *it;
+	while (now < end && (it = sched_pop(&srv->sched))) {
+		struct session *s = (struct session *)((char *)it - offsetof(struct session, si));
+		session_serve(s, now + SESSION_SLICE_NS);
+		now = util_now_ns(CLOCK_MONOTONIC);
+	}
+	if (srv->sched.n)
+		server_kick(srv);
+}
+
+void
+server_kick(struct server *srv)
+{
+	/* A zero timeout, not event_active(): timers run after the poll, so the sockets that
+	 * became readable meanwhile get their place in the queue before the next turn. */
+	static const struct timeval zero = {0, 0};
+	if (!evtimer_pending(srv->work_ev, NULL) && evtimer_add(srv->work_ev, &zero) < 0)
+		log_errno(-ENOMEM, "cannot schedule the connections' work");
 }
 
 /* The periodic save in flight, in a child process: at most one (pmcdaemon runs one
@@ -203,6 +234,7 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	evutil_make_socket_nonblocking(listen_fd);
 	srv->listen_ev = event_new(srv->base, listen_fd, EV_READ | EV_PERSIST, on_accept, srv);
 	srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
+	srv->work_ev = evtimer_new(srv->base, on_work, srv);
 	struct rlimit rl;
 	srv->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
 	                        ? (size_t)rl.rlim_cur
@@ -228,9 +260,9 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	}
 	srv->sig_ev[0] = evsignal_new(srv->base, SIGINT, on_signal, srv);
 	srv->sig_ev[1] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
-	if (!srv->listen_ev || !srv->accept_retry || !srv->sig_ev[0] || !srv->sig_ev[1] ||
-	    event_add(srv->listen_ev, NULL) < 0 || event_add(srv->sig_ev[0], NULL) < 0 ||
-	    event_add(srv->sig_ev[1], NULL) < 0) {
+	if (!srv->listen_ev || !srv->accept_retry || !srv->work_ev || !srv->sig_ev[0] ||
+	    !srv->sig_ev[1] || event_add(srv->listen_ev, NULL) < 0 ||
+	    event_add(srv->sig_ev[0], NULL) < 0 || event_add(srv->sig_ev[1], NULL) < 0) {
 		server_free(srv);
 		return -ENOMEM;
 	}
@@ -262,6 +294,8 @@ server_free(struct server *srv)
 		save_job_end(srv);
 	if (srv->accept_retry)
 		event_free(srv->accept_retry);
+	if (srv->work_ev)
+		event_free(srv->work_ev);
 	if (srv->base)
 		event_base_free(srv->base);
 	if (srv->listen_fd >= 0)

@@ -6,6 +6,7 @@
 
 #include "policy.h"
 #include "registry.h"
+#include "sched.h"
 #include "users.h"
 
 struct event_base;
@@ -39,7 +40,9 @@ struct server {
 	uint64_t state_saved_ns; /* CLOCK_REALTIME of the last save */
 	struct event *state_ev;  /* the save timer */
 	int draining;
-	uint8_t *rxbuf; /* one request at a time: the loop is single-threaded */
+	struct sched sched;    /* connections with work, served a slice at a time */
+	struct event *work_ev; /* serves them: a zero timer, so that the loop polls between */
+	uint8_t *rxbuf;        /* one request at a time: the loop is single-threaded */
 };
 
 /**
@@ -57,6 +60,10 @@ int server_new(int listen_fd, const struct policy *policy, struct server **out);
  * Return: 0, or -errno (-EBADMSG: the file is not a pmcdaemon state file).
  */
 int server_use_state(struct server *srv, const char *path, unsigned interval_s);
+
+/** server_kick() - have the loop serve the connections queued in @srv->sched soon (after
+ * it has polled for other work) */
+void server_kick(struct server *srv);
 
 /** server_run() - serve until SIGINT or SIGTERM; 0 or -errno. */
 int server_run(struct server *srv);

@@ -15,10 +15,16 @@
 #define SESSION_MAX_REGION_ID 65535
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
+/* Bytes of requests a slice reads before it looks at its time (64 batches of 512 samples
+ * of 4 events are 310 KB; one of 1 MiB ends the slice past its time). */
+#define SESSION_SLICE_BYTES (256 * 1024)
 /* How long a Query or Reset reads what other connections queued first; a Status reads less:
  * its answer is due in about a millisecond whatever the load. */
 #define DRAIN_BUDGET_NS (2 * 1000 * 1000)
 #define DRAIN_STATUS_NS (300 * 1000)
+/* Datagrams read from a connection whose process has exited, past those budgets: its
+ * socket's whole queue of batches (1 MiB of them at most). */
+#define SESSION_DRAIN_GONE 4096
 
 struct query_stream;
 
@@ -47,6 +53,13 @@ uint64_t session_claim(struct session *s, uint64_t n);
  * closes the connection then).
  */
 int session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds);
+
+/**
+ * session_send_packed() - send @len bytes of @buf (borrowed), one Response packed already, to
+ * @s's client, as session_reply() does
+ * Return: as session_reply().
+ */
+int session_send_packed(struct session *s, const uint8_t *buf, size_t len);
 
 /**
  * session_reply_error() - refuse @s's request with errno @err, saying why (printf @fmt)
@@ -111,6 +124,23 @@ int session_handle_query(struct session *s, const Pmc__Request *req);
 int session_handle_reset(struct session *s, const Pmc__Request *req);
 int session_handle_status(struct session *s, const Pmc__Request *req);
 int session_handle_list_events(struct session *s, const Pmc__Request *req);
+
+/* session_query_step()'s outcomes besides < 0 (close the connection). */
+#define SESSION_STEP_DONE 0 /* the reply is sent: the connection is read again */
+#define SESSION_STEP_MORE 1 /* the slice's time is up: queue it again */
+#define SESSION_STEP_WAIT 2 /* its socket is full: its write event queues it again */
+
+/**
+ * session_query_step() - build and send @s's Query reply (@s->qs) until @deadline_ns
+ * (CLOCK_MONOTONIC): parts of a streamed reply as the socket takes them, or the next parts
+ * of a whole reply, refused (EMSGSIZE, said to the client) once it would exceed one datagram
+ * Return: SESSION_STEP_*, or < 0 to close the connection.
+ */
+int session_query_step(struct session *s, uint64_t deadline_ns);
+
+/** session_query_end() - forget @s's Query reply (sent, refused, or its connection closing);
+ * the next whole reply of its uid that waits for it may start */
+void session_query_end(struct session *s);
 
 /** session_query_free() - forget @qs, a streamed reply not sent whole (NULL: nothing) */
 void session_query_free(struct query_stream *qs);

@@ -187,15 +187,20 @@ struct query_stream {
 	uint32_t visible, hidden;
 	uint8_t *pending; /* an encoded part the socket had no room for */
 	size_t pending_len;
-	bool last; /* pending is the last part */
+	bool last;        /* pending is the last part (whole_reply: the last is built) */
+	bool whole_reply; /* one reply (no Query.stream): the parts gather in whole */
+	bool building;    /* whole_reply, counted in its uid's wholes (else waiting) */
+	uint8_t *whole;   /* WHOLE_HEAD bytes, then the QueryReplys of the parts built */
+	size_t whole_len;
 	struct event *wev;
 };
 
 /* Bytes a part of a streamed reply holds, about: a region more past them starts the next.
  */
 #define QUERY_PART_BYTES (64 * 1024)
-/* Daemon time a streamed reply takes before the loop serves others again. */
-#define QUERY_STEP_NS (1000 * 1000)
+/* Regions a part looks at, listed or not: a query that selects few of many still ends
+ * its part, and the slice, in bounded time. */
+#define QUERY_PART_ITEMS 16384
 
 void
 session_query_free(struct query_stream *qs)
@@ -209,6 +214,7 @@ session_query_free(struct query_stream *qs)
 	free(qs->procs);
 	free(qs->keys);
 	free(qs->pending);
+	free(qs->whole);
 	free(qs);
 }
 
@@ -301,10 +307,12 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
            size_t *n_pl)
 {
 	const Pmc__Query *q = qs->q;
-	size_t bytes = 0;
+	size_t bytes = 0, walked = 0;
 	*n_rs = *n_es = *n_pl = 0;
 	for (; qs->next_proc < qs->n_procs; qs->next_proc++, qs->next_region = 0) {
 		struct process *p = qs->procs[qs->next_proc];
+		if (walked++ >= QUERY_PART_ITEMS)
+			return;
 		if (!p)
 			continue;
 		bool mine = query_mine(s, p);
@@ -315,6 +323,8 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 		struct region_agg **items = query_items(p, q, &n_items);
 		for (; qs->next_region < n_items; qs->next_region++) {
 			struct region_agg *r = items[qs->next_region];
+			if (walked++ >= QUERY_PART_ITEMS)
+				return; /* so does the next part */
 			if (!query_listed(r, q))
 				continue;
 			if (!mine) {
@@ -468,10 +478,31 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 	return 0;
 }
 
-/* The next part of @s's reply, encoded in @qs->pending (the last when @qs->last); or, when
- * @direct, the whole reply, sent at once. */
+/* Bytes before a whole reply's QueryReply: the Response's tag for it and its length. */
+#define WHOLE_HEAD 6
+
+/* Appends @qr, encoded, to @qs's whole reply: -EMSGSIZE when that would not fit in one
+ * datagram (nothing more is built then). */
 static int
-query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bool direct)
+query_whole_append(struct query_stream *qs, const Pmc__QueryReply *qr)
+{
+	size_t len = pmc__query_reply__get_packed_size(qr);
+	size_t at = qs->whole_len ? qs->whole_len : WHOLE_HEAD;
+	if (at + len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	/* Room for the cap at once: the pages are touched as the parts are written, where
+	 * growing by copies cost the part that crossed 2 MiB 9 ms of the loop. */
+	if (!qs->whole && !(qs->whole = malloc(WIRE_MAX_DATAGRAM)))
+		return -ENOMEM;
+	qs->whole_len = at + pmc__query_reply__pack(qr, qs->whole + at);
+	return 0;
+}
+
+/* The next part of @s's reply: encoded in @qs->pending (the last when @qs->last), or, for a
+ * whole reply, appended to @qs->whole (the QueryReplys of its parts one after the other, as
+ * protobuf merges them: their regions and losses add up, `more` stays false). */
+static int
+query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 {
 	int r = query_stream_check(qs, &s->srv->reg);
 	if (r < 0)
@@ -489,20 +520,20 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bo
 	if (r < 0)
 		return r;
 	qs->last = qs->next_proc >= qs->n_procs;
-	qr.more = !qs->last;
+	qr.more = !qs->last && !qs->whole_reply;
 	qr.run_tag_matched = *qs->q->run_tag != 0;
 	if (qs->last) {
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;
 	}
+	if (qs->whole_reply)
+		return query_whole_append(qs, &qr);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_QUERY;
 	resp.query = &qr;
 	size_t len = pmc__response__get_packed_size(&resp);
 	if (len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
-	if (direct)
-		return session_reply(s, &resp, NULL, 0);
 	qs->pending = malloc(len ? len : 1);
 	if (!qs->pending)
 		return -ENOMEM;
@@ -510,23 +541,86 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes, bo
 	return 0;
 }
 
-static void query_stream_on_writable(evutil_socket_t fd, short what, void *arg);
-
-/* Sends what is left of @s's streamed reply, for up to QUERY_STEP_NS; then, or when the
- * socket is full, waits until it is writable. Return: 0, or < 0 to close the connection. */
+/* Sends @qs's whole reply: a Response whose one field is the QueryReply its parts make. */
 static int
-query_stream_step(struct session *s)
+query_whole_send(struct session *s, struct query_stream *qs)
+{
+	uint8_t head[WHOLE_HEAD];
+	size_t body = qs->whole_len ? qs->whole_len - WHOLE_HEAD : 0, n = 0;
+	head[n++] = PMC__RESPONSE__BODY_QUERY << 3 | 2; /* field 12, length-delimited */
+	for (size_t v = body; n == 1 || v; v >>= 7)
+		head[n++] = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+	if (!qs->whole) {
+		qs->whole = malloc(WHOLE_HEAD);
+		if (!qs->whole)
+			return -ENOMEM;
+	}
+	memcpy(qs->whole + WHOLE_HEAD - n, head, n);
+	return session_send_packed(s, qs->whole + WHOLE_HEAD - n, n + body);
+}
+
+void
+session_query_end(struct session *s)
 {
 	struct query_stream *qs = s->qs;
-	/* The step's time is the uid's, shared by its streams: one user's many connections
-	 * streaming at once take no more of the loop than one does. */
-	unsigned streams = s->user->streams ? s->user->streams : 1;
-	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + QUERY_STEP_NS / streams;
+	if (!qs)
+		return;
+	s->qs = NULL;
+	bool building = qs->building;
+	session_query_free(qs);
+	if (!building)
+		return;
+	/* The uid's next whole reply, waiting for this one, may start. */
+	s->user->wholes--;
+	for (struct session *o = s->srv->sessions; o; o = o->next)
+		if (o->user == s->user && o->qs && o->qs->whole_reply && !o->qs->building) {
+			session_ready(o);
+			break;
+		}
+}
+
+static void query_stream_on_writable(evutil_socket_t fd, short what, void *arg);
+
+int
+session_query_step(struct session *s, uint64_t deadline_ns)
+{
+	struct query_stream *qs = s->qs;
+	/* One whole reply of a uid built at a time: its memory is the cap's, however many
+	 * connections ask. The others wait, neither queued nor read, until it ends. */
+	if (qs->whole_reply && !qs->building) {
+		if (s->user->wholes)
+			return SESSION_STEP_WAIT;
+		s->user->wholes++;
+		qs->building = true;
+	}
 	for (;;) {
 		if (!qs->pending) {
-			int r = query_next_part(s, qs, QUERY_PART_BYTES, false);
+			int r = query_next_part(s, qs, QUERY_PART_BYTES);
+			if (r == -EMSGSIZE && qs->whole_reply) {
+				/* Refused as soon as it would not fit: the rest is never built. */
+				session_query_end(s);
+				r = session_reply_error(
+				        s, EMSGSIZE,
+				        "the regions asked for do not fit in one reply (%u bytes): "
+				        "ask for the reply in parts (Query.stream, as pmcctl 1.1 "
+				        "and "
+				        "later do), or narrow the query with --pid, --comm or "
+				        "--region",
+				        WIRE_MAX_DATAGRAM);
+				return r < 0 ? r : SESSION_STEP_DONE;
+			}
 			if (r < 0)
 				return r;
+		}
+		if (qs->whole_reply) {
+			if (qs->last) {
+				int r = query_whole_send(s, qs);
+				session_query_end(s);
+				return r < 0 ? r : SESSION_STEP_DONE;
+			}
+			if (util_now_ns(CLOCK_MONOTONIC) >= deadline_ns)
+				return SESSION_STEP_MORE;
+			continue;
 		}
 		/* A part holds one region at least, which may be large (Query.hist). */
 		session_sndbuf_fit(s, qs->pending_len);
@@ -539,23 +633,21 @@ query_stream_step(struct session *s)
 			free(qs->pending);
 			qs->pending = NULL;
 			if (qs->last) {
-				/* Done: the connection is read again. */
-				session_query_free(qs);
-				s->qs = NULL;
-				s->user->streams--;
-				return event_add(s->ev, NULL) < 0 ? -ENOMEM : 0;
+				session_query_end(s);
+				return SESSION_STEP_DONE;
 			}
-			if (util_now_ns(CLOCK_MONOTONIC) < deadline)
+			if (util_now_ns(CLOCK_MONOTONIC) < deadline_ns)
 				continue;
+			return SESSION_STEP_MORE;
 		}
-		/* The socket is full, or this step took its time: go on when it has room. */
+		/* The socket is full: its turn comes again when it has room. */
 		if (!qs->wev) {
 			qs->wev = event_new(s->srv->base, s->fd, EV_WRITE, query_stream_on_writable,
 			                    s);
 			if (!qs->wev)
 				return -ENOMEM;
 		}
-		return event_add(qs->wev, NULL) < 0 ? -ENOMEM : 0;
+		return event_add(qs->wev, NULL) < 0 ? -ENOMEM : SESSION_STEP_WAIT;
 	}
 }
 
@@ -563,11 +655,8 @@ static void
 query_stream_on_writable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	if (!s->qs)
-		return;
-	int r = query_stream_step(s);
-	if (r < 0)
-		session_close(s, r);
+	if (s->qs)
+		session_ready(s);
 }
 
 /* A Query's filters, copied out of the request (which is freed after the handler). */
@@ -586,6 +675,10 @@ int
 session_handle_query(struct session *s, const Pmc__Request *req)
 {
 	struct registry *reg = &s->srv->reg;
+	/* One reply at a time: a second Query now would mean a broken dispatch (nothing is
+	 * read while a reply is built or sent). */
+	if (s->qs)
+		return -EPROTO;
 	session_drain_others(s->srv, s, DRAIN_BUDGET_NS);
 
 	/* A region with no samples (reset, or defined and never run) is not listed. Users see
@@ -608,31 +701,14 @@ session_handle_query(struct session *s, const Pmc__Request *req)
 		qs->procs[qs->n_procs++] = p;
 	}
 	qs->evicted = reg->evicted;
-
-	if (req->query->stream) {
-		/* Part by part, as the socket takes them; nothing else is read meanwhile (a
-		 * second Query now would mean a broken dispatch: refused all the same). */
-		if (s->qs) {
-			session_query_free(qs);
-			return -EPROTO;
-		}
-		s->qs = qs;
-		s->user->streams++;
-		event_del(s->ev);
-		return query_stream_step(s);
-	}
-	/* One reply: an older client's, or one that wants the whole at once. */
-	int r = query_next_part(s, qs, SIZE_MAX, true);
-	session_query_free(qs);
-	if (r == -EMSGSIZE)
-		return session_reply_error(
-		        s, EMSGSIZE,
-		        "the regions asked for do not fit in one reply: narrow the "
-		        "query with --pid, --comm or --region, or use a pmcctl that "
-		        "streams (1.1 or later)");
-	if (r == -ENOMEM)
-		return session_reply_error(s, ENOMEM, "out of memory");
-	return r;
+	/* Streamed: part by part, as the socket takes them. Whole (an older client's, or one
+	 * that wants it at once): built part by part too, its size checked at each. Either
+	 * way a slice at a time, in the connection's turns; nothing else is read meanwhile. */
+	qs->whole_reply = !req->query->stream;
+	s->qs = qs;
+	event_del(s->ev);
+	session_ready(s);
+	return 0;
 }
 
 int

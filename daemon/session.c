@@ -83,11 +83,11 @@ session_sndbuf_fit(struct session *s, size_t len)
 	}
 }
 
-int
-session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
+/* A client that asks and never reads pins the daemon's replies in kernel memory: at most
+ * SESSION_MAX_UNREAD bytes of them, then its connection is closed (-ENOBUFS). */
+static int
+reply_room(struct session *s)
 {
-	/* A client that asks and never reads pins the daemon's replies in kernel memory: at
-	 * most SESSION_MAX_UNREAD bytes of them, then its connection is closed. */
 	int queued = 0;
 	if (ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued > SESSION_MAX_UNREAD) {
 		log_warn_limited("pid %d (uid %d): leaves %d bytes of its replies unread: closing "
@@ -95,8 +95,13 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 		                 (int)s->pid, (int)s->uid, queued);
 		return -ENOBUFS;
 	}
-	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
-	int r = wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT);
+	return 0;
+}
+
+/* What a send of a reply returned (@r), as session_reply() says it. */
+static int
+reply_sent(struct session *s, int r)
+{
 	if (r == -EAGAIN) {
 		log_warn_limited("pid %d (uid %d): leaves its replies unread (its socket is full): "
 		                 "closing the connection",
@@ -106,6 +111,27 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 	if (r < 0)
 		log_debug("pid %d: cannot send reply: %s", (int)s->pid, strerror(-r));
 	return r;
+}
+
+int
+session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
+{
+	int r = reply_room(s);
+	if (r < 0)
+		return r;
+	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
+	return reply_sent(s, wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+}
+
+int
+session_send_packed(struct session *s, const uint8_t *buf, size_t len)
+{
+	int r = reply_room(s);
+	if (r < 0)
+		return r;
+	session_sndbuf_fit(s, len);
+	ssize_t n = send(s->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	return reply_sent(s, n < 0 ? -errno : 0);
 }
 
 int
@@ -177,12 +203,13 @@ session_peer_alive(struct session *s)
 
 /* Read what other connections have already queued, so that a query made after a
  * client exited sees that client's last batch (the kernel queued it before the
- * client's exit, but the loop may not have read it yet). Bounded: only what is
- * queued now, never recursively, only the connections of the uid whose figures the
- * caller sees (@self's, or all for an admin), and never past @budget_ns (checked every 16
- * datagrams): another user's flood never delays the answer. @self NULL: every connection,
- * no time bound. */
-
+ * client's exit, but the loop may not have read it yet; the loop's turns serve the
+ * caller's request ahead of such batches). Bounded: only what is queued now, never
+ * recursively, only the connections of the uid whose figures the caller sees (@self's, or
+ * all for an admin), and never past @budget_ns (checked every 16 datagrams) but for the
+ * connections whose process has exited: those are read to the end (SESSION_DRAIN_GONE
+ * datagrams at most; they can send no more), the others' flood never delays the answer.
+ * @self NULL: every connection, no time bound. */
 void
 session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns)
 {
@@ -190,6 +217,7 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		return;
 	srv->draining = 1;
 	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
+	bool over = false;
 	struct session *next;
 	for (struct session *o = srv->sessions; o; o = next) {
 		next = o->next;
@@ -197,18 +225,21 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		 * Query read here has started one. */
 		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
 			continue;
+		bool gone = o->pidfd >= 0 && !session_peer_alive(o);
+		if (over && !gone)
+			continue;
 		int r = 0;
-		bool late = false;
+		unsigned max = gone ? SESSION_DRAIN_GONE : SESSION_BURST * 16;
 		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
-		for (int i = 0; i < SESSION_BURST * 16 && !late && !o->qs; i++) {
+		for (unsigned i = 0; i < max && !o->qs; i++) {
 			if ((r = session_dispatch_one(o)) < 0)
 				break;
-			late = i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline;
+			if (!gone && i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline)
+				break;
 		}
 		if (r < 0 && r != -EAGAIN)
 			session_close(o, r);
-		if (late || util_now_ns(CLOCK_MONOTONIC) > deadline)
-			break;
+		over = over || util_now_ns(CLOCK_MONOTONIC) > deadline;
 	}
 	srv->draining = 0;
 }
@@ -250,6 +281,7 @@ session_dispatch_one(struct session *s)
 			        (int)s->pid);
 		return (int)len;
 	}
+	s->rx_bytes += (uint64_t)len;
 	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
 	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
 	Pmc__SampleBatch fast_batch;
@@ -266,6 +298,13 @@ session_dispatch_one(struct session *s)
 		return r;
 	}
 	unsigned c = req->body_case;
+	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
+	 * (its later requests are behind its batches in its socket anyway; and switching back
+	 * would let a flood earn control's turns with a Status now and then, or, in a burst
+	 * of registrations, take bulk's turns from connections whose registration waits
+	 * behind their batches), the others (a new client's Hello and first registration,
+	 * pmcctl) control. */
+	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
 	/* Only a RegisterThread that says so carries an fd, and then exactly one. */
 	bool wants_fd = c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd;
 	s->rx_fd = n_fds ? fds[0] : -1;
@@ -300,13 +339,68 @@ session_on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 	session_close(s, -ETIMEDOUT);
 }
 
+/* Its requests wait in its socket until its turn: the loop serves every uid in turn. */
 static void
 session_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	int r = session_pump(s, SESSION_BURST);
-	if (r < 0)
+	event_del(s->ev);
+	session_ready(s);
+}
+
+void
+session_ready(struct session *s)
+{
+	if (sched_queued(&s->si))
+		return;
+	enum sched_class cls = s->bulk || s->qs ? SCHED_BULK : SCHED_CONTROL;
+	sched_push(&s->srv->sched, &s->user->sq[cls], cls, &s->si);
+	server_kick(s->srv);
+}
+
+/* One slice of reading: up to SESSION_BURST requests, until @deadline_ns once it has read
+ * SESSION_SLICE_BYTES, and one only
+ * past a change of class (a client that turns to bulk goes to the bulk queue). Return: 1
+ * when requests may be left, 0 when its socket is drained, or < 0 to close it. */
+static int
+session_read_slice(struct session *s, uint64_t deadline_ns)
+{
+	bool bulk = s->bulk;
+	uint64_t rx0 = s->rx_bytes;
+	for (unsigned i = 0; i < SESSION_BURST; i++) {
+		int r = session_dispatch_one(s);
+		if (r == -EAGAIN)
+			return 0;
+		if (r < 0)
+			return r;
+		/* The clock only past SESSION_SLICE_BYTES read: a client's threads blocked on
+		 * its full socket get room for many at once (a registration among them), not
+		 * for one at a time (under ASan, e2e-burst's registrations waited past the
+		 * client's 2 s more often with slices of a datagram or two). */
+		if (s->qs || s->bulk != bulk ||
+		    (s->rx_bytes - rx0 >= SESSION_SLICE_BYTES &&
+		     util_now_ns(CLOCK_MONOTONIC) >= deadline_ns))
+			return 1;
+	}
+	return 1;
+}
+
+void
+session_serve(struct session *s, uint64_t deadline_ns)
+{
+	int r = s->qs ? session_query_step(s, deadline_ns) : session_read_slice(s, deadline_ns);
+	if (r < 0) {
 		session_close(s, r);
+		return;
+	}
+	if (r == SESSION_STEP_MORE) {
+		session_ready(s);
+		return;
+	}
+	/* Its reply waits for room in the socket (its write event is armed), or all is done:
+	 * the next request wakes it. */
+	if (!s->qs && event_add(s->ev, NULL) < 0)
+		session_close(s, -ENOMEM);
 }
 
 /* The daemon stops: its connections close from its side, and the samples their clients hold
@@ -329,9 +423,9 @@ session_drain_all(struct server *srv, bool final)
 int
 session_pump(struct session *s, unsigned max)
 {
-	for (unsigned i = 0; i < max && !s->qs; i++) {
-		int r = session_dispatch_one(s);
-		if (r == -EAGAIN)
+	for (unsigned i = 0; i < max; i++) {
+		int r = s->qs ? session_query_step(s, UINT64_MAX) : session_dispatch_one(s);
+		if (r == -EAGAIN || r == SESSION_STEP_WAIT)
 			return 0;
 		if (r < 0)
 			return r;
@@ -507,9 +601,8 @@ session_free(struct session *s)
 	if (!s)
 		return;
 	struct server *srv = s->srv;
-	if (s->qs)
-		s->user->streams--;
-	session_query_free(s->qs);
+	sched_remove(&srv->sched, &s->si);
+	session_query_end(s);
 	for (size_t i = 0; i < s->n_threads; i++)
 		session_thread_close(s, &s->threads[i]);
 	free(s->threads);

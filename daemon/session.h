@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "creds.h"
+#include "sched.h"
 
 struct server;
 
@@ -63,7 +64,10 @@ struct session {
 	bool call_paths;
 	size_t n_paths;
 	struct session_path *paths;
-	struct query_stream *qs; /* a streamed Query reply being sent (nothing read until it is) */
+	struct query_stream *qs; /* a Query reply being built or sent (nothing read until it is) */
+	struct sched_item si;    /* its place in the server's queue while it has work */
+	bool bulk;               /* it has sent batches: queued as bulk */
+	uint64_t rx_bytes;       /* of requests read */
 	char run_tag[33];        /* Hello.run_tag, when well-formed */
 	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
 	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
@@ -77,13 +81,31 @@ struct session {
  */
 int session_new(struct server *srv, int fd);
 
+/* Daemon time one slice of a connection's work takes at most (a datagram, or a part of
+ * a reply, more). */
+#define SESSION_SLICE_NS (2000 * 1000)
+
 /**
- * session_pump() - handle up to @max datagrams queued on the connection
- * Return: 0 when the connection stays open (nothing left, or @max handled), or the
- * negative errno for which it must be closed (the peer hung up, or broke the
- * protocol): the caller then frees @s with session_free().
+ * session_serve() - do one slice of @s's work, until @deadline_ns (CLOCK_MONOTONIC): read
+ * and handle its requests (SESSION_BURST at most, and only one past a change of class), or
+ * build and send parts of its Query reply. Then queues @s again when work is left, or
+ * waits for its socket; closes @s (frees it) when it hung up or broke the protocol.
+ * @s: popped from the server's queue
+ */
+void session_serve(struct session *s, uint64_t deadline_ns);
+
+/**
+ * session_pump() - handle up to @max steps of the connection's work at once, outside the
+ * loop's turns (the fuzzers): a datagram each, or a part of its Query reply
+ * Return: 0 when the connection stays open (nothing left, its socket full, or @max
+ * handled), or the negative errno for which it must be closed (the peer hung up, or broke
+ * the protocol): the caller then frees @s with session_free().
  */
 int session_pump(struct session *s, unsigned max);
+
+/** session_ready() - queue @s for a slice (its uid's queue of its class); no-op when
+ * queued already */
+void session_ready(struct session *s);
 
 /**
  * session_drain_all() - handle what every connection has queued now (bounded), closing

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sched.h"
 #include "stats.h"
 
 struct user_share {
@@ -26,7 +27,8 @@ struct user_share {
 	bool warned_memory;   /* logged once that its histograms reached their share */
 	bool warned_retired;  /* logged once that its retired figures reached their share */
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
-	unsigned streams;   /* its connections sending a streamed Query reply now */
+	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
+	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
 	struct stats_budget hist; /* its processes' histogram blocks */
 };
 

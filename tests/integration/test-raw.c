@@ -343,6 +343,21 @@ wait_exec(pid_t pid)
 	usleep(100 * 1000); /* the exec completes */
 }
 
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int
 status_served(int fd)
 {
@@ -494,6 +509,45 @@ main(int argc, char **argv)
 				closed++;
 		}
 		printf("refused=%d\nclosed=%d\n", refused, closed);
+		return 0;
+	}
+	if (!strcmp(mode, "victim") && argc == 4) {
+		/* N times, 10 ms apart: connect and Hello, then a Status on that connection; the
+		 * round trips' p50, p99 and max (us), of each. */
+		int n = atoi(argv[3]);
+		if (n < 1 || n > 100000)
+			return 2;
+		uint64_t *hello_us = calloc((size_t)n, sizeof(uint64_t));
+		uint64_t *status_us = calloc((size_t)n, sizeof(uint64_t));
+		if (!hello_us || !status_us)
+			return 1;
+		for (int i = 0; i < n; i++) {
+			uint64_t t0 = now_us();
+			int c = wire_connect(argv[1]);
+			if (c < 0 || hello(c) < 0) {
+				printf("hello %d failed\n", i);
+				return 1;
+			}
+			uint64_t t1 = now_us();
+			if (status_served(c) < 0) {
+				printf("status %d failed\n", i);
+				return 1;
+			}
+			status_us[i] = now_us() - t1;
+			hello_us[i] = t1 - t0;
+			close(c);
+			usleep(10 * 1000);
+		}
+		qsort(hello_us, (size_t)n, sizeof(uint64_t), u64_cmp);
+		qsort(status_us, (size_t)n, sizeof(uint64_t), u64_cmp);
+		printf("hello_us=%llu %llu %llu\nstatus_us=%llu %llu %llu\n",
+		       (unsigned long long)hello_us[n / 2],
+		       (unsigned long long)hello_us[(size_t)n * 99 / 100],
+		       (unsigned long long)hello_us[n - 1], (unsigned long long)status_us[n / 2],
+		       (unsigned long long)status_us[(size_t)n * 99 / 100],
+		       (unsigned long long)status_us[n - 1]);
+		free(hello_us);
+		free(status_us);
 		return 0;
 	}
 	int fd = wire_connect(argv[1]);
@@ -943,21 +997,66 @@ main(int argc, char **argv)
 		printf("regions=%zu\nparts=%zu\n", regions, parts);
 		return 0;
 	}
-	if (!strcmp(mode, "query-whole")) {
+	if (!strcmp(mode, "query-whole") && argc <= 4) {
+		/* One reply (no Query.stream), with histograms when asked: what it holds, or why
+		 * the daemon refused it; exit 0 either way. */
 		Pmc__Query q = PMC__QUERY__INIT;
 		Pmc__Request qr = PMC__REQUEST__INIT;
 		Pmc__Response *resp;
+		q.hist = argc == 4 && !strcmp(argv[3], "hist");
 		qr.body_case = PMC__REQUEST__BODY_QUERY;
 		qr.query = &q;
 		if (call(fd, &qr, &resp) < 0)
 			return 1;
 		int err = resp->error;
-		if (err)
+		if (err) {
 			printf("error=%d (%s)\nmessage=%s\n", err, strerror(err), resp->message);
-		else
-			printf("regions=%zu\n", resp->query->n_regions);
+		} else {
+			uint64_t runs = 0, buckets = 0;
+			for (size_t i = 0; i < resp->query->n_regions; i++) {
+				runs += resp->query->regions[i]->count;
+				buckets += resp->query->regions[i]->wall_ns->n_buckets;
+			}
+			printf("regions=%zu\nruns=%llu\nbuckets=%llu\nmore=%d\n",
+			       resp->query->n_regions, (unsigned long long)runs,
+			       (unsigned long long)buckets, resp->query->more);
+		}
 		pmc__response__free_unpacked(resp, NULL);
-		return err == EMSGSIZE ? 0 : 1;
+		return 0;
+	}
+	if (!strcmp(mode, "hog") && argc == 5) {
+		/* For SECONDS, as fast as it can: streamed Queries with histograms, every part
+		 * read ("stream"), or whole ones ("whole"). */
+		bool stream = !strcmp(argv[3], "stream");
+		time_t end = time(NULL) + atoi(argv[4]);
+		uint64_t queries = 0, bytes = 0;
+		Pmc__Query q = PMC__QUERY__INIT;
+		Pmc__Request qr = PMC__REQUEST__INIT;
+		q.hist = true;
+		q.stream = stream;
+		qr.body_case = PMC__REQUEST__BODY_QUERY;
+		qr.query = &q;
+		for (; time(NULL) < end; queries++) {
+			if (wire_send(fd, &qr.base, NULL, 0, 0) < 0)
+				return 1;
+			for (bool more = true; more;) {
+				uint8_t *buf;
+				size_t len;
+				Pmc__Response *resp;
+				if (wire_wait(fd, 60000, &buf, &len, NULL, 0, NULL) < 0 ||
+				    wire_unpack_response(buf, len, &resp) < 0)
+					return 1;
+				free(buf);
+				bytes += len;
+				more = !resp->error &&
+				       resp->body_case == PMC__RESPONSE__BODY_QUERY &&
+				       resp->query->more;
+				pmc__response__free_unpacked(resp, NULL);
+			}
+		}
+		printf("queries=%llu\nbytes=%llu\n", (unsigned long long)queries,
+		       (unsigned long long)bytes);
+		return 0;
 	}
 	if (!strcmp(mode, "status")) {
 		Pmc__Response *resp;
