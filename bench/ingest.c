@@ -56,6 +56,11 @@
  *	costs, a Status request and its reply on the same connection. Alternating blocks of
  *	ITERS, REPS times.
  *
+ *   pmc-bench-ingest register-lat SOCKET N GAP_US
+ *	A new client's control path, N times, one every GAP_US: connect, Hello, RegisterThread
+ *	(with the thread's pidfd) and its reply; prints the p50, p99 and max round trip (for
+ *	bench/burst.sh, beside a burst of clients and on an idle daemon).
+ *
  *   pmc-bench-ingest regions SOCKET NREGIONS
  *	Daemon memory per region: the daemon's resident (VmRSS) and allocated (VmData) memory
  *	before and after this client announces NREGIONS regions (batches of names only), then
@@ -804,6 +809,33 @@ percentile(double *v, size_t n, double p)
 	return v[i ? i - 1 : 0];
 }
 
+/* @n registrations of this thread (with its pidfd, as the library), a new connection and
+ * Hello before each (as a new client's first thread: the control a burst must not delay),
+ * one every @gap_us: p50, p99 and max of each's round trip, Hello and registration. */
+static int
+cmd_register_lat(const char *path, int n, int gap_us)
+{
+	struct events e;
+	double *v = calloc((size_t)n, sizeof(double));
+
+	if (!v)
+		die("out of memory");
+	events_get(&e);
+	for (int i = 0; i < n; i++) {
+		uint64_t t0 = bench_now_ns();
+		int fd = conn_open(path);
+		register_self_as(fd, &e, pidfd_self());
+		v[i] = (double)(bench_now_ns() - t0);
+		close(fd);
+		usleep((useconds_t)gap_us);
+	}
+	double p50 = percentile(v, (size_t)n, 50), p99 = percentile(v, (size_t)n, 99);
+	printf("n=%d\nhello_register_p50_ns=%.0f\nhello_register_p99_ns=%.0f\nhello_register_max_ns=%.0f\n",
+	       n, p50, p99, v[n - 1]);
+	free(v);
+	return 0;
+}
+
 static int
 cmd_rtt(const char *path, int n, int pid, char *region)
 {
@@ -1094,6 +1126,13 @@ main(int argc, char **argv)
 		return cmd_query(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "load"))
 		return cmd_load(argv[2], atof(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "register-lat")) {
+		int n = atoi(argv[3]);
+
+		if (n < 1 || n > 1000000)
+			die("register-lat: N in 1..1000000");
+		return cmd_register_lat(argv[2], n, atoi(argv[4]));
+	}
 	if (argc == 5 && !strcmp(argv[1], "register")) {
 		int reps = atoi(argv[3]);
 		long iters = atol(argv[4]);
@@ -1123,6 +1162,7 @@ main(int argc, char **argv)
 	                "       pmc-bench-ingest query SOCKET\n"
 	                "       pmc-bench-ingest rtt SOCKET N PID REGION\n"
 	                "       pmc-bench-ingest register SOCKET REPS ITERS\n"
+	                "       pmc-bench-ingest register-lat SOCKET N GAP_US\n"
 	                "       pmc-bench-ingest regions SOCKET NREGIONS\n");
 	return 2;
 }

@@ -159,7 +159,8 @@ in_ns "$PMCDAEMON_BIN" --socket "$TMP/inner.sock" >"$TMP/inner.log" 2>&1 &
 INNER=$!
 for _ in $(seq 100); do [ -S "$TMP/inner.sock" ] && break; sleep 0.05; done
 "$PMCCTL_BIN" --socket "$TMP/inner.sock" status >"$TMP/inner.out" 2>&1 && fail "a daemon that cannot see its client answered"
-kill $INNER
+# The daemon, not only unshare, which does not pass SIGTERM on to it.
+pkill -f -- "--socket $TMP/inner.sock" || true
 wait $INNER 2>/dev/null || true
 grep -q "host's pid namespace" "$TMP/inner.out" || fail "no fix named: $(cat "$TMP/inner.out")"
 pass "a daemon in a pid namespace of its own names the fix: $(head -1 "$TMP/inner.out")"
