@@ -830,7 +830,8 @@ cmd_register_lat(const char *path, int n, int gap_us)
 		usleep((useconds_t)gap_us);
 	}
 	double p50 = percentile(v, (size_t)n, 50), p99 = percentile(v, (size_t)n, 99);
-	printf("n=%d\nhello_register_p50_ns=%.0f\nhello_register_p99_ns=%.0f\nhello_register_max_ns=%.0f\n",
+	printf("n=%d\nhello_register_p50_ns=%.0f\nhello_register_p99_ns=%.0f\nhello_register_max_"
+	       "ns=%.0f\n",
 	       n, p50, p99, v[n - 1]);
 	free(v);
 	return 0;

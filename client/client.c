@@ -1058,7 +1058,7 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	if (!buf)
 		return -ENOMEM;
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_RX_FDS)];
 		struct cmsghdr align;
 	} ctrl;
 	struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
@@ -1755,7 +1755,8 @@ static void __attribute__((noinline)) unprofiled_region(void)
 		atomic_fetch_add_explicit(&G.lost[R_FD_LIMIT], 1, memory_order_relaxed);
 	else if (t && t->state == ST_RETRY)
 		atomic_fetch_add_explicit(&G.lost[R_UNREGISTERED], 1, memory_order_relaxed);
-	else if (atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
+	else if ((!t || t->state != ST_OFF) &&
+	         atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
 		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
 		atomic_fetch_add_explicit(&G.lost[R_NO_DAEMON], 1, memory_order_relaxed);
 }

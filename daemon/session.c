@@ -322,8 +322,13 @@ session_dispatch_one(struct session *s)
 	} else {
 		r = handlers[c].fn(s, req);
 	}
-	if (s->rx_fd >= 0)
+	if (s->rx_fd >= 0) {
 		fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
+		/* Its uid's fds wait to be closed (a file whose FUSE server does not answer):
+		 * no more from this connection, and none from a new one (session_new()). */
+		if (r == 0 && fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
+			r = -EMFILE;
+	}
 	if (req != &fast)
 		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;
@@ -622,6 +627,18 @@ session_free(struct session *s)
 	s->user->connections--;
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	/* What the peer queued and the daemon did not read would be freed by this close, here,
+	 * fds included: each goes through fdcheck_close() first (bounded by the socket's
+	 * backlog, and by a count, against a peer that keeps sending meanwhile). */
+	uint8_t drain[1];
+	int dfds[1];
+	size_t dn;
+	for (int i = 0; i < 4096; i++) {
+		ssize_t n = wire_recv_from(s->fd, drain, sizeof(drain), dfds, 0, &dn, MSG_DONTWAIT,
+		                           (unsigned)s->uid);
+		if (n == -EAGAIN || n == -ECONNRESET || n == 0 || n == -ENOTCONN)
+			break;
+	}
 	close(s->fd);
 	free(s);
 }

@@ -105,10 +105,17 @@ threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
 	 * Signal 0 checks that the fd is a pidfd (EBADF otherwise) before anything else, and
 	 * calls into no file system (the /proc link fdcheck_kind() reads costs more). EPERM
 	 * (a daemon without CAP_KILL) and ESRCH (ended) are pidfds too. */
-	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 &&
-	    (errno == EBADF || errno == EINVAL)) {
+	int sent = (int)syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 ? errno : 0;
+	if (sent == EBADF) {
 		snprintf(why, len, "the fd attached to the registration is not a pidfd");
 		return -EBADF;
+	}
+	if (sent == EINVAL) { /* a pidfd of a process the daemon's namespace cannot see */
+		snprintf(why, len,
+		         "the pidfd sent names a thread pmcdaemon's pid namespace cannot see: it "
+		         "is not a thread of the calling process %d",
+		         (int)pid);
+		return -EPERM;
 	}
 	pid_t tid, tgid;
 	int r = pidfd_ids(pidfd, &tid, &tgid);

@@ -45,6 +45,30 @@ static struct {
 	} q[FDCHECK_MAX_PENDING];
 } C = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
+/* fork(): the child has no closer thread, and the lock may have been held by a thread it
+ * does not have: it starts afresh (the fds queued are the parent's to close; the child's
+ * copies close at its exit or exec, MSG_CMSG_CLOEXEC). */
+static void
+atfork_prepare(void)
+{
+	pthread_mutex_lock(&C.lock);
+}
+
+static void
+atfork_parent(void)
+{
+	pthread_mutex_unlock(&C.lock);
+}
+
+static void
+atfork_child(void)
+{
+	pthread_mutex_init(&C.lock, NULL);
+	pthread_cond_init(&C.wake, NULL);
+	C.started = false;
+	C.head = C.n = 0;
+}
+
 static void *
 closer(void *arg)
 {
@@ -71,11 +95,19 @@ fdcheck_close(int fd, unsigned owner)
 		return;
 	switch (fdcheck_kind(fd)) {
 	case FDCHECK_SOCKET: {
-		/* A close without linger returns at once; the kernel ends the connection. */
+		/* An internet socket without linger closes at once; the kernel ends the
+		 * connection. Any other (AF_UNIX: its queue may hold fds of its own, whose close
+		 * would come here) goes to the closer thread. */
+		int dom = -1;
+		socklen_t dl = sizeof(dom);
+		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 ||
+		    (dom != AF_INET && dom != AF_INET6))
+			break;
 		struct linger off = {0};
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+		close(fd);
+		return;
 	}
-		/* fallthrough */
 	case FDCHECK_PERF:
 	case FDCHECK_PIDFD:
 	case FDCHECK_PIPE:
@@ -98,6 +130,9 @@ fdcheck_close(int fd, unsigned owner)
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		C.started = pthread_create(&t, &a, closer, NULL) == 0;
+		static bool atfork;
+		if (C.started && !atfork)
+			atfork = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
 	}

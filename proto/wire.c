@@ -85,7 +85,7 @@ wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 	/* Room for more fds than accepted, so that an excess is seen and refused rather
 	 * than silently truncated. */
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * (WIRE_MAX_FDS + 1))];
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_RX_FDS)];
 		struct cmsghdr align;
 	} ctrl;
 	struct msghdr mh = {

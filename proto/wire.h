@@ -11,6 +11,10 @@
 
 /* Most fds one datagram may carry (a thread's events). */
 #define WIRE_MAX_FDS 64
+/* The most fds one SCM_RIGHTS message may carry (the kernel's SCM_MAX_FD): receive buffers
+ * have room for all of them, so that none is left for the kernel to close in the receiving
+ * thread (MSG_CTRUNC), where its close could block; those over WIRE_MAX_FDS are refused. */
+#define WIRE_RX_FDS 253
 /* Largest datagram either side accepts. */
 #define WIRE_MAX_DATAGRAM (4u << 20)
 

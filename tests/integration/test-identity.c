@@ -13,6 +13,9 @@
  *   SOCKET stale         a pidfd of a thread of this process that has ended: ESRCH; then a
  *                        process forked to reuse that id (ns_last_pid, where writable):
  *                        claimed by id, and by a pidfd of it: EPERM both; prints reused=0|1
+ *   SOCKET linger-many   a Status carrying 70 fds, the lingering TCP socket last; then a
+ *                        Status on a new connection: answered within 10 s
+ *   SOCKET linger-nested the same with a Unix socket whose queue holds the lingering one
  *   SOCKET linger        a Hello carrying a TCP socket whose close would linger 30 s, then
  *                        a Status on a new connection: answered within 10 s
  *   SOCKET fake-daemon SECONDS
@@ -318,6 +321,63 @@ main(int argc, char **argv)
 		int bad = status(a, fd) != -1; /* closed: an fd where none belongs */
 		int b = connect_hello(path);
 		return bad | (status(b, -1) != 0);
+	}
+	if (!strcmp(mode, "linger-many") || !strcmp(mode, "linger-nested")) {
+		/* The lingering socket past the fds a receiver has room for (the kernel would
+		 * close it in the receiver's thread), or queued inside a Unix socket sent. */
+		int lsn = -1, fd = lingering_socket(30, &lsn), sp[2], fds[70];
+		if (fd < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, sp) < 0) {
+			perror("sockets");
+			return 1;
+		}
+		int a = connect_hello(path);
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		struct iovec iov = {.iov_base = "x", .iov_len = 1};
+		union {
+			char b[CMSG_SPACE(sizeof(int) * 70)];
+			struct cmsghdr al;
+		} ctl;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b};
+		size_t n = 1;
+		if (!strcmp(mode, "linger-many")) {
+			for (n = 0; n < 69; n++)
+				fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			fds[n++] = fd;
+		} else {
+			/* sp[1] holds a datagram carrying the lingering socket: send sp[1]. */
+			mh.msg_controllen = CMSG_SPACE(sizeof(int));
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof(int));
+			if (sendmsg(sp[0], &mh, 0) < 0) {
+				perror("sendmsg");
+				return 1;
+			}
+			close(fd);
+			fds[0] = sp[1];
+		}
+		/* A Status datagram (packed by hand: wire_send() sends 64 fds at most). */
+		uint8_t buf[64];
+		size_t len = pmc__request__pack(&req, buf);
+		iov.iov_base = buf, iov.iov_len = len;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+		if (sendmsg(a, &mh, 0) < 0) {
+			perror("sendmsg");
+			return 1;
+		}
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		close(sp[0]);
+		int b = connect_hello(path);
+		return status(b, -1) != 0;
 	}
 	if (!strcmp(mode, "stale"))
 		return mode_stale(path);
