@@ -30,6 +30,7 @@ enum format {
 	FORMAT_TABLE,
 	FORMAT_JSON,
 	FORMAT_CSV,
+	FORMAT_PPROF, /* query, dump, run: a gzip-compressed profile.proto (pprof.c) */
 };
 
 struct opts {
@@ -50,6 +51,10 @@ struct opts {
 	bool tree;           /* query --tree: the call path tree of each process */
 	const char *output;  /* run: file for the figures (NULL: stdout) */
 	char **argv;         /* run: the command and its arguments */
+	const char **files;  /* diff: BASE and CURRENT */
+	size_t n_files;
+	double fail_above, fail_below; /* diff: percentages */
+	bool fail_above_set, fail_below_set;
 };
 
 struct command {
@@ -59,6 +64,7 @@ struct command {
 	bool live;       /* top: takes --interval and --iterations, prints tables only */
 	bool standalone; /* run: connects by itself (or starts a daemon), not before */
 	bool tree;       /* dump: the call path trees after the regions */
+	bool files;      /* diff: reads files, needs no daemon */
 	int (*run)(int sock, const struct command *cmd, const struct opts *o);
 };
 
@@ -112,6 +118,33 @@ int cmd_top(int sock, const struct command *cmd, const struct opts *o);
  * exits EX_UNAVAILABLE when it can neither reach one nor start one, 126 or 127 when the
  * command cannot be run */
 int cmd_run(int sock, const struct command *cmd, const struct opts *o);
+
+/* pprof.c: query, dump and run with --format pprof */
+
+/** cmd_pprof() - query and dump with --format pprof: the regions and call path trees of the
+ * processes @o selects written to stdout as a gzip-compressed pprof profile (pprof_write()) */
+int cmd_pprof(int sock, const struct command *cmd, const struct opts *o);
+
+/**
+ * pprof_write() - write to stdout a gzip-compressed pprof profile.proto of @tree's call path
+ * nodes (a Query.tree reply; NULL: none) and of what they do not hold of @flat's regions
+ * (the reply of the same Query without tree)
+ * @o: --region selects the subtrees, as in query --tree
+ * @keep: NULL, or whether the figures of process @pid go in (run's processes)
+ * @ctx: passed to @keep
+ * Each selected node is a sample: its stack the node's path, leaf first, under a frame named
+ * after its program; its values the node's self figures (calls, wall/nanoseconds, one per
+ * event, in the order they are first met); labels pid, comm, uid, container (the cgroup path)
+ * and, per multiplexed event, multiplexed. A region's calls and sums that no node holds
+ * (older clients, path-limit) are a sample of two frames, labelled call_path=untracked.
+ * Both replies are borrowed. Exits on allocation or write failure, saying why.
+ */
+void pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const struct opts *o,
+                 bool (*keep)(int32_t pid, void *ctx), void *ctx);
+
+/* diff.c: compares two files of dump --format json (or run's), region by region; exits 2
+ * on a file it cannot read, 1 when --fail-above or --fail-below is passed */
+int cmd_diff(int sock, const struct command *cmd, const struct opts *o);
 
 /* tree.c: the call path nodes of one process, from a Query.tree reply */
 
