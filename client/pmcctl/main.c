@@ -490,6 +490,9 @@ parsed:
 	if (cmd->live && o.format != FORMAT_TABLE)
 		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
 
+	/* The histograms go in the files diff compares. */
+	o.hist = o.format == FORMAT_JSON && (!strcmp(cmd->name, "dump") || cmd->standalone);
+
 	/* --format pprof: query and dump write the profile instead (pprof.c). */
 	struct command pprof_cmd;
 	if (o.format == FORMAT_PPROF && !cmd->standalone) {

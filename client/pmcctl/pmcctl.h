@@ -55,6 +55,7 @@ struct opts {
 	size_t n_files;
 	double fail_above, fail_below; /* diff: percentages */
 	bool fail_above_set, fail_below_set;
+	bool hist; /* dump and run in JSON: each figure with its histogram's buckets, for diff */
 };
 
 struct command {
@@ -111,6 +112,25 @@ int cmd_events(int sock, const struct command *cmd, const struct opts *o);
 /* hist.c: one region's distribution as a bar chart (--region needed, --event chooses) */
 int cmd_hist(int sock, const struct command *cmd, const struct opts *o);
 
+/* hist.c: a histogram's buckets gathered from several figures (diff's too) */
+struct bucket {
+	uint64_t low, high, count;
+};
+
+struct hist {
+	struct bucket *v; /* the caller frees it */
+	size_t n, cap;
+	uint64_t count; /* runs */
+	size_t regions; /* (process, region) aggregates merged */
+};
+
+/** hist_push() - add to @h a bucket of @count runs from @low to @high; exits on allocation
+ * failure */
+void hist_push(struct hist *h, uint64_t low, uint64_t high, uint64_t count);
+
+/** hist_merge() - sort the buckets of @h by value and add up those of the same bounds */
+void hist_merge(struct hist *h);
+
 /* top.c: refreshes until Ctrl-C (SIGINT, SIGTERM) or --iterations */
 int cmd_top(int sock, const struct command *cmd, const struct opts *o);
 
@@ -141,6 +161,10 @@ int cmd_pprof(int sock, const struct command *cmd, const struct opts *o);
  */
 void pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const struct opts *o,
                  bool (*keep)(int32_t pid, void *ctx), void *ctx);
+
+/* The version of the JSON of query, dump and run ("format_version"), which diff reads: 1
+ * since it has the member; diff refuses a file of a later one. */
+#define PMC_JSON_FORMAT_VERSION 1
 
 /* diff.c: compares two files of dump --format json (or run's), region by region; exits 2
  * on a file it cannot read, 1 when --fail-above or --fail-below is passed */

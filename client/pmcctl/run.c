@@ -656,6 +656,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "pid", json_integer(pid));
 		jset(root, "exit_status", json_integer(code));
 		jset(root, "daemon", jstr(private ? "private" : "system"));
+		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		query_csv(q);
