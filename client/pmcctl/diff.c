@@ -12,6 +12,9 @@
  * not a time) and did not vary within either file (min = max on both sides) needs no noise
  * model: any change of it is beyond the noise.
  *
+ * Derived ratios (ipc, cache-miss-ratio, branch-miss-ratio) are compared without a noise
+ * model: their change alone decides.
+ *
  * Regions of several processes of one program (the same comm) are added up. */
 
 #ifndef _GNU_SOURCE
@@ -43,6 +46,7 @@ struct dstats {
 	struct hist h;   /* the buckets of every process */
 	size_t procs;
 	bool no_buckets; /* a process without: no rank test */
+	bool ratio;      /* a derived ratio (ipc): its mean weighed by calls, no noise model */
 };
 
 struct dentry {
@@ -172,6 +176,19 @@ dfile_add(struct dfile *f, const json_t *r, const char *name)
 	const json_t *st;
 	json_object_foreach((json_t *)events, ev, st)
 	        dstats_add(f, dentry_event(e, ev), st, e->calls);
+	/* Derived ratios (ipc, miss ratios): one value per process. */
+	json_object_foreach(json_object_get(r, "derived"), ev, st)
+	{
+		struct dstats *d = dentry_event(e, ev);
+
+		if (!json_is_number(st))
+			continue; /* null: not finite */
+		d->ratio = d->no_buckets = true;
+		d->n += (double)e->calls;
+		d->sum += json_number_value(st) * (double)e->calls;
+		d->p50 = d->p99 = NAN;
+		d->procs++;
+	}
 }
 
 static void
@@ -423,6 +440,12 @@ compare(const struct dstats *a, const struct dstats *b)
 	double ma = dstats_mean(a), mb = dstats_mean(b);
 
 	v.change_pct = ma != 0 ? (mb - ma) / ma * 100 : mb != 0 ? INFINITY : 0;
+	if (a->ratio || b->ratio) {
+		v.test = "none";
+		v.beyond = ma != mb;
+		v.z = NAN;
+		return v;
+	}
 	if (!is_time(a->name) && a->min == a->max && b->min == b->max) {
 		v.test = "exact";
 		v.beyond = ma != mb;
@@ -556,7 +579,9 @@ out_row(struct diff_out *d, const struct dentry *ea, const struct dentry *eb,
 			table_add(&d->t, "new");
 		out_pair(d, a->name, a->p50, b->p50);
 		out_pair(d, a->name, a->p99, b->p99);
-		if (!strcmp(v->test, "exact"))
+		if (!strcmp(v->test, "none"))
+			table_add(&d->t, "(ratio)%s", fails ? " FAIL" : "");
+		else if (!strcmp(v->test, "exact"))
 			table_add(&d->t, "%s (exact)%s", v->beyond ? "beyond" : "same",
 			          fails ? " FAIL" : "");
 		else

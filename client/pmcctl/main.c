@@ -33,6 +33,7 @@
 static const char help_text[] =
         "Usage: pmcctl [OPTIONS] COMMAND\n"
         "       pmcctl run [--events LIST] [OPTIONS] [--] CMD [ARGS...]\n"
+        "       pmcctl diff [--event E [--fail-above PCT] [--fail-below PCT]] BASE CURRENT\n"
         "\n"
         "Query and control pmcdaemon, the daemon that brokers perf counters and aggregates\n"
         "the named-region samples of instrumented applications.\n"
@@ -62,6 +63,12 @@ static const char help_text[] =
         "            exit with CMD's status (128+N when signal N killed it). Where no daemon\n"
         "            answers at the socket, a private one counts for the run (the kernel must\n"
         "            let users count their own threads: perf_event_paranoid 2 or less)\n"
+        "  diff      compare two files of 'dump --format json' or 'run --format json'\n"
+        "            (no daemon needed), by call path where both have trees, else by\n"
+        "            region name: calls, mean per call, p50, p99 before -> after, the change\n"
+        "            in percent, and whether it is beyond the noise (a rank test over the\n"
+        "            histograms, |z| >= 3; any change of an exact count that did not vary);\n"
+        "            regions of one side only are listed as new or gone\n"
         "\n"
         "Options (they may also follow the command):\n"
         "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
@@ -88,10 +95,14 @@ static const char help_text[] =
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
         "      --event NAME      hist: draw this event's counts per run; flamegraph: weigh\n"
-        "                        by this event (default: the wall time; 'wall' names it too)\n"
+        "                        by this event (default: the wall time; 'wall' names it too);\n"
+        "                        diff: the figure the gate and the table look at\n"
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout\n"
+        "      --fail-above PCT  diff: exit 1 when a region's mean per call of --event grew\n"
+        "                        by more than PCT percent, beyond the noise\n"
+        "      --fail-below PCT  diff: the same for a fall (where less is worse: ipc)\n"
         "  -h, --help            print this help and exit\n"
         "      --version         print the version of pmcctl and exit\n"
         "\n"
@@ -112,6 +123,8 @@ static const char help_text[] =
         "  2     usage error: unknown command or option, bad --format or --pid\n"
         "  69    pmcdaemon could not be reached (EX_UNAVAILABLE); run: none answers and\n"
         "        none could be started\n"
+        "  diff: 0 nothing past --fail-above/--fail-below, 1 something is, 2 a file it\n"
+        "        cannot read (not pmcctl's JSON, truncated, newer, too large)\n"
         "  run:  CMD's exit status, or 128+N when signal N killed it; 126 or 127 when CMD\n"
         "        could not be run\n"
         "\n"
@@ -134,7 +147,9 @@ static const char help_text[] =
         "        run ./app and print the figures of its regions when it exits\n"
         "  pmcctl dump --format pprof > pmc.pb.gz; go tool pprof -top -sample_index=cycles "
         "pmc.pb.gz\n"
-        "        every region's self and inclusive cycles, in pprof\n";
+        "        every region's self and inclusive cycles, in pprof\n"
+        "  pmcctl diff --event page-faults --fail-above 5 base.json current.json\n"
+        "        exit 1 when a region's page faults per call grew by more than 5 %\n";
 
 void
 usage_error(const char *fmt, ...)

@@ -57,6 +57,13 @@ expect_eq "a new region beside unchanged ones: exit" "$(gate "$TMP/base.json" "$
 grep -q 'extra  *new' "$TMP/diff.out" || fail "table: extra not new: $(cat "$TMP/diff.out")"
 pass "table lists the new region"
 
+# A derived ratio (no PMU here: written into the files): ipc 2.0 -> 1.5 is a fall of 25 %.
+jq '.regions[].derived.ipc = 2.0' "$TMP/base.json" >"$TMP/ipc-base.json"
+jq '.regions[].derived.ipc = 1.5' "$TMP/same.json" >"$TMP/ipc-low.json"
+expect_eq "ipc 25 % lower: exit with --fail-below 10" "$(gate "$TMP/ipc-base.json" "$TMP/ipc-low.json" --event ipc --fail-below 10)" 1
+expect_eq "ipc 25 % lower: exit with --fail-below 30" "$(gate "$TMP/ipc-base.json" "$TMP/ipc-low.json" --event ipc --fail-below 30)" 0
+expect_eq "ipc 25 % lower: exit with --fail-above 5" "$(gate "$TMP/ipc-base.json" "$TMP/ipc-low.json" --event ipc --fail-above 5)" 0
+
 # Call paths: two dumps of the tree program, compared path by path.
 run_client "$TMP/t1" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" tree 3
 pmcctl dump --pid "$CLIENT_PID" --format json >"$TMP/d1.json"
