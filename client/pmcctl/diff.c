@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,26 +57,33 @@ struct dentry {
 	size_t n_ev;
 };
 
+/* One view of a file: its regions by name, or its call path nodes. */
 struct dfile {
-	const char *path;
-	json_t *root;
+	struct diff_file *file;
 	struct dentry *e;
 	size_t n, cap;
 	bool by_path;
 };
 
+struct diff_file {
+	json_t *root;
+	struct dfile names, paths;
+	bool has_paths; /* some node listed */
+	char *why;      /* what is wrong with it */
+	jmp_buf bad;    /* where a reader that finds it wrong goes back to */
+};
+
+/* Says what is wrong with @f's file and leaves the reading (diff_file_parse()). */
 static void __attribute__((noreturn, format(printf, 2, 3)))
-bad_input(const char *path, const char *fmt, ...)
+bad_input(struct dfile *f, const char *fmt, ...)
 {
-	_cleanup_free_ char *safe = escape_text(path);
 	va_list ap;
 
-	fprintf(stderr, "pmcctl: diff: %s: ", safe);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (vasprintf(&f->file->why, fmt, ap) < 0)
+		oom();
 	va_end(ap);
-	fputc('\n', stderr);
-	exit(DIFF_EXIT_BAD_INPUT);
+	longjmp(f->file->bad, 1);
 }
 
 static double
@@ -95,7 +103,7 @@ dstats_add(struct dfile *f, struct dstats *d, const json_t *st, uint64_t calls)
 
 	if (!json_is_object(st) || !isfinite(sum) || !isfinite(mean) || !isfinite(min) ||
 	    !isfinite(max) || sum < 0)
-		bad_input(f->path, "a figure of '%s' has no sum, mean, min or max", d->name);
+		bad_input(f, "a figure of '%s' has no sum, mean, min or max", d->name);
 	if (!isfinite(sd))
 		sd = 0;
 	if (!d->procs || min < d->min)
@@ -126,7 +134,7 @@ dstats_add(struct dfile *f, struct dstats *d, const json_t *st, uint64_t calls)
 		if (!json_is_integer(lo) || !json_is_integer(hi) || !json_is_integer(c) ||
 		    json_integer_value(lo) < 0 || json_integer_value(hi) < json_integer_value(lo) ||
 		    json_integer_value(c) < 0)
-			bad_input(f->path, "a bucket of '%s' is not [low, high, count]", d->name);
+			bad_input(f, "a bucket of '%s' is not [low, high, count]", d->name);
 		hist_push(&d->h, (uint64_t)json_integer_value(lo), (uint64_t)json_integer_value(hi),
 		          (uint64_t)json_integer_value(c));
 	}
@@ -157,8 +165,8 @@ dfile_add(struct dfile *f, const json_t *r, const char *name)
 
 	if (!name || !comm || !json_is_integer(count) || json_integer_value(count) < 0 ||
 	    !json_is_object(events))
-		bad_input(f->path, "a region without name, comm, count or events: not a file of "
-		                   "'pmcctl dump --format json'");
+		bad_input(f, "a region without name, comm, count or events: not a file of "
+		             "'pmcctl dump --format json'");
 	if (f->n == f->cap) {
 		f->cap = f->cap ? 2 * f->cap : 64;
 		struct dentry *g = reallocarray(f->e, f->cap, sizeof(*g));
@@ -282,79 +290,6 @@ dfile_merge(struct dfile *f)
 }
 
 static void
-dfile_load(struct dfile *f, const char *path, bool want_paths)
-{
-	struct stat st;
-	json_error_t err;
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	unsigned char magic[2] = {0};
-
-	f->path = path;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		bad_input(path, "%s", strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		bad_input(path, "not a regular file");
-	if ((uint64_t)st.st_size > DIFF_MAX_FILE)
-		bad_input(path, "%" PRIu64 " bytes, over the %llu that diff reads",
-		          (uint64_t)st.st_size, DIFF_MAX_FILE);
-	if (pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b)
-		bad_input(path,
-		          "gzip-compressed (a pprof profile?): diff reads the JSON of 'pmcctl "
-		          "dump --format json'; for pprof profiles: go tool pprof -diff_base");
-	FILE *in = fdopen(fd, "r");
-	if (!in)
-		oom();
-	fd = -1;
-	f->root = json_loadf(in, JSON_REJECT_DUPLICATES, &err);
-	fclose(in);
-	if (!f->root)
-		bad_input(path, "not valid JSON (line %d, column %d: %s)", err.line, err.column,
-		          err.text);
-	const json_t *regions = json_object_get(f->root, "regions");
-	if (!json_is_array(regions))
-		bad_input(path, "no \"regions\" array: not a file of 'pmcctl dump --format json' "
-		                "or 'pmcctl run --format json'");
-	const json_t *version = json_object_get(f->root, "format_version");
-	if (version && (!json_is_integer(version) || json_integer_value(version) < 1))
-		bad_input(path, "\"format_version\" is not a version number");
-	if (version && json_integer_value(version) > PMC_JSON_FORMAT_VERSION)
-		bad_input(path,
-		          "written by a newer pmcctl (format version %" JSON_INTEGER_FORMAT
-		          "; this one reads up to %d): compare it with that pmcctl",
-		          json_integer_value(version), PMC_JSON_FORMAT_VERSION);
-
-	const json_t *trees = json_object_get(f->root, "tree");
-	size_t i;
-	const json_t *t;
-	if (want_paths) {
-		f->by_path = true;
-		json_array_foreach(trees, i, t) dfile_add_nodes(f, json_object_get(t, "tree"));
-	} else {
-		json_array_foreach(regions, i, t)
-		        dfile_add(f, t, json_string_value(json_object_get(t, "name")));
-	}
-	dfile_merge(f);
-}
-
-/* Whether @path's file lists call path nodes. */
-static bool
-dfile_has_paths(const json_t *root)
-{
-	const json_t *trees = json_object_get(root, "tree");
-	size_t i;
-	const json_t *t;
-
-	json_array_foreach(trees, i, t)
-	{
-		const json_t *nodes = json_object_get(t, "tree");
-
-		if (json_is_array(nodes) && json_array_size(nodes))
-			return true;
-	}
-	return false;
-}
-
-static void
 dfile_free(struct dfile *f)
 {
 	for (size_t i = 0; i < f->n; i++) {
@@ -364,7 +299,124 @@ dfile_free(struct dfile *f)
 		free(f->e[i].key);
 	}
 	free(f->e);
-	json_decref(f->root);
+}
+
+void
+diff_file_free(struct diff_file *df)
+{
+	if (!df)
+		return;
+	dfile_free(&df->names);
+	dfile_free(&df->paths);
+	json_decref(df->root);
+	free(df->why);
+	free(df);
+}
+
+/* Reads @df->root into its views; what is wrong goes back to diff_file_parse(). */
+static void
+diff_file_read(struct diff_file *df)
+{
+	struct dfile *f = &df->names;
+	const json_t *regions = json_object_get(df->root, "regions");
+	if (!json_is_array(regions))
+		bad_input(f, "no \"regions\" array: not a file of 'pmcctl dump --format json' "
+		             "or 'pmcctl run --format json'");
+	const json_t *version = json_object_get(df->root, "format_version");
+	if (version && (!json_is_integer(version) || json_integer_value(version) < 1))
+		bad_input(f, "\"format_version\" is not a version number");
+	if (version && json_integer_value(version) > PMC_JSON_FORMAT_VERSION)
+		bad_input(f,
+		          "written by a newer pmcctl (format version %" JSON_INTEGER_FORMAT
+		          "; this one reads up to %d): compare it with that pmcctl",
+		          json_integer_value(version), PMC_JSON_FORMAT_VERSION);
+
+	size_t i;
+	const json_t *t;
+	json_array_foreach(regions, i, t)
+	        dfile_add(f, t, json_string_value(json_object_get(t, "name")));
+	dfile_merge(f);
+	json_array_foreach(json_object_get(df->root, "tree"), i, t)
+	        dfile_add_nodes(&df->paths, json_object_get(t, "tree"));
+	df->has_paths = df->paths.n > 0;
+	dfile_merge(&df->paths);
+}
+
+int
+diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
+{
+	const unsigned char *c = buf;
+	json_error_t err;
+	struct diff_file *df = calloc(1, sizeof(*df));
+
+	if (!df)
+		oom();
+	df->names.file = df->paths.file = df;
+	df->paths.by_path = true;
+	if (len > DIFF_MAX_FILE) {
+		if (asprintf(&df->why, "%zu bytes, over the %llu that diff reads", len,
+		             DIFF_MAX_FILE) < 0)
+			oom();
+	} else if (len >= 2 && c[0] == 0x1f && c[1] == 0x8b) {
+		df->why = strdup("gzip-compressed (a pprof profile?): diff reads the JSON of "
+		                 "'pmcctl dump --format json'; for pprof profiles: go tool pprof "
+		                 "-diff_base");
+		if (!df->why)
+			oom();
+	} else if (!(df->root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err))) {
+		if (asprintf(&df->why, "not valid JSON (line %d, column %d: %s)", err.line,
+		             err.column, err.text) < 0)
+			oom();
+	} else if (!setjmp(df->bad)) {
+		diff_file_read(df);
+		*out = df;
+		return 0;
+	}
+	*why = TAKE_PTR(df->why);
+	diff_file_free(df);
+	return -EBADMSG;
+}
+
+/* Reads the file at @path, or says why it cannot and exits 2. */
+static struct diff_file *
+diff_file_load(const char *path)
+{
+	_cleanup_free_ char *safe = escape_text(path), *why = NULL, *buf = NULL;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct diff_file *df;
+	struct stat st;
+	size_t len = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		why = strdup(strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		why = strdup("not a regular file");
+	else if ((uint64_t)st.st_size > DIFF_MAX_FILE &&
+	         asprintf(&why, "%" PRIu64 " bytes, over the %llu that diff reads",
+	                  (uint64_t)st.st_size, DIFF_MAX_FILE) < 0)
+		oom();
+	if (!why) {
+		buf = malloc((size_t)st.st_size + 1);
+		if (!buf)
+			oom();
+		while (len < (size_t)st.st_size) {
+			ssize_t r = read(fd, buf + len, (size_t)st.st_size - len);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				why = strdup(r < 0 ? strerror(errno) : "it shrank while read");
+				break;
+			}
+			len += (size_t)r;
+		}
+	}
+	if (!why && diff_file_parse(buf, len, &df, &why) == 0)
+		return df;
+	if (!why)
+		oom();
+	fprintf(stderr, "pmcctl: diff: %s: %s\n", safe, why);
+	exit(DIFF_EXIT_BAD_INPUT);
 }
 
 /* ---- comparing ---- */
@@ -656,42 +708,31 @@ diff_entry(struct diff_out *d, const struct dentry *ea, const struct dentry *eb,
 }
 
 int
-cmd_diff(int sock, const struct command *cmd, const struct opts *o)
+diff_compare(const struct diff_file *base, const struct diff_file *cur, const struct opts *o)
 {
-	struct dfile a = {0}, b = {0};
+	/* Call paths where both files have them. */
+	bool by_path = base->has_paths && cur->has_paths;
+	const struct dfile *a = by_path ? &base->paths : &base->names;
+	const struct dfile *b = by_path ? &cur->paths : &cur->names;
 	struct diff_out d = {
 	        .o = o,
 	        .t = {.ncols = ARRAY_SIZE(diff_head), .head = diff_head, .right = diff_right}};
 	bool seen = false;
-
-	(void)sock;
-	(void)cmd;
-	/* Call paths where both files have them. */
-	dfile_load(&a, o->files[0], false);
-	dfile_load(&b, o->files[1], false);
-	if (dfile_has_paths(a.root) && dfile_has_paths(b.root)) {
-		dfile_free(&a);
-		dfile_free(&b);
-		a = (struct dfile){0};
-		b = (struct dfile){0};
-		dfile_load(&a, o->files[0], true);
-		dfile_load(&b, o->files[1], true);
-	}
 
 	if (o->format == FORMAT_JSON)
 		d.rows = jarray();
 	else if (o->format == FORMAT_CSV)
 		csv_header(diff_csv_head, ARRAY_SIZE(diff_csv_head));
 	size_t i = 0, j = 0;
-	while (i < a.n || j < b.n) {
-		int c = i >= a.n ? 1 : j >= b.n ? -1 : strcmp(a.e[i].key, b.e[j].key);
+	while (i < a->n || j < b->n) {
+		int c = i >= a->n ? 1 : j >= b->n ? -1 : strcmp(a->e[i].key, b->e[j].key);
 
 		if (c < 0)
-			out_alone(&d, &a.e[i++], "gone");
+			out_alone(&d, &a->e[i++], "gone");
 		else if (c > 0)
-			out_alone(&d, &b.e[j++], "new");
+			out_alone(&d, &b->e[j++], "new");
 		else
-			diff_entry(&d, &a.e[i++], &b.e[j++], &seen);
+			diff_entry(&d, &a->e[i++], &b->e[j++], &seen);
 	}
 	if (o->event && !seen) {
 		_cleanup_free_ char *ev = escape_text(o->event);
@@ -700,17 +741,15 @@ cmd_diff(int sock, const struct command *cmd, const struct opts *o)
 		        "pmcctl: diff: no region of both files counted event '%s' (wall is the "
 		        "wall time)\n",
 		        ev);
-		dfile_free(&a);
-		dfile_free(&b);
 		table_free(&d.t);
 		json_decref(d.rows);
-		exit(DIFF_EXIT_BAD_INPUT);
+		return DIFF_EXIT_BAD_INPUT;
 	}
 	if (o->format == FORMAT_JSON) {
 		json_t *root = jobject();
 
 		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
-		jset(root, "by", jstr(a.by_path ? "call_path" : "name"));
+		jset(root, "by", jstr(by_path ? "call_path" : "name"));
 		jset(root, "noise_z", jreal(DIFF_Z));
 		jset(root, "regions", d.rows);
 		jset(root, "failed", json_boolean(d.failed));
@@ -718,7 +757,7 @@ cmd_diff(int sock, const struct command *cmd, const struct opts *o)
 	} else if (o->format == FORMAT_TABLE) {
 		printf("regions compared by %s: BASE -> CURRENT; beyond the noise: |z| >= %.0f "
 		       "(rank test over the histograms), or any change of an exact count\n\n",
-		       a.by_path ? "call path" : "name", DIFF_Z);
+		       by_path ? "call path" : "name", DIFF_Z);
 		if (d.t.n)
 			table_print(&d.t, stdout);
 		else
@@ -728,9 +767,19 @@ cmd_diff(int sock, const struct command *cmd, const struct opts *o)
 			       d.n_failed == 1 ? "" : "s", o->fail_above_set ? "above" : "below");
 	}
 	table_free(&d.t);
-	dfile_free(&a);
-	dfile_free(&b);
+	return d.failed ? EXIT_FAIL : 0;
+}
+
+int
+cmd_diff(int sock, const struct command *cmd, const struct opts *o)
+{
+	struct diff_file *a = diff_file_load(o->files[0]);
+	struct diff_file *b = diff_file_load(o->files[1]);
+	int r = diff_compare(a, b, o);
+
+	diff_file_free(a);
+	diff_file_free(b);
 	if (fflush(stdout) || ferror(stdout))
 		fail("writing output: %s", strerror(errno));
-	return d.failed ? EXIT_FAIL : 0;
+	return r;
 }

@@ -325,10 +325,11 @@ pprof_tree(struct pprof *p, const struct tree *t)
 	}
 }
 
-/* What the call path nodes of a flat region do not hold: count, wall, then its events. */
+/* What the call path nodes of a flat region do not hold: count, wall, then its events
+ * (unsigned: a reply's figures may be anything, and its differences wrap, never overflow). */
 struct rest {
 	const Pmc__RegionStats *r;
-	int64_t *v;
+	uint64_t *v;
 };
 
 static int
@@ -345,13 +346,13 @@ rest_take(struct rest *rest, size_t n, const Pmc__RegionStats *node)
 
 	if (!f)
 		return;
-	f->v[0] -= (int64_t)node->count;
-	f->v[1] -= (int64_t)stats_or_zero(node->wall_ns)->sum;
+	f->v[0] -= node->count;
+	f->v[1] -= stats_or_zero(node->wall_ns)->sum;
 	for (size_t e = 0; e < node->n_events; e++) {
 		ssize_t i = tree_event_named(f->r, node->events[e]->name);
 
 		if (i >= 0)
-			f->v[2 + i] -= (int64_t)stats_or_zero(node->events[e]->stats)->sum;
+			f->v[2 + i] -= stats_or_zero(node->events[e]->stats)->sum;
 	}
 }
 
@@ -443,13 +444,13 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 		if (keep && !keep(r->pid, ctx))
 			continue;
 		rest[n_rest].r = r;
-		rest[n_rest].v = calloc(2 + r->n_events, sizeof(int64_t));
+		rest[n_rest].v = calloc(2 + r->n_events, sizeof(uint64_t));
 		if (!rest[n_rest].v)
 			oom();
-		rest[n_rest].v[0] = (int64_t)r->count;
-		rest[n_rest].v[1] = (int64_t)stats_or_zero(r->wall_ns)->sum;
+		rest[n_rest].v[0] = r->count;
+		rest[n_rest].v[1] = stats_or_zero(r->wall_ns)->sum;
 		for (size_t e = 0; e < r->n_events; e++) {
-			rest[n_rest].v[2 + e] = (int64_t)stats_or_zero(r->events[e]->stats)->sum;
+			rest[n_rest].v[2 + e] = stats_or_zero(r->events[e]->stats)->sum;
 			pprof_add_event(&p, r->events[e]->name);
 		}
 		n_rest++;
@@ -477,16 +478,16 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 	for (size_t i = 0; i < n_rest; i++) {
 		const Pmc__RegionStats *r = rest[i].r;
 
-		if (rest[i].v[0] > 0) {
+		if ((int64_t)rest[i].v[0] > 0) {
 			pprof_stack_room(&p, 2);
 			p.stack[0] = pprof_frame(&p, r->name, false);
 			p.stack[1] = pprof_frame(&p, r->comm, true);
 			memset(p.values, 0, (2 + p.n_events) * sizeof(*p.values));
-			p.values[0] = rest[i].v[0];
-			p.values[1] = rest[i].v[1];
+			p.values[0] = (int64_t)rest[i].v[0];
+			p.values[1] = (int64_t)rest[i].v[1];
 			for (size_t e = 0; e < r->n_events; e++)
 				p.values[2 + pprof_event_index(&p, r->events[e]->name)] =
-				        rest[i].v[2 + e];
+				        (int64_t)rest[i].v[2 + e];
 			pprof_sample(&p, 2, r, true);
 		}
 		free(rest[i].v);
