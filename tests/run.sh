@@ -46,9 +46,9 @@ cmake --build build-clang -j"$(nproc)" >build-clang/build.log 2>&1 ||
 run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
 
 echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
-cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
+echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch, pmcctl diff's reader and the pprof writer"
 	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-state fuzz-client -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
+cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-state fuzz-client fuzz-diff fuzz-pprof -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
 	{ cat build-fuzz/build.log >&2; exit 1; }
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -74,4 +74,8 @@ fuzz fuzz-batch 10000000
 fuzz fuzz-state 500000 tests/fuzz/corpus-state
 # The library's reading of a hostile daemon's replies to a registration, on time and late.
 fuzz fuzz-client 200000 tests/fuzz/corpus-client
+# pmcctl diff's reader: JSON files of any bytes, read and compared (about 45 s here).
+fuzz fuzz-diff 150000 tests/fuzz/corpus-diff
+# pmcctl's pprof writer on any daemon reply (about 40 s here).
+fuzz fuzz-pprof 400000 tests/fuzz/corpus-pprof
 echo "fuzz: no crash, no leak"

@@ -156,6 +156,7 @@ query_init(Pmc__Query *q, const struct opts *o)
 	q->comms = (char **)o->comms;
 	q->n_cgroups = o->n_cgroups;
 	q->cgroups = (char **)o->cgroups;
+	q->hist = o->hist;
 	/* A daemon that knows no globs reads this one: the same answer for one plain name. */
 	if (o->n_regions == 1 && !has_glob(o->regions[0]))
 		q->region = (char *)o->regions[0];

@@ -17,17 +17,6 @@
 /* More buckets than this are shown a power of two to a row. */
 #define FINE_ROWS 24
 
-struct bucket {
-	uint64_t low, high, count;
-};
-
-struct hist {
-	struct bucket *v;
-	size_t n, cap;
-	uint64_t count; /* runs */
-	size_t regions; /* (process, region) aggregates merged */
-};
-
 static int
 bucket_cmp(const void *a, const void *b)
 {
@@ -36,27 +25,31 @@ bucket_cmp(const void *a, const void *b)
 	return x->low < y->low ? -1 : x->low > y->low;
 }
 
+void
+hist_push(struct hist *h, uint64_t low, uint64_t high, uint64_t count)
+{
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 64;
+		struct bucket *v = reallocarray(h->v, cap, sizeof(*v));
+
+		if (!v)
+			oom();
+		h->v = v;
+		h->cap = cap;
+	}
+	h->v[h->n++] = (struct bucket){low, high, count};
+	h->count += count;
+}
+
 static void
 hist_add(struct hist *h, const Pmc__Stats *s)
 {
-	for (size_t i = 0; i < s->n_buckets; i++) {
-		if (h->n == h->cap) {
-			size_t cap = h->cap ? 2 * h->cap : 64;
-			struct bucket *v = reallocarray(h->v, cap, sizeof(*v));
-
-			if (!v)
-				oom();
-			h->v = v;
-			h->cap = cap;
-		}
-		h->v[h->n++] = (struct bucket){s->buckets[i]->low, s->buckets[i]->high,
-		                               s->buckets[i]->count};
-		h->count += s->buckets[i]->count;
-	}
+	for (size_t i = 0; i < s->n_buckets; i++)
+		hist_push(h, s->buckets[i]->low, s->buckets[i]->high, s->buckets[i]->count);
 }
 
 /* Sorts the buckets and adds up those of the same bounds (every daemon has the same). */
-static void
+void
 hist_merge(struct hist *h)
 {
 	size_t k = 0;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pmcctl.h"
 
@@ -32,6 +33,7 @@
 static const char help_text[] =
         "Usage: pmcctl [OPTIONS] COMMAND\n"
         "       pmcctl run [--events LIST] [OPTIONS] [--] CMD [ARGS...]\n"
+        "       pmcctl diff [--event E [--fail-above PCT] [--fail-below PCT]] BASE CURRENT\n"
         "\n"
         "Query and control pmcdaemon, the daemon that brokers perf counters and aggregates\n"
         "the named-region samples of instrumented applications.\n"
@@ -61,10 +63,22 @@ static const char help_text[] =
         "            exit with CMD's status (128+N when signal N killed it). Where no daemon\n"
         "            answers at the socket, a private one counts for the run (the kernel must\n"
         "            let users count their own threads: perf_event_paranoid 2 or less)\n"
+        "  diff      compare two files of 'dump --format json' or 'run --format json'\n"
+        "            (no daemon needed), by call path where both have trees, else by\n"
+        "            region name: calls, mean per call, p50, p99 before -> after, the change\n"
+        "            in percent, and whether it is beyond the noise (a rank test over the\n"
+        "            histograms, |z| >= 3; any change of an exact count that did not vary);\n"
+        "            regions of one side only are listed as new or gone\n"
         "\n"
         "Options (they may also follow the command):\n"
         "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
-        "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv'\n"
+        "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv';\n"
+        "                        query, dump and run: 'pprof' too, a gzip-compressed\n"
+        "                        profile.proto for go tool pprof, Pyroscope, Parca: each call\n"
+        "                        path node a sample of its self calls, wall time and events\n"
+        "                        (pprof's flat: self; cum: inclusive), labels pid, comm, uid,\n"
+        "                        container, multiplexed; pprof only adds values up, so the\n"
+        "                        percentiles (p50, p90, p99) are in JSON only\n"
         "      --pid N           only the process with id N (query, dump, reset, top), as\n"
         "                        the host numbers it (pmcdaemon's pid namespace), also\n"
         "                        inside a container; the figures show that id\n"
@@ -81,7 +95,8 @@ static const char help_text[] =
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
         "      --event NAME      hist: draw this event's counts per run; flamegraph: weigh\n"
-        "                        by this event (default: the wall time; 'wall' names it too)\n"
+        "                        by this event (default: the wall time; 'wall' names it too);\n"
+        "                        diff: the figure the gate and the table look at\n"
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout\n"
@@ -89,6 +104,9 @@ static const char help_text[] =
         "                        " MAX_REPLY_MIB_TEXT
         "; 0: no limit), so that a daemon whose reply\n"
         "                        never ends cannot exhaust pmcctl's memory\n"
+        "      --fail-above PCT  diff: exit 1 when a region's mean per call of --event grew\n"
+        "                        by more than PCT percent, beyond the noise\n"
+        "      --fail-below PCT  diff: the same for a fall (where less is worse: ipc)\n"
         "  -h, --help            print this help and exit\n"
         "      --version         print the version of pmcctl and exit\n"
         "\n"
@@ -109,6 +127,8 @@ static const char help_text[] =
         "  2     usage error: unknown command or option, bad --format or --pid\n"
         "  69    pmcdaemon could not be reached (EX_UNAVAILABLE); run: none answers and\n"
         "        none could be started\n"
+        "  diff: 0 nothing past --fail-above/--fail-below, 1 something is, 2 a file it\n"
+        "        cannot read (not pmcctl's JSON, truncated, newer, too large)\n"
         "  run:  CMD's exit status, or 128+N when signal N killed it; 126 or 127 when CMD\n"
         "        could not be run\n"
         "\n"
@@ -128,7 +148,12 @@ static const char help_text[] =
         "  pmcctl top --interval 2\n"
         "        the regions running most often right now, every 2 seconds\n"
         "  pmcctl run --events cycles,instructions -- ./app input.txt\n"
-        "        run ./app and print the figures of its regions when it exits\n";
+        "        run ./app and print the figures of its regions when it exits\n"
+        "  pmcctl dump --format pprof > pmc.pb.gz; go tool pprof -top -sample_index=cycles "
+        "pmc.pb.gz\n"
+        "        every region's self and inclusive cycles, in pprof\n"
+        "  pmcctl diff --event page-faults --fail-above 5 base.json current.json\n"
+        "        exit 1 when a region's page faults per call grew by more than 5 %\n";
 
 void
 usage_error(const char *fmt, ...)
@@ -174,6 +199,7 @@ static const struct command commands[] = {
         {.name = "flamegraph", .filters = true, .run = cmd_flamegraph},
         {.name = "top", .filters = true, .live = true, .run = cmd_top},
         {.name = "run", .filters = true, .no_pid = true, .standalone = true, .run = cmd_run},
+        {.name = "diff", .files = true, .run = cmd_diff},
 };
 
 enum {
@@ -191,6 +217,8 @@ enum {
 	OPT_TREE,
 	OPT_CGROUP,
 	OPT_MAX_REPLY,
+	OPT_FAIL_ABOVE,
+	OPT_FAIL_BELOW,
 };
 
 static const struct option long_options[] = {
@@ -209,6 +237,8 @@ static const struct option long_options[] = {
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"tree", no_argument, NULL, OPT_TREE},
         {"max-reply", required_argument, NULL, OPT_MAX_REPLY},
+        {"fail-above", required_argument, NULL, OPT_FAIL_ABOVE},
+        {"fail-below", required_argument, NULL, OPT_FAIL_BELOW},
         {NULL, 0, NULL, 0},
 };
 
@@ -299,7 +329,23 @@ parse_format(const char *s)
 		return FORMAT_JSON;
 	if (!strcmp(s, "csv"))
 		return FORMAT_CSV;
-	usage_error("invalid --format '%s': expected table, json or csv", s);
+	if (!strcmp(s, "pprof"))
+		return FORMAT_PPROF;
+	usage_error("invalid --format '%s': expected table, json, csv or pprof", s);
+}
+
+static double
+parse_percent(const char *opt, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || (*end && strcmp(end, "%")) || errno || !isfinite(v) || v < 0)
+		usage_error("invalid %s '%s': expected a percentage, 0 or more (such as 5)", opt,
+		            s);
+	return v;
 }
 
 static void
@@ -333,6 +379,10 @@ main(int argc, char **argv)
 			if (command && !strcmp(command, "run")) {
 				o.argv = &argv[optind - 1];
 				goto parsed;
+			}
+			if (command && !strcmp(command, "diff")) {
+				list_add(&o.files, &o.n_files, optarg);
+				break;
 			}
 			set_command(&command, optarg);
 			break;
@@ -382,6 +432,14 @@ main(int argc, char **argv)
 		case OPT_MAX_REPLY:
 			o.max_reply = parse_max_reply(optarg);
 			break;
+		case OPT_FAIL_ABOVE:
+			o.fail_above = parse_percent("--fail-above", optarg);
+			o.fail_above_set = true;
+			break;
+		case OPT_FAIL_BELOW:
+			o.fail_below = parse_percent("--fail-below", optarg);
+			o.fail_below_set = true;
+			break;
 		case OPT_INTERVAL:
 			o.interval = parse_interval(optarg);
 			o.live_opts = true;
@@ -409,11 +467,14 @@ main(int argc, char **argv)
 		o.argv = &argv[optind];
 	else
 		for (; optind < argc; optind++)
-			set_command(&command, argv[optind]);
+			if (command && !strcmp(command, "diff"))
+				list_add(&o.files, &o.n_files, argv[optind]);
+			else
+				set_command(&command, argv[optind]);
 parsed:
 	if (!command)
 		usage_error("missing command (status, query, dump, reset, events, hist, "
-		            "flamegraph, top or run)");
+		            "flamegraph, top, run or diff)");
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -435,8 +496,29 @@ parsed:
 		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
 	if (!cmd->standalone && o.argv)
 		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
-	if (o.event && cmd->run != cmd_hist && cmd->run != cmd_flamegraph)
-		usage_error("--event is for 'hist' and 'flamegraph' only, not '%s'", cmd->name);
+	if (o.event && cmd->run != cmd_hist && cmd->run != cmd_flamegraph && !cmd->files)
+		usage_error("--event is for 'hist', 'flamegraph' and 'diff' only, not '%s'",
+		            cmd->name);
+	if (cmd->files && o.n_files != 2)
+		usage_error("'diff' compares two files: pmcctl diff BASE CURRENT");
+	if ((o.fail_above_set || o.fail_below_set) && !cmd->files)
+		usage_error("--fail-above and --fail-below are for 'diff' only, not '%s'",
+		            cmd->name);
+	if ((o.fail_above_set || o.fail_below_set) && !o.event)
+		usage_error("--fail-above and --fail-below need --event NAME (such as page-faults, "
+		            "or wall)");
+	if (o.format == FORMAT_PPROF) {
+		if (strcmp(cmd->name, "query") && strcmp(cmd->name, "dump") &&
+		    strcmp(cmd->name, "run"))
+			usage_error(
+			        "--format pprof is for 'query', 'dump' and 'run' only, not '%s'",
+			        cmd->name);
+		if (isatty(STDOUT_FILENO) && !o.output)
+			usage_error(
+			        "--format pprof writes a binary (gzip) profile: redirect stdout "
+			        "to a file%s",
+			        cmd->standalone ? " or give --output FILE" : "");
+	}
 	if (o.tree && strcmp(cmd->name, "query"))
 		usage_error("--tree is for 'query' only, not '%s'%s", cmd->name,
 		            cmd->tree ? " (it prints the trees anyway)" : "");
@@ -448,9 +530,21 @@ parsed:
 	if (cmd->live && o.format != FORMAT_TABLE)
 		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
 
+	/* The histograms go in the files diff compares. */
+	o.hist = o.format == FORMAT_JSON && (!strcmp(cmd->name, "dump") || cmd->standalone);
+
+	/* --format pprof: query and dump write the profile instead (pprof.c). */
+	struct command pprof_cmd;
+	if (o.format == FORMAT_PPROF && !cmd->standalone) {
+		pprof_cmd = *cmd;
+		pprof_cmd.run = cmd_pprof;
+		cmd = &pprof_cmd;
+	}
+
 	int r;
-	if (cmd->standalone) {
+	if (cmd->standalone || cmd->files) {
 		r = cmd->run(-1, cmd, &o);
+		free(o.files);
 		free(o.regions);
 		free(o.comms);
 		free(o.cgroups);

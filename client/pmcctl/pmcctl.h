@@ -30,6 +30,7 @@ enum format {
 	FORMAT_TABLE,
 	FORMAT_JSON,
 	FORMAT_CSV,
+	FORMAT_PPROF, /* query, dump, run: a gzip-compressed profile.proto (pprof.c) */
 };
 
 struct opts {
@@ -51,6 +52,11 @@ struct opts {
 	const char *output;  /* run: file for the figures (NULL: stdout) */
 	char **argv;         /* run: the command and its arguments */
 	uint64_t max_reply;  /* --max-reply: bytes of one streamed reply taken at most (0: any) */
+	const char **files;  /* diff: BASE and CURRENT */
+	size_t n_files;
+	double fail_above, fail_below; /* diff: percentages */
+	bool fail_above_set, fail_below_set;
+	bool hist; /* dump and run in JSON: each figure with its histogram's buckets, for diff */
 };
 
 /* --max-reply's default, in MiB: far above what the daemon's default limits can list. */
@@ -64,6 +70,7 @@ struct command {
 	bool live;       /* top: takes --interval and --iterations, prints tables only */
 	bool standalone; /* run: connects by itself (or starts a daemon), not before */
 	bool tree;       /* dump: the call path trees after the regions */
+	bool files;      /* diff: reads files, needs no daemon */
 	int (*run)(int sock, const struct command *cmd, const struct opts *o);
 };
 
@@ -110,6 +117,25 @@ int cmd_events(int sock, const struct command *cmd, const struct opts *o);
 /* hist.c: one region's distribution as a bar chart (--region needed, --event chooses) */
 int cmd_hist(int sock, const struct command *cmd, const struct opts *o);
 
+/* hist.c: a histogram's buckets gathered from several figures (diff's too) */
+struct bucket {
+	uint64_t low, high, count;
+};
+
+struct hist {
+	struct bucket *v; /* the caller frees it */
+	size_t n, cap;
+	uint64_t count; /* runs */
+	size_t regions; /* (process, region) aggregates merged */
+};
+
+/** hist_push() - add to @h a bucket of @count runs from @low to @high; exits on allocation
+ * failure */
+void hist_push(struct hist *h, uint64_t low, uint64_t high, uint64_t count);
+
+/** hist_merge() - sort the buckets of @h by value and add up those of the same bounds */
+void hist_merge(struct hist *h);
+
 /* top.c: refreshes until Ctrl-C (SIGINT, SIGTERM) or --iterations */
 int cmd_top(int sock, const struct command *cmd, const struct opts *o);
 
@@ -117,6 +143,60 @@ int cmd_top(int sock, const struct command *cmd, const struct opts *o);
  * exits EX_UNAVAILABLE when it can neither reach one nor start one, 126 or 127 when the
  * command cannot be run */
 int cmd_run(int sock, const struct command *cmd, const struct opts *o);
+
+/* pprof.c: query, dump and run with --format pprof */
+
+/** cmd_pprof() - query and dump with --format pprof: the regions and call path trees of the
+ * processes @o selects written to stdout as a gzip-compressed pprof profile (pprof_write()) */
+int cmd_pprof(int sock, const struct command *cmd, const struct opts *o);
+
+/**
+ * pprof_write() - write to stdout a gzip-compressed pprof profile.proto of @tree's call path
+ * nodes (a Query.tree reply; NULL: none) and of what they do not hold of @flat's regions
+ * (the reply of the same Query without tree)
+ * @o: --region selects the subtrees, as in query --tree
+ * @keep: NULL, or whether the figures of process @pid go in (run's processes)
+ * @ctx: passed to @keep
+ * Each selected node is a sample: its stack the node's path, leaf first, under a frame named
+ * after its program; its values the node's self figures (calls, wall/nanoseconds, one per
+ * event, in the order they are first met); labels pid, comm, uid, container (the cgroup path)
+ * and, per multiplexed event, multiplexed. A region's calls and sums that no node holds
+ * (older clients, path-limit) are a sample of two frames, labelled call_path=untracked.
+ * Both replies are borrowed. Exits on allocation or write failure, saying why.
+ */
+void pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const struct opts *o,
+                 bool (*keep)(int32_t pid, void *ctx), void *ctx);
+
+/* The version of the JSON of query, dump and run ("format_version"), which diff reads: 1
+ * since it has the member; diff refuses a file of a later one. */
+#define PMC_JSON_FORMAT_VERSION 1
+
+/* diff.c: compares two files of dump --format json (or run's), region by region; exits 2
+ * on a file it cannot read, 1 when --fail-above or --fail-below is passed */
+int cmd_diff(int sock, const struct command *cmd, const struct opts *o);
+
+/* A file diff reads (its regions by name and its call path nodes), for diff_compare(). */
+struct diff_file;
+
+/**
+ * diff_file_parse() - read @len bytes at @buf (borrowed), the JSON of dump or run --format
+ * json, into *@out (set only on success; diff_file_free() frees it)
+ * Return: 0; -EBADMSG when it is not such a file (not JSON, truncated, a newer
+ * format_version, a pprof profile, over 1 GiB, a region without its figures), with *@why
+ * set to a sentence saying so, the caller's to free. Exits on allocation failure.
+ */
+int diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why);
+
+/** diff_file_free() - free @f (NULL ok) */
+void diff_file_free(struct diff_file *f);
+
+/**
+ * diff_compare() - print to stdout, in @o->format, @base (borrowed) against @cur (borrowed)
+ * region by region, with @o->event's gate (--fail-above, --fail-below)
+ * Return: 0; 1 (EXIT_FAIL) when a figure is past the gate; 2 when no region of both files
+ * counted @o->event (said on stderr).
+ */
+int diff_compare(const struct diff_file *base, const struct diff_file *cur, const struct opts *o);
 
 /* tree.c: the call path nodes of one process, from a Query.tree reply */
 

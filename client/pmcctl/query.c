@@ -114,6 +114,19 @@ stats_json(const Pmc__Stats *s)
 	jset(o, "p50", jreal(s->p50));
 	jset(o, "p90", jreal(s->p90));
 	jset(o, "p99", jreal(s->p99));
+	if (s->n_buckets) {
+		json_t *b = jarray();
+
+		jset(o, "buckets", b);
+		for (size_t i = 0; i < s->n_buckets; i++) {
+			json_t *row = jarray();
+
+			jappend(row, ju64(s->buckets[i]->low));
+			jappend(row, ju64(s->buckets[i]->high));
+			jappend(row, ju64(s->buckets[i]->count));
+			jappend(b, row);
+		}
+	}
 	return o;
 }
 
@@ -177,6 +190,15 @@ stats_write(struct jw *w, const char *key, const Pmc__Stats *s)
 	jw_real(w, "p50", s->p50);
 	jw_real(w, "p90", s->p90);
 	jw_real(w, "p99", s->p99);
+	/* [[low, high, count], ...]: the histogram's non-empty buckets (dump, for diff) */
+	if (s->n_buckets) {
+		jw_key(w, "buckets");
+		jw_raw(w, "[");
+		for (size_t i = 0; i < s->n_buckets; i++)
+			fprintf(w->f, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", i ? ", " : "",
+			        s->buckets[i]->low, s->buckets[i]->high, s->buckets[i]->count);
+		jw_raw(w, "]");
+	}
 }
 
 /* region_json() written as it goes: the same text, without building it first. */
@@ -582,6 +604,7 @@ query_print_stream(int sock, const char *what, Pmc__Query *q, const struct opts 
 
 		fputs(p.n_regions ? "\n  ],\n" : "],\n", stdout);
 		jset(tail, "losses", p.losses);
+		jset(tail, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		if (why)
 			empty_json(tail, end, code, why);
 		/* The tail's members, its "{" left out: the root's are the regions'. */

@@ -680,6 +680,13 @@ argv_text(char **argv)
 	return safe;
 }
 
+/* pprof_write()'s filter: the processes of the command's tree. */
+static bool
+run_keep(int32_t pid, void *tree)
+{
+	return pidset_has(tree, pid);
+}
+
 /* Prints the figures of the run: @q's regions of the processes in @tree (all of them when
  * @tree is NULL: a private daemon counts only the command's). */
 static void
@@ -722,6 +729,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "pid", json_integer(pid));
 		jset(root, "exit_status", json_integer(code));
 		jset(root, "daemon", jstr(private ? "private" : "system"));
+		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		query_csv(q);
@@ -889,10 +897,17 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	q.min_start = start ? start : 1;
 	q.run_tag = tag;
 	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
-	close(fd);
 	/* The daemon matched the tag: its answer is the command's processes alone. */
 	bool tagged = resp->query->run_tag_matched;
-	run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private);
+	if (o->format == FORMAT_PPROF) {
+		q.tree = true;
+		_cleanup_response_ Pmc__Response *trees = query_call(fd, cmd->name, &q, o);
+		pprof_write(resp->query, trees->query, o, private || tagged ? NULL : run_keep,
+		            &tree);
+	} else {
+		run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private);
+	}
+	close(fd);
 	pmc__response__free_unpacked(resp, NULL);
 	free(tree.v);
 

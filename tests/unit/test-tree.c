@@ -17,24 +17,6 @@
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 
-/* What tree.c and output.c call from main.c. */
-void
-fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	abort();
-}
-
-void
-oom(void)
-{
-	fail("out of memory");
-}
-
 /* Hand-made nodes: each with its stats and one event, "page-faults:u". */
 #define MAX_NODES 16
 
