@@ -6,7 +6,7 @@
 
 #include "policy.h"
 #include "registry.h"
-#include "sched.h"
+#include "loop-sched.h"
 #include "users.h"
 
 struct event_base;

@@ -7,7 +7,7 @@
 #include <sys/types.h>
 
 #include "creds.h"
-#include "sched.h"
+#include "loop-sched.h"
 
 struct server;
 

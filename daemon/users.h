@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "sched.h"
+#include "loop-sched.h"
 #include "stats.h"
 
 struct user_share {

@@ -1,6 +1,6 @@
 /* sched: round-robin per uid over the connections that have work, control before bulk
  * (see sched.h). */
-#include "sched.h"
+#include "loop-sched.h"
 
 static void
 ring_append(struct sched *sc, struct sched_queue *q)
