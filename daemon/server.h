@@ -4,9 +4,9 @@
 
 #include <stdint.h>
 
+#include "loop-sched.h"
 #include "policy.h"
 #include "registry.h"
-#include "loop-sched.h"
 #include "users.h"
 
 struct event_base;

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pmc-test.h"
 #include "loop-sched.h"
+#include "pmc-test.h"
 
 /* A connection of uid @uid (an index into uids[]), its place in the queues. */
 struct conn {
