@@ -37,8 +37,8 @@ creds_read_file(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-static const char *
-field(const char *text, const char *name)
+const char *
+creds_field(const char *text, const char *name)
 {
 	size_t l = strlen(name);
 	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
@@ -51,8 +51,8 @@ int
 creds_parse_status(const char *text, uid_t uids[3], gid_t gids[3], uint64_t *cap_prm,
                    uint64_t *cap_eff)
 {
-	const char *u = field(text, "Uid:"), *g = field(text, "Gid:");
-	const char *cp = field(text, "CapPrm:"), *ce = field(text, "CapEff:");
+	const char *u = creds_field(text, "Uid:"), *g = creds_field(text, "Gid:");
+	const char *cp = creds_field(text, "CapPrm:"), *ce = creds_field(text, "CapEff:");
 	unsigned long long a[3], b[3], prm, eff;
 	if (!u || !g || !cp || !ce || sscanf(u, "%llu %llu %llu", &a[0], &a[1], &a[2]) != 3 ||
 	    sscanf(g, "%llu %llu %llu", &b[0], &b[1], &b[2]) != 3 ||

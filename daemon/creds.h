@@ -46,6 +46,13 @@ int creds_may_count(const struct creds_peer *peer, pid_t pid, pid_t tid, char *w
 int creds_read_file(const char *path, char *buf, size_t size);
 
 /**
+ * creds_field() - the text after the line of /proc status text @text that starts with
+ * @name ("Uid:"), up to the end of @text (the caller reads the line's start); NULL when no
+ * line starts so
+ */
+const char *creds_field(const char *text, const char *name);
+
+/**
  * creds_parse_status() - the ids and permitted capabilities in a /proc status text
  * @uids, @gids: 3 slots each: real, effective, saved
  * For tests and creds_may_count().

@@ -27,20 +27,10 @@ struct threadid_pidfd_info {
 #define THREADID_PIDFD_GET_INFO _IOWR(0xFF, 11, struct threadid_pidfd_info)
 #define THREADID_INFO_PID 1u
 
-static const char *
-field(const char *text, const char *name)
-{
-	size_t l = strlen(name);
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-		if (!strncmp(p, name, l))
-			return p + l;
-	return NULL;
-}
-
 pid_t
 threadid_ns_last(const char *status)
 {
-	const char *p = field(status, "NSpid:");
+	const char *p = creds_field(status, "NSpid:");
 	if (!p)
 		return -1;
 	long last = -1;
@@ -78,7 +68,7 @@ pidfd_ids(int pidfd, pid_t *tid, pid_t *tgid)
 	int r = creds_read_file(path, buf, sizeof(buf));
 	if (r < 0)
 		return r == -ENOENT ? -EBADF : r;
-	const char *p = field(buf, "Pid:");
+	const char *p = creds_field(buf, "Pid:");
 	if (!p)
 		return -EBADF;
 	long v = strtol(p, NULL, 10);
@@ -146,7 +136,7 @@ threadid_check(int pidfd, pid_t pid, pid_t tid)
 int
 threadid_ns_depth(const char *status)
 {
-	const char *p = field(status, "NSpid:");
+	const char *p = creds_field(status, "NSpid:");
 	int n = 0;
 	while (p) {
 		while (*p == ' ' || *p == '\t')
