@@ -45,8 +45,8 @@ cmake --build build-clang -j"$(nproc)" >build-clang/build.log 2>&1 ||
 
 run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
 
-echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch"
 echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch, pmcctl diff's reader and the pprof writer"
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
 	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-state fuzz-client fuzz-diff fuzz-pprof -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
 	{ cat build-fuzz/build.log >&2; exit 1; }
