@@ -554,7 +554,7 @@ daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why, 
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
-		close(fd);
+		wire_close_draining(fd, 0);
 		*hello_failed = 1;
 		return r;
 	}
@@ -2493,7 +2493,9 @@ connection_failed_locked(int r)
 			if (t->conn == G.conn && t->announced > atomic_load(&t->tail))
 				atomic_store_explicit(&t->tail, t->announced, memory_order_release);
 	}
-	close(G.fd);
+	/* What the daemon queued and nobody read: its fds closed where no close can hold
+	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
+	wire_close_draining(G.fd, 0);
 	G.fd = -1;
 	G.reg_late = 0; /* its reply went with the connection */
 	atomic_store(&G.state, ST_LOST);

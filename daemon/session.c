@@ -627,18 +627,8 @@ session_free(struct session *s)
 	s->user->connections--;
 	if (s->pidfd >= 0)
 		close(s->pidfd);
-	/* What the peer queued and the daemon did not read would be freed by this close, here,
-	 * fds included: each goes through fdcheck_close() first (bounded by the socket's
-	 * backlog, and by a count, against a peer that keeps sending meanwhile). */
-	uint8_t drain[1];
-	int dfds[1];
-	size_t dn;
-	for (int i = 0; i < 4096; i++) {
-		ssize_t n = wire_recv_from(s->fd, drain, sizeof(drain), dfds, 0, &dn, MSG_DONTWAIT,
-		                           (unsigned)s->uid);
-		if (n == -EAGAIN || n == -ECONNRESET || n == 0 || n == -ENOTCONN)
-			break;
-	}
-	close(s->fd);
+	/* What the peer queued and the daemon did not read would be freed by a plain close,
+	 * here, fds included: each goes through fdcheck_close() instead. */
+	wire_close_draining(s->fd, (unsigned)s->uid);
 	free(s);
 }

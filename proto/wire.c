@@ -83,9 +83,9 @@ wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 {
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	/* Room for more fds than accepted, so that an excess is seen and refused rather
-	 * than silently truncated. */
+	 * than silently truncated, beside credentials (wire_drain() asks for them). */
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * WIRE_RX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_RX_FDS) + CMSG_SPACE(sizeof(struct ucred))];
 		struct cmsghdr align;
 	} ctrl;
 	struct msghdr mh = {
@@ -130,6 +130,46 @@ wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 		*n_fds += k;
 	}
 	return n;
+}
+
+void
+wire_drain(int sock, unsigned owner)
+{
+	int saved = errno;
+	if (sock < 0)
+		return;
+	(void)shutdown(sock, SHUT_RD);
+	/* With SO_PASSCRED every datagram received carries its sender's credentials, which
+	 * wire_recv_from() refuses (-EBADMSG, its fds closed): only the end of the queue reads
+	 * as -ECONNRESET (0 bytes, no credentials), beside the peer's pending error, reported
+	 * once before its datagrams. Without them, an empty datagram would end the drain. */
+	int one = 1;
+	(void)setsockopt(sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	unsigned resets = 0;
+	/* The queue is finite once shut; the count bounds the loop whatever the kernel does. */
+	for (unsigned i = 0; i < WIRE_DRAIN_MAX; i++) {
+		char b;
+		int none[1];
+		size_t n_fds;
+		ssize_t n = wire_recv_from(sock, &b, 1, none, 0, &n_fds, MSG_DONTWAIT, owner);
+		if (n == -ECONNRESET && resets++ == 0)
+			continue;
+		if (n == -ECONNRESET || n == -EAGAIN || n == -ENOTCONN || n == -ENOTSOCK ||
+		    n == -EBADF)
+			break;
+	}
+	errno = saved;
+}
+
+void
+wire_close_draining(int sock, unsigned owner)
+{
+	if (sock < 0)
+		return;
+	int saved = errno;
+	wire_drain(sock, owner);
+	close(sock);
+	errno = saved;
 }
 
 int

@@ -15,6 +15,9 @@
  * have room for all of them, so that none is left for the kernel to close in the receiving
  * thread (MSG_CTRUNC), where its close could block; those over WIRE_MAX_FDS are refused. */
 #define WIRE_RX_FDS 253
+/* Most datagrams wire_drain() takes from a queue: more than a connected socket's queue holds
+ * (net.unix.max_dgram_qlen, 512 by default), a bound whatever the kernel does. */
+#define WIRE_DRAIN_MAX 65536u
 /* Largest datagram either side accepts. */
 #define WIRE_MAX_DATAGRAM (4u << 20)
 
@@ -54,6 +57,26 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, siz
  */
 ssize_t wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
                        int flags, unsigned owner);
+
+/**
+ * wire_drain() - shut the receiving side of @sock and close every fd its queue still holds
+ * @sock: SOCK_SEQPACKET socket, borrowed (it stays open: sending still works)
+ * @owner: passed to fdcheck_close() for each fd found queued (the daemon: the peer's uid)
+ *
+ * Closing a socket frees the datagrams queued in it and the fds they carry, in the closing
+ * thread; the last close of such a file may block there (a TCP socket's SO_LINGER, an
+ * AF_UNIX socket whose own queue holds one). So the receiving side is shut first (the
+ * peer's later sends fail with EPIPE: the queue can only shrink), then every datagram still
+ * queued is received and dropped, its fds closed by fdcheck_close(), which never blocks.
+ * Never blocks; keeps errno. Later receives on @sock return 0.
+ */
+void wire_drain(int sock, unsigned owner);
+
+/**
+ * wire_close_draining() - wire_drain(), then close @sock (taken); for every socket a peer
+ * not trusted could have queued fds in
+ */
+void wire_close_draining(int sock, unsigned owner);
 
 /**
  * wire_unpack_request() - decode a datagram into a Request

@@ -146,7 +146,8 @@ as_user "$ID" "$SOCK" linger >"$TMP/linger.out" 2>&1 || fail "lingering socket: 
 pass "an fd attached to a Hello (TCP, SO_LINGER 30 s) holds no one"
 as_user "$ID" "$SOCK" linger-many >"$TMP/lm.out" 2>&1 || fail "69 fds, the lingering one last: $(cat "$TMP/lm.out")"
 as_user "$ID" "$SOCK" linger-nested >"$TMP/ln.out" 2>&1 || fail "a Unix socket holding a lingering one: $(cat "$TMP/ln.out")"
-pass "nor one past the 64 fds a datagram may carry, nor one queued inside a Unix socket sent"
+as_user "$ID" "$SOCK" linger-behind-empty >"$TMP/lbe.out" 2>&1 || fail "a lingering socket queued behind empty datagrams: $(cat "$TMP/lbe.out")"
+pass "nor one past the 64 fds a datagram may carry, nor one queued inside a Unix socket sent, nor one queued behind empty datagrams when the connection closes"
 # The library facing a hostile daemon that sends such a socket as a counter: the program
 # runs unprofiled and ends (timeout 20 s < the 30 s linger).
 "$ID" "$TMP/hostile.sock" fake-daemon 40 >"$TMP/fake.out" 2>&1 &
@@ -156,6 +157,18 @@ timeout 20 "${USER[@]}" env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$TMP/hostile.
 	"$PMC_TEST_CLIENT_BIN" pages 2 3 >"$TMP/hostile.out" 2>&1 || fail "against a hostile daemon (rc $?): $(cat "$TMP/hostile.out")"
 kill $FAKE 2>/dev/null || true
 expect_eq "against a daemon that sends a socket as a counter: not profiled" "$(kv enabled "$TMP/hostile.out")" 0
+# A daemon that queues such a socket, unasked, behind a real registration reply, and hangs
+# up: the library finds it gone at its next send and closes the connection without letting
+# that socket's close (30 s of linger) hold the thread that closes it, nor, through the
+# library's lock, the program's exit (timeout 20 s).
+"$ID" "$TMP/queue.sock" fake-daemon-queue 40 >"$TMP/fakeq.out" 2>&1 &
+FAKE=$!
+for _ in $(seq 100); do grep -q listening "$TMP/fakeq.out" && break; sleep 0.1; done
+timeout 20 "${USER[@]}" env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$TMP/queue.sock" \
+	"$PMC_TEST_CLIENT_BIN" steady 1 40 50000 >"$TMP/queue.out" 2>&1 || fail "a daemon that queued a lingering socket held the program (rc $?): $(cat "$TMP/queue.out")"
+kill $FAKE 2>/dev/null || true
+grep -q queued "$TMP/fakeq.out" || fail "the hostile daemon queued nothing: $(cat "$TMP/fakeq.out")"
+expect_eq "regions run beside a daemon that queued a lingering socket" "$(kv count "$TMP/queue.out")" 40
 
 # A daemon in a child pid namespace cannot see its clients: it says the fix.
 in_ns "$PMCDAEMON_BIN" --socket "$TMP/inner.sock" >"$TMP/inner.log" 2>&1 &

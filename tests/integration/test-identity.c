@@ -18,14 +18,27 @@
  *   SOCKET linger-nested the same with a Unix socket whose queue holds the lingering one
  *   SOCKET linger        a Hello carrying a TCP socket whose close would linger 30 s, then
  *                        a Status on a new connection: answered within 10 s
+ *   SOCKET linger-behind-empty
+ *                        after Hello, two empty datagrams (each reads as the end of the
+ *                        connection) and a Status carrying the lingering socket, sent at
+ *                        once: the daemon closes the connection at the first, with the
+ *                        socket still queued; then a Status on a new connection: answered
  *   SOCKET fake-daemon SECONDS
  *                        be a hostile daemon on SOCKET for SECONDS: answer Hello, and
  *                        answer each RegisterThread with a reply whose "counter" fd is such
  *                        a lingering TCP socket; prints "listening" once it is
+ *   SOCKET fake-daemon-queue SECONDS
+ *                        the same, but each registration is served with a real counter
+ *                        (page-faults of that thread: run as root), and then, unasked,
+ *                        a datagram carrying a lingering TCP socket is queued behind the
+ *                        reply and the connection closed: the library finds the daemon
+ *                        gone at its next send, and exits, with such a socket unread in
+ *                        its queue
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -234,8 +247,22 @@ mode_stale(const char *path)
 	return fail;
 }
 
+/* A page-faults counter of thread @tid, user and kernel mode, for a fake daemon's reply. */
 static int
-mode_fake_daemon(const char *path, int secs)
+page_faults_of(pid_t tid)
+{
+	struct perf_event_attr a = {.size = sizeof(a),
+	                            .type = PERF_TYPE_SOFTWARE,
+	                            .config = PERF_COUNT_SW_PAGE_FAULTS,
+	                            .read_format = PERF_FORMAT_TOTAL_TIME_ENABLED |
+	                                           PERF_FORMAT_TOTAL_TIME_RUNNING};
+	return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* @queue: serve registrations with real counters, then queue a lingering socket unasked
+ * and hang up (see the top of the file). */
+static int
+mode_fake_daemon(const char *path, int secs, bool queue)
 {
 	int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa;
@@ -286,7 +313,9 @@ mode_fake_daemon(const char *path, int secs)
 				rr.events = &edp;
 				resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
 				resp.register_reply = &rr;
-				if (n_lsn < 64)
+				if (queue)
+					fd = page_faults_of((pid_t)req->register_thread->tid);
+				else if (n_lsn < 64)
 					fd = lingering_socket(30, &lsn[n_lsn++]);
 			}
 			pmc__request__free_unpacked(req, NULL);
@@ -294,6 +323,22 @@ mode_fake_daemon(const char *path, int secs)
 				(void)wire_send(c, &resp.base, &fd, fd >= 0, 0);
 			if (fd >= 0)
 				close(fd); /* the client holds the last reference now */
+			if (queue && resp.body_case == PMC__RESPONSE__BODY_REGISTER_REPLY &&
+			    n_lsn < 64) {
+				/* Behind the reply, a datagram nobody asked for, with a socket
+				 * whose close would linger 30 s; then the hang-up. */
+				Pmc__Response extra = PMC__RESPONSE__INIT;
+				extra.body_case = PMC__RESPONSE__BODY_HELLO;
+				extra.hello = &hr;
+				hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+				hr.daemon_version = "hostile";
+				int ls = lingering_socket(30, &lsn[n_lsn++]);
+				if (ls >= 0 && wire_send(c, &extra.base, &ls, 1, 0) == 0)
+					printf("queued\n");
+				if (ls >= 0)
+					close(ls);
+				break;
+			}
 		}
 		close(c);
 	}
@@ -310,7 +355,9 @@ main(int argc, char **argv)
 	const char *path = argv[1], *mode = argv[2];
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(mode, "fake-daemon") && argc == 4)
-		return mode_fake_daemon(path, atoi(argv[3]));
+		return mode_fake_daemon(path, atoi(argv[3]), false);
+	if (!strcmp(mode, "fake-daemon-queue") && argc == 4)
+		return mode_fake_daemon(path, atoi(argv[3]), true);
 	if (!strcmp(mode, "linger")) {
 		int lsn = -1, fd = lingering_socket(30, &lsn);
 		if (fd < 0) {
@@ -321,6 +368,38 @@ main(int argc, char **argv)
 		int bad = status(a, fd) != -1; /* closed: an fd where none belongs */
 		int b = connect_hello(path);
 		return bad | (status(b, -1) != 0);
+	}
+	if (!strcmp(mode, "linger-behind-empty")) {
+		/* The daemon may close the connection at the first empty datagram before the
+		 * rest are sent (EPIPE): tried again until all three were queued, for a while. */
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		int tries = 0, queued = 0;
+		while (!queued && tries++ < 200) {
+			int lsn = -1, fd = lingering_socket(30, &lsn);
+			if (fd < 0) {
+				perror("lingering socket");
+				return 1;
+			}
+			int a = connect_hello(path);
+			queued = send(a, "", 0, MSG_NOSIGNAL) == 0 &&
+			         send(a, "", 0, MSG_NOSIGNAL) == 0 &&
+			         wire_send(a, &req.base, &fd, 1, 0) == 0;
+			if (!queued) { /* ours is the last reference: no lingering here */
+				struct linger off = {0};
+				setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+			}
+			close(fd); /* the daemon's queue holds its last reference, if queued */
+			close(a);
+			if (!queued) /* else kept: the socket lingers while its peer is there */
+				close(lsn);
+		}
+		printf("queued behind empty datagrams after %d tries: %s\n", tries,
+		       queued ? "yes" : "no");
+		int b = connect_hello(path);
+		return !queued | (status(b, -1) != 0);
 	}
 	if (!strcmp(mode, "linger-many") || !strcmp(mode, "linger-nested")) {
 		/* The lingering socket past the fds a receiver has room for (the kernel would

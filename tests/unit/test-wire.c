@@ -206,6 +206,32 @@ test_wire_peer_closed(void)
 	close(sv[1]);
 }
 
+/* What a peer queued and nobody read: wire_drain() closes the fds it carries (behind empty
+ * datagrams too, which read as 0 bytes like the end of the queue), and the peer can queue
+ * nothing more; the socket stays open for sending. */
+static void
+test_wire_drain_closes_queued_fds(void)
+{
+	int sv[2], p[2];
+	pair(sv);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(send(sv[1], "", 0, 0) == 0);
+	CHECK(send(sv[1], "", 0, 0) == 0);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	CHECK(wire_send(sv[1], &resp.base, &p[1], 1, 0) == 0);
+	close(p[1]); /* the queue holds the pipe's only write end now */
+	int before = pmc_test_count_fds();
+	wire_drain(sv[0], 0);
+	CHECK(pmc_test_count_fds() == before);
+	char c;
+	CHECK(read(p[0], &c, 1) == 0); /* the write end was closed: end of file */
+	CHECK(send(sv[1], "x", 1, MSG_NOSIGNAL) < 0 && errno == EPIPE);
+	CHECK(send(sv[0], "y", 1, MSG_NOSIGNAL) == 1);
+	close(p[0]);
+	wire_close_draining(sv[0], 0);
+	close(sv[1]);
+}
+
 int
 main(void)
 {
@@ -218,6 +244,7 @@ main(void)
 	PMC_TEST_RUN(test_wire_truncated_datagram);
 	PMC_TEST_RUN(test_wire_rejects_garbage);
 	PMC_TEST_RUN(test_wire_peer_closed);
+	PMC_TEST_RUN(test_wire_drain_closes_queued_fds);
 	CHECK(pmc_test_count_fds() == fds_at_start);
 	printf("ok - no fd leaked\n");
 	return 0;
