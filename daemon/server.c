@@ -153,7 +153,7 @@ on_state_timer(evutil_socket_t fd, short what, void *arg)
 	struct state_job *j;
 	int r = state_job_start(srv, srv->state_path, &j);
 	if (r < 0) {
-		log_errno(r, "cannot start saving the state to %s (the previous one is kept)",
+		log_errno(r, "cannot save the state to %s (the previous one is kept)",
 		          srv->state_path);
 		return;
 	}

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -434,8 +435,50 @@ state_prepare(const char *path)
 	return remove_stale(dfd, tmp, tmp_path);
 }
 
-/* Writes @buf to @path through @path.tmp, created afresh (never opened if it exists, never
- * through a symbolic link), then fsync, rename, fsync of the directory. */
+/* Creates @base.tmp in @dfd (@path.tmp for the log) afresh: never opened if it exists,
+ * never through a symbolic link; one a save that died left is removed first.
+ * Return: its fd, or -errno. */
+static int
+create_tmp(int dfd, const char *base, const char *path)
+{
+	char tmp[NAME_MAX + 1], tmp_path[PATH_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", base);
+	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", path);
+	for (int tries = 0;; tries++) {
+		int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		                0600);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST || tries)
+			return -errno;
+		int r = remove_stale(dfd, tmp, tmp_path);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* Writes @buf to @fd, create_tmp()'s @base.tmp in @dfd, then fsync, the rename to @base,
+ * fsync of the directory; removes @base.tmp when any fails. @fd stays open. */
+static int
+commit_tmp(int dfd, int fd, const char *base, const uint8_t *buf, size_t len)
+{
+	char tmp[NAME_MAX + 1];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", base);
+	int r = write_all(fd, buf, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(dfd, tmp, 0); /* ours: created by create_tmp() */
+		return r;
+	}
+	/* The rename itself must reach the disk too. */
+	(void)fsync(dfd);
+	return 0;
+}
+
+/* Writes @buf to @path through @path.tmp (create_tmp(), commit_tmp()). */
 static int
 write_atomically(const char *path, const uint8_t *buf, size_t len)
 {
@@ -443,34 +486,10 @@ write_atomically(const char *path, const uint8_t *buf, size_t len)
 	_cleanup_close_ int dfd = open_dir(path, &base);
 	if (dfd < 0)
 		return dfd;
-	char tmp[NAME_MAX + 1], tmp_path[PATH_MAX + 8];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", base);
-	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", path);
-	int fd = -1;
-	for (int tries = 0; fd < 0; tries++) {
-		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			break;
-		if (errno != EEXIST || tries)
-			return -errno;
-		int r = remove_stale(dfd, tmp, tmp_path);
-		if (r < 0)
-			return r;
-	}
-	int r = write_all(fd, buf, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlinkat(dfd, tmp, 0); /* ours: created above */
-		return r;
-	}
-	/* The rename itself must reach the disk too. */
-	(void)fsync(dfd);
-	return 0;
+	_cleanup_close_ int fd = create_tmp(dfd, base, path);
+	if (fd < 0)
+		return fd;
+	return commit_tmp(dfd, fd, base, buf, len);
 }
 
 static int
@@ -497,12 +516,14 @@ state_save(struct server *srv, const char *path)
 struct state_job {
 	pid_t pid;
 	int pidfd;
+	int dfd, fd;       /* the directory and FILE.tmp, opened by the parent for the child */
 	uint64_t saved_ns; /* the snapshot's time: the fork */
 };
 
-/* The child of state_job_start(): the registry as it was at the fork, and nothing else. */
+/* The child of state_job_start(): the registry as it was at the fork, written to j->fd. */
 static _Noreturn void
-job_run(struct server *srv, const char *path, uint64_t saved_ns, pid_t parent, const sigset_t *mask)
+job_run(struct server *srv, const struct state_job *j, const char *base, pid_t parent,
+        const sigset_t *mask)
 {
 	/* Dies with the daemon: a save that outlived it could rename its snapshot over the
 	 * newer file of the next daemon, or write FILE.tmp while that one does. */
@@ -513,10 +534,13 @@ job_run(struct server *srv, const char *path, uint64_t saved_ns, pid_t parent, c
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	sigprocmask(SIG_SETMASK, mask, NULL);
-	/* Drop the copies of client sockets, counter fds and the loop's fds: only the registry
-	 * in memory is needed, and a client must see the daemon go when it does. */
-	(void)close_range(3, ~0u, 0);
-	int r = state_write(srv, path, saved_ns);
+	/* The fd table is the daemon's own (CLONE_FILES): nothing is closed here, not even
+	 * the two fds the save uses (the parent closes them when this process has ended). */
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t len;
+	int r = state_encode(srv, j->saved_ns, &buf, &len);
+	if (r == 0)
+		r = commit_tmp(j->dfd, j->fd, base, buf, len);
 	/* _exit(): no atexit handler, no stdio flush of the daemon's buffers. */
 	_exit(r == 0 ? 0 : -r > 0 && -r < 256 ? -r : EIO);
 }
@@ -527,18 +551,41 @@ state_job_start(struct server *srv, const char *path, struct state_job **out)
 	_cleanup_free_ struct state_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
+	const char *base;
+	_cleanup_close_ int dfd = open_dir(path, &base);
+	if (dfd < 0)
+		return dfd;
+	_cleanup_close_ int fd = create_tmp(dfd, base, path);
+	if (fd < 0)
+		return fd;
+	j->dfd = dfd;
+	j->fd = fd;
 	j->saved_ns = util_now_ns(CLOCK_REALTIME);
 	pid_t parent = getpid();
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
+	/* fork(), but the child shares the daemon's fd table (CLONE_FILES) instead of getting
+	 * a copy: it closes none of the daemon's fds, neither one by one nor at its exit, where
+	 * a close may wait for ever (a file a client sent that fdcheck's closer thread has not
+	 * closed yet: a FUSE file whose server never answers the flush), and it holds no copy
+	 * of a client's socket (a client sees the daemon go when it does). The memory is a
+	 * copy-on-write snapshot, as fork()'s. The system call itself, since glibc has no fork()
+	 * with flags: no atfork handler runs in the child, which takes none of the locks they
+	 * guard (the daemon's one other thread, fdcheck's closer, allocates nothing and logs
+	 * nothing), and calls nothing that uses glibc's cached thread id. */
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		job_run(srv, path, j->saved_ns, parent, &old);
+		job_run(srv, j, base, parent, &old);
 	int e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0)
+	if (pid < 0) {
+		char tmp[NAME_MAX + 1];
+		snprintf(tmp, sizeof(tmp), "%s.tmp", base);
+		unlinkat(dfd, tmp, 0); /* ours: created above */
 		return -e;
+	}
+	dfd = fd = -1; /* the job's now */
 	j->pid = pid;
 	/* The system call, not glibc 2.36's wrapper: the daemon runs on older C libraries. */
 	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec */
@@ -547,7 +594,9 @@ state_job_start(struct server *srv, const char *path, struct state_job **out)
 		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
-		return r;
+		close(j->fd);
+		close(j->dfd);
+		return r; /* the file it may have left goes at the next save (create_tmp()) */
 	}
 	*out = TAKE_PTR(j);
 	return 0;
@@ -577,6 +626,10 @@ state_job_wait(struct state_job *j, struct server *srv)
 	}
 	if (r == 0)
 		srv->state_saved_ns = j->saved_ns;
+	/* Only now: they were the child's too, in the one fd table. A FILE.tmp a killed child
+	 * left goes at the next save (create_tmp()). */
+	close(j->fd);
+	close(j->dfd);
 	close(j->pidfd);
 	free(j);
 	return r;

@@ -60,9 +60,13 @@ int state_save(struct server *srv, const char *path);
 /**
  * state_job_start() - state_save() in a child process, on a copy-on-write snapshot of
  * @srv's registry, so that the caller goes on at once
- * The child touches no client socket, runs no event loop and no atexit handler; it dies
- * with the daemon. The caller watches state_job_fd() and then calls state_job_wait().
- * Return: 0 with *@out set, or -errno (nothing runs then).
+ * The caller opens the directory and creates FILE.tmp (the checks of state_save()); the
+ * child encodes, writes, renames. It shares the caller's fd table (it closes none of the
+ * daemon's fds, whose close may wait for ever: a FUSE file a client sent), touches no
+ * client socket, runs no event loop and no atexit handler; it dies with the daemon. The
+ * caller watches state_job_fd() and then calls state_job_wait().
+ * Return: 0 with *@out set, or -errno (nothing runs then): state_save()'s errors of the
+ * directory and FILE.tmp (logged), or fork's.
  */
 int state_job_start(struct server *srv, const char *path, struct state_job **out);
 

@@ -18,6 +18,10 @@
  *   SOCKET linger-nested the same with a Unix socket whose queue holds the lingering one
  *   SOCKET linger        a Hello carrying a TCP socket whose close would linger 30 s, then
  *                        a Status on a new connection: answered within 10 s
+ *   SOCKET attach FILE   a Status carrying FILE twice (opened read-only; a file whose close
+ *                        never ends, pmc-test-fuse-hold's): the connection is closed; then
+ *                        a Status on a new connection: answered within 10 s; prints
+ *                        "verdict: pass|fail", and its exit waits as long as FILE's close
  *   SOCKET linger-behind-empty
  *                        after Hello, two empty datagrams (each reads as the end of the
  *                        connection) and a Status carrying the lingering socket, sent at
@@ -368,6 +372,32 @@ main(int argc, char **argv)
 		int bad = status(a, fd) != -1; /* closed: an fd where none belongs */
 		int b = connect_hello(path);
 		return bad | (status(b, -1) != 0);
+	}
+	if (!strcmp(mode, "attach") && argc == 4) {
+		/* Two: the daemon's closer thread waits on the first, the second waits its turn
+		 * in the daemon's fd table (where a child process it forks finds it). */
+		int fds[2] = {open(argv[3], O_RDONLY | O_CLOEXEC),
+		              open(argv[3], O_RDONLY | O_CLOEXEC)};
+		if (fds[0] < 0 || fds[1] < 0) {
+			perror(argv[3]);
+			return 1;
+		}
+		int a = connect_hello(path);
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		int r = wire_send(a, &req.base, fds, 2, 0);
+		uint8_t *buf = NULL;
+		size_t len;
+		/* Not closed here, where each close would wait for ever: at the exit, which
+		 * waits too, after the verdict. */
+		int bad = r < 0 || wire_wait(a, 10000, &buf, &len, NULL, 0, NULL) != -ECONNRESET;
+		free(buf);
+		int b = connect_hello(path);
+		bad |= status(b, -1) != 0;
+		printf("verdict: %s\n", bad ? "fail" : "pass");
+		return bad;
 	}
 	if (!strcmp(mode, "linger-behind-empty")) {
 		/* The daemon may close the connection at the first empty datagram before the

@@ -1,0 +1,61 @@
+#!/bin/bash
+# A file whose close never ends, sent to the daemon where it expects none: a FUSE file whose
+# server never answers the flush (pmc-test-fuse-hold; any user can mount one with
+# fusermount). Every close() of it waits, in any process that holds it, and no signal ends
+# the wait. The daemon's loop goes on serving (fdcheck hands the close to its closer
+# thread); its periodic save, a child process, shares the daemon's fd table instead of a
+# copy, so that it closes none of it: the saves go on, and SIGTERM saves and ends the loop.
+# (The daemon's process itself, whose closer thread waits, ends only when that file system's
+# server does: the kernel's rule, said in the README.)
+. "$(dirname "$0")/lib.sh"
+: "${PMC_TEST_IDENTITY_BIN:?set by ctest}" "${PMC_TEST_FUSE_BIN:?set by ctest}" "${PMC_TEST_STATE_BIN:?set by ctest}"
+[ "$(id -u)" = 0 ] || skip "mounting the test's FUSE file system needs root"
+mkdir "$TMP/fuse"
+"$PMC_TEST_FUSE_BIN" "$TMP/fuse" >"$TMP/fuse.out" 2>&1 &
+FUSE=$!
+HELPER_PIDS+=($FUSE) # first: the other helpers' exits wait for it
+for _ in $(seq 200); do
+	grep -qx mounted "$TMP/fuse.out" && break
+	kill -0 $FUSE 2>/dev/null || { wait $FUSE && rc=0 || rc=$?; [ "$rc" = 77 ] && skip "no FUSE here: $(cat "$TMP/fuse.out")"; fail "fuse-hold: $(cat "$TMP/fuse.out")"; }
+	sleep 0.05
+done
+grep -qx mounted "$TMP/fuse.out" || fail "fuse-hold did not mount: $(cat "$TMP/fuse.out")"
+STATE=$TMP/state/pmc.state
+install -d -m 0700 "$TMP/state"
+start_daemon --state "$STATE" --state-interval 1
+saved() { pmcctl status --format json | jq -r .state_saved_ns; }
+
+# Two such files attached to a Status: the connection is closed, the next client served;
+# the closer thread waits on the first, the second waits its turn in the daemon's fd table.
+"$PMC_TEST_IDENTITY_BIN" "$SOCK" attach "$TMP/fuse/f" >"$TMP/attach.out" 2>&1 &
+HELPER_PIDS+=($!)
+for _ in $(seq 400); do grep -q "^verdict:" "$TMP/attach.out" && break; sleep 0.05; done
+expect_eq "two never-closing files attached to a Status: closed, and the next client served" "$(sed -n 's/^verdict: //p' "$TMP/attach.out")" pass
+for _ in $(seq 200); do grep -q "^flush" "$TMP/fuse.out" && break; sleep 0.05; done
+grep -q "^flush" "$TMP/fuse.out" || fail "the daemon never tried to close the file: $(cat "$TMP/fuse.out")"
+pass "the daemon's closer thread waits on the file's flush"
+
+# A program after the attack: counted, and in a save that ends after it (20 s).
+run_client "$TMP/victim.out" "$PMC_TEST_CLIENT_BIN" named after-attack 2 3
+t0=$(saved)
+for _ in $(seq 200); do [ "$(saved)" -gt "$t0" ] && break; daemon_alive; sleep 0.1; done
+[ "$(saved)" -gt "$t0" ] || fail "no save since the attack (state_saved_ns $t0): $(cat "$TMP/daemon.log")"
+! grep -q "previous save is still running" "$TMP/daemon.log" || fail "a save waited: $(cat "$TMP/daemon.log")"
+pass "the periodic saves go on beside the waiting close"
+expect_eq "the program after the attack" "$(pmcctl query --region after-attack --format json | jq '.regions[0].count')" 3
+
+# SIGTERM: the loop saves and ends (the file written within 20 s), with the file system's
+# server still holding the closer thread; once that server ends, so does the daemon, 0.
+before=$(stat -c %y "$STATE")
+kill -TERM "$DAEMON_PID"
+for _ in $(seq 200); do
+	grep -q "shutting down" "$TMP/daemon.log" && [ "$(stat -c %y "$STATE")" != "$before" ] && break
+	sleep 0.1
+done
+[ "$(stat -c %y "$STATE")" != "$before" ] || fail "no final save at SIGTERM: $(cat "$TMP/daemon.log")"
+pass "SIGTERM: the final save is written"
+kill -TERM $FUSE
+wait $FUSE || true
+wait "$DAEMON_PID" || fail "pmcdaemon exit status $? once the file system ended: $(cat "$TMP/daemon.log")"
+DAEMON_PID=
+pass "the daemon ends once the file system's server does"
