@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "metrics-internal.h"
 #include "server.h"
 
@@ -39,54 +40,6 @@ page_str(struct page *pg, const char *s)
 	page_add(pg, s, strlen(s));
 }
 
-/* Length of the well-formed UTF-8 sequence at @p (NUL-terminated), 0 if there is none; its
- * code point in *@cp. */
-static size_t
-utf8_decode(const unsigned char *p, uint32_t *cp)
-{
-	size_t n;
-	uint32_t c, least;
-
-	if (p[0] < 0x80) {
-		*cp = p[0];
-		return 1;
-	}
-	if ((p[0] & 0xe0) == 0xc0) {
-		n = 2;
-		c = p[0] & 0x1f;
-		least = 0x80;
-	} else if ((p[0] & 0xf0) == 0xe0) {
-		n = 3;
-		c = p[0] & 0x0f;
-		least = 0x800;
-	} else if ((p[0] & 0xf8) == 0xf0) {
-		n = 4;
-		c = p[0] & 0x07;
-		least = 0x10000;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (p[i] & 0x3f);
-	}
-	if (c < least || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return n;
-}
-
-/* Characters a terminal or a browser acts on instead of showing: C0 and C1 controls, DEL,
- * and the bidirectional formatting characters that reorder what follows them. pmcctl hides
- * the same set (escape_text() in client/pmcctl/output.c). */
-static bool
-is_hidden(uint32_t cp)
-{
-	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
-	       cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
 /* A label value: backslash, double quote and newline escaped, as the format asks. Region
  * names and comm come from the clients: every other hidden character becomes a visible
  * escape, "\x1b" for a byte below 0x80, "\u202e" for a code point above, and so does a
@@ -95,31 +48,25 @@ is_hidden(uint32_t cp)
 static void
 page_label_value(struct page *pg, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s, *run = p;
+	const char *p = s, *run = s, *end = s + strlen(s);
 
-	while (*p) {
-		uint32_t cp = 0;
-		size_t n = utf8_decode(p, &cp);
-		char buf[16];
-		const char *esc = buf;
+	while (p < end) {
+		char esc[ESCAPE_MAX];
+		size_t n = escape_next(p, (size_t)(end - p), esc);
+		const char *quoted = NULL;
 
 		if (*p == '\\')
-			esc = "\\\\";
+			quoted = "\\\\";
 		else if (*p == '"')
-			esc = "\\\"";
+			quoted = "\\\"";
 		else if (*p == '\n')
-			esc = "\\n";
-		else if (!n || (cp < 0x80 && is_hidden(cp)))
-			snprintf(buf, sizeof(buf), "\\\\x%02x", *p);
-		else if (is_hidden(cp))
-			snprintf(buf, sizeof(buf), "\\\\u%04" PRIx32, cp);
-		else
-			esc = NULL;
-		if (!n)
-			n = 1;
-		if (esc) {
+			quoted = "\\n";
+		if (quoted || *esc) {
 			page_add(pg, run, (size_t)(p - run));
-			page_str(pg, esc);
+			/* The escape's own backslash, escaped as the format asks. */
+			page_str(pg, quoted ? quoted : "\\");
+			if (!quoted)
+				page_str(pg, esc);
 			run = p + n;
 		}
 		p += n;
