@@ -254,6 +254,15 @@ void scrape_abort(struct scrape *s);
  * next queued scrape when @s was being built */
 void scrape_free(struct scrape *s);
 
+/**
+ * scrape_page() - the whole page of @m at once, SNAPSHOT to WRITE one step after another
+ * without the loop, as a scrape builds it: for tests, which feed it a registry of their own
+ * @m: its srv, max_series and label_container set; no scrape being built
+ * @out: the page is appended to it
+ * Return: 0, or -ENOMEM (@out may hold part of the page), -EBUSY (a scrape is being built).
+ */
+int scrape_page(struct metrics *m, struct evbuffer *out);
+
 /* metrics-page.c */
 
 /** render_daemon() - the daemon's own figures (pmc_build_info, pmc_uptime_seconds,

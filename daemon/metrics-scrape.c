@@ -1116,19 +1116,14 @@ scrape_write(struct scrape *s)
 		scrape_arm(s); /* the step's time was up before a line */
 }
 
-static void
-on_step(evutil_socket_t fd, short what, void *arg)
+/* The phases from s->phase on, in the same step while its time lasts. Return: 1 when the
+ * phase is WRITE or the time is up, 0 when the phase has more, or -errno. */
+static int
+scrape_build(struct scrape *s)
 {
-	struct scrape *s = arg;
 	bool marked = false;
 	int r = 1;
 
-	s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
-	if (s->phase == PH_WRITE) {
-		scrape_write(s);
-		return;
-	}
-	/* Phases run on in the same step while its time lasts. */
 	while (r == 1 && s->phase != PH_WRITE) {
 		/* The registry changed since the last step: which processes are left. */
 		if (!marked &&
@@ -1178,6 +1173,21 @@ on_step(evutil_socket_t fd, short what, void *arg)
 				break;
 		}
 	}
+	return r;
+}
+
+static void
+on_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct scrape *s = arg;
+	int r;
+
+	s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
+	if (s->phase == PH_WRITE) {
+		scrape_write(s);
+		return;
+	}
+	r = scrape_build(s);
 	if (r < 0) {
 		log_errno(r, "metrics: cannot build the page");
 		scrape_detach(s);
@@ -1186,6 +1196,31 @@ on_step(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	scrape_arm(s);
+}
+
+/* A scrape of @m, QUEUED at the end of its queue (in order of arrival); NULL without memory
+ * (its buffers may be NULL: scrape_free() it). */
+static struct scrape *
+scrape_new(struct metrics *m)
+{
+	struct scrape *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->m = m;
+	s->small.chunk = 64u << 10;
+	s->big.chunk = 1u << 20;
+	s->out.chunk = 64u << 10;
+	s->buf = evbuffer_new();
+	s->labels = evbuffer_new();
+	m->n_scrapes++;
+	struct scrape **tail = &m->scrapes;
+	while (*tail) {
+		s->prev = *tail;
+		tail = &(*tail)->next;
+	}
+	*tail = s;
+	return s;
 }
 
 /* Answers GET /metrics on connection @c: queued, then built and written step by step. */
@@ -1212,27 +1247,11 @@ scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req)
 		           "busy: pmcdaemon serves a few scrapes at once; try again\n");
 		return;
 	}
-	s = calloc(1, sizeof(*s));
+	s = scrape_new(m);
 	if (s) {
-		s->m = m;
 		s->c = c;
 		s->req = req;
-		s->small.chunk = 64u << 10;
-		s->big.chunk = 1u << 20;
-		s->out.chunk = 64u << 10;
 		s->step_ev = evtimer_new(m->srv->base, on_step, s);
-		s->buf = evbuffer_new();
-		s->labels = evbuffer_new();
-		s->next = NULL;
-		s->prev = NULL;
-		m->n_scrapes++;
-		/* Appended: the queue is in order of arrival. */
-		struct scrape **tail = &m->scrapes;
-		while (*tail) {
-			s->prev = *tail;
-			tail = &(*tail)->next;
-		}
-		*tail = s;
 		c->scrape = s;
 	}
 	if (!s || !s->step_ev || !s->buf || !s->labels) {
@@ -1243,4 +1262,38 @@ scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req)
 		return;
 	}
 	scrape_kick(m);
+}
+
+int
+scrape_page(struct metrics *m, struct evbuffer *out)
+{
+	struct scrape *s;
+	int r;
+
+	if (m->building)
+		return -EBUSY;
+	s = scrape_new(m);
+	if (!s || !s->buf || !s->labels) {
+		if (s)
+			scrape_free(s);
+		return -ENOMEM;
+	}
+	m->building = s;
+	s->phase = PH_SNAPSHOT;
+	do {
+		s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
+		r = scrape_build(s);
+	} while (r >= 0 && s->phase != PH_WRITE);
+	while (r >= 0) {
+		struct page pg = {.b = s->buf};
+
+		s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
+		r = write_some(s, &pg);
+		if (evbuffer_add_buffer(out, s->buf) < 0)
+			r = -ENOMEM;
+		if (r == 1)
+			break;
+	}
+	scrape_free(s);
+	return r < 0 ? r : 0;
 }
