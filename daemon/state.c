@@ -656,8 +656,8 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 
 /* Loads the call path nodes of @ps into process @p, in the file's order, and its untracked
  * counts; histogram blocks as load_regions(). A node whose parent is not an earlier node,
- * that would be deeper than PATH_MAX_DEPTH, listed twice (parent and name), or whose name
- * the daemon would refuse for a region (empty, over REGION_NAME_MAX bytes) is not from a
+ * that would be deeper than PMC_LIMIT_PATH_DEPTH, listed twice (parent and name), or whose name
+ * the daemon would refuse for a region (empty, over PMC_LIMIT_NAME_MAX bytes) is not from a
  * file the daemon wrote: -EBADMSG. */
 static int
 load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
@@ -669,11 +669,11 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
 		const Pmc__PathState *node = ps->paths[i];
 		const Pmc__RegionState *rs = node->region;
 		size_t len = rs && rs->name ? strlen(rs->name) : 0;
-		if (len == 0 || len > REGION_NAME_MAX)
+		if (len == 0 || len > PMC_LIMIT_NAME_MAX)
 			return -EBADMSG;
 		/* p->n_paths is i here: each node before was a new one. */
 		if (node->parent > p->n_paths ||
-		    (node->parent && p->paths[node->parent - 1]->depth >= PATH_MAX_DEPTH))
+		    (node->parent && p->paths[node->parent - 1]->depth >= PMC_LIMIT_PATH_DEPTH))
 			return -EBADMSG;
 		size_t before = p->n_paths;
 		struct region_agg *r = process_path(reg, p, node->parent, rs->name);
