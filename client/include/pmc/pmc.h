@@ -67,9 +67,10 @@
  * fork(): the library holds its locks across fork() (pthread_atfork), so that a child of
  * a multithreaded parent finds it consistent and may use it. The child never counts with
  * its parent's counters: they are closed in the child at once; it connects anew, and its
- * thread registers again at its next region (a thread it starts, at its first). A region open across fork() ends in
- * the child without a sample; the samples buffered before fork() are the parent's to send.
- * A child that leaves by _exit() sends nothing unless it calls pmc_flush() first.
+ * thread registers again at its next region (a thread it starts, at its first). A region
+ * open across fork() ends in the child without a sample; the samples buffered before
+ * fork() are the parent's to send. A child that leaves by _exit() sends nothing unless it
+ * calls pmc_flush() first.
  *
  * Environment: PMC_SOCKET (daemon socket, default /run/pmcdaemon/pmc.sock),
  * PMC_EVENTS (comma-separated event names, default: the daemon's set; at most 16: more
