@@ -33,18 +33,19 @@
 
 #include "encoder.h"
 #include "fdcheck.h"
+#include "pmc-shared.h"
 #include "reader.h"
 #include "util.h"
 #include "wire.h"
 
-#define PMC_DEFAULT_SOCKET "/run/pmcdaemon/pmc.sock"
+#define PMC_DEFAULT_SOCKET PMC_SOCKET_DEFAULT
 /* Region ids 1..65535, as many as the daemon takes; its --max-regions then applies. */
-#define PMC_MAX_REGIONS 65536
+#define PMC_MAX_REGIONS (PMC_LIMIT_REGION_ID + 1)
 #define PMC_MAX_EVENTS 16
 /* Regions open at once on a thread: frames for PMC_STACK_START, grown (doubled) the first
  * time a thread goes deeper, up to PMC_MAX_DEPTH; deeper ones are dropped ("depth"). */
 #define PMC_STACK_START 32
-#define PMC_MAX_DEPTH 1024
+#define PMC_MAX_DEPTH PMC_LIMIT_DEPTH
 /* Call paths: the process interns each (parent path, region) pair it meets as a path id
  * (PMC_MAX_PATHS - 1 of them at most, in a small table first, as names); a thread caches
  * the pairs it met last in PMC_PCACHE slots. A path is at most PMC_PATH_DEPTH regions long:
@@ -53,7 +54,7 @@
 #define PMC_PATHS_SMALL 4096
 #define PMC_PATH_SLOTS (2 * PMC_PATHS_SMALL)
 #define PMC_PATH_SLOTS_BIG (2 * PMC_MAX_PATHS)
-#define PMC_PATH_DEPTH 32
+#define PMC_PATH_DEPTH PMC_LIMIT_PATH_DEPTH
 #define PMC_PCACHE 64
 /* Path definitions in one Define message at most. */
 #define PMC_DEFINE_MAX 1024
@@ -124,19 +125,16 @@ enum {
 	R_N
 };
 
-/* The daemon's name of each reason (pmcctl shows them), for the warnings. */
-static const char *const reason_name[R_N] = {
-        [R_DEPTH] = "depth",
-        [R_NESTING] = "nesting",
-        [R_FULL] = "buffer-full",
-        [R_READ] = "read-failed",
-        [R_EXITED] = "thread-exited",
-        [R_NAMES] = "too-many-names",
-        [R_LONG_NAMES] = "name-too-long",
-        [R_FD_LIMIT] = "fd-limit",
-        [R_UNREGISTERED] = "unregistered",
-        [R_NO_DAEMON] = "no-daemon",
-};
+/* The daemon's name of each reason (pmcctl shows them), for the warnings: pmc_loss_name(). */
+_Static_assert((int)R_DEPTH == (int)PMC_LOSS_DEPTH && (int)R_NESTING == (int)PMC_LOSS_NESTING &&
+                       (int)R_FULL == (int)PMC_LOSS_FULL && (int)R_READ == (int)PMC_LOSS_READ &&
+                       (int)R_EXITED == (int)PMC_LOSS_EXITED &&
+                       (int)R_NAMES == (int)PMC_LOSS_NAMES &&
+                       (int)R_LONG_NAMES == (int)PMC_LOSS_LONG_NAMES &&
+                       (int)R_FD_LIMIT == (int)PMC_LOSS_FD_LIMIT &&
+                       (int)R_UNREGISTERED == (int)PMC_LOSS_UNREGISTERED &&
+                       (int)R_NO_DAEMON == (int)PMC_LOSS_NO_DAEMON,
+               "the library's reasons are the first of enum pmc_loss");
 
 /* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
  * struct pmc_sample (encoder.h) of stride bytes, as the batch encoder reads them. */
@@ -776,19 +774,19 @@ name_refused(unsigned why, const char *name)
 		warn_loss(why,
 		          "out of memory interning region name '%.40s': refused (pmc_region() "
 		          "returns 0), counted by pmcdaemon as a dropped sample (reason %s)",
-		          name, reason_name[why]);
+		          name, pmc_loss_name(why));
 	else if (why == R_LONG_NAMES)
 		warn_loss(why,
 		          "region name '%.40s...' is longer than PMC_REGION_NAME_MAX (%d bytes): "
 		          "refused, as is every such name (pmc_region() returns 0); each refusal "
 		          "is counted by pmcdaemon as a dropped sample (reason %s)",
-		          name, PMC_REGION_NAME_MAX, reason_name[why]);
+		          name, PMC_REGION_NAME_MAX, pmc_loss_name(why));
 	else
 		warn_loss(why,
 		          "more than %d region names in this process: '%.40s' and every later "
 		          "new name refused (pmc_region() returns 0); each refusal is counted by "
 		          "pmcdaemon as a dropped sample (reason %s)",
-		          PMC_MAX_REGIONS - 1, name, reason_name[why]);
+		          PMC_MAX_REGIONS - 1, name, pmc_loss_name(why));
 	return 0;
 }
 
@@ -979,7 +977,7 @@ warn_fd_limit(pid_t tid, size_t n, bool truncated)
 	          "(ulimit -n, LimitNOFILE=)",
 	          (int)tid,
 	          truncated ? "the reply to its registration could not carry" : "no room for", n,
-	          lim, PMC_FD_RESERVE, reason_name[R_FD_LIMIT]);
+	          lim, PMC_FD_RESERVE, pmc_loss_name(R_FD_LIMIT));
 }
 
 /* A pidfd of this process's thread @tid (PIDFD_THREAD, Linux 6.9), which proves to the
@@ -1193,7 +1191,7 @@ register_locked(bool *fd_starved, bool *transient)
 		warn_once("thread %d not profiled for now: pmcdaemon took no request for %d ms "
 		          "(its queue stayed full); it asks again later, its regions counted "
 		          "meanwhile (reason %s)",
-		          (int)tid, PMC_CALL_TIMEOUT_MS, reason_name[R_UNREGISTERED]);
+		          (int)tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(R_UNREGISTERED));
 		*transient = true;
 		free(t);
 		return NULL;
@@ -1206,7 +1204,7 @@ register_locked(bool *fd_starved, bool *transient)
 		          "registration within %d ms; no thread waits for it again until it "
 		          "answers, and each asks again later, its regions counted meanwhile "
 		          "(reason %s)",
-		          (int)t->tid, PMC_CALL_TIMEOUT_MS, reason_name[R_UNREGISTERED]);
+		          (int)t->tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(R_UNREGISTERED));
 		G.reg_late = tid;
 		*transient = true;
 		(void)service_start_locked();
@@ -1230,7 +1228,7 @@ register_locked(bool *fd_starved, bool *transient)
 		if (*transient)
 			warn_once("thread %d not profiled for now: %s; it asks again later, its "
 			          "regions counted meanwhile (reason %s)",
-			          (int)t->tid, resp->message, reason_name[R_UNREGISTERED]);
+			          (int)t->tid, resp->message, pmc_loss_name(R_UNREGISTERED));
 		else
 			warn_once("thread %d not profiled: %s", (int)t->tid,
 			          resp->error ? resp->message : "unexpected reply from pmcdaemon");
@@ -2031,28 +2029,28 @@ warn_losses(const struct pmc_thread *t, const uint64_t *loss)
 		warn_loss(R_DEPTH,
 		          "thread %d nests regions deeper than %d: the samples of the deeper ones "
 		          "are dropped, counted by pmcdaemon (reason %s)",
-		          (int)t->tid, PMC_MAX_DEPTH, reason_name[R_DEPTH]);
+		          (int)t->tid, PMC_MAX_DEPTH, pmc_loss_name(R_DEPTH));
 	if (loss[R_NESTING])
 		warn_loss(R_NESTING,
 		          "thread %d ended a region while regions begun inside it were still open "
 		          "(pmc_end() out of nesting order), or exited with regions open: their "
 		          "samples are dropped, counted by pmcdaemon (reason %s)",
-		          (int)t->tid, reason_name[R_NESTING]);
+		          (int)t->tid, pmc_loss_name(R_NESTING));
 	if (loss[R_FULL])
 		warn_loss(R_FULL,
 		          "thread %d held %zu samples that pmcdaemon could not take (away or "
 		          "behind): later ones are dropped, counted by pmcdaemon (reason %s)",
-		          (int)t->tid, atomic_load(&t->ring)->cap, reason_name[R_FULL]);
+		          (int)t->tid, atomic_load(&t->ring)->cap, pmc_loss_name(R_FULL));
 	if (loss[R_READ])
 		warn_loss(R_READ,
 		          "reading the counters of thread %d failed: those regions are dropped, "
 		          "counted by pmcdaemon (reason %s)",
-		          (int)t->tid, reason_name[R_READ]);
+		          (int)t->tid, pmc_loss_name(R_READ));
 	if (loss[R_EXITED])
 		warn_loss(R_EXITED,
 		          "threads exited holding samples that could not be sent: dropped, counted "
 		          "by pmcdaemon (reason %s)",
-		          reason_name[R_EXITED]);
+		          pmc_loss_name(R_EXITED));
 }
 
 /* Called with G.lock held: sends the @len bytes at @buf as one datagram, without waiting. */

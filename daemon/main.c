@@ -21,12 +21,11 @@
 #include "metrics.h"
 #include "notify.h"
 #include "perf.h"
+#include "pmc-shared.h"
 #include "policy.h"
 #include "server.h"
 #include "util.h"
 #include "wire.h"
-
-#define DEFAULT_SOCKET "/run/pmcdaemon/pmc.sock"
 
 static void
 usage(FILE *f)
@@ -42,7 +41,7 @@ usage(FILE *f)
 	        "query them with pmcctl(1). Runs in the foreground and logs to stderr.\n"
 	        "\n"
 	        "Options:\n"
-	        "  -s, --socket PATH   listen on PATH (default " DEFAULT_SOCKET ");\n"
+	        "  -s, --socket PATH   listen on PATH (default " PMC_SOCKET_DEFAULT ");\n"
 	        "                      ignored when systemd passes a socket (pmcdaemon.socket)\n"
 	        "      --socket-mode MODE\n"
 	        "                      permissions of the socket file (octal, default 0666: any\n"
@@ -249,7 +248,7 @@ listen_on(const char *path, const struct socket_opts *o)
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (!strcmp(path, DEFAULT_SOCKET))
+	if (!strcmp(path, PMC_SOCKET_DEFAULT))
 		(void)mkdir("/run/pmcdaemon", 0755);
 
 	/* A socket file left by a daemon that died: remove it, but never steal the
@@ -323,7 +322,7 @@ main(int argc, char **argv)
 	        {"version", no_argument, NULL, 'V'},
 	        {0},
 	};
-	const char *path = DEFAULT_SOCKET;
+	const char *path = PMC_SOCKET_DEFAULT;
 	int verbose = 0, c;
 	const char *state_path = NULL;
 	unsigned state_interval = 10;

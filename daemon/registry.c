@@ -240,7 +240,7 @@ path_find(struct process *p, uint32_t parent, const char *name)
 struct region_agg *
 process_path(struct registry *reg, struct process *p, uint32_t parent, const char *name)
 {
-	if (parent > p->n_paths || (parent && p->paths[parent - 1]->depth >= PATH_MAX_DEPTH))
+	if (parent > p->n_paths || (parent && p->paths[parent - 1]->depth >= PMC_LIMIT_PATH_DEPTH))
 		return NULL;
 	struct region_agg *r = path_find(p, parent, name);
 	if (r)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pmc-shared.h"
 #include "stats.h"
 #include "users.h"
 
@@ -36,34 +37,25 @@ struct region_agg {
 	bool *seen;
 };
 
-/**
- * enum drop_reason - why samples of a process were not counted
- *
- * The first ones are what its library reported (the dropped_* fields of SampleBatch); the
- * others the daemon's own. Each is in the `dropped` figures; LOST_UNSENT is in `lost`.
- */
+/* Why samples of a process were not counted: enum pmc_loss (pmc-shared.h; pmc_loss_name()),
+ * by these names here. Each is in the `dropped` figures; LOST_UNSENT is in `lost`. */
 enum drop_reason {
-	DROP_DEPTH,        /* "depth": nested deeper than the library's 32 */
-	DROP_NESTING,      /* "nesting": left open when an enclosing region ended or the
-	                    * thread exited */
-	DROP_FULL,         /* "buffer-full": the thread's buffer was full */
-	DROP_READ,         /* "read-failed": reading the counters failed */
-	DROP_EXITED,       /* "thread-exited": held by a thread that exited before sending */
-	DROP_NAMES,        /* "too-many-names": pmc_region() past the library's 65,535 names */
-	DROP_LONG_NAMES,   /* "name-too-long": a name over 127 bytes, refused */
-	DROP_FD_LIMIT,     /* "fd-limit": regions of threads that ran unprofiled, the process
-	                    * having no room for their counter fds (RLIMIT_NOFILE) */
-	DROP_UNREGISTERED, /* "unregistered": regions of threads whose registration failed for
-	                    * a while (a slow or restarting daemon, one at a limit) */
-	DROP_NO_DAEMON,    /* "no-daemon": regions begun while no daemon answered the process */
-	DROP_OTHER,        /* "other": dropped without a reason (an older library) */
-	DROP_MAX_REGIONS,  /* "max-regions": daemon: --max-regions, its per-user share or
-	                    * --max-total-regions */
-	DROP_BATCH_RATE,   /* "batch-rate": daemon: over --max-batch-rate */
-	DROP_REFUSED,      /* "thread-refused": daemon: batches of a thread it refused */
-	LOST_UNSENT,       /* "unsent": lost: the process ended holding samples it had
-	                    * announced (SampleBatch.pending) */
-	DROP_N
+	DROP_DEPTH = PMC_LOSS_DEPTH,
+	DROP_NESTING = PMC_LOSS_NESTING,
+	DROP_FULL = PMC_LOSS_FULL,
+	DROP_READ = PMC_LOSS_READ,
+	DROP_EXITED = PMC_LOSS_EXITED,
+	DROP_NAMES = PMC_LOSS_NAMES,
+	DROP_LONG_NAMES = PMC_LOSS_LONG_NAMES,
+	DROP_FD_LIMIT = PMC_LOSS_FD_LIMIT,
+	DROP_UNREGISTERED = PMC_LOSS_UNREGISTERED,
+	DROP_NO_DAEMON = PMC_LOSS_NO_DAEMON,
+	DROP_OTHER = PMC_LOSS_OTHER,
+	DROP_MAX_REGIONS = PMC_LOSS_MAX_REGIONS,
+	DROP_BATCH_RATE = PMC_LOSS_BATCH_RATE,
+	DROP_REFUSED = PMC_LOSS_REFUSED,
+	LOST_UNSENT = PMC_LOSS_UNSENT,
+	DROP_N = PMC_LOSS_N
 };
 
 /**
@@ -71,17 +63,11 @@ enum drop_reason {
  * node of the tree
  */
 enum untracked_reason {
-	UNTRACKED_DEPTH, /* "path-depth": begun deeper than PATH_MAX_DEPTH regions */
+	UNTRACKED_DEPTH, /* "path-depth": begun deeper than PMC_LIMIT_PATH_DEPTH regions */
 	UNTRACKED_LIMIT, /* "path-limit": the path was past the limits (those of regions) */
 	UNTRACKED_OLDER, /* "older-client": the library sends no call paths */
 	UNTRACKED_N
 };
-
-/* The longest region name (bytes; the library's PMC_REGION_NAME_MAX). */
-#define REGION_NAME_MAX 127
-
-/* The longest call path a node is kept for (the library's PATH_MAX_DEPTH). */
-#define PATH_MAX_DEPTH 32
 
 /** untracked_reason_name() - the short name of @r ("path-depth", ...; NULL past UNTRACKED_N) */
 static inline const char *
@@ -93,30 +79,6 @@ untracked_reason_name(unsigned r)
 	        [UNTRACKED_OLDER] = "older-client",
 	};
 	return r < UNTRACKED_N ? names[r] : NULL;
-}
-
-/** drop_reason_name() - the short name of @r ("depth", ...; NULL past DROP_N) */
-static inline const char *
-drop_reason_name(unsigned r)
-{
-	static const char *const names[DROP_N] = {
-	        [DROP_DEPTH] = "depth",
-	        [DROP_NESTING] = "nesting",
-	        [DROP_FULL] = "buffer-full",
-	        [DROP_READ] = "read-failed",
-	        [DROP_EXITED] = "thread-exited",
-	        [DROP_NAMES] = "too-many-names",
-	        [DROP_LONG_NAMES] = "name-too-long",
-	        [DROP_FD_LIMIT] = "fd-limit",
-	        [DROP_UNREGISTERED] = "unregistered",
-	        [DROP_NO_DAEMON] = "no-daemon",
-	        [DROP_OTHER] = "other",
-	        [DROP_MAX_REGIONS] = "max-regions",
-	        [DROP_BATCH_RATE] = "batch-rate",
-	        [DROP_REFUSED] = "thread-refused",
-	        [LOST_UNSENT] = "unsent",
-	};
-	return r < DROP_N ? names[r] : NULL;
 }
 
 struct process {
@@ -233,7 +195,7 @@ struct region_agg *path_find(struct process *p, uint32_t parent, const char *nam
  * (0: at the root; else 1 + the index of an existing node in @p->paths) of @p; counted in
  * @reg->n_paths. The caller checks the limits first.
  * Return: the node (owned by @p; its index + 1 is its id), or NULL on -ENOMEM, or when
- * @parent is no node of @p or its path is PATH_MAX_DEPTH long already (-EINVAL).
+ * @parent is no node of @p or its path is PMC_LIMIT_PATH_DEPTH long already (-EINVAL).
  */
 struct region_agg *process_path(struct registry *reg, struct process *p, uint32_t parent,
                                 const char *name);

@@ -1,6 +1,7 @@
 /* server: the libevent loop of pmcdaemon: accepts connections, hands each to a
- * session, and stops on SIGINT or SIGTERM. Nothing outside this file and session.c
- * sees libevent's return conventions. */
+ * session, and stops on SIGINT or SIGTERM. libevent's return conventions stay in the files
+ * that call it: this one, session*.c, metrics*.c (evhttp) and notify.c; the others never
+ * see them. */
 #include "server.h"
 
 #include <errno.h>

@@ -27,7 +27,10 @@
 
 /* On a call path connection, a sample's key is its path id when the path has a node, else
  * KEY_NAME + its client region id; on another, its client region id. */
-#define KEY_NAME (SESSION_MAX_REGION_ID + 1u)
+#define KEY_NAME (PMC_LIMIT_REGION_ID + 1u)
+
+_Static_assert(PMC__PATH_LIMITS__PATH_MAX_DEPTH == PMC_LIMIT_PATH_DEPTH,
+               "the wire's longest call path is the one the library and the daemon keep");
 
 /* Ids of regions over --max-regions map here: their samples are dropped, counted. */
 static struct region_agg refused_region;
@@ -48,7 +51,7 @@ session_region(const struct session *s, uint32_t id)
 {
 	if (id < s->n_ids && s->ids[id])
 		return s->ids[id];
-	return id > session_max_id(s) && id <= SESSION_MAX_REGION_ID ? &refused_region : NULL;
+	return id > session_max_id(s) && id <= PMC_LIMIT_REGION_ID ? &refused_region : NULL;
 }
 
 /* Client region @def_id[i] is named @def_name[i] (@n_id and @n_name of them). */
@@ -65,7 +68,7 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 		uint32_t id = def_id[i];
 		const char *name = def_name[i];
 		size_t len = strlen(name);
-		if (id == 0 || id > SESSION_MAX_REGION_ID || len == 0 || len > REGION_NAME_MAX)
+		if (id == 0 || id > PMC_LIMIT_REGION_ID || len == 0 || len > PMC_LIMIT_NAME_MAX)
 			return -EBADMSG;
 		struct process *p = s->proc;
 		if (id > session_max_id(s)) {
@@ -159,7 +162,7 @@ uint32_t
 session_max_path(const struct session *s)
 {
 	uint32_t n = 4 * session_max_id(s);
-	return n < SESSION_MAX_REGION_ID ? n : SESSION_MAX_REGION_ID;
+	return n < PMC_LIMIT_REGION_ID ? n : PMC_LIMIT_REGION_ID;
 }
 
 /* Client call path @id is region @region begun in path @parent (0: none). *@full: a limit
@@ -169,7 +172,7 @@ static int
 define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bool *full)
 {
 	struct region_agg *name = session_region(s, region);
-	if (!id || id > SESSION_MAX_REGION_ID || !name || parent > SESSION_MAX_REGION_ID ||
+	if (!id || id > PMC_LIMIT_REGION_ID || !name || parent > PMC_LIMIT_REGION_ID ||
 	    (parent && parent <= session_max_path(s) &&
 	     (parent >= s->n_paths || !s->paths[parent].depth)))
 		return -EBADMSG;
@@ -183,7 +186,7 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 		return 0;
 	}
 	const struct session_path *up = parent ? &s->paths[parent] : NULL;
-	if (up && up->depth >= PATH_MAX_DEPTH)
+	if (up && up->depth >= PMC_LIMIT_PATH_DEPTH)
 		return -EBADMSG;
 	if (id >= s->n_paths) {
 		size_t n = id + 1 > 2 * s->n_paths ? id + 1 : 2 * s->n_paths;
@@ -254,14 +257,14 @@ path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *key,
 {
 	const uint32_t flags = PMC__PATH_LIMITS__PATH_FLAG_DEEP | PMC__PATH_LIMITS__PATH_FLAG_FULL;
 	if (id & flags) {
-		if ((id & ~flags) > SESSION_MAX_REGION_ID || (id & flags) == flags)
+		if ((id & ~flags) > PMC_LIMIT_REGION_ID || (id & flags) == flags)
 			return false;
 		*name = id & ~flags;
 		if (session_region(s, *name) != &refused_region)
 			untracked[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
 			                                                : UNTRACKED_LIMIT]++;
-	} else if (id > session_max_path(s) && id <= SESSION_MAX_REGION_ID) {
-		*name = SESSION_MAX_REGION_ID; /* past the table: a refused region */
+	} else if (id > session_max_path(s) && id <= PMC_LIMIT_REGION_ID) {
+		*name = PMC_LIMIT_REGION_ID; /* past the table: a refused region */
 	} else if (!id || id >= s->n_paths || !s->paths[id].depth) {
 		return false;
 	} else if (s->paths[id].node) {

@@ -12,7 +12,6 @@
 #include "registry.h"
 #include "session.h"
 
-#define SESSION_MAX_REGION_ID 65535
 /* Datagrams handled per wake-up before yielding to the other connections. */
 #define SESSION_BURST 64
 /* Bytes of requests a slice reads before it looks at its time (64 batches of 512 samples

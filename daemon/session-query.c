@@ -455,7 +455,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses + qr->n_untracked];
 			pmc__process_loss__init(x);
 			x->pid = p->pid;
-			x->reason = (char *)drop_reason_name(k);
+			x->reason = (char *)pmc_loss_name(k);
 			x->count = p->dropped[k];
 			(*plp)[qr->n_losses++] = x;
 		}
@@ -785,7 +785,7 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		if (!by[r])
 			continue;
 		pmc__loss__init(&loss[st.n_losses]);
-		loss[st.n_losses].reason = (char *)drop_reason_name(r);
+		loss[st.n_losses].reason = (char *)pmc_loss_name(r);
 		loss[st.n_losses].count = by[r];
 		lossp[st.n_losses] = &loss[st.n_losses];
 		st.n_losses++;

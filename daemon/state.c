@@ -34,15 +34,16 @@ state_set_max_bytes(size_t max)
 	max_bytes = max ? max : STATE_MAX_BYTES;
 }
 
-/* Everything one snapshot allocates, freed at once. */
-struct arena {
+/* Everything one snapshot allocates (calloc() each), freed at once: not the metrics page's mmap
+ * arena (arena.h). */
+struct alloc_list {
 	void **p;
 	size_t n, cap;
 	int oom;
 };
 
 static void *
-arena_alloc(struct arena *a, size_t size)
+alloc_list_add(struct alloc_list *a, size_t size)
 {
 	if (a->oom)
 		return NULL;
@@ -65,7 +66,7 @@ arena_alloc(struct arena *a, size_t size)
 }
 
 static void
-arena_free(struct arena *a)
+alloc_list_free(struct alloc_list *a)
 {
 	for (size_t i = 0; i < a->n; i++)
 		free(a->p[i]);
@@ -73,9 +74,9 @@ arena_free(struct arena *a)
 }
 
 static Pmc__StatsState *
-save_stats(struct arena *a, const struct stats *st)
+save_stats(struct alloc_list *a, const struct stats *st)
 {
-	Pmc__StatsState *o = arena_alloc(a, sizeof(*o));
+	Pmc__StatsState *o = alloc_list_add(a, sizeof(*o));
 	if (!o)
 		return NULL;
 	pmc__stats_state__init(o);
@@ -90,8 +91,8 @@ save_stats(struct arena *a, const struct stats *st)
 	size_t n = 0;
 	for (unsigned i = 0; i < STATS_BUCKETS; i++)
 		n += stats_hist_get(st, i) != 0;
-	Pmc__HistBucket *b = arena_alloc(a, n * sizeof(*b));
-	Pmc__HistBucket **bp = arena_alloc(a, n * sizeof(*bp));
+	Pmc__HistBucket *b = alloc_list_add(a, n * sizeof(*b));
+	Pmc__HistBucket **bp = alloc_list_add(a, n * sizeof(*bp));
 	if (!b || !bp)
 		return NULL;
 	for (unsigned i = 0, k = 0; i < STATS_BUCKETS; i++) {
@@ -173,20 +174,20 @@ boot_id(char out[64])
 /* @r (a region of @p, or a node of its call path tree) as a RegionState, allocated in @a
  * (NULL once @a is out of memory). */
 static Pmc__RegionState *
-save_region(struct arena *a, const struct process *p, const struct region_agg *r)
+save_region(struct alloc_list *a, const struct process *p, const struct region_agg *r)
 {
-	Pmc__RegionState *rs = arena_alloc(a, sizeof(*rs));
+	Pmc__RegionState *rs = alloc_list_add(a, sizeof(*rs));
 	if (!rs)
 		return NULL;
 	pmc__region_state__init(rs);
 	rs->name = r->name;
 	rs->count = r->count;
 	rs->wall = save_stats(a, &r->wall);
-	rs->events = arena_alloc(a, r->n_ev * sizeof(*rs->events));
+	rs->events = alloc_list_add(a, r->n_ev * sizeof(*rs->events));
 	for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
 		if (!r->seen[j])
 			continue;
-		Pmc__EventState *es = arena_alloc(a, sizeof(*es));
+		Pmc__EventState *es = alloc_list_add(a, sizeof(*es));
 		if (!es)
 			break;
 		pmc__event_state__init(es);
@@ -202,7 +203,7 @@ save_region(struct arena *a, const struct process *p, const struct region_agg *r
 /* Fills @ps with the figures of @p (a process, or a retired aggregate: @retired, which has
  * no call paths), allocated in @a. */
 static void
-save_process(struct arena *a, const struct process *p, bool retired, Pmc__ProcessState *ps)
+save_process(struct alloc_list *a, const struct process *p, bool retired, Pmc__ProcessState *ps)
 {
 	pmc__process_state__init(ps);
 	ps->pid = p->pid;
@@ -214,7 +215,7 @@ save_process(struct arena *a, const struct process *p, bool retired, Pmc__Proces
 		ps->cgroup = p->cgroup;
 	ps->ns_pid = p->ns_pid;
 	ps->received = p->received;
-	ps->regions = arena_alloc(a, p->n_regions * sizeof(*ps->regions));
+	ps->regions = alloc_list_add(a, p->n_regions * sizeof(*ps->regions));
 	for (size_t i = 0; i < p->n_regions && !a->oom; i++) {
 		Pmc__RegionState *rs = save_region(a, p, p->regions[i]);
 		if (rs)
@@ -226,8 +227,8 @@ save_process(struct arena *a, const struct process *p, bool retired, Pmc__Proces
 	ps->untracked_limit = p->untracked[UNTRACKED_LIMIT];
 	ps->untracked_older = p->untracked[UNTRACKED_OLDER];
 	/* In their order: each after its parent, which a load needs. */
-	ps->paths = arena_alloc(a, p->n_paths * sizeof(*ps->paths));
-	Pmc__PathState *nodes = arena_alloc(a, p->n_paths * sizeof(*nodes));
+	ps->paths = alloc_list_add(a, p->n_paths * sizeof(*ps->paths));
+	Pmc__PathState *nodes = alloc_list_add(a, p->n_paths * sizeof(*nodes));
 	for (size_t i = 0; i < p->n_paths && !a->oom; i++) {
 		pmc__path_state__init(&nodes[i]);
 		nodes[i].parent = p->paths[i]->parent;
@@ -251,7 +252,7 @@ cmp_retired(const void *x, const void *y)
 
 /* Builds the pmc.State of @srv in @st, its parts allocated in @a. */
 static int
-state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct arena *a,
+state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct alloc_list *a,
             Pmc__State *st)
 {
 	struct registry *reg = &srv->reg;
@@ -266,9 +267,9 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct aren
 	st->evicted = reg->evicted;
 	st->retired_dropped = reg->retired_dropped;
 	st->boot_id = (char *)boot;
-	st->processes = arena_alloc(a, reg->n_procs * sizeof(*st->processes));
+	st->processes = alloc_list_add(a, reg->n_procs * sizeof(*st->processes));
 	for (struct process *p = reg->procs; p && !a->oom; p = p->next) {
-		Pmc__ProcessState *ps = arena_alloc(a, sizeof(*ps));
+		Pmc__ProcessState *ps = alloc_list_add(a, sizeof(*ps));
 		if (!ps)
 			break;
 		st->processes[st->n_processes++] = ps;
@@ -279,8 +280,8 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct aren
 	size_t n = 0;
 	for (const struct process *r = reg->retired; r; r = r->next)
 		n += r->n_regions != 0;
-	struct process **v = arena_alloc(a, n * sizeof(*v));
-	st->retired = arena_alloc(a, n * sizeof(*st->retired));
+	struct process **v = alloc_list_add(a, n * sizeof(*v));
+	st->retired = alloc_list_add(a, n * sizeof(*st->retired));
 	if (a->oom)
 		return -ENOMEM;
 	n = 0;
@@ -289,7 +290,7 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct aren
 			v[n++] = r;
 	qsort(v, n, sizeof(*v), cmp_retired);
 	for (size_t i = 0; i < n && !a->oom; i++) {
-		Pmc__ProcessState *ps = arena_alloc(a, sizeof(*ps));
+		Pmc__ProcessState *ps = alloc_list_add(a, sizeof(*ps));
 		if (!ps)
 			break;
 		st->retired[st->n_retired++] = ps;
@@ -303,7 +304,7 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 {
 	char boot[64];
 	boot_id(boot);
-	_cleanup_(arena_free) struct arena a = {0};
+	_cleanup_(alloc_list_free) struct alloc_list a = {0};
 	Pmc__State st;
 	int r = state_build(srv, saved_ns, boot, &a, &st);
 	if (r < 0)
@@ -708,8 +709,8 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 
 /* Loads the call path nodes of @ps into process @p, in the file's order, and its untracked
  * counts; histogram blocks as load_regions(). A node whose parent is not an earlier node,
- * that would be deeper than PATH_MAX_DEPTH, listed twice (parent and name), or whose name
- * the daemon would refuse for a region (empty, over REGION_NAME_MAX bytes) is not from a
+ * that would be deeper than PMC_LIMIT_PATH_DEPTH, listed twice (parent and name), or whose name
+ * the daemon would refuse for a region (empty, over PMC_LIMIT_NAME_MAX bytes) is not from a
  * file the daemon wrote: -EBADMSG. */
 static int
 load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
@@ -721,11 +722,11 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
 		const Pmc__PathState *node = ps->paths[i];
 		const Pmc__RegionState *rs = node->region;
 		size_t len = rs && rs->name ? strlen(rs->name) : 0;
-		if (len == 0 || len > REGION_NAME_MAX)
+		if (len == 0 || len > PMC_LIMIT_NAME_MAX)
 			return -EBADMSG;
 		/* p->n_paths is i here: each node before was a new one. */
 		if (node->parent > p->n_paths ||
-		    (node->parent && p->paths[node->parent - 1]->depth >= PATH_MAX_DEPTH))
+		    (node->parent && p->paths[node->parent - 1]->depth >= PMC_LIMIT_PATH_DEPTH))
 			return -EBADMSG;
 		size_t before = p->n_paths;
 		struct region_agg *r = process_path(reg, p, node->parent, rs->name);

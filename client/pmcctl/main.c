@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pmc-shared.h"
 #include "pmcctl.h"
 
 #ifdef PMC_VERSION
@@ -28,7 +29,6 @@
 #else
 #define PMCCTL_VERSION "0.1.0"
 #endif
-#define DEFAULT_SOCKET "/run/pmcdaemon/pmc.sock"
 
 static const char help_text[] =
         "Usage: pmcctl [OPTIONS] COMMAND\n"
@@ -112,7 +112,7 @@ static const char help_text[] =
         "\n"
         "Environment:\n"
         "  PMC_SOCKET    socket of pmcdaemon when --socket is not given;\n"
-        "                if it is not set either: " DEFAULT_SOCKET "\n"
+        "                if it is not set either: " PMC_SOCKET_DEFAULT "\n"
         "\n"
         "Tables show times in ns, us, ms and s and counts above 999 in k (10^3), M (10^6),\n"
         "G (10^9), with 3 significant digits: JSON and CSV keep the exact numbers.\n"
@@ -366,7 +366,7 @@ main(int argc, char **argv)
 	int c;
 
 	setlocale(LC_CTYPE, "");
-	o.socket = env && env[0] ? env : DEFAULT_SOCKET;
+	o.socket = env && env[0] ? env : PMC_SOCKET_DEFAULT;
 
 	/* A leading '-' hands over the command in place, so options may follow it even
 	 * under POSIXLY_CORRECT; ':' lets us word the errors ourselves. */

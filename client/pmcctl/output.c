@@ -14,6 +14,7 @@
 #include <wchar.h>
 
 #include "cgroup.h"
+#include "escape.h"
 #include "pmcctl.h"
 
 /* Shortest "%g" text that reads back as the same double. */
@@ -25,86 +26,21 @@ format_real(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.17g", v);
 }
 
-/* Length of the well-formed UTF-8 sequence at @s (at most @n bytes), 0 if there is none; its
- * code point in *@cp. */
-static size_t
-utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned char c = s[0];
-	uint32_t v;
-	size_t len;
-
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2;
-		v = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3;
-		v = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		v = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10ffff)) ||
-	    (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return len;
-}
-
-/* Characters a terminal acts on instead of showing: C0 and C1 controls (ESC, CSI 0x9b),
- * DEL, and the bidirectional formatting characters that reorder what follows them.
- * pmcdaemon's metrics page hides the same set (is_hidden() in daemon/metrics.c). */
-static bool
-is_hidden(uint32_t cp)
-{
-	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
-	       cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
 /* Copy of @s fit for every output (table, CSV, JSON, messages): region names, comm and
  * event names come from any application that links the library, and protobuf-c does not
  * check strings. A hidden character becomes a visible escape, "\x1b" for a byte below 0x80,
  * "\u202e" for a code point above, and so does each byte that is not UTF-8 ("\x9b"): the
- * result is valid UTF-8 (jansson refuses anything else) with nothing hidden. */
+ * result is valid UTF-8 (jansson refuses anything else) with nothing hidden. The daemon's
+ * metrics page hides the same (escape_next(), proto/escape.h). */
 char *
 escape_text(const char *s)
 {
 	size_t n = strlen(s);
 	char *out = malloc(4 * n + 1);
-	char *o = out;
 
 	if (!out)
 		oom();
-	while (n) {
-		uint32_t cp = 0;
-		size_t k = utf8_decode((const unsigned char *)s, n, &cp);
-
-		if (!k || (cp < 0x80 && is_hidden(cp))) {
-			o += sprintf(o, "\\x%02x", (unsigned char)*s);
-			k = 1;
-		} else if (is_hidden(cp)) {
-			o += sprintf(o, "\\u%04" PRIx32, cp);
-		} else {
-			memcpy(o, s, k);
-			o += k;
-		}
-		s += k;
-		n -= k;
-	}
-	*o = '\0';
+	escape_copy(out, s, n);
 	return out;
 }
 

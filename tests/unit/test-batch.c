@@ -685,8 +685,8 @@ test_losses_counted(void)
 		/* What the last batch said was left: lost once the process ended. */
 		CHECK(p->dropped[LOST_UNSENT] == 5);
 		CHECK(srv->lost == 5);
-		CHECK(strcmp(drop_reason_name(LOST_UNSENT), "unsent") == 0);
-		CHECK(drop_reason_name(DROP_N) == NULL);
+		CHECK(strcmp(pmc_loss_name(LOST_UNSENT), "unsent") == 0);
+		CHECK(pmc_loss_name(DROP_N) == NULL);
 	}
 	server_free(srv);
 	perf_cleanup();

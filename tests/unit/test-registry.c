@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "pmc-test-registry.h"
 #include "pmc-test.h"
 #include "registry.h"
 
@@ -122,22 +123,6 @@ test_events_and_owners(void)
 	registry_free(&reg);
 }
 
-/* Figures of region @name of @p: @n runs, each of wall time 100 ns and @v page faults. */
-static void
-add_runs(struct registry *reg, struct process *p, const char *name, unsigned n, uint64_t v)
-{
-	struct region_agg *r = process_region(reg, p, name);
-	int id = process_event_id(p, "page-faults");
-	CHECK(r && id >= 0);
-	struct event_agg *ev = region_event(r, (size_t)id);
-	CHECK(ev);
-	for (unsigned i = 0; i < n; i++) {
-		r->count++;
-		CHECK(stats_add(&r->wall, 100) == 0);
-		CHECK(stats_add(&ev->st, v) == 0);
-	}
-}
-
 /* Region @name of retired aggregate @a, and its page faults. */
 static const struct stats *
 retired_faults(struct process *a, const char *name, uint64_t *count)
@@ -179,7 +164,7 @@ test_retired_fold(void)
 		CHECK(a->pid == 0 && a->uid == 1000 && !strcmp(a->comm, p->comm));
 		CHECK(a->members == 1);
 		stats_charge_to(&u->hist);
-		add_runs(&reg, p, "r", k, 1u << k); /* a new power of two each time */
+		pmc_test_add_runs(&reg, p, "r", k, 1u << k); /* a new power of two each time */
 		stats_charge_to(NULL);
 		runs += k;
 		faults += (uint64_t)k << k;
@@ -250,7 +235,7 @@ test_retired_off(void)
 	struct registry reg = {.max_ended = 0};
 	struct process *p = registry_process(&reg, getpid(), 1000);
 	CHECK(p && !p->retired);
-	add_runs(&reg, p, "r", 3, 1);
+	pmc_test_add_runs(&reg, p, "r", 3, 1);
 	registry_process_ended(&reg, p, 1);
 	CHECK(reg.evicted == 1 && !reg.retired && reg.n_retired == 0 && reg.retired_dropped == 0);
 	registry_free(&reg);
@@ -266,8 +251,8 @@ test_retired_reset(void)
 	struct process *p = registry_process(&reg, getpid(), 1000);
 	CHECK(p && p->retired);
 	struct process *a = p->retired;
-	add_runs(&reg, p, "r", 4, 3);
-	add_runs(&reg, p, "s", 2, 3);
+	pmc_test_add_runs(&reg, p, "r", 4, 3);
+	pmc_test_add_runs(&reg, p, "s", 2, 3);
 	CHECK(registry_reset(&reg, p->pid, "r") == 1);
 	CHECK(region_find(p, "r")->count == 0 && region_find(p, "s")->count == 2);
 	uint64_t count;
@@ -275,7 +260,7 @@ test_retired_reset(void)
 	CHECK(count == 4 && st->sum == 12);
 	CHECK(!region_find(a, "s")); /* not reset: still the process's */
 	/* Runs after the reset add to the process again; a second reset adds them too. */
-	add_runs(&reg, p, "r", 1, 3);
+	pmc_test_add_runs(&reg, p, "r", 1, 3);
 	CHECK(registry_reset(&reg, p->pid, NULL) == 2);
 	st = retired_faults(a, "r", &count);
 	CHECK(count == 5 && st->sum == 15);
@@ -285,7 +270,7 @@ test_retired_reset(void)
 	CHECK(registry_reset(&reg, 1 << 23, NULL) == 0);
 	CHECK(reg.n_retired == 2);
 	/* Region "r" of every process: the aggregate's too, and only that region. */
-	add_runs(&reg, p, "r", 1, 3);
+	pmc_test_add_runs(&reg, p, "r", 1, 3);
 	CHECK(registry_reset(&reg, 0, "r") == 1);
 	CHECK(region_find(p, "r")->count == 0 && region_find(a, "r")->count == 0);
 	CHECK(region_find(a, "r")->ev[0].st.count == 0 && region_find(a, "s")->count == 2);
@@ -333,7 +318,7 @@ run_and_forget(struct registry *reg, pid_t pid, uid_t uid, const char *prefix, u
 	CHECK(p);
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "%s%u", prefix, i);
-		add_runs(reg, p, name, 1, 1);
+		pmc_test_add_runs(reg, p, name, 1, 1);
 	}
 	static uint64_t now;
 	registry_process_ended(reg, p, ++now);

@@ -1310,12 +1310,12 @@ test_state_retired_hostile(void)
 }
 
 /* Call path trees nobody wrote: a parent that is not an earlier node, a path deeper than
- * PATH_MAX_DEPTH, a node listed twice, a name no region may have, a node without figures:
+ * PMC_LIMIT_PATH_DEPTH, a node listed twice, a name no region may have, a node without figures:
  * each refuses the file whole (the process loaded before it freed too). */
 static void
 test_state_paths_hostile(void)
 {
-	enum { N = PATH_MAX_DEPTH + 1 };
+	enum { N = PMC_LIMIT_PATH_DEPTH + 1 };
 	static Pmc__PathState node[N];
 	static Pmc__PathState *nodep[N];
 	static Pmc__RegionState nrs[N];
@@ -1339,7 +1339,7 @@ test_state_paths_hostile(void)
 	ps[0].n_paths = 2, ps[0].paths = nodep;
 	ps[1] = ps[0];
 	ps[1].pid = 2, ps[1].comm = "tree";
-	ps[1].n_paths = PATH_MAX_DEPTH; /* the deepest path kept */
+	ps[1].n_paths = PMC_LIMIT_PATH_DEPTH; /* the deepest path kept */
 	ps[1].untracked_depth = ps[1].untracked_limit = ps[1].untracked_older = UINT64_MAX;
 	Pmc__State st = PMC__STATE__INIT;
 	st.version = 1, st.n_processes = 2, st.processes = psp;
@@ -1371,14 +1371,14 @@ test_state_paths_hostile(void)
 	nrs[3].name = "r";
 	node[3].parent = 3;
 	/* Names: empty, over 127 bytes, 127 bytes. */
-	char longest[REGION_NAME_MAX + 2];
+	char longest[PMC_LIMIT_NAME_MAX + 2];
 	memset(longest, 'x', sizeof(longest) - 1);
 	longest[sizeof(longest) - 1] = 0;
 	nrs[1].name = "";
 	load_hostile(&st, -EBADMSG);
 	nrs[1].name = longest;
 	load_hostile(&st, -EBADMSG);
-	longest[REGION_NAME_MAX] = 0;
+	longest[PMC_LIMIT_NAME_MAX] = 0;
 	load_hostile(&st, 0);
 	nrs[1].name = "r";
 	/* No figures at all (no RegionState, so no name). */

@@ -36,10 +36,41 @@
  *
  * Without a daemon every call is a cheap no-op after one warning line on stderr, and
  * the library connects once the daemon is up (then each thread registers at its next
- * region); with PMC_DISABLE=1 everything is off. The library never aborts or blocks.
+ * region); with PMC_DISABLE=1 everything is off. The library never aborts.
  * What it cannot count (regions nested too deep or ended out of order, a full buffer,
  * names refused, threads with no room for their fds) it counts as dropped, per reason, in
  * the daemon's figures, and says so once per reason on stderr.
+ *
+ * Waiting: the library waits only where it talks to the daemon. A thread's first region
+ * (pmc_begin(), PMC_SCOPE, PMC_REGION, or pmc_enabled()) connects when the process is not
+ * connected yet and registers the thread: a round trip each, at most about 2 s each when
+ * the daemon does not answer; and pmc_flush(), a thread's exit and exit() wait while the
+ * daemon's queue is full, until it has taken nothing for 2 s. Nothing else waits for the
+ * daemon: pmc_end() never does, nor pmc_begin() on a thread already registered or refused
+ * for good. A thread whose registration failed for a while (no answer in time, a daemon
+ * restarting or at a limit) asks again at a region it begins after a back-off (0.5 s
+ * doubled up to 16 s), which waits as a first region does. The first pmc_region() of a
+ * new name takes the library's lock, which another thread's registration holds for as
+ * long as that round trip.
+ *
+ * Threads: every function may be called from any number of threads at once. pmc_begin(),
+ * pmc_end(), pmc_flush(), pmc_enabled() and pmc_thread_uses_rdpmc() act on the calling
+ * thread only: a region is ended on the thread that began it. Region ids are the
+ * process's: intern a name once, use its id on any thread.
+ *
+ * Signals: no function here is async-signal-safe: never call one (nor PMC_SCOPE or
+ * PMC_REGION) from a signal handler. They change the calling thread's region stack
+ * without a lock, which the handler may have interrupted half-way, and a first region or a
+ * new name takes a lock and allocates. The library's background thread blocks every
+ * signal: it never takes one meant for the application.
+ *
+ * fork(): the library holds its locks across fork() (pthread_atfork), so that a child of
+ * a multithreaded parent finds it consistent and may use it. The child never counts with
+ * its parent's counters: they are closed in the child at once; it connects anew, and its
+ * thread registers again at its next region (a thread it starts, at its first). A region
+ * open across fork() ends in the child without a sample; the samples buffered before
+ * fork() are the parent's to send. A child that leaves by _exit() sends nothing unless it
+ * calls pmc_flush() first.
  *
  * Environment: PMC_SOCKET (daemon socket, default /run/pmcdaemon/pmc.sock),
  * PMC_EVENTS (comma-separated event names, default: the daemon's set; at most 16: more
@@ -72,9 +103,10 @@ typedef uint32_t pmc_region_t;
  * pmc_region() - intern a region name
  * @name: NUL-terminated name of 1 to PMC_REGION_NAME_MAX bytes, borrowed (copied)
  *
- * Thread-safe; the same name always returns the same id for the life of the process.
- * A name already interned is found without a lock or an allocation (a hash of the
- * name and a comparison); the first call with a new name takes a lock and copies it.
+ * Thread-safe, not async-signal-safe; the same name always returns the same id for the
+ * life of the process, on every thread. A name already interned is found without a lock
+ * or an allocation (a hash of the name and a comparison); the first call with a new name
+ * takes a lock and copies it (it may wait for another thread's registration: "Waiting").
  * In a hot loop keep the id rather than look the name up on every pass. Names are
  * interned also while no daemon is up, so that the id counts once one is.
  * Return: the id, or 0 when @name is NULL or empty, or profiling is disabled, or the
@@ -98,9 +130,12 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * first time a thread nests deeper than 32 (64, ...), this call allocates its deeper frames.
  * The first call on a thread registers it
  * with the daemon (one round trip, at most about 2 s when the daemon is unresponsive;
- * then the thread stays unprofiled); with no daemon up yet, the first call after it is.
- * With rdpmc available it takes no lock, allocates nothing and makes no syscall (but for a
- * call path new to the process: one lock, to intern it).
+ * then the thread stays unprofiled), and connects the process first if no thread did (one
+ * more round trip, as long at most); with no daemon up yet, the first call after it is.
+ * Later calls do not wait (but a thread asking again after a failed registration:
+ * "Waiting" above). With rdpmc available it takes no lock, allocates nothing and
+ * makes no syscall (but for a call path new to the process: one lock, to intern it).
+ * Thread-safe for the calling thread's own regions; not async-signal-safe.
  */
 PMC_EXPORT void pmc_begin(pmc_region_t region);
 
@@ -117,6 +152,9 @@ PMC_EXPORT void pmc_begin(pmc_region_t region);
  * "buffer-full"). An @region that is not open is ignored; regions opened inside it and
  * not yet ended are discarded and counted as dropped (reason "nesting").
  * With rdpmc available it takes no lock and makes no syscall but that send, once a batch.
+ * It never waits: that send does not block, and a taken lock leaves the batch to the
+ * background thread. Thread-safe for the calling thread's own regions; not
+ * async-signal-safe.
  */
 PMC_EXPORT void pmc_end(pmc_region_t region);
 
@@ -129,7 +167,10 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
  * daemon counts as lost those a batch said were still held, no others).
  * A daemon behind (a burst of clients) is back-pressure: while its queue is full,
  * pmc_flush() waits for room, as thread exit and exit() do, for as long as the daemon
- * takes samples, and gives up after 2 s in which it took none.
+ * takes samples, and gives up after 2 s in which it took none: about 2 s at most when the
+ * daemon stopped reading, longer while it keeps taking a few. Thread-safe: it sends the
+ * calling thread's samples (each thread flushes its own; the background thread sends all
+ * of them); not async-signal-safe.
  * Return: 0 (also when there was nothing to send, or PMC_DISABLE turned profiling off),
  * -EAGAIN when the daemon took nothing for 2 s (the samples are kept and sent later),
  * -ENOTCONN when no daemon is connected (the samples are kept, up to 4096 per thread,
@@ -141,7 +182,8 @@ PMC_EXPORT int pmc_flush(void);
  * pmc_enabled() - whether the calling thread's regions are counted
  *
  * Registers the calling thread with the daemon if it has not tried yet, as its first
- * region would (connecting first if no region did yet).
+ * region would (connecting first if no region did yet): it may wait as a thread's first
+ * pmc_begin() does ("Waiting" above).
  * Return: 1 when the calling thread is registered and its counters count (also while
  * a daemon that went away is being reconnected: the samples wait for it); 0 when they
  * do not: PMC_DISABLE, no daemon, the daemon refused this thread (an unknown event
@@ -159,7 +201,7 @@ PMC_EXPORT int pmc_enabled(void);
  * per call (the kernel does not allow rdpmc or give user space its clock, or no hardware
  * PMU), or when that last read had to fall back to read() (a group was not on the PMU at
  * that moment: multiplexed out); -1 when the thread is not profiled (not registered yet,
- * disabled, or no daemon).
+ * disabled, or no daemon). Thread-safe (about the calling thread); never waits.
  */
 PMC_EXPORT int pmc_thread_uses_rdpmc(void);
 

@@ -1,0 +1,21 @@
+/* Figures for registries the unit tests build by hand (test-registry, test-scrape). */
+#pragma once
+
+#include "pmc-test.h"
+#include "registry.h"
+
+/* @n runs of region @name of @p, each of wall time 100 ns and @v page faults. */
+static inline void
+pmc_test_add_runs(struct registry *reg, struct process *p, const char *name, unsigned n, uint64_t v)
+{
+	struct region_agg *r = process_region(reg, p, name);
+	int id = process_event_id(p, "page-faults");
+	CHECK(r && id >= 0);
+	struct event_agg *ev = region_event(r, (size_t)id);
+	CHECK(ev);
+	for (unsigned i = 0; i < n; i++) {
+		r->count++;
+		CHECK(stats_add(&r->wall, 100) == 0);
+		CHECK(stats_add(&ev->st, v) == 0);
+	}
+}
