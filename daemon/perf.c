@@ -449,6 +449,44 @@ perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group)
 	return 0;
 }
 
+/* After a loop that opened @fds[0..@i) and stopped at event @i with @r: on failure closes
+ * what it opened and says which failed in *@failed. Return: @r. */
+static int
+open_failed(int r, size_t i, int *fds, size_t *failed)
+{
+	if (r < 0) {
+		*failed = i;
+		while (i-- > 0)
+			close(fds[i]);
+	}
+	return r;
+}
+
+int
+perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *failed)
+{
+	struct perf_event_attr attr;
+	size_t i;
+	int r = 0;
+
+	for (i = 0; i < n; i++) {
+		r = perf_resolve(names[i], &attr);
+		if (r < 0)
+			break;
+		/* One event per fd: older kernels refuse PERF_FORMAT_GROUP with inherit. */
+		attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+		attr.inherit = 1;
+		attr.disabled = 1;
+		attr.enable_on_exec = 1;
+		r = open_event(&attr, pid, -1);
+		if (r < 0)
+			break;
+		fds[i] = r;
+		r = 0;
+	}
+	return open_failed(r, i, fds, failed);
+}
+
 int
 perf_open_group(pid_t tid, char *const *names, uint32_t *group, size_t n, int *fds, size_t *failed)
 {
@@ -489,12 +527,7 @@ perf_open_group(pid_t tid, char *const *names, uint32_t *group, size_t n, int *f
 		fds[i] = r;
 		r = 0;
 	}
-	if (r < 0) {
-		*failed = i;
-		while (i-- > 0)
-			close(fds[i]);
-	}
-	return r;
+	return open_failed(r, i, fds, failed);
 }
 
 int

@@ -71,6 +71,17 @@ const char *perf_suggest(const char *name);
 int perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group);
 
 /**
+ * perf_open_inherited() - open @n events on process @pid and all it starts, from its exec on
+ * @pid: a process that has not exec'd yet; its threads and the processes it forks inherit
+ *       the counters, whose counts come back to these fds as each of them ends
+ * @names: event names (borrowed), already checked with perf_resolve()
+ * @fds: @n slots; the caller owns them all on success. Each is its own event (no group),
+ *       disabled until @pid's exec, read() as value, time enabled, time running.
+ * Return: 0, or the perf_event_open() error of event *@failed (nothing left open).
+ */
+int perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *failed);
+
+/**
  * perf_open_group() - open @n resolved events on thread @tid in the groups of @group
  * @tid: thread to count (any CPU)
  * @names: event names (borrowed) in opening order, already checked with perf_resolve()

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <linux/perf_event.h>
+
+#include "perf.h"
 #include "pmc.pb-c.h"
 #include "registry.h"
 #include "session.h"
@@ -26,6 +29,26 @@
 #define SESSION_DRAIN_GONE 4096
 
 struct query_stream;
+
+/* session-register.c */
+
+/* Events a request names, checked: canonical names, resolved. */
+struct session_events {
+	size_t n;
+	char canon[PERF_MAX_EVENTS][PERF_NAME_MAX];
+	char *cn[PERF_MAX_EVENTS]; /* cn[i] points at canon[i] */
+	struct perf_event_attr attrs[PERF_MAX_EVENTS];
+};
+
+/**
+ * session_events_check() - check the @n events @names (0: the daemon's default set) that
+ * @s's client asks for: known, each named once, allowed by the policy (--allow-events,
+ * kernel mode of hardware events); fill @ev with their canonical names and attributes
+ * Return: true, or false once the refusal is sent to the client (with a did-you-mean for an
+ * unknown name); *@refused is then what the handler returns.
+ */
+bool session_events_check(struct session *s, char *const *names, size_t n,
+                          struct session_events *ev, int *refused);
 
 /* session.c */
 
@@ -143,3 +166,7 @@ void session_query_end(struct session *s);
 
 /** session_query_free() - forget @qs, a streamed reply not sent whole (NULL: nothing) */
 void session_query_free(struct query_stream *qs);
+
+/* session-command.c: the handler of OpenCommand (pmcctl run's whole-program counters) */
+
+int session_handle_open_command(struct session *s, const Pmc__Request *req);

@@ -226,6 +226,103 @@ thread_still(struct session *s, int pidfd, pid_t tid)
 	return thread_of(s->pid, tid);
 }
 
+static bool
+events_refused(int *refused, int r)
+{
+	*refused = r;
+	return false;
+}
+
+bool
+session_events_check(struct session *s, char *const *names, size_t n, struct session_events *ev,
+                     int *refused)
+{
+	if (!n)
+		names = perf_default_events(&n);
+	if (n > PERF_MAX_EVENTS)
+		return events_refused(
+		        refused,
+		        session_reply_error(s, E2BIG, "%zu events asked for; at most %d per thread",
+		                            n, PERF_MAX_EVENTS));
+	/* Every name in its one spelling: "cs", "cs:uk" and "context-switches" are one event,
+	 * kept once per process. */
+	for (size_t i = 0; i < n; i++) {
+		int r = perf_canonical(names[i], ev->canon[i], sizeof(ev->canon[i]), &ev->attrs[i]);
+		if (r == -ENOENT) {
+			const char *hint = perf_suggest(names[i]);
+			return events_refused(
+			        refused,
+			        session_reply_error(
+			                s, ENOENT,
+			                "unknown event '%.64s'%s%s%s; 'pmcctl events' lists the "
+			                "events this machine can count",
+			                names[i], hint ? " (did you mean '" : "", hint ? hint : "",
+			                hint ? "'?)" : ""));
+		}
+		if (r < 0)
+			return events_refused(
+			        refused,
+			        session_reply_error(
+			                s, -r,
+			                "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
+			                "NAME:uk (libpfm4 names: PMU::EVENT[:UMASK...] with "
+			                "the same modes; no other modifier)",
+			                names[i]));
+		ev->cn[i] = ev->canon[i];
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(ev->canon[j], ev->canon[i]) ||
+			    (ev->attrs[j].type == ev->attrs[i].type &&
+			     ev->attrs[j].config == ev->attrs[i].config &&
+			     ev->attrs[j].config1 == ev->attrs[i].config1 &&
+			     ev->attrs[j].config2 == ev->attrs[i].config2 &&
+			     ev->attrs[j].exclude_user == ev->attrs[i].exclude_user &&
+			     ev->attrs[j].exclude_kernel == ev->attrs[i].exclude_kernel))
+				return events_refused(
+				        refused,
+				        session_reply_error(
+				                s, EINVAL,
+				                "event '%.64s' is asked for twice ('%.64s' and "
+				                "'%.64s'): each event may be named once",
+				                ev->canon[i], names[j], names[i]));
+	}
+	ev->n = n;
+	const struct policy *pol = &s->srv->policy;
+	bool kernel_ok = policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
+	for (size_t i = 0; i < n; i++) {
+		const struct perf_event_attr *attr = &ev->attrs[i];
+		if (!policy_event_allowed(pol, attr))
+			return events_refused(
+			        refused,
+			        session_reply_error(
+			                s, EACCES,
+			                "event '%.64s' is not allowed here: the operator set "
+			                "--allow-events",
+			                ev->cn[i]));
+		/* Software events of one's own thread count kernel activity the process
+		 * can already see (/proc/self/status); hardware ones would observe the
+		 * kernel itself. */
+		if (!attr->exclude_kernel && attr->type != PERF_TYPE_SOFTWARE && !kernel_ok) {
+			/* The name without its mode: "perf::CYCLES:k" -> "perf::CYCLES". */
+			size_t base = strlen(ev->cn[i]);
+			if (base > 2 && ev->cn[i][base - 2] == ':' && ev->cn[i][base - 1] == 'k')
+				base -= 2;
+			else if (base > 3 && !strcmp(ev->cn[i] + base - 3, ":uk"))
+				base -= 3;
+			else if (base > 4 && !strcmp(ev->cn[i] + base - 4, ":u:k"))
+				base -= 4;
+			return events_refused(
+			        refused,
+			        session_reply_error(
+			                s, EACCES,
+			                "counting kernel mode ('%.64s') is not allowed for uid "
+			                "%d: use '%.*s:u', or ask the operator for --allow-kernel",
+			                ev->cn[i], (int)s->uid, (int)base, ev->cn[i]));
+		}
+	}
+
+	return true;
+}
+
 static int register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, pid_t tid,
                             int pidfd, char *why, size_t why_len);
 
@@ -266,79 +363,12 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 		log_warn_limited("pid %d: refused: %s", (int)s->pid, why);
 		return session_reply_error(s, EPERM, "%s", why);
 	}
-	if (!n)
-		names = perf_default_events(&n);
-	if (n > PERF_MAX_EVENTS)
-		return session_reply_error(s, E2BIG, "%zu events asked for; at most %d per thread",
-		                           n, PERF_MAX_EVENTS);
-	/* Every name in its one spelling: "cs", "cs:uk" and "context-switches" are one event,
-	 * kept once per process. */
-	char canon[PERF_MAX_EVENTS][PERF_NAME_MAX];
-	char *cn[PERF_MAX_EVENTS];
-	struct perf_event_attr attrs[PERF_MAX_EVENTS];
-	for (size_t i = 0; i < n; i++) {
-		r = perf_canonical(names[i], canon[i], sizeof(canon[i]), &attrs[i]);
-		if (r == -ENOENT) {
-			const char *hint = perf_suggest(names[i]);
-			return session_reply_error(
-			        s, ENOENT,
-			        "unknown event '%.64s'%s%s%s; 'pmcctl events' lists the "
-			        "events this machine can count",
-			        names[i], hint ? " (did you mean '" : "", hint ? hint : "",
-			        hint ? "'?)" : "");
-		}
-		if (r < 0)
-			return session_reply_error(
-			        s, -r,
-			        "bad event name '%.64s': use NAME, NAME:u, NAME:k or "
-			        "NAME:uk (libpfm4 names: PMU::EVENT[:UMASK...] with "
-			        "the same modes; no other modifier)",
-			        names[i]);
-		cn[i] = canon[i];
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(canon[j], canon[i]) ||
-			    (attrs[j].type == attrs[i].type && attrs[j].config == attrs[i].config &&
-			     attrs[j].config1 == attrs[i].config1 &&
-			     attrs[j].config2 == attrs[i].config2 &&
-			     attrs[j].exclude_user == attrs[i].exclude_user &&
-			     attrs[j].exclude_kernel == attrs[i].exclude_kernel))
-				return session_reply_error(
-				        s, EINVAL,
-				        "event '%.64s' is asked for twice ('%.64s' and "
-				        "'%.64s'): each event may be named once",
-				        canon[i], names[j], names[i]);
-	}
-	names = cn;
-
+	struct session_events ev;
+	if (!session_events_check(s, names, n, &ev, &r))
+		return r;
+	names = ev.cn;
+	n = ev.n;
 	const struct policy *pol = &s->srv->policy;
-	bool kernel_ok = policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
-	for (size_t i = 0; i < n; i++) {
-		const struct perf_event_attr *attr = &attrs[i];
-		if (!policy_event_allowed(pol, attr))
-			return session_reply_error(
-			        s, EACCES,
-			        "event '%.64s' is not allowed here: the operator set "
-			        "--allow-events",
-			        names[i]);
-		/* Software events of one's own thread count kernel activity the process
-		 * can already see (/proc/self/status); hardware ones would observe the
-		 * kernel itself. */
-		if (!attr->exclude_kernel && attr->type != PERF_TYPE_SOFTWARE && !kernel_ok) {
-			/* The name without its mode: "perf::CYCLES:k" -> "perf::CYCLES". */
-			size_t base = strlen(names[i]);
-			if (base > 2 && names[i][base - 2] == ':' && names[i][base - 1] == 'k')
-				base -= 2;
-			else if (base > 3 && !strcmp(names[i] + base - 3, ":uk"))
-				base -= 3;
-			else if (base > 4 && !strcmp(names[i] + base - 4, ":u:k"))
-				base -= 4;
-			return session_reply_error(
-			        s, EACCES,
-			        "counting kernel mode ('%.64s') is not allowed for uid "
-			        "%d: use '%.*s:u', or ask the operator for --allow-kernel",
-			        names[i], (int)s->uid, (int)base, names[i]);
-		}
-	}
 
 	/* The process gets its aggregates with its first thread: a connection that only
 	 * queries (pmcctl) leaves nothing behind. */

@@ -260,6 +260,7 @@ static const struct {
         [PMC__REQUEST__BODY_LIST_EVENTS] = {session_handle_list_events, true},
         [PMC__REQUEST__BODY_THREAD_FLOOR] = {session_handle_thread_floor, true},
         [PMC__REQUEST__BODY_DEFINE] = {session_handle_define, true},
+        [PMC__REQUEST__BODY_OPEN_COMMAND] = {session_handle_open_command, true},
 };
 
 /* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
@@ -305,8 +306,9 @@ session_dispatch_one(struct session *s)
 	 * behind their batches), the others (a new client's Hello and first registration,
 	 * pmcctl) control. */
 	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
-	/* Only a RegisterThread that says so carries an fd, and then exactly one. */
-	bool wants_fd = c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd;
+	/* Only a RegisterThread that says so, and an OpenCommand, carry an fd: exactly one. */
+	bool wants_fd = (c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd) ||
+	                c == PMC__REQUEST__BODY_OPEN_COMMAND;
 	s->rx_fd = n_fds ? fds[0] : -1;
 	if (wants_fd != (n_fds == 1)) {
 		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid,

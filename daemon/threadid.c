@@ -88,8 +88,12 @@ task_of(pid_t pid, pid_t tid)
 	return stat(path, &st) == 0;
 }
 
-pid_t
-threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
+/* The ids of what @pidfd names (see pidfd_ids()), once it is known to be a pidfd of a
+ * task the daemon's namespace sees; @what names the request in messages. Return: as
+ * pidfd_ids(), -EPERM for a task out of sight (@why says so). */
+static int
+pidfd_checked(int pidfd, const char *what, pid_t pid, pid_t *tid, pid_t *tgid, char *why,
+              size_t len)
 {
 	/* A pidfd first: an ioctl on a device or a FUSE file could do anything, or block.
 	 * Signal 0 checks that the fd is a pidfd (EBADF otherwise) before anything else, and
@@ -97,20 +101,27 @@ threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
 	 * (a daemon without CAP_KILL) and ESRCH (ended) are pidfds too. */
 	int sent = (int)syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 ? errno : 0;
 	if (sent == EBADF) {
-		snprintf(why, len, "the fd attached to the registration is not a pidfd");
+		snprintf(why, len, "the fd attached to the %s is not a pidfd", what);
 		return -EBADF;
 	}
 	if (sent == EINVAL) { /* a pidfd of a process the daemon's namespace cannot see */
 		snprintf(why, len,
-		         "the pidfd sent names a thread pmcdaemon's pid namespace cannot see: it "
-		         "is not a thread of the calling process %d",
+		         "the pidfd sent names a task pmcdaemon's pid namespace cannot see: it "
+		         "is not one of the calling process %d",
 		         (int)pid);
 		return -EPERM;
 	}
-	pid_t tid, tgid;
-	int r = pidfd_ids(pidfd, &tid, &tgid);
+	int r = pidfd_ids(pidfd, tid, tgid);
 	if (r == -EBADF)
-		snprintf(why, len, "the fd attached to the registration is not a pidfd");
+		snprintf(why, len, "the fd attached to the %s is not a pidfd", what);
+	return r;
+}
+
+pid_t
+threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
+{
+	pid_t tid, tgid;
+	int r = pidfd_checked(pidfd, "registration", pid, &tid, &tgid, why, len);
 	if (r < 0)
 		return r;
 	if (tgid ? tgid != pid : !task_of(pid, tid)) {
@@ -121,6 +132,29 @@ threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len)
 		return -EPERM;
 	}
 	return tid;
+}
+
+pid_t
+threadid_child_from_pidfd(int pidfd, pid_t parent, char *why, size_t len)
+{
+	pid_t child, tgid;
+	int r = pidfd_checked(pidfd, "request", parent, &child, &tgid, why, len);
+	if (r < 0)
+		return r;
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)child);
+	r = creds_read_file(path, buf, sizeof(buf));
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	const char *tg = creds_field(buf, "Tgid:"), *pp = creds_field(buf, "PPid:");
+	if (!tg || !pp || strtol(tg, NULL, 10) != child || strtol(pp, NULL, 10) != parent) {
+		snprintf(why, len,
+		         "the pidfd sent names %d, which is not a child process of the calling "
+		         "process %d",
+		         (int)child, (int)parent);
+		return -EPERM;
+	}
+	return child;
 }
 
 int

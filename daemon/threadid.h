@@ -29,6 +29,17 @@
 pid_t threadid_from_pidfd(int pidfd, pid_t pid, char *why, size_t len);
 
 /**
+ * threadid_child_from_pidfd() - the process @pidfd names, in the daemon's pid namespace,
+ * when it is a child of @parent
+ * @pidfd: a pidfd the client sent (borrowed); any other kind of fd is refused
+ * @why: set to a message (@len bytes) when the answer is -EPERM or -EBADF
+ * Return: the child's pid (> 0); -ESRCH when it has exited; -EPERM when it is not a child
+ * process of @parent (or a thread, or out of the daemon's sight); -EBADF when @pidfd is not
+ * a pidfd.
+ */
+pid_t threadid_child_from_pidfd(int pidfd, pid_t parent, char *why, size_t len);
+
+/**
  * threadid_check() - whether @pidfd still names thread @tid of process @pid (the daemon's
  * namespace)
  * Return: 0, or -ESRCH when the thread has exited.

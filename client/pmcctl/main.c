@@ -100,6 +100,8 @@ static const char help_text[] =
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout\n"
+        "  -r, --repeat N        run: run CMD N times; the whole-program figures are the\n"
+        "                        mean, +- the standard deviation, min and max of the runs\n"
         "      --max-reply MIB   take at most MIB MiB of one reply of pmcdaemon (default\n"
         "                        " MAX_REPLY_MIB_TEXT
         "; 0: no limit), so that a daemon whose reply\n"
@@ -236,6 +238,7 @@ static const struct option long_options[] = {
         {"event", required_argument, NULL, OPT_EVENT},
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"tree", no_argument, NULL, OPT_TREE},
+        {"repeat", required_argument, NULL, 'r'},
         {"max-reply", required_argument, NULL, OPT_MAX_REPLY},
         {"fail-above", required_argument, NULL, OPT_FAIL_ABOVE},
         {"fail-below", required_argument, NULL, OPT_FAIL_BELOW},
@@ -292,16 +295,20 @@ parse_interval(const char *s)
 	return v;
 }
 
+/* A count from 1 to @max for option @opt (top --iterations, run --repeat). */
 static unsigned
-parse_iterations(const char *s)
+parse_count(const char *opt, const char *s, unsigned long max)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
 	v = strtoul(s, &end, 10);
-	if (*s < '0' || *s > '9' || errno || *end || v == 0 || v > UINT_MAX)
-		usage_error("invalid --iterations '%s': expected a count greater than 0", s);
+	if (*s < '0' || *s > '9' || errno || *end || v == 0 || v > max) {
+		if (max == UINT_MAX)
+			usage_error("invalid %s '%s': expected a count greater than 0", opt, s);
+		usage_error("invalid %s '%s': expected a count from 1 to %lu", opt, s, max);
+	}
 	return (unsigned)v;
 }
 
@@ -371,7 +378,7 @@ main(int argc, char **argv)
 	/* A leading '-' hands over the command in place, so options may follow it even
 	 * under POSIXLY_CORRECT; ':' lets us word the errors ourselves. */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "-:h", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "-:hr:", long_options, NULL)) != -1) {
 		switch (c) {
 		case 1:
 			/* After "run", the first word that is not an option starts the command,
@@ -429,6 +436,9 @@ main(int argc, char **argv)
 		case OPT_TREE:
 			o.tree = true;
 			break;
+		case 'r':
+			o.repeat = parse_count("--repeat", optarg, 100000);
+			break;
 		case OPT_MAX_REPLY:
 			o.max_reply = parse_max_reply(optarg);
 			break;
@@ -445,7 +455,7 @@ main(int argc, char **argv)
 			o.live_opts = true;
 			break;
 		case OPT_ITERATIONS:
-			o.iterations = parse_iterations(optarg);
+			o.iterations = parse_count("--iterations", optarg, UINT_MAX);
 			o.live_opts = true;
 			break;
 		case 'h':
@@ -490,8 +500,9 @@ parsed:
 		usage_error("--comm cannot be used with '%s'", cmd->name);
 	if (!cmd->filters && o.n_cgroups)
 		usage_error("--cgroup cannot be used with '%s'", cmd->name);
-	if (!cmd->standalone && (o.events || o.output))
-		usage_error("--events and --output are for 'run' only, not '%s'", cmd->name);
+	if (!cmd->standalone && (o.events || o.output || o.repeat))
+		usage_error("--events, --output and --repeat are for 'run' only, not '%s'",
+		            cmd->name);
 	if (cmd->standalone && !o.argv)
 		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
 	if (!cmd->standalone && o.argv)

@@ -56,6 +56,7 @@ struct opts {
 	size_t n_files;
 	double fail_above, fail_below; /* diff: percentages */
 	bool fail_above_set, fail_below_set;
+	unsigned repeat; /* run -r N: runs of the command (0: one) */
 	bool hist; /* dump and run in JSON: each figure with its histogram's buckets, for diff */
 };
 
@@ -143,6 +144,49 @@ int cmd_top(int sock, const struct command *cmd, const struct opts *o);
  * exits EX_UNAVAILABLE when it can neither reach one nor start one, 126 or 127 when the
  * command cannot be run */
 int cmd_run(int sock, const struct command *cmd, const struct opts *o);
+
+/* run-whole.c: the whole-program figures of run (OpenCommand), over -r N runs */
+
+#define WHOLE_MAX_EVENTS 16
+
+/* One figure over the runs. */
+struct whole_stat {
+	double mean, m2, min, max, last;
+};
+
+struct whole {
+	size_t n;                      /* events counted (0: none, why says why) */
+	char *names[WHOLE_MAX_EVENTS]; /* their canonical names */
+	int fds[WHOLE_MAX_EVENTS];     /* the run's counters (-1: none) */
+	bool scaled[WHOLE_MAX_EVENTS]; /* multiplexed in some run */
+	struct whole_stat ev[WHOLE_MAX_EVENTS], wall;
+	unsigned runs;
+	char *why; /* the daemon's refusal, escaped */
+};
+
+/**
+ * whole_open() - ask the daemon on @sock (Hello said, borrowed) for counters of @child, a
+ * child of pmcctl that waits before its exec: @events (comma-separated; NULL: the daemon's
+ * default set), inherited by all it starts, enabled at its exec
+ * The first call names @w's events; later calls (the next runs) take the same ones.
+ * Return: 0, the fds in @w; or -errno: the daemon's refusal (its message in @w->why, to free
+ * with whole_free()), or a failure to talk to it (-EBADMSG: an answer not understood, such
+ * as an older daemon's closing of the connection).
+ */
+int whole_open(struct whole *w, int sock, pid_t child, const char *events);
+
+/** whole_read() - read and close @w's counters once the command (which ran @wall_ns) and
+ * all it started have ended, and add them to the runs' figures */
+void whole_read(struct whole *w, uint64_t wall_ns);
+
+/** whole_table() - print @w's figures as a table on @f (or why there are none) */
+void whole_table(const struct whole *w, FILE *f);
+
+/** whole_json() - @w's figures as a JSON object (new reference) */
+json_t *whole_json(const struct whole *w);
+
+/** whole_free() - close and free what @w holds; it is then empty */
+void whole_free(struct whole *w);
 
 /* pprof.c: query, dump and run with --format pprof */
 

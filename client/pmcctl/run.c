@@ -691,7 +691,7 @@ run_keep(int32_t pid, void *tree)
  * @tree is NULL: a private daemon counts only the command's). */
 static void
 run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct opts *o, pid_t pid,
-          int code, bool private)
+          int code, bool private, const struct whole *whole)
 {
 	Pmc__QueryReply view = *reply, *q = &view;
 	_cleanup_free_ Pmc__RegionStats **kept = calloc(reply->n_regions + 1, sizeof(*kept));
@@ -713,8 +713,10 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 
 		if (asprintf(&why, "%s (pid %d) and the processes it started recorded no regions%s",
 		             cmdline, (int)pid,
-		             off && !strcmp(off, "1")
-		                     ? ": PMC_DISABLE=1 turns libpmcclient off"
+		             off && !strcmp(off, "1") ? ": PMC_DISABLE=1 turns libpmcclient off"
+		             : whole->n
+		                     ? " (no libpmcclient region ran in them): the whole "
+		                       "program's figures follow"
 		                     : " (are they linked with libpmcclient, and do their regions "
 		                       "run?)") < 0)
 			oom();
@@ -729,6 +731,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "pid", json_integer(pid));
 		jset(root, "exit_status", json_integer(code));
 		jset(root, "daemon", jstr(private ? "private" : "system"));
+		jset(root, "whole_program", whole_json(whole));
 		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
@@ -739,7 +742,128 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		printf("regions of %s (pid %d) and the processes it started; exit status %d:\n\n",
 		       cmdline, (int)pid, code);
 		query_table(q, why);
+		whole_table(whole, stdout);
 	}
+}
+
+/* Starts @o's command, held before its exec until the daemon on @sock (Hello said) has
+ * opened its whole-program counters in @w, or refused: a refused event ends pmcctl with
+ * exit status 2 before the command runs; any other failure only leaves the figures out.
+ * The child takes signal @mask. Sets *@pid, and *@wall to the time of the go. Return: whether @w
+ * counts this run. */
+static bool
+run_start(const struct opts *o, const char *sock_path, const char *events, const char *tag,
+          int sock, const sigset_t *mask, struct whole *w, pid_t *pid, uint64_t *wall)
+{
+	int pipefd[2], go[2];
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+		fail("run: pipe: %s", strerror(errno));
+	fflush(NULL);
+	*pid = fork();
+	if (*pid < 0)
+		fail("run: fork: %s", strerror(errno));
+	if (*pid == 0) {
+		char c;
+		int e;
+
+		sigprocmask(SIG_SETMASK, mask, NULL);
+		close(pipefd[0]);
+		close(go[1]);
+		if (setenv("PMC_SOCKET", sock_path, 1) < 0 ||
+		    (events && setenv("PMC_EVENTS", events, 1) < 0) ||
+		    setenv("PMC_RUN_TAG", tag, 1) < 0)
+			_exit(127);
+		/* Held until its counters are open (or pmcctl has gone). */
+		if (read(go[0], &c, 1) != 1)
+			_exit(125);
+		execvp(o->argv[0], o->argv);
+		e = errno;
+		(void)!write(pipefd[1], &e, sizeof(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(pipefd[1]);
+	close(go[0]);
+
+	int r = whole_open(w, sock, *pid, events);
+	bool counted = r == 0;
+	if (r < 0 && w->why && (r == -ENOENT || r == -EINVAL || r == -EACCES || r == -E2BIG)) {
+		kill(*pid, SIGKILL);
+		waitpid(*pid, NULL, 0);
+		fprintf(stderr, "pmcctl: run: %s; the command was not started\n", w->why);
+		exit(EXIT_USAGE);
+	}
+	if (r < 0 && !w->why) {
+		w->why = strdup(strerror(-r));
+		if (!w->why)
+			oom();
+	}
+	if (r < 0 && !w->runs)
+		fprintf(stderr, "pmcctl: run: no whole-program figures: %s\n", w->why);
+	*wall = util_now_ns(CLOCK_MONOTONIC);
+	if (write(go[1], "g", 1) != 1)
+		fail("run: cannot start the command: %s", strerror(errno));
+	close(go[1]);
+
+	int e = 0;
+	if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+		_cleanup_free_ char *name = escape_text(o->argv[0]);
+
+		waitpid(*pid, NULL, 0);
+		fprintf(stderr, "pmcctl: cannot run '%s': %s\n", name, strerror(e));
+		exit(e == ENOENT ? 127 : 126);
+	}
+	close(pipefd[0]);
+	return counted;
+}
+
+/* Waits for the command @pid to end, looking for the processes it starts (into @tree) when
+ * the system daemon counts (!@private), passing on the signals of @set meant for it.
+ * Return: its wait status. */
+static int
+run_wait(pid_t pid, struct pidset *tree, struct private_daemon *priv, const sigset_t *set,
+         bool private)
+{
+	long wait_ns = RUN_SCAN_MIN_NS;
+	int status = 0;
+
+	for (;;) {
+		struct timespec ts = {0};
+		siginfo_t si;
+		pid_t w;
+		int st;
+
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (w == pid)
+				return st;
+			if (w == priv->pid)
+				priv->pid = 0; /* said below */
+		}
+		/* The pids of the command's processes: the daemon names processes by pid (a
+		 * private daemon serves the command's only). A process that starts and ends
+		 * between two looks is missed, so look often while processes come (they come
+		 * in bursts: scripts, make), less when not. */
+		size_t known = tree->n;
+		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+		if (!private)
+			run_scan(tree, priv->pid);
+		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
+		wait_ns = tree->n > known ? RUN_SCAN_MIN_NS : wait_ns * 2;
+		if (wait_ns > RUN_SCAN_MAX_NS)
+			wait_ns = RUN_SCAN_MAX_NS;
+		/* A large tree takes long to read: at most a tenth of a CPU for it. */
+		if ((uint64_t)wait_ns < 9 * took)
+			wait_ns = 9 * took < 999999999 ? (long)(9 * took) : 999999999;
+		ts.tv_nsec = wait_ns;
+		int sig = sigtimedwait(set, &si, &ts);
+		if (sig == SIGCHLD)
+			wait_ns = RUN_SCAN_MIN_NS;
+		/* What the terminal sends reaches the command too; what a process sends to
+		 * pmcctl alone is passed on. */
+		else if (sig > 0 && si.si_code <= 0)
+			kill(pid, sig);
+	}
+	return status;
 }
 
 int
@@ -793,93 +917,43 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	 * and those that came and went between two looks at /proc. */
 	char tag[33];
 	run_new_tag(tag);
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		fail("run: pipe: %s", strerror(errno));
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0)
-		fail("run: fork: %s", strerror(errno));
-	if (pid == 0) {
-		int e;
-
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		close(pipefd[0]);
-		if (setenv("PMC_SOCKET", sock_path, 1) < 0 ||
-		    (events && setenv("PMC_EVENTS", events, 1) < 0) ||
-		    setenv("PMC_RUN_TAG", tag, 1) < 0)
-			_exit(127);
-		execvp(o->argv[0], o->argv);
-		e = errno;
-		(void)!write(pipefd[1], &e, sizeof(e));
-		_exit(e == ENOENT ? 127 : 126);
-	}
-	close(pipefd[1]);
-
 	struct pidset tree = {0};
+	struct whole whole = {0};
 	uint64_t start = 0;
-	int e = 0, status = 0;
-	bool done = false;
+	pid_t pid = 0;
+	int status = 0;
+	unsigned runs = o->repeat ? o->repeat : 1;
 
-	pidset_add(&tree, pid);
-	proc_stat(pid, NULL, &start);
-	if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
-		_cleanup_free_ char *name = escape_text(o->argv[0]);
+	fd = connect_daemon(sock_path);
+	hello(fd);
+	for (unsigned run = 0; run < runs; run++) {
+		uint64_t wall = 0;
+		bool counted = run_start(o, sock_path, events, tag, fd, &old, &whole, &pid, &wall);
 
-		waitpid(pid, NULL, 0);
-		fprintf(stderr, "pmcctl: cannot run '%s': %s\n", name, strerror(e));
-		exit(e == ENOENT ? 127 : 126);
-	}
-	close(pipefd[0]);
-
-	long wait_ns = RUN_SCAN_MIN_NS;
-	while (!done) {
-		struct timespec ts = {0};
-		siginfo_t si;
-		pid_t w;
-		int st;
-
-		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-			if (w == pid) {
-				status = st;
-				done = true;
-			} else if (w == priv.pid) {
-				priv.pid = 0; /* said below */
-			}
-		}
-		if (done)
+		pidset_add(&tree, pid);
+		if (!run)
+			proc_stat(pid, NULL, &start);
+		status = run_wait(pid, &tree, &priv, &set, private);
+		if (counted)
+			whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);
+		if (private && !priv.pid)
 			break;
-		/* The pids of the command's processes: the daemon names processes by pid (a
-		 * private daemon serves the command's only). A process that starts and ends
-		 * between two looks is missed, so look often while processes come (they come
-		 * in bursts: scripts, make), less when not. */
-		size_t known = tree.n;
-		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
-		if (!private)
-			run_scan(&tree, priv.pid);
-		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
-		wait_ns = tree.n > known ? RUN_SCAN_MIN_NS : wait_ns * 2;
-		if (wait_ns > RUN_SCAN_MAX_NS)
-			wait_ns = RUN_SCAN_MAX_NS;
-		/* A large tree takes long to read: at most a tenth of a CPU for it. */
-		if ((uint64_t)wait_ns < 9 * took)
-			wait_ns = 9 * took < 999999999 ? (long)(9 * took) : 999999999;
-		ts.tv_nsec = wait_ns;
-		int sig = sigtimedwait(&set, &si, &ts);
-		if (sig == SIGCHLD)
-			wait_ns = RUN_SCAN_MIN_NS;
-		/* What the terminal sends reaches the command too; what a process sends to
-		 * pmcctl alone is passed on. */
-		else if (sig > 0 && si.si_code <= 0)
-			kill(pid, sig);
 	}
+	close(fd);
 	int code = exit_code(status);
 
 	if (private && !priv.pid) {
-		fprintf(stderr, "pmcctl: the private pmcdaemon ended while the command ran\n");
+		/* The command's status still: its whole-program figures came from the kernel. */
+		fprintf(stderr, "pmcctl: the private pmcdaemon ended while the command ran: no "
+		                "region figures\n");
 		private_show_log(&priv);
+		if (o->format == FORMAT_TABLE)
+			whole_table(&whole, stdout);
+		else if (o->format == FORMAT_JSON)
+			json_print(whole_json(&whole));
+		whole_free(&whole);
 		free(tree.v);
-		return code ? code : EXIT_FAIL;
+		return code;
 	}
 	if (o->output && !freopen(o->output, "w", stdout)) {
 		_cleanup_free_ char *name = escape_text(o->output);
@@ -905,8 +979,10 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		pprof_write(resp->query, trees->query, o, private || tagged ? NULL : run_keep,
 		            &tree);
 	} else {
-		run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private);
+		run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private,
+		          &whole);
 	}
+	whole_free(&whole);
 	close(fd);
 	pmc__response__free_unpacked(resp, NULL);
 	free(tree.v);

@@ -1,0 +1,47 @@
+/* A program with no pmc call, for pmcctl run's whole-program figures: each of PROCS
+ * processes (the first and those it forks) runs THREADS threads, each of which writes N fresh
+ * pages. Usage: pmc-whole-app N [PROCS [THREADS]]. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long pages;
+
+static void *
+write_pages(void *arg)
+{
+	long size = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, (size_t)(pages ? pages : 1) * (size_t)size, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		exit(1);
+	for (long i = 0; i < pages; i++)
+		p[i * size] = 1;
+	return arg;
+}
+
+int
+main(int argc, char **argv)
+{
+	long procs = argc > 2 ? atol(argv[2]) : 1, threads = argc > 3 ? atol(argv[3]) : 1;
+	pthread_t t[64];
+
+	pages = argc > 1 ? atol(argv[1]) : 0;
+	if (procs < 1 || threads < 1 || threads > 64)
+		return 2;
+	for (long i = 1; i < procs; i++)
+		if (fork() == 0)
+			break;
+	for (long i = 1; i < threads; i++)
+		if (pthread_create(&t[i], NULL, write_pages, NULL))
+			return 1;
+	write_pages(NULL);
+	for (long i = 1; i < threads; i++)
+		pthread_join(t[i], NULL);
+	while (wait(NULL) > 0)
+		;
+	return 0;
+}
