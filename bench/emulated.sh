@@ -41,6 +41,12 @@ for ua in 1 0; do
 			"$(kv pmc_instr_user_ratio)x the floor's user instructions" \
 			"(PMC_REGION $(kv macro_instr_user_ratio)x); without the batches:" \
 			"$(kv pmc_instr_user "$TMP/nobatch") ($(kv pmc_instr_user_ratio "$TMP/nobatch")x)"
+		# The minimal floor (bench/floor-min.h), where every counter is in its page.
+		if [ -n "$(kv floor_min_instr_user)" ]; then
+			echo "bench: perf_user_access=$ua, $n event(s): minimal floor (floor-min.h)" \
+				"$(kv floor_min_instr_user): pmc_begin+pmc_end $(kv pmc_instr_user_min_ratio)x" \
+				"that; without the batches $(kv pmc_instr_user_min_ratio "$TMP/nobatch")x"
+		fi
 		# Where pmc takes the wall time from the page: the floor without its clock_gettime.
 		if [ -n "$(kv floor_page_instr_user)" ]; then
 			echo "bench: perf_user_access=$ua, $n event(s): floor with the page's clock" \

@@ -31,7 +31,11 @@
  *	thread's counters multiplex. Where the leader's page has the clock (cap_user_time_zero),
  *	which the library then takes the wall time from instead of clock_gettime(), a second
  *	floor does the same (floor_page_*: the two reader passes alone, the leader's with the
- *	page's clock) and pmc_instr_*_page_ratio says what the library adds to it.
+ *	page's clock) and pmc_instr_*_page_ratio says what the library adds to it. Where every
+ *	page gives its counter and the leader's the clock, the minimal floor (floor_min_*,
+ *	bench/floor-min.h, written apart from the library's reader): one seqlock pass per event
+ *	and region end, the leader's with the clock and its enabled/running times, and the
+ *	deltas; pmc_instr_*_min_ratio is the library against it.
  *
  *   pmc-bench-region memory NTHREADS
  *	Heap (malloc accounting, one arena) and resident memory that NTHREADS threads add while
@@ -54,6 +58,7 @@
 #include <pmc/pmc.h>
 
 #include "bench.h"
+#include "floor-min.h"
 #include "reader.h"
 
 #ifdef PMC_BENCH_PAPI
@@ -158,6 +163,28 @@ run_floor_page(const struct floor *f, long iters)
 		__asm__ __volatile__("" ::: "memory");
 		uint64_t w1 = floor_read_page(f, b);
 		acc += (w1 - w0) + (b[3] - a[3]);
+	}
+	sink = acc;
+}
+
+/* The minimal floor (floor-min.h): both ends' passes, and the deltas a sample holds. */
+static void
+run_floor_min(const struct floor *f, long iters)
+{
+	uint64_t a[BENCH_MAX_EVENTS], b[BENCH_MAX_EVENTS], ta[3], tb[3], acc = 0;
+	int n = f->n;
+
+	for (long i = 0; i < iters; i++) {
+		a[0] = fm_leader(f->pages[0], ta);
+		for (int j = 1; j < n; j++)
+			a[j] = fm_count(f->pages[j]);
+		__asm__ __volatile__("" ::: "memory");
+		b[0] = fm_leader(f->pages[0], tb);
+		for (int j = 1; j < n; j++)
+			b[j] = fm_count(f->pages[j]);
+		acc += (tb[0] - ta[0]) + (tb[1] - ta[1]) + (tb[2] - ta[2]);
+		for (int j = 0; j < n; j++)
+			acc += b[j] - a[j];
 	}
 	sink = acc;
 }
@@ -411,7 +438,7 @@ icount_close(struct icount *c)
 	close(c->fd[1]);
 }
 
-enum { I_EMPTY = V_COUNT, I_FLOOR_PAGE, I_COUNT };
+enum { I_EMPTY = V_COUNT, I_FLOOR_PAGE, I_FLOOR_MIN, I_COUNT };
 
 static void
 run_empty(long iters)
@@ -443,6 +470,9 @@ icount_variant(const struct icount *c, int v, const struct floor *f, pmc_region_
 		case I_FLOOR_PAGE:
 			run_floor_page(f, iters);
 			break;
+		case I_FLOOR_MIN:
+			run_floor_min(f, iters);
+			break;
 		default:
 			run_empty(iters);
 			break;
@@ -459,7 +489,8 @@ struct icount_floor {
 	int n, reps;
 	long iters;
 	int r, rdpmc, page_clock;
-	uint64_t floor[2], floor_page[2], empty[2];
+	int min_ok; /* floor_min_usable() */
+	uint64_t floor[2], floor_page[2], floor_min[2], empty[2];
 };
 
 static void *
@@ -482,6 +513,11 @@ icount_floor_main(void *arg)
 		icount_variant(&c, V_FLOOR, &f, 0, p->reps, p->iters, p->floor);
 		if (f.page_clock)
 			icount_variant(&c, I_FLOOR_PAGE, &f, 0, p->reps, p->iters, p->floor_page);
+		p->min_ok = floor_min_usable(f.pages, f.n);
+		if (p->min_ok) {
+			icount_variant(&c, I_FLOOR_MIN, &f, 0, 1, p->iters, p->floor_min);
+			icount_variant(&c, I_FLOOR_MIN, &f, 0, p->reps, p->iters, p->floor_min);
+		}
 		for (int i = 0; i < f.n; i++)
 			close(f.fds[i]);
 	}
@@ -546,6 +582,12 @@ cmd_instructions(int reps, long iters)
 		/* The floor without clock_gettime: what pmc pays beyond its reads alone. */
 		double floor_page =
 		        ((double)fl.floor_page[k] - (double)fl.empty[k]) / (double)iters;
+		if (fl.min_ok) {
+			double x = ((double)in[V_PMC][k] - (double)in[I_EMPTY][k]) / (double)iters;
+			double m = ((double)fl.floor_min[k] - (double)fl.empty[k]) / (double)iters;
+			printf("floor_min_instr_%s=%.1f\n", mode[k], m);
+			printf("pmc_instr_%s_min_ratio=%.3f\n", mode[k], m > 0 ? x / m : 0);
+		}
 		if (fl.page_clock) {
 			double x = ((double)in[V_PMC][k] - (double)in[I_EMPTY][k]) / (double)iters;
 			printf("floor_page_instr_%s=%.1f\n", mode[k], floor_page);

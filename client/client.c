@@ -199,6 +199,14 @@ struct pmc_thread {
 		uint64_t key;
 		uint32_t path;
 	} pcache[PMC_PCACHE];
+	/* The path each region began in last on this thread: slot region & (memo_cap - 1),
+	 * with the key and path of a pcache slot. memo_cap (a power of two) is kept above
+	 * every region id begun + 1, so that no two regions share a slot (the warm-up's,
+	 * UINT32_MAX, takes the last, which no region reaches): the usual begin finds its
+	 * path with one load and one compare whatever the other paths are. It is grown
+	 * before the counters are read, by begin_ready(). */
+	struct pcache *memo;
+	uint32_t memo_cap;
 	uint64_t now[3 * PMC_MAX_EVENTS];
 	/*
 	 * The ring of samples. The thread writes slot head, then publishes it by storing
@@ -876,6 +884,7 @@ thread_release(struct pmc_thread *t)
 		free(t->ev_names[i]);
 	free(t->frame_mem);
 	free(t->stack);
+	free(t->memo);
 	ring_free(atomic_load(&t->ring));
 	ring_free(t->old);
 	free(t);
@@ -1304,9 +1313,11 @@ register_locked(bool *fd_starved, bool *transient)
 	t->stack_cap = t->begin_cap = PMC_STACK_START;
 	t->stack = calloc(PMC_STACK_START, sizeof(*t->stack));
 	t->frame_mem = calloc(PMC_STACK_START * 3 * t->n, sizeof(uint64_t));
+	t->memo_cap = PMC_PCACHE;
+	t->memo = calloc(t->memo_cap, sizeof(*t->memo));
 	struct ring *ring = ring_new(PMC_RING, t->n);
 	atomic_store(&t->ring, ring);
-	if (!t->stack || !t->frame_mem || !ring) {
+	if (!t->stack || !t->frame_mem || !t->memo || !ring) {
 		thread_release(t);
 		return NULL;
 	}
@@ -1664,29 +1675,54 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 	return false;
 }
 
-/* The cache slot of the path @region begins in on @t at depth @d (in the open frame's path),
- * and in *@key what the slot holds when it is that path's. */
+/* The memo slot of @region on @t, and in *@key what it holds when @region begins at depth
+ * @d (in the open frame's path) in the same path as last time. */
 static inline __attribute__((always_inline)) const struct pcache *
-pcache_at(const struct pmc_thread *t, unsigned d, pmc_region_t region, uint64_t *key)
+memo_at(const struct pmc_thread *t, unsigned d, pmc_region_t region, uint64_t *key)
 {
 	uint32_t parent = d ? t->stack[d - 1].path : 0;
 	*key = pcache_key(parent, region);
-	return &t->pcache[pcache_slot(parent, region)];
+	return &t->memo[region & (t->memo_cap - 1)];
+}
+
+/* Remembers @path as the path @region began in (in @parent) on @t, the memo grown first so
+ * that @region has its own slot. Return: whether it is remembered (no memory: not). */
+static bool
+memo_put(struct pmc_thread *t, uint32_t parent, pmc_region_t region, uint32_t path)
+{
+	if (region != PMC_WARMUP_REGION && region + 1 >= t->memo_cap) {
+		uint32_t cap = t->memo_cap;
+		while (region + 1 >= cap)
+			cap *= 2;
+		struct pcache *m = calloc(cap, sizeof(*m));
+		if (!m)
+			return false;
+		/* Each region's slot moves (the warm-up's is forgotten). */
+		for (uint32_t i = 0; i + 1 < t->memo_cap; i++)
+			if (t->memo[i].key)
+				m[(uint32_t)t->memo[i].key & (cap - 1)] = t->memo[i];
+		free(t->memo);
+		t->memo = m;
+		t->memo_cap = cap;
+	}
+	struct pcache *c = &t->memo[region & (t->memo_cap - 1)];
+	c->key = pcache_key(parent, region);
+	c->path = path;
+	return true;
 }
 
 /* Before a fast thread's begin reads its counters, the first time it nests this deep or
- * begins this path: grows the frames (begin_slow()) and puts the path in the cache
- * (path_slow()). Return: whether the region may be pushed (if not, counted as lost). */
-static bool __attribute__((noinline)) begin_ready(struct pmc_thread *t, pmc_region_t region)
+ * begins its region in another path than last time: grows the frames (begin_slow()) and puts
+ * the path in the memo (path_get(): the cache, else the table). Return: 1 when the region may
+ * be begun through the usual code, 0 when it may be pushed but the memo could not grow (no
+ * memory: region_begin_any()), -1 when it may not be pushed (counted as lost). */
+static int __attribute__((noinline)) begin_ready(struct pmc_thread *t, pmc_region_t region)
 {
 	unsigned d = t->depth;
 	if (d >= t->begin_cap && !begin_slow(t))
-		return false;
+		return -1;
 	uint32_t parent = d ? t->stack[d - 1].path : 0;
-	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
-	if (c->key != pcache_key(parent, region))
-		path_slow(c, parent, region, d);
-	return true;
+	return memo_put(t, parent, region, path_get(t, parent, region, d));
 }
 
 /* The wall clock is the leader's page's where it has one, read in the same pass as the
@@ -1726,13 +1762,20 @@ region_begin(struct pmc_thread *t, pmc_region_t region)
 	unsigned d = t->depth;
 	if (likely(t->fast)) {
 		uint64_t key;
-		const struct pcache *c = pcache_at(t, d, region, &key);
-		if (unlikely(d >= t->begin_cap || c->key != key) && !begin_ready(t, region))
-			return;
+		const struct pcache *m = memo_at(t, d, region, &key);
+		if (unlikely(d >= t->begin_cap || m->key != key)) {
+			int r = begin_ready(t, region);
+			if (r <= 0) {
+				if (r == 0)
+					region_begin_any(t, region, false);
+				return;
+			}
+			m = memo_at(t, d, region, &key); /* the memo may have moved */
+		}
 		struct frame *f = &t->stack[d]; /* after begin_ready(): the frames may have moved */
 		if (likely(read_one_group(t, f->v, &f->t0) == 0)) {
 			t->last_rdpmc = 1;
-			f->path = c->path;
+			f->path = m->path;
 			f->id = region;
 			t->depth = d + 1;
 			return;
@@ -1795,8 +1838,8 @@ pmc_begin(pmc_region_t region)
 	}
 	unsigned d = t->depth;
 	uint64_t key;
-	const struct pcache *c = pcache_at(t, d, region, &key);
-	if (unlikely(d >= t->begin_cap || c->key != key)) {
+	const struct pcache *m = memo_at(t, d, region, &key);
+	if (unlikely(d >= t->begin_cap || m->key != key)) {
 		begin_prepare(region);
 		return;
 	}
@@ -1806,26 +1849,36 @@ pmc_begin(pmc_region_t region)
 		return;
 	}
 	t->last_rdpmc = 1;
-	f->path = c->path;
+	f->path = m->path;
 	f->id = region;
 	t->depth = d + 1;
-}
-
-/* pmc_begin() of a thread not registered yet, or not profiled. */
-static void __attribute__((noinline)) begin_other(pmc_region_t region)
-{
-	begin_id(region);
 }
 
 /* pmc_begin() itself, called from this library without the PLT. */
 static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
 
+/* pmc_begin() of a thread not registered yet, or not profiled: a thread that registers here
+ * begins its first region through pmc_begin() again (a tail call), as every other region
+ * begins: the instructions after the read are the same for its first region too. */
+static void __attribute__((noinline)) begin_other(pmc_region_t region)
+{
+	if (unlikely(!region))
+		return;
+	if (likely(thread_get() != NULL))
+		pmc_begin_again(region);
+	else
+		unprofiled_region();
+}
+
 /* pmc_begin() past its thread's frames, or of a path not in its cache: begin_ready(), then
  * the region begun through pmc_begin() again. */
 static void __attribute__((noinline)) begin_prepare(pmc_region_t region)
 {
-	if (begin_ready(T, region))
+	int r = begin_ready(T, region);
+	if (r > 0)
 		pmc_begin_again(region);
+	else if (r == 0)
+		region_begin_any(T, region, false);
 }
 
 /* A sample of a group multiplexed during the region (enabled @de, running @dr ns): every
@@ -1842,10 +1895,9 @@ region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
 }
 
 /* region_end() in full, for any thread and any case: the counters read into t->now with
- * read_counters_slow() (@read), or read already (@x: how that went, and the clock). @warm: the
- * warm-up's region (thread_warm_up()): its sample is left in the slot at head, unpublished. */
+ * read_counters_slow() (@read), or read already (@x: how that went, and the clock). */
 static void __attribute__((noinline))
-region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool warm, bool read)
+region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool read)
 {
 	uint64_t *now = t->now;
 	if (read)
@@ -1914,8 +1966,6 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 	s->region = f->path;
 	s->scaled = scaled;
 	s->wall = wall;
-	if (warm)
-		return;
 	if (unlikely(scaled))
 		atomic_store_explicit(&t->scaled_end, h + 1, memory_order_relaxed);
 	atomic_store_explicit(&t->head, h + 1, memory_order_release);
@@ -1928,7 +1978,7 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
  * innermost region ends, the clock is the one its begin read, the group was not multiplexed,
  * the ring has room) inline, every call a tail call; any other case in region_end_any(). */
 static inline __attribute__((always_inline)) void
-region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
+region_end(struct pmc_thread *t, pmc_region_t region)
 {
 	uint64_t *now = t->now;
 	struct reading x = {0, 0};
@@ -1952,8 +2002,6 @@ region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 				s->region = f->path;
 				s->scaled = 0;
 				s->wall = wall;
-				if (warm)
-					return;
 				atomic_store_explicit(&t->head, h + 1, memory_order_release);
 				/* A batch's worth: send it now rather than wait for the
 				 * background thread. */
@@ -1961,11 +2009,11 @@ region_end(struct pmc_thread *t, pmc_region_t region, bool warm)
 					flush_try(t);
 				return;
 			}
-			region_end_any(t, region, x, warm, false);
+			region_end_any(t, region, x, false);
 			return;
 		}
 	}
-	region_end_any(t, region, x, warm, true);
+	region_end_any(t, region, x, true);
 }
 
 /* pmc_end(), inlined into the macros' end too. */
@@ -1985,7 +2033,7 @@ end_id(pmc_region_t region)
 	}
 	if (unlikely(!t->depth))
 		return;
-	region_end(t, region, false);
+	region_end(t, region);
 }
 
 PMC_EXPORT void
@@ -2002,19 +2050,32 @@ thread_warm_up(struct pmc_thread *t)
 {
 	memset(t->frame_mem, 0, t->stack_cap * 3 * t->n * sizeof(uint64_t));
 	memset(t->pcache, 0, sizeof(t->pcache));
+	memset(t->memo, 0, t->memo_cap * sizeof(*t->memo));
 	struct ring *r = atomic_load(&t->ring);
 	memset(r->slots, 0, r->cap * r->stride);
 	memset(t->now, 0, sizeof(t->now));
+	/* Through the exported functions, called through this library's PLT as a program calls
+	 * them through its own, and with no instruction between them but the argument's: the
+	 * floor is what a program's empty region counts. The thread is in no list yet: no one
+	 * reads its ring, whose samples are taken back after. */
+	struct pmc_thread *self = T;
+	uint64_t h0 = atomic_load(&t->head);
+	T = t;
 	for (int k = 0; k < 2; k++) {
-		region_begin(t, PMC_WARMUP_REGION);
-		if (t->depth) /* not when the begin's read failed */
-			region_end(t, PMC_WARMUP_REGION, true);
+		pmc_begin(PMC_WARMUP_REGION);
+		pmc_end(PMC_WARMUP_REGION);
 	}
-	/* The second, warm, one is the floor: region_end() left it in the slot at head. */
-	const struct pmc_sample *s = ring_slot(r, atomic_load(&t->head));
-	memcpy(t->floor_v, s->values, t->n * sizeof(uint64_t));
-	t->floor_wall = s->wall;
-	t->floor_pending = 1;
+	T = self;
+	/* The second, warm, one is the floor (none when a read failed). */
+	uint64_t h = atomic_load(&t->head);
+	if (h > h0) {
+		const struct pmc_sample *s = ring_slot(r, h - 1);
+		memcpy(t->floor_v, s->values, t->n * sizeof(uint64_t));
+		t->floor_wall = s->wall;
+		t->floor_pending = 1;
+	}
+	atomic_store(&t->head, h0);
+	atomic_store(&t->scaled_end, 0);
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;
 	for (unsigned k = 0; k < R_THREAD_N; k++)

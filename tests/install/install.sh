@@ -80,6 +80,15 @@ dyn=$(readelf -d "$TMP/bin/pmc-consumer-static")
 	fail "pmc::client_static: the program still needs libpmcclient.so"
 pass "built with find_package(pmcclient): pmc::client and pmc::client_static"
 
+# Both ways, the program binds libpmcclient's functions at load (-z now): not lazily, inside
+# the first region, on its first pmc_end().
+for p in pmc-consumer-pc pmc-consumer-cmake; do
+	dyn=$(readelf -d "$TMP/bin/$p")
+	grep -Eq "\((FLAGS|FLAGS_1)\).*(BIND_NOW|NOW)" <<<"$dyn" ||
+		fail "$p: not linked with -z now (no BIND_NOW in its dynamic section)"
+done
+pass "pkg-config's and find_package's programs bind at load (BIND_NOW)"
+
 PROGS=(pmc-consumer-pc pmc-consumer-cmake pmc-consumer-static)
 chmod -R a+rX "$TMP/bin" "$DEST"
 for p in "${PROGS[@]}"; do

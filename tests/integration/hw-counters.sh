@@ -184,6 +184,50 @@ check_loop "4 threads" loop-threads "$CLIENT_PID" 1000000
 same_constant "4 threads"
 expect_eq "4 threads: every thread's path" "$(kv rdpmc "$TMP/thr")" $want_rdpmc
 
+# A thread's first region, whose pmc_begin() registers the thread (no warm-up), leaves through
+# the same code as every other begin: it counts the same constant, in the process's first
+# thread and in new ones. No LD_BIND_NOW: pmc-test-hw links pmc::client, whose link options
+# (as pkg-config's Libs) bind pmc_end() at load, not inside the first region.
+run_client "$TMP/cold" env PMC_EVENTS=instructions "$HW" cold loop loop-cold 1000000 3
+check_loop "a thread's first region (it registers the thread)" loop-cold "$CLIENT_PID" 1000000
+same_constant "a thread's first region"
+run_client "$TMP/coldt" env PMC_EVENTS=instructions "$HW" cold threads 4 loop-cold-t 1000000 3
+check_loop "4 threads, each one's first region registering it" loop-cold-t "$CLIENT_PID" 1000000
+same_constant "4 threads' first regions"
+
+# Nested pairs, 80 of them (160 names, more paths than the thread's 64-slot cache; 481 samples,
+# fewer than a batch: none is sent inside a region): each outer region counts its inner one
+# plus one constant D, whatever the names. The first sample of each outer region also counts
+# the inner path's first begin on the thread (its look-up in the process's table), and only
+# that one (README: "Limits").
+run_client "$TMP/pairs" env PMC_EVENTS=instructions "$HW" pairs pair 80 100000 3
+pairs=$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[] | select(.name | startswith("pair-"))
+	| {key: .name, value: [.count, .events.instructions.min, .events.instructions.max, .events.instructions.sum]}] | from_entries')
+expect_eq "nested pairs: regions" "$(jq 'length' <<<"$pairs")" 160
+if [ "$EXACT" = 1 ]; then
+	jq -e '[to_entries[] | select(.key | startswith("pair-i")) | .value | select(.[1] != .[2])] | length == 0' <<<"$pairs" >/dev/null ||
+		fail "nested pairs: an inner region's samples vary: $pairs"
+	ds=$(jq -c '. as $p | [range(80) | tostring | [$p["pair-o" + .], $p["pair-i" + .]] | .[0][1] - .[1][1]] | unique' <<<"$pairs")
+	[ "$(jq length <<<"$ds")" = 1 ] || fail "nested pairs: outer - inner differs between pairs: $ds"
+	jq -e '[to_entries[] | select(.key | startswith("pair-o")) | .value | select(.[3] - .[2] != (.[0] - 1) * .[1])] | length == 0' <<<"$pairs" >/dev/null ||
+		fail "nested pairs: an outer region's samples other than its first vary: $pairs"
+	pass "80 nested pairs: outer = inner + $(jq '.[0]' <<<"$ds") in every sample but each outer's first (+$(jq -c '[to_entries[] | select(.key | startswith("pair-o")) | .value | .[2] - .[1]] | [min, max]' <<<"$pairs"): the inner path's first begin)"
+fi
+
+# pmcctl's floor (what the thread's warm-up region measured) is what a program's empty region
+# counts of the library: pmc_begin(); pmc_end(), called as a program calls them.
+run_client "$TMP/empty" env PMC_EVENTS=instructions "$HW" empty empty 5
+j=$(region empty "$CLIENT_PID")
+lo=$(jq .events.instructions.min <<<"$j")
+floor=$(jq .events.instructions.floor <<<"$j")
+[[ "$floor" =~ ^[0-9]+$ ]] || fail "no floor in pmcctl query: $j"
+if [ "$EXACT" = 1 ]; then
+	expect_eq "an empty region, every sample" "$(jq .events.instructions.max <<<"$j")" "$lo"
+	expect_eq "pmcctl's floor: an empty region's instructions" "$floor" "$lo"
+else
+	pass "pmcctl's floor $floor, an empty region $lo..$(jq .events.instructions.max <<<"$j") instructions"
+fi
+
 # cycles, instructions and a libpfm4 name beside them: the core's INST_RETIRED on arm64 where
 # libpfm4 knows the core (cortex-a57), else the architectural event's raw number
 # (perf_raw::r0008, or r00c0: retired instructions on Intel and AMD); IPC derived.

@@ -20,6 +20,12 @@
  *                        pmc_begin, before pmc_end) and around it: prints inner_sum=,
  *                        inner_min=, outer_sum=, outer_max= (ns), the bounds of the wall
  *                        times pmc reports (its clock is the page's where it has one)
+ *   pairs NAME P N K     K rounds of P pairs of nested regions: NAME-oI around NAME-iI around
+ *                        N iterations, I from 0 to P-1 (many names: more paths than a cache)
+ *   empty NAME K         K empty regions NAME (pmc_begin(); pmc_end()): what the library
+ *                        counts of its own, which pmcctl's floor must equal
+ *   cold MODE ...        MODE (loop or threads) without the warm-up: each thread registers in
+ *                        the pmc_begin() of its first region NAME
  *
  * Exit 0 on success, 1 on a failure (said on stderr), 2 on a usage error.
  */
@@ -45,10 +51,15 @@ struct work {
 	int rdpmc;
 };
 
-/* One region "warm-up", as each process and thread runs first. */
+/* "cold": no warm-up region, the first region registers the thread. */
+static int cold;
+
+/* One region "warm-up", as each process and thread runs first (but "cold"). */
 static void
 warm_up(void)
 {
+	if (cold)
+		return;
 	pmc_region_t warm = pmc_region("warm-up");
 
 	pmc_begin(warm);
@@ -127,6 +138,53 @@ run_deep(const struct work *w)
 	printf("rdpmc=%d\n", pmc_thread_uses_rdpmc());
 }
 
+/* K rounds of P pairs of nested regions (NAME-oI { NAME-iI { N iterations } }). */
+static int
+run_pairs(const struct work *w, long p)
+{
+	pmc_region_t(*r)[2] = calloc((size_t)p, sizeof(*r));
+	if (!r) {
+		fprintf(stderr, "pmc-test-hw: out of memory\n");
+		return 1;
+	}
+	for (long i = 0; i < p; i++) {
+		char name[256];
+		snprintf(name, sizeof(name), "%s-o%ld", w->name, i);
+		r[i][0] = pmc_region(name);
+		snprintf(name, sizeof(name), "%s-i%ld", w->name, i);
+		r[i][1] = pmc_region(name);
+	}
+	warm_up();
+	for (long k = 0; k < w->k; k++)
+		for (long i = 0; i < p; i++) {
+			pmc_begin(r[i][0]);
+			pmc_begin(r[i][1]);
+			hw_loop2(w->n);
+			pmc_end(r[i][1]);
+			pmc_end(r[i][0]);
+		}
+	free(r);
+	printf("rdpmc=%d\n", pmc_thread_uses_rdpmc());
+	return 0;
+}
+
+/* K empty regions. */
+static void
+run_empty(const char *name, long k)
+{
+	pmc_region_t r = pmc_region(name);
+
+	warm_up();
+	/* A volatile count: its update stays after pmc_end() (the compiler put the loop's
+	 * increment between the calls), so that the region is the usual pmc_begin(r);
+	 * pmc_end(r), one instruction between the calls (r into the argument register). */
+	for (volatile long i = 0; i < k; i++) {
+		pmc_begin(r);
+		pmc_end(r);
+	}
+	printf("rdpmc=%d\n", pmc_thread_uses_rdpmc());
+}
+
 static void *
 thread_main(void *p)
 {
@@ -150,8 +208,8 @@ parse_u64(const char *s, uint64_t min)
 static int
 usage(void)
 {
-	fprintf(stderr,
-	        "usage: pmc-test-hw loop|fork|exec|deep|wall NAME N K | threads T NAME N K\n");
+	fprintf(stderr, "usage: pmc-test-hw [cold] loop|fork|exec|deep|wall NAME N K | [cold] "
+	                "threads T NAME N K | pairs NAME P N K | empty NAME K\n");
 	return 2;
 }
 
@@ -161,8 +219,32 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2)
 		return usage();
+	if (!strcmp(argv[1], "cold")) {
+		cold = 1;
+		argv++;
+		argc--;
+		if (argc < 2)
+			return usage();
+	}
 	const char *mode = argv[1];
 	long threads = 0;
+
+	if (!strcmp(mode, "empty")) {
+		if (argc != 4)
+			return usage();
+		run_empty(argv[2], (long)parse_u64(argv[3], 1));
+		return 0;
+	}
+	if (!strcmp(mode, "pairs")) {
+		if (argc != 6)
+			return usage();
+		long p = (long)parse_u64(argv[3], 1);
+		struct work w = {.name = argv[2],
+		                 .n = parse_u64(argv[4], 1),
+		                 .k = (long)parse_u64(argv[5], 1)};
+		printf("instructions=%" PRIu64 "\n", 2 * w.n);
+		return run_pairs(&w, p);
+	}
 
 	if (!strcmp(mode, "threads")) {
 		if (argc != 6)
