@@ -161,13 +161,15 @@ log "initramfs: $(du -h "$W/initramfs.cpio.gz" | cut -f1), $(ls "$LIBDIR" | wc -
 # boot CPU: the suite on one emulated machine; QEMU exits 0 whatever the guest did, so the
 # verdict is the console's last @@PMC line.
 fail=0
+PMC_EMU_ONLY_ARG=${PMC_EMU_ONLY:-}
+PMC_EMU_ONLY_ARG=${PMC_EMU_ONLY_ARG// /,}
 boot() {
 	local cpu=$1 out=$W/console-${1%%,*}.log rc=0
 	log "booting -cpu $cpu (the suite runs in the guest)"
 	timeout 900 qemu-system-aarch64 -M virt -cpu "$cpu" -smp 1 -m 1024 -icount shift=0 \
 		-display none -monitor none -serial stdio -no-reboot -nic none \
 		-kernel "$VMLINUZ" -initrd "$W/initramfs.cpio.gz" \
-		-append "console=ttyAMA0 panic=-1 loglevel=3 rdinit=/init pmc.cpu=$cpu pmc.only=${PMC_EMU_ONLY// /,}" \
+		-append "console=ttyAMA0 panic=-1 loglevel=3 rdinit=/init pmc.cpu=$cpu pmc.only=${PMC_EMU_ONLY_ARG}" \
 		</dev/null 2>&1 | tr -d '\r' >"$out" || rc=$?
 	grep -E '^@@PMC (BOOT|PMU|SYSCTL|RESULT|VERDICT|END)|^@@PMC \| (ok|FAIL|SKIP|constant|caps|bench|note)' "$out" |
 		sed 's/^@@PMC /  /' || true
