@@ -58,8 +58,12 @@
 #define PMC_PCACHE 64
 /* Path definitions in one Define message at most. */
 #define PMC_DEFINE_MAX 1024
-/* Samples in one batch; a thread sends itself once its ring holds that many. */
+/* Samples in one batch at most. */
 #define PMC_BATCH 512
+/* Samples in a thread's ring at which its region's end wakes the background thread to send
+ * them (batch_due()), and again every PMC_KICK / 4 more while they wait; at 3/4 of the ring
+ * the thread sends them itself. */
+#define PMC_KICK (PMC_BATCH / 2)
 /* A thread's ring (a power of two): room for a batch while the last one is on its way. */
 #define PMC_RING 1024
 /* What a ring grows to while the daemon is away or behind (restarting): sent when it is back. */
@@ -154,7 +158,8 @@ struct frame {
 	pmc_region_t id;
 	uint32_t path; /* the call path it began in: what its sample is sent as */
 	uint64_t t0;
-	uint64_t *v; /* n values, then n enabled, then n running */
+	uint64_t *v;      /* n values, then n enabled, then n running */
+	uint64_t unused_; /* 32 bytes: a frame's address is one shift */
 };
 
 struct pmc_thread {
@@ -183,14 +188,24 @@ struct pmc_thread {
 	int rdpmc;
 	int fast; /* rdpmc, one_group and the page's clock: read_counters() takes read_one_group()
 	           */
-	int last_rdpmc; /* the last read_counters() took rdpmc */
+	/* The last read of the general way took rdpmc; where it did not, head then (a later
+	 * sample's end was read by the usual way, with rdpmc): see pmc_thread_uses_rdpmc(). */
+	int last_rdpmc;
+	uint64_t fallback_head;
 	unsigned depth;
+	/* pmc_begin() and pmc_end() take their usual way (frame_fast(), thread_fast_cap()) while
+	 * depth < fast_cap (a begin) or depth - 1 < fast_cap (an end): begin_cap while the thread
+	 * is ST_ON and fast, else 0; one compare for the state, the kind of thread, the frames'
+	 * room and an overflow. */
+	unsigned fast_cap;
 	unsigned overflow;  /* begins not pushed (too deep, or a failed read): their ends skip */
 	unsigned stack_cap; /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
 	/* The depth below which a begin is pushed without begin_slow(): stack_cap, 0 while
 	 * overflow (one compare in pmc_begin for both). */
 	unsigned begin_cap;
-	struct frame *stack; /* each frame's v points into frame_mem */
+	/* Each frame's v points into frame_mem; stack[-1] is a frame of path 0 and id 0 that is
+	 * never begun: the parent of the outermost region, read with no branch. */
+	struct frame *stack;
 	uint64_t *frame_mem;
 	/* The (parent path, region) -> path pairs this thread met last: slot
 	 * pcache_slot(parent, region), key pcache_key(parent, region) (one compare); key 0
@@ -207,6 +222,7 @@ struct pmc_thread {
 	 * before the counters are read, by begin_ready(). */
 	struct pcache *memo;
 	uint32_t memo_cap;
+	uint32_t memo_mask; /* memo_cap - 1 */
 	uint64_t now[3 * PMC_MAX_EVENTS];
 	/*
 	 * The ring of samples. The thread writes slot head, then publishes it by storing
@@ -315,6 +331,15 @@ static void connection_failed_locked(int r);
 static int reattach_locked(struct pmc_thread *t);
 static void pmc_atexit(void);
 static void thread_warm_up(struct pmc_thread *t);
+static struct frame *frames_new(unsigned cap);
+
+/* Sets @t->fast_cap from what it depends on: call after each change of state, fast or
+ * begin_cap. */
+static inline void
+thread_fast_cap(struct pmc_thread *t)
+{
+	t->fast_cap = t->fast && t->state == ST_ON ? t->begin_cap : 0;
+}
 static int service_start_locked(void);
 static char *name_copy_locked(const char *name, size_t len);
 
@@ -482,6 +507,7 @@ on_fork_child(void)
 		}
 		t->rdpmc = 0;
 		t->fast = 0;
+		t->fast_cap = 0;
 		t->prev = NULL;
 		t->next = NULL;
 		if (t->state == ST_ON)
@@ -502,7 +528,7 @@ on_fork_child(void)
 	memset(G.announced, 0, sizeof(G.announced));
 	G.path_defined = 0;
 	/* The background thread did not survive the fork; the parent's losses are its own. */
-	G.service = 0;
+	__atomic_store_n(&G.service, 0, __ATOMIC_RELAXED);
 	G.blocked = 0;
 	G.reg_late = 0;
 	G.sent_total = 0;
@@ -654,7 +680,10 @@ pmc_thread_uses_rdpmc(void)
 	struct pmc_thread *t = T;
 	if (!t || t->state != ST_ON || t->gen != atomic_load(&G.gen))
 		return -1;
-	return t->rdpmc && t->last_rdpmc;
+	/* The usual way reads with rdpmc and leaves last_rdpmc as it is: a sample published after
+	 * the general way's last fallback to read() was the usual way's. */
+	return t->rdpmc && (t->last_rdpmc || atomic_load_explicit(&t->head, memory_order_relaxed) >
+	                                             t->fallback_head);
 }
 
 /* FNV-1a of @name, and its length in *@len; stops after PMC_REGION_NAME_MAX bytes (a name
@@ -883,7 +912,8 @@ thread_release(struct pmc_thread *t)
 	for (size_t i = 0; i < t->n; i++)
 		free(t->ev_names[i]);
 	free(t->frame_mem);
-	free(t->stack);
+	if (t->stack)
+		free(t->stack - 1);
 	free(t->memo);
 	ring_free(atomic_load(&t->ring));
 	ring_free(t->old);
@@ -1311,9 +1341,10 @@ register_locked(bool *fd_starved, bool *transient)
 			return NULL;
 		}
 	t->stack_cap = t->begin_cap = PMC_STACK_START;
-	t->stack = calloc(PMC_STACK_START, sizeof(*t->stack));
+	t->stack = frames_new(PMC_STACK_START);
 	t->frame_mem = calloc(PMC_STACK_START * 3 * t->n, sizeof(uint64_t));
 	t->memo_cap = PMC_PCACHE;
+	t->memo_mask = PMC_PCACHE - 1;
 	t->memo = calloc(t->memo_cap, sizeof(*t->memo));
 	struct ring *ring = ring_new(PMC_RING, t->n);
 	atomic_store(&t->ring, ring);
@@ -1324,6 +1355,7 @@ register_locked(bool *fd_starved, bool *transient)
 	for (unsigned d = 0; d < PMC_STACK_START; d++)
 		t->stack[d].v = t->frame_mem + d * 3 * t->n;
 	t->state = ST_ON;
+	thread_fast_cap(t);
 	t->announced = 0;
 	/* Before the background thread can see the ring: nothing of this is a sample. */
 	thread_warm_up(t);
@@ -1381,6 +1413,7 @@ read_groups(struct pmc_thread *t, uint64_t *v)
 		t->last_rdpmc = ok;
 		if (ok)
 			return 0;
+		t->fallback_head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	}
 	uint64_t buf[3 + PMC_MAX_EVENTS];
 	for (size_t g = 0; g < n;) {
@@ -1439,6 +1472,8 @@ read_counters(struct pmc_thread *t, uint64_t *v, int end)
 }
 
 static void flush_try(struct pmc_thread *t);
+static void batch_due(struct pmc_thread *t);
+static void end_general(struct pmc_thread *t, pmc_region_t region);
 
 /* Frees @t, the structure of a thread that goes or starts over. */
 static void
@@ -1636,15 +1671,25 @@ path_get(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
 	return path_slow(c, parent, region, d);
 }
 
+/* @cap frames and, before them, the parent of the outermost (path 0, id 0), zeroed. Return:
+ * the first frame (free() the one before it), or NULL. */
+static struct frame *
+frames_new(unsigned cap)
+{
+	struct frame *st = calloc((size_t)cap + 1, sizeof(*st));
+	return st ? st + 1 : NULL;
+}
+
 /* Doubles @t's frames (a thread nesting deeper than ever before). Return: 0 or -ENOMEM. */
 static int
 stack_grow(struct pmc_thread *t)
 {
 	unsigned cap = 2 * t->stack_cap, w = 3 * (unsigned)t->n;
-	struct frame *st = calloc(cap, sizeof(*st));
+	struct frame *st = frames_new(cap);
 	uint64_t *mem = calloc((size_t)cap * w, sizeof(uint64_t));
 	if (!st || !mem) {
-		free(st);
+		if (st)
+			free(st - 1);
 		free(mem);
 		return -ENOMEM;
 	}
@@ -1652,7 +1697,7 @@ stack_grow(struct pmc_thread *t)
 	memcpy(mem, t->frame_mem, (size_t)t->stack_cap * w * sizeof(uint64_t));
 	for (unsigned d = 0; d < cap; d++)
 		st[d].v = mem + (size_t)d * w;
-	free(t->stack);
+	free(t->stack - 1);
 	free(t->frame_mem);
 	t->stack = st;
 	t->frame_mem = mem;
@@ -1667,11 +1712,13 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 {
 	if (!t->overflow && t->stack_cap < PMC_MAX_DEPTH && stack_grow(t) == 0) {
 		t->begin_cap = t->stack_cap;
+		thread_fast_cap(t);
 		return true;
 	}
 	count_loss(t, t->depth >= t->stack_cap ? R_DEPTH : R_READ, 1);
 	t->overflow++;
 	t->begin_cap = 0;
+	thread_fast_cap(t);
 	return false;
 }
 
@@ -1704,6 +1751,7 @@ memo_put(struct pmc_thread *t, uint32_t parent, pmc_region_t region, uint32_t pa
 		free(t->memo);
 		t->memo = m;
 		t->memo_cap = cap;
+		t->memo_mask = cap - 1;
 	}
 	struct pcache *c = &t->memo[region & (t->memo_cap - 1)];
 	c->key = pcache_key(parent, region);
@@ -1745,45 +1793,11 @@ region_begin_any(struct pmc_thread *t, pmc_region_t region, bool fast_failed)
 		count_loss(t, R_READ, 1);
 		t->overflow++;
 		t->begin_cap = 0;
+		thread_fast_cap(t);
 		return;
 	}
 	f->id = region;
 	t->depth++;
-}
-
-/* A region's begin: the usual case of a thread that reads its group through the pages inline,
- * with no call but begin_slow() the first time the thread nests this deep, and path_slow()
- * the first time a path begins on it, both before the counters are read: the instructions
- * after the read are the same for every region (what a region counts of the library's own
- * does not vary); any other case in region_begin_any(). */
-static inline __attribute__((always_inline)) void
-region_begin(struct pmc_thread *t, pmc_region_t region)
-{
-	unsigned d = t->depth;
-	if (likely(t->fast)) {
-		uint64_t key;
-		const struct pcache *m = memo_at(t, d, region, &key);
-		if (unlikely(d >= t->begin_cap || m->key != key)) {
-			int r = begin_ready(t, region);
-			if (r <= 0) {
-				if (r == 0)
-					region_begin_any(t, region, false);
-				return;
-			}
-			m = memo_at(t, d, region, &key); /* the memo may have moved */
-		}
-		struct frame *f = &t->stack[d]; /* after begin_ready(): the frames may have moved */
-		if (likely(read_one_group(t, f->v, &f->t0) == 0)) {
-			t->last_rdpmc = 1;
-			f->path = m->path;
-			f->id = region;
-			t->depth = d + 1;
-			return;
-		}
-		region_begin_any(t, region, true);
-		return;
-	}
-	region_begin_any(t, region, false);
 }
 
 /* A region of a thread that runs unprofiled: one dropped sample, by its reason, when it is
@@ -1802,56 +1816,68 @@ static void __attribute__((noinline)) unprofiled_region(void)
 		atomic_fetch_add_explicit(&G.lost[R_NO_DAEMON], 1, memory_order_relaxed);
 }
 
+static void begin_other(pmc_region_t region);
+static void begin_general(struct pmc_thread *t, pmc_region_t region);
+
+/* The usual begin (pmc_begin(), and the macros' inline): a thread that reads its group through
+ * the pages, with room in its frames, and a region that begins in the same path as last time
+ * (its memo slot): one pass over each page (pmc_reader_pass_leader(), _count()) into the frame.
+ * Every other case, and a pass that cannot be made, goes the general way (begin_general(),
+ * region_begin_any()) with a tail call; a thread that registers, a path new to the memo or frames
+ * that must grow are prepared there and begun again through this code, so that the instructions
+ * after the read are the same for every region: what a region counts of the library's own is
+ * one constant. */
+static inline __attribute__((always_inline)) void
+begin_fast(pmc_region_t region)
+{
+	struct pmc_thread *t = T;
+	if (unlikely(!t)) {
+		begin_other(region);
+		return;
+	}
+	unsigned d = t->depth;
+	if (unlikely(d >= t->fast_cap || !region)) {
+		begin_general(t, region);
+		return;
+	}
+	struct frame *f = &t->stack[d];
+	const struct pcache *m = &t->memo[region & t->memo_mask];
+	if (unlikely(m->key != pcache_key(f[-1].path, region))) {
+		begin_general(t, region);
+		return;
+	}
+	size_t n = t->n;
+	uint64_t *v = f->v;
+	struct pmc_reading rd;
+	if (unlikely(pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd) < 0)) {
+		region_begin_any(t, region, true);
+		return;
+	}
+	v[0] = rd.value;
+	v[n] = rd.enabled;
+	v[2 * n] = rd.running;
+	f->t0 = rd.clock;
+	for (size_t i = 1; i < n; i++)
+		if (unlikely(pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &v[i]) < 0)) {
+			region_begin_any(t, region, true);
+			return;
+		}
+	f->path = m->path;
+	f->id = region;
+	t->depth = d + 1;
+}
+
 /* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
 static inline __attribute__((always_inline)) void
 begin_id(pmc_region_t region)
 {
-	if (unlikely(!region))
-		return;
-	struct pmc_thread *t = thread_get();
-	if (likely(t))
-		region_begin(t, region);
-	else
-		unprofiled_region();
+	begin_fast(region);
 }
 
-static void begin_other(pmc_region_t region);
-static void begin_prepare(pmc_region_t region);
-
-/* pmc_begin() is a leaf in its usual case (the thread reads its group through the pages, its
- * frames have room, the path is in its cache): every other case is a tail call, and a thread
- * that is not a fast one leaves before a register is saved (with gcc). The
- * first begin of a path on the thread, or past its frames, is prepared (begin_prepare()) and
- * then begun again through the same code: the instructions after the read are the same for
- * every region. (The macros' begin, which returns the id, is region_begin()'s.) */
 PMC_EXPORT void
 pmc_begin(pmc_region_t region)
 {
-	struct pmc_thread *t = T;
-	if (unlikely(!region || !t || t->state != ST_ON)) {
-		begin_other(region);
-		return;
-	}
-	if (unlikely(!t->fast)) {
-		region_begin_any(t, region, false);
-		return;
-	}
-	unsigned d = t->depth;
-	uint64_t key;
-	const struct pcache *m = memo_at(t, d, region, &key);
-	if (unlikely(d >= t->begin_cap || m->key != key)) {
-		begin_prepare(region);
-		return;
-	}
-	struct frame *f = &t->stack[d];
-	if (unlikely(read_one_group(t, f->v, &f->t0) < 0)) {
-		region_begin_any(t, region, true);
-		return;
-	}
-	t->last_rdpmc = 1;
-	f->path = m->path;
-	f->id = region;
-	t->depth = d + 1;
+	begin_fast(region);
 }
 
 /* pmc_begin() itself, called from this library without the PLT. */
@@ -1870,15 +1896,28 @@ static void __attribute__((noinline)) begin_other(pmc_region_t region)
 		unprofiled_region();
 }
 
-/* pmc_begin() past its thread's frames, or of a path not in its cache: begin_ready(), then
- * the region begun through pmc_begin() again. */
-static void __attribute__((noinline)) begin_prepare(pmc_region_t region)
+/* pmc_begin() of a thread that is not on the usual way (begin_fast()): not ST_ON (registers
+ * here, or runs unprofiled), read with read(), past its frames, inside a begin that was not
+ * pushed, or of a path not in its memo. A fast thread's begin is prepared (begin_ready()) and
+ * begun again through pmc_begin(). */
+static void __attribute__((noinline)) begin_general(struct pmc_thread *t, pmc_region_t region)
 {
-	int r = begin_ready(T, region);
-	if (r > 0)
+	if (unlikely(!region))
+		return;
+	if (t->state != ST_ON) {
+		begin_other(region);
+		return;
+	}
+	if (!t->fast) {
+		region_begin_any(t, region, false);
+		return;
+	}
+	int r = begin_ready(t, region);
+	thread_fast_cap(t);
+	if (r > 0 && t->depth < t->fast_cap)
 		pmc_begin_again(region);
-	else if (r == 0)
-		region_begin_any(T, region, false);
+	else if (r >= 0)
+		region_begin_any(t, region, false);
 }
 
 /* A sample of a group multiplexed during the region (enabled @de, running @dr ns): every
@@ -1969,77 +2008,103 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 	if (unlikely(scaled))
 		atomic_store_explicit(&t->scaled_end, h + 1, memory_order_relaxed);
 	atomic_store_explicit(&t->head, h + 1, memory_order_release);
-	/* A batch's worth: send it now rather than wait for the background thread. */
-	if (unlikely(h + 1 - tl >= PMC_BATCH && h >= t->retry_at))
-		flush_try(t);
+	if (!t->last_rdpmc)
+		t->fallback_head = h + 1;
+	/* A batch's worth: the background thread sends it, or this one (batch_due()). */
+	if (unlikely(h + 1 - tl >= PMC_KICK && h >= t->retry_at))
+		batch_due(t);
 }
 
-/* A region's end: the usual case of a thread that reads its group through the pages (the
- * innermost region ends, the clock is the one its begin read, the group was not multiplexed,
- * the ring has room) inline, every call a tail call; any other case in region_end_any(). */
+/* The usual end (pmc_end(), and the macros' inline): the innermost region of a thread on the
+ * usual way, with room in its ring: one pass over each page (the ring's slot takes the
+ * deltas), and a group that was not multiplexed within the region. Every other case, before
+ * the read, goes the general way (end_general()); after it, a pass that could not be made or a
+ * multiplexed group reads again there (region_end_any()). */
 static inline __attribute__((always_inline)) void
-region_end(struct pmc_thread *t, pmc_region_t region)
+end_fast(pmc_region_t region)
 {
-	uint64_t *now = t->now;
-	struct reading x = {0, 0};
-	if (likely(t->fast)) {
-		if (likely(read_one_group(t, now, &x.clock) == 0)) {
-			t->last_rdpmc = 1;
-			size_t n = t->n;
-			unsigned d = t->depth;
-			struct frame *f = &t->stack[d - 1];
-			const uint64_t *v0 = f->v;
-			uint64_t wall = 0;
-			struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
-			uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
-			uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
-			if (likely(f->id == region && pmc_wall_delta(f->t0, x.clock, &wall) == 0 &&
-			           h - tl < rg->cap && now[n] - v0[n] == now[2 * n] - v0[2 * n])) {
-				struct pmc_sample *s = ring_slot(rg, h);
-				t->depth = d - 1;
-				for (size_t j = 0; j < n; j++)
-					s->values[j] = now[j] - v0[j];
-				s->region = f->path;
-				s->scaled = 0;
-				s->wall = wall;
-				atomic_store_explicit(&t->head, h + 1, memory_order_release);
-				/* A batch's worth: send it now rather than wait for the
-				 * background thread. */
-				if (unlikely(h + 1 - tl >= PMC_BATCH && h >= t->retry_at))
-					flush_try(t);
-				return;
-			}
-			region_end_any(t, region, x, false);
+	struct pmc_thread *t = T;
+	if (unlikely(!t))
+		return;
+	unsigned d = t->depth;
+	if (unlikely(d - 1 >= t->fast_cap)) {
+		end_general(t, region);
+		return;
+	}
+	struct frame *f = &t->stack[d - 1];
+	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
+	if (unlikely(f->id != region || h - tl >= rg->cap)) {
+		end_general(t, region);
+		return;
+	}
+	size_t n = t->n;
+	const uint64_t *v0 = f->v;
+	struct pmc_sample *s = ring_slot(rg, h);
+	struct pmc_reading rd;
+	if (unlikely(pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd) < 0)) {
+		region_end_any(t, region, (struct reading){0, 0}, true);
+		return;
+	}
+	uint64_t wall = rd.clock - f->t0;
+	/* Multiplexed within the region (the group's enabled and running times grew apart), or a
+	 * wall time pmc_wall_delta() would not take as it is: read again the general way. Checked
+	 * before the members are read, so that none of the leader's values is held across. */
+	if (unlikely((rd.enabled - v0[n] != rd.running - v0[2 * n]) | (wall >> 62))) {
+		region_end_any(t, region, (struct reading){0, 0}, true);
+		return;
+	}
+	s->values[0] = rd.value - v0[0];
+	s->region = f->path;
+	s->scaled = 0;
+	s->wall = wall;
+	for (size_t i = 1; i < n; i++) {
+		uint64_t c;
+		if (unlikely(pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &c) < 0)) {
+			region_end_any(t, region, (struct reading){0, 0}, true);
 			return;
 		}
+		s->values[i] = c - v0[i];
 	}
-	region_end_any(t, region, x, true);
+	t->depth = d - 1;
+	atomic_store_explicit(&t->head, h + 1, memory_order_release);
+	/* A batch's worth: the background thread sends it, or this one (batch_due()). */
+	if (unlikely(h + 1 - tl >= PMC_KICK && h >= t->retry_at))
+		batch_due(t);
 }
 
 /* pmc_end(), inlined into the macros' end too. */
 static inline __attribute__((always_inline)) void
 end_id(pmc_region_t region)
 {
-	struct pmc_thread *t = T;
-	/* ST_FORKED: a region open across fork(), ending in the child: its counters were the
-	 * parent's. */
-	if (unlikely(!region || !t || t->state != ST_ON))
-		return;
-	/* The end of a begin that was not pushed: leave the open frames alone. */
-	if (unlikely(t->overflow)) {
-		if (!--t->overflow)
-			t->begin_cap = t->stack_cap;
-		return;
-	}
-	if (unlikely(!t->depth))
-		return;
-	region_end(t, region);
+	end_fast(region);
 }
 
 PMC_EXPORT void
 pmc_end(pmc_region_t region)
 {
-	end_id(region);
+	end_fast(region);
+}
+
+/* pmc_end() of a thread not on the usual way (end_fast()), of a region that is not the
+ * innermost, or with a full ring. ST_FORKED: a region open across fork(), ending in the child:
+ * its counters were the parent's, no sample. */
+static void __attribute__((noinline)) end_general(struct pmc_thread *t, pmc_region_t region)
+{
+	if (unlikely(!region || t->state != ST_ON))
+		return;
+	/* The end of a begin that was not pushed: leave the open frames alone. */
+	if (unlikely(t->overflow)) {
+		if (!--t->overflow) {
+			t->begin_cap = t->stack_cap;
+			thread_fast_cap(t);
+		}
+		return;
+	}
+	if (unlikely(!t->depth))
+		return;
+	region_end_any(t, region, (struct reading){0, 0}, true);
 }
 
 /* Unrecorded regions through the same code, so that the first real region does not count
@@ -2078,6 +2143,7 @@ thread_warm_up(struct pmc_thread *t)
 	atomic_store(&t->scaled_end, 0);
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;
+	thread_fast_cap(t);
 	for (unsigned k = 0; k < R_THREAD_N; k++)
 		atomic_store(&t->lost[k], 0);
 }
@@ -2527,7 +2593,7 @@ service_start_locked(void)
 	if (pthread_attr_init(&attr) == 0) {
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&th, &attr, service_main, NULL) == 0) {
-			G.service = 1;
+			__atomic_store_n(&G.service, 1, __ATOMIC_RELAXED);
 			r = 0;
 		}
 		pthread_attr_destroy(&attr);
@@ -2583,6 +2649,23 @@ reattach_locked(struct pmc_thread *t)
 	if (r == 0)
 		t->conn = G.conn;
 	return r;
+}
+
+/* A batch's worth in @t's ring (end_fast(), region_end_any()), by the ring's own thread: the
+ * background thread is woken to encode and send it, so that neither is on the region's thread;
+ * this thread sends it itself (flush_try()) where no background thread runs, or once the ring
+ * is 3/4 full (the background thread behind, or not woken: it was busy when signalled). */
+static void __attribute__((noinline)) batch_due(struct pmc_thread *t)
+{
+	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
+	if (__atomic_load_n(&G.service, __ATOMIC_RELAXED) &&
+	    h - tl < atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 4 * 3) {
+		pthread_cond_signal(&G.wake);
+		t->retry_at = h + PMC_KICK / 4;
+		return;
+	}
+	flush_try(t);
 }
 
 /* From region_end(), by the ring's own thread, which must never wait: when another thread

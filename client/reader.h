@@ -412,6 +412,105 @@ pmc_reader_read_groups(struct perf_event_mmap_page *const *pages, const int *lea
 	return 0;
 }
 
+/* The fast passes: one seqlock pass each, with the kernel's documented protocol (plain loads
+ * between two compiler barriers: the kernel writes a thread's pages on the thread's own CPU,
+ * between its instructions, never beside them) and no retry: a pass that cannot give its
+ * reading says so and the caller takes the general way (pmc_reader_read() and its kin, which
+ * retry, or read()). What they give is what the general reader gives for the same page and
+ * instructions, wherever time_shift is below 64 and the kernel's quot * mult does not
+ * overflow (a clock reading below 2^64 ns; the unit tests compare the two). */
+
+/**
+ * pmc_reader_pass_leader() - a group leader's count, times and the page's clock, in one pass
+ * @pc: the leader's mmap()ed user page, borrowed
+ * @ops: as for pmc_reader_read()
+ * @out: receives the count, enabled, running and clock (as pmc_reader_read_clocked()) on
+ *       success only
+ *
+ * Return: 0; -EAGAIN when this pass cannot give it: the page has cap_user_rdpmc or
+ * cap_user_time_zero clear, or index 0 (the event is not on a counter: multiplexed out), or
+ * the lock moved during the pass.
+ */
+static inline __attribute__((always_inline)) int
+pmc_reader_pass_leader(const volatile struct perf_event_mmap_page *pc,
+                       const struct pmc_reader_ops *ops, struct pmc_reading *out)
+{
+	uint32_t seq = pc->lock;
+
+	pmc_barrier();
+	uint64_t caps = pc->capabilities;
+	uint32_t idx = pc->index;
+
+	if (__builtin_expect((~caps & (PMC_CAP_USER_RDPMC | PMC_CAP_USER_TIME_ZERO)) || !idx, 0))
+		return -EAGAIN;
+	/* Each value is used as soon as it is loaded (the page's loads keep their order), and
+	 * only the lock's second load decides whether the results stand. The sign extension is
+	 * pmc_sign_extend()'s with the shift modulo 64 (width 0 or 64 extends nothing); the clock
+	 * is the kernel's documented quot * mult + (rem * mult >> shift). */
+	unsigned sh = (64u - pc->pmc_width) & 63u;
+	uint64_t count = pc->offset;
+	uint64_t raw = ops->rdpmc(ops->ctx, idx - 1);
+
+	count += (uint64_t)((int64_t)(raw << sh) >> sh);
+	uint64_t cyc = ops->rdtsc(ops->ctx);
+
+	if (caps & PMC_CAP_USER_TIME_SHORT) {
+		uint64_t last = pc->time_cycles;
+
+		cyc = last + ((cyc - last) & pc->time_mask);
+	}
+	uint32_t mult = pc->time_mult;
+	unsigned shift = pc->time_shift & 63u;
+	uint64_t quot = cyc >> shift, rem = cyc - (quot << shift);
+	uint64_t ns = quot * mult + ((rem * mult) >> shift);
+	uint64_t delta = pc->time_offset + ns;
+	uint64_t enabled = pc->time_enabled + delta;
+	uint64_t running = pc->time_running + delta;
+	uint64_t clock = pc->time_zero + ns;
+
+	pmc_barrier();
+	if (__builtin_expect(pc->lock != seq, 0))
+		return -EAGAIN;
+	out->value = count;
+	out->enabled = enabled;
+	out->running = running;
+	out->clock = clock;
+	return 0;
+}
+
+/**
+ * pmc_reader_pass_count() - a group member's count, in one pass
+ * @pc: the member's mmap()ed user page, borrowed
+ * @ops: as for pmc_reader_read(); @ops->rdtsc is never called
+ * @value: receives the count on success only
+ *
+ * The member's times are its leader's (see pmc_reader_read_count()).
+ * Return: 0; -EAGAIN as pmc_reader_pass_leader() (cap_user_time_zero is not asked for).
+ */
+static inline __attribute__((always_inline)) int
+pmc_reader_pass_count(const volatile struct perf_event_mmap_page *pc,
+                      const struct pmc_reader_ops *ops, uint64_t *value)
+{
+	uint32_t seq = pc->lock;
+
+	pmc_barrier();
+	uint64_t caps = pc->capabilities;
+	uint32_t idx = pc->index;
+
+	if (__builtin_expect(!(caps & PMC_CAP_USER_RDPMC) || !idx, 0))
+		return -EAGAIN;
+	unsigned sh = (64u - pc->pmc_width) & 63u;
+	uint64_t count = pc->offset;
+	uint64_t raw = ops->rdpmc(ops->ctx, idx - 1);
+
+	count += (uint64_t)((int64_t)(raw << sh) >> sh);
+	pmc_barrier();
+	if (__builtin_expect(pc->lock != seq, 0))
+		return -EAGAIN;
+	*value = count;
+	return 0;
+}
+
 /* arm64: the counter the page's index 32 names (index - 1), the cycle counter pmccntr_el0; 0..30
  * are the event counters pmevcntr<n>_el0. */
 #define PMC_ARM64_CYCLE_COUNTER 31
@@ -470,11 +569,70 @@ pmc_rdtsc_hw(void *ctx)
  *
  * Traps (SIGILL) unless the kernel gave this task user access to the counter, which is what
  * the page's cap_user_rdpmc with a non-zero index tells (kernel.perf_user_access 1 and the
- * event opened with the PMU's "rdpmc" format bit); only pmc_reader_read() should call it. A
- * counter number the kernel never gives reads as 0.
+ * event opened with the PMU's "rdpmc" format bit); only the reader's functions should call it.
+ * A counter number the kernel never gives (32 and above) reads as 0 with the switch, as the
+ * counter of its value modulo 32 with the stubs.
  * Return: the raw counter value; a 32-bit counter's upper bits are not part of it (the kernel
  * sets them on the cycle counter), and pmc_sign_extend() drops them.
  */
+#if !defined(__ARM_FEATURE_BTI_DEFAULT)
+/* A computed branch into 32 stubs of two instructions (mrs, b), one per counter in index order:
+ * 6 instructions where a switch takes 9 (bounds check, table load, branch). @counter is taken
+ * modulo 32 (the kernel gives 0..31). Not where branch targets must be marked (BTI): there, the
+ * switch. */
+#define PMC_MRS_STUB_(reg) "mrs %0, " reg "\n\tb 2f\n\t"
+#define PMC_MRS_STUBS_                                                                             \
+	PMC_MRS_STUB_("pmevcntr0_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr1_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr2_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr3_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr4_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr5_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr6_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr7_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr8_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr9_el0")                                                             \
+	PMC_MRS_STUB_("pmevcntr10_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr11_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr12_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr13_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr14_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr15_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr16_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr17_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr18_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr19_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr20_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr21_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr22_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr23_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr24_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr25_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr26_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr27_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr28_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr29_el0")                                                            \
+	PMC_MRS_STUB_("pmevcntr30_el0")                                                            \
+	PMC_MRS_STUB_("pmccntr_el0")
+
+static inline __attribute__((always_inline)) uint64_t
+pmc_rdpmc_hw(void *ctx, uint32_t counter)
+{
+	uint64_t v, at;
+
+	(void)ctx;
+	__asm__ __volatile__("adr %1, 1f\n\t"
+	                     "add %1, %1, %w2, uxtw #3\n\t"
+	                     "br %1\n"
+	                     "1:\n\t" PMC_MRS_STUBS_ "2:"
+	                     : "=r"(v), "=&r"(at)
+	                     : "r"(counter & 31u)
+	                     : "memory");
+	return v;
+}
+#undef PMC_MRS_STUBS_
+#undef PMC_MRS_STUB_
+#else
 static inline __attribute__((always_inline)) uint64_t
 pmc_rdpmc_hw(void *ctx, uint32_t counter)
 {
@@ -521,6 +679,7 @@ pmc_rdpmc_hw(void *ctx, uint32_t counter)
 	}
 	return v;
 }
+#endif
 #undef PMC_MRS_PMEVCNTR_
 
 /**

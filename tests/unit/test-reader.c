@@ -1037,6 +1037,107 @@ test_hw_seam(void)
 #endif
 }
 
+/* The fast passes give what the general reader gives for the same page and instructions: many
+ * pages (widths 0, 32, 40, 48, 64; counters that wrapped; with and without cap_user_time_short;
+ * clocks of realistic mults and shifts), each read both ways. */
+static void
+test_pass_equals_general(void)
+{
+	static const uint16_t widths[] = {0, 32, 40, 48, 64};
+	uint64_t x = UINT64_C(0x9E3779B97F4A7C15);
+	unsigned cases = 0;
+
+	for (unsigned k = 0; k < 2000; k++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		struct perf_event_mmap_page *pg =
+		        page_rdpmc(1 + (uint32_t)(x % 32), widths[k % 5], (int64_t)(x >> 3));
+		struct fake f = {
+		        .pg = pg, .raw = x * 3, .tsc = x >> 9, .want_counter = pg->index - 1};
+		struct pmc_reader_ops ops = fake_ops(&f);
+
+		pg->cap_user_time = 1;
+		pg->cap_user_time_zero = 1;
+		pg->cap_user_time_short = k & 1;
+		pg->time_cycles = x >> 11;
+		pg->time_mask = (k & 2) ? UINT64_C(0x00FFFFFFFFFFFFFF) : UINT64_MAX;
+		/* A 24 MHz to 4 GHz clock: ns = cyc * mult >> shift, under 2^62 ns for these. */
+		pg->time_shift = (uint16_t)(10 + (k % 22));
+		pg->time_mult =
+		        (uint32_t)(((uint64_t)1 << pg->time_shift) / (1 + k % 40) + (k & 7));
+		pg->time_offset = x >> 5;
+		pg->time_zero = x >> 4;
+		pg->time_enabled = x >> 20;
+		pg->time_running = x >> 21;
+
+		struct pmc_reading a, b;
+		CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &a), 0);
+		f.tsc = x >> 9;
+		CHECK_EQ(pmc_reader_pass_leader(pg, &ops, &b), 0);
+		CHECK_EQ(b.value, a.value);
+		CHECK_EQ(b.enabled, a.enabled);
+		CHECK_EQ(b.running, a.running);
+		CHECK_EQ(b.clock, a.clock);
+		uint64_t c = 0, d = 1;
+		CHECK_EQ(pmc_reader_read_count(pg, &ops, &c), 0);
+		CHECK_EQ(pmc_reader_pass_count(pg, &ops, &d), 0);
+		CHECK_EQ(d, c);
+		cases++;
+		page_free(pg);
+	}
+	CHECK_EQ(cases, 2000);
+}
+
+/* A pass that cannot give its reading says so, once, and leaves the output alone: user reads
+ * off, no clock (the leader), the event not on a counter, the lock moved during the pass. */
+static void
+test_pass_refusals(void)
+{
+	struct perf_event_mmap_page *pg = page_rdpmc(3, 48, 1000);
+	struct fake f = {.pg = pg, .raw = 5, .tsc = 100, .want_counter = 2};
+	struct pmc_reader_ops ops = fake_ops(&f);
+	struct pmc_reading r = {.value = 7, .enabled = 7, .running = 7, .clock = 7};
+	uint64_t v = 7;
+
+	pg->cap_user_time = 1;
+	pg->cap_user_time_zero = 1;
+	pg->time_mult = 1;
+	CHECK_EQ(pmc_reader_pass_leader(pg, &ops, &r), 0);
+	CHECK_EQ(r.value, 1005);
+	CHECK_EQ(r.clock, 100);
+
+	pg->cap_user_time_zero = 0; /* the leader needs the clock; a member does not */
+	r.value = 7;
+	CHECK_EQ(pmc_reader_pass_leader(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ(r.value, 7);
+	CHECK_EQ(pmc_reader_pass_count(pg, &ops, &v), 0);
+	CHECK_EQ(v, 1005);
+	pg->cap_user_time_zero = 1;
+
+	pg->cap_user_rdpmc = 0;
+	v = 7;
+	unsigned calls = f.rdpmc_calls;
+	CHECK_EQ(pmc_reader_pass_leader(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ(pmc_reader_pass_count(pg, &ops, &v), -EAGAIN);
+	CHECK_EQ(f.rdpmc_calls, calls); /* never an rdpmc the kernel did not allow */
+	CHECK_EQ(v, 7);
+	pg->cap_user_rdpmc = 1;
+
+	pg->index = 0;
+	CHECK_EQ(pmc_reader_pass_leader(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ(pmc_reader_pass_count(pg, &ops, &v), -EAGAIN);
+	CHECK_EQ(f.rdpmc_calls, calls);
+	pg->index = 3;
+
+	/* The lock moves during the pass: no retry, no result. */
+	f.bump_first = f.rdpmc_calls + 2;
+	CHECK_EQ(pmc_reader_pass_leader(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ(pmc_reader_pass_count(pg, &ops, &v), -EAGAIN);
+	CHECK_EQ(r.value, 7);
+	CHECK_EQ(v, 7);
+	CHECK_EQ(f.rdpmc_calls, calls + 2);
+	page_free(pg);
+}
+
 int
 main(void)
 {
@@ -1065,6 +1166,8 @@ main(void)
 	RUN(test_arm64_group);
 	RUN(test_caps_layout);
 	RUN(test_hw_seam);
+	RUN(test_pass_equals_general);
+	RUN(test_pass_refusals);
 
 	CHECK_EQ(pmc_test_count_fds(), fds_at_start);
 	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
