@@ -2774,6 +2774,20 @@ pmc__scope_begin(pmc_region_t *slot, const char *name)
 	return id;
 }
 
+/* The macros' begin of a literal name: the slot, once it holds an id, is that name's. */
+PMC_EXPORT pmc_region_t
+pmc__scope_begin_literal(pmc_region_t *slot, const char *name)
+{
+	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (unlikely(!id)) {
+		id = pmc_region(name);
+		if (id)
+			__atomic_store_n(slot, id, __ATOMIC_RELEASE);
+	}
+	begin_id(id);
+	return id;
+}
+
 PMC_EXPORT void
 pmc__scope_end(struct pmc__scope *s)
 {

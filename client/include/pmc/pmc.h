@@ -220,6 +220,21 @@ PMC_EXPORT void pmc__scope_end(struct pmc__scope *s);
  * of its values. Return: the id begun (0: none).
  */
 PMC_EXPORT pmc_region_t pmc__scope_begin(pmc_region_t *slot, const char *name);
+/**
+ * Internal to PMC_SCOPE and PMC_REGION where @name is a string literal, whose call site's name
+ * never changes: as pmc__scope_begin(), but a slot that holds an id is taken as it is, with no
+ * comparison of the strings. Return: the id begun (0: none).
+ */
+PMC_EXPORT pmc_region_t pmc__scope_begin_literal(pmc_region_t *slot, const char *name);
+
+/* The macros' begin: a literal name (known to the compiler) takes the slot's id as it is. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PMC__BEGIN(slot, name)                                                                     \
+	(__builtin_constant_p(name) ? pmc__scope_begin_literal((slot), (name))                     \
+	                            : pmc__scope_begin((slot), (name)))
+#else
+#define PMC__BEGIN(slot, name) pmc__scope_begin((slot), (name))
+#endif
 
 #define PMC__CAT2(a, b) a##b
 #define PMC__CAT(a, b) PMC__CAT2(a, b)
@@ -240,8 +255,7 @@ extern "C++" {
 struct pmc__guard {
 	pmc_region_t id;
 	int once;
-	pmc__guard(pmc_region_t *slot, const char *name) noexcept
-	    : id(pmc__scope_begin(slot, name)), once(1)
+	explicit pmc__guard(pmc_region_t begun) noexcept : id(begun), once(1)
 	{
 	}
 	~pmc__guard()
@@ -278,13 +292,13 @@ struct pmc__guard {
 #if defined(__cplusplus)
 #define PMC__SCOPE(name, v)                                                                        \
 	static pmc_region_t PMC__CAT(v, _slot);                                                    \
-	pmc__guard v(&PMC__CAT(v, _slot), (name))
+	pmc__guard v(PMC__BEGIN(&PMC__CAT(v, _slot), (name)))
 #define PMC_SCOPE(name) PMC__SCOPE(name, PMC__UNIQUE(pmc__scope_))
 #elif defined(__GNUC__)
 #define PMC__SCOPE(name, v)                                                                        \
 	static pmc_region_t PMC__CAT(v, _slot);                                                    \
 	struct pmc__scope v __attribute__((cleanup(pmc__scope_end), unused)) = {                   \
-	        pmc__scope_begin(&PMC__CAT(v, _slot), (name)), 1}
+	        PMC__BEGIN(&PMC__CAT(v, _slot), (name)), 1}
 #define PMC_SCOPE(name) PMC__SCOPE(name, PMC__UNIQUE(pmc__scope_))
 #endif
 
@@ -302,12 +316,12 @@ struct pmc__guard {
  */
 #if defined(__cplusplus)
 #define PMC__REGION(name, v)                                                                       \
-	for (pmc__guard v(                                                                         \
+	for (pmc__guard v(PMC__BEGIN(                                                              \
 	             []() noexcept -> pmc_region_t * {                                             \
 		             static pmc_region_t pmc__slot;                                        \
 		             return &pmc__slot;                                                    \
 	             }(),                                                                          \
-	             (name));                                                                      \
+	             (name)));                                                                     \
 	     v.once; v.once = 0)
 #define PMC_REGION(name) PMC__REGION(name, PMC__UNIQUE(pmc__region_))
 #elif defined(__GNUC__)
@@ -315,11 +329,11 @@ struct pmc__guard {
  * from inside the for, is no warning under -pedantic. */
 #define PMC__REGION(name, v)                                                                       \
 	for (struct pmc__scope v __attribute__((cleanup(                                           \
-	             pmc__scope_end))) = {pmc__scope_begin(__extension__({                         \
-		                                                   static pmc_region_t pmc__slot;  \
-		                                                   &pmc__slot;                     \
-	                                                   }),                                     \
-	                                                   (name)),                                \
+	             pmc__scope_end))) = {PMC__BEGIN(__extension__({                               \
+		                                             static pmc_region_t pmc__slot;        \
+		                                             &pmc__slot;                           \
+	                                             }),                                           \
+	                                             (name)),                                      \
 	                                  1};                                                      \
 	     v.once; v.once = 0)
 #define PMC_REGION(name) PMC__REGION(name, PMC__UNIQUE(pmc__region_))
