@@ -195,8 +195,9 @@ run_client "$TMP/coldt" env PMC_EVENTS=instructions "$HW" cold threads 4 loop-co
 check_loop "4 threads, each one's first region registering it" loop-cold-t "$CLIENT_PID" 1000000
 same_constant "4 threads' first regions"
 
-# Nested pairs, 80 of them (160 names, more paths than the thread's 64-slot cache; 481 samples,
-# fewer than a batch: none is sent inside a region): each outer region counts its inner one
+# Nested pairs, 80 of them (160 names, more paths than the thread's 64-slot cache; 160 samples
+# a round, sent between rounds: fewer than the 256 at which a region's end wakes the background
+# thread, which would count inside the outer region): each outer region counts its inner one
 # plus one constant D, whatever the names. The first sample of each outer region also counts
 # the inner path's first begin on the thread (its look-up in the process's table), and only
 # that one (README: "Limits").

@@ -155,7 +155,7 @@ run_pairs(const struct work *w, long p)
 		r[i][1] = pmc_region(name);
 	}
 	warm_up();
-	for (long k = 0; k < w->k; k++)
+	for (long k = 0; k < w->k; k++) {
 		for (long i = 0; i < p; i++) {
 			pmc_begin(r[i][0]);
 			pmc_begin(r[i][1]);
@@ -163,6 +163,10 @@ run_pairs(const struct work *w, long p)
 			pmc_end(r[i][1]);
 			pmc_end(r[i][0]);
 		}
+		/* Each round's samples sent between rounds: a round of fewer than 128 pairs
+		 * never wakes the background thread (at 256 samples) inside a region. */
+		pmc_flush();
+	}
 	free(r);
 	printf("rdpmc=%d\n", pmc_thread_uses_rdpmc());
 	return 0;
