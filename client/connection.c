@@ -541,55 +541,31 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	_cleanup_free_ uint8_t *buf = malloc((size_t)len);
 	if (!buf)
 		return -ENOMEM;
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * WIRE_RX_FDS)];
-		struct cmsghdr align;
-	} ctrl;
-	struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
-	struct msghdr mh = {
-	        .msg_iov = &iov,
-	        .msg_iovlen = 1,
-	        .msg_control = ctrl.buf,
-	        .msg_controllen = sizeof(ctrl.buf),
-	};
-	ssize_t got;
-	do
-		got = recvmsg(G.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	while (got < 0 && errno == EINTR);
-	if (got < 0)
-		return -errno;
 	size_t nf = 0;
-	bool bad = (mh.msg_flags & MSG_TRUNC) != 0, cut = (mh.msg_flags & MSG_CTRUNC) != 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-			bad = true;
-			continue;
-		}
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (nf < PMC_MAX_EVENTS) {
-				fds[nf++] = fd;
-			} else {
-				fdcheck_close(fd, 0);
-				bad = true;
-			}
-		}
-	}
+	bool cut;
+	ssize_t got =
+	        wire_recv_cut(G.fd, buf, (size_t)len, fds, PMC_MAX_EVENTS, &nf, MSG_DONTWAIT, &cut);
+	/* More than PMC_MAX_EVENTS fds, another control message, the datagram cut short: its
+	 * fds are closed already. */
+	if (got == -EBADMSG || got == -EMSGSIZE)
+		return -EBADMSG;
+	if (got < 0)
+		return (int)got;
 	Pmc__Response *resp = NULL;
 	bool decoded = wire_unpack_response(buf, (size_t)got, &resp) == 0;
+	if (cut) {
+		/* Its fds, fewer than it carried, are closed already. */
+		*out = resp;
+		return -EMFILE;
+	}
 	/* Only counters are expected: anything else (a daemon not to be trusted) is closed
 	 * where its close cannot hold this thread, and the reply refused. */
+	bool bad = !decoded;
 	for (size_t i = 0; i < nf && !bad; i++)
 		bad = fdcheck_kind(fds[i]) != FDCHECK_PERF;
-	if (cut || bad || !decoded) {
+	if (bad) {
 		for (size_t i = 0; i < nf; i++)
 			fdcheck_close(fds[i], 0);
-		if (cut) {
-			*out = resp;
-			return -EMFILE;
-		}
 		if (resp)
 			pmc__response__free_unpacked(resp, NULL);
 		return -EBADMSG;
