@@ -82,14 +82,60 @@ pmc__name_copy_locked(const char *name, size_t len)
 	return copy;
 }
 
+/* Publishes @id (hash @h) in the table @slots of @n (a power of two), its entries written. */
 static void
-name_insert(_Atomic uint32_t *slots, uint32_t n, uint32_t h, pmc_region_t id)
+table_insert(_Atomic uint32_t *slots, uint32_t n, uint32_t h, uint32_t id)
 {
 	uint32_t i = h & (n - 1);
 	while (atomic_load_explicit(&slots[i], memory_order_relaxed))
 		i = (i + 1) & (n - 1);
 	atomic_store_explicit(&slots[i], id, memory_order_release);
 }
+
+/* A table of ids (names, paths): a small one for the first, then a big one for all. */
+struct table {
+	_Atomic uint32_t *small;
+	uint32_t n_small;               /* its slots */
+	uint32_t small_ids;             /* the first id that goes to the big one */
+	_Atomic uint32_t *_Atomic *big; /* made when small_ids comes, never freed */
+	uint32_t n_big;
+	uint32_t (*hash)(uint32_t id); /* of an id in the table */
+};
+
+/* Called with @tb's lock held: where @id, the next id, goes (*@n: how many slots), the big
+ * table made first when @id is the first for it, every earlier id moved into it before it is
+ * published. Return: the slots, or NULL when memory is short. */
+static _Atomic uint32_t *
+table_slots_locked(const struct table *tb, uint32_t id, uint32_t *n)
+{
+	_Atomic uint32_t *big = atomic_load_explicit(tb->big, memory_order_relaxed);
+	if (id >= tb->small_ids && !big) {
+		/* The small table is full: the big one takes every id from now on. */
+		big = calloc(tb->n_big, sizeof(*big));
+		if (!big)
+			return NULL;
+		for (uint32_t k = 1; k < id; k++)
+			table_insert(big, tb->n_big, tb->hash(k), k);
+		atomic_store_explicit(tb->big, big, memory_order_release);
+	}
+	*n = big ? tb->n_big : tb->n_small;
+	return big ? big : tb->small;
+}
+
+static uint32_t
+name_hash_of(uint32_t id)
+{
+	return G.hashes[id];
+}
+
+static const struct table names = {
+        .small = G.name_slots,
+        .n_small = PMC_NAME_SLOTS,
+        .small_ids = PMC_NAMES_SMALL,
+        .big = &G.name_slots_big,
+        .n_big = PMC_NAME_SLOTS_BIG,
+        .hash = name_hash_of,
+};
 
 /* Called with G.lock held: interns @name (not there yet), or 0 when the table is full (then
  * G.names_full) or memory is short. */
@@ -100,26 +146,17 @@ name_add_locked(const char *name, size_t len, uint32_t h)
 		atomic_store(&G.names_full, 1);
 		return 0;
 	}
-	_Atomic uint32_t *big = atomic_load_explicit(&G.name_slots_big, memory_order_relaxed);
-	if (G.n_regions + 1 >= PMC_NAMES_SMALL && !big) {
-		/* The small table is full: the big one takes every name from now on. */
-		big = calloc(PMC_NAME_SLOTS_BIG, sizeof(*big));
-		if (!big)
-			return 0;
-		for (pmc_region_t id = 1; id <= G.n_regions; id++)
-			name_insert(big, PMC_NAME_SLOTS_BIG, G.hashes[id], id);
-		atomic_store_explicit(&G.name_slots_big, big, memory_order_release);
-	}
+	uint32_t n;
+	_Atomic uint32_t *slots = table_slots_locked(&names, G.n_regions + 1, &n);
+	if (!slots)
+		return 0;
 	char *copy = pmc__name_copy_locked(name, len);
 	if (!copy)
 		return 0;
 	pmc_region_t id = ++G.n_regions;
 	G.names[id] = copy;
 	G.hashes[id] = h;
-	if (big)
-		name_insert(big, PMC_NAME_SLOTS_BIG, h, id);
-	else
-		name_insert(G.name_slots, PMC_NAME_SLOTS, h, id);
+	table_insert(slots, n, h, id);
 	return id;
 }
 
@@ -194,6 +231,21 @@ path_hash(uint32_t parent, pmc_region_t region)
 	return (parent * 0x9e3779b1u) ^ (region * 0x85ebca6bu);
 }
 
+static uint32_t
+path_hash_of(uint32_t id)
+{
+	return path_hash(G.path_parent[id], G.path_region[id]);
+}
+
+static const struct table paths = {
+        .small = G.path_slots,
+        .n_small = PMC_PATH_SLOTS,
+        .small_ids = PMC_PATHS_SMALL,
+        .big = &G.path_slots_big,
+        .n_big = PMC_PATH_SLOTS_BIG,
+        .hash = path_hash_of,
+};
+
 /* The path id of region @region begun in path @parent (0: none), interned on first use
  * (under G.path_lock, which no one holds for long); 0 when the table is full (or past the
  * daemon's bound) or memory is short. */
@@ -212,24 +264,16 @@ pmc__path_intern(uint32_t parent, pmc_region_t region)
 	id = big ? path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h)
 	         : path_probe(G.path_slots, PMC_PATH_SLOTS, parent, region, h);
 	uint32_t n = atomic_load_explicit(&G.n_paths, memory_order_relaxed);
-	if (!id && n + 1 < PMC_MAX_PATHS && n + 1 <= atomic_load(&G.path_max)) {
-		if (n + 1 >= PMC_PATHS_SMALL && !big &&
-		    (big = calloc(PMC_PATH_SLOTS_BIG, sizeof(*big)))) {
-			/* The small table is full: the big one takes every path from now on. */
-			for (uint32_t k = 1; k <= n; k++)
-				name_insert(big, PMC_PATH_SLOTS_BIG,
-				            path_hash(G.path_parent[k], G.path_region[k]), k);
-			atomic_store_explicit(&G.path_slots_big, big, memory_order_release);
-		}
-		if (big || n + 1 < PMC_PATHS_SMALL) {
-			id = n + 1;
-			G.path_parent[id] = parent;
-			G.path_region[id] = region;
-			/* Before the id is found (its slot) or defined (n_paths): its entries. */
-			atomic_store_explicit(&G.n_paths, id, memory_order_release);
-			name_insert(big ? big : G.path_slots,
-			            big ? PMC_PATH_SLOTS_BIG : PMC_PATH_SLOTS, h, id);
-		}
+	uint32_t n_slots;
+	_Atomic uint32_t *slots;
+	if (!id && n + 1 < PMC_MAX_PATHS && n + 1 <= atomic_load(&G.path_max) &&
+	    (slots = table_slots_locked(&paths, n + 1, &n_slots))) {
+		id = n + 1;
+		G.path_parent[id] = parent;
+		G.path_region[id] = region;
+		/* Before the id is found (its slot) or defined (n_paths): its entries. */
+		atomic_store_explicit(&G.n_paths, id, memory_order_release);
+		table_insert(slots, n_slots, h, id);
 	}
 	pthread_mutex_unlock(&G.path_lock);
 	return id;
