@@ -128,14 +128,8 @@ name_hash_of(uint32_t id)
 	return G.hashes[id];
 }
 
-static const struct table names = {
-        .small = G.name_slots,
-        .n_small = PMC_NAME_SLOTS,
-        .small_ids = PMC_NAMES_SMALL,
-        .big = &G.name_slots_big,
-        .n_big = PMC_NAME_SLOTS_BIG,
-        .hash = name_hash_of,
-};
+static const struct table names = {G.name_slots,      PMC_NAME_SLOTS,     PMC_NAMES_SMALL,
+                                   &G.name_slots_big, PMC_NAME_SLOTS_BIG, name_hash_of};
 
 /* Called with G.lock held: interns @name (not there yet), or 0 when the table is full (then
  * G.names_full) or memory is short. */
@@ -237,14 +231,8 @@ path_hash_of(uint32_t id)
 	return path_hash(G.path_parent[id], G.path_region[id]);
 }
 
-static const struct table paths = {
-        .small = G.path_slots,
-        .n_small = PMC_PATH_SLOTS,
-        .small_ids = PMC_PATHS_SMALL,
-        .big = &G.path_slots_big,
-        .n_big = PMC_PATH_SLOTS_BIG,
-        .hash = path_hash_of,
-};
+static const struct table paths = {G.path_slots,      PMC_PATH_SLOTS,     PMC_PATHS_SMALL,
+                                   &G.path_slots_big, PMC_PATH_SLOTS_BIG, path_hash_of};
 
 /* The path id of region @region begun in path @parent (0: none), interned on first use
  * (under G.path_lock, which no one holds for long); 0 when the table is full (or past the
