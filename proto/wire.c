@@ -77,9 +77,10 @@ wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_f
 	return wire_recv_from(sock, buf, cap, fds, max_fds, n_fds, flags, 0);
 }
 
-ssize_t
-wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
-               unsigned owner)
+/* wire_recv_from(), and wire_recv_cut() where @cut is not NULL. */
+static ssize_t
+recv_datagram(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
+              unsigned owner, bool *cut)
 {
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	/* Room for more fds than accepted, so that an excess is seen and refused rather
@@ -105,6 +106,12 @@ wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 
 	size_t got = 0;
 	int bad = 0;
+	if ((mh.msg_flags & MSG_CTRUNC) && cut) {
+		/* Whatever else is wrong with it: the caller decides from its bytes. */
+		close_cmsg_fds(&mh, owner);
+		*cut = true;
+		return n;
+	}
 	if (mh.msg_flags & MSG_CTRUNC)
 		bad = -EBADMSG;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
@@ -130,6 +137,21 @@ wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 		*n_fds += k;
 	}
 	return n;
+}
+
+ssize_t
+wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
+               unsigned owner)
+{
+	return recv_datagram(sock, buf, cap, fds, max_fds, n_fds, flags, owner, NULL);
+}
+
+ssize_t
+wire_recv_cut(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
+              bool *cut)
+{
+	*cut = false;
+	return recv_datagram(sock, buf, cap, fds, max_fds, n_fds, flags, 0, cut);
 }
 
 void

@@ -3,6 +3,7 @@
  * Every function returns 0 (or a size) on success and -errno on failure. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -57,6 +58,20 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, siz
  */
 ssize_t wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
                        int flags, unsigned owner);
+
+/**
+ * wire_recv_cut() - wire_recv(), also handing over a datagram whose fds were cut short
+ * @cut: set to whether the kernel cut the fds short (MSG_CTRUNC: the receiver had no room
+ *       for them under its RLIMIT_NOFILE, or a security module refused one)
+ *
+ * As wire_recv(), except for a datagram that came with its fds cut short: no error, its
+ * length is returned (its bytes in @buf, whatever else is wrong with it: the caller decides
+ * from them), every fd that did arrive closed (fdcheck_close()), *@n_fds 0 and *@cut true.
+ * libpmcclient: the reply to a registration whose counter fds the thread could not take.
+ * Return: as wire_recv().
+ */
+ssize_t wire_recv_cut(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
+                      int flags, bool *cut);
 
 /**
  * wire_drain() - shut the receiving side of @sock and close every fd its queue still holds

@@ -1,5 +1,5 @@
-/* libFuzzer target: libpmcclient facing a hostile daemon. The library's own code (client.c,
- * included whole: its static functions and its state) reads the daemon's answers to a
+/* libFuzzer target: libpmcclient facing a hostile daemon. The library's own code (its
+ * sources linked in, its internals through client-internal.h) reads the daemon's answers to a
  * registration, on time and late, from a real SOCK_SEQPACKET pair whose other end the input
  * writes: any bytes, with any fds attached.
  *
@@ -9,11 +9,25 @@
  * /dev/null. A datagram that decodes as a Response whose RegisterReply names thread 0 is
  * re-packed with the harness's thread id (a fuzzer cannot know it), so that a reply may be
  * taken for real: mapped, enabled, warmed up, then released here.
- * The first datagram answers the registration (register_locked()); each other one comes as a
- * late reply (late_reply_locked()). Every input must leave no fd and no memory behind. */
-#include "../../client/client.c"
+ * The first datagram answers the registration (pmc__register_locked()); each other one comes as
+ * a late reply (pmc__late_reply_locked()). Every input must leave no fd and no memory behind. */
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "client-internal.h"
 
 #define MAX_DATAGRAMS 16
+
+static pid_t
+harness_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
 
 static int
 harness_fd(bool perf)
@@ -71,7 +85,7 @@ harness_own_tid(const uint8_t *buf, size_t *len)
 	uint8_t *out = NULL;
 	if (r && r->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY && r->register_reply &&
 	    r->register_reply->tid == 0) {
-		r->register_reply->tid = gettid_();
+		r->register_reply->tid = harness_tid();
 		*len = pmc__response__get_packed_size(r);
 		out = malloc(*len ? *len : 1);
 		if (out)
@@ -97,10 +111,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool init;
 	if (!init) {
-		/* As connect_locked() once: the state a connected process has, the
+		/* As pmc__connect_locked() once: the state a connected process has, the
 		 * background thread taken as running (none is started: nothing reconnects). */
 		init = true;
-		wake_init();
+		pthread_condattr_t a;
+		pthread_condattr_init(&a);
+		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+		pthread_cond_init(&G.wake, &a);
+		pthread_condattr_destroy(&a);
 		G.path = "/nonexistent/pmc.sock";
 		G.service = 1;
 	}
@@ -135,17 +153,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	G.reg_late = 0;
 	atomic_store(&G.state, ST_ON);
 	bool fd_starved, transient;
-	struct pmc_thread *t = register_locked(&fd_starved, &transient);
+	struct pmc_thread *t = pmc__register_locked(&fd_starved, &transient);
 	if (t) {
 		G.threads = t->next;
 		if (G.threads)
 			G.threads->prev = NULL;
-		thread_release(t);
+		pmc__thread_release(t);
 	}
 	/* The rest, each as the late reply to a registration given up. */
 	for (unsigned i = 1; i < n && atomic_load(&G.state) == ST_ON; i++) {
-		G.reg_late = gettid_();
-		late_reply_locked();
+		G.reg_late = harness_tid();
+		pmc__late_reply_locked();
 		if (G.reg_late)
 			break; /* nothing more came */
 	}

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,18 @@ static void
 pair(int sv[2])
 {
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+}
+
+/* Sends a RegisterReply for thread 7 on @sock with the @n @fds (borrowed). */
+static void
+send_register_reply(int sock, const int *fds, size_t n)
+{
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+	rr.tid = 7;
+	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+	resp.register_reply = &rr;
+	CHECK(wire_send(sock, &resp.base, fds, n, 0) == 0);
 }
 
 static void
@@ -65,12 +78,7 @@ test_wire_fds_arrive_intact(void)
 	int p1[2], p2[2];
 	CHECK(pipe2(p1, O_CLOEXEC) == 0 && pipe2(p2, O_CLOEXEC) == 0);
 	int send_fds[2] = {p1[1], p2[1]};
-	Pmc__Response resp = PMC__RESPONSE__INIT;
-	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
-	rr.tid = 7;
-	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
-	resp.register_reply = &rr;
-	CHECK(wire_send(sv[0], &resp.base, send_fds, 2, 0) == 0);
+	send_register_reply(sv[0], send_fds, 2);
 
 	uint8_t buf[256];
 	int fds[4] = {-1, -1, -1, -1};
@@ -232,6 +240,60 @@ test_wire_drain_closes_queued_fds(void)
 	close(sv[1]);
 }
 
+/* fds the receiver has no room for (RLIMIT_NOFILE): the kernel installs what fits and cuts
+ * the rest (MSG_CTRUNC). wire_recv() refuses the datagram; wire_recv_cut() hands over its
+ * bytes and says so; both close the fds that came. */
+static void
+test_wire_cut_fds(void)
+{
+	int sv[2], p[2];
+	pair(sv);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	int send_fds[3] = {p[0], p[1], p[0]};
+	for (int i = 0; i < 3; i++)
+		send_register_reply(sv[0], send_fds, 3);
+	int before = pmc_test_count_fds();
+	int low = dup(0);
+	CHECK(low >= 0);
+	close(low);
+	struct rlimit saved, one;
+	CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+	one = saved;
+	one.rlim_cur = (rlim_t)low + 1; /* room for one fd of the three */
+
+	uint8_t buf[256];
+	int fds[4] = {-1, -1, -1, -1};
+	size_t n_fds = 9;
+	bool cut = false;
+	CHECK(setrlimit(RLIMIT_NOFILE, &one) == 0);
+	ssize_t len = wire_recv_cut(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0, &cut);
+	ssize_t refused = wire_recv(sv[1], buf + 128, 128, fds, 4, &n_fds, 0);
+	CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+	CHECK(refused == -EBADMSG);
+	CHECK(len > 0);
+	CHECK(cut);
+	CHECK(n_fds == 0);
+	CHECK(pmc_test_count_fds() == before);
+	Pmc__Response *got = NULL;
+	CHECK(wire_unpack_response(buf, (size_t)len, &got) == 0);
+	CHECK(got->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY);
+	CHECK(got->register_reply->tid == 7);
+	pmc__response__free_unpacked(got, NULL);
+
+	/* With room for them: every fd, not cut. */
+	cut = true;
+	CHECK(wire_recv_cut(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0, &cut) > 0);
+	CHECK(!cut);
+	CHECK(n_fds == 3);
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	CHECK(pmc_test_count_fds() == before);
+	close(p[0]);
+	close(p[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int
 main(void)
 {
@@ -245,6 +307,7 @@ main(void)
 	PMC_TEST_RUN(test_wire_rejects_garbage);
 	PMC_TEST_RUN(test_wire_peer_closed);
 	PMC_TEST_RUN(test_wire_drain_closes_queued_fds);
+	PMC_TEST_RUN(test_wire_cut_fds);
 	CHECK(pmc_test_count_fds() == fds_at_start);
 	printf("ok - no fd leaked\n");
 	return 0;
