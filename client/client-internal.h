@@ -75,6 +75,8 @@
 #define PMC_PCACHE 64
 /* Path definitions in one Define message at most. */
 #define PMC_DEFINE_MAX 1024
+/* Threads whose sample counts the daemon can see after the process ended (HeadsTable). */
+#define PMC_HEADS 4096
 /* Samples in one batch at most. */
 #define PMC_BATCH 512
 /* Samples in a thread's ring at which its region's end wakes the background thread to send
@@ -273,6 +275,12 @@ struct pmc_thread {
 	uint64_t retry_ns;
 	unsigned backoff_ms;
 	unsigned answered; /* G.reg_answered when it failed */
+	/* Where the thread writes its head after each sample it publishes, for the daemon to
+	 * see when the process ends: its word in G.heads (head_slot, 1-based), or head_sink
+	 * where it has none. */
+	_Atomic uint64_t *head_mirror;
+	_Atomic uint64_t head_sink;
+	uint32_t head_slot;
 };
 
 /* The process's state: one object, G (see the locks above). */
@@ -338,6 +346,15 @@ struct pmc_global {
 	int disabled;               /* PMC_DISABLE: off on purpose */
 	struct pmc_thread *threads; /* registered, this generation */
 	struct pmc_thread *dead;    /* of threads that did not survive a fork() */
+	/* The heads table shared with the daemon (HeadsTable): PMC_HEADS words in a sealed
+	 * memfd (heads_fd, -1: none), a word per registered thread (heads_used, taken under
+	 * the lock, given back with an atomic store); heads_conn is the connection (G.conn)
+	 * that has it. */
+	_Atomic uint64_t *heads;
+	int heads_fd;
+	unsigned heads_conn;
+	uint32_t heads_scan; /* where the next search for a free word starts */
+	uint8_t heads_used[PMC_HEADS];
 };
 
 /* The process's state, G in the library's code and pmc__G to the linker (client.c). */
@@ -364,7 +381,7 @@ void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Connects to the daemon at @path and says Hello. Return: the socket, or -errno (see its
  * definition for the out-parameters). */
-int pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why,
+int pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *heads, char *why,
                         size_t why_len);
 /* Called with G.lock held: the first time, reads the environment and sets the process up;
  * connects while G.state is ST_NONE. */
@@ -420,6 +437,14 @@ void pmc__thread_warm_up(struct pmc_thread *t);
 /* @cap frames and, before them, the parent of the outermost (path 0, id 0), zeroed. Return:
  * the first frame (free() the one before it), or NULL. */
 struct frame *pmc__frames_new(unsigned cap);
+
+/* Publishes @h as @t's head: to the thread's ring's reader, and to the daemon's table. */
+static inline void
+thread_head_publish(struct pmc_thread *t, uint64_t h)
+{
+	atomic_store_explicit(&t->head, h, memory_order_release);
+	atomic_store_explicit(t->head_mirror, h, memory_order_relaxed);
+}
 
 /* Sets @t->fast_cap from what it depends on: call after each change of state, fast or
  * begin_cap. */

@@ -25,6 +25,7 @@ struct pmc_global G = {.lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_max = PMC_MAX_PATHS - 1,
                        .fd = -1,
+                       .heads_fd = -1,
                        .flush_ms = PMC_FLUSH_MS};
 
 __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
@@ -610,7 +611,7 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 	s->wall = wall;
 	if (unlikely(scaled))
 		atomic_store_explicit(&t->scaled_end, h + 1, memory_order_relaxed);
-	atomic_store_explicit(&t->head, h + 1, memory_order_release);
+	thread_head_publish(t, h + 1);
 	if (!t->last_rdpmc)
 		t->fallback_head = h + 1;
 	/* A batch's worth: the background thread sends it, or this one (pmc__batch_due()). */
@@ -671,7 +672,7 @@ end_fast(pmc_region_t region)
 		s->values[i] = c - v0[i];
 	}
 	t->depth = d - 1;
-	atomic_store_explicit(&t->head, h + 1, memory_order_release);
+	thread_head_publish(t, h + 1);
 	/* A batch's worth: the background thread sends it, or this one (pmc__batch_due()). */
 	if (unlikely(h + 1 - tl >= PMC_KICK && h >= t->retry_at))
 		pmc__batch_due(t);
@@ -742,7 +743,7 @@ pmc__thread_warm_up(struct pmc_thread *t)
 		t->floor_wall = s->wall;
 		t->floor_pending = 1;
 	}
-	atomic_store(&t->head, h0);
+	thread_head_publish(t, h0);
 	atomic_store(&t->scaled_end, 0);
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;

@@ -146,6 +146,69 @@ on_fork_parent(void)
 	pthread_mutex_unlock(&G.lock);
 }
 
+/* The heads table (HeadsTable): PMC_HEADS words in a memfd sealed against shrinking, so that
+ * the daemon can map it safely, mapped here read-write. Without one (no memfd_create()), no
+ * thread has a word: the daemon then counts as lost only what batches announced. */
+static void
+heads_init(void)
+{
+	size_t len = PMC_HEADS * sizeof(uint64_t);
+	int fd = memfd_create("pmc-heads", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return;
+	void *p = MAP_FAILED;
+	if (ftruncate(fd, (off_t)len) == 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+		p = mmap(G.heads ? (void *)G.heads : NULL, len, PROT_READ | PROT_WRITE,
+		         MAP_SHARED | (G.heads ? MAP_FIXED : 0), fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return;
+	}
+	G.heads = p;
+	G.heads_fd = fd;
+}
+
+/* A fork()ed child shares its parent's table (a shared mapping): its threads get words of a
+ * table of its own, mapped at the same address, or, failing that, of private memory there
+ * that no daemon sees. */
+static void
+heads_fork_child(void)
+{
+	if (G.heads_fd >= 0)
+		close(G.heads_fd);
+	G.heads_fd = -1;
+	G.heads_conn = 0;
+	memset(G.heads_used, 0, sizeof(G.heads_used));
+	if (!G.heads)
+		return;
+	heads_init();
+	if (G.heads_fd < 0 &&
+	    mmap((void *)G.heads, PMC_HEADS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+		G.heads = NULL; /* not reached: the mapping is there to replace */
+}
+
+/* Called with G.lock held: a word of the table for @t, its head's (none when the table is
+ * full or missing). */
+static void
+heads_take_locked(struct pmc_thread *t)
+{
+	if (G.heads_fd < 0)
+		return;
+	for (uint32_t i = 0; i < PMC_HEADS; i++) {
+		uint32_t k = (G.heads_scan + i) % PMC_HEADS;
+		if (!__atomic_load_n(&G.heads_used[k], __ATOMIC_ACQUIRE)) {
+			G.heads_used[k] = 1;
+			G.heads_scan = k + 1;
+			t->head_slot = k + 1;
+			t->head_mirror = &G.heads[k];
+			atomic_store_explicit(t->head_mirror, 0, memory_order_relaxed);
+			return;
+		}
+	}
+}
+
 static void
 on_fork_child(void)
 {
@@ -188,6 +251,7 @@ on_fork_child(void)
 	 * short of fds in the parent, the child's fds are its own. */
 	if (T)
 		T->fd_starved = 0;
+	heads_fork_child();
 	pthread_mutex_init(&G.lock, NULL);
 	pthread_mutex_init(&G.path_lock, NULL);
 	wake_init();
@@ -212,10 +276,12 @@ on_fork_child(void)
  * from a failed connect, *@call_paths whether the daemon takes call paths, and @why holds
  * the daemon's words when it refused. */
 int
-pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, char *why, size_t why_len)
+pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *heads, char *why,
+                    size_t why_len)
 {
 	*hello_failed = 0;
 	*call_paths = 0;
+	*heads = 0;
 	*why = 0;
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
 	int fd = wire_connect_flags(path, SOCK_NONBLOCK);
@@ -249,12 +315,24 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, char *
 		atomic_store(&G.path_max, resp->hello->max_path_id < PMC_MAX_PATHS - 1
 		                                  ? resp->hello->max_path_id
 		                                  : PMC_MAX_PATHS - 1);
+	bool table = r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello &&
+	             resp->hello->heads_table;
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
 		wire_close_draining(fd, 0);
 		*hello_failed = 1;
 		return r;
+	}
+	/* The heads table, before any registration that names a word of it (best effort: a
+	 * daemon that does not get it counts as lost what batches announced, as before). */
+	if (table && G.heads_fd >= 0) {
+		Pmc__HeadsTable ht = PMC__HEADS_TABLE__INIT;
+		ht.slots = PMC_HEADS;
+		Pmc__Request hreq = PMC__REQUEST__INIT;
+		hreq.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
+		hreq.heads_table = &ht;
+		*heads = wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
 	}
 	return fd;
 }
@@ -286,6 +364,7 @@ pmc__connect_locked(void)
 		G.path_parent[0] = G.path_region[0] = 0;
 		(void)pmc__name_copy_locked("", 0);
 		wake_init();
+		heads_init();
 		G.key_ok = pthread_key_create(&G.key, pmc__thread_destroy) == 0;
 		pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 		atexit(pmc__atexit);
@@ -297,8 +376,8 @@ pmc__connect_locked(void)
 	G.path = path;
 
 	char why[256] = "";
-	int hello_failed = 0, call_paths = 0;
-	int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, why, sizeof(why));
+	int hello_failed = 0, call_paths = 0, heads = 0;
+	int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, &heads, why, sizeof(why));
 	if (fd < 0 && hello_failed && *why) {
 		/* It answered no (a limit, another protocol): asking again would only be
 		 * refused again. */
@@ -326,6 +405,7 @@ pmc__connect_locked(void)
 	G.fd = fd;
 	G.conn++;
 	G.call_paths = call_paths;
+	G.heads_conn = heads ? G.conn : 0;
 	atomic_store(&G.state, ST_ON);
 	(void)pmc__service_start_locked();
 }
@@ -373,6 +453,8 @@ pmc__thread_release(struct pmc_thread *t)
 	free(t->memo);
 	ring_free(atomic_load(&t->ring));
 	ring_free(t->old);
+	if (t->head_slot)
+		__atomic_store_n(&G.heads_used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
 	free(t);
 }
 
@@ -615,11 +697,16 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		return NULL;
 	t->tid = tid;
 	t->gen = atomic_load(&G.gen);
+	t->head_mirror = &t->head_sink;
+	heads_take_locked(t);
 
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
 	rt.tid = t->tid;
 	rt.n_events = G.n_events;
 	rt.events = G.events;
+	if (G.heads_conn == G.conn)
+		rt.head_slot = t->head_slot;
+	rt.next_sample = 0;
 	_cleanup_close_ int pidfd = thread_pidfd(t->tid);
 	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
@@ -861,6 +948,10 @@ pmc__reattach_locked(struct pmc_thread *t)
 	rt.reattach = 1;
 	rt.n_groups = t->n;
 	rt.groups = t->ev_groups;
+	if (G.heads_conn == G.conn)
+		rt.head_slot = t->head_slot;
+	/* What this connection is to get: the samples not sent, or given up, before. */
+	rt.next_sample = atomic_load_explicit(&t->tail, memory_order_acquire);
 	_cleanup_close_ int pidfd = thread_pidfd(t->tid);
 	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;

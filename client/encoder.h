@@ -93,6 +93,7 @@ struct pmc_batch {
 	uint32_t *def_id;
 	size_t n_def;
 	uint64_t dropped, sent_before, pending;
+	uint64_t end; /* the index after the last sample (SampleBatch.end) */
 	uint64_t dropped_depth, dropped_nesting, dropped_full, dropped_read, dropped_exited,
 	        dropped_names, dropped_long_names, dropped_fd_limit, dropped_unregistered,
 	        dropped_no_daemon;
@@ -337,6 +338,7 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 	p = pmc_put_field(p, 19, b->dropped_fd_limit);
 	p = pmc_put_field(p, 20, b->dropped_unregistered);
 	p = pmc_put_field(p, 21, b->dropped_no_daemon);
+	p = pmc_put_field(p, 22, b->end);
 
 	/* Request.sample_batch (field 3) around it, its header just before it. */
 	size_t len = (size_t)(p - (buf + PMC_BATCH_HEAD));

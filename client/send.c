@@ -215,6 +215,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .def_id = def_id,
 	        .sent_before = G.sent_total,
 	        .pending = hd - end,
+	        .end = end,
 	};
 	if (loss) {
 		b.dropped_depth = loss[R_DEPTH];
@@ -409,10 +410,10 @@ service_main(void *arg)
 		}
 		if (atomic_load(&G.state) == ST_LOST) {
 			const char *path = G.path;
-			int hello_failed, call_paths;
+			int hello_failed, call_paths, heads;
 			char why[256];
 			pthread_mutex_unlock(&G.lock);
-			int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, why,
+			int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, &heads, why,
 			                             sizeof(why));
 			pthread_mutex_lock(&G.lock);
 			if (fd < 0) {
@@ -427,6 +428,7 @@ service_main(void *arg)
 			G.fd = fd;
 			G.conn++;
 			G.call_paths = call_paths;
+			G.heads_conn = heads ? G.conn : 0;
 			memset(G.announced, 0, sizeof(G.announced));
 			G.path_defined = 0;
 			atomic_store(&G.state, ST_ON);

@@ -27,7 +27,8 @@ enum {
 	F_DROPPED_FD_LIMIT = 19,
 	F_DROPPED_UNREGISTERED = 20,
 	F_DROPPED_NO_DAEMON = 21,
-	F_LAST = F_DROPPED_NO_DAEMON,
+	F_END = 22,
+	F_LAST = F_END,
 };
 _Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
@@ -175,6 +176,8 @@ u64_field(Pmc__SampleBatch *b, unsigned field)
 		return &b->dropped_unregistered;
 	case F_DROPPED_NO_DAEMON:
 		return &b->dropped_no_daemon;
+	case F_END:
+		return &b->end;
 	default:
 		return NULL;
 	}

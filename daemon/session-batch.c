@@ -660,6 +660,8 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	count_reported(s, b);
 	account_sent(s, b);
 	t->pending = b->pending;
+	if (b->end > t->next_sample)
+		t->next_sample = b->end;
 	if (over_rate(s)) {
 		session_count_dropped(s, n, DROP_BATCH_RATE);
 		goto out;

@@ -291,6 +291,18 @@ query_untracked(const struct process *p, const Pmc__Query *q)
 	return any != 0;
 }
 
+/* Whether a query that names no region lists @p's losses even with no region listed: a
+ * process whose samples were all lost (a forked child that _exit()ed before its first
+ * batch: "unsent") is in the figures with its reason. */
+static bool
+query_losses(const struct process *p, const Pmc__Query *q)
+{
+	uint64_t any = 0;
+	for (unsigned k = 0; !q->n_regions && k < DROP_N; k++)
+		any |= p->dropped[k];
+	return any != 0;
+}
+
 /* Whether @s may see the figures of @p. */
 static bool
 query_mine(const struct session *s, const struct process *p)
@@ -318,7 +330,8 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 		bool mine = query_mine(s, p);
 		bool selected = query_match(q, p, NULL) && (mine || q->pid);
 		if (qs->next_region == 0)
-			qs->listed = mine && selected && query_untracked(p, q);
+			qs->listed =
+			        mine && selected && (query_untracked(p, q) || query_losses(p, q));
 		size_t n_items;
 		struct region_agg **items = query_items(p, q, &n_items);
 		for (; qs->next_region < n_items; qs->next_region++) {
@@ -385,7 +398,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		bool listed = pi == from_proc && from_listed;
 		if (!query_mine(s, p) || !query_match(q, p, NULL))
 			continue;
-		listed |= query_untracked(p, q);
+		listed |= query_untracked(p, q) || query_losses(p, q);
 		for (size_t i = first; i < end && i < n_items && b->n_rs < n_rs; i++) {
 			struct region_agg *r = items[i];
 			if (!query_listed(r, q) || !query_match(q, p, r))

@@ -160,6 +160,14 @@ session_thread_refused(const struct session *s, pid_t tid)
 	return false;
 }
 
+/* The thread's word in the connection's heads table, where it names one the table has (a
+ * table the daemon could not map has none). */
+static uint32_t
+head_slot(const struct session *s, const Pmc__RegisterThread *rt)
+{
+	return s->heads && rt->head_slot <= s->n_heads ? rt->head_slot : 0;
+}
+
 /* A thread that still holds counters from a daemon that restarted: record its events
  * (already checked, in the client's order and groups) without opening anything. */
 static int
@@ -170,7 +178,11 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 	if (n == 0 || rt->n_groups != n)
 		return session_reply_error(s, EINVAL, "reattach of thread %d names no events",
 		                           (int)rt->tid);
-	struct session_thread t = {.tid = rt->tid, .host_tid = host_tid, .n = n};
+	struct session_thread t = {.tid = rt->tid,
+	                           .host_tid = host_tid,
+	                           .n = n,
+	                           .head_slot = head_slot(s, rt),
+	                           .next_sample = rt->next_sample};
 	t.ev_id = malloc(n * sizeof(uint32_t));
 	if (!t.ev_id)
 		return -ENOMEM;
@@ -468,7 +480,12 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 		                           ordered[failed], (int)ctid, strerror(-r), hint);
 	}
 
-	struct session_thread t = {.tid = ctid, .host_tid = tid, .n = n, .n_fds = n};
+	struct session_thread t = {.tid = ctid,
+	                           .host_tid = tid,
+	                           .n = n,
+	                           .n_fds = n,
+	                           .head_slot = head_slot(s, rt),
+	                           .next_sample = rt->next_sample};
 	t.fds = malloc(n * sizeof(int));
 	t.ev_id = malloc(n * sizeof(uint32_t));
 	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];

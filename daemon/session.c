@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <linux/perf_event.h>
 #include <linux/sockios.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -186,10 +188,47 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	hr.daemon_version = PMC_VERSION;
 	hr.call_paths = s->call_paths;
 	hr.max_path_id = s->call_paths ? session_max_path(s) : 0;
+	hr.heads_table = 1;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_HELLO;
 	resp.hello = &hr;
 	return session_reply(s, &resp, NULL, 0);
+}
+
+/* The client's heads table: a memfd sealed against shrinking (F_GET_SEALS answers for shmem
+ * alone, without calling into any file system, so this never waits on a FUSE server; and a
+ * file that cannot shrink cannot take the mapping's pages away), of the size it says, mapped
+ * read-only. Anything else closes the connection. */
+static int
+handle_heads_table(struct session *s, const Pmc__Request *req)
+{
+	uint32_t n = req->heads_table->slots;
+	const char *bad = NULL;
+	struct stat st;
+	int seals = fcntl(s->rx_fd, F_GET_SEALS);
+	if (s->heads)
+		bad = "a second heads table";
+	else if (!n || n > SESSION_MAX_HEADS)
+		bad = "a heads table of no size or too large";
+	else if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		bad = "a heads table that is not a memfd sealed against shrinking";
+	else if (fstat(s->rx_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	         (uint64_t)st.st_size < (uint64_t)n * sizeof(uint64_t))
+		bad = "a heads table smaller than it says";
+	if (bad) {
+		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid, bad);
+		return -EBADMSG;
+	}
+	void *p = mmap(NULL, (size_t)n * sizeof(uint64_t), PROT_READ, MAP_SHARED, s->rx_fd, 0);
+	if (p == MAP_FAILED) {
+		log_warn_limited("pid %d: cannot map its heads table: %s (its losses at exit are "
+		                 "what its batches said)",
+		                 (int)s->pid, strerror(errno));
+		return 0;
+	}
+	s->heads = p;
+	s->n_heads = n;
+	return 0;
 }
 
 /* The pidfd names the very process that connected: once it has exited, its pid may
@@ -261,6 +300,7 @@ static const struct {
         [PMC__REQUEST__BODY_THREAD_FLOOR] = {session_handle_thread_floor, true},
         [PMC__REQUEST__BODY_DEFINE] = {session_handle_define, true},
         [PMC__REQUEST__BODY_OPEN_COMMAND] = {session_handle_open_command, true},
+        [PMC__REQUEST__BODY_HEADS_TABLE] = {handle_heads_table, true},
 };
 
 /* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
@@ -306,9 +346,10 @@ session_dispatch_one(struct session *s)
 	 * behind their batches), the others (a new client's Hello and first registration,
 	 * pmcctl) control. */
 	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
-	/* Only a RegisterThread that says so, and an OpenCommand, carry an fd: exactly one. */
+	/* Only a RegisterThread that says so, an OpenCommand and a HeadsTable carry an fd:
+	 * exactly one. */
 	bool wants_fd = (c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd) ||
-	                c == PMC__REQUEST__BODY_OPEN_COMMAND;
+	                c == PMC__REQUEST__BODY_OPEN_COMMAND || c == PMC__REQUEST__BODY_HEADS_TABLE;
 	s->rx_fd = n_fds ? fds[0] : -1;
 	if (wants_fd != (n_fds == 1)) {
 		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid,
@@ -442,16 +483,28 @@ session_pump(struct session *s, unsigned max)
 
 /* The client hung up: its process ended or exec'd (the library never closes a working
  * connection; it drops what it announced on one it gives up on), so what its threads still
- * held, as each one's last batch said, never comes: lost. A thread that said ThreadExit is
- * gone from the list (its library counted what it could not send as dropped). */
+ * held never comes: lost. That is what each one's word in the heads table counts past the
+ * last sample a batch carried (the process's last samples, after its last batch, or all of a
+ * forked child's that _exit()ed), or, without one, what its last batch said it held. A thread
+ * that said ThreadExit is gone from the list (its library counted what it could not send as
+ * dropped). */
 static void
 count_unsent(struct session *s)
 {
 	uint64_t n = 0;
 	if (stopping || !s->proc)
 		return;
-	for (size_t i = 0; i < s->n_threads; i++)
-		n = util_sat_add(n, s->threads[i].pending);
+	for (size_t i = 0; i < s->n_threads; i++) {
+		const struct session_thread *t = &s->threads[i];
+		uint64_t unsent = t->pending;
+		if (t->head_slot && s->heads) {
+			uint64_t head =
+			        __atomic_load_n(&s->heads[t->head_slot - 1], __ATOMIC_RELAXED);
+			if (head > t->next_sample && head - t->next_sample > unsent)
+				unsent = head - t->next_sample;
+		}
+		n = util_sat_add(n, unsent);
+	}
 	/* What the threads announced is a claim too. */
 	n = session_claim(s, n);
 	if (!n)
@@ -459,8 +512,8 @@ count_unsent(struct session *s)
 	s->proc->dropped[LOST_UNSENT] = util_sat_add(s->proc->dropped[LOST_UNSENT], n);
 	s->srv->lost = util_sat_add(s->srv->lost, n);
 	s->user->lost = util_sat_add(s->user->lost, n);
-	log_warn_limited("pid %d: ended holding %llu samples it had announced and not sent: "
-	                 "counted as lost",
+	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "
+	                 "batch, or announced by it): counted as lost (unsent)",
 	                 (int)s->pid, (unsigned long long)n);
 }
 
@@ -615,6 +668,8 @@ session_free(struct session *s)
 	free(s->threads);
 	free(s->ids);
 	free(s->paths);
+	if (s->heads)
+		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
 	if (s->prev)
 		s->prev->next = s->next;
 	else

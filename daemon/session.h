@@ -19,6 +19,11 @@ struct session_thread {
 	int *fds;         /* daemon's copies */
 	uint32_t *ev_id;  /* process event ids, one per event */
 	uint64_t pending; /* samples the thread still held after its last batch */
+	/* Its word in the session's heads table (1-based; 0: none), and the index of the next
+	 * sample this connection is to get from it (RegisterThread.next_sample, then each
+	 * batch's end). */
+	uint32_t head_slot;
+	uint64_t next_sample;
 };
 
 /* A client call path id: the node it counts in (1 + its index in the process's paths; 0:
@@ -72,6 +77,10 @@ struct session {
 	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
 	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
 	              * that keeps it sets -1 */
+	/* The client's heads table (HeadsTable), mapped read-only: n_heads words, each a
+	 * thread's count of published samples. NULL: none. */
+	const uint64_t *heads;
+	uint32_t n_heads;
 };
 
 /**
@@ -80,6 +89,9 @@ struct session {
  * Return: 0, or -errno (-EPERM: the peer's credentials cannot be read).
  */
 int session_new(struct server *srv, int fd);
+
+/* Words in a client's heads table at most (HeadsTable.slots): 512 KiB mapped. */
+#define SESSION_MAX_HEADS 65536
 
 /* Daemon time one slice of a connection's work takes at most (a datagram, or a part of
  * a reply, more). */

@@ -76,4 +76,22 @@ expect_eq "mismatch: by reason, as the user sees it" \
 expect_eq "mismatch: stderr lines" "$(lines "$TMP/m.out.err")" 1
 grep -q "reason nesting" "$TMP/m.out.err" || fail "stderr: $(cat "$TMP/m.out.err")"
 pass "its line: $(cat "$TMP/m.out.err")"
+# 6. A forked child that runs 100 regions and _exit()s: no batch ever carries them (no flush,
+#    no atexit), and the library's heads table lets the daemon count them as lost (unsent)
+#    for that process when its connection ends, where the user looks.
+restart_daemon
+run_client "$TMP/x.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" fork-exit 100
+child=$(kv child_pid "$TMP/x.out")
+for _ in $(seq 50); do
+	[ "$(status_of lost)" = "$(kv child_unsent "$TMP/x.out")" ] && break
+	sleep 0.1
+done
+expect_eq "_exit()ed child: lost" "$(status_of lost)" "$(kv child_unsent "$TMP/x.out")"
+expect_eq "_exit()ed child: by reason" "$(pmcctl status --format json | jq -c .losses)" '{"unsent":100}'
+expect_eq "_exit()ed child: in the query output, for its process" \
+	"$(pmcctl query --format json | jq -c '[.losses[] | [.pid, .reason, .count]]')" \
+	"[[$child,\"unsent\",100]]"
+grep -q "pid $child: ended holding 100 samples it never sent" "$TMP/daemon.log" ||
+	fail "not logged: $(cat "$TMP/daemon.log")"
+pass "logged: $(grep -o "pid $child: ended holding.*" "$TMP/daemon.log")"
 daemon_alive

@@ -20,6 +20,9 @@
  *                    (the child's end is not counted); the child prints how many
  *                    perf_event fds it holds at its start (the parent's: must be 0)
  *                    and after its own regions (its own)
+ *   fork-exit K      region "parent" once, pmc_flush(), then a child process runs region
+ *                    "child-exit" K times and _exit()s (no flush, no atexit: its samples
+ *                    never leave its ring); prints child_pid and child_unsent=K
  *   exec N K         region "before-exec" K calls of N pages, pmc_flush(), then exec
  *                    itself as "pages N K" (same pid, new image)
  *   loop ITER        region "loop": an x86-64 loop of exactly 2 instructions per
@@ -399,6 +402,18 @@ retry_b(void *p)
 	return NULL;
 }
 
+/* fork() once stdout is flushed (else the child's copy of the buffer is printed twice); -1
+ * with the reason on stderr. */
+static pid_t
+fork_flushed(void)
+{
+	fflush(stdout);
+	pid_t p = fork();
+	if (p < 0)
+		perror("fork");
+	return p;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -489,12 +504,9 @@ main(int argc, char **argv)
 		run_pages("parent", n, k);
 		pmc_region_t across = pmc_region("across");
 		pmc_begin(across);
-		fflush(stdout);
-		pid_t child = fork();
-		if (child < 0) {
-			perror("fork");
+		pid_t child = fork_flushed();
+		if (child < 0)
 			return 1;
-		}
 		if (child == 0) {
 			printf("child_inherited_perf_fds=%d\n", count_perf_fds());
 			pmc_end(across); /* the parent's counters: not counted here */
@@ -511,6 +523,25 @@ main(int argc, char **argv)
 		pthread_join(helper, NULL);
 		printf("child_pid=%d\nparent_page_faults=%ld\nchild_page_faults=%ld\n", (int)child,
 		       n * k, n * k);
+	} else if (!strcmp(mode, "fork-exit") && argc == 3) {
+		long k = atol(argv[2]);
+		run_pages("parent", 1, 1);
+		pmc_flush();
+		pid_t child = fork_flushed();
+		if (child < 0)
+			return 1;
+		if (child == 0) {
+			pmc_region_t r = pmc_region("child-exit");
+			for (long i = 0; i < k; i++) {
+				pmc_begin(r);
+				pmc_end(r);
+			}
+			_exit(0);
+		}
+		int st;
+		if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
+			return 1;
+		printf("child_pid=%d\nchild_unsent=%ld\n", (int)child, k);
 	} else if (!strcmp(mode, "exec") && argc == 4) {
 		run_pages("before-exec", atol(argv[2]), atol(argv[3]));
 		/* exec runs no atexit handler: send what is buffered first. */
