@@ -525,6 +525,7 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 	if (qs->last) {
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;
+		qr.all_users = s->admin;
 	}
 	if (qs->whole_reply)
 		return query_whole_append(qs, &qr);
