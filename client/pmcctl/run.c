@@ -575,9 +575,26 @@ event_has_mode(const char *name)
 	       (!strcmp(m, ":u") || !strcmp(m, ":k") || !strcmp(m, ":uk") || !strcmp(m, ":ku"));
 }
 
+/* Whether event @name (perf's spelling, any mode) happens in kernel mode only, so that it
+ * counts nothing in user mode: a context switch or a CPU migration is the scheduler's. */
+static bool
+event_kernel_only(const char *name)
+{
+	static const char *const kernel_only[] = {"context-switches", "cs", "cpu-migrations",
+	                                          "migrations"};
+	size_t len = strcspn(name, ":");
+
+	for (size_t i = 0; i < ARRAY_SIZE(kernel_only); i++)
+		if (strlen(kernel_only[i]) == len && !strncmp(kernel_only[i], name, len))
+			return true;
+	return false;
+}
+
 /* The events for a private daemon that may count user mode only, while pmcdaemon counts
  * software events in both by default: @events (NULL: PMC_EVENTS, or the daemon's default
- * set), each without a mode given ":u". Return: the list for PMC_EVENTS, to free. */
+ * set), each without a mode given ":u". Of the default set, the events that happen in kernel
+ * mode only (event_kernel_only(): they would always read 0) are left out; given by name,
+ * they stay, with a warning. Return: the list for PMC_EVENTS, to free. */
 static char *
 run_user_mode_events(const char *sock_path, const char *events)
 {
@@ -604,15 +621,25 @@ run_user_mode_events(const char *sock_path, const char *events)
 		for (size_t i = 0; i < resp->events->n_default_events; i++) {
 			const char *e = resp->events->default_events[i];
 
-			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+			if (!event_kernel_only(e))
+				fprintf(f, "%s%s%s", n++ ? "," : "", e,
+				        event_has_mode(e) ? "" : ":u");
 		}
 	} else {
 		copy = strdup(events);
 		if (!copy)
 			oom();
 		for (char *save = NULL, *e = strtok_r(copy, ",", &save); e;
-		     e = strtok_r(NULL, ",", &save))
+		     e = strtok_r(NULL, ",", &save)) {
 			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+			if (event_kernel_only(e)) {
+				_cleanup_free_ char *safe = escape_text(e);
+				fprintf(stderr,
+				        "pmcctl: warning: %s happens in kernel mode only: counted "
+				        "in user mode, it reads 0\n",
+				        safe);
+			}
+		}
 	}
 	if (fclose(f))
 		oom();

@@ -148,6 +148,23 @@ if [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ]; then
 	sed -n '/^{/,$p' "$TMP/j" >"$TMP/json"
 	expect_faults "private, as a user: 40 page faults (user mode)" \
 		"$(jq '.regions[0].events["page-faults:u"].sum' "$TMP/json")" 40
+	# The default events, user mode only: each counts something (context-switches and
+	# cpu-migrations happen in the kernel: counted in user mode they always read 0).
+	as_user env PMC_SOCKET="$NONE" "$PMCCTL_BIN" run --format json -- \
+		"$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
+		fail "private, as a user, default events: exit $?: $(cat "$TMP/err")"
+	sed -n '/^{/,$p' "$TMP/j" >"$TMP/json"
+	expect_eq "private, as a user, default events: none reads 0" \
+		"$(jq -c '[.regions[0].events | to_entries[] | select(.value.sum == 0) | .key]' "$TMP/json")" '[]'
+	expect_eq "private, as a user, default events: none reads 0 in the whole program" \
+		"$(jq -c '[.whole_program.events | to_entries[] | select(.value.value == 0) | .key]' "$TMP/json")" '[]'
+	grep -q "count user mode only: PMC_EVENTS=task-clock:u,page-faults:u$" "$TMP/err" ||
+		fail "private, as a user, default events: $(cat "$TMP/err")"
+	# Named, a kernel-only event is counted as asked, with a warning.
+	as_user env PMC_SOCKET="$NONE" "$PMCCTL_BIN" run --events context-switches -- true \
+		>"$TMP/t" 2>"$TMP/err" || fail "context-switches as a user: exit $?: $(cat "$TMP/err")"
+	grep -q "^pmcctl: warning: context-switches happens in kernel mode only: counted in user mode, it reads 0$" \
+		"$TMP/err" || fail "no warning for context-switches:u: $(cat "$TMP/err")"
 else
 	expect_eq "private, as a user, perf_event_paranoid > 2: exit" $rc 69
 	grep -q "perf_event_paranoid is [0-9]*.*ask the operator to run pmcdaemon (systemctl enable --now pmcdaemon.socket) or to set kernel.perf_event_paranoid=2" \
