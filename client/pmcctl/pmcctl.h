@@ -323,14 +323,43 @@ bool tree_is_wall(const char *event);
  * @r has none */
 ssize_t tree_event_named(const Pmc__RegionStats *r, const char *name);
 
-/** tree_event_index() - the index in @r->events of --event @event ("page-faults" names
- * "page-faults:u" too, as hist's), -1 when @r has none */
-ssize_t tree_event_index(const Pmc__RegionStats *r, const char *event);
-
 /** tree_self_of() - set *@self to @nd's self figure of --event @event (tree_is_wall(): the wall
  * time)
  * Return: false, *@self untouched, when @nd did not count @event. */
 bool tree_self_of(const struct tree_node *nd, const char *event, int64_t *self);
+
+/* event-name.c: --event against the names the daemon counted (hist, flamegraph) */
+
+/**
+ * tree_event_index() - the index in @r->events of --event @event, -1 when @r has none: the
+ * event named @event exactly, else one that is @event in another spelling of its mode:
+ * without a mode, "page-faults" names "page-faults:u" too (as PMC_EVENTS); with one, the
+ * counted name whose modes are the same, the default mode unsaid as pmcdaemon reports it
+ * ("cycles:u" is "cycles", "page-faults:uk" "page-faults"; "page-faults:u" is not
+ * "page-faults", which counts kernel mode too)
+ */
+ssize_t tree_event_index(const Pmc__RegionStats *r, const char *event);
+
+/* The names of the events counted in what was selected, each once, for messages. */
+struct event_names {
+	char **name;
+	size_t n;
+};
+
+/** event_names_add() - add a copy of @name to @v unless it is there; exits on allocation
+ * failure */
+void event_names_add(struct event_names *v, const char *name);
+
+/** event_names_free() - free the names of @v and empty it */
+void event_names_free(struct event_names *v);
+
+/**
+ * event_not_counted() - exit 1 saying that --event @event was not counted in the @n @what
+ * (such as "region", "call path node") selected, listing the events they have (@v, and
+ * wall), and where one of them is @event counted in other modes, which and how to name it
+ */
+void event_not_counted(const char *event, size_t n, const char *what, const struct event_names *v)
+        __attribute__((noreturn));
 
 /* Folded stacks ("comm (uid U);outer;inner WEIGHT"), one line per node. */
 struct folded_line {
