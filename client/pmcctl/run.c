@@ -801,6 +801,12 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 		    (events && setenv("PMC_EVENTS", events, 1) < 0) ||
 		    setenv("PMC_RUN_TAG", tag, 1) < 0)
 			_exit(127);
+		/* JSON, CSV and pprof on stdout are for programs to read: the command's own
+		 * output goes to stderr, so that `pmcctl run --format json -- app | jq` reads
+		 * the figures only (--output FILE leaves stdout to the command). */
+		if (o->format != FORMAT_TABLE && !o->output &&
+		    dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(127);
 		/* Held until its counters are open (or pmcctl has gone). */
 		if (read(go[0], &c, 1) != 1)
 			_exit(125);

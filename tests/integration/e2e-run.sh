@@ -20,17 +20,30 @@ done
 
 run_as_user --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
 	fail "run exits $?: $(cat "$TMP/err")"
-# The command's own output comes first, then the figures.
-sed -n '/^{/,$p' "$TMP/j" >"$TMP/json"
+# stdout holds the figures only: the command's own output goes to stderr (issue 24:
+# `pmcctl run --format json -- app | jq` read the app's lines too).
+jq -e . "$TMP/j" >/dev/null || fail "stdout of run --format json is not JSON alone: $(cat "$TMP/j")"
+cp "$TMP/j" "$TMP/json"
 cp "$TMP/json" "$TMP/first.json"
-expect_eq "the command ran" "$(grep -c '^page_faults=40$' "$TMP/j")" 1
+expect_eq "the command ran, its output on stderr" "$(grep -c '^page_faults=40$' "$TMP/err")" 1
+expect_eq "none of it on stdout" "$(grep -c '^page_faults=' "$TMP/j")" 0
 expect_eq "its one region" "$(jq -c '[.regions[].name]' "$TMP/json")" '["pages"]'
 expect_faults "exactly 40 page faults" "$(jq '.regions[0].events["page-faults"].sum' "$TMP/json")" 40
 expect_eq "only the events asked for" "$(jq -c '.regions[0].events | keys' "$TMP/json")" '["page-faults"]'
 expect_eq "its pid" "$(jq '.regions[0].pid == .pid' "$TMP/json")" true
 expect_eq "exit status in JSON" "$(jq .exit_status "$TMP/json")" 0
 expect_eq "the test daemon was used" "$(jq -r .daemon "$TMP/json")" system
-[ -s "$TMP/err" ] && fail "stderr with the system daemon: $(cat "$TMP/err")"
+grep -v '^[a-z_]*=[0-9]*$' "$TMP/err" && fail "stderr with the system daemon: $(cat "$TMP/err")"
+# CSV too; with --output FILE, stdout stays the command's.
+run_as_user --events page-faults --format csv -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/c" 2>"$TMP/err" ||
+	fail "run --format csv exits $?"
+expect_eq "CSV on stdout, the command's output on stderr" \
+	"$(grep -c '^page_faults=40$' "$TMP/c"),$(grep -c '^page_faults=40$' "$TMP/err")" 0,1
+mkdir "$TMP/user-out" && chown 65534:65534 "$TMP/user-out"
+run_as_user --events page-faults --format json --output "$TMP/user-out/o.json" -- "$PMC_TEST_CLIENT_BIN" pages 4 10 \
+	>"$TMP/c" 2>"$TMP/err" || fail "run --output exits $?"
+expect_eq "with --output, the command's stdout" "$(grep -c '^page_faults=40$' "$TMP/c")" 1
+jq -e '.regions[0].name == "pages"' "$TMP/user-out/o.json" >/dev/null || fail "--output file: $(cat "$TMP/user-out/o.json")"
 
 run_as_user --events page-faults -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/t" || fail "run (table) exits $?"
 grep -q "^regions of .*pmc-test-client pages 4 10 (pid [0-9]*) and the processes it started; exit status 0:$" "$TMP/t" ||
