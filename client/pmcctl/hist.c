@@ -65,13 +65,13 @@ hist_merge(struct hist *h)
 }
 
 /* The figures of @r that @event names (tree_event_index()): its wall time when @event is
- * NULL or "wall". */
+ * NULL, "wall" or "wall_ns" (tree_is_wall()). */
 static const Pmc__Stats *
 pick(const Pmc__RegionStats *r, const char *event)
 {
 	ssize_t j;
 
-	if (!event || !strcmp(event, "wall"))
+	if (tree_is_wall(event))
 		return r->wall_ns;
 	j = tree_event_index(r, event);
 	return j < 0 ? NULL : r->events[j]->stats;
@@ -164,7 +164,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 	struct hist h = {0};
 	const char *event = o->event;
-	bool ns = !event || !strcmp(event, "wall") || event_counts_ns(event);
+	bool ns = tree_is_wall(event) || event_counts_ns(event);
 
 	if (!o->n_regions)
 		usage_error("'hist' needs --region NAME: the region whose distribution to draw");
@@ -212,7 +212,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 		struct jw w = {.f = stdout};
 
 		jw_open(&w, NULL);
-		jw_str(&w, "event", event ? event : "wall");
+		jw_str(&w, "event", tree_is_wall(event) ? "wall" : event);
 		jw_str(&w, "unit", ns ? "ns" : "count");
 		jw_u64(&w, "regions", h.regions);
 		jw_u64(&w, "region_names", drawn.n);
@@ -253,8 +253,8 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 		printf("%s of region %s: %" PRIu64 " runs of %zu region%s in %zu process%s (bounds "
 		       "of the daemon's histogram: exact below 16, then 16 to each power of two)"
 		       "\n\n",
-		       event ? event : "wall time", safe, h.count, drawn.n, drawn.n == 1 ? "" : "s",
-		       n_pids, n_pids == 1 ? "" : "es");
+		       tree_is_wall(event) ? "wall time" : event, safe, h.count, drawn.n,
+		       drawn.n == 1 ? "" : "s", n_pids, n_pids == 1 ? "" : "es");
 		print_chart(&h, ns);
 	}
 	event_names_free(&drawn);

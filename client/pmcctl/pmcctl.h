@@ -316,7 +316,8 @@ const struct tree_node *tree_next(const struct tree_node *nd, const struct tree_
  */
 char *tree_path(const struct tree_node *nd);
 
-/** tree_is_wall() - whether --event @event (NULL: none given) names the wall time ("wall") */
+/** tree_is_wall() - whether --event @event (NULL: none given) names the wall time: "wall",
+ * as the tables name it, or "wall_ns", as JSON and CSV do */
 bool tree_is_wall(const char *event);
 
 /** tree_event_named() - the index in @r->events of the event named @name exactly, -1 when

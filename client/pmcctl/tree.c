@@ -300,7 +300,7 @@ tree_path(const struct tree_node *nd)
 bool
 tree_is_wall(const char *event)
 {
-	return !event || !strcmp(event, "wall");
+	return !event || !strcmp(event, "wall") || !strcmp(event, "wall_ns");
 }
 
 bool

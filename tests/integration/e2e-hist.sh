@@ -41,6 +41,11 @@ check_buckets() {
 pmcctl hist --region d --format json >"$TMP/wall.json" || fail "pmcctl hist"
 check_buckets "$TMP/wall.json" 1101 1-1000 500-600
 expect_eq "processes drawn" "$(jq .regions "$TMP/wall.json")" 2
+# The wall time as JSON and CSV name it (wall_ns) is the wall time, as "wall" is (issue 24).
+pmcctl hist --region d --event wall_ns --format json | cmp - "$TMP/wall.json" ||
+	fail "hist --event wall_ns is not the wall time"
+pmcctl hist --region d --event wall --format json | cmp - "$TMP/wall.json" ||
+	fail "hist --event wall is not the wall time"
 pmcctl hist --region d --event page-faults --format json >"$TMP/pf.json" || fail "pmcctl hist --event"
 check_buckets "$TMP/pf.json" 1101 1-1000 500-600
 expect_eq "unit of page-faults" "$(jq -r .unit "$TMP/pf.json")" count

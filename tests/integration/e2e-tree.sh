@@ -70,6 +70,8 @@ pass "flamegraph --event in another mode: $(cat "$TMP/err")"
 pmcctl flamegraph --pid "$CLIENT_PID" >"$TMP/folded-wall"
 wall_total=$(awk '{ t += $NF } END { print t }' "$TMP/folded-wall")
 expect_eq "folded wall times add up to main's" "$wall_total" "$(node main .wall_ns.sum)"
+pmcctl flamegraph --pid "$CLIENT_PID" --event wall_ns | cmp - "$TMP/folded-wall" ||
+	fail "flamegraph --event wall_ns is not the wall time (as JSON and CSV name it)"
 
 # Deeper than 32: the 32 outer levels are nodes, the deeper ones count under their name
 # and in the self of the deepest node ("path-depth").
