@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "suggest.h"
 #include "util.h"
 
 #define HWC(id, op, res)                                                                           \
@@ -334,32 +335,6 @@ perf_resolve(const char *name, struct perf_event_attr *attr)
 	return 0;
 }
 
-static size_t
-edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t row[PERF_NAME_MAX + 1];
-	if (la > PERF_NAME_MAX || lb > PERF_NAME_MAX)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 const char *
 perf_suggest(const char *name)
 {
@@ -371,14 +346,14 @@ perf_suggest(const char *name)
 	const char *best = NULL;
 	size_t best_d = SIZE_MAX;
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
-		size_t d = edit_distance(base, known[i].name);
+		size_t d = suggest_distance(base, known[i].name);
 		if (d < best_d) {
 			best_d = d;
 			best = known[i].name;
 		}
 	}
 	/* Only suggest what looks like a typo, not an arbitrary name. */
-	if (best && best_d <= 1 + strlen(base) / 3)
+	if (best && suggest_near(base, best_d))
 		return best;
 	return NULL;
 }

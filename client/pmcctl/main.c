@@ -23,6 +23,7 @@
 
 #include "pmc-shared.h"
 #include "pmcctl.h"
+#include "suggest.h"
 
 #ifdef PMC_VERSION
 #define PMCCTL_VERSION PMC_VERSION
@@ -492,8 +493,25 @@ parsed:
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		if (!strcmp(commands[i].name, command))
 			cmd = &commands[i];
-	if (!cmd)
-		usage_error("unknown command '%s'", command);
+	if (!cmd) {
+		const char *near = NULL;
+		size_t best = SIZE_MAX;
+
+		for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+			size_t d = suggest_distance(command, commands[i].name);
+
+			if (d < best) {
+				best = d;
+				near = commands[i].name;
+			}
+		}
+		_cleanup_free_ char *safe = escape_text(command);
+		if (near && suggest_near(command, best))
+			usage_error("unknown command '%s' (did you mean '%s'?)", safe, near);
+		usage_error("unknown command '%s' (status, query, dump, reset, events, hist, "
+		            "flamegraph, top, run or diff)",
+		            safe);
+	}
 	if ((!cmd->filters || cmd->no_pid) && o.pid)
 		usage_error("--pid cannot be used with '%s'", cmd->name);
 	if (!cmd->filters && o.n_regions)

@@ -25,6 +25,13 @@ expect_eq "other untouched" "$(pmcctl query --pid $B --format json | jq '.region
 
 set +e
 pmcctl bogus >/dev/null 2>&1; expect_eq "unknown command exit" $? 2
+# A mistyped command gets a did-you-mean (issue 24); another, the list of commands.
+pmcctl stauts >/dev/null 2>"$TMP/err"; expect_eq "mistyped command exit" $? 2
+expect_eq "mistyped command" "$(head -1 "$TMP/err")" "pmcctl: unknown command 'stauts' (did you mean 'status'?)"
+pmcctl flamegrpah >/dev/null 2>"$TMP/err"
+expect_eq "mistyped flamegraph" "$(head -1 "$TMP/err")" "pmcctl: unknown command 'flamegrpah' (did you mean 'flamegraph'?)"
+pmcctl bogus >/dev/null 2>"$TMP/err"
+expect_eq "unknown command" "$(head -1 "$TMP/err")" "pmcctl: unknown command 'bogus' (status, query, dump, reset, events, hist, flamegraph, top, run or diff)"
 pmcctl query --format xml >/dev/null 2>&1; expect_eq "bad format exit" $? 2
 "$PMCCTL_BIN" --socket "$TMP/none.sock" status >/dev/null 2>"$TMP/err"; expect_eq "no daemon exit" $? 69
 grep -q "cannot connect to pmcdaemon at $TMP/none.sock" "$TMP/err" || fail "no-daemon message: $(cat "$TMP/err")"
