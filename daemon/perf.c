@@ -343,19 +343,11 @@ perf_suggest(const char *name)
 	char *colon = strchr(base, ':');
 	if (colon)
 		*colon = 0;
-	const char *best = NULL;
-	size_t best_d = SIZE_MAX;
-	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
-		size_t d = suggest_distance(base, known[i].name);
-		if (d < best_d) {
-			best_d = d;
-			best = known[i].name;
-		}
-	}
+	struct suggest sg = suggest_init(base);
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		suggest_try(&sg, known[i].name);
 	/* Only suggest what looks like a typo, not an arbitrary name. */
-	if (best && suggest_near(base, best_d))
-		return best;
-	return NULL;
+	return suggest_result(&sg);
 }
 
 static int

@@ -44,12 +44,39 @@ suggest_distance(const char *a, const char *b)
 	return row[lb];
 }
 
-/**
- * suggest_near() - whether a name at distance @d from @name (suggest_distance()) looks like
- * a typo of it rather than another name: at most 1 + a third of @name's length
- */
-static inline int
-suggest_near(const char *name, size_t d)
+/* The nearest candidate so far to a mistyped name. */
+struct suggest {
+	const char *name; /* the mistyped name, borrowed */
+	const char *best; /* the nearest candidate so far, borrowed (NULL: none yet) */
+	size_t d;         /* its distance */
+};
+
+/** suggest_init() - start looking for the candidate nearest to @name (borrowed) */
+static inline struct suggest
+suggest_init(const char *name)
 {
-	return d <= 1 + strlen(name) / 3;
+	return (struct suggest){.name = name, .d = SIZE_MAX};
+}
+
+/** suggest_try() - take @cand (borrowed) as @s's best if it is nearer than the best so far */
+static inline void
+suggest_try(struct suggest *s, const char *cand)
+{
+	size_t d = suggest_distance(s->name, cand);
+
+	if (d < s->d) {
+		s->d = d;
+		s->best = cand;
+	}
+}
+
+/**
+ * suggest_result() - the nearest candidate tried, when it looks like a typo of the name
+ * rather than another name: at most 1 + a third of the name's length away
+ * Return: that candidate (borrowed), or NULL.
+ */
+static inline const char *
+suggest_result(const struct suggest *s)
+{
+	return s->best && s->d <= 1 + strlen(s->name) / 3 ? s->best : NULL;
 }

@@ -494,19 +494,13 @@ parsed:
 		if (!strcmp(commands[i].name, command))
 			cmd = &commands[i];
 	if (!cmd) {
-		const char *near = NULL;
-		size_t best = SIZE_MAX;
+		struct suggest sg = suggest_init(command);
 
-		for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
-			size_t d = suggest_distance(command, commands[i].name);
-
-			if (d < best) {
-				best = d;
-				near = commands[i].name;
-			}
-		}
+		for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+			suggest_try(&sg, commands[i].name);
+		const char *near = suggest_result(&sg);
 		_cleanup_free_ char *safe = escape_text(command);
-		if (near && suggest_near(command, best))
+		if (near)
 			usage_error("unknown command '%s' (did you mean '%s'?)", safe, near);
 		usage_error("unknown command '%s' (status, query, dump, reset, events, hist, "
 		            "flamegraph, top, run or diff)",
