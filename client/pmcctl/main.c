@@ -92,6 +92,8 @@ static const char help_text[] =
         "                        for several (any of them) (query, dump, reset, top, run);\n"
         "                        trees: the subtrees of the nodes called NAME\n"
         "      --tree            query: the call path tree of each process\n"
+        "      --all             events: list the events that cannot be counted here too,\n"
+        "                        with why (JSON and CSV always list them)\n"
         "      --interval SECONDS\n"
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
@@ -224,6 +226,7 @@ enum {
 	OPT_MAX_REPLY,
 	OPT_FAIL_ABOVE,
 	OPT_FAIL_BELOW,
+	OPT_ALL,
 };
 
 static const struct option long_options[] = {
@@ -245,6 +248,7 @@ static const struct option long_options[] = {
         {"max-reply", required_argument, NULL, OPT_MAX_REPLY},
         {"fail-above", required_argument, NULL, OPT_FAIL_ABOVE},
         {"fail-below", required_argument, NULL, OPT_FAIL_BELOW},
+        {"all", no_argument, NULL, OPT_ALL},
         {NULL, 0, NULL, 0},
 };
 
@@ -439,6 +443,9 @@ main(int argc, char **argv)
 		case OPT_TREE:
 			o.tree = true;
 			break;
+		case OPT_ALL:
+			o.all = true;
+			break;
 		case 'r':
 			o.repeat = parse_count("--repeat", optarg, 100000);
 			break;
@@ -544,6 +551,8 @@ parsed:
 			        "to a file%s",
 			        cmd->standalone ? " or give --output FILE" : "");
 	}
+	if (o.all && cmd->run != cmd_events)
+		usage_error("--all is for 'events' only, not '%s'", cmd->name);
 	if (o.tree && strcmp(cmd->name, "query"))
 		usage_error("--tree is for 'query' only, not '%s'%s", cmd->name,
 		            cmd->tree ? " (it prints the trees anyway)" : "");

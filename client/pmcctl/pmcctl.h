@@ -58,6 +58,7 @@ struct opts {
 	bool fail_above_set, fail_below_set;
 	unsigned repeat; /* run -r N: runs of the command (0: one) */
 	bool hist; /* dump and run in JSON: each figure with its histogram's buckets, for diff */
+	bool all;  /* events: the table lists the events that cannot be counted too */
 };
 
 /* --max-reply's default, in MiB: far above what the daemon's default limits can list. */
