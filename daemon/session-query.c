@@ -558,6 +558,7 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;
 		qr.all_users = s->admin;
+		qr.run_tag_evicted = registry_tag_evicted(&s->srv->reg, qs->q->run_tag);
 	}
 	if (qs->whole_reply)
 		return query_whole_append(qs, &qr);

@@ -47,6 +47,10 @@ closedirp(DIR **d)
 
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
+/* The ended processes of the command whose figures a private pmcdaemon keeps until the
+ * command ends (--keep-exited, and per user): a shell loop's thousands of short programs. */
+#define PRIVATE_KEEP_EXITED "10000"
+
 /* A pmcdaemon this pmcctl started for one run, on a socket in a directory of its own. */
 struct private_daemon {
 	pid_t pid;
@@ -361,7 +365,11 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 		unsetenv("LISTEN_FDNAMES");
 		unsetenv("WATCHDOG_USEC");
 		unsetenv("WATCHDOG_PID");
-		execl(bin, "pmcdaemon", "--socket", d->sock, "--socket-mode", "0600", (char *)NULL);
+		/* It serves one run: it keeps the figures of up to PRIVATE_KEEP_EXITED ended
+		 * processes, not the system daemon's 100 of each user. */
+		execl(bin, "pmcdaemon", "--socket", d->sock, "--socket-mode", "0600",
+		      "--keep-exited", PRIVATE_KEEP_EXITED, "--keep-exited-per-user",
+		      PRIVATE_KEEP_EXITED, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
 		_exit(EX_OSERR);
 	}
@@ -707,6 +715,19 @@ argv_text(char **argv)
 	return safe;
 }
 
+/* What run says of @n processes of the command whose figures the daemon dropped, in @buf
+ * (@len bytes). Return: @buf. */
+static const char *
+run_evicted_text(uint64_t n, char *buf, size_t len)
+{
+	snprintf(buf, len,
+	         "%" PRIu64 " of the command's processes ended and pmcdaemon dropped their figures "
+	         "before pmcctl could read them (over its --keep-exited-per-user or "
+	         "--keep-exited): they are not listed",
+	         n);
+	return buf;
+}
+
 /* pprof_write()'s filter: the processes of the command's tree. */
 static bool
 run_keep(int32_t pid, void *tree)
@@ -748,6 +769,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		                       "run?)") < 0)
 			oom();
 	}
+	uint64_t evicted = reply->run_tag_evicted; /* said on stderr too (cmd_run()) */
 	if (o->format == FORMAT_JSON) {
 		json_t *root = query_json(q, "nothing_recorded", why);
 		json_t *argv = jarray();
@@ -758,6 +780,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "pid", json_integer(pid));
 		jset(root, "exit_status", json_integer(code));
 		jset(root, "daemon", jstr(private ? "private" : "system"));
+		jset(root, "evicted_processes", ju64(evicted));
 		jset(root, "whole_program", whole_json(whole));
 		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
@@ -769,6 +792,10 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		printf("regions of %s (pid %d) and the processes it started; exit status %d:\n\n",
 		       cmdline, (int)pid, code);
 		query_table(q, why);
+		char text[256];
+
+		if (evicted)
+			printf("\n%s\n", run_evicted_text(evicted, text, sizeof(text)));
 		whole_table(whole, stdout);
 	}
 }
@@ -1006,6 +1033,11 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
 	/* The daemon matched the tag: its answer is the command's processes alone. */
 	bool tagged = resp->query->run_tag_matched;
+	/* Processes of the run whose figures the daemon dropped: never silently missing. */
+	char evicted[256];
+	if (resp->query->run_tag_evicted && o->format != FORMAT_TABLE)
+		fprintf(stderr, "pmcctl: run: %s\n",
+		        run_evicted_text(resp->query->run_tag_evicted, evicted, sizeof(evicted)));
 	if (o->format == FORMAT_PPROF) {
 		q.tree = true;
 		_cleanup_response_ Pmc__Response *trees = query_call(fd, cmd->name, &q, o);

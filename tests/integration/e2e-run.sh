@@ -50,10 +50,8 @@ grep -q "^regions of .*pmc-test-client pages 4 10 (pid [0-9]*) and the processes
 	fail "table heading: $(cat "$TMP/t")"
 expect_faults "table: 40 page faults" "$(awk '$4 == "pages" && $6 == "page-faults" {print $7}' "$TMP/t")" 40
 
-# The command's exit status passes through; its children are the command's too. pmcctl
-# learns their pids from /proc while they run (every 1 to 10 ms): with the system daemon,
-# a child that ends before pmcctl looks is missed, so this one runs 40 x 5 ms (region
-# "steady", 1 fresh page a run). With a private daemon (below) none is missed.
+# The command's exit status passes through; its children are the command's too (found by
+# the run's tag; e2e-run-many checks short-lived ones; region "steady", 1 fresh page a run).
 set +e
 run_as_user --events page-faults --format json -- sh -c "$PMC_TEST_CLIENT_BIN steady 1 40 5000; exit 3" \
 	>"$TMP/j" 2>"$TMP/err"
