@@ -429,8 +429,17 @@ open_failed(int r, size_t i, int *fds, size_t *failed)
 	return r;
 }
 
+/* perf_event_open() of @attr on task @pid, counting on CPU @cpu only. */
+static int
+open_cpu(struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	int fd = (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 int
-perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *failed)
+perf_open_inherited(pid_t pid, int cpu, char *const *names, size_t n, bool per_task, int *fds,
+                    size_t *failed)
 {
 	struct perf_event_attr attr;
 	size_t i;
@@ -445,13 +454,52 @@ perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *f
 		attr.inherit = 1;
 		attr.disabled = 1;
 		attr.enable_on_exec = 1;
-		r = open_event(&attr, pid, -1);
+		if (per_task) {
+			attr.inherit_stat = 1;
+			attr.read_format |= PERF_FORMAT_ID;
+			attr.comm = attr.comm_exec = attr.task = i == 0;
+		}
+		if (cpu < 0) {
+			r = open_event(&attr, pid, -1);
+		} else {
+			r = open_cpu(&attr, pid, cpu);
+			if (r == -EOPNOTSUPP && (attr.config1 & pmu_long_bit)) {
+				attr.config1 &= ~pmu_long_bit;
+				r = open_cpu(&attr, pid, cpu);
+			}
+		}
 		if (r < 0)
 			break;
 		fds[i] = r;
 		r = 0;
 	}
 	return open_failed(r, i, fds, failed);
+}
+
+size_t
+perf_online_cpus(unsigned first, int *cpus, size_t max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	unsigned lo, hi;
+	size_t n = 0;
+	char sep = ',';
+
+	if (!f)
+		return 0;
+	/* "0-3,5,7-8\n" */
+	while (n < max && sep == ',' && fscanf(f, "%u", &lo) == 1) {
+		hi = lo;
+		if ((sep = (char)fgetc(f)) == '-') {
+			if (fscanf(f, "%u", &hi) != 1)
+				break;
+			sep = (char)fgetc(f);
+		}
+		for (unsigned c = lo < first ? first : lo; c <= hi && n < max && c <= INT32_MAX;
+		     c++)
+			cpus[n++] = (int)c;
+	}
+	fclose(f);
+	return n;
 }
 
 int

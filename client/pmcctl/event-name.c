@@ -59,6 +59,26 @@ modes_text(int modes)
 	                    : "user mode only";
 }
 
+bool
+event_is_software(const char *name)
+{
+	size_t base;
+
+	return event_modes(name, &base) >= 0 && event_software(name, base);
+}
+
+double
+event_scaled(const char *name, double value, double enabled, double running, bool *scaled)
+{
+	/* A software event is never multiplexed; a per-CPU counter runs only while its task
+	 * is on that CPU, so that its time running is less than its time enabled by nature:
+	 * the CPUs' sums tell (perf stat scales the same way). */
+	if (event_is_software(name) || !running || running >= enabled * (1 - 1e-3))
+		return value;
+	*scaled = true;
+	return value * enabled / running;
+}
+
 ssize_t
 tree_event_index(const Pmc__RegionStats *r, const char *event)
 {

@@ -105,6 +105,8 @@ static const char help_text[] =
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
         "      --output FILE     run: write the figures to FILE instead of stdout (without\n"
         "                        it, in JSON, CSV and pprof, CMD's stdout goes to stderr)\n"
+        "      --per-thread      run: the whole-program figures of each thread (else of each\n"
+        "                        process, where CMD started several)\n"
         "  -r, --repeat N        run: run CMD N times; the whole-program figures are the\n"
         "                        mean, +- the standard deviation, min and max of the runs\n"
         "      --max-reply MIB   take at most MIB MiB of one reply of pmcdaemon (default\n"
@@ -227,6 +229,7 @@ enum {
 	OPT_FAIL_ABOVE,
 	OPT_FAIL_BELOW,
 	OPT_ALL,
+	OPT_PER_THREAD,
 };
 
 static const struct option long_options[] = {
@@ -249,6 +252,7 @@ static const struct option long_options[] = {
         {"fail-above", required_argument, NULL, OPT_FAIL_ABOVE},
         {"fail-below", required_argument, NULL, OPT_FAIL_BELOW},
         {"all", no_argument, NULL, OPT_ALL},
+        {"per-thread", no_argument, NULL, OPT_PER_THREAD},
         {NULL, 0, NULL, 0},
 };
 
@@ -446,6 +450,9 @@ main(int argc, char **argv)
 		case OPT_ALL:
 			o.all = true;
 			break;
+		case OPT_PER_THREAD:
+			o.per_thread = true;
+			break;
 		case 'r':
 			o.repeat = parse_count("--repeat", optarg, 100000);
 			break;
@@ -551,6 +558,8 @@ parsed:
 			        "to a file%s",
 			        cmd->standalone ? " or give --output FILE" : "");
 	}
+	if (o.per_thread && !cmd->standalone)
+		usage_error("--per-thread is for 'run' only, not '%s'", cmd->name);
 	if (o.all && cmd->run != cmd_events)
 		usage_error("--all is for 'events' only, not '%s'", cmd->name);
 	if (o.tree && strcmp(cmd->name, "query"))

@@ -781,11 +781,14 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "exit_status", json_integer(code));
 		jset(root, "daemon", jstr(private ? "private" : "system"));
 		jset(root, "evicted_processes", ju64(evicted));
-		jset(root, "whole_program", whole_json(whole));
+		jset(root, "whole_program", whole_json(whole, o->per_thread));
 		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
+		const char *base = strrchr(o->argv[0], '/');
+
 		query_csv(q);
+		whole_csv(whole, pid, base ? base + 1 : o->argv[0], o->per_thread);
 		if (why)
 			fprintf(stderr, "pmcctl: %s\n", why);
 	} else {
@@ -796,7 +799,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 
 		if (evicted)
 			printf("\n%s\n", run_evicted_text(evicted, text, sizeof(text)));
-		whole_table(whole, stdout);
+		whole_table(whole, o->per_thread, stdout);
 	}
 }
 
@@ -860,6 +863,8 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 	}
 	if (r < 0 && !w->runs)
 		fprintf(stderr, "pmcctl: run: no whole-program figures: %s\n", w->why);
+	if (counted)
+		tasks_start(w, *pid, o->argv[0]); /* before its first thread can end */
 	*wall = util_now_ns(CLOCK_MONOTONIC);
 	if (write(go[1], "g", 1) != 1)
 		fail("run: cannot start the command: %s", strerror(errno));
@@ -882,7 +887,7 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
  * Return: its wait status. */
 static int
 run_wait(pid_t pid, struct pidset *tree, struct private_daemon *priv, const sigset_t *set,
-         bool private)
+         bool private, struct whole *whole)
 {
 	long wait_ns = RUN_SCAN_MIN_NS;
 	int status = 0;
@@ -905,6 +910,7 @@ run_wait(pid_t pid, struct pidset *tree, struct private_daemon *priv, const sigs
 		 * in bursts: scripts, make), less when not. */
 		size_t known = tree->n;
 		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+		tasks_drain(whole); /* the figures of the tasks that ended, before the ring fills */
 		if (!private)
 			run_scan(tree, priv->pid);
 		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
@@ -993,7 +999,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		pidset_add(&tree, pid);
 		if (!run)
 			proc_stat(pid, NULL, &start);
-		status = run_wait(pid, &tree, &priv, &set, private);
+		status = run_wait(pid, &tree, &priv, &set, private, &whole);
 		if (counted)
 			whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);
 		if (private && !priv.pid)
@@ -1008,9 +1014,9 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		                "region figures\n");
 		private_show_log(&priv);
 		if (o->format == FORMAT_TABLE)
-			whole_table(&whole, stdout);
+			whole_table(&whole, o->per_thread, stdout);
 		else if (o->format == FORMAT_JSON)
-			json_print(whole_json(&whole));
+			json_print(whole_json(&whole, o->per_thread));
 		whole_free(&whole);
 		free(tree.v);
 		return code;
