@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "suggest.h"
 #include "util.h"
 
 #define HWC(id, op, res)                                                                           \
@@ -334,32 +335,6 @@ perf_resolve(const char *name, struct perf_event_attr *attr)
 	return 0;
 }
 
-static size_t
-edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t row[PERF_NAME_MAX + 1];
-	if (la > PERF_NAME_MAX || lb > PERF_NAME_MAX)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 const char *
 perf_suggest(const char *name)
 {
@@ -368,19 +343,11 @@ perf_suggest(const char *name)
 	char *colon = strchr(base, ':');
 	if (colon)
 		*colon = 0;
-	const char *best = NULL;
-	size_t best_d = SIZE_MAX;
-	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
-		size_t d = edit_distance(base, known[i].name);
-		if (d < best_d) {
-			best_d = d;
-			best = known[i].name;
-		}
-	}
+	struct suggest sg = suggest_init(base);
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		suggest_try(&sg, known[i].name);
 	/* Only suggest what looks like a typo, not an arbitrary name. */
-	if (best && best_d <= 1 + strlen(base) / 3)
-		return best;
-	return NULL;
+	return suggest_result(&sg);
 }
 
 static int
@@ -462,8 +429,17 @@ open_failed(int r, size_t i, int *fds, size_t *failed)
 	return r;
 }
 
+/* perf_event_open() of @attr on task @pid, counting on CPU @cpu only. */
+static int
+open_cpu(struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	int fd = (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 int
-perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *failed)
+perf_open_inherited(pid_t pid, int cpu, char *const *names, size_t n, bool per_task, int *fds,
+                    size_t *failed)
 {
 	struct perf_event_attr attr;
 	size_t i;
@@ -478,13 +454,52 @@ perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *f
 		attr.inherit = 1;
 		attr.disabled = 1;
 		attr.enable_on_exec = 1;
-		r = open_event(&attr, pid, -1);
+		if (per_task) {
+			attr.inherit_stat = 1;
+			attr.read_format |= PERF_FORMAT_ID;
+			attr.comm = attr.comm_exec = attr.task = i == 0;
+		}
+		if (cpu < 0) {
+			r = open_event(&attr, pid, -1);
+		} else {
+			r = open_cpu(&attr, pid, cpu);
+			if (r == -EOPNOTSUPP && (attr.config1 & pmu_long_bit)) {
+				attr.config1 &= ~pmu_long_bit;
+				r = open_cpu(&attr, pid, cpu);
+			}
+		}
 		if (r < 0)
 			break;
 		fds[i] = r;
 		r = 0;
 	}
 	return open_failed(r, i, fds, failed);
+}
+
+size_t
+perf_online_cpus(unsigned first, int *cpus, size_t max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	unsigned lo, hi;
+	size_t n = 0;
+	char sep = ',';
+
+	if (!f)
+		return 0;
+	/* "0-3,5,7-8\n" */
+	while (n < max && sep == ',' && fscanf(f, "%u", &lo) == 1) {
+		hi = lo;
+		if ((sep = (char)fgetc(f)) == '-') {
+			if (fscanf(f, "%u", &hi) != 1)
+				break;
+			sep = (char)fgetc(f);
+		}
+		for (unsigned c = lo < first ? first : lo; c <= hi && n < max && c <= INT32_MAX;
+		     c++)
+			cpus[n++] = (int)c;
+	}
+	fclose(f);
+	return n;
 }
 
 int

@@ -74,12 +74,26 @@ int perf_plan(char *const *names, size_t n, size_t *order, uint32_t *group);
  * perf_open_inherited() - open @n events on process @pid and all it starts, from its exec on
  * @pid: a process that has not exec'd yet; its threads and the processes it forks inherit
  *       the counters, whose counts come back to these fds as each of them ends
+ * @cpu: -1: on any CPU; else what they count on CPU @cpu only (the kernel lets the owner map
+ *       a ring buffer on such a counter, not on one of every CPU: @per_task needs it)
  * @names: event names (borrowed), already checked with perf_resolve()
+ * @per_task: each with inherit_stat (a PERF_RECORD_READ of each task that ends, in a ring
+ *            buffer the fd's owner may mmap) and PERF_FORMAT_ID, the first also with comm and
+ *            task (COMM, FORK and EXIT records)
  * @fds: @n slots; the caller owns them all on success. Each is its own event (no group),
- *       disabled until @pid's exec, read() as value, time enabled, time running.
+ *       disabled until @pid's exec, read() as value, time enabled, time running (and the
+ *       event's id with @per_task).
  * Return: 0, or the perf_event_open() error of event *@failed (nothing left open).
  */
-int perf_open_inherited(pid_t pid, char *const *names, size_t n, int *fds, size_t *failed);
+int perf_open_inherited(pid_t pid, int cpu, char *const *names, size_t n, bool per_task, int *fds,
+                        size_t *failed);
+
+/**
+ * perf_online_cpus() - the online CPUs numbered @first or more, in order, at most @max of
+ * them, in @cpus (/sys/devices/system/cpu/online)
+ * Return: how many (0 when the file cannot be read).
+ */
+size_t perf_online_cpus(unsigned first, int *cpus, size_t max);
 
 /**
  * perf_open_group() - open @n resolved events on thread @tid in the groups of @group

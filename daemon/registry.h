@@ -141,6 +141,9 @@ struct process {
 	struct process *next;
 };
 
+/* pmcctl runs whose evicted processes are counted (struct registry's evicted_tag). */
+#define REGISTRY_EVICTED_TAGS 64
+
 struct registry {
 	struct process *procs;
 	size_t n_procs;
@@ -164,7 +167,22 @@ struct registry {
 	 * metrics page's container label; set before registry_retire_enable(). */
 	bool retired_by_cgroup;
 	uint64_t clock; /* serial numbers and fold times of the aggregates */
+	/* Of the evicted processes, those of the last REGISTRY_EVICTED_TAGS pmcctl runs, by
+	 * their run tag (registry_tag_evicted()): so that run can say how many of its
+	 * command's processes it cannot list. Oldest overwritten first. */
+	struct {
+		char tag[33];
+		uint64_t n;
+	} evicted_tag[REGISTRY_EVICTED_TAGS];
+	size_t next_evicted_tag;
 };
+
+/**
+ * registry_tag_evicted() - how many processes that said run tag @tag (non-empty) in their
+ * Hello were evicted (their figures dropped over --keep-exited or --keep-exited-per-user):
+ * 0 also when the tag is older than the last REGISTRY_EVICTED_TAGS runs with evictions
+ */
+uint64_t registry_tag_evicted(const struct registry *reg, const char *tag);
 
 /**
  * registry_process() - the live process @pid, created on first use

@@ -14,12 +14,14 @@
 #include "perf.h"
 #include "server.h"
 #include "threadid.h"
+#include "wire.h"
 
 int
 session_handle_open_command(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__OpenCommand *oc = req->open_command;
 	char why[384];
+	bool cr_more = false;
 	int r = 0;
 
 	pid_t child = threadid_child_from_pidfd(s->rx_fd, s->pid, why, sizeof(why));
@@ -38,15 +40,35 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	struct session_events ev;
 	if (!session_events_check(s, oc->events, oc->n_events, &ev, &r))
 		return r;
-	if (s->srv->n_fds + ev.n + SERVER_FD_RESERVE > s->srv->fd_limit)
+	/* Per task: the events on each online CPU from first_cpu on, as many CPUs as one
+	 * datagram's fds allow (the client asks again for the next); else once, on any CPU. */
+	int cpus[WIRE_MAX_FDS + 1]; /* one more: whether CPUs are left */
+	size_t n_cpus = 1, n_fds;
+	cpus[0] = -1;
+	if (oc->per_task) {
+		size_t max = WIRE_MAX_FDS / ev.n;
+		n_cpus = perf_online_cpus(oc->first_cpu, cpus, max + 1);
+		if (n_cpus == 0 && oc->first_cpu == 0)
+			return session_reply_error(s, ENOENT,
+			                           "cannot read the online CPUs "
+			                           "(/sys/devices/system/cpu/online)");
+		cr_more = n_cpus > max;
+		n_cpus = n_cpus > max ? max : n_cpus;
+	}
+	n_fds = n_cpus * ev.n;
+	if (s->srv->n_fds + n_fds + SERVER_FD_RESERVE > s->srv->fd_limit)
 		return session_reply_error(s, EMFILE,
 		                           "pmcdaemon holds %zu counter fds, near its limit of %zu",
 		                           s->srv->n_fds, s->srv->fd_limit);
 
-	int fds[PERF_MAX_EVENTS];
-	size_t failed = 0;
-	r = perf_open_inherited(child, ev.cn, ev.n, fds, &failed);
+	int fds[WIRE_MAX_FDS];
+	size_t failed = 0, opened = 0;
+	for (size_t c = 0; c < n_cpus && r >= 0; c++, opened += r < 0 ? 0 : ev.n)
+		r = perf_open_inherited(child, cpus[c], ev.cn, ev.n, oc->per_task, fds + opened,
+		                        &failed);
 	if (r < 0) {
+		for (size_t i = 0; i < opened; i++)
+			close(fds[i]);
 		const char *hint = r == -ENOENT || r == -EOPNOTSUPP
 		                           ? " (this machine cannot count it: no hardware PMU? "
 		                             "'pmcctl events' lists what it can)"
@@ -57,7 +79,7 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	/* Still the child that was checked, with the same credentials. */
 	if (threadid_child_from_pidfd(s->rx_fd, s->pid, why, sizeof(why)) != child ||
 	    (r = creds_may_count(&s->creds, child, child, why, sizeof(why))) < 0) {
-		for (size_t i = 0; i < ev.n; i++)
+		for (size_t i = 0; i < n_fds; i++)
 			close(fds[i]);
 		return session_reply_error(s, ESRCH, "the command's process changed meanwhile");
 	}
@@ -65,12 +87,18 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	Pmc__CommandReply cr = PMC__COMMAND_REPLY__INIT;
 	cr.n_events = ev.n;
 	cr.events = ev.cn;
+	cr.per_task = oc->per_task;
+	cr.more = cr_more;
+	if (oc->per_task) {
+		cr.n_cpus = n_cpus;
+		cr.cpus = cpus;
+	}
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_COMMAND;
 	resp.command = &cr;
-	r = session_reply(s, &resp, fds, ev.n);
-	for (size_t i = 0; i < ev.n; i++)
+	r = session_reply(s, &resp, fds, n_fds);
+	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
-	log_debug("pid %d: %zu command counters for its child %d", (int)s->pid, ev.n, (int)child);
+	log_debug("pid %d: %zu command counters for its child %d", (int)s->pid, n_fds, (int)child);
 	return r;
 }

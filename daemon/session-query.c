@@ -303,6 +303,33 @@ query_losses(const struct process *p, const Pmc__Query *q)
 	return any != 0;
 }
 
+/* The floor shown beside @p's figures. */
+struct query_floor {
+	uint64_t wall;
+	uint64_t ev[PROCESS_MAX_EVENTS];
+};
+
+/* The floor shown beside @p's figures, in @f: what the library measured of an empty region as
+ * each thread started (ThreadFloor, the least over its threads: one warm pass, which cold
+ * caches or a first read() can make longer than the same empty region measures later), never
+ * above the least that any region of @p measured, since no region measures less than an
+ * empty one. */
+static void
+query_floor_of(const struct process *p, struct query_floor *f)
+{
+	f->wall = p->wall_floor;
+	memcpy(f->ev, p->floor, sizeof(f->ev));
+	for (size_t i = 0; i < p->n_regions; i++) {
+		const struct region_agg *r = p->regions[i];
+		if (r->wall.count && r->wall.min < f->wall)
+			f->wall = r->wall.min;
+		for (size_t j = 0; j < r->n_ev && j < PROCESS_MAX_EVENTS; j++)
+			if ((p->has_floor >> j & 1) && r->ev[j].st.count &&
+			    r->ev[j].st.min < f->ev[j])
+				f->ev[j] = r->ev[j].st.min;
+	}
+}
+
 /* Whether @s may see the figures of @p. */
 static bool
 query_mine(const struct session *s, const struct process *p)
@@ -399,11 +426,16 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		if (!query_mine(s, p) || !query_match(q, p, NULL))
 			continue;
 		listed |= query_untracked(p, q) || query_losses(p, q);
+		struct query_floor floor;
+		bool have_floor = false;
 		for (size_t i = first; i < end && i < n_items && b->n_rs < n_rs; i++) {
 			struct region_agg *r = items[i];
 			if (!query_listed(r, q) || !query_match(q, p, r))
 				continue;
 			listed = true;
+			if (!have_floor)
+				query_floor_of(p, &floor);
+			have_floor = true;
 			Pmc__RegionStats *rs = &b->rs[b->n_rs];
 			b->rsp[b->n_rs++] = rs;
 			pmc__region_stats__init(rs);
@@ -441,12 +473,12 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 				                                             (double)r->ev[j].scaled
 				                                   : 0.0;
 				if (j < PROCESS_MAX_EVENTS && (p->has_floor >> j & 1)) {
-					es->floor = p->floor[j];
-					es->too_short = too_short(&r->ev[j].st, p->floor[j]);
+					es->floor = floor.ev[j];
+					es->too_short = too_short(&r->ev[j].st, floor.ev[j]);
 				}
 			}
-			rs->wall_floor = p->wall_floor;
-			rs->wall_too_short = too_short(&r->wall, p->wall_floor);
+			rs->wall_floor = floor.wall;
+			rs->wall_too_short = too_short(&r->wall, floor.wall);
 			struct derived d[DERIVED_MAX];
 			size_t nd = region_derived(p, r, d);
 			rs->derived = &b->dvp[b->n_dv];
@@ -538,6 +570,8 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 	if (qs->last) {
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;
+		qr.all_users = s->admin;
+		qr.run_tag_evicted = registry_tag_evicted(&s->srv->reg, qs->q->run_tag);
 	}
 	if (qs->whole_reply)
 		return query_whole_append(qs, &qr);

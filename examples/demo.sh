@@ -30,5 +30,10 @@ setpriv --reuid=65534 --regid=65534 --clear-groups -- \
 	PMC_EVENTS=page-faults,task-clock,context-switches \
 	"$tmp/bin/pmc-example" "$calls" "$pages"
 echo
-echo "== pmcctl query (touch-pages writes $pages fresh pages per call: page-faults = $((calls * pages)) in all)"
+echo "== pmcctl query (touch-pages writes $pages fresh pages per call)"
 build/client/pmcctl --socket "$sock" query
+# The table rounds to 3 digits; JSON has the exact figure.
+pf=$(build/client/pmcctl --socket "$sock" query --region touch-pages --format json |
+	jq '.regions[0].events["page-faults"].sum')
+echo
+echo "== touch-pages page-faults, exact (pmcctl query --format json): $pf, for $calls calls x $pages fresh pages = $((calls * pages))"

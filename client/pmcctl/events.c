@@ -1,4 +1,5 @@
-/* pmcctl events: the events this machine can count, and the daemon's default set. */
+/* pmcctl events: the events this machine can count, and the daemon's default set; in the
+ * table the others (those it cannot count) only with --all, after them. */
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -89,9 +90,19 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 		static const bool right[] = {false, false, false, false};
 		struct table t = {.ncols = ARRAY_SIZE(head), .head = head, .right = right};
 
-		for (size_t i = 0; i < ev->n_events; i++) {
-			const Pmc__EventInfo *e = ev->events[i];
+		size_t hidden = 0;
 
+		/* What counts here first; the rest (often most of libpfm4's list, on a
+		 * machine without that PMU) only with --all. */
+		for (size_t k = 0; k < 2 * ev->n_events; k++) {
+			const Pmc__EventInfo *e = ev->events[k % ev->n_events];
+
+			if (e->usable != (k < ev->n_events))
+				continue;
+			if (!e->usable && !o->all) {
+				hidden++;
+				continue;
+			}
 			table_add(&t, "%s", e->name);
 			table_add(&t, "%s", e->usable ? "yes" : "no");
 			table_add(&t, "%s", e->hardware ? "hardware" : "software");
@@ -104,6 +115,10 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 		}
 		table_print(&t, stdout);
 		table_free(&t);
+		if (hidden)
+			printf("\n%zu event%s that this machine cannot count %s not listed: "
+			       "'pmcctl events --all' lists them, with why\n",
+			       hidden, hidden == 1 ? "" : "s", hidden == 1 ? "is" : "are");
 
 		/* Reuse the table's sanitizing for the daemon-supplied names. */
 		struct table d = {.ncols = 1};

@@ -64,21 +64,17 @@ hist_merge(struct hist *h)
 	h->n = k;
 }
 
-/* The figures of @r that @event names: its wall time when @event is NULL or "wall". */
+/* The figures of @r that @event names (tree_event_index()): its wall time when @event is
+ * NULL, "wall" or "wall_ns" (tree_is_wall()). */
 static const Pmc__Stats *
 pick(const Pmc__RegionStats *r, const char *event)
 {
-	if (!event || !strcmp(event, "wall"))
-		return r->wall_ns;
-	for (size_t j = 0; j < r->n_events; j++) {
-		const char *name = r->events[j]->name;
-		size_t len = strlen(event);
+	ssize_t j;
 
-		/* "page-faults" names "page-faults:u" too, as in PMC_EVENTS. */
-		if (!strncmp(name, event, len) && (!name[len] || name[len] == ':'))
-			return r->events[j]->stats;
-	}
-	return NULL;
+	if (tree_is_wall(event))
+		return r->wall_ns;
+	j = tree_event_index(r, event);
+	return j < 0 ? NULL : r->events[j]->stats;
 }
 
 static void
@@ -168,7 +164,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 	struct hist h = {0};
 	const char *event = o->event;
-	bool ns = !event || !strcmp(event, "wall") || event_counts_ns(event);
+	bool ns = tree_is_wall(event) || event_counts_ns(event);
 
 	if (!o->n_regions)
 		usage_error("'hist' needs --region NAME: the region whose distribution to draw");
@@ -177,13 +173,29 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
 	const Pmc__QueryReply *qr = resp->query;
 
-	for (size_t i = 0; i < qr->n_regions; i++) {
-		const Pmc__Stats *s = pick(qr->regions[i], event);
+	struct event_names counted = {0}, drawn = {0};
+	_cleanup_free_ int32_t *pids = calloc(qr->n_regions + 1, sizeof(*pids));
+	size_t n_pids = 0;
 
+	if (!pids)
+		oom();
+	for (size_t i = 0; i < qr->n_regions; i++) {
+		const Pmc__RegionStats *r = qr->regions[i];
+		const Pmc__Stats *s = pick(r, event);
+		size_t k = 0;
+
+		for (size_t j = 0; j < r->n_events; j++)
+			event_names_add(&counted, r->events[j]->name);
 		if (!s)
 			continue;
 		hist_add(&h, s);
 		h.regions++;
+		/* What the aggregates are: regions of names, in processes. */
+		event_names_add(&drawn, r->name);
+		while (k < n_pids && pids[k] != r->pid)
+			k++;
+		if (k == n_pids)
+			pids[n_pids++] = r->pid;
 	}
 	if (!qr->n_regions) {
 		_cleanup_free_ char *why = NULL;
@@ -193,17 +205,18 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 		fail("%s", safe);
 	}
 	if (!h.regions)
-		fail("event '%s' was not counted in the %zu region%s selected: 'pmcctl query' with "
-		     "the same filters lists the events they have",
-		     event, qr->n_regions, qr->n_regions == 1 ? "" : "s");
+		event_not_counted(event, qr->n_regions, "region", &counted);
+	event_names_free(&counted);
 	hist_merge(&h);
 	if (o->format == FORMAT_JSON) {
 		struct jw w = {.f = stdout};
 
 		jw_open(&w, NULL);
-		jw_str(&w, "event", event ? event : "wall");
+		jw_str(&w, "event", tree_is_wall(event) ? "wall" : event);
 		jw_str(&w, "unit", ns ? "ns" : "count");
 		jw_u64(&w, "regions", h.regions);
+		jw_u64(&w, "region_names", drawn.n);
+		jw_u64(&w, "processes", n_pids);
 		jw_u64(&w, "count", h.count);
 		jw_key(&w, "buckets");
 		jw_raw(&w, "[");
@@ -237,12 +250,14 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s'%s'",
 			         i ? ", " : "", o->regions[i]);
 		_cleanup_free_ char *safe = escape_text(names);
-		printf("%s of region %s: %" PRIu64 " runs in %zu process%s (bounds of the daemon's "
-		       "histogram: exact below 16, then 16 to each power of two)\n\n",
-		       event ? event : "wall time", safe, h.count, h.regions,
-		       h.regions == 1 ? "" : "es");
+		printf("%s of region %s: %" PRIu64 " runs of %zu region%s in %zu process%s (bounds "
+		       "of the daemon's histogram: exact below 16, then 16 to each power of two)"
+		       "\n\n",
+		       tree_is_wall(event) ? "wall time" : event, safe, h.count, drawn.n,
+		       drawn.n == 1 ? "" : "s", n_pids, n_pids == 1 ? "" : "es");
 		print_chart(&h, ns);
 	}
+	event_names_free(&drawn);
 	free(h.v);
 	return 0;
 }

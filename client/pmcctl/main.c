@@ -23,6 +23,7 @@
 
 #include "pmc-shared.h"
 #include "pmcctl.h"
+#include "suggest.h"
 
 #ifdef PMC_VERSION
 #define PMCCTL_VERSION PMC_VERSION
@@ -91,15 +92,21 @@ static const char help_text[] =
         "                        for several (any of them) (query, dump, reset, top, run);\n"
         "                        trees: the subtrees of the nodes called NAME\n"
         "      --tree            query: the call path tree of each process\n"
+        "      --all             events: list the events that cannot be counted here too,\n"
+        "                        with why (JSON and CSV always list them)\n"
         "      --interval SECONDS\n"
         "                        top: seconds between refreshes (default 1, at least 0.1)\n"
         "      --iterations N    top: stop after N refreshes (default: until Ctrl-C)\n"
         "      --event NAME      hist: draw this event's counts per run; flamegraph: weigh\n"
-        "                        by this event (default: the wall time; 'wall' names it too);\n"
+        "                        by this event (default: the wall time, which 'wall' and\n"
+        "                        'wall_ns' name too);\n"
         "                        diff: the figure the gate and the table look at\n"
         "      --events LIST     run: the events CMD counts, e.g. cycles,instructions\n"
         "                        (PMC_EVENTS; default: PMC_EVENTS, or the daemon's set)\n"
-        "      --output FILE     run: write the figures to FILE instead of stdout\n"
+        "      --output FILE     run: write the figures to FILE instead of stdout (without\n"
+        "                        it, in JSON, CSV and pprof, CMD's stdout goes to stderr)\n"
+        "      --per-thread      run: the whole-program figures of each thread (else of each\n"
+        "                        process, where CMD started several)\n"
         "  -r, --repeat N        run: run CMD N times; the whole-program figures are the\n"
         "                        mean, +- the standard deviation, min and max of the runs\n"
         "      --max-reply MIB   take at most MIB MiB of one reply of pmcdaemon (default\n"
@@ -221,6 +228,8 @@ enum {
 	OPT_MAX_REPLY,
 	OPT_FAIL_ABOVE,
 	OPT_FAIL_BELOW,
+	OPT_ALL,
+	OPT_PER_THREAD,
 };
 
 static const struct option long_options[] = {
@@ -242,6 +251,8 @@ static const struct option long_options[] = {
         {"max-reply", required_argument, NULL, OPT_MAX_REPLY},
         {"fail-above", required_argument, NULL, OPT_FAIL_ABOVE},
         {"fail-below", required_argument, NULL, OPT_FAIL_BELOW},
+        {"all", no_argument, NULL, OPT_ALL},
+        {"per-thread", no_argument, NULL, OPT_PER_THREAD},
         {NULL, 0, NULL, 0},
 };
 
@@ -436,6 +447,12 @@ main(int argc, char **argv)
 		case OPT_TREE:
 			o.tree = true;
 			break;
+		case OPT_ALL:
+			o.all = true;
+			break;
+		case OPT_PER_THREAD:
+			o.per_thread = true;
+			break;
 		case 'r':
 			o.repeat = parse_count("--repeat", optarg, 100000);
 			break;
@@ -490,8 +507,19 @@ parsed:
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		if (!strcmp(commands[i].name, command))
 			cmd = &commands[i];
-	if (!cmd)
-		usage_error("unknown command '%s'", command);
+	if (!cmd) {
+		struct suggest sg = suggest_init(command);
+
+		for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+			suggest_try(&sg, commands[i].name);
+		const char *near = suggest_result(&sg);
+		_cleanup_free_ char *safe = escape_text(command);
+		if (near)
+			usage_error("unknown command '%s' (did you mean '%s'?)", safe, near);
+		usage_error("unknown command '%s' (status, query, dump, reset, events, hist, "
+		            "flamegraph, top, run or diff)",
+		            safe);
+	}
 	if ((!cmd->filters || cmd->no_pid) && o.pid)
 		usage_error("--pid cannot be used with '%s'", cmd->name);
 	if (!cmd->filters && o.n_regions)
@@ -530,6 +558,10 @@ parsed:
 			        "to a file%s",
 			        cmd->standalone ? " or give --output FILE" : "");
 	}
+	if (o.per_thread && !cmd->standalone)
+		usage_error("--per-thread is for 'run' only, not '%s'", cmd->name);
+	if (o.all && cmd->run != cmd_events)
+		usage_error("--all is for 'events' only, not '%s'", cmd->name);
 	if (o.tree && strcmp(cmd->name, "query"))
 		usage_error("--tree is for 'query' only, not '%s'%s", cmd->name,
 		            cmd->tree ? " (it prints the trees anyway)" : "");

@@ -58,6 +58,8 @@ struct opts {
 	bool fail_above_set, fail_below_set;
 	unsigned repeat; /* run -r N: runs of the command (0: one) */
 	bool hist; /* dump and run in JSON: each figure with its histogram's buckets, for diff */
+	bool all;  /* events: the table lists the events that cannot be counted too */
+	bool per_thread; /* run: the whole-program figures of each thread */
 };
 
 /* --max-reply's default, in MiB: far above what the daemon's default limits can list. */
@@ -154,14 +156,46 @@ struct whole_stat {
 	double mean, m2, min, max, last;
 };
 
+/* One thread of the command, or a process's main thread (run-tasks.c): its own counts. */
+struct whole_task {
+	uint32_t pid, tid;
+	char comm[16];
+	double v[WHOLE_MAX_EVENTS];   /* over its CPUs; extrapolated at its end */
+	double en[WHOLE_MAX_EVENTS];  /* ns enabled (the longest of its CPUs') */
+	double run[WHOLE_MAX_EVENTS]; /* ns running (its CPUs' added up) */
+	bool scaled;                  /* multiplexed */
+	bool ended; /* its figures came (its PERF_RECORD_READ; or what the others leave) */
+};
+
+/* One process of the command: its threads' counts. */
+struct whole_proc {
+	uint32_t pid;
+	char comm[16];
+	size_t threads;
+	double v[WHOLE_MAX_EVENTS];
+	bool scaled;
+};
+
 struct whole {
 	size_t n;                      /* events counted (0: none, why says why) */
 	char *names[WHOLE_MAX_EVENTS]; /* their canonical names */
-	int fds[WHOLE_MAX_EVENTS];     /* the run's counters (-1: none) */
+	int *fds;        /* the run's counters, n per group (one group, or one per CPU) */
+	size_t n_groups; /* 0: none open */
 	bool scaled[WHOLE_MAX_EVENTS]; /* multiplexed in some run */
 	struct whole_stat ev[WHOLE_MAX_EVENTS], wall;
 	unsigned runs;
 	char *why; /* the daemon's refusal, escaped */
+	/* Per task (run-tasks.c), of the last run: */
+	bool per_task;  /* the counters send each ended task's figures (a group per CPU) */
+	uint64_t *ids;  /* each counter's id (PERF_EVENT_IOC_ID), as fds */
+	void **rings;   /* each group's ring buffer, mapped on its first counter */
+	size_t n_rings; /* mapped */
+	size_t ring_len;
+	struct whole_task *task; /* the command's tasks */
+	size_t n_task, cap_task;
+	uint64_t lost;  /* tasks whose figures the ring lost (PERF_RECORD_LOST): in the sum only */
+	char *task_why; /* why there are no figures per task (NULL: none asked, or there are) */
+	pid_t child;    /* the command's process */
 };
 
 /**
@@ -179,14 +213,68 @@ int whole_open(struct whole *w, int sock, pid_t child, const char *events);
  * all it started have ended, and add them to the runs' figures */
 void whole_read(struct whole *w, uint64_t wall_ns);
 
-/** whole_table() - print @w's figures as a table on @f (or why there are none) */
-void whole_table(const struct whole *w, FILE *f);
+/** whole_table() - print @w's figures as a table on @f (or why there are none), then those
+ * per process (tasks_table(); per thread with @per_thread) */
+void whole_table(const struct whole *w, bool per_thread, FILE *f);
 
-/** whole_json() - @w's figures as a JSON object (new reference) */
-json_t *whole_json(const struct whole *w);
+/** whole_json() - @w's figures as a JSON object (new reference), with those per process
+ * (and per thread with @per_thread: tasks_json()) */
+json_t *whole_json(const struct whole *w, bool per_thread);
+
+/**
+ * whole_csv() - @w's figures as CSV rows with query's columns (a header printed before):
+ * region "(whole program)" with pid @pid and @comm (borrowed), count the runs, sum the
+ * figure of a run (their mean), min, max, mean and stddev over the runs, wall_ns last;
+ * then those of tasks_csv()
+ */
+void whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread);
+
+/** whole_csv_row() - one such row, of event @event's figures @s over @runs runs */
+void whole_csv_row(int64_t pid, const char *comm, const char *region, unsigned runs,
+                   const char *event, const struct whole_stat *s, bool scaled);
+
+/** whole_close() - close @w's counters of this run (none open: nothing) */
+void whole_close(struct whole *w);
 
 /** whole_free() - close and free what @w holds; it is then empty */
 void whole_free(struct whole *w);
+
+/* run-tasks.c: the whole-program figures per process and per thread, of the last run */
+
+/**
+ * tasks_start() - after whole_open() of a run of @child (its command @comm, borrowed): map
+ * the ring buffer of @w's counters, where the daemon opened them per task (@w->per_task);
+ * on failure say why in @w->task_why and go on without (exits on allocation failure)
+ */
+void tasks_start(struct whole *w, pid_t child, const char *comm);
+
+/** tasks_drain() - take the records the ring of @w holds (each ended task's counts, names,
+ * forks, losses), freeing its room; call it often while the command runs */
+void tasks_drain(struct whole *w);
+
+/** tasks_end() - once the command has ended and its counters' sums @total (by event, as
+ * whole_read() read them) are known: drain the ring and give the command's own task what
+ * the other tasks leave of the sums */
+void tasks_end(struct whole *w, const double *total);
+
+/** tasks_free() - unmap and free what run-tasks.c holds in @w */
+void tasks_free(struct whole *w);
+
+/** tasks_processes() - the processes of @w's tasks (those whose figures came), each with
+ * its threads' counts added up, in *@out (the caller frees it), *@n_out of them */
+void tasks_processes(const struct whole *w, struct whole_proc **out, size_t *n_out);
+
+/** tasks_table() - print on @f the figures per process of @w where the command ran more than
+ * one (per thread with @per_thread), or why there are none */
+void tasks_table(const struct whole *w, bool per_thread, FILE *f);
+
+/** tasks_csv() - @w's figures per process as CSV rows of region "(process)", and with
+ * @per_thread per thread ("(thread TID)"), as whole_csv_row() writes them (of the last run) */
+void tasks_csv(const struct whole *w, bool per_thread);
+
+/** tasks_json() - add to @o (whole_json()'s) "processes" (and with @per_thread "threads")
+ * and "lost_tasks", or "per_process_error" */
+void tasks_json(const struct whole *w, bool per_thread, json_t *o);
 
 /* pprof.c: query, dump and run with --format pprof */
 
@@ -316,21 +404,63 @@ const struct tree_node *tree_next(const struct tree_node *nd, const struct tree_
  */
 char *tree_path(const struct tree_node *nd);
 
-/** tree_is_wall() - whether --event @event (NULL: none given) names the wall time ("wall") */
+/** tree_is_wall() - whether --event @event (NULL: none given) names the wall time: "wall",
+ * as the tables name it, or "wall_ns", as JSON and CSV do */
 bool tree_is_wall(const char *event);
 
 /** tree_event_named() - the index in @r->events of the event named @name exactly, -1 when
  * @r has none */
 ssize_t tree_event_named(const Pmc__RegionStats *r, const char *name);
 
-/** tree_event_index() - the index in @r->events of --event @event ("page-faults" names
- * "page-faults:u" too, as hist's), -1 when @r has none */
-ssize_t tree_event_index(const Pmc__RegionStats *r, const char *event);
-
 /** tree_self_of() - set *@self to @nd's self figure of --event @event (tree_is_wall(): the wall
  * time)
  * Return: false, *@self untouched, when @nd did not count @event. */
 bool tree_self_of(const struct tree_node *nd, const char *event, int64_t *self);
+
+/* event-name.c: --event against the names the daemon counted (hist, flamegraph) */
+
+/**
+ * tree_event_index() - the index in @r->events of --event @event, -1 when @r has none: the
+ * event named @event exactly, else one that is @event in another spelling of its mode:
+ * without a mode, "page-faults" names "page-faults:u" too (as PMC_EVENTS); with one, the
+ * counted name whose modes are the same, the default mode unsaid as pmcdaemon reports it
+ * ("cycles:u" is "cycles", "page-faults:uk" "page-faults"; "page-faults:u" is not
+ * "page-faults", which counts kernel mode too)
+ */
+ssize_t tree_event_index(const Pmc__RegionStats *r, const char *event);
+
+/** event_is_software() - whether @name (any mode) is one of perf's software events
+ * (task-clock, page-faults, ...), which the kernel never multiplexes */
+bool event_is_software(const char *name);
+
+/**
+ * event_scaled() - @value of event @name, counted @running of the @enabled ns (over CPUs:
+ * their values and times running added up, the time enabled the longest), extrapolated to
+ * @enabled when it was multiplexed (running less than enabled, beyond 0.1 %; never a
+ * software event), as perf stat does; sets *@scaled then
+ */
+double event_scaled(const char *name, double value, double enabled, double running, bool *scaled);
+
+/* The names of the events counted in what was selected, each once, for messages. */
+struct event_names {
+	char **name;
+	size_t n;
+};
+
+/** event_names_add() - add a copy of @name to @v unless it is there; exits on allocation
+ * failure */
+void event_names_add(struct event_names *v, const char *name);
+
+/** event_names_free() - free the names of @v and empty it */
+void event_names_free(struct event_names *v);
+
+/**
+ * event_not_counted() - exit 1 saying that --event @event was not counted in the @n @what
+ * (such as "region", "call path node") selected, listing the events they have (@v, and
+ * wall), and where one of them is @event counted in other modes, which and how to name it
+ */
+void event_not_counted(const char *event, size_t n, const char *what, const struct event_names *v)
+        __attribute__((noreturn));
 
 /* Folded stacks ("comm (uid U);outer;inner WEIGHT"), one line per node. */
 struct folded_line {

@@ -81,17 +81,30 @@ empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
 		             procs[0] ? ", selected by " : "", procs);
 	} else {
 		code = "nothing_recorded";
+		/* Without a pid the daemon counts no other user's regions (their activity is
+		 * theirs to see): a user is told what "nothing" covers. */
+		const char *mine = q->all_users ? "" : " of yours";
+		const char *others =
+		        q->all_users ? ""
+		                     : "; other users' processes are not listed for you (root and "
+		                       "members of the daemon's --admin-group see them; --pid PID "
+		                       "counts a process's hidden regions)";
 		if (procs[0])
-			r = asprintf(
-			        text,
-			        "no regions recorded for %s: no such process has sent samples to "
-			        "this daemon since it started or was reset",
-			        procs);
-		else
+			r = asprintf(text,
+			             "no regions recorded for %s: no such process%s has sent "
+			             "samples to this daemon since it started or was reset%s",
+			             procs, mine, others);
+		else if (q->all_users)
 			r = asprintf(text,
 			             "no regions recorded: no program linked with libpmcclient "
 			             "has sent samples to this daemon since it started or was "
 			             "reset");
+		else
+			r = asprintf(text,
+			             "no regions recorded that you may see: no process of yours "
+			             "has sent samples to this daemon since it started or was "
+			             "reset%s",
+			             others);
 	}
 	if (r < 0)
 		oom();

@@ -22,14 +22,23 @@
 #define WHOLE_TIMEOUT_MS 5000
 
 void
+whole_close(struct whole *w)
+{
+	for (size_t k = 0; k < w->n * w->n_groups; k++)
+		close(w->fds[k]);
+	free(w->fds);
+	w->fds = NULL;
+	w->n_groups = 0;
+}
+
+void
 whole_free(struct whole *w)
 {
-	for (size_t i = 0; i < w->n; i++) {
+	whole_close(w);
+	for (size_t i = 0; i < w->n; i++)
 		free(w->names[i]);
-		if (w->fds[i] >= 0)
-			close(w->fds[i]);
-	}
 	free(w->why);
+	tasks_free(w);
 	*w = (struct whole){0};
 }
 
@@ -45,42 +54,49 @@ whole_split(char *copy, char **names, size_t max)
 	return n;
 }
 
-int
-whole_open(struct whole *w, int sock, pid_t child, const char *events)
+/* One OpenCommand for @w's command (@pidfd, borrowed) from CPU @first_cpu: its fds are
+ * appended to @w's, @w->n per group (per CPU when the daemon counts per task). Sets *@next to
+ * the CPU to ask from next, or to 0 when there is none left. Return: as whole_open(). */
+static int
+whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_names,
+                uint32_t first_cpu, uint32_t *next)
 {
 	Pmc__OpenCommand oc = PMC__OPEN_COMMAND__INIT;
 	Pmc__Request req = PMC__REQUEST__INIT;
-	_cleanup_free_ char *copy = events ? strdup(events) : NULL;
-	char *names[WHOLE_MAX_EVENTS + 1];
-	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-	int fds[WHOLE_MAX_EVENTS];
-	size_t n_fds = 0;
+	int fds[WIRE_MAX_FDS];
+	size_t n_fds = 0, n_groups = 0;
 	Pmc__Response *resp = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
 
-	if (events && !copy)
-		oom();
-	if (pidfd < 0)
-		return -errno;
-	oc.n_events = whole_split(copy, names, ARRAY_SIZE(names));
+	*next = 0;
+	oc.n_events = n_names;
 	oc.events = names;
+	oc.per_task = true; /* figures per process and thread too (run-tasks.c) */
+	oc.first_cpu = first_cpu;
 	req.body_case = PMC__REQUEST__BODY_OPEN_COMMAND;
 	req.open_command = &oc;
 	int r = wire_send(sock, &req.base, &pidfd, 1, 0);
 	if (r < 0)
 		return r;
-	uint8_t *buf = NULL;
-	size_t len = 0;
 	r = wire_wait(sock, WHOLE_TIMEOUT_MS, &buf, &len, fds, ARRAY_SIZE(fds), &n_fds);
 	if (r < 0)
 		return r;
 	r = wire_unpack_response(buf, len, &resp);
 	free(buf);
+	const Pmc__CommandReply *cr =
+	        r == 0 && !resp->error && resp->body_case == PMC__RESPONSE__BODY_COMMAND
+	                ? resp->command
+	                : NULL;
+	if (cr)
+		n_groups = cr->per_task ? cr->n_cpus : 1;
 	if (r == 0 && resp->error) {
 		w->why = escape_text(resp->message);
 		r = -(resp->error < 0 ? -resp->error : resp->error);
-	} else if (r == 0 && (resp->body_case != PMC__RESPONSE__BODY_COMMAND ||
-	                      resp->command->n_events != n_fds || !n_fds)) {
-		r = -EBADMSG;
+	} else if (r == 0 && (!cr || !cr->n_events || cr->n_events > WHOLE_MAX_EVENTS ||
+	                      (w->n && cr->n_events != w->n) || n_fds != cr->n_events * n_groups ||
+	                      (!n_groups && !first_cpu) || (!cr->per_task && first_cpu))) {
+		r = -EBADMSG; /* an older daemon's, or not understood */
 	}
 	if (r < 0) {
 		for (size_t i = 0; i < n_fds; i++)
@@ -90,19 +106,48 @@ whole_open(struct whole *w, int sock, pid_t child, const char *events)
 		return r;
 	}
 	if (!w->n) {
-		w->n = n_fds;
-		for (size_t i = 0; i < n_fds; i++) {
-			w->names[i] = strdup(resp->command->events[i]);
+		w->per_task = cr->per_task; /* an older daemon's: false */
+		w->n = cr->n_events;
+		for (size_t i = 0; i < w->n; i++) {
+			w->names[i] = strdup(cr->events[i]);
 			if (!w->names[i])
 				oom();
 		}
 	}
-	for (size_t i = 0; i < w->n; i++)
-		w->fds[i] = i < n_fds ? fds[i] : -1;
-	for (size_t i = w->n; i < n_fds; i++)
-		close(fds[i]);
+	int *grown = reallocarray(w->fds, w->n * (w->n_groups + n_groups) + 1, sizeof(*grown));
+	if (!grown)
+		oom();
+	w->fds = grown;
+	memcpy(w->fds + w->n * w->n_groups, fds, n_fds * sizeof(*fds));
+	w->n_groups += n_groups;
+	if (cr->per_task && cr->more && n_groups)
+		*next = (uint32_t)cr->cpus[n_groups - 1] + 1;
 	pmc__response__free_unpacked(resp, NULL);
 	return 0;
+}
+
+int
+whole_open(struct whole *w, int sock, pid_t child, const char *events)
+{
+	_cleanup_free_ char *copy = events ? strdup(events) : NULL;
+	char *names[WHOLE_MAX_EVENTS + 1];
+	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	size_t n_names;
+	uint32_t cpu = 0;
+	int r;
+
+	if (events && !copy)
+		oom();
+	if (pidfd < 0)
+		return -errno;
+	n_names = whole_split(copy, names, ARRAY_SIZE(names));
+	whole_close(w);
+	do {
+		r = whole_open_part(w, sock, pidfd, names, n_names, cpu, &cpu);
+	} while (r == 0 && cpu);
+	if (r < 0)
+		whole_close(w);
+	return r;
 }
 
 /* Adds @v to the running mean and squared deviations of @s (Welford). */
@@ -123,24 +168,28 @@ whole_add(struct whole_stat *s, unsigned runs, double v)
 void
 whole_read(struct whole *w, uint64_t wall_ns)
 {
-	w->runs++;
-	for (size_t i = 0; i < w->n; i++) {
-		uint64_t v[3] = {0}; /* value, time enabled, time running */
-		double value = 0;
+	double total[WHOLE_MAX_EVENTS] = {0}, en[WHOLE_MAX_EVENTS] = {0},
+	       run[WHOLE_MAX_EVENTS] = {0};
 
-		if (w->fds[i] >= 0 && read(w->fds[i], v, sizeof(v)) == (ssize_t)sizeof(v)) {
-			value = (double)v[0];
-			/* Multiplexed: scaled to the time enabled, as perf stat does. */
-			if (v[2] && v[2] < v[1]) {
-				value = (double)v[0] * (double)v[1] / (double)v[2];
-				w->scaled[i] = true;
-			}
-		}
-		if (w->fds[i] >= 0)
-			close(w->fds[i]);
-		w->fds[i] = -1;
-		whole_add(&w->ev[i], w->runs, value);
+	w->runs++;
+	/* Each event's values and times running added up over its CPUs, its time enabled the
+	 * longest, extrapolated where it was multiplexed (event_scaled()). */
+	for (size_t k = 0; k < w->n * w->n_groups; k++) {
+		uint64_t v[4] = {0}; /* value, time enabled, time running (, id: per task) */
+
+		if (w->fds[k] < 0 || read(w->fds[k], v, sizeof(v)) < (ssize_t)(3 * sizeof(*v)))
+			continue;
+		total[k % w->n] += (double)v[0];
+		run[k % w->n] += (double)v[2];
+		if ((double)v[1] > en[k % w->n])
+			en[k % w->n] = (double)v[1];
 	}
+	for (size_t i = 0; i < w->n; i++) {
+		total[i] = event_scaled(w->names[i], total[i], en[i], run[i], &w->scaled[i]);
+		whole_add(&w->ev[i], w->runs, total[i]);
+	}
+	tasks_end(w, total);
+	whole_close(w);
 	whole_add(&w->wall, w->runs, (double)wall_ns);
 }
 
@@ -169,7 +218,7 @@ whole_row(struct table *t, const char *name, const struct whole_stat *s, unsigne
 }
 
 void
-whole_table(const struct whole *w, FILE *f)
+whole_table(const struct whole *w, bool per_thread, FILE *f)
 {
 	static const char *const head[] = {"REGION", "EVENT", "COUNT", "UNIT", "+-", "MIN", "MAX"};
 	static const char *const head_mean[] = {"REGION", "EVENT", "MEAN", "UNIT",
@@ -194,6 +243,7 @@ whole_table(const struct whole *w, FILE *f)
 	fprintf(f, "):\n");
 	table_print(&t, f);
 	table_free(&t);
+	tasks_table(w, per_thread, f);
 }
 
 /* One figure of @s in JSON: its value, or over runs its mean, stddev, min and max. */
@@ -213,7 +263,7 @@ whole_stat_json(const struct whole_stat *s, unsigned runs, bool scaled)
 }
 
 json_t *
-whole_json(const struct whole *w)
+whole_json(const struct whole *w, bool per_thread)
 {
 	json_t *o = jobject();
 	json_t *ev = jobject();
@@ -227,5 +277,40 @@ whole_json(const struct whole *w)
 		jset(ev, w->names[i], whole_stat_json(&w->ev[i], w->runs, w->scaled[i]));
 	jset(o, "events", ev);
 	jset(o, "wall_ns", whole_stat_json(&w->wall, w->runs, false));
+	tasks_json(w, per_thread, o);
 	return o;
+}
+
+void
+whole_csv_row(int64_t pid, const char *comm, const char *region, unsigned runs, const char *event,
+              const struct whole_stat *s, bool scaled)
+{
+	csv_i64(pid);
+	csv_str(comm);
+	csv_str(region);
+	csv_u64(runs);
+	csv_str(event);
+	csv_u64((uint64_t)(s->mean + 0.5)); /* sum: one run's (the mean of the runs) */
+	csv_real(s->min);
+	csv_real(s->max);
+	csv_real(s->mean);
+	csv_real(runs > 1 ? sqrt(s->m2 / (runs - 1)) : 0);
+	for (int i = 0; i < 3; i++) /* p50, p90, p99 */
+		csv_str("");
+	csv_bool(scaled);
+	for (int i = 0; i < 5; i++) /* running_ratio, floor, too_short, cgroup, ns_pid */
+		csv_str("");
+	csv_end();
+}
+
+void
+whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread)
+{
+	if (!w->n || !w->runs)
+		return;
+	for (size_t i = 0; i < w->n; i++)
+		whole_csv_row(pid, comm, "(whole program)", w->runs, w->names[i], &w->ev[i],
+		              w->scaled[i]);
+	whole_csv_row(pid, comm, "(whole program)", w->runs, "wall_ns", &w->wall, false);
+	tasks_csv(w, per_thread);
 }

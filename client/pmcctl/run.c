@@ -47,6 +47,10 @@ closedirp(DIR **d)
 
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
+/* The ended processes of the command whose figures a private pmcdaemon keeps until the
+ * command ends (--keep-exited, and per user): a shell loop's thousands of short programs. */
+#define PRIVATE_KEEP_EXITED "10000"
+
 /* A pmcdaemon this pmcctl started for one run, on a socket in a directory of its own. */
 struct private_daemon {
 	pid_t pid;
@@ -361,7 +365,11 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 		unsetenv("LISTEN_FDNAMES");
 		unsetenv("WATCHDOG_USEC");
 		unsetenv("WATCHDOG_PID");
-		execl(bin, "pmcdaemon", "--socket", d->sock, "--socket-mode", "0600", (char *)NULL);
+		/* It serves one run: it keeps the figures of up to PRIVATE_KEEP_EXITED ended
+		 * processes, not the system daemon's 100 of each user. */
+		execl(bin, "pmcdaemon", "--socket", d->sock, "--socket-mode", "0600",
+		      "--keep-exited", PRIVATE_KEEP_EXITED, "--keep-exited-per-user",
+		      PRIVATE_KEEP_EXITED, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
 		_exit(EX_OSERR);
 	}
@@ -575,9 +583,26 @@ event_has_mode(const char *name)
 	       (!strcmp(m, ":u") || !strcmp(m, ":k") || !strcmp(m, ":uk") || !strcmp(m, ":ku"));
 }
 
+/* Whether event @name (perf's spelling, any mode) happens in kernel mode only, so that it
+ * counts nothing in user mode: a context switch or a CPU migration is the scheduler's. */
+static bool
+event_kernel_only(const char *name)
+{
+	static const char *const kernel_only[] = {"context-switches", "cs", "cpu-migrations",
+	                                          "migrations"};
+	size_t len = strcspn(name, ":");
+
+	for (size_t i = 0; i < ARRAY_SIZE(kernel_only); i++)
+		if (strlen(kernel_only[i]) == len && !strncmp(kernel_only[i], name, len))
+			return true;
+	return false;
+}
+
 /* The events for a private daemon that may count user mode only, while pmcdaemon counts
  * software events in both by default: @events (NULL: PMC_EVENTS, or the daemon's default
- * set), each without a mode given ":u". Return: the list for PMC_EVENTS, to free. */
+ * set), each without a mode given ":u". Of the default set, the events that happen in kernel
+ * mode only (event_kernel_only(): they would always read 0) are left out; given by name,
+ * they stay, with a warning. Return: the list for PMC_EVENTS, to free. */
 static char *
 run_user_mode_events(const char *sock_path, const char *events)
 {
@@ -604,15 +629,25 @@ run_user_mode_events(const char *sock_path, const char *events)
 		for (size_t i = 0; i < resp->events->n_default_events; i++) {
 			const char *e = resp->events->default_events[i];
 
-			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+			if (!event_kernel_only(e))
+				fprintf(f, "%s%s%s", n++ ? "," : "", e,
+				        event_has_mode(e) ? "" : ":u");
 		}
 	} else {
 		copy = strdup(events);
 		if (!copy)
 			oom();
 		for (char *save = NULL, *e = strtok_r(copy, ",", &save); e;
-		     e = strtok_r(NULL, ",", &save))
+		     e = strtok_r(NULL, ",", &save)) {
 			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
+			if (event_kernel_only(e)) {
+				_cleanup_free_ char *safe = escape_text(e);
+				fprintf(stderr,
+				        "pmcctl: warning: %s happens in kernel mode only: counted "
+				        "in user mode, it reads 0\n",
+				        safe);
+			}
+		}
 	}
 	if (fclose(f))
 		oom();
@@ -680,6 +715,19 @@ argv_text(char **argv)
 	return safe;
 }
 
+/* What run says of @n processes of the command whose figures the daemon dropped, in @buf
+ * (@len bytes). Return: @buf. */
+static const char *
+run_evicted_text(uint64_t n, char *buf, size_t len)
+{
+	snprintf(buf, len,
+	         "%" PRIu64 " of the command's processes ended and pmcdaemon dropped their figures "
+	         "before pmcctl could read them (over its --keep-exited-per-user or "
+	         "--keep-exited): they are not listed",
+	         n);
+	return buf;
+}
+
 /* pprof_write()'s filter: the processes of the command's tree. */
 static bool
 run_keep(int32_t pid, void *tree)
@@ -721,6 +769,7 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		                       "run?)") < 0)
 			oom();
 	}
+	uint64_t evicted = reply->run_tag_evicted; /* said on stderr too (cmd_run()) */
 	if (o->format == FORMAT_JSON) {
 		json_t *root = query_json(q, "nothing_recorded", why);
 		json_t *argv = jarray();
@@ -731,18 +780,26 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "pid", json_integer(pid));
 		jset(root, "exit_status", json_integer(code));
 		jset(root, "daemon", jstr(private ? "private" : "system"));
-		jset(root, "whole_program", whole_json(whole));
+		jset(root, "evicted_processes", ju64(evicted));
+		jset(root, "whole_program", whole_json(whole, o->per_thread));
 		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
+		const char *base = strrchr(o->argv[0], '/');
+
 		query_csv(q);
+		whole_csv(whole, pid, base ? base + 1 : o->argv[0], o->per_thread);
 		if (why)
 			fprintf(stderr, "pmcctl: %s\n", why);
 	} else {
 		printf("regions of %s (pid %d) and the processes it started; exit status %d:\n\n",
 		       cmdline, (int)pid, code);
 		query_table(q, why);
-		whole_table(whole, stdout);
+		char text[256];
+
+		if (evicted)
+			printf("\n%s\n", run_evicted_text(evicted, text, sizeof(text)));
+		whole_table(whole, o->per_thread, stdout);
 	}
 }
 
@@ -774,6 +831,12 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 		    (events && setenv("PMC_EVENTS", events, 1) < 0) ||
 		    setenv("PMC_RUN_TAG", tag, 1) < 0)
 			_exit(127);
+		/* JSON, CSV and pprof on stdout are for programs to read: the command's own
+		 * output goes to stderr, so that `pmcctl run --format json -- app | jq` reads
+		 * the figures only (--output FILE leaves stdout to the command). */
+		if (o->format != FORMAT_TABLE && !o->output &&
+		    dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(127);
 		/* Held until its counters are open (or pmcctl has gone). */
 		if (read(go[0], &c, 1) != 1)
 			_exit(125);
@@ -800,6 +863,8 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 	}
 	if (r < 0 && !w->runs)
 		fprintf(stderr, "pmcctl: run: no whole-program figures: %s\n", w->why);
+	if (counted)
+		tasks_start(w, *pid, o->argv[0]); /* before its first thread can end */
 	*wall = util_now_ns(CLOCK_MONOTONIC);
 	if (write(go[1], "g", 1) != 1)
 		fail("run: cannot start the command: %s", strerror(errno));
@@ -822,7 +887,7 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
  * Return: its wait status. */
 static int
 run_wait(pid_t pid, struct pidset *tree, struct private_daemon *priv, const sigset_t *set,
-         bool private)
+         bool private, struct whole *whole)
 {
 	long wait_ns = RUN_SCAN_MIN_NS;
 	int status = 0;
@@ -845,6 +910,7 @@ run_wait(pid_t pid, struct pidset *tree, struct private_daemon *priv, const sigs
 		 * in bursts: scripts, make), less when not. */
 		size_t known = tree->n;
 		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+		tasks_drain(whole); /* the figures of the tasks that ended, before the ring fills */
 		if (!private)
 			run_scan(tree, priv->pid);
 		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
@@ -933,7 +999,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		pidset_add(&tree, pid);
 		if (!run)
 			proc_stat(pid, NULL, &start);
-		status = run_wait(pid, &tree, &priv, &set, private);
+		status = run_wait(pid, &tree, &priv, &set, private, &whole);
 		if (counted)
 			whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);
 		if (private && !priv.pid)
@@ -948,9 +1014,9 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		                "region figures\n");
 		private_show_log(&priv);
 		if (o->format == FORMAT_TABLE)
-			whole_table(&whole, stdout);
+			whole_table(&whole, o->per_thread, stdout);
 		else if (o->format == FORMAT_JSON)
-			json_print(whole_json(&whole));
+			json_print(whole_json(&whole, o->per_thread));
 		whole_free(&whole);
 		free(tree.v);
 		return code;
@@ -973,6 +1039,11 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
 	/* The daemon matched the tag: its answer is the command's processes alone. */
 	bool tagged = resp->query->run_tag_matched;
+	/* Processes of the run whose figures the daemon dropped: never silently missing. */
+	char evicted[256];
+	if (resp->query->run_tag_evicted && o->format != FORMAT_TABLE)
+		fprintf(stderr, "pmcctl: run: %s\n",
+		        run_evicted_text(resp->query->run_tag_evicted, evicted, sizeof(evicted)));
 	if (o->format == FORMAT_PPROF) {
 		q.tree = true;
 		_cleanup_response_ Pmc__Response *trees = query_call(fd, cmd->name, &q, o);

@@ -153,33 +153,116 @@ put_cut(const char *s, size_t len, size_t cols)
 	putchar('\n');
 }
 
-/* Prints @text (lines ending in '\n') with each line cut to @cols columns. */
-static void
-put_lines_cut(const char *text, size_t cols)
+/* Where to break a header line of @len bytes at @s to fit @cols columns: after the last
+ * ", ", "; " or "- " that ends a field within them; 0: nowhere. Columns are counted as bytes:
+ * the header is escaped text. */
+static size_t
+header_break(const char *s, size_t len, size_t cols)
 {
-	while (*text) {
+	size_t cut = 0;
+
+	for (size_t i = 1; i + 1 < len && i < cols; i++)
+		if (s[i] == ' ' && strchr(",;-", s[i - 1]))
+			cut = i;
+	return cut;
+}
+
+/* Prints @text (lines ending in '\n') with each line cut to @cols columns, but for its first
+ * @n_wrap lines (the header), wrapped between fields, each further part indented by two
+ * columns, so that none of its fields is lost; only counts them when @print is false.
+ * Return: the lines printed. */
+static size_t
+put_lines_cut(const char *text, size_t cols, size_t n_wrap, bool print)
+{
+	size_t lines = 0;
+
+	for (size_t line = 0; *text; line++, lines++) {
 		const char *nl = strchr(text, '\n');
 		size_t len = nl ? (size_t)(nl - text) : strlen(text);
+		size_t width = cols, cut;
+		const char *indent = "";
 
-		put_cut(text, len, cols);
+		while (line < n_wrap && len > width && (cut = header_break(text, len, width))) {
+			if (print)
+				printf("%s%.*s\n", indent, (int)cut, text);
+			lines++;
+			text += cut + 1;
+			len -= cut + 1;
+			indent = "  ";
+			width = cols > 2 ? cols - 2 : cols;
+		}
+		if (print) {
+			fputs(indent, stdout);
+			put_cut(text, len, width);
+		}
 		text += len + (nl != NULL);
 	}
+	return lines;
+}
+
+/* The two header lines of top: the daemon, and its figures; in @f. */
+static void
+top_header(FILE *f, const struct top_snap *cur, const struct top_snap *prev, const struct opts *o,
+           double dt, size_t n_show)
+{
+	const Pmc__StatusReply *s = cur->status->status, *ps = prev->status->status;
+	size_t n_regions = cur->query->query->n_regions;
+	_cleanup_free_ char *version = escape_text(s->daemon_version);
+	char clock[16], showing[64] = "", rate[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	uint64_t up = s->uptime_ns / 1000000000u;
+
+	strftime(clock, sizeof(clock), "%H:%M:%S", localtime_r(&now, &tm));
+	fprintf(f, "pmcctl top - %s - every %g s - pmcdaemon %s (pid %" PRId32 "), up ", clock,
+	        o->interval, version, s->pid);
+	if (up >= 86400)
+		fprintf(f, "%" PRIu64 "d ", up / 86400);
+	fprintf(f, "%u:%02u:%02u\n", (unsigned)(up % 86400 / 3600), (unsigned)(up % 3600 / 60),
+	        (unsigned)(up % 60));
+	if (n_show < n_regions)
+		snprintf(showing, sizeof(showing), "; showing %zu of %zu regions", n_show,
+		         n_regions);
+	format_si(rate, sizeof(rate), (double)delta(s->samples, ps->samples) / dt);
+	fprintf(f,
+	        "clients %" PRIu32 ", threads %" PRIu32 ", processes %" PRIu32 ", regions %" PRIu32
+	        "; samples %" PRIu64 " (%s/s), batches %" PRIu64 ", dropped %" PRIu64
+	        ", rejected %" PRIu64 "%s\n",
+	        s->clients, s->threads, s->processes, s->regions, s->samples, rate, s->batches,
+	        s->dropped, s->rejected, showing);
+}
+
+/* The lines top_header() takes on a terminal of @cols columns, wrapped. */
+static size_t
+top_header_lines(const struct top_snap *cur, const struct top_snap *prev, const struct opts *o,
+                 double dt, size_t n_show, size_t cols)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		oom();
+	top_header(f, cur, prev, o, dt, n_show);
+	if (fclose(f))
+		oom();
+	size_t n = put_lines_cut(text, cols, 2, false);
+	free(text);
+	return n;
 }
 
 static void
 top_print(const struct top_snap *cur, const struct top_snap *prev, const struct opts *o, bool tty,
           size_t max_rows, size_t cols)
 {
-	const Pmc__StatusReply *s = cur->status->status;
 	const Pmc__QueryReply *q = cur->query->query;
 	double dt = (double)(cur->t_ns - prev->t_ns) / 1e9;
 	_cleanup_free_ struct top_row *rows = calloc(q->n_regions + 1, sizeof(*rows));
-	_cleanup_free_ char *version = escape_text(s->daemon_version);
 	_cleanup_free_ char *text = NULL;
 	size_t text_len = 0;
 	FILE *f;
 
-	if (!rows || !version)
+	if (!rows)
 		oom();
 	if (dt <= 0)
 		dt = 1e-9;
@@ -198,6 +281,15 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	}
 	qsort(rows, q->n_regions, sizeof(*rows), top_row_cmp);
 	size_t n_show = q->n_regions < max_rows ? q->n_regions : max_rows;
+	/* On a terminal, a header wrapped past its two lines takes rows of the table (then
+	 * counted again: it now says "showing N of M"). */
+	for (int k = 0; tty && n_show && k < 2; k++) {
+		size_t extra = top_header_lines(cur, prev, o, dt, n_show, cols) - 2;
+
+		if (n_show + extra <= max_rows)
+			break;
+		n_show = max_rows > extra ? max_rows - extra : 1;
+	}
 
 	/* One column per event the shown rows count, in order of first appearance. */
 	_cleanup_free_ const char **ev = calloc(1, sizeof(*ev));
@@ -232,10 +324,12 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 		head[c] = (char *)fixed_head[c];
 		right[c] = fixed_right[c];
 	}
+	/* A clock's nanoseconds per second are a CPU utilization: shown as perf stat's "CPUs
+	 * utilized", in per cent of one CPU (a rate of "7.5M" task-clock ns/s is 0.8 %). */
 	for (size_t k = 0; k < n_ev; k++) {
 		_cleanup_free_ char *name = escape_text(ev[k]);
 
-		if (asprintf(&head[nf + k], "%s/s", name) < 0)
+		if (asprintf(&head[nf + k], event_counts_ns(ev[k]) ? "%s %%CPU" : "%s/s", name) < 0)
 			oom();
 		right[nf + k] = true;
 	}
@@ -254,7 +348,12 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 		table_add(&t, "%" PRIu64, row->r->count);
 		table_add(&t, "%s", b);
 		for (size_t k = 0; k < n_ev; k++) {
-			format_si(a, sizeof(a), top_event_rate(row, ev[k], dt));
+			double r = top_event_rate(row, ev[k], dt);
+
+			if (event_counts_ns(ev[k]) && !isnan(r))
+				snprintf(a, sizeof(a), "%.1f", r / 1e7);
+			else
+				format_si(a, sizeof(a), r);
 			table_add(&t, "%s", a);
 		}
 	}
@@ -262,30 +361,8 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	f = open_memstream(&text, &text_len);
 	if (!f)
 		oom();
-	char clock[16], showing[64] = "";
-	time_t now = time(NULL);
-	struct tm tm;
-	uint64_t up = s->uptime_ns / 1000000000u;
-	const Pmc__StatusReply *ps = prev->status->status;
-
-	strftime(clock, sizeof(clock), "%H:%M:%S", localtime_r(&now, &tm));
-	fprintf(f, "pmcctl top - %s - every %g s - pmcdaemon %s (pid %" PRId32 "), up ", clock,
-	        o->interval, version, s->pid);
-	if (up >= 86400)
-		fprintf(f, "%" PRIu64 "d ", up / 86400);
-	fprintf(f, "%u:%02u:%02u\n", (unsigned)(up % 86400 / 3600), (unsigned)(up % 3600 / 60),
-	        (unsigned)(up % 60));
-	if (n_show < q->n_regions)
-		snprintf(showing, sizeof(showing), "; showing %zu of %zu regions", n_show,
-		         q->n_regions);
-	char rate[32];
-	format_si(rate, sizeof(rate), (double)delta(s->samples, ps->samples) / dt);
-	fprintf(f,
-	        "clients %" PRIu32 ", threads %" PRIu32 ", processes %" PRIu32 ", regions %" PRIu32
-	        "; samples %" PRIu64 " (%s/s), batches %" PRIu64 ", dropped %" PRIu64
-	        ", rejected %" PRIu64 "%s\n\n",
-	        s->clients, s->threads, s->processes, s->regions, s->samples, rate, s->batches,
-	        s->dropped, s->rejected, showing);
+	top_header(f, cur, prev, o, dt, n_show);
+	fputc('\n', f);
 	if (n_show) {
 		table_print(&t, f);
 	} else {
@@ -303,7 +380,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 
 	if (tty) {
 		fputs("\033[H\033[2J", stdout);
-		put_lines_cut(text, cols);
+		put_lines_cut(text, cols, 2, true); /* the two header lines */
 	} else {
 		fwrite(text, 1, text_len, stdout);
 	}

@@ -300,22 +300,7 @@ tree_path(const struct tree_node *nd)
 bool
 tree_is_wall(const char *event)
 {
-	return !event || !strcmp(event, "wall");
-}
-
-ssize_t
-tree_event_index(const Pmc__RegionStats *r, const char *event)
-{
-	size_t len = strlen(event);
-
-	for (size_t j = 0; j < r->n_events; j++) {
-		const char *name = r->events[j]->name;
-
-		/* "page-faults" names "page-faults:u" too, as in PMC_EVENTS (and hist). */
-		if (!strncmp(name, event, len) && (!name[len] || name[len] == ':'))
-			return (ssize_t)j;
-	}
-	return -1;
+	return !event || !strcmp(event, "wall") || !strcmp(event, "wall_ns");
 }
 
 bool

@@ -41,10 +41,27 @@ check_buckets() {
 pmcctl hist --region d --format json >"$TMP/wall.json" || fail "pmcctl hist"
 check_buckets "$TMP/wall.json" 1101 1-1000 500-600
 expect_eq "processes drawn" "$(jq .regions "$TMP/wall.json")" 2
+# The wall time as JSON and CSV name it (wall_ns) is the wall time, as "wall" is (issue 24).
+pmcctl hist --region d --event wall_ns --format json | cmp - "$TMP/wall.json" ||
+	fail "hist --event wall_ns is not the wall time"
+pmcctl hist --region d --event wall --format json | cmp - "$TMP/wall.json" ||
+	fail "hist --event wall is not the wall time"
 pmcctl hist --region d --event page-faults --format json >"$TMP/pf.json" || fail "pmcctl hist --event"
 check_buckets "$TMP/pf.json" 1101 1-1000 500-600
 expect_eq "unit of page-faults" "$(jq -r .unit "$TMP/pf.json")" count
 
+# What the runs are of: 2 regions (the same name) in 2 processes here; 2 regions of 1
+# process below (issue 24: "runs in N processes" counted the regions).
+expect_eq "processes in JSON" "$(jq .processes "$TMP/wall.json")" 2
+pmcctl hist --region d | grep -q "^wall time of region 'd': 1101 runs of 1 region in 2 processes (" ||
+	fail "hist heading: $(pmcctl hist --region d | head -1)"
+run_client "$TMP/nested" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 5
+pmcctl hist --pid "$CLIENT_PID" --region outer --region inner >"$TMP/nested.txt" ||
+	fail "hist of outer and inner"
+head -1 "$TMP/nested.txt" | grep -q "^wall time of region 'outer', 'inner': 10 runs of 2 regions in 1 process (" ||
+	fail "hist heading of one process: $(head -1 "$TMP/nested.txt")"
+expect_eq "one process in JSON" \
+	"$(pmcctl hist --pid "$CLIENT_PID" --region outer --region inner --format json | jq -c '[.regions, .region_names, .processes]')" '[2,2,1]'
 pid=$(pmcctl query --region d --format json | jq '[.regions[].pid] | min')
 pmcctl hist --region d --pid "$pid" --format json >"$TMP/one.json" || fail "pmcctl hist --pid"
 check_buckets "$TMP/one.json" 1000 1-1000
@@ -60,6 +77,11 @@ pmcctl hist --region d --format csv | awk -F, 'NR > 1 { n += $3 } END { exit n !
 pmcctl hist >"$TMP/err" 2>&1 && fail "hist without --region"
 grep -q "needs --region" "$TMP/err" || fail "no reason: $(cat "$TMP/err")"
 pmcctl hist --region d --event cycles >"$TMP/err" 2>&1 && fail "hist of an event not counted"
-grep -q "event 'cycles' was not counted" "$TMP/err" || fail "no reason: $(cat "$TMP/err")"
+# The refusal lists the events counted, as flamegraph's does (issue 24).
+grep -qx "pmcctl: event 'cycles' was not counted in the 2 regions selected: they have wall, page-faults" \
+	"$TMP/err" || fail "no reason: $(cat "$TMP/err")"
+pmcctl hist --region d --event page-faults:u >"$TMP/err" 2>&1 && fail "hist of page-faults:u"
+grep -q "('page-faults' counted user and kernel mode, 'page-faults:u' is user mode only: --event page-faults draws it)$" \
+	"$TMP/err" || fail "page-faults:u: $(cat "$TMP/err")"
 pass "hist refuses what it cannot draw, saying why"
 daemon_alive

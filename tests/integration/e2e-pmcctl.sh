@@ -42,6 +42,15 @@ pmcctl reset --region steady >/dev/null
 # Over all processes, another user's activity is not the caller's to see (as in status).
 j=$(user_ctl query --format json) || fail "user query"
 expect_eq "only root's, no pid asked: why" "$(jq -r .empty <<<"$j")" nothing_recorded
+# ... but the user is not told that no program sent samples (issue 24): what it sees is its own.
+out=$(user_ctl query) || fail "user query exits $?"
+grep -q "^no regions recorded that you may see: no process of yours has sent samples" <<<"$out" ||
+	fail "user's nothing-recorded message: $out"
+grep -q "other users' processes are not listed for you" <<<"$out" ||
+	fail "user's nothing-recorded message does not say others are not listed: $out"
+grep -q "no program linked" <<<"$out" && fail "user told that no program sent samples: $out"
+grep -q secret <<<"$out" && fail "a hidden region's name leaked: $out"
+pass "nothing of the user's own: $out"
 j=$(user_ctl query --pid $RP --format json) || fail "user query"
 expect_eq "only root's: why" "$(jq -r .empty <<<"$j")" hidden
 expect_eq "only root's: hidden count" "$(jq .hidden_regions <<<"$j")" 1

@@ -20,27 +20,38 @@ done
 
 run_as_user --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
 	fail "run exits $?: $(cat "$TMP/err")"
-# The command's own output comes first, then the figures.
-sed -n '/^{/,$p' "$TMP/j" >"$TMP/json"
+# stdout holds the figures only: the command's own output goes to stderr (issue 24:
+# `pmcctl run --format json -- app | jq` read the app's lines too).
+jq -e . "$TMP/j" >/dev/null || fail "stdout of run --format json is not JSON alone: $(cat "$TMP/j")"
+cp "$TMP/j" "$TMP/json"
 cp "$TMP/json" "$TMP/first.json"
-expect_eq "the command ran" "$(grep -c '^page_faults=40$' "$TMP/j")" 1
+expect_eq "the command ran, its output on stderr" "$(grep -c '^page_faults=40$' "$TMP/err")" 1
+expect_eq "none of it on stdout" "$(grep -c '^page_faults=' "$TMP/j")" 0
 expect_eq "its one region" "$(jq -c '[.regions[].name]' "$TMP/json")" '["pages"]'
 expect_faults "exactly 40 page faults" "$(jq '.regions[0].events["page-faults"].sum' "$TMP/json")" 40
 expect_eq "only the events asked for" "$(jq -c '.regions[0].events | keys' "$TMP/json")" '["page-faults"]'
 expect_eq "its pid" "$(jq '.regions[0].pid == .pid' "$TMP/json")" true
 expect_eq "exit status in JSON" "$(jq .exit_status "$TMP/json")" 0
 expect_eq "the test daemon was used" "$(jq -r .daemon "$TMP/json")" system
-[ -s "$TMP/err" ] && fail "stderr with the system daemon: $(cat "$TMP/err")"
+grep -v '^[a-z_]*=[0-9]*$' "$TMP/err" && fail "stderr with the system daemon: $(cat "$TMP/err")"
+# CSV too; with --output FILE, stdout stays the command's.
+run_as_user --events page-faults --format csv -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/c" 2>"$TMP/err" ||
+	fail "run --format csv exits $?"
+expect_eq "CSV on stdout, the command's output on stderr" \
+	"$(grep -c '^page_faults=40$' "$TMP/c"),$(grep -c '^page_faults=40$' "$TMP/err")" 0,1
+mkdir "$TMP/user-out" && chown 65534:65534 "$TMP/user-out"
+run_as_user --events page-faults --format json --output "$TMP/user-out/o.json" -- "$PMC_TEST_CLIENT_BIN" pages 4 10 \
+	>"$TMP/c" 2>"$TMP/err" || fail "run --output exits $?"
+expect_eq "with --output, the command's stdout" "$(grep -c '^page_faults=40$' "$TMP/c")" 1
+jq -e '.regions[0].name == "pages"' "$TMP/user-out/o.json" >/dev/null || fail "--output file: $(cat "$TMP/user-out/o.json")"
 
 run_as_user --events page-faults -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/t" || fail "run (table) exits $?"
 grep -q "^regions of .*pmc-test-client pages 4 10 (pid [0-9]*) and the processes it started; exit status 0:$" "$TMP/t" ||
 	fail "table heading: $(cat "$TMP/t")"
 expect_faults "table: 40 page faults" "$(awk '$4 == "pages" && $6 == "page-faults" {print $7}' "$TMP/t")" 40
 
-# The command's exit status passes through; its children are the command's too. pmcctl
-# learns their pids from /proc while they run (every 1 to 10 ms): with the system daemon,
-# a child that ends before pmcctl looks is missed, so this one runs 40 x 5 ms (region
-# "steady", 1 fresh page a run). With a private daemon (below) none is missed.
+# The command's exit status passes through; its children are the command's too (found by
+# the run's tag; e2e-run-many checks short-lived ones; region "steady", 1 fresh page a run).
 set +e
 run_as_user --events page-faults --format json -- sh -c "$PMC_TEST_CLIENT_BIN steady 1 40 5000; exit 3" \
 	>"$TMP/j" 2>"$TMP/err"
@@ -148,6 +159,23 @@ if [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ]; then
 	sed -n '/^{/,$p' "$TMP/j" >"$TMP/json"
 	expect_faults "private, as a user: 40 page faults (user mode)" \
 		"$(jq '.regions[0].events["page-faults:u"].sum' "$TMP/json")" 40
+	# The default events, user mode only: each counts something (context-switches and
+	# cpu-migrations happen in the kernel: counted in user mode they always read 0).
+	as_user env PMC_SOCKET="$NONE" "$PMCCTL_BIN" run --format json -- \
+		"$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
+		fail "private, as a user, default events: exit $?: $(cat "$TMP/err")"
+	sed -n '/^{/,$p' "$TMP/j" >"$TMP/json"
+	expect_eq "private, as a user, default events: none reads 0" \
+		"$(jq -c '[.regions[0].events | to_entries[] | select(.value.sum == 0) | .key]' "$TMP/json")" '[]'
+	expect_eq "private, as a user, default events: none reads 0 in the whole program" \
+		"$(jq -c '[.whole_program.events | to_entries[] | select(.value.value == 0) | .key]' "$TMP/json")" '[]'
+	grep -q "count user mode only: PMC_EVENTS=task-clock:u,page-faults:u$" "$TMP/err" ||
+		fail "private, as a user, default events: $(cat "$TMP/err")"
+	# Named, a kernel-only event is counted as asked, with a warning.
+	as_user env PMC_SOCKET="$NONE" "$PMCCTL_BIN" run --events context-switches -- true \
+		>"$TMP/t" 2>"$TMP/err" || fail "context-switches as a user: exit $?: $(cat "$TMP/err")"
+	grep -q "^pmcctl: warning: context-switches happens in kernel mode only: counted in user mode, it reads 0$" \
+		"$TMP/err" || fail "no warning for context-switches:u: $(cat "$TMP/err")"
 else
 	expect_eq "private, as a user, perf_event_paranoid > 2: exit" $rc 69
 	grep -q "perf_event_paranoid is [0-9]*.*ask the operator to run pmcdaemon (systemctl enable --now pmcdaemon.socket) or to set kernel.perf_event_paranoid=2" \

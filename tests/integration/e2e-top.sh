@@ -6,7 +6,7 @@ start_daemon
 
 # One thread running region "mt-pages" (one fresh page per run) until killed; setpriv
 # execs the client, so $! is its pid.
-setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 1 1 1000000000 >"$TMP/c" 2>"$TMP/c.err" &
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults,task-clock "$PMC_TEST_CLIENT_BIN" threads 1 1 1000000000 >"$TMP/c" 2>"$TMP/c.err" &
 C=$!
 # cleanup (lib.sh) takes the exit status from $?; errexit would stop the trap half-way.
 trap 'rc=$?; set +e; kill "$C" 2>/dev/null; wait "$C" 2>/dev/null; (exit $rc); cleanup' EXIT
@@ -29,7 +29,13 @@ expect_eq "refreshes" "$(grep -c '^pmcctl top - ' "$TMP/top")" 2
 ! grep -q $'\033' "$TMP/top" || fail "escape sequences on a pipe"
 awk '/^pmcctl top - / && NR > 1 && prev != "" { exit 1 } { prev = $0 }' "$TMP/top" ||
 	fail "refreshes not separated by a blank line"
-grep -qE '^ *PID +COMM +CONTAINER +REGION +RUNS/S +RUNS +WALL/RUN +page-faults/s$' "$TMP/top" || fail "column heads"
+# task-clock's nanoseconds per second are a CPU utilization: in per cent of one CPU, not
+# "7.5M" (issue 24).
+grep -qE '^ *PID +COMM +CONTAINER +REGION +RUNS/S +RUNS +WALL/RUN +page-faults/s +task-clock %CPU$' "$TMP/top" ||
+	fail "column heads: $(grep PID "$TMP/top")"
+awk -v p="$C" '$1 == p && $4 == "mt-pages" && $NF !~ /^[0-9]+\.[0-9]$/ { print $NF; exit 1 }' "$TMP/top" ||
+	fail "task-clock %CPU is not a percentage: $(grep mt-pages "$TMP/top")"
+pass "task-clock as %CPU: $(awk -v p="$C" '$1 == p && $4 == "mt-pages" { print $NF }' "$TMP/top" | tr '\n' ' ')"
 expect_eq "rows of the client's region" "$(awk -v p="$C" '$1 == p && $4 == "mt-pages"' "$TMP/top" | wc -l)" 2
 # The client is running: its rate is not 0, and one page per run gives as many page
 # faults per second as runs per second (the same figures, so the same text).
@@ -39,6 +45,19 @@ awk -v p="$C" -v sanitized="${PMC_SANITIZED:-}" '$1 == p && $4 == "mt-pages" {
 }' "$TMP/top" || fail "rates of mt-pages"
 pass "rates of mt-pages"
 
+# On a terminal narrower than the header: the header wraps between its fields, none lost,
+# and no line is wider than the terminal (issue 24: cut at 120 columns, "rejected" lost).
+if command -v script >/dev/null; then
+	script -qc "stty cols 60 rows 20; $PMCCTL_BIN --socket $SOCK top --iterations 1 --interval 0.2" \
+		/dev/null </dev/null >"$TMP/tty" || fail "top on a terminal: $(cat "$TMP/tty")"
+	sed -e 's/\r$//' -e 's/\x1b\[H\x1b\[2J//' "$TMP/tty" >"$TMP/tty.txt"
+	for field in "up " "clients " "threads " "processes " "regions " "samples " "batches " "dropped " "rejected "; do
+		grep -q "$field[0-9]" "$TMP/tty.txt" || fail "header field '$field' lost on 60 columns: $(cat "$TMP/tty.txt")"
+	done
+	awk 'length($0) > 60 { print; exit 1 }' "$TMP/tty.txt" || fail "a line wider than 60 columns"
+	grep -q mt-pages "$TMP/tty.txt" || fail "no row on a terminal: $(cat "$TMP/tty.txt")"
+	pass "header wrapped on 60 columns: $(head -4 "$TMP/tty.txt" | tr '\n' '|')"
+fi
 pmcctl top --iterations 1 --interval 0.1 --region nope >"$TMP/top" || fail "top --region nope"
 grep -q "^no region matches --region 'nope'" "$TMP/top" || fail "--region filter: $(cat "$TMP/top")"
 pmcctl top --iterations 1 --interval 0.1 --pid "$C" >"$TMP/top" || fail "top --pid"

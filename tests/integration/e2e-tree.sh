@@ -58,9 +58,20 @@ while IFS='=' read -r key want; do
 		s == p || index(s, p ";") == 1 { t += w } END { print t + 0 }' "$TMP/folded")
 	expect_faults "folded weights under $path" "$sum" "$want"
 done <"$TMP/out"
+# page-faults counted without a mode counts user and kernel mode: page-faults:u names no
+# event counted, and the refusal says which one does (issue 24); cycles is not there at all.
+pmcctl flamegraph --pid "$CLIENT_PID" --event page-faults:u >"$TMP/err" 2>&1 &&
+	fail "flamegraph --event page-faults:u drew page-faults (user and kernel mode)"
+grep -q "^pmcctl: event 'page-faults:u' was not counted in the 8 call path nodes selected: they have wall, page-faults ('page-faults' counted user and kernel mode, 'page-faults:u' is user mode only: --event page-faults draws it)$" \
+	"$TMP/err" || fail "flamegraph --event page-faults:u: $(cat "$TMP/err")"
+pmcctl flamegraph --pid "$CLIENT_PID" --event page-faults:uk | cmp - "$TMP/folded" ||
+	fail "flamegraph --event page-faults:uk is not page-faults"
+pass "flamegraph --event in another mode: $(cat "$TMP/err")"
 pmcctl flamegraph --pid "$CLIENT_PID" >"$TMP/folded-wall"
 wall_total=$(awk '{ t += $NF } END { print t }' "$TMP/folded-wall")
 expect_eq "folded wall times add up to main's" "$wall_total" "$(node main .wall_ns.sum)"
+pmcctl flamegraph --pid "$CLIENT_PID" --event wall_ns | cmp - "$TMP/folded-wall" ||
+	fail "flamegraph --event wall_ns is not the wall time (as JSON and CSV name it)"
 
 # Deeper than 32: the 32 outer levels are nodes, the deeper ones count under their name
 # and in the self of the deepest node ("path-depth").

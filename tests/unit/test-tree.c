@@ -138,6 +138,41 @@ test_self(void)
 	tree_free(&t);
 }
 
+/* --event against the names counted: the exact name first, a name without a mode for any
+ * mode, a mode for the counted name of the same modes (pmcdaemon leaves the default unsaid:
+ * user mode for hardware events, both for software events). */
+static void
+test_event_names(void)
+{
+	static const char *const names[] = {"cycles", "page-faults", "instructions:k",
+	                                    "task-clock:u", "task-clock"};
+	Pmc__EventStats ev[ARRAY_SIZE(names)], *evp[ARRAY_SIZE(names)];
+	Pmc__RegionStats r = PMC__REGION_STATS__INIT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		pmc__event_stats__init(&ev[i]);
+		ev[i].name = (char *)names[i];
+		evp[i] = &ev[i];
+	}
+	r.events = evp;
+	r.n_events = ARRAY_SIZE(names);
+	CHECK(tree_event_index(&r, "cycles") == 0);
+	CHECK(tree_event_index(&r, "cycles:u") == 0);
+	CHECK(tree_event_index(&r, "cycles:k") == -1);
+	CHECK(tree_event_index(&r, "page-faults") == 1);
+	CHECK(tree_event_index(&r, "page-faults:uk") == 1);
+	CHECK(tree_event_index(&r, "page-faults:ku") == 1);
+	CHECK(tree_event_index(&r, "page-faults:u") == -1); /* counted in kernel mode too */
+	CHECK(tree_event_index(&r, "instructions") == 2);
+	CHECK(tree_event_index(&r, "instructions:k") == 2);
+	CHECK(tree_event_index(&r, "instructions:u") == -1);
+	CHECK(tree_event_index(&r, "task-clock") == 4); /* exact before any mode */
+	CHECK(tree_event_index(&r, "task-clock:u") == 3);
+	CHECK(tree_event_index(&r, "task-clock:uk") == 4);
+	CHECK(tree_event_index(&r, "task") == -1);
+	CHECK(tree_event_index(&r, "page-faults:x") == -1);
+}
+
 /* Children's events are matched by name, whatever their order; one a child lacks counts 0. */
 static void
 test_self_by_name(void)
@@ -388,6 +423,7 @@ main(void)
 
 	RUN(test_links);
 	RUN(test_self);
+	RUN(test_event_names);
 	RUN(test_self_by_name);
 	RUN(test_fold_adds_up);
 	RUN(test_fold_merge);
