@@ -11,6 +11,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "procstat.h"
 #include "util.h"
 
 static void retired_attach(struct registry *reg, struct process *p);
@@ -18,34 +19,12 @@ static void retired_attach(struct registry *reg, struct process *p);
 int
 process_read_start(pid_t pid, uint64_t *start, char comm[17])
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return -ESRCH;
-	buf[n] = 0;
-	/* comm is in parentheses and may itself hold spaces and ')'. */
-	char *open_p = strchr(buf, '(');
-	char *close_p = strrchr(buf, ')');
-	if (!open_p || !close_p || close_p < open_p)
-		return -EIO;
-	size_t cl = (size_t)(close_p - open_p - 1);
-	if (cl > 16)
-		cl = 16;
-	memcpy(comm, open_p + 1, cl);
-	comm[cl] = 0;
-	/* Fields after comm: state is field 3; starttime is field 22. */
-	char *s = close_p + 2;
-	for (int field = 3; field < 22; field++) {
-		s = strchr(s, ' ');
-		if (!s)
-			return -EIO;
-		s++;
-	}
-	*start = strtoull(s, NULL, 10);
+	struct procstat st;
+	int r = procstat_read(pid, &st);
+	if (r < 0)
+		return r;
+	*start = st.start;
+	memcpy(comm, st.comm, sizeof(st.comm));
 	return 0;
 }
 
