@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "arena.h"
+#include "list.h"
 #include "metrics.h"
 #include "registry.h"
 #include "util.h"
@@ -21,7 +22,7 @@
  * steps: on_new_bev() hands evhttp the bufferevent (pending), then on_adopt() reads the
  * connection back from its callback argument (open). */
 struct conn {
-	struct conn *prev, *next;
+	struct pmc_list_node link; /* in its struct conn_list */
 	struct metrics *m;
 	struct bufferevent *bev;         /* pending: referenced until adopted */
 	struct evhttp_connection *evcon; /* open */
@@ -34,7 +35,7 @@ struct conn {
 };
 
 struct conn_list {
-	struct conn *head, *tail; /* open: the one unused the longest first */
+	struct pmc_list conns; /* struct conn; open: the one unused the longest first */
 	unsigned n;
 };
 
@@ -57,7 +58,7 @@ struct metrics {
 	char token[METRICS_TOKEN_MAX + 1];
 	size_t max_series;
 	bool label_container;    /* --metrics-labels container */
-	struct scrape *scrapes;  /* every page being answered, in order of arrival */
+	struct pmc_list scrapes; /* struct scrape: every page being answered, in order of arrival */
 	struct scrape *building; /* the one past QUEUED and before WRITE, or NULL */
 	unsigned n_scrapes;
 	bool warned_dropped; /* logged once that series were left off */
@@ -168,7 +169,7 @@ enum family {
 };
 
 struct scrape {
-	struct scrape *prev, *next;
+	struct pmc_list_node link; /* in m->scrapes */
 	struct metrics *m;
 	struct conn *c;
 	struct evhttp_request *req;

@@ -224,28 +224,14 @@ authorized(const struct metrics *m, const char *header)
 static void
 conn_append(struct conn_list *l, struct conn *c)
 {
-	c->next = NULL;
-	c->prev = l->tail;
-	if (l->tail)
-		l->tail->next = c;
-	else
-		l->head = c;
-	l->tail = c;
+	pmc_list_append(&l->conns, &c->link);
 	l->n++;
 }
 
 static void
 conn_remove(struct conn_list *l, struct conn *c)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		l->head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	else
-		l->tail = c->prev;
-	c->prev = c->next = NULL;
+	pmc_list_remove(&l->conns, &c->link);
 	l->n--;
 }
 
@@ -294,7 +280,8 @@ on_close(struct evhttp_connection *evcon, void *arg)
 static bool
 evict_unauthed(struct metrics *m)
 {
-	for (struct conn *c = m->open.head; c; c = c->next)
+	struct conn *c;
+	pmc_list_for_each(c, &m->open.conns, link)
 		if (!c->authed) {
 			evhttp_connection_free(c->evcon); /* on_close() frees the conn */
 			return true;
@@ -357,7 +344,7 @@ on_adopt(evutil_socket_t fd, short what, void *arg)
 	struct conn *c;
 	unsigned long evicted = 0, more;
 
-	while ((c = m->pending.head)) {
+	while ((c = pmc_list_first(&m->pending.conns, struct conn, link))) {
 		struct bufferevent *bev = TAKE_PTR(c->bev);
 		void *evcon = NULL;
 
@@ -481,7 +468,7 @@ on_request(struct evhttp_request *req, void *arg)
 	struct conn *c;
 
 	/* Used now: the last to be closed to make room. */
-	for (c = m->open.tail; c; c = c->prev)
+	pmc_list_for_each_reverse(c, &m->open.conns, link)
 		if (c->evcon == evcon) {
 			conn_remove(&m->open, c);
 			conn_append(&m->open, c);
@@ -641,11 +628,12 @@ metrics_free(struct metrics *m)
 	 * listener. */
 	if (m->http)
 		evhttp_free(m->http);
-	while (m->scrapes) {
-		m->scrapes->c = NULL;
-		scrape_free(m->scrapes);
+	struct scrape *s;
+	while ((s = pmc_list_first(&m->scrapes, struct scrape, link))) {
+		s->c = NULL;
+		scrape_free(s);
 	}
-	while ((c = m->pending.head)) {
+	while ((c = pmc_list_first(&m->pending.conns, struct conn, link))) {
 		conn_remove(&m->pending, c);
 		bufferevent_decref(c->bev);
 		free(c);

@@ -46,14 +46,15 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	char comm[17];
 	if (process_read_start(pid, &start, comm) < 0)
 		return NULL;
-	for (struct process *p = reg->procs; p; p = p->next)
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link)
 		/* Figures belong to the credentials that sent them: a process that exec'd a
 		 * setuid program gets new figures under its new uid. */
 		if (p->pid == pid && p->start == start && p->uid == uid) {
 			p->ended = 0;
 			return p;
 		}
-	struct process *p = calloc(1, sizeof(*p));
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
 	p->pid = pid;
@@ -66,8 +67,7 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 		(void)process_set_cgroup(p, cgroup);
 	if (cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
 		p->ns_pid = 0;
-	p->next = reg->procs;
-	reg->procs = p;
+	pmc_list_prepend(&reg->procs, &p->link);
 	reg->n_procs++;
 	retired_attach(reg, p);
 	return p;
@@ -427,11 +427,12 @@ same_cgroup(const char *a, const char *b)
 static struct process *
 retired_get(struct registry *reg, const struct process *p)
 {
-	for (struct process *a = reg->retired; a; a = a->next)
+	struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		if (a->uid == p->uid && !strcmp(a->comm, p->comm) &&
 		    (!reg->retired_by_cgroup || same_cgroup(a->cgroup, p->cgroup)))
 			return a;
-	struct process *a = calloc(1, sizeof(*a));
+	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
 	if (reg->retired_by_cgroup && process_set_cgroup(a, p->cgroup) < 0) {
@@ -442,8 +443,7 @@ retired_get(struct registry *reg, const struct process *p)
 	/* Never the same twice: /metrics tells a new aggregate from a freed one by it. */
 	a->start = ++reg->clock;
 	memcpy(a->comm, p->comm, sizeof(a->comm));
-	a->next = reg->retired;
-	reg->retired = a;
+	pmc_list_prepend(&reg->retired, &a->link);
 	return a;
 }
 
@@ -468,11 +468,7 @@ retired_drop(struct registry *reg, struct process *a)
 	process_free_regions(reg, a);
 	if (a->members)
 		return;
-	for (struct process **q = &reg->retired; *q; q = &(*q)->next)
-		if (*q == a) {
-			*q = a->next;
-			break;
-		}
+	pmc_list_remove(&reg->retired, &a->link);
 	for (size_t i = 0; i < a->n_events; i++)
 		free(a->events[i]);
 	free(a->events);
@@ -484,7 +480,8 @@ static size_t
 retired_user_regions(const struct registry *reg, uid_t uid)
 {
 	size_t n = 0;
-	for (const struct process *a = reg->retired; a; a = a->next)
+	const struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		n += a->uid == uid ? a->n_regions : 0;
 	return n;
 }
@@ -517,7 +514,8 @@ retired_room(struct registry *reg, const struct process *keep)
 			u->warned_retired = true;
 		}
 		struct process *lru = NULL;
-		for (struct process *a = reg->retired; a; a = a->next)
+		struct process *a;
+		pmc_list_for_each(a, &reg->retired, link)
 			if (a->uid == keep->uid && a != keep && a->n_regions &&
 			    (!lru || a->folded < lru->folded))
 				lru = a;
@@ -622,7 +620,8 @@ registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const c
 		free(a);
 		return -ENOMEM;
 	}
-	for (struct process *b = reg->retired; b; b = b->next)
+	struct process *b;
+	pmc_list_for_each(b, &reg->retired, link)
 		if (b->uid == uid && !strcmp(b->comm, c) && same_cgroup(a->cgroup, b->cgroup)) {
 			free(a->cgroup);
 			free(a);
@@ -632,8 +631,7 @@ registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const c
 	a->start = ++reg->clock;
 	a->folded = ++reg->clock;
 	memcpy(a->comm, c, sizeof(c));
-	a->next = reg->retired;
-	reg->retired = a;
+	pmc_list_prepend(&reg->retired, &a->link);
 	*out = a;
 	return 0;
 }
@@ -674,13 +672,14 @@ registry_retired_trim(struct registry *reg)
 	if (reg->n_retired <= reg->max_retired_per_uid && reg->n_retired <= reg->max_retired)
 		return 0;
 	size_t n = 0;
-	for (struct process *a = reg->retired; a; a = a->next)
+	struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		n += a->n_regions != 0;
 	struct process **v = malloc(n * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	size_t k = 0;
-	for (struct process *a = reg->retired; a; a = a->next)
+	pmc_list_for_each(a, &reg->retired, link)
 		if (a->n_regions)
 			v[k++] = a;
 	size_t before = reg->n_retired, dropped = 0;
@@ -735,7 +734,8 @@ registry_retire_enable(struct registry *reg, size_t max)
 	 * written. */
 	if (registry_retired_trim(reg) < 0)
 		r = -ENOMEM;
-	for (struct process *p = reg->procs; p; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
 		retired_attach(reg, p);
 		if (max && !p->retired)
 			r = -ENOMEM;
@@ -749,7 +749,8 @@ unsigned
 registry_reset(struct registry *reg, pid_t pid, const char *region)
 {
 	unsigned n = 0;
-	for (struct process *p = reg->procs; p; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
 		if (pid && p->pid != pid)
 			continue;
 		/* One process's figures cleared would lower its program's series on /metrics:
@@ -773,10 +774,12 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 	}
 	/* Every process's: then every figure of each series touched is cleared, a real
 	 * counter reset, which Prometheus's rate() takes as one. */
-	for (struct process *a = pid ? NULL : reg->retired; a; a = a->next)
-		for (size_t i = 0; i < a->n_regions; i++)
-			if (!region || !*region || !strcmp(region, a->regions[i]->name))
-				region_clear(a->regions[i]);
+	struct process *a;
+	if (!pid)
+		pmc_list_for_each(a, &reg->retired, link)
+			for (size_t i = 0; i < a->n_regions; i++)
+				if (!region || !*region || !strcmp(region, a->regions[i]->name))
+					region_clear(a->regions[i]);
 	return n;
 }
 
@@ -800,15 +803,14 @@ process_free(struct registry *reg, struct process *p)
 static bool
 evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
 {
-	struct process **oldest = NULL;
-	for (struct process **q = &reg->procs; *q; q = &(*q)->next)
-		if ((*q)->ended && *q != keep && (uid == (uid_t)-1 || (*q)->uid == uid) &&
-		    (!oldest || (*q)->ended < (*oldest)->ended))
-			oldest = q;
-	if (!oldest)
+	struct process *victim = NULL, *q;
+	pmc_list_for_each(q, &reg->procs, link)
+		if (q->ended && q != keep && (uid == (uid_t)-1 || q->uid == uid) &&
+		    (!victim || q->ended < victim->ended))
+			victim = q;
+	if (!victim)
 		return false;
-	struct process *victim = *oldest;
-	*oldest = victim->next;
+	pmc_list_remove(&reg->procs, &victim->link);
 	reg->n_procs--;
 	reg->evicted++;
 	struct user_share *u = reg->users ? users_get(reg->users, victim->uid) : NULL;
@@ -824,7 +826,8 @@ registry_process_ended(struct registry *reg, struct process *p, uint64_t now)
 {
 	p->ended = now ? now : 1;
 	size_t n_ended = 0, n_uid = 0;
-	for (struct process *q = reg->procs; q; q = q->next) {
+	struct process *q;
+	pmc_list_for_each(q, &reg->procs, link) {
 		n_ended += q->ended != 0;
 		n_uid += q->ended != 0 && q->uid == p->uid;
 	}
@@ -840,7 +843,8 @@ static size_t
 user_count(const struct registry *reg, uid_t uid, bool paths)
 {
 	size_t n = 0;
-	for (const struct process *q = reg->procs; q; q = q->next)
+	const struct process *q;
+	pmc_list_for_each(q, &reg->procs, link)
 		n += q->uid == uid ? (paths ? q->n_paths : q->n_regions) : 0;
 	return n;
 }
@@ -877,7 +881,8 @@ count_by_uid(const struct registry *reg, bool paths, struct uid_count **v, size_
 	size_t cap = 0;
 	*v = NULL;
 	*n = 0;
-	for (const struct process *q = reg->procs; q; q = q->next) {
+	const struct process *q;
+	pmc_list_for_each(q, &reg->procs, link) {
 		size_t k = paths ? q->n_paths : q->n_regions, i = 0;
 		while (i < *n && (*v)[i].uid != q->uid)
 			i++;
@@ -910,7 +915,8 @@ evict_over_share(struct registry *reg, uid_t uid, const struct process *keep, si
 	if (count_by_uid(reg, paths, &v, &n) < 0)
 		return false;
 	struct process *oldest = NULL;
-	for (struct process *q = reg->procs; q; q = q->next) {
+	struct process *q;
+	pmc_list_for_each(q, &reg->procs, link) {
 		if (!q->ended || q == keep || q->uid == uid ||
 		    (oldest && q->ended >= oldest->ended))
 			continue;
@@ -975,17 +981,15 @@ region_free(struct region_agg *r)
 void
 registry_free(struct registry *reg)
 {
-	struct process *p = reg->procs;
-	while (p) {
-		struct process *next = p->next;
+	struct process *p, *next;
+	pmc_list_for_each_safe(p, next, &reg->procs, link) {
+		pmc_list_remove(&reg->procs, &p->link);
 		process_free(reg, p);
-		p = next;
 	}
-	reg->procs = NULL;
 	reg->n_procs = reg->n_regions = reg->n_paths = 0;
-	while (reg->retired) {
-		reg->retired->members = 0; /* every process is freed */
-		retired_drop(reg, reg->retired);
+	while ((p = pmc_list_first(&reg->retired, struct process, link))) {
+		p->members = 0; /* every process is freed */
+		retired_drop(reg, p);
 	}
 	reg->n_retired = 0;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "list.h"
 #include "pmc-shared.h"
 #include "stats.h"
 #include "users.h"
@@ -138,11 +139,11 @@ struct process {
 	struct process *retired;
 	size_t members;
 	uint64_t folded;
-	struct process *next;
+	struct pmc_list_node link; /* in the registry's procs, or its retired for an aggregate */
 };
 
 struct registry {
-	struct process *procs;
+	struct pmc_list procs; /* struct process, by link: the newest first */
 	size_t n_procs;
 	size_t n_regions;
 	size_t n_paths;           /* call path nodes over every process */
@@ -154,7 +155,7 @@ struct registry {
 	/* What forgotten processes leave for /metrics (registry_retire_enable()): one
 	 * aggregate per (uid, comm), the sum of the figures of its processes that were
 	 * forgotten or reset one by one, so that the page's counters never go down. */
-	struct process *retired;    /* the aggregates (pid 0), not in procs */
+	struct pmc_list retired;    /* the aggregates (pid 0), not in procs: the newest first */
 	size_t n_retired;           /* regions over them */
 	size_t max_retired;         /* at most (0: none are made; those a state file restored
 	                             * are kept as they are, and saved again) */
@@ -165,6 +166,27 @@ struct registry {
 	bool retired_by_cgroup;
 	uint64_t clock; /* serial numbers and fold times of the aggregates */
 };
+
+/** registry_first() - the newest process of @reg (the head of its procs), or NULL; borrowed */
+static inline struct process *
+registry_first(const struct registry *reg)
+{
+	return pmc_list_first(&reg->procs, struct process, link);
+}
+
+/** registry_first_retired() - the newest retired aggregate of @reg, or NULL; borrowed */
+static inline struct process *
+registry_first_retired(const struct registry *reg)
+{
+	return pmc_list_first(&reg->retired, struct process, link);
+}
+
+/** process_next() - the process after @p on its list (older), or NULL; borrowed */
+static inline struct process *
+process_next(const struct process *p)
+{
+	return pmc_list_entry_or_null(p->link.next, struct process, link);
+}
 
 /**
  * registry_process() - the live process @pid, created on first use

@@ -268,7 +268,10 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct allo
 	st->retired_dropped = reg->retired_dropped;
 	st->boot_id = (char *)boot;
 	st->processes = alloc_list_add(a, reg->n_procs * sizeof(*st->processes));
-	for (struct process *p = reg->procs; p && !a->oom; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
+		if (a->oom)
+			break;
 		Pmc__ProcessState *ps = alloc_list_add(a, sizeof(*ps));
 		if (!ps)
 			break;
@@ -278,16 +281,17 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct allo
 	/* The retired aggregates with figures (one without regions is made again for its
 	 * processes by registry_retire_enable()). */
 	size_t n = 0;
-	for (const struct process *r = reg->retired; r; r = r->next)
+	const struct process *r;
+	pmc_list_for_each(r, &reg->retired, link)
 		n += r->n_regions != 0;
 	struct process **v = alloc_list_add(a, n * sizeof(*v));
 	st->retired = alloc_list_add(a, n * sizeof(*st->retired));
 	if (a->oom)
 		return -ENOMEM;
 	n = 0;
-	for (struct process *r = reg->retired; r; r = r->next)
-		if (r->n_regions)
-			v[n++] = r;
+	pmc_list_for_each(p, &reg->retired, link)
+		if (p->n_regions)
+			v[n++] = p;
 	qsort(v, n, sizeof(*v), cmp_retired);
 	for (size_t i = 0; i < n && !a->oom; i++) {
 		Pmc__ProcessState *ps = alloc_list_add(a, sizeof(*ps));
@@ -755,8 +759,7 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 	p->ended = 1; /* not connected; the first to go if too many have ended */
 	snprintf(p->comm, sizeof(p->comm), "%s", ps->comm);
 	p->ns_pid = ps->ns_pid > 0 ? ps->ns_pid : 0;
-	p->next = reg->procs;
-	reg->procs = p;
+	pmc_list_prepend(&reg->procs, &p->link);
 	reg->n_procs++;
 	if (process_set_cgroup(p, ps->cgroup) < 0)
 		return -ENOMEM;

@@ -94,7 +94,7 @@ test_room(void)
 	CHECK(reg.n_procs == 2);
 	CHECK(registry_room(&reg, q));
 	CHECK(reg.evicted == 1 && reg.n_procs == 1 && reg.n_regions == 1);
-	CHECK(reg.procs == q);
+	CHECK(registry_first(&reg) == q);
 	registry_free(&reg);
 }
 
@@ -190,7 +190,7 @@ test_retired_fold(void)
 	/* Its blocks are the user's, all given back with the registry. */
 	CHECK(u->hist.used > 0 && u->hist.used == daemon.used);
 	registry_free(&reg);
-	CHECK(reg.retired == NULL && reg.n_retired == 0);
+	CHECK(registry_first_retired(&reg) == NULL && reg.n_retired == 0);
 	CHECK(u->hist.used == 0 && daemon.used == 0);
 	users_free(&users);
 }
@@ -237,7 +237,8 @@ test_retired_off(void)
 	CHECK(p && !p->retired);
 	pmc_test_add_runs(&reg, p, "r", 3, 1);
 	registry_process_ended(&reg, p, 1);
-	CHECK(reg.evicted == 1 && !reg.retired && reg.n_retired == 0 && reg.retired_dropped == 0);
+	CHECK(reg.evicted == 1 && !registry_first_retired(&reg) && reg.n_retired == 0 &&
+	      reg.retired_dropped == 0);
 	registry_free(&reg);
 }
 
@@ -338,7 +339,7 @@ test_retired_bound(void)
 	/* uid 1000, program A: 2 regions, its share. */
 	run_and_forget(&reg, getpid(), 1000, "x", 2);
 	CHECK(reg.n_retired == 2 && reg.retired_dropped == 0);
-	struct process *a = reg.retired;
+	struct process *a = registry_first_retired(&reg);
 	CHECK(a && a->uid == 1000 && a->n_regions == 2);
 	/* Its known regions join at no cost. */
 	run_and_forget(&reg, getpid(), 1000, "x", 2);
@@ -357,7 +358,7 @@ test_retired_bound(void)
 	CHECK(reg.retired_dropped == 3 && reg.n_retired == 3);
 	/* A's aggregate is gone (no process of A is left); B's holds its region. */
 	unsigned n = 0;
-	for (struct process *r = reg.retired; r; r = r->next, n++)
+	for (struct process *r = registry_first_retired(&reg); r; r = process_next(r), n++)
 		CHECK(r->uid == 2000 || (!strcmp(r->comm, "pmc-other-comm") && r->n_regions == 1 &&
 		                         region_find(r, "y0")));
 	CHECK(n == 2);
