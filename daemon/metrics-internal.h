@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "list.h"
+#include "log.h"
 #include "metrics.h"
 #include "registry.h"
 #include "util.h"
@@ -37,12 +38,6 @@ struct conn {
 struct conn_list {
 	struct pmc_list conns; /* struct conn; open: the one unused the longest first */
 	unsigned n;
-};
-
-/* A condition logged at most once every METRICS_LOG_INTERVAL_S seconds. */
-struct log_gate {
-	uint64_t last_ns;
-	unsigned long count; /* occurrences not logged yet */
 };
 
 struct metrics {
@@ -233,8 +228,9 @@ past_deadline(const struct scrape *s)
 
 /* metrics.c */
 
-/** gate_pass() - the condition of @g happened @n times: true when it is to be logged now,
- * with *@more the times it was not logged since the last line */
+/** gate_pass() - the condition of @g happened @n times: true when it is to be logged now (one
+ * line every METRICS_LOG_INTERVAL_S seconds at most: log_gate_pass() with a burst of 1), with
+ * *@more the times it was not logged since the last line */
 bool gate_pass(struct log_gate *g, unsigned long n, unsigned long *more);
 
 /** reply_text() - answer @req with @code, @reason and a plain-text body @text */

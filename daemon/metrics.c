@@ -238,15 +238,8 @@ conn_remove(struct conn_list *l, struct conn *c)
 bool
 gate_pass(struct log_gate *g, unsigned long n, unsigned long *more)
 {
-	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-
-	g->count += n;
-	if (g->last_ns && now - g->last_ns < METRICS_LOG_INTERVAL_S * 1000000000ull)
-		return false;
-	*more = g->count - n;
-	g->count = 0;
-	g->last_ns = now;
-	return true;
+	return log_gate_pass(g, util_now_ns(CLOCK_MONOTONIC),
+	                     METRICS_LOG_INTERVAL_S * 1000000000ull, 1, n, more, NULL);
 }
 
 static void
