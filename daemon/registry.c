@@ -73,74 +73,17 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	return p;
 }
 
-/* FNV-1a: region names are short, and the index only needs a spread, not secrecy (a client
- * that makes its own names collide slows only its own process's lookups, and at most
- * --max-regions of them). */
-static uint64_t
-name_hash(const char *name)
-{
-	uint64_t h = UINT64_C(14695981039346656037);
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		h = (h ^ *c) * UINT64_C(1099511628211);
-	return h;
-}
-
-/* The slot of @name in @p's index: where it is, or the empty slot where it would go. */
-static size_t
-index_slot(const struct process *p, const char *name, uint64_t h)
-{
-	size_t mask = p->index_cap - 1;
-	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-		uint32_t v = p->index[i];
-		if (!v)
-			return i;
-		const struct region_agg *r = p->regions[v - 1];
-		if (r->hash == h && !strcmp(r->name, name))
-			return i;
-	}
-}
-
-/* Makes room in @p for one more region: the array and, at half full, the index. */
-static int
-process_grow(struct process *p)
-{
-	if (p->n_regions == p->cap_regions) {
-		size_t n = p->cap_regions ? 2 * p->cap_regions : 8;
-		struct region_agg **v = realloc(p->regions, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->regions = v;
-		p->cap_regions = n;
-	}
-	if (2 * (p->n_regions + 1) > p->index_cap) {
-		size_t cap = p->index_cap ? 2 * p->index_cap : 16;
-		uint32_t *idx = calloc(cap, sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-		free(p->index);
-		p->index = idx;
-		p->index_cap = cap;
-		for (size_t i = 0; i < p->n_regions; i++)
-			idx[index_slot(p, p->regions[i]->name, p->regions[i]->hash)] =
-			        (uint32_t)i + 1;
-	}
-	return 0;
-}
-
 struct region_agg *
 region_find(struct process *p, const char *name)
 {
-	if (!p->index_cap)
-		return NULL;
-	uint32_t v = p->index[index_slot(p, name, name_hash(name))];
-	return v ? p->regions[v - 1] : NULL;
+	return region_index_find(&p->index, p->regions, 0, name);
 }
 
 /* A new region @name of @p, not counted in any registry total. */
 static struct region_agg *
 region_new(struct process *p, const char *name)
 {
-	if (process_grow(p) < 0)
+	if (region_index_reserve(&p->index, &p->regions, p->n_regions, &p->cap_regions) < 0)
 		return NULL;
 	struct region_agg *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -150,70 +93,19 @@ region_new(struct process *p, const char *name)
 		free(r);
 		return NULL;
 	}
-	r->hash = name_hash(name);
+	r->hash = region_index_hash(0, name);
 	stats_init(&r->wall);
-	p->index[index_slot(p, name, r->hash)] = (uint32_t)p->n_regions + 1;
-	p->regions[p->n_regions++] = r;
+	p->regions[p->n_regions] = r;
+	region_index_put(&p->index, p->regions, p->n_regions++);
 	return r;
 }
 
 /* ---- the call path tree ---- */
 
-static uint64_t
-path_hash(uint32_t parent, const char *name)
-{
-	return name_hash(name) ^ ((uint64_t)parent * UINT64_C(0x9e3779b97f4a7c15));
-}
-
-/* The slot of node (@parent, @name) in @p's path index: where it is, or the empty slot. */
-static size_t
-path_slot(const struct process *p, uint32_t parent, const char *name, uint64_t h)
-{
-	size_t mask = p->path_index_cap - 1;
-	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-		uint32_t v = p->path_index[i];
-		if (!v)
-			return i;
-		const struct region_agg *r = p->paths[v - 1];
-		if (r->hash == h && r->parent == parent && !strcmp(r->name, name))
-			return i;
-	}
-}
-
-static int
-path_grow(struct process *p)
-{
-	if (p->n_paths == p->cap_paths) {
-		size_t n = p->cap_paths ? 2 * p->cap_paths : 8;
-		struct region_agg **v = realloc(p->paths, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->paths = v;
-		p->cap_paths = n;
-	}
-	if (2 * (p->n_paths + 1) > p->path_index_cap) {
-		size_t cap = p->path_index_cap ? 2 * p->path_index_cap : 16;
-		uint32_t *idx = calloc(cap, sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-		free(p->path_index);
-		p->path_index = idx;
-		p->path_index_cap = cap;
-		for (size_t i = 0; i < p->n_paths; i++) {
-			const struct region_agg *r = p->paths[i];
-			idx[path_slot(p, r->parent, r->name, r->hash)] = (uint32_t)i + 1;
-		}
-	}
-	return 0;
-}
-
 struct region_agg *
 path_find(struct process *p, uint32_t parent, const char *name)
 {
-	if (!p->path_index_cap)
-		return NULL;
-	uint32_t v = p->path_index[path_slot(p, parent, name, path_hash(parent, name))];
-	return v ? p->paths[v - 1] : NULL;
+	return region_index_find(&p->path_index, p->paths, parent, name);
 }
 
 struct region_agg *
@@ -224,19 +116,20 @@ process_path(struct registry *reg, struct process *p, uint32_t parent, const cha
 	struct region_agg *r = path_find(p, parent, name);
 	if (r)
 		return r;
-	if (path_grow(p) < 0 || !(r = calloc(1, sizeof(*r))))
+	if (region_index_reserve(&p->path_index, &p->paths, p->n_paths, &p->cap_paths) < 0 ||
+	    !(r = calloc(1, sizeof(*r))))
 		return NULL;
 	if (!(r->name = strdup(name))) {
 		free(r);
 		return NULL;
 	}
-	r->hash = path_hash(parent, name);
+	r->hash = region_index_hash(parent, name);
 	r->parent = parent;
 	r->depth = parent ? p->paths[parent - 1]->depth + 1 : 1;
 	r->id = (uint32_t)p->n_paths + 1;
 	stats_init(&r->wall);
-	p->path_index[path_slot(p, parent, name, r->hash)] = (uint32_t)p->n_paths + 1;
-	p->paths[p->n_paths++] = r;
+	p->paths[p->n_paths] = r;
+	region_index_put(&p->path_index, p->paths, p->n_paths++);
 	reg->n_paths++;
 	return r;
 }
@@ -404,13 +297,12 @@ process_free_regions(struct registry *reg, struct process *p)
 	}
 	reg->n_paths -= p->n_paths;
 	free(p->regions);
-	free(p->index);
+	region_index_free(&p->index);
 	free(p->paths);
-	free(p->path_index);
+	region_index_free(&p->path_index);
 	p->regions = p->paths = NULL;
-	p->index = p->path_index = NULL;
-	p->n_regions = p->cap_regions = p->index_cap = 0;
-	p->n_paths = p->cap_paths = p->path_index_cap = 0;
+	p->n_regions = p->cap_regions = 0;
+	p->n_paths = p->cap_paths = 0;
 }
 
 /* ---- retired aggregates ---- */

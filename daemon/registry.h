@@ -10,6 +10,7 @@
 
 #include "list.h"
 #include "pmc-shared.h"
+#include "region-index.h"
 #include "stats.h"
 #include "users.h"
 
@@ -121,15 +122,11 @@ struct process {
 	size_t n_paths;
 	size_t cap_paths;
 	struct region_agg **paths;
-	uint32_t *path_index;
-	size_t path_index_cap;
+	struct region_index path_index;
 	/* Samples counted under their region's name but in no node, by reason (saved). */
 	uint64_t untracked[UNTRACKED_N];
-	/* Name -> region: open addressing, 1 + index into regions (0: empty), a power of two
-	 * at least twice n_regions; so that a client defining its regions again on every new
-	 * connection costs the daemon one probe a name, not a scan. */
-	uint32_t *index;
-	size_t index_cap;
+	/* Name -> region (region-index.h). */
+	struct region_index index;
 	/* Retired figures (registry_retire_enable()). A process: the retired aggregate of its
 	 * (uid, comm), which its figures join when it is forgotten (NULL: none). A retired
 	 * aggregate is a struct process too, pid 0, on the registry's retired list: its

@@ -38,7 +38,7 @@ test_regions_by_name(void)
 	}
 	CHECK(p->n_regions == N);
 	CHECK(reg.n_regions == N);
-	CHECK(p->index_cap >= 2 * N);
+	CHECK(p->index.cap >= 2 * N);
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "region-%d", i);
 		CHECK(region_find(p, name) == made[i]);
