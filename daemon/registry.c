@@ -502,6 +502,27 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 }
 
 int
+registry_process_load(struct registry *reg, const struct process_saved *saved, struct process **out)
+{
+	struct process *p = calloc(1, sizeof(*p));
+	if (!p || process_set_cgroup(p, saved->cgroup) < 0) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->pid = saved->pid;
+	p->uid = saved->uid;
+	p->start = saved->start;
+	p->received = saved->received;
+	p->ended = 1; /* not connected; the first to go if too many have ended */
+	snprintf(p->comm, sizeof(p->comm), "%s", saved->comm);
+	p->ns_pid = saved->ns_pid > 0 ? saved->ns_pid : 0;
+	pmc_list_prepend(&reg->procs, &p->link);
+	reg->n_procs++;
+	*out = p;
+	return 0;
+}
+
+int
 registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const char *cgroup,
                       struct process **out)
 {

@@ -336,6 +336,27 @@ bool registry_share_room(struct registry *reg, uid_t uid, const struct process *
  */
 int registry_retire_enable(struct registry *reg, size_t max);
 
+/* What a state file says of a process (registry_process_load()). */
+struct process_saved {
+	pid_t pid;
+	uid_t uid;
+	uint64_t start;     /* UINT64_MAX: saved before a reboot, matched by no new process */
+	const char *comm;   /* cut at 16 bytes */
+	const char *cgroup; /* NULL or "": unknown; copied, cut at CGROUP_PATH_MAX - 1 bytes */
+	pid_t ns_pid;       /* 0 or less: unknown */
+	uint64_t received;
+};
+
+/**
+ * registry_process_load() - a new process of @reg with no regions, restored from a state
+ * file: not connected (it ended: the first to go when too many have ended), counted in
+ * @reg->n_procs, with no retired aggregate yet (registry_retire_enable() attaches them)
+ * @saved: borrowed; copied
+ * Return: 0 with *@out set (borrowed: the registry's), or -ENOMEM (nothing added).
+ */
+int registry_process_load(struct registry *reg, const struct process_saved *saved,
+                          struct process **out);
+
 /**
  * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm, @cgroup), for figures
  * restored from a state file: the one that figures joined last, with no member process

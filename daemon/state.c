@@ -749,24 +749,23 @@ static int
 load_process(struct server *srv, const Pmc__ProcessState *ps)
 {
 	struct registry *reg = &srv->reg;
-	struct process *p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->pid = ps->pid;
-	p->uid = ps->uid;
-	p->start = ps->start;
-	p->received = ps->received;
-	p->ended = 1; /* not connected; the first to go if too many have ended */
-	snprintf(p->comm, sizeof(p->comm), "%s", ps->comm);
-	p->ns_pid = ps->ns_pid > 0 ? ps->ns_pid : 0;
-	pmc_list_prepend(&reg->procs, &p->link);
-	reg->n_procs++;
-	if (process_set_cgroup(p, ps->cgroup) < 0)
-		return -ENOMEM;
+	const struct process_saved saved = {
+	        .pid = ps->pid,
+	        .uid = ps->uid,
+	        .start = ps->start,
+	        .comm = ps->comm,
+	        .cgroup = ps->cgroup,
+	        .ns_pid = ps->ns_pid,
+	        .received = ps->received,
+	};
+	struct process *p;
+	int r = registry_process_load(reg, &saved, &p);
+	if (r < 0)
+		return r;
 	/* Charged to its uid, as its samples were: freeing it gives the memory back. */
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
 	stats_charge_to(u ? &u->hist : NULL);
-	int r = load_regions(reg, p, ps, false);
+	r = load_regions(reg, p, ps, false);
 	if (r == 0)
 		r = load_paths(reg, p, ps);
 	stats_charge_to(NULL);

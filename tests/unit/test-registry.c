@@ -374,6 +374,48 @@ test_retired_bound(void)
 	reap(other);
 }
 
+/* registry_process_load(): a process of a state file, made by the registry as
+ * registry_process() makes a live one: ended, counted, found again by a client of the same
+ * process, and the first to go for room. */
+static void
+test_process_load(void)
+{
+	struct registry reg = {.max_ended = 1};
+	struct process *saved, *old, *live;
+	char comm[17];
+	uint64_t start;
+
+	CHECK(process_read_start(getpid(), &start, comm) == 0);
+	/* A process saved before a reboot (start UINT64_MAX) matches no live one. */
+	CHECK(registry_process_load(&reg,
+	                            &(struct process_saved){.pid = getpid(),
+	                                                    .uid = getuid(),
+	                                                    .start = UINT64_MAX,
+	                                                    .comm = "0123456789abcdefXYZ",
+	                                                    .cgroup = "/a.slice/b.scope",
+	                                                    .ns_pid = -3,
+	                                                    .received = 77},
+	                            &old) == 0);
+	CHECK(old->ended && !old->connections && old->received == 77 && old->ns_pid == 0);
+	CHECK(!strcmp(old->comm, "0123456789abcdef") && !strcmp(old->cgroup, "/a.slice/b.scope"));
+	CHECK(!old->retired && old->n_regions == 0);
+	CHECK(reg.n_procs == 1 && registry_first(&reg) == old);
+	CHECK(registry_process_load(&reg,
+	                            &(struct process_saved){.pid = getpid(),
+	                                                    .uid = getuid(),
+	                                                    .start = start,
+	                                                    .comm = comm,
+	                                                    .ns_pid = 9},
+	                            &saved) == 0);
+	CHECK(saved != old && saved->ns_pid == 9 && !saved->cgroup);
+	CHECK(reg.n_procs == 2 && registry_first(&reg) == saved && process_next(saved) == old);
+	/* This process, connecting again: its saved figures, connected now. */
+	live = registry_process(&reg, getpid(), getuid());
+	CHECK(live == saved && !saved->ended && reg.n_procs == 2);
+	registry_free(&reg);
+	CHECK(!registry_first(&reg) && reg.n_procs == 0);
+}
+
 int
 main(void)
 {
@@ -386,5 +428,6 @@ main(void)
 	PMC_TEST_RUN(test_retired_off);
 	PMC_TEST_RUN(test_retired_reset);
 	PMC_TEST_RUN(test_retired_bound);
+	PMC_TEST_RUN(test_process_load);
 	return 0;
 }
