@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-trust.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -128,25 +129,26 @@ metrics_read_token(const char *path, struct metrics_addr *addr)
 		return log_errno(-errno, "--metrics-token-file %s", path);
 	if (fstat(fd, &st) < 0)
 		return log_errno(-errno, "--metrics-token-file %s", path);
-	if (!S_ISREG(st.st_mode)) {
+	/* Root's or the daemon's, and no one else may read or change it. */
+	static const struct file_trust_rule rule = {
+	        .kind = S_IFREG, .root_ok = true, .deny = S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH};
+	switch (file_trust_check(&st, geteuid(), &rule)) {
+	case FILE_TRUST_OK:
+		break;
+	case FILE_TRUST_KIND:
 		log_err("--metrics-token-file %s: not a regular file; give a file that holds the "
 		        "token",
 		        path);
 		return -EINVAL;
-	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+	case FILE_TRUST_OWNER:
 		log_err("--metrics-token-file %s: owned by uid %u, who may change the token; the "
 		        "file must be root's or pmcdaemon's own: chown root %s",
 		        path, (unsigned)st.st_uid, path);
 		return -EACCES;
-	}
-	if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) {
+	case FILE_TRUST_MODE:
 		log_err("--metrics-token-file %s: mode %04o lets %s read or change the token: "
 		        "chmod 600 %s",
-		        path, (unsigned)(st.st_mode & 07777),
-		        !(st.st_mode & (S_IROTH | S_IWOTH))   ? "its group"
-		        : !(st.st_mode & (S_IRGRP | S_IWGRP)) ? "other users"
-		                                              : "its group and other users",
+		        path, (unsigned)(st.st_mode & 07777), file_trust_who(st.st_mode, rule.deny),
 		        path);
 		return -EACCES;
 	}

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "file-trust.h"
 #include "log.h"
 #include "pmc.pb-c.h"
 #include "server.h"
@@ -333,28 +334,6 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 	return 0;
 }
 
-static const char *
-file_kind(mode_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-		return "a regular file";
-	case S_IFDIR:
-		return "a directory";
-	case S_IFLNK:
-		return "a symbolic link";
-	case S_IFIFO:
-		return "a FIFO";
-	case S_IFSOCK:
-		return "a socket";
-	case S_IFCHR:
-	case S_IFBLK:
-		return "a device";
-	default:
-		return "not a regular file";
-	}
-}
-
 /* Opens the directory of @path (through symbolic links: systemd's StateDirectory= with
  * DynamicUser= is one) and checks that no other user can put a file in it, which the
  * daemon could then write through or load. Sets *@base to the last component of @path.
@@ -386,14 +365,15 @@ open_dir(const char *path, const char **base)
 	if (fstat(dfd, &sb) < 0)
 		return log_errno(-errno, "%s: fstat", dir);
 	uid_t euid = geteuid();
-	const char *who = NULL;
-	if (sb.st_uid != 0 && sb.st_uid != euid)
-		who = "its owner, who is neither root nor the daemon's user,";
-	else if (sb.st_mode & S_IWOTH)
-		who = "every user";
-	else if (sb.st_mode & S_IWGRP)
-		who = "its group";
-	if (who) {
+	/* Root's or the daemon's, and no one else may create files in it. */
+	static const struct file_trust_rule rule = {
+	        .kind = S_IFDIR, .root_ok = true, .deny = S_IWGRP | S_IWOTH};
+	enum file_trust t = file_trust_check(&sb, euid, &rule);
+	if (t != FILE_TRUST_OK) {
+		const char *who = t == FILE_TRUST_OWNER  ? "its owner, who is neither root nor the "
+		                                           "daemon's user,"
+		                  : sb.st_mode & S_IWOTH ? "every user"
+		                                         : "its group";
 		log_err("%s: refusing this directory for the state file: it is owned by uid %u "
 		        "and has mode %04o, so %s can create files in it that the daemon (uid "
 		        "%u) would write through or load; keep the state in a directory that "
@@ -415,11 +395,14 @@ remove_stale(int dfd, const char *name, const char *path)
 	struct stat sb;
 	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+	/* The daemon's own regular file, as a save writes it. */
+	static const struct file_trust_rule rule = {.kind = S_IFREG};
+	if (file_trust_check(&sb, geteuid(), &rule) != FILE_TRUST_OK) {
 		log_err("%s is %s owned by uid %u, not a temporary file the daemon (uid %u) left: "
 		        "refusing to write the state through or over it; remove it, and find out "
 		        "who put it there",
-		        path, file_kind(sb.st_mode), (unsigned)sb.st_uid, (unsigned)geteuid());
+		        path, file_trust_kind(sb.st_mode), (unsigned)sb.st_uid,
+		        (unsigned)geteuid());
 		return -EEXIST;
 	}
 	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
@@ -869,12 +852,15 @@ state_load(struct server *srv, const char *path)
 	if (fstat(fd, &sb) < 0)
 		return -errno;
 	uid_t euid = geteuid();
-	if (!S_ISREG(sb.st_mode)) {
+	/* The daemon's own (not even root's), and no one else may write it. */
+	static const struct file_trust_rule rule = {.kind = S_IFREG, .deny = S_IWGRP | S_IWOTH};
+	enum file_trust t = file_trust_check(&sb, euid, &rule);
+	if (t == FILE_TRUST_KIND) {
 		log_err("%s is %s, not a state file: refusing to load it; move it away", path,
-		        file_kind(sb.st_mode));
+		        file_trust_kind(sb.st_mode));
 		return -EINVAL;
 	}
-	if (sb.st_uid != euid || (sb.st_mode & (S_IWGRP | S_IWOTH))) {
+	if (t != FILE_TRUST_OK) {
 		log_err("%s is owned by uid %u with mode %04o: only a file of the daemon's own uid "
 		        "(%u) that no one else may write is loaded, since another user could have "
 		        "written this one; move it away to start afresh",
