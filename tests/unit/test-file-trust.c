@@ -25,21 +25,21 @@ test_file_trust_token_rule(void)
 	struct stat st;
 
 	st = st_of(S_IFREG | 0600, 1000);
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_OK);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OK);
 	st = st_of(S_IFREG | 0400, 0);
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_OK);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OK);
 	st = st_of(S_IFREG | 0710, 0); /* execute bits are not denied */
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_OK);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OK);
 	st = st_of(S_IFREG | 0600, 1001);
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_OWNER);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OWNER);
 	st = st_of(S_IFREG | 0640, 1000);
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_MODE);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_MODE);
 	/* Kind first: a FIFO of another user with mode 0666 is refused as a FIFO. */
 	st = st_of(S_IFIFO | 0666, 1001);
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_KIND);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_KIND);
 	/* Owner before mode. */
 	st = st_of(S_IFREG | 0666, 1001);
-	CHECK(file_trust_check(&st, 1000, &rule) == FILE_TRUST_OWNER);
+	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OWNER);
 }
 
 static void
@@ -53,18 +53,18 @@ test_file_trust_state_rules(void)
 	struct stat st;
 
 	st = st_of(S_IFREG | 0644, 0);
-	CHECK(file_trust_check(&st, 1000, &file) == FILE_TRUST_OWNER);
-	CHECK(file_trust_check(&st, 0, &file) == FILE_TRUST_OK);
+	CHECK_EQ(file_trust_check(&st, 1000, &file), FILE_TRUST_OWNER);
+	CHECK_EQ(file_trust_check(&st, 0, &file), FILE_TRUST_OK);
 	st = st_of(S_IFREG | 0664, 1000);
-	CHECK(file_trust_check(&st, 1000, &file) == FILE_TRUST_MODE);
+	CHECK_EQ(file_trust_check(&st, 1000, &file), FILE_TRUST_MODE);
 	st = st_of(S_IFLNK | 0777, 1000);
-	CHECK(file_trust_check(&st, 1000, &file) == FILE_TRUST_KIND);
+	CHECK_EQ(file_trust_check(&st, 1000, &file), FILE_TRUST_KIND);
 	st = st_of(S_IFDIR | 0755, 0);
-	CHECK(file_trust_check(&st, 1000, &dir) == FILE_TRUST_OK);
+	CHECK_EQ(file_trust_check(&st, 1000, &dir), FILE_TRUST_OK);
 	st = st_of(S_IFDIR | 01777, 0);
-	CHECK(file_trust_check(&st, 1000, &dir) == FILE_TRUST_MODE);
+	CHECK_EQ(file_trust_check(&st, 1000, &dir), FILE_TRUST_MODE);
 	st = st_of(S_IFREG | 0755, 0);
-	CHECK(file_trust_check(&st, 1000, &dir) == FILE_TRUST_KIND);
+	CHECK_EQ(file_trust_check(&st, 1000, &dir), FILE_TRUST_KIND);
 }
 
 static void
@@ -72,18 +72,18 @@ test_file_trust_words(void)
 {
 	const mode_t rw = S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH;
 
-	CHECK(!strcmp(file_trust_who(0640, rw), "its group"));
-	CHECK(!strcmp(file_trust_who(0604, rw), "other users"));
-	CHECK(!strcmp(file_trust_who(0666, rw), "its group and other users"));
-	CHECK(file_trust_who(0611, rw) == NULL);
-	CHECK(!strcmp(file_trust_who(0622, S_IWOTH), "other users"));
-	CHECK(!strcmp(file_trust_kind(S_IFREG), "a regular file"));
-	CHECK(!strcmp(file_trust_kind(S_IFDIR), "a directory"));
-	CHECK(!strcmp(file_trust_kind(S_IFLNK), "a symbolic link"));
-	CHECK(!strcmp(file_trust_kind(S_IFIFO), "a FIFO"));
-	CHECK(!strcmp(file_trust_kind(S_IFSOCK), "a socket"));
-	CHECK(!strcmp(file_trust_kind(S_IFCHR), "a device"));
-	CHECK(!strcmp(file_trust_kind(S_IFBLK), "a device"));
+	CHECK_STREQ(file_trust_who(0640, rw), "its group");
+	CHECK_STREQ(file_trust_who(0604, rw), "other users");
+	CHECK_STREQ(file_trust_who(0666, rw), "its group and other users");
+	CHECK_EQ(file_trust_who(0611, rw), NULL);
+	CHECK_STREQ(file_trust_who(0622, S_IWOTH), "other users");
+	CHECK_STREQ(file_trust_kind(S_IFREG), "a regular file");
+	CHECK_STREQ(file_trust_kind(S_IFDIR), "a directory");
+	CHECK_STREQ(file_trust_kind(S_IFLNK), "a symbolic link");
+	CHECK_STREQ(file_trust_kind(S_IFIFO), "a FIFO");
+	CHECK_STREQ(file_trust_kind(S_IFSOCK), "a socket");
+	CHECK_STREQ(file_trust_kind(S_IFCHR), "a device");
+	CHECK_STREQ(file_trust_kind(S_IFBLK), "a device");
 }
 
 /* A file this test makes: the daemon's own kind of file, until its mode lets others in. */
@@ -97,10 +97,10 @@ test_file_trust_real_file(void)
 
 	CHECK(fd >= 0);
 	CHECK(fchmod(fd, 0600) == 0 && fstat(fd, &st) == 0);
-	CHECK(file_trust_check(&st, geteuid(), &rule) == FILE_TRUST_OK);
+	CHECK_EQ(file_trust_check(&st, geteuid(), &rule), FILE_TRUST_OK);
 	CHECK(fchmod(fd, 0620) == 0 && fstat(fd, &st) == 0);
-	CHECK(file_trust_check(&st, geteuid(), &rule) == FILE_TRUST_MODE);
-	CHECK(file_trust_check(&st, geteuid() + 1, &rule) == FILE_TRUST_OWNER);
+	CHECK_EQ(file_trust_check(&st, geteuid(), &rule), FILE_TRUST_MODE);
+	CHECK_EQ(file_trust_check(&st, geteuid() + 1, &rule), FILE_TRUST_OWNER);
 	close(fd);
 	unlink(path);
 }
@@ -114,6 +114,6 @@ main(void)
 	PMC_TEST_RUN(test_file_trust_state_rules);
 	PMC_TEST_RUN(test_file_trust_words);
 	PMC_TEST_RUN(test_file_trust_real_file);
-	CHECK(pmc_test_count_fds() == fds);
+	CHECK_EQ(pmc_test_count_fds(), fds);
 	return 0;
 }

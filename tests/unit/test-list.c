@@ -23,14 +23,14 @@ check_order(const struct pmc_list *l, const int *want, size_t n)
 		CHECK(i < n && o->v == want[i]);
 		i++;
 	}
-	CHECK(i == n);
+	CHECK_EQ(i, n);
 	pmc_list_for_each_reverse(o, l, link) {
 		CHECK(i > 0 && o->v == want[i - 1]);
 		i--;
 	}
-	CHECK(i == 0);
+	CHECK_EQ(i, 0);
 	CHECK(pmc_list_empty(l) == (n == 0));
-	CHECK(!l->head == !l->tail);
+	CHECK_EQ(!l->head, !l->tail);
 	CHECK(!l->head || !l->head->prev);
 	CHECK(!l->tail || !l->tail->next);
 }
@@ -45,7 +45,7 @@ test_list_zeroed_is_empty(void)
 	CHECK(!pmc_list_first(&l, struct obj, link) && !pmc_list_last(&l, struct obj, link));
 	pmc_list_for_each(o, &l, link)
 		CHECK(0);
-	CHECK(o == NULL);
+	CHECK_EQ(o, NULL);
 }
 
 static void
@@ -60,10 +60,10 @@ test_list_order_and_remove(void)
 	pmc_list_append(&l, &o[3].link);
 	pmc_list_append(&l, &o[4].link);
 	check_order(&l, (const int[]){0, 1, 2, 3, 4}, 5);
-	CHECK(pmc_list_first(&l, struct obj, link) == &o[0]);
-	CHECK(pmc_list_last(&l, struct obj, link) == &o[4]);
+	CHECK_EQ(pmc_list_first(&l, struct obj, link), &o[0]);
+	CHECK_EQ(pmc_list_last(&l, struct obj, link), &o[4]);
 	CHECK(pmc_list_next(&o[1], link) == &o[2] && pmc_list_prev(&o[1], link) == &o[0]);
-	CHECK(pmc_list_entry(&o[3].link, struct obj, link) == &o[3]);
+	CHECK_EQ(pmc_list_entry(&o[3].link, struct obj, link), &o[3]);
 
 	pmc_list_remove(&l, &o[2].link); /* the middle */
 	CHECK(!o[2].link.prev && !o[2].link.next);
@@ -99,13 +99,13 @@ test_list_for_each_safe_frees(void)
 	/* The odd ones freed during the walk; each object visited once. */
 	int seen = 0;
 	pmc_list_for_each_safe(o, tmp, &l, link) {
-		CHECK(o->v == seen++);
+		CHECK_EQ(o->v, seen++);
 		if (o->v % 2) {
 			pmc_list_remove(&l, &o->link);
 			free(o);
 		}
 	}
-	CHECK(seen == 6);
+	CHECK_EQ(seen, 6);
 	check_order(&l, (const int[]){0, 2, 4}, 3);
 	pmc_list_for_each_safe(o, tmp, &l, link) {
 		pmc_list_remove(&l, &o->link);

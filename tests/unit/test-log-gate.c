@@ -21,9 +21,9 @@ test_log_gate_burst_of_one(void)
 	CHECK(log_gate_pass(&g, 1 * S, 60 * S, 1, 1, &held, &held_ns));
 	/* Held back for 60 s, counted by @n. */
 	CHECK(!log_gate_pass(&g, 2 * S, 60 * S, 1, 1, &held, &held_ns));
-	CHECK(held == 0);
+	CHECK_EQ(held, 0);
 	CHECK(!log_gate_pass(&g, 60 * S, 60 * S, 1, 5, &held, NULL));
-	CHECK(held == 0);
+	CHECK_EQ(held, 0);
 	/* The window closes: this line passes and says the 6 held back, over 60 s. */
 	CHECK(log_gate_pass(&g, 61 * S, 60 * S, 1, 3, &held, &held_ns));
 	CHECK(held == 6 && held_ns == 60 * S);
@@ -65,7 +65,7 @@ test_log_gate_apart(void)
 	CHECK(log_gate_pass(&a, 5 * S, 60 * S, 1, 1, &held, NULL));
 	CHECK(!log_gate_pass(&a, 6 * S, 60 * S, 1, 1, &held, NULL));
 	CHECK(log_gate_pass(&b, 6 * S, 60 * S, 1, 1, &held, NULL));
-	CHECK(held == 0);
+	CHECK_EQ(held, 0);
 }
 
 int

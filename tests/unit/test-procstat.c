@@ -18,11 +18,11 @@ test_procstat_parse_fields(void)
 {
 	struct procstat st;
 
-	CHECK(procstat_parse("42 (cat)" TAIL, &st) == 0);
-	CHECK(!strcmp(st.comm, "cat"));
-	CHECK(st.ppid == 7);
+	CHECK_EQ(procstat_parse("42 (cat)" TAIL, &st), 0);
+	CHECK_STREQ(st.comm, "cat");
+	CHECK_EQ(st.ppid, 7);
 	CHECK(st.utime == 11 && st.stime == 12);
-	CHECK(st.start == 1234567);
+	CHECK_EQ(st.start, 1234567);
 }
 
 static void
@@ -35,10 +35,10 @@ test_procstat_parse_odd_comm(void)
 	CHECK(!strcmp(st.comm, "a) b (c) d"));
 	CHECK(st.ppid == 7 && st.start == 1234567);
 	/* Cut at 16 bytes. */
-	CHECK(procstat_parse("42 (0123456789abcdefXYZ)" TAIL, &st) == 0);
-	CHECK(!strcmp(st.comm, "0123456789abcdef"));
-	CHECK(procstat_parse("42 ()" TAIL, &st) == 0);
-	CHECK(!strcmp(st.comm, ""));
+	CHECK_EQ(procstat_parse("42 (0123456789abcdefXYZ)" TAIL, &st), 0);
+	CHECK_STREQ(st.comm, "0123456789abcdef");
+	CHECK_EQ(procstat_parse("42 ()" TAIL, &st), 0);
+	CHECK_STREQ(st.comm, "");
 }
 
 static void
@@ -46,9 +46,9 @@ test_procstat_parse_refuses(void)
 {
 	struct procstat st = {.ppid = 99};
 
-	CHECK(procstat_parse("", &st) == -EIO);
-	CHECK(procstat_parse("42 cat S 7", &st) == -EIO);
-	CHECK(procstat_parse("42 )cat( S 7" TAIL, &st) == -EIO);
+	CHECK_EQ(procstat_parse("", &st), -EIO);
+	CHECK_EQ(procstat_parse("42 cat S 7", &st), -EIO);
+	CHECK_EQ(procstat_parse("42 )cat( S 7" TAIL, &st), -EIO);
 	/* 21 fields: no start time. */
 	CHECK(procstat_parse("42 (cat) S 7 3 3 0 -1 4194560 100 0 0 0 11 12 0 0 20 0 1 0", &st) ==
 	      -EIO);
@@ -57,7 +57,7 @@ test_procstat_parse_refuses(void)
 	      -EIO);
 	CHECK(procstat_parse("42 (cat) S 7 3 3 0 -1 4194560 100 0 0 0 11 12 0 0 20 0 1 0 ", &st) ==
 	      -EIO);
-	CHECK(st.ppid == 99); /* untouched on failure */
+	CHECK_EQ(st.ppid, 99); /* untouched on failure */
 }
 
 static void
@@ -66,11 +66,11 @@ test_procstat_read_self(void)
 	struct procstat st;
 	char name[17] = {0};
 
-	CHECK(prctl(PR_SET_NAME, "proc stat (t)") == 0);
-	CHECK(prctl(PR_GET_NAME, name) == 0);
-	CHECK(procstat_read(getpid(), &st) == 0);
-	CHECK(!strcmp(st.comm, name));
-	CHECK(st.ppid == getppid());
+	CHECK_EQ(prctl(PR_SET_NAME, "proc stat (t)"), 0);
+	CHECK_EQ(prctl(PR_GET_NAME, name), 0);
+	CHECK_EQ(procstat_read(getpid(), &st), 0);
+	CHECK_STREQ(st.comm, name);
+	CHECK_EQ(st.ppid, getppid());
 	CHECK(st.start > 0);
 }
 
@@ -83,8 +83,8 @@ test_procstat_read_gone(void)
 	CHECK(pid >= 0);
 	if (!pid)
 		_exit(0);
-	CHECK(waitpid(pid, NULL, 0) == pid);
-	CHECK(procstat_read(pid, &st) == -ESRCH);
+	CHECK_EQ(waitpid(pid, NULL, 0), pid);
+	CHECK_EQ(procstat_read(pid, &st), -ESRCH);
 }
 
 int
@@ -97,6 +97,6 @@ main(void)
 	PMC_TEST_RUN(test_procstat_parse_refuses);
 	PMC_TEST_RUN(test_procstat_read_self);
 	PMC_TEST_RUN(test_procstat_read_gone);
-	CHECK(pmc_test_count_fds() == fds);
+	CHECK_EQ(pmc_test_count_fds(), fds);
 	return 0;
 }

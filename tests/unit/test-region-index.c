@@ -23,7 +23,7 @@ add(struct table *t, uint32_t parent, const char *name)
 	CHECK(r && (r->name = strdup(name)));
 	r->parent = parent;
 	r->hash = region_index_hash(parent, name);
-	CHECK(region_index_reserve(&t->ix, &t->v, t->n, &t->cap) == 0);
+	CHECK_EQ(region_index_reserve(&t->ix, &t->v, t->n, &t->cap), 0);
 	CHECK(t->n < t->cap && 2 * (t->n + 1) <= t->ix.cap);
 	t->v[t->n] = r;
 	region_index_put(&t->ix, t->v, t->n++);
@@ -63,15 +63,15 @@ test_region_index_grows(void)
 		snprintf(name, sizeof(name), "r%d", i);
 		made[i] = add(&t, 0, name);
 		/* Found right away and after the table grew. */
-		CHECK(region_index_find(&t.ix, t.v, 0, name) == made[i]);
-		CHECK(region_index_find(&t.ix, t.v, 0, "r0") == made[0]);
+		CHECK_EQ(region_index_find(&t.ix, t.v, 0, name), made[i]);
+		CHECK_EQ(region_index_find(&t.ix, t.v, 0, "r0"), made[0]);
 	}
 	CHECK(t.n == N && t.cap >= N && t.ix.cap >= 2 * N);
-	CHECK((t.ix.cap & (t.ix.cap - 1)) == 0);
+	CHECK_EQ((t.ix.cap & (t.ix.cap - 1)), 0);
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "r%d", i);
-		CHECK(region_index_find(&t.ix, t.v, 0, name) == made[i]);
-		CHECK(t.v[i] == made[i]); /* in the order they came */
+		CHECK_EQ(region_index_find(&t.ix, t.v, 0, name), made[i]);
+		CHECK_EQ(t.v[i], made[i]); /* in the order they came */
 	}
 	CHECK(!region_index_find(&t.ix, t.v, 0, "r3000"));
 	CHECK(!region_index_find(&t.ix, t.v, 1, "r0"));
@@ -86,10 +86,10 @@ test_region_index_parents(void)
 	struct region_agg *a0 = add(&t, 0, "a"), *a1 = add(&t, 1, "a"), *a2 = add(&t, 2, "a");
 	struct region_agg *b1 = add(&t, 1, "b");
 
-	CHECK(region_index_find(&t.ix, t.v, 0, "a") == a0);
-	CHECK(region_index_find(&t.ix, t.v, 1, "a") == a1);
-	CHECK(region_index_find(&t.ix, t.v, 2, "a") == a2);
-	CHECK(region_index_find(&t.ix, t.v, 1, "b") == b1);
+	CHECK_EQ(region_index_find(&t.ix, t.v, 0, "a"), a0);
+	CHECK_EQ(region_index_find(&t.ix, t.v, 1, "a"), a1);
+	CHECK_EQ(region_index_find(&t.ix, t.v, 2, "a"), a2);
+	CHECK_EQ(region_index_find(&t.ix, t.v, 1, "b"), b1);
 	CHECK(!region_index_find(&t.ix, t.v, 0, "b"));
 	CHECK(!region_index_find(&t.ix, t.v, 3, "a"));
 	/* A region's hash is its node's at the root: both indexes use one function. */
@@ -110,7 +110,7 @@ test_region_index_collisions(void)
 		r[i] = calloc(1, sizeof(*r[i]));
 		CHECK(r[i] && (r[i]->name = strdup(name)));
 		r[i]->hash = 42;
-		CHECK(region_index_reserve(&t.ix, &t.v, t.n, &t.cap) == 0);
+		CHECK_EQ(region_index_reserve(&t.ix, &t.v, t.n, &t.cap), 0);
 		t.v[t.n] = r[i];
 		region_index_put(&t.ix, t.v, t.n++);
 	}
@@ -119,7 +119,7 @@ test_region_index_collisions(void)
 		/* Linear probing from the hash's slot reaches it. */
 		while (t.ix.slots[k] != (uint32_t)i + 1)
 			k = (k + 1) & mask;
-		CHECK(t.v[t.ix.slots[k] - 1] == r[i]);
+		CHECK_EQ(t.v[t.ix.slots[k] - 1], r[i]);
 	}
 	table_free(&t);
 }
