@@ -2,7 +2,7 @@
 # Calibration: each thread reports what an empty region measures (ThreadFloor); the daemon
 # keeps the smallest per process and event, shows it beside each figure, and marks a mean
 # within 10x of it as too short to trust. Nothing is subtracted.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 start_daemon
 
