@@ -10,61 +10,47 @@
 #include "file-trust.h"
 #include "pmc-test.h"
 
-static struct stat
-st_of(mode_t mode, uid_t uid)
-{
-	return (struct stat){.st_mode = mode, .st_uid = uid};
-}
+/* The daemon's rules: --metrics-token-file (root's or the daemon's, no one else reads or
+ * writes it), the state file (the daemon's own only, not root's; no one else writes it) and
+ * the state file's directory (root's too). */
+static const struct file_trust_rule token = {
+        .kind = S_IFREG, .root_ok = true, .deny = S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH};
+static const struct file_trust_rule state = {.kind = S_IFREG, .deny = S_IWGRP | S_IWOTH};
+static const struct file_trust_rule state_dir = {
+        .kind = S_IFDIR, .root_ok = true, .deny = S_IWGRP | S_IWOTH};
 
 static void
-test_file_trust_token_rule(void)
+test_file_trust_table(void)
 {
-	/* --metrics-token-file: root's or the daemon's, no one else reads or writes. */
-	const struct file_trust_rule rule = {
-	        .kind = S_IFREG, .root_ok = true, .deny = S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH};
-	struct stat st;
+	static const struct {
+		const struct file_trust_rule *rule;
+		mode_t mode;
+		uid_t owner, euid;
+		enum file_trust want;
+	} table[] = {
+	        {&token, S_IFREG | 0600, 1000, 1000, FILE_TRUST_OK},
+	        {&token, S_IFREG | 0400, 0, 1000, FILE_TRUST_OK},
+	        {&token, S_IFREG | 0710, 0, 1000, FILE_TRUST_OK}, /* execute bits not denied */
+	        {&token, S_IFREG | 0600, 1001, 1000, FILE_TRUST_OWNER},
+	        {&token, S_IFREG | 0640, 1000, 1000, FILE_TRUST_MODE},
+	        /* Kind first: a FIFO of another user with mode 0666 is refused as a FIFO. */
+	        {&token, S_IFIFO | 0666, 1001, 1000, FILE_TRUST_KIND},
+	        /* Owner before mode. */
+	        {&token, S_IFREG | 0666, 1001, 1000, FILE_TRUST_OWNER},
+	        {&state, S_IFREG | 0644, 0, 1000, FILE_TRUST_OWNER}, /* root's: not the daemon's */
+	        {&state, S_IFREG | 0644, 0, 0, FILE_TRUST_OK},
+	        {&state, S_IFREG | 0664, 1000, 1000, FILE_TRUST_MODE},
+	        {&state, S_IFLNK | 0777, 1000, 1000, FILE_TRUST_KIND},
+	        {&state_dir, S_IFDIR | 0755, 0, 1000, FILE_TRUST_OK},
+	        {&state_dir, S_IFDIR | 01777, 0, 1000, FILE_TRUST_MODE},
+	        {&state_dir, S_IFREG | 0755, 0, 1000, FILE_TRUST_KIND},
+	};
 
-	st = st_of(S_IFREG | 0600, 1000);
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OK);
-	st = st_of(S_IFREG | 0400, 0);
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OK);
-	st = st_of(S_IFREG | 0710, 0); /* execute bits are not denied */
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OK);
-	st = st_of(S_IFREG | 0600, 1001);
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OWNER);
-	st = st_of(S_IFREG | 0640, 1000);
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_MODE);
-	/* Kind first: a FIFO of another user with mode 0666 is refused as a FIFO. */
-	st = st_of(S_IFIFO | 0666, 1001);
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_KIND);
-	/* Owner before mode. */
-	st = st_of(S_IFREG | 0666, 1001);
-	CHECK_EQ(file_trust_check(&st, 1000, &rule), FILE_TRUST_OWNER);
-}
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		struct stat st = {.st_mode = table[i].mode, .st_uid = table[i].owner};
 
-static void
-test_file_trust_state_rules(void)
-{
-	/* The state file: the daemon's own only, not root's; no one else writes it. */
-	const struct file_trust_rule file = {.kind = S_IFREG, .deny = S_IWGRP | S_IWOTH};
-	/* Its directory: root's too. */
-	const struct file_trust_rule dir = {
-	        .kind = S_IFDIR, .root_ok = true, .deny = S_IWGRP | S_IWOTH};
-	struct stat st;
-
-	st = st_of(S_IFREG | 0644, 0);
-	CHECK_EQ(file_trust_check(&st, 1000, &file), FILE_TRUST_OWNER);
-	CHECK_EQ(file_trust_check(&st, 0, &file), FILE_TRUST_OK);
-	st = st_of(S_IFREG | 0664, 1000);
-	CHECK_EQ(file_trust_check(&st, 1000, &file), FILE_TRUST_MODE);
-	st = st_of(S_IFLNK | 0777, 1000);
-	CHECK_EQ(file_trust_check(&st, 1000, &file), FILE_TRUST_KIND);
-	st = st_of(S_IFDIR | 0755, 0);
-	CHECK_EQ(file_trust_check(&st, 1000, &dir), FILE_TRUST_OK);
-	st = st_of(S_IFDIR | 01777, 0);
-	CHECK_EQ(file_trust_check(&st, 1000, &dir), FILE_TRUST_MODE);
-	st = st_of(S_IFREG | 0755, 0);
-	CHECK_EQ(file_trust_check(&st, 1000, &dir), FILE_TRUST_KIND);
+		CHECK_EQ(file_trust_check(&st, table[i].euid, table[i].rule), table[i].want);
+	}
 }
 
 static void
@@ -90,7 +76,7 @@ test_file_trust_words(void)
 static void
 test_file_trust_real_file(void)
 {
-	const struct file_trust_rule rule = {.kind = S_IFREG, .deny = S_IWGRP | S_IWOTH};
+	const struct file_trust_rule rule = state;
 	char path[] = "/tmp/pmc-test-file-trust-XXXXXX";
 	int fd = mkstemp(path);
 	struct stat st;
@@ -110,8 +96,7 @@ main(void)
 {
 	int fds = pmc_test_count_fds();
 
-	PMC_TEST_RUN(test_file_trust_token_rule);
-	PMC_TEST_RUN(test_file_trust_state_rules);
+	PMC_TEST_RUN(test_file_trust_table);
 	PMC_TEST_RUN(test_file_trust_words);
 	PMC_TEST_RUN(test_file_trust_real_file);
 	CHECK_EQ(pmc_test_count_fds(), fds);
