@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/emulated.sh: bench/run's row 7 (a region's cost in instructions, counted by the PMU
-# itself) in the emulated arm64 machine of tests/emulated-pmu.sh, where QEMU's PMU counts
+# itself) in the emulated arm64 machine of tests/hw/emulated-pmu.sh, where QEMU's PMU counts
 # exactly (-icount shift=0, one vCPU): the instructions one region begin+end costs the
 # application with 1, 2 and 4 hardware events, against the floor for the same work, with
 # user-space reads (kernel.perf_user_access=1) and with read() (0). No threshold: it reports.

@@ -88,6 +88,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "procstat.h"
 #include "util.h"
 #include "wire.h"
 
@@ -484,22 +485,12 @@ cpu_ns(pid_t pid)
 		if (ok)
 			return run;
 	}
-	unsigned long long ut = 0, st = 0;
-	char buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fp = fopen(path, "re");
-	if (!fp)
-		die("cannot read %s", path);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	/* utime and stime are fields 14 and 15; field 3 follows ") ". */
-	for (int field = 2; p && field < 14; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, "%llu %llu", &ut, &st) != 2)
-		die("cannot parse %s", path);
-	return (ut + st) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+	struct procstat st;
+	int r = procstat_read(pid, &st);
+
+	if (r < 0)
+		die("cannot read /proc/%d/stat: %s", (int)pid, strerror(-r));
+	return (st.utime + st.stime) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
 }
 
 /* protobuf-c alone: unpacks and frees @b in a loop for @seconds; sets samples per second of

@@ -26,7 +26,7 @@
  *	divided by ITERS: everything the application pays per region, the amortized encoding and
  *	sending of its batches included (ITERS a multiple of the library's batch of 512). Exact
  *	and repeatable where the PMU counts exactly (QEMU's emulated arm64 PMU under -icount:
- *	tests/emulated-pmu.sh); elsewhere the smallest of REPS blocks. Needs a hardware PMU and
+ *	tests/hw/emulated-pmu.sh); elsewhere the smallest of REPS blocks. Needs a hardware PMU and
  *	the right to count itself (root). The floor runs on a thread of its own, so that neither
  *	thread's counters multiplex. Where the leader's page has the clock (cap_user_time_zero),
  *	which the library then takes the wall time from instead of clock_gettime(), a second

@@ -8,7 +8,7 @@
 #   9  daemon ingest with a full JSON query, then a scrape, looping beside it, against ingest
 #      alone, alternating in the same run (pmc-bench-ingest beside)
 #   10 samples lost when 25 client processes start at once and exit (tests/integration/
-#      burst-app.c, compiled here against the build's libpmcclient, where it exists)
+#      tests/helpers/pmc-test-burst.c, compiled here against the build's libpmcclient, where it exists)
 #
 # Usage: sudo bench/scale.sh [--rows] BUILD_DIR
 #   BUILD_DIR: a Release build with PMC_BUILD_BENCH=ON (bench/run builds it, then calls this
@@ -212,15 +212,15 @@ say "row 9: ingest ($BESIDE_PROCS load processes) alone / with pmcctl's full JSO
 alive "$PID_big"
 
 # ---- row 10: a burst of clients ----
-BURST_SRC=$SRC/tests/integration/burst-app.c
+BURST_SRC=$SRC/tests/helpers/pmc-test-burst.c
 BURST_ERR=
 if [ ! -e "$BURST_SRC" ]; then
-	BURST_ERR="tests/integration/burst-app.c does not exist"
+	BURST_ERR="tests/helpers/pmc-test-burst.c does not exist"
 else
 	CC=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 	"${CC:-cc}" -O2 -std=gnu11 -pthread -o "$TMP/burst" "$BURST_SRC" -I"$SRC/client/include" \
 		-L"$BUILD/client" -lpmcclient -Wl,-rpath,"$BUILD/client" 2>"$TMP/burst-cc.log" ||
-		BURST_ERR="tests/integration/burst-app.c does not build: $(head -n 1 "$TMP/burst-cc.log")"
+		BURST_ERR="tests/helpers/pmc-test-burst.c does not build: $(head -n 1 "$TMP/burst-cc.log")"
 fi
 # Its command line: "burst K" (one thread), or "burst T K" since it grew threads.
 if [ -z "$BURST_ERR" ]; then
@@ -228,7 +228,7 @@ if [ -z "$BURST_ERR" ]; then
 	case $usage in
 	*"burst T K"*) BURST_ARGS=(1 $BURST_SAMPLES) ;;
 	*"burst K"*) BURST_ARGS=($BURST_SAMPLES) ;;
-	*) BURST_ERR="tests/integration/burst-app.c: an unknown command line ($usage)" ;;
+	*) BURST_ERR="tests/helpers/pmc-test-burst.c: an unknown command line ($usage)" ;;
 	esac
 fi
 if [ -z "$BURST_ERR" ]; then

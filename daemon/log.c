@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util.h"
+
 /* Lines a client can cause: at most LOG_LIMIT_BURST every LOG_LIMIT_WINDOW_S seconds. */
 #define LOG_LIMIT_BURST 20
 #define LOG_LIMIT_WINDOW_S 10
@@ -73,34 +75,49 @@ log_errno(int r, const char *fmt, ...)
 	return r;
 }
 
+bool
+log_gate_pass(struct log_gate *g, uint64_t now_ns, uint64_t window_ns, unsigned burst,
+              unsigned long n, unsigned long *held, uint64_t *held_ns)
+{
+	*held = 0;
+	if (held_ns)
+		*held_ns = 0;
+	if (!g->start_ns || now_ns - g->start_ns >= window_ns) {
+		*held = g->held;
+		if (held_ns && g->start_ns)
+			*held_ns = now_ns - g->start_ns;
+		g->start_ns = now_ns ? now_ns : 1;
+		g->passed = 0;
+		g->held = 0;
+	}
+	if (g->passed >= burst) {
+		g->held += n;
+		return false;
+	}
+	g->passed++;
+	return true;
+}
+
 void
 log_limited(int prio, const char *fmt, ...)
 {
-	static time_t window;
-	static unsigned lines;
-	static unsigned long suppressed;
-	struct timespec ts;
+	static struct log_gate gate;
+	unsigned long held;
+	uint64_t held_ns;
 	va_list ap;
 
 	if (prio > log_max)
 		return;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	if (ts.tv_sec - window >= LOG_LIMIT_WINDOW_S) {
-		if (suppressed)
-			log_msg(LOG_WARNING,
-			        "%lu messages about clients suppressed in %d s (at most %d are "
-			        "logged per %d s)",
-			        suppressed, (int)(ts.tv_sec - window), LOG_LIMIT_BURST,
-			        LOG_LIMIT_WINDOW_S);
-		window = ts.tv_sec;
-		lines = 0;
-		suppressed = 0;
-	}
-	if (lines >= LOG_LIMIT_BURST) {
-		suppressed++;
+	bool pass = log_gate_pass(&gate, util_now_ns(CLOCK_MONOTONIC_COARSE),
+	                          LOG_LIMIT_WINDOW_S * 1000000000ull, LOG_LIMIT_BURST, 1, &held,
+	                          &held_ns);
+	if (held)
+		log_msg(LOG_WARNING,
+		        "%lu messages about clients suppressed in %d s (at most %d are "
+		        "logged per %d s)",
+		        held, (int)(held_ns / 1000000000u), LOG_LIMIT_BURST, LOG_LIMIT_WINDOW_S);
+	if (!pass)
 		return;
-	}
-	lines++;
 	va_start(ap, fmt);
 	log_vprint(prio, NULL, fmt, ap);
 	va_end(ap);

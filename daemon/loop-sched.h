@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "list.h"
+
 /* A connection's class: bulk once it has sent a batch, or while it has a query reply to build
  * or send; control otherwise. */
 enum sched_class {
@@ -26,22 +28,22 @@ struct sched_queue;
 
 /* One connection's place in its uid's queue (zero: not queued). */
 struct sched_item {
-	struct sched_item *prev, *next;
-	struct sched_queue *q; /* NULL while not queued */
+	struct pmc_list_node link; /* in q->items */
+	struct sched_queue *q;     /* NULL while not queued */
 };
 
 /* One uid's connections with work, of one class (zero: empty). */
 struct sched_queue {
-	struct sched_item *head, *tail;
-	struct sched_queue *prev, *next; /* in the ring of its class */
-	enum sched_class cls;            /* that ring's, while ringed */
+	struct pmc_list items;          /* struct sched_item, by link */
+	struct pmc_list_node ring_link; /* in the ring of its class */
+	enum sched_class cls;           /* that ring's, while ringed */
 	bool ringed;
 };
 
 struct sched {
-	struct sched_queue *head[SCHED_CLASSES], *tail[SCHED_CLASSES];
-	size_t n;      /* items queued */
-	unsigned turn; /* turns taken while both classes waited */
+	struct pmc_list ring[SCHED_CLASSES]; /* struct sched_queue, by ring_link */
+	size_t n;                            /* items queued */
+	unsigned turn;                       /* turns taken while both classes waited */
 };
 
 /**

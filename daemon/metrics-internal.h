@@ -10,6 +10,8 @@
 #include <sys/types.h>
 
 #include "arena.h"
+#include "list.h"
+#include "log.h"
 #include "metrics.h"
 #include "registry.h"
 #include "util.h"
@@ -21,7 +23,7 @@
  * steps: on_new_bev() hands evhttp the bufferevent (pending), then on_adopt() reads the
  * connection back from its callback argument (open). */
 struct conn {
-	struct conn *prev, *next;
+	struct pmc_list_node link; /* in its struct conn_list */
 	struct metrics *m;
 	struct bufferevent *bev;         /* pending: referenced until adopted */
 	struct evhttp_connection *evcon; /* open */
@@ -34,14 +36,8 @@ struct conn {
 };
 
 struct conn_list {
-	struct conn *head, *tail; /* open: the one unused the longest first */
+	struct pmc_list conns; /* struct conn; open: the one unused the longest first */
 	unsigned n;
-};
-
-/* A condition logged at most once every METRICS_LOG_INTERVAL_S seconds. */
-struct log_gate {
-	uint64_t last_ns;
-	unsigned long count; /* occurrences not logged yet */
 };
 
 struct metrics {
@@ -57,7 +53,7 @@ struct metrics {
 	char token[METRICS_TOKEN_MAX + 1];
 	size_t max_series;
 	bool label_container;    /* --metrics-labels container */
-	struct scrape *scrapes;  /* every page being answered, in order of arrival */
+	struct pmc_list scrapes; /* struct scrape: every page being answered, in order of arrival */
 	struct scrape *building; /* the one past QUEUED and before WRITE, or NULL */
 	unsigned n_scrapes;
 	bool warned_dropped; /* logged once that series were left off */
@@ -168,7 +164,7 @@ enum family {
 };
 
 struct scrape {
-	struct scrape *prev, *next;
+	struct pmc_list_node link; /* in m->scrapes */
 	struct metrics *m;
 	struct conn *c;
 	struct evhttp_request *req;
@@ -232,8 +228,9 @@ past_deadline(const struct scrape *s)
 
 /* metrics.c */
 
-/** gate_pass() - the condition of @g happened @n times: true when it is to be logged now,
- * with *@more the times it was not logged since the last line */
+/** gate_pass() - the condition of @g happened @n times: true when it is to be logged now (one
+ * line every METRICS_LOG_INTERVAL_S seconds at most: log_gate_pass() with a burst of 1), with
+ * *@more the times it was not logged since the last line */
 bool gate_pass(struct log_gate *g, unsigned long n, unsigned long *more);
 
 /** reply_text() - answer @req with @code, @reason and a plain-text body @text */

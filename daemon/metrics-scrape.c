@@ -143,9 +143,10 @@ mark_alive(struct scrape *s)
 	const struct registry *reg = &s->m->srv->reg;
 
 	s->gen++;
-	for (const struct process *p = reg->procs; p; p = p->next)
+	const struct process *p;
+	pmc_list_for_each(p, &reg->procs, link)
 		mark_one(s, p);
-	for (const struct process *p = reg->retired; p; p = p->next)
+	pmc_list_for_each(p, &reg->retired, link)
 		mark_one(s, p);
 }
 
@@ -207,7 +208,8 @@ step_snapshot(struct scrape *s)
 	const struct registry *reg = &s->m->srv->reg;
 	size_t n = 0, n_retired = 0, max;
 
-	for (const struct process *p = reg->retired; p; p = p->next)
+	const struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		n_retired++;
 	max = reg->n_procs + n_retired;
 	s->procs = arena_alloc(&s->small, (max + 1) * sizeof(*s->procs));
@@ -215,10 +217,10 @@ step_snapshot(struct scrape *s)
 	s->groups = arena_alloc(&s->small, (max + 1) * sizeof(*s->groups));
 	if (!s->procs || !s->by_addr || !s->groups)
 		return -ENOMEM;
-	for (struct process *p = reg->procs; p && n < reg->n_procs; p = p->next)
+	for (struct process *p = registry_first(reg); p && n < reg->n_procs; p = process_next(p))
 		s->procs[n++] =
 		        (struct sproc){.p = p, .pid = p->pid, .uid = p->uid, .start = p->start};
-	for (struct process *p = reg->retired; p && n < max; p = p->next)
+	for (struct process *p = registry_first_retired(reg); p && n < max; p = process_next(p))
 		s->procs[n++] = (struct sproc){
 		        .p = p, .pid = p->pid, .uid = p->uid, .start = p->start, .retired = true};
 	s->n_procs = n;
@@ -1012,7 +1014,8 @@ scrape_kick(struct metrics *m)
 {
 	if (m->building)
 		return;
-	for (struct scrape *s = m->scrapes; s; s = s->next)
+	struct scrape *s;
+	pmc_list_for_each(s, &m->scrapes, link)
 		if (s->phase == PH_QUEUED) {
 			m->building = s;
 			s->phase = PH_SNAPSHOT;
@@ -1028,12 +1031,7 @@ scrape_free(struct scrape *s)
 	struct metrics *m = s->m;
 	bool building = m->building == s;
 
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		m->scrapes = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	pmc_list_remove(&m->scrapes, &s->link);
 	m->n_scrapes--;
 	if (s->c)
 		s->c->scrape = NULL;
@@ -1214,12 +1212,7 @@ scrape_new(struct metrics *m)
 	s->buf = evbuffer_new();
 	s->labels = evbuffer_new();
 	m->n_scrapes++;
-	struct scrape **tail = &m->scrapes;
-	while (*tail) {
-		s->prev = *tail;
-		tail = &(*tail)->next;
-	}
-	*tail = s;
+	pmc_list_append(&m->scrapes, &s->link);
 	return s;
 }
 

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-trust.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -128,25 +129,26 @@ metrics_read_token(const char *path, struct metrics_addr *addr)
 		return log_errno(-errno, "--metrics-token-file %s", path);
 	if (fstat(fd, &st) < 0)
 		return log_errno(-errno, "--metrics-token-file %s", path);
-	if (!S_ISREG(st.st_mode)) {
+	/* Root's or the daemon's, and no one else may read or change it. */
+	static const struct file_trust_rule rule = {
+	        .kind = S_IFREG, .root_ok = true, .deny = S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH};
+	switch (file_trust_check(&st, geteuid(), &rule)) {
+	case FILE_TRUST_OK:
+		break;
+	case FILE_TRUST_KIND:
 		log_err("--metrics-token-file %s: not a regular file; give a file that holds the "
 		        "token",
 		        path);
 		return -EINVAL;
-	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+	case FILE_TRUST_OWNER:
 		log_err("--metrics-token-file %s: owned by uid %u, who may change the token; the "
 		        "file must be root's or pmcdaemon's own: chown root %s",
 		        path, (unsigned)st.st_uid, path);
 		return -EACCES;
-	}
-	if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) {
+	case FILE_TRUST_MODE:
 		log_err("--metrics-token-file %s: mode %04o lets %s read or change the token: "
 		        "chmod 600 %s",
-		        path, (unsigned)(st.st_mode & 07777),
-		        !(st.st_mode & (S_IROTH | S_IWOTH))   ? "its group"
-		        : !(st.st_mode & (S_IRGRP | S_IWGRP)) ? "other users"
-		                                              : "its group and other users",
+		        path, (unsigned)(st.st_mode & 07777), file_trust_who(st.st_mode, rule.deny),
 		        path);
 		return -EACCES;
 	}
@@ -224,43 +226,22 @@ authorized(const struct metrics *m, const char *header)
 static void
 conn_append(struct conn_list *l, struct conn *c)
 {
-	c->next = NULL;
-	c->prev = l->tail;
-	if (l->tail)
-		l->tail->next = c;
-	else
-		l->head = c;
-	l->tail = c;
+	pmc_list_append(&l->conns, &c->link);
 	l->n++;
 }
 
 static void
 conn_remove(struct conn_list *l, struct conn *c)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		l->head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	else
-		l->tail = c->prev;
-	c->prev = c->next = NULL;
+	pmc_list_remove(&l->conns, &c->link);
 	l->n--;
 }
 
 bool
 gate_pass(struct log_gate *g, unsigned long n, unsigned long *more)
 {
-	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-
-	g->count += n;
-	if (g->last_ns && now - g->last_ns < METRICS_LOG_INTERVAL_S * 1000000000ull)
-		return false;
-	*more = g->count - n;
-	g->count = 0;
-	g->last_ns = now;
-	return true;
+	return log_gate_pass(g, util_now_ns(CLOCK_MONOTONIC),
+	                     METRICS_LOG_INTERVAL_S * 1000000000ull, 1, n, more, NULL);
 }
 
 static void
@@ -294,7 +275,8 @@ on_close(struct evhttp_connection *evcon, void *arg)
 static bool
 evict_unauthed(struct metrics *m)
 {
-	for (struct conn *c = m->open.head; c; c = c->next)
+	struct conn *c;
+	pmc_list_for_each(c, &m->open.conns, link)
 		if (!c->authed) {
 			evhttp_connection_free(c->evcon); /* on_close() frees the conn */
 			return true;
@@ -357,7 +339,7 @@ on_adopt(evutil_socket_t fd, short what, void *arg)
 	struct conn *c;
 	unsigned long evicted = 0, more;
 
-	while ((c = m->pending.head)) {
+	while ((c = pmc_list_first(&m->pending.conns, struct conn, link))) {
 		struct bufferevent *bev = TAKE_PTR(c->bev);
 		void *evcon = NULL;
 
@@ -481,7 +463,7 @@ on_request(struct evhttp_request *req, void *arg)
 	struct conn *c;
 
 	/* Used now: the last to be closed to make room. */
-	for (c = m->open.tail; c; c = c->prev)
+	pmc_list_for_each_reverse(c, &m->open.conns, link)
 		if (c->evcon == evcon) {
 			conn_remove(&m->open, c);
 			conn_append(&m->open, c);
@@ -641,11 +623,12 @@ metrics_free(struct metrics *m)
 	 * listener. */
 	if (m->http)
 		evhttp_free(m->http);
-	while (m->scrapes) {
-		m->scrapes->c = NULL;
-		scrape_free(m->scrapes);
+	struct scrape *s;
+	while ((s = pmc_list_first(&m->scrapes, struct scrape, link))) {
+		s->c = NULL;
+		scrape_free(s);
 	}
-	while ((c = m->pending.head)) {
+	while ((c = pmc_list_first(&m->pending.conns, struct conn, link))) {
 		conn_remove(&m->pending, c);
 		bufferevent_decref(c->bev);
 		free(c);

@@ -11,6 +11,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "procstat.h"
 #include "util.h"
 
 static void retired_attach(struct registry *reg, struct process *p);
@@ -18,34 +19,12 @@ static void retired_attach(struct registry *reg, struct process *p);
 int
 process_read_start(pid_t pid, uint64_t *start, char comm[17])
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return -ESRCH;
-	buf[n] = 0;
-	/* comm is in parentheses and may itself hold spaces and ')'. */
-	char *open_p = strchr(buf, '(');
-	char *close_p = strrchr(buf, ')');
-	if (!open_p || !close_p || close_p < open_p)
-		return -EIO;
-	size_t cl = (size_t)(close_p - open_p - 1);
-	if (cl > 16)
-		cl = 16;
-	memcpy(comm, open_p + 1, cl);
-	comm[cl] = 0;
-	/* Fields after comm: state is field 3; starttime is field 22. */
-	char *s = close_p + 2;
-	for (int field = 3; field < 22; field++) {
-		s = strchr(s, ' ');
-		if (!s)
-			return -EIO;
-		s++;
-	}
-	*start = strtoull(s, NULL, 10);
+	struct procstat st;
+	int r = procstat_read(pid, &st);
+	if (r < 0)
+		return r;
+	*start = st.start;
+	memcpy(comm, st.comm, sizeof(st.comm));
 	return 0;
 }
 
@@ -67,14 +46,15 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	char comm[17];
 	if (process_read_start(pid, &start, comm) < 0)
 		return NULL;
-	for (struct process *p = reg->procs; p; p = p->next)
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link)
 		/* Figures belong to the credentials that sent them: a process that exec'd a
 		 * setuid program gets new figures under its new uid. */
 		if (p->pid == pid && p->start == start && p->uid == uid) {
 			p->ended = 0;
 			return p;
 		}
-	struct process *p = calloc(1, sizeof(*p));
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
 	p->pid = pid;
@@ -87,81 +67,23 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 		(void)process_set_cgroup(p, cgroup);
 	if (cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
 		p->ns_pid = 0;
-	p->next = reg->procs;
-	reg->procs = p;
+	pmc_list_prepend(&reg->procs, &p->link);
 	reg->n_procs++;
 	retired_attach(reg, p);
 	return p;
 }
 
-/* FNV-1a: region names are short, and the index only needs a spread, not secrecy (a client
- * that makes its own names collide slows only its own process's lookups, and at most
- * --max-regions of them). */
-static uint64_t
-name_hash(const char *name)
-{
-	uint64_t h = UINT64_C(14695981039346656037);
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		h = (h ^ *c) * UINT64_C(1099511628211);
-	return h;
-}
-
-/* The slot of @name in @p's index: where it is, or the empty slot where it would go. */
-static size_t
-index_slot(const struct process *p, const char *name, uint64_t h)
-{
-	size_t mask = p->index_cap - 1;
-	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-		uint32_t v = p->index[i];
-		if (!v)
-			return i;
-		const struct region_agg *r = p->regions[v - 1];
-		if (r->hash == h && !strcmp(r->name, name))
-			return i;
-	}
-}
-
-/* Makes room in @p for one more region: the array and, at half full, the index. */
-static int
-process_grow(struct process *p)
-{
-	if (p->n_regions == p->cap_regions) {
-		size_t n = p->cap_regions ? 2 * p->cap_regions : 8;
-		struct region_agg **v = realloc(p->regions, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->regions = v;
-		p->cap_regions = n;
-	}
-	if (2 * (p->n_regions + 1) > p->index_cap) {
-		size_t cap = p->index_cap ? 2 * p->index_cap : 16;
-		uint32_t *idx = calloc(cap, sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-		free(p->index);
-		p->index = idx;
-		p->index_cap = cap;
-		for (size_t i = 0; i < p->n_regions; i++)
-			idx[index_slot(p, p->regions[i]->name, p->regions[i]->hash)] =
-			        (uint32_t)i + 1;
-	}
-	return 0;
-}
-
 struct region_agg *
 region_find(struct process *p, const char *name)
 {
-	if (!p->index_cap)
-		return NULL;
-	uint32_t v = p->index[index_slot(p, name, name_hash(name))];
-	return v ? p->regions[v - 1] : NULL;
+	return region_index_find(&p->index, p->regions, 0, name);
 }
 
 /* A new region @name of @p, not counted in any registry total. */
 static struct region_agg *
 region_new(struct process *p, const char *name)
 {
-	if (process_grow(p) < 0)
+	if (region_index_reserve(&p->index, &p->regions, p->n_regions, &p->cap_regions) < 0)
 		return NULL;
 	struct region_agg *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -171,70 +93,19 @@ region_new(struct process *p, const char *name)
 		free(r);
 		return NULL;
 	}
-	r->hash = name_hash(name);
+	r->hash = region_index_hash(0, name);
 	stats_init(&r->wall);
-	p->index[index_slot(p, name, r->hash)] = (uint32_t)p->n_regions + 1;
-	p->regions[p->n_regions++] = r;
+	p->regions[p->n_regions] = r;
+	region_index_put(&p->index, p->regions, p->n_regions++);
 	return r;
 }
 
 /* ---- the call path tree ---- */
 
-static uint64_t
-path_hash(uint32_t parent, const char *name)
-{
-	return name_hash(name) ^ ((uint64_t)parent * UINT64_C(0x9e3779b97f4a7c15));
-}
-
-/* The slot of node (@parent, @name) in @p's path index: where it is, or the empty slot. */
-static size_t
-path_slot(const struct process *p, uint32_t parent, const char *name, uint64_t h)
-{
-	size_t mask = p->path_index_cap - 1;
-	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-		uint32_t v = p->path_index[i];
-		if (!v)
-			return i;
-		const struct region_agg *r = p->paths[v - 1];
-		if (r->hash == h && r->parent == parent && !strcmp(r->name, name))
-			return i;
-	}
-}
-
-static int
-path_grow(struct process *p)
-{
-	if (p->n_paths == p->cap_paths) {
-		size_t n = p->cap_paths ? 2 * p->cap_paths : 8;
-		struct region_agg **v = realloc(p->paths, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->paths = v;
-		p->cap_paths = n;
-	}
-	if (2 * (p->n_paths + 1) > p->path_index_cap) {
-		size_t cap = p->path_index_cap ? 2 * p->path_index_cap : 16;
-		uint32_t *idx = calloc(cap, sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-		free(p->path_index);
-		p->path_index = idx;
-		p->path_index_cap = cap;
-		for (size_t i = 0; i < p->n_paths; i++) {
-			const struct region_agg *r = p->paths[i];
-			idx[path_slot(p, r->parent, r->name, r->hash)] = (uint32_t)i + 1;
-		}
-	}
-	return 0;
-}
-
 struct region_agg *
 path_find(struct process *p, uint32_t parent, const char *name)
 {
-	if (!p->path_index_cap)
-		return NULL;
-	uint32_t v = p->path_index[path_slot(p, parent, name, path_hash(parent, name))];
-	return v ? p->paths[v - 1] : NULL;
+	return region_index_find(&p->path_index, p->paths, parent, name);
 }
 
 struct region_agg *
@@ -245,19 +116,20 @@ process_path(struct registry *reg, struct process *p, uint32_t parent, const cha
 	struct region_agg *r = path_find(p, parent, name);
 	if (r)
 		return r;
-	if (path_grow(p) < 0 || !(r = calloc(1, sizeof(*r))))
+	if (region_index_reserve(&p->path_index, &p->paths, p->n_paths, &p->cap_paths) < 0 ||
+	    !(r = calloc(1, sizeof(*r))))
 		return NULL;
 	if (!(r->name = strdup(name))) {
 		free(r);
 		return NULL;
 	}
-	r->hash = path_hash(parent, name);
+	r->hash = region_index_hash(parent, name);
 	r->parent = parent;
 	r->depth = parent ? p->paths[parent - 1]->depth + 1 : 1;
 	r->id = (uint32_t)p->n_paths + 1;
 	stats_init(&r->wall);
-	p->path_index[path_slot(p, parent, name, r->hash)] = (uint32_t)p->n_paths + 1;
-	p->paths[p->n_paths++] = r;
+	p->paths[p->n_paths] = r;
+	region_index_put(&p->path_index, p->paths, p->n_paths++);
 	reg->n_paths++;
 	return r;
 }
@@ -425,13 +297,12 @@ process_free_regions(struct registry *reg, struct process *p)
 	}
 	reg->n_paths -= p->n_paths;
 	free(p->regions);
-	free(p->index);
+	region_index_free(&p->index);
 	free(p->paths);
-	free(p->path_index);
+	region_index_free(&p->path_index);
 	p->regions = p->paths = NULL;
-	p->index = p->path_index = NULL;
-	p->n_regions = p->cap_regions = p->index_cap = 0;
-	p->n_paths = p->cap_paths = p->path_index_cap = 0;
+	p->n_regions = p->cap_regions = 0;
+	p->n_paths = p->cap_paths = 0;
 }
 
 /* ---- retired aggregates ---- */
@@ -448,11 +319,12 @@ same_cgroup(const char *a, const char *b)
 static struct process *
 retired_get(struct registry *reg, const struct process *p)
 {
-	for (struct process *a = reg->retired; a; a = a->next)
+	struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		if (a->uid == p->uid && !strcmp(a->comm, p->comm) &&
 		    (!reg->retired_by_cgroup || same_cgroup(a->cgroup, p->cgroup)))
 			return a;
-	struct process *a = calloc(1, sizeof(*a));
+	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
 	if (reg->retired_by_cgroup && process_set_cgroup(a, p->cgroup) < 0) {
@@ -463,8 +335,7 @@ retired_get(struct registry *reg, const struct process *p)
 	/* Never the same twice: /metrics tells a new aggregate from a freed one by it. */
 	a->start = ++reg->clock;
 	memcpy(a->comm, p->comm, sizeof(a->comm));
-	a->next = reg->retired;
-	reg->retired = a;
+	pmc_list_prepend(&reg->retired, &a->link);
 	return a;
 }
 
@@ -489,11 +360,7 @@ retired_drop(struct registry *reg, struct process *a)
 	process_free_regions(reg, a);
 	if (a->members)
 		return;
-	for (struct process **q = &reg->retired; *q; q = &(*q)->next)
-		if (*q == a) {
-			*q = a->next;
-			break;
-		}
+	pmc_list_remove(&reg->retired, &a->link);
 	for (size_t i = 0; i < a->n_events; i++)
 		free(a->events[i]);
 	free(a->events);
@@ -505,7 +372,8 @@ static size_t
 retired_user_regions(const struct registry *reg, uid_t uid)
 {
 	size_t n = 0;
-	for (const struct process *a = reg->retired; a; a = a->next)
+	const struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		n += a->uid == uid ? a->n_regions : 0;
 	return n;
 }
@@ -538,7 +406,8 @@ retired_room(struct registry *reg, const struct process *keep)
 			u->warned_retired = true;
 		}
 		struct process *lru = NULL;
-		for (struct process *a = reg->retired; a; a = a->next)
+		struct process *a;
+		pmc_list_for_each(a, &reg->retired, link)
 			if (a->uid == keep->uid && a != keep && a->n_regions &&
 			    (!lru || a->folded < lru->folded))
 				lru = a;
@@ -633,6 +502,27 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 }
 
 int
+registry_process_load(struct registry *reg, const struct process_saved *saved, struct process **out)
+{
+	struct process *p = calloc(1, sizeof(*p));
+	if (!p || process_set_cgroup(p, saved->cgroup) < 0) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->pid = saved->pid;
+	p->uid = saved->uid;
+	p->start = saved->start;
+	p->received = saved->received;
+	p->ended = 1; /* not connected; the first to go if too many have ended */
+	snprintf(p->comm, sizeof(p->comm), "%s", saved->comm);
+	p->ns_pid = saved->ns_pid > 0 ? saved->ns_pid : 0;
+	pmc_list_prepend(&reg->procs, &p->link);
+	reg->n_procs++;
+	*out = p;
+	return 0;
+}
+
+int
 registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const char *cgroup,
                       struct process **out)
 {
@@ -643,7 +533,8 @@ registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const c
 		free(a);
 		return -ENOMEM;
 	}
-	for (struct process *b = reg->retired; b; b = b->next)
+	struct process *b;
+	pmc_list_for_each(b, &reg->retired, link)
 		if (b->uid == uid && !strcmp(b->comm, c) && same_cgroup(a->cgroup, b->cgroup)) {
 			free(a->cgroup);
 			free(a);
@@ -653,8 +544,7 @@ registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const c
 	a->start = ++reg->clock;
 	a->folded = ++reg->clock;
 	memcpy(a->comm, c, sizeof(c));
-	a->next = reg->retired;
-	reg->retired = a;
+	pmc_list_prepend(&reg->retired, &a->link);
 	*out = a;
 	return 0;
 }
@@ -695,13 +585,14 @@ registry_retired_trim(struct registry *reg)
 	if (reg->n_retired <= reg->max_retired_per_uid && reg->n_retired <= reg->max_retired)
 		return 0;
 	size_t n = 0;
-	for (struct process *a = reg->retired; a; a = a->next)
+	struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		n += a->n_regions != 0;
 	struct process **v = malloc(n * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	size_t k = 0;
-	for (struct process *a = reg->retired; a; a = a->next)
+	pmc_list_for_each(a, &reg->retired, link)
 		if (a->n_regions)
 			v[k++] = a;
 	size_t before = reg->n_retired, dropped = 0;
@@ -756,7 +647,8 @@ registry_retire_enable(struct registry *reg, size_t max)
 	 * written. */
 	if (registry_retired_trim(reg) < 0)
 		r = -ENOMEM;
-	for (struct process *p = reg->procs; p; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
 		retired_attach(reg, p);
 		if (max && !p->retired)
 			r = -ENOMEM;
@@ -770,7 +662,8 @@ unsigned
 registry_reset(struct registry *reg, pid_t pid, const char *region)
 {
 	unsigned n = 0;
-	for (struct process *p = reg->procs; p; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
 		if (pid && p->pid != pid)
 			continue;
 		/* One process's figures cleared would lower its program's series on /metrics:
@@ -794,10 +687,12 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 	}
 	/* Every process's: then every figure of each series touched is cleared, a real
 	 * counter reset, which Prometheus's rate() takes as one. */
-	for (struct process *a = pid ? NULL : reg->retired; a; a = a->next)
-		for (size_t i = 0; i < a->n_regions; i++)
-			if (!region || !*region || !strcmp(region, a->regions[i]->name))
-				region_clear(a->regions[i]);
+	struct process *a;
+	if (!pid)
+		pmc_list_for_each(a, &reg->retired, link)
+			for (size_t i = 0; i < a->n_regions; i++)
+				if (!region || !*region || !strcmp(region, a->regions[i]->name))
+					region_clear(a->regions[i]);
 	return n;
 }
 
@@ -846,15 +741,14 @@ registry_tag_evicted(const struct registry *reg, const char *tag)
 static bool
 evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
 {
-	struct process **oldest = NULL;
-	for (struct process **q = &reg->procs; *q; q = &(*q)->next)
-		if ((*q)->ended && *q != keep && (uid == (uid_t)-1 || (*q)->uid == uid) &&
-		    (!oldest || (*q)->ended < (*oldest)->ended))
-			oldest = q;
-	if (!oldest)
+	struct process *victim = NULL, *q;
+	pmc_list_for_each(q, &reg->procs, link)
+		if (q->ended && q != keep && (uid == (uid_t)-1 || q->uid == uid) &&
+		    (!victim || q->ended < victim->ended))
+			victim = q;
+	if (!victim)
 		return false;
-	struct process *victim = *oldest;
-	*oldest = victim->next;
+	pmc_list_remove(&reg->procs, &victim->link);
 	reg->n_procs--;
 	reg->evicted++;
 	if (victim->run_tag[0])
@@ -872,7 +766,8 @@ registry_process_ended(struct registry *reg, struct process *p, uint64_t now)
 {
 	p->ended = now ? now : 1;
 	size_t n_ended = 0, n_uid = 0;
-	for (struct process *q = reg->procs; q; q = q->next) {
+	struct process *q;
+	pmc_list_for_each(q, &reg->procs, link) {
 		n_ended += q->ended != 0;
 		n_uid += q->ended != 0 && q->uid == p->uid;
 	}
@@ -888,7 +783,8 @@ static size_t
 user_count(const struct registry *reg, uid_t uid, bool paths)
 {
 	size_t n = 0;
-	for (const struct process *q = reg->procs; q; q = q->next)
+	const struct process *q;
+	pmc_list_for_each(q, &reg->procs, link)
 		n += q->uid == uid ? (paths ? q->n_paths : q->n_regions) : 0;
 	return n;
 }
@@ -925,7 +821,8 @@ count_by_uid(const struct registry *reg, bool paths, struct uid_count **v, size_
 	size_t cap = 0;
 	*v = NULL;
 	*n = 0;
-	for (const struct process *q = reg->procs; q; q = q->next) {
+	const struct process *q;
+	pmc_list_for_each(q, &reg->procs, link) {
 		size_t k = paths ? q->n_paths : q->n_regions, i = 0;
 		while (i < *n && (*v)[i].uid != q->uid)
 			i++;
@@ -958,7 +855,8 @@ evict_over_share(struct registry *reg, uid_t uid, const struct process *keep, si
 	if (count_by_uid(reg, paths, &v, &n) < 0)
 		return false;
 	struct process *oldest = NULL;
-	for (struct process *q = reg->procs; q; q = q->next) {
+	struct process *q;
+	pmc_list_for_each(q, &reg->procs, link) {
 		if (!q->ended || q == keep || q->uid == uid ||
 		    (oldest && q->ended >= oldest->ended))
 			continue;
@@ -1023,17 +921,15 @@ region_free(struct region_agg *r)
 void
 registry_free(struct registry *reg)
 {
-	struct process *p = reg->procs;
-	while (p) {
-		struct process *next = p->next;
+	struct process *p, *next;
+	pmc_list_for_each_safe(p, next, &reg->procs, link) {
+		pmc_list_remove(&reg->procs, &p->link);
 		process_free(reg, p);
-		p = next;
 	}
-	reg->procs = NULL;
 	reg->n_procs = reg->n_regions = reg->n_paths = 0;
-	while (reg->retired) {
-		reg->retired->members = 0; /* every process is freed */
-		retired_drop(reg, reg->retired);
+	while ((p = pmc_list_first(&reg->retired, struct process, link))) {
+		p->members = 0; /* every process is freed */
+		retired_drop(reg, p);
 	}
 	reg->n_retired = 0;
 }

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "list.h"
 #include "pmc-shared.h"
+#include "region-index.h"
 #include "stats.h"
 #include "users.h"
 
@@ -120,15 +122,11 @@ struct process {
 	size_t n_paths;
 	size_t cap_paths;
 	struct region_agg **paths;
-	uint32_t *path_index;
-	size_t path_index_cap;
+	struct region_index path_index;
 	/* Samples counted under their region's name but in no node, by reason (saved). */
 	uint64_t untracked[UNTRACKED_N];
-	/* Name -> region: open addressing, 1 + index into regions (0: empty), a power of two
-	 * at least twice n_regions; so that a client defining its regions again on every new
-	 * connection costs the daemon one probe a name, not a scan. */
-	uint32_t *index;
-	size_t index_cap;
+	/* Name -> region (region-index.h). */
+	struct region_index index;
 	/* Retired figures (registry_retire_enable()). A process: the retired aggregate of its
 	 * (uid, comm), which its figures join when it is forgotten (NULL: none). A retired
 	 * aggregate is a struct process too, pid 0, on the registry's retired list: its
@@ -138,14 +136,14 @@ struct process {
 	struct process *retired;
 	size_t members;
 	uint64_t folded;
-	struct process *next;
+	struct pmc_list_node link; /* in the registry's procs, or its retired for an aggregate */
 };
 
 /* pmcctl runs whose evicted processes are counted (struct registry's evicted_tag). */
 #define REGISTRY_EVICTED_TAGS 64
 
 struct registry {
-	struct process *procs;
+	struct pmc_list procs; /* struct process, by link: the newest first */
 	size_t n_procs;
 	size_t n_regions;
 	size_t n_paths;           /* call path nodes over every process */
@@ -157,7 +155,7 @@ struct registry {
 	/* What forgotten processes leave for /metrics (registry_retire_enable()): one
 	 * aggregate per (uid, comm), the sum of the figures of its processes that were
 	 * forgotten or reset one by one, so that the page's counters never go down. */
-	struct process *retired;    /* the aggregates (pid 0), not in procs */
+	struct pmc_list retired;    /* the aggregates (pid 0), not in procs: the newest first */
 	size_t n_retired;           /* regions over them */
 	size_t max_retired;         /* at most (0: none are made; those a state file restored
 	                             * are kept as they are, and saved again) */
@@ -176,6 +174,27 @@ struct registry {
 	} evicted_tag[REGISTRY_EVICTED_TAGS];
 	size_t next_evicted_tag;
 };
+
+/** registry_first() - the newest process of @reg (the head of its procs), or NULL; borrowed */
+static inline struct process *
+registry_first(const struct registry *reg)
+{
+	return pmc_list_first(&reg->procs, struct process, link);
+}
+
+/** registry_first_retired() - the newest retired aggregate of @reg, or NULL; borrowed */
+static inline struct process *
+registry_first_retired(const struct registry *reg)
+{
+	return pmc_list_first(&reg->retired, struct process, link);
+}
+
+/** process_next() - the process after @p on its list (older), or NULL; borrowed */
+static inline struct process *
+process_next(const struct process *p)
+{
+	return pmc_list_entry_or_null(p->link.next, struct process, link);
+}
 
 /**
  * registry_tag_evicted() - how many processes that said run tag @tag (non-empty) in their
@@ -334,6 +353,27 @@ bool registry_share_room(struct registry *reg, uid_t uid, const struct process *
  * when they are forgotten, and counted).
  */
 int registry_retire_enable(struct registry *reg, size_t max);
+
+/* What a state file says of a process (registry_process_load()). */
+struct process_saved {
+	pid_t pid;
+	uid_t uid;
+	uint64_t start;     /* UINT64_MAX: saved before a reboot, matched by no new process */
+	const char *comm;   /* cut at 16 bytes */
+	const char *cgroup; /* NULL or "": unknown; copied, cut at CGROUP_PATH_MAX - 1 bytes */
+	pid_t ns_pid;       /* 0 or less: unknown */
+	uint64_t received;
+};
+
+/**
+ * registry_process_load() - a new process of @reg with no regions, restored from a state
+ * file: not connected (it ended: the first to go when too many have ended), counted in
+ * @reg->n_procs, with no retired aggregate yet (registry_retire_enable() attaches them)
+ * @saved: borrowed; copied
+ * Return: 0 with *@out set (borrowed: the registry's), or -ENOMEM (nothing added).
+ */
+int registry_process_load(struct registry *reg, const struct process_saved *saved,
+                          struct process **out);
 
 /**
  * registry_retired_load() - a new, empty retired aggregate of (@uid, @comm, @cgroup), for figures

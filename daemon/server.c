@@ -81,7 +81,7 @@ on_work(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC), end = now + SERVER_TURN_NS;
 	struct sched_item *it;
 	while (now < end && (it = sched_pop(&srv->sched))) {
-		struct session *s = (struct session *)((char *)it - offsetof(struct session, si));
+		struct session *s = pmc_list_entry(it, struct session, si);
 		session_serve(s, now + SESSION_SLICE_NS);
 		now = util_now_ns(CLOCK_MONOTONIC);
 	}
@@ -282,8 +282,8 @@ server_free(struct server *srv)
 {
 	if (!srv)
 		return;
-	while (srv->sessions)
-		session_free(srv->sessions);
+	while (!pmc_list_empty(&srv->sessions))
+		session_free(pmc_list_first(&srv->sessions, struct session, link));
 	for (size_t i = 0; i < ARRAY_SIZE(srv->sig_ev); i++)
 		if (srv->sig_ev[i])
 			event_free(srv->sig_ev[i]);

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "list.h"
 #include "loop-sched.h"
 #include "policy.h"
 #include "registry.h"
@@ -24,7 +25,7 @@ struct server {
 	int listen_fd;
 	struct event *listen_ev;
 	struct event *sig_ev[2];
-	struct session *sessions;
+	struct pmc_list sessions; /* struct session, by link */
 	unsigned n_sessions;
 	unsigned n_threads;
 	size_t n_fds;               /* counter fds held for registered threads */

@@ -236,8 +236,9 @@ query_stream_check(struct query_stream *qs, struct registry *reg)
 	if (!live)
 		return -ENOMEM;
 	size_t n = 0;
-	for (struct process *p = reg->procs; p; p = p->next)
-		live[n++] = p;
+	struct process *lp;
+	pmc_list_for_each(lp, &reg->procs, link)
+		live[n++] = lp;
 	qsort(live, n, sizeof(*live), proc_ptr_cmp);
 	for (size_t i = qs->next_proc; i < qs->n_procs; i++) {
 		const struct process *p = qs->procs[i];
@@ -619,7 +620,8 @@ session_query_end(struct session *s)
 		return;
 	/* The uid's next whole reply, waiting for this one, may start. */
 	s->user->wholes--;
-	for (struct session *o = s->srv->sessions; o; o = o->next)
+	struct session *o;
+	pmc_list_for_each(o, &s->srv->sessions, link)
 		if (o->user == s->user && o->qs && o->qs->whole_reply && !o->qs->building) {
 			session_ready(o);
 			break;
@@ -743,7 +745,8 @@ session_handle_query(struct session *s, const Pmc__Request *req)
 		session_query_free(qs);
 		return session_reply_error(s, ENOMEM, "out of memory");
 	}
-	for (struct process *p = reg->procs; p; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
 		qs->keys[qs->n_procs] = (struct query_key){p->pid, p->uid, p->start};
 		qs->procs[qs->n_procs++] = p;
 	}
@@ -807,7 +810,8 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		const struct user_share *u = s->user;
 		st.clients = u->connections - 1; /* the caller's own connection left out */
 		st.threads = u->threads;
-		for (const struct process *p = srv->reg.procs; p; p = p->next)
+		const struct process *p;
+		pmc_list_for_each(p, &srv->reg.procs, link)
 			if (p->uid == s->uid) {
 				st.processes++;
 				st.regions += (uint32_t)p->n_regions;
@@ -824,7 +828,8 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	/* The losses by reason, over the processes the caller sees. */
 	uint64_t by[DROP_N] = {0};
 	Pmc__Loss loss[DROP_N], *lossp[DROP_N];
-	for (const struct process *p = srv->reg.procs; p; p = p->next)
+	const struct process *p;
+	pmc_list_for_each(p, &srv->reg.procs, link)
 		if (s->admin || p->uid == s->uid)
 			for (unsigned r = 0; r < DROP_N; r++)
 				by[r] = util_sat_add(by[r], p->dropped[r]);

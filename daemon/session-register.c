@@ -118,7 +118,8 @@ static size_t
 reap_dead_threads(struct server *srv, uid_t uid, pid_t keep)
 {
 	size_t n = 0;
-	for (struct session *o = srv->sessions; o; o = o->next) {
+	struct session *o;
+	pmc_list_for_each(o, &srv->sessions, link) {
 		if (o->uid != uid)
 			continue;
 		for (size_t i = 0; i < o->n_threads;) {

@@ -257,9 +257,8 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 	srv->draining = 1;
 	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
 	bool over = false;
-	struct session *next;
-	for (struct session *o = srv->sessions; o; o = next) {
-		next = o->next;
+	struct session *o, *next;
+	pmc_list_for_each_safe(o, next, &srv->sessions, link) {
 		/* One that streams a reply reads nothing until it is sent: nor from here, once a
 		 * Query read here has started one. */
 		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
@@ -462,8 +461,9 @@ session_drain_all(struct server *srv, bool final)
 	 * it keeps the samples for the next daemon, instead of queueing them here to be
 	 * dropped unread. */
 	stopping |= final;
+	struct session *s;
 	if (final)
-		for (struct session *s = srv->sessions; s; s = s->next)
+		pmc_list_for_each(s, &srv->sessions, link)
 			shutdown(s->fd, SHUT_RD);
 	session_drain_others(srv, NULL, 0);
 }
@@ -637,10 +637,7 @@ session_new(struct server *srv, int fd)
 	len = sizeof(sndbuf);
 	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf > 0)
 		s->sndbuf = (size_t)sndbuf / 2; /* the kernel reports twice what was set */
-	s->next = srv->sessions;
-	if (srv->sessions)
-		srv->sessions->prev = s;
-	srv->sessions = s;
+	pmc_list_prepend(&srv->sessions, &s->link);
 	srv->n_sessions++;
 	if (!log_enabled(LOG_DEBUG))
 		return 0;
@@ -670,12 +667,7 @@ session_free(struct session *s)
 	free(s->paths);
 	if (s->heads)
 		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		srv->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	pmc_list_remove(&srv->sessions, &s->link);
 	srv->n_sessions--;
 	if (s->proc && --s->proc->connections == 0)
 		registry_process_ended(&srv->reg, s->proc, util_now_ns(CLOCK_MONOTONIC));

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "creds.h"
+#include "list.h"
 #include "loop-sched.h"
 
 struct server;
@@ -38,7 +39,7 @@ struct session_path {
 
 struct session {
 	struct server *srv;
-	struct session *prev, *next;
+	struct pmc_list_node link; /* in srv->sessions */
 	int fd;
 	struct event *ev;
 	pid_t pid;

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "file-trust.h"
 #include "log.h"
 #include "pmc.pb-c.h"
 #include "server.h"
@@ -268,7 +269,10 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct allo
 	st->retired_dropped = reg->retired_dropped;
 	st->boot_id = (char *)boot;
 	st->processes = alloc_list_add(a, reg->n_procs * sizeof(*st->processes));
-	for (struct process *p = reg->procs; p && !a->oom; p = p->next) {
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link) {
+		if (a->oom)
+			break;
 		Pmc__ProcessState *ps = alloc_list_add(a, sizeof(*ps));
 		if (!ps)
 			break;
@@ -278,16 +282,17 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct allo
 	/* The retired aggregates with figures (one without regions is made again for its
 	 * processes by registry_retire_enable()). */
 	size_t n = 0;
-	for (const struct process *r = reg->retired; r; r = r->next)
+	const struct process *r;
+	pmc_list_for_each(r, &reg->retired, link)
 		n += r->n_regions != 0;
 	struct process **v = alloc_list_add(a, n * sizeof(*v));
 	st->retired = alloc_list_add(a, n * sizeof(*st->retired));
 	if (a->oom)
 		return -ENOMEM;
 	n = 0;
-	for (struct process *r = reg->retired; r; r = r->next)
-		if (r->n_regions)
-			v[n++] = r;
+	pmc_list_for_each(p, &reg->retired, link)
+		if (p->n_regions)
+			v[n++] = p;
 	qsort(v, n, sizeof(*v), cmp_retired);
 	for (size_t i = 0; i < n && !a->oom; i++) {
 		Pmc__ProcessState *ps = alloc_list_add(a, sizeof(*ps));
@@ -329,28 +334,6 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 	return 0;
 }
 
-static const char *
-file_kind(mode_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-		return "a regular file";
-	case S_IFDIR:
-		return "a directory";
-	case S_IFLNK:
-		return "a symbolic link";
-	case S_IFIFO:
-		return "a FIFO";
-	case S_IFSOCK:
-		return "a socket";
-	case S_IFCHR:
-	case S_IFBLK:
-		return "a device";
-	default:
-		return "not a regular file";
-	}
-}
-
 /* Opens the directory of @path (through symbolic links: systemd's StateDirectory= with
  * DynamicUser= is one) and checks that no other user can put a file in it, which the
  * daemon could then write through or load. Sets *@base to the last component of @path.
@@ -382,14 +365,15 @@ open_dir(const char *path, const char **base)
 	if (fstat(dfd, &sb) < 0)
 		return log_errno(-errno, "%s: fstat", dir);
 	uid_t euid = geteuid();
-	const char *who = NULL;
-	if (sb.st_uid != 0 && sb.st_uid != euid)
-		who = "its owner, who is neither root nor the daemon's user,";
-	else if (sb.st_mode & S_IWOTH)
-		who = "every user";
-	else if (sb.st_mode & S_IWGRP)
-		who = "its group";
-	if (who) {
+	/* Root's or the daemon's, and no one else may create files in it. */
+	static const struct file_trust_rule rule = {
+	        .kind = S_IFDIR, .root_ok = true, .deny = S_IWGRP | S_IWOTH};
+	enum file_trust t = file_trust_check(&sb, euid, &rule);
+	if (t != FILE_TRUST_OK) {
+		const char *who = t == FILE_TRUST_OWNER  ? "its owner, who is neither root nor the "
+		                                           "daemon's user,"
+		                  : sb.st_mode & S_IWOTH ? "every user"
+		                                         : "its group";
 		log_err("%s: refusing this directory for the state file: it is owned by uid %u "
 		        "and has mode %04o, so %s can create files in it that the daemon (uid "
 		        "%u) would write through or load; keep the state in a directory that "
@@ -411,11 +395,14 @@ remove_stale(int dfd, const char *name, const char *path)
 	struct stat sb;
 	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+	/* The daemon's own regular file, as a save writes it. */
+	static const struct file_trust_rule rule = {.kind = S_IFREG};
+	if (file_trust_check(&sb, geteuid(), &rule) != FILE_TRUST_OK) {
 		log_err("%s is %s owned by uid %u, not a temporary file the daemon (uid %u) left: "
 		        "refusing to write the state through or over it; remove it, and find out "
 		        "who put it there",
-		        path, file_kind(sb.st_mode), (unsigned)sb.st_uid, (unsigned)geteuid());
+		        path, file_trust_kind(sb.st_mode), (unsigned)sb.st_uid,
+		        (unsigned)geteuid());
 		return -EEXIST;
 	}
 	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
@@ -745,25 +732,23 @@ static int
 load_process(struct server *srv, const Pmc__ProcessState *ps)
 {
 	struct registry *reg = &srv->reg;
-	struct process *p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->pid = ps->pid;
-	p->uid = ps->uid;
-	p->start = ps->start;
-	p->received = ps->received;
-	p->ended = 1; /* not connected; the first to go if too many have ended */
-	snprintf(p->comm, sizeof(p->comm), "%s", ps->comm);
-	p->ns_pid = ps->ns_pid > 0 ? ps->ns_pid : 0;
-	p->next = reg->procs;
-	reg->procs = p;
-	reg->n_procs++;
-	if (process_set_cgroup(p, ps->cgroup) < 0)
-		return -ENOMEM;
+	const struct process_saved saved = {
+	        .pid = ps->pid,
+	        .uid = ps->uid,
+	        .start = ps->start,
+	        .comm = ps->comm,
+	        .cgroup = ps->cgroup,
+	        .ns_pid = ps->ns_pid,
+	        .received = ps->received,
+	};
+	struct process *p;
+	int r = registry_process_load(reg, &saved, &p);
+	if (r < 0)
+		return r;
 	/* Charged to its uid, as its samples were: freeing it gives the memory back. */
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
 	stats_charge_to(u ? &u->hist : NULL);
-	int r = load_regions(reg, p, ps, false);
+	r = load_regions(reg, p, ps, false);
 	if (r == 0)
 		r = load_paths(reg, p, ps);
 	stats_charge_to(NULL);
@@ -867,12 +852,15 @@ state_load(struct server *srv, const char *path)
 	if (fstat(fd, &sb) < 0)
 		return -errno;
 	uid_t euid = geteuid();
-	if (!S_ISREG(sb.st_mode)) {
+	/* The daemon's own (not even root's), and no one else may write it. */
+	static const struct file_trust_rule rule = {.kind = S_IFREG, .deny = S_IWGRP | S_IWOTH};
+	enum file_trust t = file_trust_check(&sb, euid, &rule);
+	if (t == FILE_TRUST_KIND) {
 		log_err("%s is %s, not a state file: refusing to load it; move it away", path,
-		        file_kind(sb.st_mode));
+		        file_trust_kind(sb.st_mode));
 		return -EINVAL;
 	}
-	if (sb.st_uid != euid || (sb.st_mode & (S_IWGRP | S_IWOTH))) {
+	if (t != FILE_TRUST_OK) {
 		log_err("%s is owned by uid %u with mode %04o: only a file of the daemon's own uid "
 		        "(%u) that no one else may write is loaded, since another user could have "
 		        "written this one; move it away to start afresh",

@@ -31,7 +31,7 @@ run_suite() {
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # The hw suite against a real kernel PMU: QEMU's emulated arm64 one (build-emu; 1-3 minutes).
 echo "== build-emu: the hw suite on an emulated arm64 PMU"
-tests/emulated-pmu.sh build-emu
+tests/hw/emulated-pmu.sh build-emu
 [ "${1:-}" = --quick ] && exit 0
 
 # The other compiler: everything (benchmarks too) with clang's warnings as errors, and the

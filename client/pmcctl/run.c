@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "pmcctl.h"
+#include "procstat.h"
 #include "wire.h"
 
 static void
@@ -449,51 +450,6 @@ pidset_add(struct pidset *s, pid_t pid)
 	s->n++;
 }
 
-/* Reads field 4 (ppid) and 22 (start time, clock ticks since boot) of /proc/PID/stat. */
-static int
-proc_stat(pid_t pid, pid_t *ppid, uint64_t *start)
-{
-	char path[64], buf[1024];
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -EIO;
-	p++;
-	for (int field = 3; field <= 22; field++) {
-		char *end;
-		unsigned long long v;
-
-		while (*p == ' ')
-			p++;
-		v = strtoull(p, &end, 10);
-		if (field == 4 && ppid)
-			*ppid = (pid_t)v;
-		if (field == 22) {
-			if (end == p)
-				return -EIO;
-			if (start)
-				*start = v;
-			return 0;
-		}
-		p = strchr(p, ' ');
-		if (!p)
-			return -EIO;
-	}
-	return -EIO;
-}
-
 /* Adds the children of every thread of @pid (/proc/PID/task/TID/children) to @out. */
 static void
 proc_children(pid_t pid, struct pidset *out)
@@ -544,10 +500,11 @@ run_scan(struct pidset *seen, pid_t skip)
 			grew = false;
 			rewinddir(d);
 			for (struct dirent *e; (e = readdir(d));) {
-				pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+				pid_t pid = (pid_t)atoi(e->d_name);
+				struct procstat st;
 
 				if (pid <= 0 || pid == skip || pidset_has(&tree, pid) ||
-				    proc_stat(pid, &ppid, NULL) < 0 || !pidset_has(&tree, ppid))
+				    procstat_read(pid, &st) < 0 || !pidset_has(&tree, st.ppid))
 					continue;
 				pidset_add(&tree, pid);
 				pidset_add(seen, pid);
@@ -986,6 +943,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	struct pidset tree = {0};
 	struct whole whole = {0};
 	uint64_t start = 0;
+	struct procstat first;
 	pid_t pid = 0;
 	int status = 0;
 	unsigned runs = o->repeat ? o->repeat : 1;
@@ -997,8 +955,8 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		bool counted = run_start(o, sock_path, events, tag, fd, &old, &whole, &pid, &wall);
 
 		pidset_add(&tree, pid);
-		if (!run)
-			proc_stat(pid, NULL, &start);
+		if (!run && procstat_read(pid, &first) == 0)
+			start = first.start;
 		status = run_wait(pid, &tree, &priv, &set, private, &whole);
 		if (counted)
 			whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);

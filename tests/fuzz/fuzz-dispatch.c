@@ -79,7 +79,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (session_new(srv, sv[1]) < 0)
 		abort();
-	struct session *s = srv->sessions;
+	struct session *s = pmc_list_first(&srv->sessions, struct session, link);
 
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;

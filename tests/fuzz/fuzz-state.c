@@ -66,7 +66,7 @@ serve(void)
 		abort();
 	if (session_new(srv, sv[1]) < 0)
 		abort();
-	struct session *s = srv->sessions;
+	struct session *s = pmc_list_first(&srv->sessions, struct session, link);
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	Pmc__Query q = PMC__QUERY__INIT;
@@ -106,8 +106,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	int r = state_load_buffer(srv, data, size);
 	if (r == -EBADMSG) {
-		if (srv->reg.procs || srv->reg.n_procs || srv->reg.n_regions || srv->reg.n_paths ||
-		    srv->reg.retired || srv->reg.n_retired || srv->reg.retired_dropped)
+		if (registry_first(&srv->reg) || srv->reg.n_procs || srv->reg.n_regions ||
+		    srv->reg.n_paths || registry_first_retired(&srv->reg) || srv->reg.n_retired ||
+		    srv->reg.retired_dropped)
 			abort(); /* refused, yet something kept */
 		return 0;
 	}

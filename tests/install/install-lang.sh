@@ -6,7 +6,7 @@
 # exact page faults (a region writing N fresh pages of an mmap, K times) from the main
 # thread, from threads (Python threads, OpenMP), a multiprocessing child, a decorator; an
 # exception through a region; and with no daemon: the program runs, one warning line.
-. "$(dirname "$0")/lib-install.sh"
+. "$(dirname "$0")/../lib/lib-install.sh"
 [ -n "${PMC_PYTHON:-}${PMC_FC:-}" ] || skip "neither the Python package nor the Fortran module is built"
 [ -z "${PMC_SANITIZE:-}" ] || skip "a sanitized libpmcclient needs its runtime preloaded into python3 and gfortran's programs"
 [ "$(id -u)" = 0 ] || skip "needs root to run the daemon and switch to uid 65534"
@@ -67,7 +67,7 @@ if [ -n "${PMC_PYTHON:-}" ]; then
 	! grep -E "R(UN)?PATH" <<<"$dyn" | grep -F "$PMC_BUILD_DIR" >/dev/null ||
 		fail "${ext#"$DEST"} has a RUNPATH into the build tree"
 	pass "package pmc installed in ${PYDIR#"$DEST"}"
-	cp "$SRC/integration/python-app.py" "$TMP/bin/"
+	cp "$SRC/helpers/python-app.py" "$TMP/bin/"
 	chmod -R a+rX "$TMP/bin" "$DEST"
 	# No LD_LIBRARY_PATH: the extension finds the installed libpmcclient by its RUNPATH.
 	PY=(env PYTHONPATH="$PYDIR" PYTHONDONTWRITEBYTECODE=1 "$PMC_PYTHON" "$TMP/bin/python-app.py")

@@ -6,7 +6,7 @@
 # libpmcclient.so). Both run with PMC_DISABLE=1 silently.
 #   install.sh --daemon   also: the installed pmcdaemon and pmcctl, with each program
 #                         run as uid 65534 counting exact page faults
-. "$(dirname "$0")/lib-install.sh"
+. "$(dirname "$0")/../lib/lib-install.sh"
 : "${PMC_CC:?set by ctest}"
 command -v pkg-config >/dev/null || skip "pkg-config is missing"
 command -v readelf >/dev/null || skip "readelf (binutils) is missing"

@@ -4,7 +4,7 @@
 # too), and they document what the programs and the header say: every long option of
 # `pmcdaemon --help` and `pmcctl --help`, every pmcctl command, every function and
 # environment variable of <pmc/pmc.h>.
-. "$(dirname "$0")/lib-install.sh"
+. "$(dirname "$0")/../lib/lib-install.sh"
 command -v man >/dev/null || skip "man is missing (Debian package man-db)"
 command -v groff >/dev/null || skip "groff is missing (Debian package groff-base)"
 

@@ -2,7 +2,7 @@
 # `cmake --install --prefix DIR` (no DESTDIR), as a user installs into a private prefix:
 # every file lands inside DIR (the systemd units too), and a program built against it
 # finds libpmcclient.so there at run time through the RUNPATH it is linked with.
-. "$(dirname "$0")/lib-install.sh"
+. "$(dirname "$0")/../lib/lib-install.sh"
 : "${PMC_CC:?set by ctest}"
 P=$TMP/private
 "$CMAKE_COMMAND" --install "$PMC_BUILD_DIR" --prefix "$P" >"$TMP/prefix.log" 2>&1 ||

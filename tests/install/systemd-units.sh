@@ -3,7 +3,7 @@
 # ExecStart= binary installed where the unit says, the man pages of Documentation=
 # installed; a unit with a wrong ExecStart= fails the same check. The service's
 # exposure (systemd-analyze security) stays rated OK, and it asks for CAP_PERFMON only.
-. "$(dirname "$0")/lib-install.sh"
+. "$(dirname "$0")/../lib/lib-install.sh"
 [ -n "$P_UNITS" ] || skip "built with PMC_WITH_SYSTEMD=OFF: no units"
 command -v systemd-analyze >/dev/null || skip "systemd-analyze is missing (Debian package systemd)"
 command -v man >/dev/null || skip "man is missing (Debian package man-db): Documentation= cannot be checked"

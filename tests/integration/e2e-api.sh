@@ -7,7 +7,7 @@
 # pmc_region() interns 4095 names from 4 threads at once; pmc_enabled() says 1 only
 # where the calling thread counts; in C++, an exception thrown through each form ends its
 # region exactly once.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_API_BIN:?set by ctest}"
 cp "$PMC_TEST_API_BIN" "$TMP/bin/"
 API=$TMP/bin/$(basename "$PMC_TEST_API_BIN")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Authorization, each refusal tried as an unprivileged user with the error it gets,
 # and the limits, each with a clear error or a counted drop.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
 EACCES=13 ENOENT=2

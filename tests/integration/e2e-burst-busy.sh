@@ -4,7 +4,7 @@
 # runs as pmcdaemon.service runs it (Nice=-5), and answers control (Hello, registration)
 # before bulk (batches), so that every thread registers in time and is profiled: every
 # sample counted, none dropped, lost or unregistered.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_BURST_BIN:?set by ctest}"
 [ -z "${PMC_SANITIZED:-}" ] ||
 	skip "under sanitizers the daemon is several times slower: a burst beside busy loops there measures the sanitizers"

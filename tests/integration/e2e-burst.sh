@@ -5,7 +5,7 @@
 # that is back-pressure, never a reason to drop. It counts every sample, with nothing
 # dropped or lost, and each process connects once. No check depends on how fast the
 # machine is. (Before the library waited for room: 1-4 % of the samples were lost.)
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_BURST_BIN:?set by ctest}"
 cp "$PMC_TEST_BURST_BIN" "$TMP/bin/"
 BURST=$TMP/bin/$(basename "$PMC_TEST_BURST_BIN")

@@ -3,7 +3,7 @@
 # containers' scopes) carries that cgroup in JSON and CSV, the container's short name in
 # the table; --cgroup selects it for query, dump, reset, top and flamegraph, and nothing
 # else; another program outside it keeps its own cgroup and figures.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 # The cgroup v2 hierarchy: /sys/fs/cgroup, or the "unified" one of a hybrid host.
 MNT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)

@@ -5,7 +5,7 @@
 # of 3 batches, 3 times over: the totals grow by 2^40 a connection, never wrap (they went
 # 0 -> 9.2e18 -> 1), stay monotonic on /metrics, and root's status says which uid claimed
 # them.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 BOUND=$((1 << 40))

@@ -1,6 +1,6 @@
 #!/bin/bash
 # pmcctl: every command in every format, filters, reset, exit codes.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 run_client "$TMP/a" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 2 10
 A=$CLIENT_PID

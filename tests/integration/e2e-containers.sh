@@ -6,7 +6,7 @@
 # thread id, by pidfd and by id; a thread id reused by another process; fds attached where
 # none belong (a lingering TCP socket: never waited for, by the daemon or by the library
 # facing a hostile daemon); a daemon in a child pid namespace says the fix.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v unshare >/dev/null || skip "unshare (util-linux) is missing"
 unshare --pid --fork --mount-proc true 2>/dev/null || skip "unshare --pid does not work here"
 [ -n "${PMC_TEST_IDENTITY_BIN:-}" ] || fail "PMC_TEST_IDENTITY_BIN is not set"

@@ -5,7 +5,7 @@
 # as new or gone (exit 0); call paths are compared where both files have them; files that
 # are not pmc's JSON, truncated, of a newer format, a pprof profile, too large: exit 2 with
 # the file and the problem.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 # diff's verdicts rest on exact page-fault counts, which the sanitizers' shadow memory makes
 # inexact (expect_faults): the plain build checks them.
 [ -z "${PMC_SANITIZED:-}" ] || skip "page faults are not exact under sanitizers (their shadow memory); the plain build checks diff"

@@ -7,7 +7,7 @@
 # connections, a victim uid's Hello, registration, Status and queries are all answered and
 # its figures exact. Prints the daemon's memory and the victim's round trips (no thresholds
 # on time: bench/fairness measures them).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 as_victim() { setpriv --reuid=65533 --regid=65533 --clear-groups -- "${USER_ENV[@]}" "$@"; }
 

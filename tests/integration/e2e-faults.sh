@@ -2,7 +2,7 @@
 # Faults: the daemon stopped (SIGTERM) or killed (SIGKILL) while 8 client threads run
 # regions, then started again on the same socket and state file; a client killed in
 # the middle of its run; a daemon that hangs (SIGSTOP).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 STATE=$TMP/state.pb
 status_of() { pmcctl status --format json | jq -r ".$1"; }
 steady_count() { pmcctl query --region steady --pid "$1" --format json | jq '.regions[0].count // 0'; }

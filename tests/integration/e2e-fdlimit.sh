@@ -5,7 +5,7 @@
 # exactly. Both ways in: the library sees there is no room before it asks (many threads
 # under ulimit -n 64), and a reply whose fds do not fit (MSG_CTRUNC). The daemon holds
 # fds for the profiled threads only.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_FDLIMIT_BIN:?set by ctest}"
 cp "$PMC_TEST_FDLIMIT_BIN" "$TMP/bin/"
 APP=$TMP/bin/$(basename "$PMC_TEST_FDLIMIT_BIN")

@@ -3,7 +3,7 @@
 # keeps the smallest per process and event (never above the least a region of the process
 # measured), shows it beside each figure, and marks a mean
 # within 10x of it as too short to trust. Nothing is subtracted.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 start_daemon
 

@@ -7,7 +7,7 @@
 # copy, so that it closes none of it: the saves go on, and SIGTERM saves and ends the loop.
 # (The daemon's process itself, whose closer thread waits, ends only when that file system's
 # server does: the kernel's rule, said in the README.)
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_IDENTITY_BIN:?set by ctest}" "${PMC_TEST_FUSE_BIN:?set by ctest}" "${PMC_TEST_STATE_BIN:?set by ctest}"
 [ "$(id -u)" = 0 ] || skip "mounting the test's FUSE file system needs root"
 mkdir "$TMP/fuse"

@@ -4,7 +4,7 @@
 # 500..600), as wall time and as page-faults: every bucket of the JSON holds exactly the
 # values of both ranges within its bounds, the buckets add up to the runs, the table's rows
 # too; --pid draws one process; a missing --region or an event not counted says why.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_DIST_BIN:?set by ctest}"
 cp "$PMC_TEST_DIST_BIN" "$TMP/bin/"
 DIST=$TMP/bin/$(basename "$PMC_TEST_DIST_BIN")

@@ -4,7 +4,7 @@
 # 2.3 GB and flamegraph to 2.4 GB in 20 s, and never stopped. Now each stops once the reply
 # passes --max-reply (64 MiB by default), exits 1 and says why and what to do; its peak
 # memory (VmHWM, /usr/bin/time -v) stays bounded.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 [ -x /usr/bin/time ] || skip "/usr/bin/time (GNU time) is missing"
 
 FAKE=$TMP/fake.sock

@@ -8,7 +8,7 @@
 # \x9b, \u009b, \u202e), the CSV field of a formula starts with a single quote, the JSON
 # parses and gives back the escape's text, the page passes promtool, and a name that is
 # merely not ASCII (héllo→) is left alone.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 command -v iconv >/dev/null || skip "iconv is missing (Debian package libc-bin)"
 LC_ALL=C.UTF-8 grep -qP '\x{202e}' <<<$'\xe2\x80\xae' || skip "grep -P does not read UTF-8 here (no C.UTF-8 locale?)"

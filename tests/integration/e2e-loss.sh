@@ -4,7 +4,7 @@
 # limit applies, not a smaller one of the library's) and than the library's 65,535; names
 # over 127 bytes refused, never merged; 17 events refused with E2BIG; regions ended out of
 # nesting order. (The per-reason figures are checked in tests/unit/test-batch.c.)
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 status_of() { pmcctl status --format json | jq -r ".$1"; }
 restart_daemon() {
 	if [ -n "$DAEMON_PID" ]; then

@@ -4,7 +4,7 @@
 # says which file, its mode or owner and the fix; with a good one, a request without
 # 'Authorization: Bearer TOKEN', or with another token, is 401 with WWW-Authenticate, and
 # one with it gets the page. (e2e-prometheus scrapes with the token from a real Prometheus.)
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 # refused WHAT FILE WANT...: the daemon exits 1 before it listens, its message has each WANT

@@ -9,7 +9,7 @@
 # page of 27 MB and read none of it, the fifth scrape is answered 503, the daemon's RSS grows
 # by far less than a page (it writes a chunk at a time, when the last has gone), and once the
 # readers are gone their scrapes are freed and a page is served again, whole.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 MAX_CONNECTIONS=64

@@ -7,7 +7,7 @@
 # restarts from 0. Then the bound of the retired figures (--metrics-max-series / 4 regions,
 # a quarter of that per user), counted in pmc_retired_dropped_total. Then a restart with
 # --state: every counter series continues from what it held.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 L='comm="pmc-test-client",uid="65534",region="pages"'

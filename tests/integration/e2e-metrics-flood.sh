@@ -8,7 +8,7 @@
 # thousands of connections) gets the whole page. The flood's connections are closed: past
 # the 64 kept, or after METRICS_HEADER_TIMEOUT_S (3 s) without an authorized request,
 # however slowly they send; a 401 closes its connection.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 FLOOD=

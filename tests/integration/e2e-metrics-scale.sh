@@ -8,7 +8,7 @@
 # most runs (all of the first program's, 2 runs each), the others' series counted in
 # pmc_metrics_series_dropped, and `promtool check metrics` accepts it. Prints the page's
 # size, the scrape's time and the daemon's CPU time and RSS (no thresholds).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 PROGRAMS=25

@@ -9,7 +9,7 @@
 #   - with uid 65534 ("victim": 3 regions of 1 run, 231 series) beside it: each share is
 #     500; the victim's 3 regions stay (231), greedy's share holds 6 (462), and the 307
 #     series left take 3 more of greedy's, the busiest: 9 (693). 924 series in all.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 GREEDY_UID=65533

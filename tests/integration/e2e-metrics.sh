@@ -5,7 +5,7 @@
 # for other paths, the refusal of an address beyond loopback, the warning that a page
 # without --metrics-token-file is open (e2e-metrics-auth tests the token), and the default
 # series cap (e2e-metrics-scale: 100,000 regions).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 # A non-loopback address is refused before anything starts, naming the option.

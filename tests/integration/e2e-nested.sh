@@ -1,7 +1,7 @@
 #!/bin/bash
 # Nested regions: the outer region's counts include the inner one's; the scoped
 # PMC_REGION form ends its region when left by break.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 N=5 K=30
 run_client "$TMP/out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested $N $K

@@ -1,7 +1,7 @@
 #!/bin/bash
 # With no daemon the application runs to completion exactly as before, after one
 # warning line on stderr; PMC_DISABLE=1 silences even that.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 as_user env PMC_SOCKET="$TMP/nobody-listens.sock" "$PMC_TEST_CLIENT_BIN" threads 4 2 600 >"$TMP/out" 2>"$TMP/err" ||
 	fail "the application failed without a daemon"
 expect_eq "output" "$(kv count "$TMP/out")" 2400

@@ -4,7 +4,7 @@
 # blocks for good); PMC_FLUSH_MS=0 turns the periodic send off. A program started before the
 # daemon is counted once the daemon is up, after its one warning line. Each wait is bounded
 # (a few seconds), and no check depends on how fast the machine is.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 count_of() { pmcctl query --region "$1" --pid "$2" --format json | jq '.regions[0].count // 0'; }
 faults_of() { pmcctl query --region "$1" --pid "$2" --format json | jq '.regions[0].events["page-faults"].sum // 0'; }

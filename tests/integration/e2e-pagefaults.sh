@@ -1,7 +1,7 @@
 #!/bin/bash
 # A region writing N fresh pages, called K times, by a uid-65534 process: count K and
 # page-faults sum exactly N*K, per call exactly N.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 N=7 K=50
 PMC_EVENTS=page-faults,task-clock run_client "$TMP/out" env PMC_EVENTS=page-faults,task-clock "$PMC_TEST_CLIENT_BIN" pages $N $K

@@ -3,7 +3,7 @@
 # the pid the program sees (ns_pid, 1 here) beside its own view of it (pid), at connection
 # (its log) and in the figures (JSON, CSV): its threads register across pid namespaces
 # (threadid.h) and count exactly.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v unshare >/dev/null || skip "unshare (util-linux) is missing"
 unshare --pid --fork --mount-proc true 2>/dev/null || skip "cannot make a pid namespace here (unshare --pid)"
 start_daemon

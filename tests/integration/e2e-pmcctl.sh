@@ -4,7 +4,7 @@
 # no match); --comm and --region as repeatable globs, matched by the daemon, for query,
 # dump, reset and top (and an old client's single --region); status leaves pmcctl's own
 # connection out of its clients.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 MAN=$(cd "$(dirname "$0")/../../client" && pwd)/pmcctl.1
 start_daemon
 ROOT_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")

@@ -4,7 +4,7 @@
 # each node's self count and its cum the node's inclusive one, exactly; the program is the
 # root frame; labels pid, comm, uid; an older client's region is a single-frame stack;
 # run --format pprof --output FILE writes the same. Skipped (77) where Go is missing.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v go >/dev/null || skip "go is missing (apt-get install golang-go): go tool pprof reads the profile"
 export HOME=$TMP GOCACHE=$TMP/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local
 go tool pprof -h >/dev/null 2>&1 || skip "go tool pprof does not run here"

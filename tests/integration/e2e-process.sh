@@ -2,7 +2,7 @@
 # Processes and threads: fork (the child registers anew and never counts with its
 # parent's counters), exec (same pid, new image), context switches of a thread that
 # blocks a known number of times, and libpfm4 event names end to end.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 N=4 K=25
 run_client "$TMP/fork" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" fork $N $K

@@ -12,7 +12,7 @@
 # truth of a rate() weighs each daemon's runs as rate() extrapolated them.)
 # `promtool check metrics` accepts both pages. Skips (77) without promtool or prometheus
 # (Debian package prometheus).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 command -v promtool >/dev/null || skip "promtool is missing (Debian package prometheus)"
 command -v prometheus >/dev/null || skip "prometheus is missing (Debian package prometheus)"

@@ -6,7 +6,7 @@
 # (--metrics-token-file): the job that sends it (authorization: credentials_file) is up,
 # those without it or with another token are down. Skips (77) without promtool; the
 # scrape part needs the prometheus binary too (both come with Debian's prometheus package).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 command -v promtool >/dev/null || skip "promtool is missing (Debian package prometheus)"
 

@@ -6,7 +6,7 @@
 # a query naming one region of one process is answered as before. Before, every one of these
 # failed ("100000 regions do not fit in one reply"). Prints pmcctl's time, peak RSS and the
 # daemon's RSS before and after (no thresholds).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 PROGRAMS=25
 REGIONS=4000

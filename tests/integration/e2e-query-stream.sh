@@ -4,7 +4,7 @@
 # others queued (pmc-test-raw two-streams, 10 times). The first must stop that reading until
 # its reply is sent: before, the second replaced it mid-stream and the daemon crashed
 # (a NULL stream, or a freed session, in the write callback of the first).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 start_daemon
 as_user "$PMC_TEST_RAW_BIN" "$SOCK" two-streams >"$TMP/out" 2>&1 || fail "two-streams: $(cat "$TMP/out")"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Each refusal is a clear error, and the daemon keeps serving everyone else.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 

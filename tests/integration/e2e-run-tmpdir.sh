@@ -7,7 +7,7 @@
 # pmcctl makes nothing there, says why, and runs the command with a directory of its own
 # under /tmp.
 BUILD_PMCCTL=${PMCCTL_BIN:-}
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 EVIL=$TMP/evil
 VICTIM=$TMP/victim

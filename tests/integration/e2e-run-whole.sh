@@ -6,7 +6,7 @@
 # before the command runs (exit 2, did-you-mean); a private daemon that dies does not change
 # the exit status.
 BUILD_PMCCTL=${PMCCTL_BIN:-}
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 [ -z "${PMC_SANITIZED:-}" ] || skip "page faults are not exact under sanitizers (their shadow memory: 3,375 for 3,000); the plain build checks the whole-program figures"
 start_daemon
 cp "$PMC_WHOLE_APP_BIN" "$TMP/bin/" && chmod a+rx "$TMP/bin/pmc-whole-app"

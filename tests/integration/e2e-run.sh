@@ -3,7 +3,7 @@
 # command's processes only when it exits, and exits with its status; with the daemon that
 # answers at the socket, or with a private one started and stopped for the run.
 BUILD_PMCCTL=${PMCCTL_BIN:-}
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 run_as_user() { as_user "$PMCCTL_BIN" run "$@"; }
 

@@ -3,7 +3,7 @@
 # the running/enabled ratio, the CSV scaled column, a '*' in the table. Software events
 # never multiplex, so the client here is a raw one sending the marks a real client sends
 # when running < enabled (the client-side scaling is unit-tested in test-reader).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 run_client "$TMP/out" "$PMC_TEST_RAW_BIN" "$SOCK" scaled-batch
 j=$(region_json mux "$CLIENT_PID")

@@ -3,7 +3,7 @@
 # under AT_SECURE its environment is its invoker's. Before, a setuid-root copy of a client
 # run by uid 65534 connected to a socket of uid 65534's choosing and sent it its region
 # names and wall times. pmc-fake-daemon silent listens there and prints each connection.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 # The copy lives where uid 65534 can run it and the kernel honours the setuid bit.
 if findmnt -no OPTIONS -T "$TMP" | tr ',' '\n' | grep -qx nosuid; then

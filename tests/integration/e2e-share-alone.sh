@@ -3,7 +3,7 @@
 # uid 65534 with 4,000 regions each, 100,000 regions, with the default limits, whose share
 # per uid is a quarter: 65,536), every sample counted, nothing evicted; then another uid
 # arrives and is served exactly.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 load_programs 24 4000
 st=$(pmcctl status --format json)

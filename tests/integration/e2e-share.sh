@@ -1,7 +1,7 @@
 #!/bin/bash
 # One user cannot starve another: each attack of the trust review, made by uid 65534
 # within the daemon's limits, leaves a victim (uid 65533) served and counted exactly.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
 # victim OUT ARGS...: the test client as uid 65533; its pid in VICTIM_PID

@@ -5,7 +5,7 @@
 # connection dropped after each time-out, the next one made in the background in between):
 # 4 registrations, 4 waits, 8.9 s. Now the first waits, and no thread asks again until the
 # daemon answers: 1 registration on 1 connection. Counted at the fake daemon, never timed.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 
 FAKE=$TMP/fake.sock
 start_helper "$TMP/fake.out" listening "$PMC_FAKE_DAEMON_BIN" hello "$FAKE"

@@ -5,7 +5,7 @@
 # Hello times out; the regions begun meanwhile are counted as lost (no-daemon) and said
 # once the daemon answers; both threads register then and are counted from then on:
 # counted + lost = 400 exactly, in pmcctl status and in the query's loss line.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 kill -STOP "$DAEMON_PID"
 trap 'rc=$?; kill -CONT "$DAEMON_PID" 2>/dev/null || true; (exit $rc); cleanup' EXIT

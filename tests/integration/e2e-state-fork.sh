@@ -3,7 +3,7 @@
 # answers pmcctl status; each save that succeeds advances state_saved_ns; the child shares the daemon's
 # fd table; SIGTERM during a save waits for it, then saves at once; SIGKILL of the
 # daemon takes the child with it, and the file loads back.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_STATE_BIN:?set by ctest}"
 command -v pgrep >/dev/null || skip "pgrep (procps) is missing"
 status_of() { pmcctl status --format json | jq -r ".$1"; }

@@ -7,7 +7,7 @@
 # writable by others is not loaded. The layout systemd makes for pmcdaemon.service
 # (StateDirectory= under DynamicUser=: a symlinked directory of the daemon's own uid, 0700)
 # is accepted.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v timeout >/dev/null || skip "timeout (coreutils) is missing"
 status_of() { pmcctl status --format json | jq -r ".$1"; }
 N=0

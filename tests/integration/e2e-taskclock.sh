@@ -6,7 +6,7 @@
 # leaves it out of the thread's CPU time, perf's task-clock does not. So a run during
 # which /proc/stat shows steal does not count, and the test tries again (5 runs at most);
 # if every run saw steal, the steal observed (10 ms ticks) is allowed on top of the 2 %.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 K=100 # about 0.25 s of CPU: one stolen millisecond is then 0.4 %, not 3 %
 steal_ticks() { awk '/^cpu / { print $9 }' /proc/stat; }

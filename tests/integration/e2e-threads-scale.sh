@@ -9,7 +9,7 @@
 # far enough (setrlimit needs CAP_SYS_RESOURCE for that), it runs what fits instead, and
 # says so: all the threads with as many events as fit, then as many threads as fit with all
 # 4 events. PMC_SCALE_THREADS and PMC_SCALE_PAGES change T (10,000) and N (4).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_THREADS_SCALE_BIN:?set by ctest}"
 cp "$PMC_TEST_THREADS_SCALE_BIN" "$TMP/bin/"
 chmod a+rx "$TMP/bin/$(basename "$PMC_TEST_THREADS_SCALE_BIN")"

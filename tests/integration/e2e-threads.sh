@@ -1,7 +1,7 @@
 #!/bin/bash
 # 4 threads at once, each registering lazily with its own counters: every sample of
 # every thread arrives (the last partial batches at thread exit), exact page faults.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 T=4 N=3 K=700   # K > the 512-sample batch: full batches and a partial one per thread
 run_client "$TMP/out" env PMC_EVENTS=page-faults,context-switches "$PMC_TEST_CLIENT_BIN" threads $T $N $K

@@ -1,7 +1,7 @@
 #!/bin/bash
 # pmcctl top: the live view, while a client runs regions in the background: two refreshes
 # with the region and its rates, filters, Ctrl-C exits 0, usage errors exit 2.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 
 # One thread running region "mt-pages" (one fresh page per run) until killed; setpriv

@@ -4,7 +4,7 @@
 # add up to the inclusive totals; the per-name view is today's; the tree survives a restart
 # through the state file; what no node holds (too deep, an older client) is counted by
 # reason; a Define that breaks the rules closes that connection only.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon --state "$TMP/state.pb"
 K=5
 run_client "$TMP/out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" tree $K

@@ -2,7 +2,7 @@
 # The daemon grants a client exactly what the kernel would grant it: each attack of the
 # trust review, made by uid 65534 against a root daemon, refused or contained, and the
 # daemon serving everyone else throughout.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
 EPERM=1 EACCES=13 EINVAL=22

@@ -3,7 +3,7 @@
 # victim's program, with the same regions, adds neither to the victim's /metrics series (200
 # runs had become 201: the page has a uid label) nor to its flame graph stacks (2,000 had
 # become 1,002,000: the root frame is "comm (uid U)").
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v curl >/dev/null || skip "curl is missing (Debian package curl)"
 
 OTHER=65533

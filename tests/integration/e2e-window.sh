@@ -2,7 +2,7 @@
 # Honest windows: the wall time of a sample encloses the window its counters were read
 # over, so no sample's task-clock exceeds its wall time. Each of 200 regions runs once
 # (empty, or spinning up to a few ms), so that each region's sums are one sample's figures.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 K=200
 run_client "$TMP/w.out" env PMC_EVENTS=task-clock,page-faults "$PMC_TEST_CLIENT_BIN" window $K

@@ -4,8 +4,8 @@
 # LISTEN_FDS=1. The daemon serves pmcctl and a uid-65534 client on that socket (exact
 # page faults), ignores --socket, leaves the socket file to its owner when it stops,
 # and refuses anything but one listening SOCK_SEQPACKET socket.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/systemd-lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/systemd-lib.sh"
 command -v systemd-socket-activate >/dev/null ||
 	skip "systemd-socket-activate is missing (Debian package systemd)"
 

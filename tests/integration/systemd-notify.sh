@@ -4,8 +4,8 @@
 # figures, WATCHDOG=1 every half WATCHDOG_USEC, all from the daemon's own pid (what
 # NotifyAccess=main accepts), and STOPPING=1 on SIGTERM. A WATCHDOG_PID naming another
 # process means no watchdog.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/systemd-lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/systemd-lib.sh"
 : "${PMC_NOTIFY_LISTEN_BIN:?set by ctest}"
 
 # start_notified NAME WATCHDOG_PID: a daemon on $TMP/NAME.sock that notifies

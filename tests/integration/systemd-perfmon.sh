@@ -5,8 +5,8 @@
 # client of another user, uid 65534, with exact page faults: perf_event_open on that
 # user's threads, and reading its /proc/PID/stat and /proc/PID/task/TID, work with
 # CAP_PERFMON alone. The same daemon without CAP_PERFMON is refused by the kernel.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/systemd-lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/systemd-lib.sh"
 DUID=61234
 [[ $(setpriv --help) == *--ambient-caps* ]] || skip "this setpriv has no --ambient-caps"
 setpriv --inh-caps=+perfmon true 2>/dev/null ||

@@ -5,8 +5,8 @@
 # state and stops; each call it made must be in @system-service or perf_event_open, and
 # in no group of SystemCallFilter=~ (a call outside the filter kills the service with
 # SIGSYS).
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/systemd-lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/systemd-lib.sh"
 : "${PMC_NOTIFY_LISTEN_BIN:?set by ctest}"
 command -v strace >/dev/null || skip "strace is missing"
 command -v systemd-analyze >/dev/null || skip "systemd-analyze is missing (Debian package systemd)"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # <pmc/pmc.h> and <pmc/pmc.hpp> as applications compile them: the programs of e2e-api
-# (tests/integration/test-api.c, test-api-cxx.cpp: PMC_SCOPE and PMC_REGION, nested, two
+# (tests/helpers/pmc-test-api.c, pmc-test-api-cxx.cpp: PMC_SCOPE and PMC_REGION, nested, two
 # on one line, left by break, continue, return, goto, exceptions; pmc::scope, pmc::region)
 # and a C++ file that includes only <pmc/pmc.h>, built by every C compiler here (gcc,
 # clang) under -std=c11 -pedantic and -std=gnu11 -pedantic, and every C++ compiler (g++,
@@ -14,7 +14,7 @@ pass() { echo "ok - $*"; }
 TMP=$(mktemp -d /tmp/pmc-api-compile.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 INC=$PMC_SOURCE_DIR/client/include
-SRC=$PMC_SOURCE_DIR/tests/integration
+SRC=$PMC_SOURCE_DIR/tests/helpers
 LIBDIR=$(dirname "$PMC_CLIENT_LIB")
 WARN=(-pedantic -Wall -Wextra -Wshadow -Werror)
 # A sanitized library needs the sanitizer runtime of the compiler that built it: there
@@ -76,9 +76,9 @@ for cc in "${CCS[@]}"; do
 	for std in c11 gnu11; do
 		what="$cc -std=$std"
 		bin=$TMP/api-$(basename "$cc")-$std
-		"$cc" -std=$std "${WARN[@]}" -I"$INC" "$SRC/test-api.c" -o "$bin" "${LINK[@]}" \
-			-pthread 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "$what: test-api.c"; }
-		[ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "$what: test-api.c warns"; }
+		"$cc" -std=$std "${WARN[@]}" -I"$INC" "$SRC/pmc-test-api.c" -o "$bin" "${LINK[@]}" \
+			-pthread 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "$what: pmc-test-api.c"; }
+		[ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "$what: pmc-test-api.c warns"; }
 		if [ -n "$RUN" ]; then
 			LD_LIBRARY_PATH=$LIBDIR PMC_DISABLE=1 "$bin" flow 3 >"$TMP/out" 2>"$TMP/err" ||
 				fail "$what: the program failed"
@@ -93,19 +93,19 @@ done
 
 for cxx in "${CXXS[@]}"; do
 	what="$cxx -std=c++17"
-	for f in "$SRC/test-api-cxx.cpp" "$TMP/only-h.cpp"; do
+	for f in "$SRC/pmc-test-api-cxx.cpp" "$TMP/only-h.cpp"; do
 		bin=$TMP/$(basename "$f" .cpp)-$(basename "$cxx")
 		"$cxx" -std=c++17 "${WARN[@]}" -I"$INC" "$f" -o "$bin" "${LINK[@]}" 2>"$TMP/err" ||
 			{ cat "$TMP/err" >&2; fail "$what: $(basename "$f")"; }
 		[ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "$what: $(basename "$f") warns"; }
 	done
 	if [ -n "$RUN" ]; then
-		LD_LIBRARY_PATH=$LIBDIR PMC_DISABLE=1 "$TMP/test-api-cxx-$(basename "$cxx")" flow \
-			>"$TMP/out" 2>"$TMP/err" || fail "$what: test-api-cxx failed"
+		LD_LIBRARY_PATH=$LIBDIR PMC_DISABLE=1 "$TMP/pmc-test-api-cxx-$(basename "$cxx")" flow \
+			>"$TMP/out" 2>"$TMP/err" || fail "$what: pmc-test-api-cxx failed"
 		check_flow cxx_scope_break "$TMP/out" "0 1" "$what"
 		check_flow cxx_region_break "$TMP/out" "0 1 2 3 4" "$what"
-		LD_LIBRARY_PATH=$LIBDIR PMC_DISABLE=1 "$TMP/test-api-cxx-$(basename "$cxx")" throw 3 \
-			>"$TMP/out" 2>"$TMP/err" || fail "$what: test-api-cxx throw failed"
+		LD_LIBRARY_PATH=$LIBDIR PMC_DISABLE=1 "$TMP/pmc-test-api-cxx-$(basename "$cxx")" throw 3 \
+			>"$TMP/out" 2>"$TMP/err" || fail "$what: pmc-test-api-cxx throw failed"
 		check_flow caught "$TMP/out" 15 "$what"
 		LD_LIBRARY_PATH=$LIBDIR PMC_DISABLE=1 "$TMP/only-h-$(basename "$cxx")" ||
 			fail "$what: the program of <pmc/pmc.h> alone failed"

@@ -665,7 +665,7 @@ test_losses_counted(void)
 	for (int i = 0; i < 2000 && !(reaped && seen && !srv->n_sessions); i++) {
 		event_base_loop(srv->base, EVLOOP_NONBLOCK);
 		/* (Connected, served and hung up within one pass of the loop: its process.) */
-		seen |= srv->n_sessions > 0 || srv->reg.procs != NULL;
+		seen |= srv->n_sessions > 0 || registry_first(&srv->reg) != NULL;
 		if (!reaped && waitpid(child, &st, WNOHANG) == child)
 			reaped = 1;
 		usleep(5000);
@@ -674,9 +674,9 @@ test_losses_counted(void)
 	if (WEXITSTATUS(st) == 77) {
 		printf("# skipped: perf_event_open refused here\n");
 	} else {
-		struct process *p = srv->reg.procs;
+		struct process *p = registry_first(&srv->reg);
 		CHECK(WEXITSTATUS(st) == 0 && seen && !srv->n_sessions);
-		CHECK(p && p->pid == child && !p->next);
+		CHECK(p && p->pid == child && !process_next(p));
 		CHECK(srv->samples == 4);
 		CHECK(srv->dropped == 3 + 7);
 		CHECK(p->dropped[DROP_DEPTH] == 2 && p->dropped[DROP_NESTING] == 1);

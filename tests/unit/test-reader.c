@@ -23,19 +23,6 @@
 #include "pmc-test.h"
 #include "reader.h"
 
-/* Compares as uint64_t (so signed values compare by bit pattern) and prints both sides. */
-#define CHECK_EQ(a, b)                                                                             \
-	do {                                                                                       \
-		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                   \
-		if (a_ != b_) {                                                                    \
-			fprintf(stderr,                                                            \
-			        "%s:%d: check failed: %s == %s (%" PRIu64 " [0x%" PRIx64           \
-			        "] != %" PRIu64 " [0x%" PRIx64 "])\n",                             \
-			        __FILE__, __LINE__, #a, #b, a_, a_, b_, b_);                       \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
 #define RUN(fn) PMC_TEST_RUN(fn)
 
 static size_t
@@ -82,7 +69,7 @@ fake_rdpmc(void *ctx, uint32_t counter)
 {
 	struct fake *f = ctx;
 
-	CHECK_EQ(counter, f->want_counter);
+	CHECK_EQ_U64(counter, f->want_counter);
 	f->rdpmc_calls++;
 	/* By 2, so lock stays even: the retry comes from "lock changed", not "lock odd". */
 	if (f->bump_always || f->rdpmc_calls <= f->bump_first)
@@ -128,44 +115,47 @@ page_rdpmc(uint32_t index, uint16_t width, int64_t offset)
 static void
 test_sign_extend_40(void)
 {
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 40), -1);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFE), 40), -2);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x8000000000), 40), -(INT64_C(1) << 39));
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x7FFFFFFFFF), 40), (INT64_C(1) << 39) - 1);
-	CHECK_EQ(pmc_sign_extend(0, 40), 0);
-	CHECK_EQ(pmc_sign_extend(12345, 40), 12345);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 40), -1);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFE), 40), -2);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x8000000000), 40), -(INT64_C(1) << 39));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x7FFFFFFFFF), 40), (INT64_C(1) << 39) - 1);
+	CHECK_EQ_U64(pmc_sign_extend(0, 40), 0);
+	CHECK_EQ_U64(pmc_sign_extend(12345, 40), 12345);
 	/* Bits above the width are not part of the counter. */
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xABC0000000000005), 40), 5);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x123FFFFFFFFFFF), 40), -1);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xABC0000000000005), 40), 5);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x123FFFFFFFFFFF), 40), -1);
 	/* offset + extended value, as the reader adds them: 1000 + (-1) = 999. */
-	CHECK_EQ((uint64_t)INT64_C(1000) + (uint64_t)pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 40),
-	         999);
+	CHECK_EQ_U64((uint64_t)INT64_C(1000) +
+	                     (uint64_t)pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 40),
+	             999);
 }
 
 static void
 test_sign_extend_48(void)
 {
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFF), 48), UINT64_C(0x7FFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFF), 48), UINT64_C(0x7FFFFFFFFFFF));
 	CHECK(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFF), 48) > 0);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x0000123456789ABC), 48), UINT64_C(0x123456789ABC));
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFFFF), 48), -1);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x800000000000), 48), -(INT64_C(1) << 47));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x0000123456789ABC), 48), UINT64_C(0x123456789ABC));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFFFF), 48), -1);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x800000000000), 48), -(INT64_C(1) << 47));
 	/* A 40-bit pattern with bit 39 set is positive at width 48. */
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 48), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 48), UINT64_C(0xFFFFFFFFFF));
 }
 
 static void
 test_sign_extend_odd_widths(void)
 {
 	/* 0, 64 and more: no extension, no undefined shift. */
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 0), UINT64_C(0xFFFFFFFFFF));
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x8000000000000001), 64), UINT64_C(0x8000000000000001));
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 65), UINT64_C(0xFFFFFFFFFF));
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 65535), UINT64_C(0xFFFFFFFFFF));
-	CHECK_EQ(pmc_sign_extend(1, 1), -1);
-	CHECK_EQ(pmc_sign_extend(2, 1), 0);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFFFFFF), 63), -1);
-	CHECK_EQ(pmc_sign_extend(UINT64_C(0x3FFFFFFFFFFFFFFF), 63), UINT64_C(0x3FFFFFFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 0), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x8000000000000001), 64),
+	             UINT64_C(0x8000000000000001));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 65), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0xFFFFFFFFFF), 65535), UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_sign_extend(1, 1), -1);
+	CHECK_EQ_U64(pmc_sign_extend(2, 1), 0);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x7FFFFFFFFFFFFFFF), 63), -1);
+	CHECK_EQ_U64(pmc_sign_extend(UINT64_C(0x3FFFFFFFFFFFFFFF), 63),
+	             UINT64_C(0x3FFFFFFFFFFFFFFF));
 }
 
 static void
@@ -181,40 +171,40 @@ test_read_counter(void)
 	pg->time_mult = 12345; /* ignored: cap_user_time is clear */
 	pg->time_offset = 99;
 
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 999); /* 1000 + (-1) */
-	CHECK_EQ(r.enabled, 777);
-	CHECK_EQ(r.running, 555);
-	CHECK_EQ(f.rdpmc_calls, 1);
-	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 999); /* 1000 + (-1) */
+	CHECK_EQ_U64(r.enabled, 777);
+	CHECK_EQ_U64(r.running, 555);
+	CHECK_EQ_U64(f.rdpmc_calls, 1);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
 
 	/* Negative offset, positive counter: -5 + 16. */
 	pg->offset = -5;
 	f.raw = 0x10;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 11);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 11);
 
 	/* Width 48: bit 39 set is an ordinary positive count. */
 	pg->pmc_width = 48;
 	pg->offset = 0;
 	f.raw = UINT64_C(0xFFFFFFFFFF);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, UINT64_C(0xFFFFFFFFFF));
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, UINT64_C(0xFFFFFFFFFF));
 
 	/* The same raw value at width 40 is -1 again; the width is re-read on every call. */
 	pg->pmc_width = 40;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, UINT64_MAX);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, UINT64_MAX);
 
 	/* An x86 fixed counter (bit 30 of the rdpmc index) is passed through untouched. */
 	pg->index = UINT32_C(0x40000002);
 	f.want_counter = UINT32_C(0x40000001);
 	pg->offset = INT64_C(1) << 50;
 	f.raw = 7;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, (UINT64_C(1) << 50) + 7);
-	CHECK_EQ(f.rdpmc_calls, 5);
-	CHECK_EQ(pg->lock, 42); /* the reader never writes the page */
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, (UINT64_C(1) << 50) + 7);
+	CHECK_EQ_U64(f.rdpmc_calls, 5);
+	CHECK_EQ_U64(pg->lock, 42); /* the reader never writes the page */
 	page_free(pg);
 }
 
@@ -239,25 +229,25 @@ test_read_time(void)
 	 * quot * mult = 2863311532; rem * mult = 293536340947000873, >> 31 = 136688510;
 	 * delta = -2000000000 + 2863311532 + 136688510 = 1000000042.
 	 */
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(f.rdtsc_calls, 1);
-	CHECK_EQ(r.value, 123);
-	CHECK_EQ(r.enabled, UINT64_C(5000) + 1000000042);
-	CHECK_EQ(r.running, UINT64_C(3000) + 1000000042);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(f.rdtsc_calls, 1);
+	CHECK_EQ_U64(r.value, 123);
+	CHECK_EQ_U64(r.enabled, UINT64_C(5000) + 1000000042);
+	CHECK_EQ_U64(r.running, UINT64_C(3000) + 1000000042);
 
 	/* shift 0, mult 1: nanoseconds are cycles; offset wraps around 2^64. */
 	pg->time_shift = 0;
 	pg->time_mult = 1;
 	pg->time_offset = (uint64_t)-INT64_C(9000000000);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, UINT64_C(5000) + 123);
-	CHECK_EQ(r.running, UINT64_C(3000) + 123);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, UINT64_C(5000) + 123);
+	CHECK_EQ_U64(r.running, UINT64_C(3000) + 123);
 
 	/* A shift past 64 is nonsense but must not be undefined: (cyc * mult) >> 70 = 0 here. */
 	pg->time_shift = 70;
 	pg->time_offset = 10;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, 5010);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, 5010);
 	page_free(pg);
 }
 
@@ -283,50 +273,50 @@ test_read_time_short(void)
 
 	/* cyc = 0x123F0000000 + ((0x10000000 - 0x123F0000000) & 0xFFFFFFFF) = 0x12410000000;
 	 * delta = 0x12410000000 - 0x12400000000 = 0x10000000. */
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 5);
-	CHECK_EQ(r.enabled, 100 + UINT64_C(0x10000000));
-	CHECK_EQ(r.running, 40 + UINT64_C(0x10000000));
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 5);
+	CHECK_EQ_U64(r.enabled, 100 + UINT64_C(0x10000000));
+	CHECK_EQ_U64(r.running, 40 + UINT64_C(0x10000000));
 
 	/* Without cap_user_time_short the raw cycles are used: delta = 0x10000000 - 0x12400000000.
 	 */
 	pg->cap_user_time_short = 0;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, 100 + UINT64_C(0x10000000) - UINT64_C(0x12400000000));
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, 100 + UINT64_C(0x10000000) - UINT64_C(0x12400000000));
 
 	/* time_short alone, without cap_user_time, does nothing. */
 	pg->cap_user_time = 0;
 	pg->cap_user_time_short = 1;
 	f.rdtsc_calls = 0;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, 100);
-	CHECK_EQ(r.running, 40);
-	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, 100);
+	CHECK_EQ_U64(r.running, 40);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
 	page_free(pg);
 }
 
 static void
 test_scale(void)
 {
-	CHECK_EQ(pmc_scale(100, 200, 100), 200);
-	CHECK_EQ(pmc_scale(100, 150, 150), 100);
-	CHECK_EQ(pmc_scale(UINT64_MAX, 7, 7), UINT64_MAX);
-	CHECK_EQ(pmc_scale(100, 150, 0), 0);
-	CHECK_EQ(pmc_scale(100, 0, 0), 0);
-	CHECK_EQ(pmc_scale(10, 10, 3), 33); /* rounds down */
-	CHECK_EQ(pmc_scale(0, 10, 3), 0);
+	CHECK_EQ_U64(pmc_scale(100, 200, 100), 200);
+	CHECK_EQ_U64(pmc_scale(100, 150, 150), 100);
+	CHECK_EQ_U64(pmc_scale(UINT64_MAX, 7, 7), UINT64_MAX);
+	CHECK_EQ_U64(pmc_scale(100, 150, 0), 0);
+	CHECK_EQ_U64(pmc_scale(100, 0, 0), 0);
+	CHECK_EQ_U64(pmc_scale(10, 10, 3), 33); /* rounds down */
+	CHECK_EQ_U64(pmc_scale(0, 10, 3), 0);
 	/* value * enabled overflows 64 bits in all of these. */
-	CHECK_EQ(pmc_scale(UINT64_C(1) << 62, UINT64_C(1) << 40, UINT64_C(1) << 39), UINT64_C(1)
-	                                                                                     << 63);
+	CHECK_EQ_U64(pmc_scale(UINT64_C(1) << 62, UINT64_C(1) << 40, UINT64_C(1) << 39),
+	             UINT64_C(1) << 63);
 	/* (2^63 - 1) * 3e12 / 2e12 = (3 * 2^63 - 3) / 2, rounded down = 3 * 2^62 - 2. */
-	CHECK_EQ(pmc_scale(INT64_MAX, UINT64_C(3000000000000), UINT64_C(2000000000000)),
-	         UINT64_C(13835058055282163710));
-	CHECK_EQ(pmc_scale(UINT64_C(1000000000000000000), UINT64_C(999999999999),
-	                   UINT64_C(1000000000000)),
-	         UINT64_C(999999999999000000));
+	CHECK_EQ_U64(pmc_scale(INT64_MAX, UINT64_C(3000000000000), UINT64_C(2000000000000)),
+	             UINT64_C(13835058055282163710));
+	CHECK_EQ_U64(pmc_scale(UINT64_C(1000000000000000000), UINT64_C(999999999999),
+	                       UINT64_C(1000000000000)),
+	             UINT64_C(999999999999000000));
 	/* Saturates instead of wrapping. */
-	CHECK_EQ(pmc_scale(UINT64_MAX, 2, 1), UINT64_MAX);
-	CHECK_EQ(pmc_scale(UINT64_C(1) << 63, 3, 1), UINT64_MAX);
+	CHECK_EQ_U64(pmc_scale(UINT64_MAX, 2, 1), UINT64_MAX);
+	CHECK_EQ_U64(pmc_scale(UINT64_C(1) << 63, 3, 1), UINT64_MAX);
 }
 
 static void
@@ -338,31 +328,31 @@ test_fallback(void)
 	struct pmc_reading r = {.value = 11, .enabled = 22, .running = 33};
 
 	/* index 0: the event is not on a counter right now. */
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -ENODATA);
 
 	/* cap_user_rdpmc clear: rdpmc not allowed. */
 	pg->index = 4;
 	pg->cap_user_rdpmc = 0;
 	pg->cap_user_time = 1;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -ENODATA);
 
 	/* Both. */
 	pg->index = 0;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -ENODATA);
 
-	CHECK_EQ(f.rdpmc_calls, 0);
-	CHECK_EQ(f.rdtsc_calls, 0);
-	CHECK_EQ(r.value, 11);
-	CHECK_EQ(r.enabled, 22);
-	CHECK_EQ(r.running, 33);
+	CHECK_EQ_U64(f.rdpmc_calls, 0);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(r.value, 11);
+	CHECK_EQ_U64(r.enabled, 22);
+	CHECK_EQ_U64(r.running, 33);
 
 	/* Turning it back on works. */
 	pg->index = 4;
 	pg->cap_user_rdpmc = 1;
 	pg->cap_user_time = 0;
 	f.want_counter = 3;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 6);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 6);
 	page_free(pg);
 }
 
@@ -375,17 +365,17 @@ test_retry_forced(void)
 	struct pmc_reading r;
 
 	/* The first pass sees lock move under it and must go round again. */
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(f.rdpmc_calls, 2);
-	CHECK_EQ(r.value, 11);
-	CHECK_EQ(pg->lock, 44);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(f.rdpmc_calls, 2);
+	CHECK_EQ_U64(r.value, 11);
+	CHECK_EQ_U64(pg->lock, 44);
 
 	/* Five disturbed passes, the sixth succeeds. */
 	f.rdpmc_calls = 0;
 	f.bump_first = 5;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(f.rdpmc_calls, 6);
-	CHECK_EQ(pg->lock, 54);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(f.rdpmc_calls, 6);
+	CHECK_EQ_U64(pg->lock, 54);
 	page_free(pg);
 }
 
@@ -428,7 +418,7 @@ test_seqlock_concurrent_writer(void)
 	pthread_t th;
 
 	pg->lock = 0;
-	CHECK_EQ(pthread_create(&th, NULL, writer_main, &w), 0);
+	CHECK_EQ_U64(pthread_create(&th, NULL, writer_main, &w), 0);
 	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) || n_reads < 100000) {
 		struct pmc_reading r;
 		int ret = pmc_reader_read(pg, &ops, &r);
@@ -442,28 +432,28 @@ test_seqlock_concurrent_writer(void)
 			n_again++;
 			continue;
 		}
-		CHECK_EQ(ret, 0);
+		CHECK_EQ_U64(ret, 0);
 		n_ok++;
 		/* Every snapshot is one k: never offset from one update and times from another. */
-		CHECK_EQ(r.value, 1000 * r.enabled);
-		CHECK_EQ(r.running, r.enabled);
+		CHECK_EQ_U64(r.value, 1000 * r.enabled);
+		CHECK_EQ_U64(r.running, r.enabled);
 		CHECK(r.enabled >= last);
 		CHECK(r.enabled <= w.iterations);
 		last = r.enabled;
 	}
-	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ_U64(pthread_join(th, NULL), 0);
 	CHECK(n_ok > 0);
 	/* More rdpmc calls than successful passes: some pass was retried. Certain, whatever the
 	 * timing: the pass of the first rdpmc call always fails. */
 	CHECK(f.rdpmc_calls > n_ok);
-	CHECK_EQ(pg->lock % 2, 0);
+	CHECK_EQ_U64(pg->lock % 2, 0);
 
 	/* Once the writer is done, the last update is what is read. */
 	struct pmc_reading r;
 
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, w.iterations);
-	CHECK_EQ(r.value, 1000 * w.iterations);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, w.iterations);
+	CHECK_EQ_U64(r.value, 1000 * w.iterations);
 	printf("# %lu reads, %lu ok, %lu -EAGAIN, %lu retried passes with rdpmc\n", n_reads, n_ok,
 	       n_again, (unsigned long)f.rdpmc_calls - n_ok);
 	page_free(pg);
@@ -478,22 +468,22 @@ test_stuck_writer(void)
 	struct pmc_reading r = {.value = 11};
 
 	/* lock changes during every pass. */
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -EAGAIN);
-	CHECK_EQ(f.rdpmc_calls, PMC_READER_MAX_TRIES);
-	CHECK_EQ(r.value, 11);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ_U64(f.rdpmc_calls, PMC_READER_MAX_TRIES);
+	CHECK_EQ_U64(r.value, 11);
 
 	/* A writer that stopped half-way: lock stays odd, the counter is never even read. */
 	f.bump_always = false;
 	f.rdpmc_calls = 0;
 	pg->lock = 7;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -EAGAIN);
-	CHECK_EQ(f.rdpmc_calls, 0);
-	CHECK_EQ(r.value, 11);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -EAGAIN);
+	CHECK_EQ_U64(f.rdpmc_calls, 0);
+	CHECK_EQ_U64(r.value, 11);
 
 	/* And when it finishes, reading works again. */
 	pg->lock = 8;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1);
 	page_free(pg);
 }
 
@@ -514,32 +504,32 @@ test_read_count(void)
 	pg->time_mult = 1;
 
 	/* -100 + (-1 sign-extended from 48 bits) */
-	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), 0);
-	CHECK_EQ(v, (uint64_t)-101);
-	CHECK_EQ(f.rdpmc_calls, 1);
-	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_read_count(pg, &ops, &v), 0);
+	CHECK_EQ_U64(v, (uint64_t)-101);
+	CHECK_EQ_U64(f.rdpmc_calls, 1);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
 
 	/* A writer that moved the lock on: retried, still no clock read. */
 	f.raw = 50;
 	f.rdpmc_calls = 0;
 	f.bump_first = 2;
-	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), 0);
-	CHECK_EQ(v, (uint64_t)-50);
-	CHECK_EQ(f.rdpmc_calls, 3);
-	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_read_count(pg, &ops, &v), 0);
+	CHECK_EQ_U64(v, (uint64_t)-50);
+	CHECK_EQ_U64(f.rdpmc_calls, 3);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
 
 	/* Not on a counter, no rdpmc, a writer that never finishes: the errors, @v untouched. */
 	v = 77;
 	pg->index = 0;
-	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
 	pg->index = 3;
 	pg->cap_user_rdpmc = 0;
-	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
 	pg->cap_user_rdpmc = 1;
 	f.bump_always = true;
-	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -EAGAIN);
-	CHECK_EQ(v, 77);
-	CHECK_EQ(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_read_count(pg, &ops, &v), -EAGAIN);
+	CHECK_EQ_U64(v, 77);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
 	page_free(pg);
 }
 
@@ -572,22 +562,23 @@ test_read_groups(void)
 		pg[i]->time_enabled = leader[i] == i ? 100 * (uint64_t)(i + 1) : 7;
 		pg[i]->time_running = leader[i] == i ? 60 * (uint64_t)(i + 1) : 7;
 	}
-	CHECK_EQ(pmc_reader_read_groups(pg, leader, 5, &ops, v), 0);
-	CHECK_EQ(f.rdtsc_calls, 2);
-	CHECK_EQ(f.rdpmc_calls, 5);
+	CHECK_EQ_U64(pmc_reader_read_groups(pg, leader, 5, &ops, v), 0);
+	CHECK_EQ_U64(f.rdtsc_calls, 2);
+	CHECK_EQ_U64(f.rdpmc_calls, 5);
 	for (int i = 0; i < 5; i++) {
 		int g = leader[i];
-		CHECK_EQ(v[i], 1000 + (uint64_t)i + 10 * (uint64_t)i); /* raw + counter + offset */
-		CHECK_EQ(v[5 + i], 100 * (uint64_t)(g + 1) + 50);      /* the leader's, + tsc */
-		CHECK_EQ(v[10 + i], 60 * (uint64_t)(g + 1) + 50);
+		CHECK_EQ_U64(v[i],
+		             1000 + (uint64_t)i + 10 * (uint64_t)i);  /* raw + counter + offset */
+		CHECK_EQ_U64(v[5 + i], 100 * (uint64_t)(g + 1) + 50); /* the leader's, + tsc */
+		CHECK_EQ_U64(v[10 + i], 60 * (uint64_t)(g + 1) + 50);
 	}
 
 	/* A member off its counter (index 0): the whole read is refused, for read() to do. */
 	pg[4]->index = 0;
-	CHECK_EQ(pmc_reader_read_groups(pg, leader, 5, &ops, v), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read_groups(pg, leader, 5, &ops, v), -ENODATA);
 	pg[4]->index = 5;
 	pg[0]->cap_user_rdpmc = 0;
-	CHECK_EQ(pmc_reader_read_groups(pg, leader, 5, &ops, v), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read_groups(pg, leader, 5, &ops, v), -ENODATA);
 	for (int i = 0; i < 5; i++)
 		page_free(pg[i]);
 }
@@ -598,56 +589,56 @@ test_parse_group(void)
 	const uint64_t good[] = {3, 1000, 400, 11, 22, UINT64_MAX};
 	uint64_t values[4] = {0}, enabled = 0, running = 0;
 
-	CHECK_EQ(pmc_reader_parse_group(good, 6, 3, values, &enabled, &running), 0);
-	CHECK_EQ(values[0], 11);
-	CHECK_EQ(values[1], 22);
-	CHECK_EQ(values[2], UINT64_MAX);
-	CHECK_EQ(values[3], 0);
-	CHECK_EQ(enabled, 1000);
-	CHECK_EQ(running, 400);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 6, 3, values, &enabled, &running), 0);
+	CHECK_EQ_U64(values[0], 11);
+	CHECK_EQ_U64(values[1], 22);
+	CHECK_EQ_U64(values[2], UINT64_MAX);
+	CHECK_EQ_U64(values[3], 0);
+	CHECK_EQ_U64(enabled, 1000);
+	CHECK_EQ_U64(running, 400);
 
 	/* The times are optional. */
 	memset(values, 0, sizeof(values));
-	CHECK_EQ(pmc_reader_parse_group(good, 6, 3, values, NULL, NULL), 0);
-	CHECK_EQ(values[2], UINT64_MAX);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 6, 3, values, NULL, NULL), 0);
+	CHECK_EQ_U64(values[2], UINT64_MAX);
 
 	/* Nothing is written on error. */
 	uint64_t v[4] = {9, 9, 9, 9}, e = 9, ru = 9;
 
 	/* Short: one value missing, only the header, less than the header, nothing. */
-	CHECK_EQ(pmc_reader_parse_group(good, 5, 3, v, &e, &ru), -EBADMSG);
-	CHECK_EQ(pmc_reader_parse_group(good, 3, 3, v, &e, &ru), -EBADMSG);
-	CHECK_EQ(pmc_reader_parse_group(good, 2, 3, v, &e, &ru), -EBADMSG);
-	CHECK_EQ(pmc_reader_parse_group(NULL, 0, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 5, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 3, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 2, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(NULL, 0, 3, v, &e, &ru), -EBADMSG);
 
 	/* nr is not the number of events the caller put in the group. */
 	const uint64_t wrong_nr[] = {2, 1000, 400, 11, 22, 33};
 
-	CHECK_EQ(pmc_reader_parse_group(wrong_nr, 6, 3, v, &e, &ru), -EBADMSG);
-	CHECK_EQ(pmc_reader_parse_group(good, 6, 2, v, &e, &ru), -EBADMSG);
-	CHECK_EQ(pmc_reader_parse_group(good, 6, 4, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(wrong_nr, 6, 3, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 6, 2, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(good, 6, 4, v, &e, &ru), -EBADMSG);
 
 	/* A huge nr must not overflow the length check. */
 	const uint64_t huge_nr[] = {UINT64_MAX, 1000, 400, 11};
 
-	CHECK_EQ(pmc_reader_parse_group(huge_nr, 4, 1, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(huge_nr, 4, 1, v, &e, &ru), -EBADMSG);
 
 	/* PERF_FORMAT_ID as well ({value, id} pairs): too long for nr, rejected. */
 	const uint64_t with_ids[] = {2, 1000, 400, 11, 101, 22, 102};
 
-	CHECK_EQ(pmc_reader_parse_group(with_ids, 7, 2, v, &e, &ru), -EBADMSG);
+	CHECK_EQ_U64(pmc_reader_parse_group(with_ids, 7, 2, v, &e, &ru), -EBADMSG);
 
 	for (size_t i = 0; i < 4; i++)
-		CHECK_EQ(v[i], 9);
-	CHECK_EQ(e, 9);
-	CHECK_EQ(ru, 9);
+		CHECK_EQ_U64(v[i], 9);
+	CHECK_EQ_U64(e, 9);
+	CHECK_EQ_U64(ru, 9);
 
 	/* An empty group is well-formed. */
 	const uint64_t empty[] = {0, 5, 4};
 
-	CHECK_EQ(pmc_reader_parse_group(empty, 3, 0, NULL, &e, &ru), 0);
-	CHECK_EQ(e, 5);
-	CHECK_EQ(ru, 4);
+	CHECK_EQ_U64(pmc_reader_parse_group(empty, 3, 0, NULL, &e, &ru), 0);
+	CHECK_EQ_U64(e, 5);
+	CHECK_EQ_U64(ru, 4);
 }
 
 /* arm64: index 32 is the cycle counter (mrs pmccntr_el0, counter 31), 64 bits wide when opened
@@ -663,22 +654,22 @@ test_arm64_cycle_counter(void)
 	struct pmc_reader_ops ops = fake_ops(&f);
 	struct pmc_reading r;
 
-	CHECK_EQ(PMC_ARM64_CYCLE_COUNTER, 31);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, UINT64_C(0x300000007) - UINT64_C(5000000000));
-	CHECK_EQ(f.rdpmc_calls, 1);
+	CHECK_EQ_U64(PMC_ARM64_CYCLE_COUNTER, 31);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, UINT64_C(0x300000007) - UINT64_C(5000000000));
+	CHECK_EQ_U64(f.rdpmc_calls, 1);
 
 	/* Width 32: the kernel programmed -2^31 as 0xFFFFFFFF80000000 and set offset to the count
 	 * + 2^31; five cycles later the register reads 0xFFFFFFFF80000005. */
 	pg->pmc_width = 32;
 	pg->offset = 1000 + (INT64_C(1) << 31);
 	f.raw = UINT64_C(0xFFFFFFFF80000005);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1005);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1005);
 	/* The same value without the upper half set (a 32-bit event counter) reads the same. */
 	f.raw = UINT64_C(0x80000005);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1005);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1005);
 	page_free(pg);
 }
 
@@ -694,35 +685,35 @@ test_arm64_width32_overflow(void)
 	struct pmc_reader_ops ops = fake_ops(&f);
 	struct pmc_reading r;
 
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000);
 	f.raw = UINT64_C(0xFFFFFFFF);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000 + half - 1);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000 + half - 1);
 	/* Wrapped to 3, the interrupt not yet taken: still exact. */
 	f.raw = 3;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000 + half + 3);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000 + half + 3);
 	/* The kernel took the interrupt at 5 (count 1000 + 2^31 + 5), re-armed at -2^31 and
 	 * published offset = count + 2^31 under the lock. */
 	pg->lock += 2;
 	pg->offset = (int64_t)(1000 + 2 * half + 5);
 	f.raw = half;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000 + half + 5);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000 + half + 5);
 	f.raw = UINT64_C(0xFFFFFFF0);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000 + 2 * half - 11);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000 + 2 * half - 11);
 	/* Twice more: 2^32 + 2^31 + 5 events in all. */
 	pg->lock += 2;
 	pg->offset = (int64_t)(1000 + 3 * half + 5);
 	f.raw = half;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000 + 2 * half + 5);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000 + 2 * half + 5);
 	pg->lock += 2;
 	pg->offset = (int64_t)(1000 + 4 * half + 5);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 1000 + 3 * half + 5);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 1000 + 3 * half + 5);
 	CHECK(r.value > UINT32_MAX);
 	page_free(pg);
 }
@@ -753,18 +744,18 @@ test_arm64_time_short(void)
 
 	/* cyc = 0x12340000 + ((0x0F00000012345000 - 0x12340000) & mask) = 0x12345000: 0x5000
 	 * ticks since time_cycles, 16 ns each. */
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 7);
-	CHECK_EQ(f.rdtsc_calls, 1);
-	CHECK_EQ(r.enabled, 3000 + 0x5000 * 16);
-	CHECK_EQ(r.running, 2000 + 0x5000 * 16);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 7);
+	CHECK_EQ_U64(f.rdtsc_calls, 1);
+	CHECK_EQ_U64(r.enabled, 3000 + 0x5000 * 16);
+	CHECK_EQ_U64(r.running, 2000 + 0x5000 * 16);
 
 	/* The 56-bit clock wrapped since time_cycles: 0x300 ticks. */
 	pg->time_cycles = (UINT64_C(1) << 56) - 0x100;
 	pg->time_offset = (uint64_t) - (int64_t)(pg->time_cycles * 16);
 	f.tsc = UINT64_C(0x0F00000000000200);
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, 3000 + 0x300 * 16);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, 3000 + 0x300 * 16);
 
 	/* 1 GHz (FEAT_ECV): mult 2^32 >> 1 with shift 31, one ns a tick. */
 	pg->time_mult = UINT32_C(1) << 31;
@@ -772,9 +763,9 @@ test_arm64_time_short(void)
 	pg->time_cycles = 1000;
 	pg->time_offset = (uint64_t)-INT64_C(1000);
 	f.tsc = UINT64_C(0xAB00000000000000) + 1000 + 123456789;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), 0);
-	CHECK_EQ(r.enabled, 3000 + 123456789);
-	CHECK_EQ(r.running, 2000 + 123456789);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.enabled, 3000 + 123456789);
+	CHECK_EQ_U64(r.running, 2000 + 123456789);
 	page_free(pg);
 }
 
@@ -805,48 +796,48 @@ test_read_clocked(void)
 
 	/* Without cap_user_time_zero: no clock, -ENODATA, nothing written. */
 	r.clock = 1;
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), -ENODATA);
-	CHECK_EQ(r.clock, 1);
-	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), -ENODATA);
-	CHECK_EQ(ns, 0);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(r.clock, 1);
+	CHECK_EQ_U64(pmc_reader_clock(pg, &ops, &ns), -ENODATA);
+	CHECK_EQ_U64(ns, 0);
 
 	pg->cap_user_time_zero = 1;
 	/* 9000000123 cycles: 2863311532 + 136688510 = 3000000042 ns (test_read_time's
 	 * arithmetic). */
 	uint64_t want = pg->time_zero + pmc_cyc_to_ns(UINT64_C(9000000123), 715827883, 31);
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
-	CHECK_EQ(r.value, 123);
-	CHECK_EQ(r.clock, want);
-	CHECK_EQ(r.clock, UINT64_C(77000000000) + 3000000042);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.value, 123);
+	CHECK_EQ_U64(r.clock, want);
+	CHECK_EQ_U64(r.clock, UINT64_C(77000000000) + 3000000042);
 	/* The times are pmc_reader_read()'s: 2 s since the update. */
-	CHECK_EQ(r.enabled, 5000 + (want - now));
-	CHECK_EQ(r.running, 3000 + (want - now));
+	CHECK_EQ_U64(r.enabled, 5000 + (want - now));
+	CHECK_EQ_U64(r.running, 3000 + (want - now));
 	struct pmc_reading plain;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &plain), 0);
-	CHECK_EQ(plain.enabled, r.enabled);
-	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
-	CHECK_EQ(ns, want);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &plain), 0);
+	CHECK_EQ_U64(plain.enabled, r.enabled);
+	CHECK_EQ_U64(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ_U64(ns, want);
 
 	/* The clock alone needs no counter: index 0 (the event is off its counter). */
 	pg->index = 0;
 	f.rdpmc_calls = 0;
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), -ENODATA);
 	f.tsc += 3000; /* 1 us later */
-	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
-	CHECK_EQ(ns - want, 1000);
-	CHECK_EQ(f.rdpmc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ_U64(ns - want, 1000);
+	CHECK_EQ_U64(f.rdpmc_calls, 0);
 	pg->index = 1;
 
 	/* An update of the page between two reads (a context switch: new time_offset, same
 	 * time_zero) leaves the clock continuous: the region's wall time is the cycles'. */
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), 0);
 	uint64_t t0 = r.clock;
 	__atomic_fetch_add(&pg->lock, 2, __ATOMIC_RELAXED);
 	pg->time_offset -= 12345;
 	pg->time_enabled += 999;
 	f.tsc += 3 * UINT64_C(1000000);
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
-	CHECK_EQ(r.clock - t0, 1000000);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.clock - t0, 1000000);
 
 	/* A writer in progress is waited for, as for the counter, and the clock is the last
 	 * pass's: the fake's clock moves on 3000 cycles (1 us) at each read. */
@@ -854,17 +845,17 @@ test_read_clocked(void)
 	f.rdpmc_calls = 0;
 	f.rdtsc_calls = 0;
 	f.tsc_step = 3000;
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
-	CHECK_EQ(f.rdpmc_calls, 3);
-	CHECK_EQ(f.rdtsc_calls, 3);
-	CHECK_EQ(r.clock, t0 + 1000000 + 2000);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ_U64(f.rdpmc_calls, 3);
+	CHECK_EQ_U64(f.rdtsc_calls, 3);
+	CHECK_EQ_U64(r.clock, t0 + 1000000 + 2000);
 	f.bump_tsc_first = f.rdtsc_calls + 1; /* the next read of the clock alone is retried */
-	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
-	CHECK_EQ(f.rdtsc_calls, 5);
-	CHECK_EQ(ns, t0 + 1000000 + 4000);
+	CHECK_EQ_U64(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ_U64(f.rdtsc_calls, 5);
+	CHECK_EQ_U64(ns, t0 + 1000000 + 4000);
 	f.tsc_step = 0;
 	pg->lock = 43; /* odd: stuck half-way */
-	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), -EAGAIN);
+	CHECK_EQ_U64(pmc_reader_clock(pg, &ops, &ns), -EAGAIN);
 	page_free(pg);
 
 	/* arm64 (arch_perf_update_userpage): a 56-bit 62.5 MHz sched_clock, time_zero the epoch's
@@ -885,11 +876,11 @@ test_read_clocked(void)
 	pg->time_offset = pg->time_zero - epoch_ns;
 	/* 0x300 ticks after the epoch, the 56-bit counter wrapped, junk above it. */
 	f.tsc = UINT64_C(0x0F00000000000200);
-	CHECK_EQ(pmc_reader_read_clocked(pg, &ops, &r), 0);
-	CHECK_EQ(r.clock, epoch_ns + 0x300 * 16);
-	CHECK_EQ(r.enabled, 0x300 * 16);
-	CHECK_EQ(pmc_reader_clock(pg, &ops, &ns), 0);
-	CHECK_EQ(ns, epoch_ns + 0x300 * 16);
+	CHECK_EQ_U64(pmc_reader_read_clocked(pg, &ops, &r), 0);
+	CHECK_EQ_U64(r.clock, epoch_ns + 0x300 * 16);
+	CHECK_EQ_U64(r.enabled, 0x300 * 16);
+	CHECK_EQ_U64(pmc_reader_clock(pg, &ops, &ns), 0);
+	CHECK_EQ_U64(ns, epoch_ns + 0x300 * 16);
 	page_free(pg);
 }
 
@@ -902,28 +893,28 @@ test_wall_delta(void)
 	const uint64_t page = UINT64_C(123456789012345), raw = UINT64_C(123000000000000);
 	uint64_t w = 7;
 
-	CHECK_EQ(pmc_wall_delta(page, page + 1500, &w), 0);
-	CHECK_EQ(w, 1500);
-	CHECK_EQ(pmc_wall_delta(raw | PMC_WALL_MARK, (raw + 2500) | PMC_WALL_MARK, &w), 0);
-	CHECK_EQ(w, 2500);
+	CHECK_EQ_U64(pmc_wall_delta(page, page + 1500, &w), 0);
+	CHECK_EQ_U64(w, 1500);
+	CHECK_EQ_U64(pmc_wall_delta(raw | PMC_WALL_MARK, (raw + 2500) | PMC_WALL_MARK, &w), 0);
+	CHECK_EQ_U64(w, 2500);
 	/* Different clocks, either way round, the page's ahead of the raw one or behind it. */
 	w = 7;
-	CHECK_EQ(pmc_wall_delta(page, raw | PMC_WALL_MARK, &w), -EXDEV);
-	CHECK_EQ(pmc_wall_delta(raw | PMC_WALL_MARK, page, &w), -EXDEV);
-	CHECK_EQ(pmc_wall_delta(raw, page | PMC_WALL_MARK, &w), -EXDEV);
-	CHECK_EQ(pmc_wall_delta(page | PMC_WALL_MARK, raw, &w), -EXDEV);
+	CHECK_EQ_U64(pmc_wall_delta(page, raw | PMC_WALL_MARK, &w), -EXDEV);
+	CHECK_EQ_U64(pmc_wall_delta(raw | PMC_WALL_MARK, page, &w), -EXDEV);
+	CHECK_EQ_U64(pmc_wall_delta(raw, page | PMC_WALL_MARK, &w), -EXDEV);
+	CHECK_EQ_U64(pmc_wall_delta(page | PMC_WALL_MARK, raw, &w), -EXDEV);
 	/* A clock started at 0, against one ~100 years of ns on. */
-	CHECK_EQ(pmc_wall_delta(0, (UINT64_C(1) << 61) | PMC_WALL_MARK, &w), -EXDEV);
-	CHECK_EQ(pmc_wall_delta((UINT64_C(1) << 61) | PMC_WALL_MARK, 0, &w), -EXDEV);
-	CHECK_EQ(w, 7);
+	CHECK_EQ_U64(pmc_wall_delta(0, (UINT64_C(1) << 61) | PMC_WALL_MARK, &w), -EXDEV);
+	CHECK_EQ_U64(pmc_wall_delta((UINT64_C(1) << 61) | PMC_WALL_MARK, 0, &w), -EXDEV);
+	CHECK_EQ_U64(w, 7);
 	/* A clock 40 ns behind itself (TSCs apart across CPUs): 0. */
-	CHECK_EQ(pmc_wall_delta(page, page - 40, &w), 0);
-	CHECK_EQ(w, 0);
-	CHECK_EQ(pmc_wall_delta(raw | PMC_WALL_MARK, (raw - 40) | PMC_WALL_MARK, &w), 0);
-	CHECK_EQ(w, 0);
+	CHECK_EQ_U64(pmc_wall_delta(page, page - 40, &w), 0);
+	CHECK_EQ_U64(w, 0);
+	CHECK_EQ_U64(pmc_wall_delta(raw | PMC_WALL_MARK, (raw - 40) | PMC_WALL_MARK, &w), 0);
+	CHECK_EQ_U64(w, 0);
 	/* The longest wall time there can be: just under 2^62 ns (146 years). */
-	CHECK_EQ(pmc_wall_delta(1, PMC_WALL_BAD, &w), 0);
-	CHECK_EQ(w, PMC_WALL_BAD - 1);
+	CHECK_EQ_U64(pmc_wall_delta(1, PMC_WALL_BAD, &w), 0);
+	CHECK_EQ_U64(w, PMC_WALL_BAD - 1);
 }
 
 /* arm64 with kernel.perf_user_access 0 (its default), or an event opened without the PMU's
@@ -942,12 +933,12 @@ test_arm64_user_access_off(void)
 	pg->cap_user_time_zero = 1;
 	pg->cap_user_time_short = 1;
 	pg->time_mult = 1;
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
-	CHECK_EQ(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
-	CHECK_EQ(f.rdpmc_calls, 0);
-	CHECK_EQ(f.rdtsc_calls, 0);
-	CHECK_EQ(r.value, 11);
-	CHECK_EQ(v, 44);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(pmc_reader_read_count(pg, &ops, &v), -ENODATA);
+	CHECK_EQ_U64(f.rdpmc_calls, 0);
+	CHECK_EQ_U64(f.rdtsc_calls, 0);
+	CHECK_EQ_U64(r.value, 11);
+	CHECK_EQ_U64(v, 44);
 	page_free(pg);
 }
 
@@ -982,15 +973,15 @@ test_arm64_group(void)
 	pg[0]->time_mask = UINT64_C(0xFF);
 	pg[0]->time_enabled = 500;
 	pg[0]->time_running = 400;
-	CHECK_EQ(pmc_reader_read_groups(pg, leader, 3, &ops, v), 0);
-	CHECK_EQ(v[0], (UINT64_C(1) << 40) + 31 + 100);
-	CHECK_EQ(v[1], 1000 - 16);                    /* 0xFFFFFFF0 is -16 */
-	CHECK_EQ(v[2], (UINT64_C(1) << 33) - 16 + 1); /* counter 1: 0xFFFFFFF1 */
-	CHECK_EQ(v[3], 500 + 0x10);
-	CHECK_EQ(v[5], 500 + 0x10);
-	CHECK_EQ(v[8], 400 + 0x10);
-	CHECK_EQ(f.rdpmc_calls, 3);
-	CHECK_EQ(f.rdtsc_calls, 1);
+	CHECK_EQ_U64(pmc_reader_read_groups(pg, leader, 3, &ops, v), 0);
+	CHECK_EQ_U64(v[0], (UINT64_C(1) << 40) + 31 + 100);
+	CHECK_EQ_U64(v[1], 1000 - 16);                    /* 0xFFFFFFF0 is -16 */
+	CHECK_EQ_U64(v[2], (UINT64_C(1) << 33) - 16 + 1); /* counter 1: 0xFFFFFFF1 */
+	CHECK_EQ_U64(v[3], 500 + 0x10);
+	CHECK_EQ_U64(v[5], 500 + 0x10);
+	CHECK_EQ_U64(v[8], 400 + 0x10);
+	CHECK_EQ_U64(f.rdpmc_calls, 3);
+	CHECK_EQ_U64(f.rdtsc_calls, 1);
 	for (int i = 0; i < 3; i++)
 		page_free(pg[i]);
 }
@@ -1002,13 +993,13 @@ test_caps_layout(void)
 
 	/* The reader tests capabilities as a word; the masks must match the kernel's bitfields. */
 	pg->cap_user_rdpmc = 1;
-	CHECK_EQ(pg->capabilities, PMC_CAP_USER_RDPMC);
+	CHECK_EQ_U64(pg->capabilities, PMC_CAP_USER_RDPMC);
 	pg->cap_user_rdpmc = 0;
 	pg->cap_user_time = 1;
-	CHECK_EQ(pg->capabilities, PMC_CAP_USER_TIME);
+	CHECK_EQ_U64(pg->capabilities, PMC_CAP_USER_TIME);
 	pg->cap_user_time = 0;
 	pg->cap_user_time_short = 1;
-	CHECK_EQ(pg->capabilities, PMC_CAP_USER_TIME_SHORT);
+	CHECK_EQ_U64(pg->capabilities, PMC_CAP_USER_TIME_SHORT);
 
 	/* The other bits do not enable rdpmc. */
 	pg->capabilities = ~PMC_CAP_USER_RDPMC;
@@ -1018,8 +1009,8 @@ test_caps_layout(void)
 	struct pmc_reader_ops ops = fake_ops(&f);
 	struct pmc_reading r;
 
-	CHECK_EQ(pmc_reader_read(pg, &ops, &r), -ENODATA);
-	CHECK_EQ(f.rdpmc_calls, 0);
+	CHECK_EQ_U64(pmc_reader_read(pg, &ops, &r), -ENODATA);
+	CHECK_EQ_U64(f.rdpmc_calls, 0);
 	page_free(pg);
 }
 
@@ -1169,7 +1160,7 @@ main(void)
 	RUN(test_pass_equals_general);
 	RUN(test_pass_refusals);
 
-	CHECK_EQ(pmc_test_count_fds(), fds_at_start);
+	CHECK_EQ_U64(pmc_test_count_fds(), fds_at_start);
 	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
 	return 0;
 }

@@ -38,7 +38,7 @@ test_regions_by_name(void)
 	}
 	CHECK(p->n_regions == N);
 	CHECK(reg.n_regions == N);
-	CHECK(p->index_cap >= 2 * N);
+	CHECK(p->index.cap >= 2 * N);
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "region-%d", i);
 		CHECK(region_find(p, name) == made[i]);
@@ -94,7 +94,7 @@ test_room(void)
 	CHECK(reg.n_procs == 2);
 	CHECK(registry_room(&reg, q));
 	CHECK(reg.evicted == 1 && reg.n_procs == 1 && reg.n_regions == 1);
-	CHECK(reg.procs == q);
+	CHECK(registry_first(&reg) == q);
 	registry_free(&reg);
 }
 
@@ -190,7 +190,7 @@ test_retired_fold(void)
 	/* Its blocks are the user's, all given back with the registry. */
 	CHECK(u->hist.used > 0 && u->hist.used == daemon.used);
 	registry_free(&reg);
-	CHECK(reg.retired == NULL && reg.n_retired == 0);
+	CHECK(registry_first_retired(&reg) == NULL && reg.n_retired == 0);
 	CHECK(u->hist.used == 0 && daemon.used == 0);
 	users_free(&users);
 }
@@ -237,7 +237,8 @@ test_retired_off(void)
 	CHECK(p && !p->retired);
 	pmc_test_add_runs(&reg, p, "r", 3, 1);
 	registry_process_ended(&reg, p, 1);
-	CHECK(reg.evicted == 1 && !reg.retired && reg.n_retired == 0 && reg.retired_dropped == 0);
+	CHECK(reg.evicted == 1 && !registry_first_retired(&reg) && reg.n_retired == 0 &&
+	      reg.retired_dropped == 0);
 	registry_free(&reg);
 }
 
@@ -338,7 +339,7 @@ test_retired_bound(void)
 	/* uid 1000, program A: 2 regions, its share. */
 	run_and_forget(&reg, getpid(), 1000, "x", 2);
 	CHECK(reg.n_retired == 2 && reg.retired_dropped == 0);
-	struct process *a = reg.retired;
+	struct process *a = registry_first_retired(&reg);
 	CHECK(a && a->uid == 1000 && a->n_regions == 2);
 	/* Its known regions join at no cost. */
 	run_and_forget(&reg, getpid(), 1000, "x", 2);
@@ -357,7 +358,7 @@ test_retired_bound(void)
 	CHECK(reg.retired_dropped == 3 && reg.n_retired == 3);
 	/* A's aggregate is gone (no process of A is left); B's holds its region. */
 	unsigned n = 0;
-	for (struct process *r = reg.retired; r; r = r->next, n++)
+	for (struct process *r = registry_first_retired(&reg); r; r = process_next(r), n++)
 		CHECK(r->uid == 2000 || (!strcmp(r->comm, "pmc-other-comm") && r->n_regions == 1 &&
 		                         region_find(r, "y0")));
 	CHECK(n == 2);
@@ -373,6 +374,48 @@ test_retired_bound(void)
 	reap(other);
 }
 
+/* registry_process_load(): a process of a state file, made by the registry as
+ * registry_process() makes a live one: ended, counted, found again by a client of the same
+ * process, and the first to go for room. */
+static void
+test_process_load(void)
+{
+	struct registry reg = {.max_ended = 1};
+	struct process *saved, *old, *live;
+	char comm[17];
+	uint64_t start;
+
+	CHECK(process_read_start(getpid(), &start, comm) == 0);
+	/* A process saved before a reboot (start UINT64_MAX) matches no live one. */
+	CHECK(registry_process_load(&reg,
+	                            &(struct process_saved){.pid = getpid(),
+	                                                    .uid = getuid(),
+	                                                    .start = UINT64_MAX,
+	                                                    .comm = "0123456789abcdefXYZ",
+	                                                    .cgroup = "/a.slice/b.scope",
+	                                                    .ns_pid = -3,
+	                                                    .received = 77},
+	                            &old) == 0);
+	CHECK(old->ended && !old->connections && old->received == 77 && old->ns_pid == 0);
+	CHECK(!strcmp(old->comm, "0123456789abcdef") && !strcmp(old->cgroup, "/a.slice/b.scope"));
+	CHECK(!old->retired && old->n_regions == 0);
+	CHECK(reg.n_procs == 1 && registry_first(&reg) == old);
+	CHECK(registry_process_load(&reg,
+	                            &(struct process_saved){.pid = getpid(),
+	                                                    .uid = getuid(),
+	                                                    .start = start,
+	                                                    .comm = comm,
+	                                                    .ns_pid = 9},
+	                            &saved) == 0);
+	CHECK(saved != old && saved->ns_pid == 9 && !saved->cgroup);
+	CHECK(reg.n_procs == 2 && registry_first(&reg) == saved && process_next(saved) == old);
+	/* This process, connecting again: its saved figures, connected now. */
+	live = registry_process(&reg, getpid(), getuid());
+	CHECK(live == saved && !saved->ended && reg.n_procs == 2);
+	registry_free(&reg);
+	CHECK(!registry_first(&reg) && reg.n_procs == 0);
+}
+
 int
 main(void)
 {
@@ -385,5 +428,6 @@ main(void)
 	PMC_TEST_RUN(test_retired_off);
 	PMC_TEST_RUN(test_retired_reset);
 	PMC_TEST_RUN(test_retired_bound);
+	PMC_TEST_RUN(test_process_load);
 	return 0;
 }

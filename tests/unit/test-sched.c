@@ -58,7 +58,7 @@ test_uid_fair(void)
 	}
 	while (pop(&sc))
 		;
-	CHECK(sc.n == 0 && !sc.head[SCHED_BULK] && !sc.tail[SCHED_BULK]);
+	CHECK(sc.n == 0 && pmc_list_empty(&sc.ring[SCHED_BULK]) && !sc.ring[SCHED_BULK].tail);
 }
 
 static void
@@ -112,7 +112,7 @@ test_remove_queued(void)
 	sched_remove(&sc, &a.it);
 	CHECK(!sched_queued(&a.it) && sc.n == 2);
 	sched_remove(&sc, &c.it);
-	CHECK(!sc.head[SCHED_BULK] && !uids[1][SCHED_BULK].ringed);
+	CHECK(pmc_list_empty(&sc.ring[SCHED_BULK]) && !uids[1][SCHED_BULK].ringed);
 	CHECK(pop(&sc) == &b);
 	CHECK(pop(&sc) == NULL && sc.n == 0);
 	/* Pushed again after all that: served as new. */

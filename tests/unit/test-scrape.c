@@ -22,7 +22,7 @@ page_of(struct server *srv, size_t max_series)
 	struct evbuffer *b = evbuffer_new();
 	CHECK(b);
 	CHECK(scrape_page(&m, b) == 0);
-	CHECK(m.n_scrapes == 0 && !m.scrapes && !m.building);
+	CHECK(m.n_scrapes == 0 && pmc_list_empty(&m.scrapes) && !m.building);
 	size_t n = evbuffer_get_length(b);
 	char *text = malloc(n + 1);
 	CHECK(text);

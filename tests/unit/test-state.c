@@ -89,16 +89,16 @@ test_state_round_trip(void)
 	CHECK(stat(path, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 0777) == 0600);
 	CHECK(state_load(&b, path) == 0);
 	CHECK(b.samples == 100);
-	struct process *p = b.reg.procs;
+	struct process *p = registry_first(&b.reg);
 	CHECK(p && p->pid == getpid() && p->received == 100 && p->n_regions == 1);
-	CHECK(p->start == a.reg.procs->start);
+	CHECK(p->start == registry_first(&a.reg)->start);
 	/* This very process reconnecting finds its figures again. */
 	CHECK(registry_process(&b.reg, getpid(), getuid()) == p);
 	struct region_agg *r = p->regions[0];
 	CHECK(!strcmp(r->name, "parse") && r->count == 100);
 	CHECK(r->ev[0].st.sum == 5050 && r->ev[0].st.min == 1 && r->ev[0].st.max == 100);
 	CHECK(stats_quantile(&r->ev[0].st, 0.5) ==
-	      stats_quantile(&a.reg.procs->regions[0]->ev[0].st, 0.5));
+	      stats_quantile(&registry_first(&a.reg)->regions[0]->ev[0].st, 0.5));
 	registry_free(&a.reg);
 	registry_free(&b.reg);
 }
@@ -123,10 +123,11 @@ test_state_from_another_boot(void)
 	spit(path, buf, len, 0600);
 
 	CHECK(state_load(&b, path) == 0);
-	CHECK(b.reg.procs && b.reg.procs->regions[0]->count == 100); /* figures kept */
+	CHECK(registry_first(&b.reg) &&
+	      registry_first(&b.reg)->regions[0]->count == 100); /* figures kept */
 	/* ... but the same (pid, start time) is now another process: a new record. */
 	struct process *p = registry_process(&b.reg, getpid(), getuid());
-	CHECK(p && p != b.reg.procs->next && p->n_regions == 0);
+	CHECK(p && p != process_next(registry_first(&b.reg)) && p->n_regions == 0);
 	CHECK(b.reg.n_procs == 2);
 	registry_free(&a.reg);
 	registry_free(&b.reg);
@@ -181,7 +182,8 @@ fill_retired(struct server *srv)
 static struct process *
 retired_of(struct registry *reg, uid_t uid)
 {
-	for (struct process *a = reg->retired; a; a = a->next)
+	struct process *a;
+	pmc_list_for_each(a, &reg->retired, link)
 		if (a->uid == uid && a->n_regions)
 			return a;
 	return NULL;
@@ -307,9 +309,11 @@ test_state_retired_old_file(void)
 		if (metrics)
 			CHECK(registry_retire_enable(&b.reg, 100) == 0);
 		CHECK(state_load_buffer(&b, buf, len) == 0);
-		CHECK(b.reg.n_procs == 1 && !b.reg.retired && b.reg.n_retired == 0);
+		CHECK(b.reg.n_procs == 1 && !registry_first_retired(&b.reg) &&
+		      b.reg.n_retired == 0);
 		CHECK(registry_retire_enable(&b.reg, 100) == 0);
-		CHECK(b.reg.procs->retired && b.reg.procs->retired->members == 1);
+		CHECK(registry_first(&b.reg)->retired &&
+		      registry_first(&b.reg)->retired->members == 1);
 		CHECK(b.reg.n_retired == 0 && b.reg.retired_dropped == 0);
 		registry_free(&b.reg);
 	}
@@ -371,7 +375,8 @@ test_state_retired_bound(void)
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(registry_retire_enable(&b.reg, 4) == 0);
 	CHECK(b.reg.n_retired == 4 && b.reg.retired_dropped == 2);
-	for (struct process *x = b.reg.retired; x; x = x->next)
+	struct process *x;
+	pmc_list_for_each(x, &b.reg.retired, link)
 		CHECK(x->uid != 5 && x->uid >= 6 && x->uid <= 9);
 	/* Saved, the oldest first: the file's order. */
 	uint8_t *e;
@@ -431,7 +436,7 @@ test_state_process_budget(void)
 	u->hist.limit = 64 + 128;
 	CHECK(state_load(&b, path) == 0 && b.reg.n_procs == 1);
 	CHECK(u->hist.used > 0 && u->hist.used <= u->hist.limit && u->hist.missed);
-	struct region_agg *r = b.reg.procs->regions[0];
+	struct region_agg *r = registry_first(&b.reg)->regions[0];
 	CHECK(r->count == 100 && r->ev[0].st.sum == 5050);
 	registry_free(&b.reg);
 	CHECK(u->hist.used == 0);
@@ -469,7 +474,7 @@ fill_paths(struct server *srv)
 {
 	fill(srv);
 	struct registry *reg = &srv->reg;
-	struct process *p = reg->procs;
+	struct process *p = registry_first(reg);
 	add_node(reg, p, 0, "a", 30);
 	add_node(reg, p, 1, "b", 20);
 	add_node(reg, p, 2, "b", 10);
@@ -500,7 +505,7 @@ test_state_paths_round_trip(void)
 	CHECK(state_save(&a, path) == 0);
 	CHECK(state_load(&b, path) == 0);
 	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1 && b.reg.n_paths == 3);
-	struct process *p = a.reg.procs, *q = b.reg.procs;
+	struct process *p = registry_first(&a.reg), *q = registry_first(&b.reg);
 	CHECK(q->n_paths == 3 && q->n_regions == 1);
 	for (size_t i = 0; i < 3; i++) {
 		const struct region_agg *x = p->paths[i], *y = q->paths[i];
@@ -586,7 +591,7 @@ test_state_paths_budget(void)
 	u->hist.limit = 64 + 128;
 	CHECK(state_load_buffer(&b, buf, len) == 0 && b.reg.n_paths == 3);
 	CHECK(u->hist.used > 0 && u->hist.used <= u->hist.limit && u->hist.missed);
-	struct region_agg *bb = b.reg.procs->paths[2];
+	struct region_agg *bb = registry_first(&b.reg)->paths[2];
 	CHECK(bb->count == 10 && bb->wall.sum == 100 * 55 && bb->ev[0].st.sum == 55);
 	registry_free(&b.reg);
 	CHECK(u->hist.used == 0);
@@ -605,8 +610,8 @@ test_state_paths_old_file(void)
 	fill(&a);
 	/* Nor the cgroup and ns_pid (fields 11, 12): those of a process are saved only when
 	 * known. */
-	CHECK(process_set_cgroup(a.reg.procs, NULL) == 0);
-	a.reg.procs->ns_pid = 0;
+	CHECK(process_set_cgroup(registry_first(&a.reg), NULL) == 0);
+	registry_first(&a.reg)->ns_pid = 0;
 	uint8_t *buf;
 	size_t len;
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
@@ -642,7 +647,7 @@ test_state_paths_old_file(void)
 	struct server b = {0};
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1 && b.reg.n_paths == 0);
-	struct process *p = b.reg.procs;
+	struct process *p = registry_first(&b.reg);
 	CHECK(p->n_paths == 0 && !p->paths && p->regions[0]->count == 100);
 	for (unsigned k = 0; k < UNTRACKED_N; k++)
 		CHECK(p->untracked[k] == 0);
@@ -660,7 +665,7 @@ test_state_origin(void)
 {
 	struct server a = {0}, b = {0}, c = {0};
 	fill(&a);
-	struct process *p = a.reg.procs;
+	struct process *p = registry_first(&a.reg);
 	/* registry_process() read them from /proc: this process's own. */
 	CHECK(p->ns_pid > 0);
 	static const char cg[] =
@@ -672,7 +677,8 @@ test_state_origin(void)
 	size_t len;
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
 	CHECK(state_load_buffer(&b, buf, len) == 0);
-	CHECK(b.reg.procs && !strcmp(b.reg.procs->cgroup, cg) && b.reg.procs->ns_pid == 7);
+	CHECK(registry_first(&b.reg) && !strcmp(registry_first(&b.reg)->cgroup, cg) &&
+	      registry_first(&b.reg)->ns_pid == 7);
 	same_bytes(&b, buf, len);
 	free(buf);
 
@@ -684,7 +690,7 @@ test_state_origin(void)
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
 	p->cgroup = NULL;
 	CHECK(state_load_buffer(&c, buf, len) == 0);
-	CHECK(strlen(c.reg.procs->cgroup) == CGROUP_PATH_MAX - 1);
+	CHECK(strlen(registry_first(&c.reg)->cgroup) == CGROUP_PATH_MAX - 1);
 	free(buf);
 	registry_free(&c.reg);
 	registry_free(&b.reg);
@@ -704,7 +710,7 @@ test_state_refuses_unsafe_dir(void)
 		CHECK(chmod(dir, bad[i]) == 0);
 		CHECK(state_prepare(path) == -EPERM);
 		CHECK(state_save(&a, path) == -EPERM);
-		CHECK(state_load(&b, path) == -EPERM && !b.reg.procs);
+		CHECK(state_load(&b, path) == -EPERM && !registry_first(&b.reg));
 	}
 	CHECK(chmod(dir, 0755) == 0);
 	CHECK(state_prepare(path) == 0);
@@ -814,7 +820,7 @@ test_state_load_refuses(void)
 		CHECK(state_load(&b, path) == -EPERM);
 		CHECK(chown(path, 0, 0) == 0);
 	}
-	CHECK(!b.reg.procs);
+	CHECK(!registry_first(&b.reg));
 	CHECK(state_load(&b, path) == 0 && b.reg.n_procs == 1);
 	registry_free(&a.reg);
 	registry_free(&b.reg);
@@ -841,7 +847,7 @@ test_state_size_limit(void)
 	registry_free(&b.reg);
 
 	/* One more region: over the limit. */
-	CHECK(process_region(&a.reg, a.reg.procs, "one-more"));
+	CHECK(process_region(&a.reg, registry_first(&a.reg), "one-more"));
 	uint64_t saved = a.state_saved_ns;
 	CHECK(state_save(&a, path) == -EFBIG);
 	CHECK(a.state_saved_ns == saved);
@@ -856,7 +862,7 @@ test_state_size_limit(void)
 	/* A file over the limit is refused at load (written by hand: the daemon would not). */
 	before[n] = 0; /* an empty field 0 would not decode; the size check comes first */
 	spit(path, before, (size_t)n + 1, 0600);
-	CHECK(state_load(&b, path) == -EFBIG && !b.reg.procs);
+	CHECK(state_load(&b, path) == -EFBIG && !registry_first(&b.reg));
 	CHECK(state_load_buffer(&b, before, (size_t)n + 1) == -EFBIG);
 	state_set_max_bytes(0);
 	CHECK(state_save(&a, path) == 0);
@@ -886,7 +892,7 @@ test_state_job(void)
 	uint64_t t0 = util_now_ns(CLOCK_REALTIME);
 	CHECK(state_job_start(&a, path, &j) == 0);
 	/* Changes after the fork are not in this save. */
-	struct region_agg *r = a.reg.procs->regions[0];
+	struct region_agg *r = registry_first(&a.reg)->regions[0];
 	CHECK(stats_add(&r->wall, 1) == 0);
 	r->count++;
 	CHECK(a.state_saved_ns == 0);
@@ -894,7 +900,8 @@ test_state_job(void)
 	CHECK(a.state_saved_ns >= t0 && a.state_saved_ns <= util_now_ns(CLOCK_REALTIME));
 	CHECK(pmc_test_count_fds() == fds);
 	CHECK(state_load(&b, path) == 0);
-	CHECK(b.reg.procs->regions[0]->count == 100 && b.state_saved_ns == a.state_saved_ns);
+	CHECK(registry_first(&b.reg)->regions[0]->count == 100 &&
+	      b.state_saved_ns == a.state_saved_ns);
 	registry_free(&b.reg);
 
 	/* A failed save: reported, the previous file kept. */
@@ -902,7 +909,7 @@ test_state_job(void)
 	CHECK(chmod(dir, 0777) == 0);
 	CHECK(state_job_start(&a, path, &j) == -EPERM && a.state_saved_ns == saved);
 	CHECK(chmod(dir, 0700) == 0);
-	CHECK(state_load(&b, path) == 0 && b.reg.procs->regions[0]->count == 100);
+	CHECK(state_load(&b, path) == 0 && registry_first(&b.reg)->regions[0]->count == 100);
 	registry_free(&b.reg);
 
 	/* A child killed mid-save: reported; a temporary file it left, ours, goes at the
@@ -988,7 +995,8 @@ measure(const char *file, unsigned procs, unsigned regions)
 static void
 read_all(struct server *srv)
 {
-	for (struct process *p = srv->reg.procs; p; p = p->next)
+	struct process *p;
+	pmc_list_for_each(p, &srv->reg.procs, link)
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
 			volatile double x = stats_quantile(&r->wall, 0.99) + stats_stddev(&r->wall);
@@ -1014,9 +1022,9 @@ load_hostile(const Pmc__State *st, int want)
 		fprintf(stderr, "hostile state: got %d, want %d\n", r, want);
 	CHECK(r == want);
 	if (r < 0)
-		CHECK(!b.reg.procs && b.reg.n_procs == 0 && b.reg.n_regions == 0 &&
-		      b.reg.n_paths == 0 && !b.reg.retired && b.reg.n_retired == 0 &&
-		      b.reg.retired_dropped == 0);
+		CHECK(!registry_first(&b.reg) && b.reg.n_procs == 0 && b.reg.n_regions == 0 &&
+		      b.reg.n_paths == 0 && !registry_first_retired(&b.reg) &&
+		      b.reg.n_retired == 0 && b.reg.retired_dropped == 0);
 	read_all(&b);
 	registry_free(&b.reg);
 	free(buf);
@@ -1161,7 +1169,7 @@ test_state_hostile(void)
 		buf[i] ^= 0xa5;
 	}
 	free(buf);
-	CHECK(!b.reg.procs);
+	CHECK(!registry_first(&b.reg));
 }
 
 /* Retired figures nobody wrote: each file loads (kept as they are, or within the bound
@@ -1284,7 +1292,8 @@ test_state_retired_hostile(void)
 	CHECK(registry_retire_enable(&b.reg, 200) == 0);
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(b.reg.n_retired == 2 && b.reg.retired_dropped == 1 + 64);
-	CHECK(b.reg.retired && b.reg.retired->uid == UINT32_MAX && !b.reg.retired->next);
+	CHECK(registry_first_retired(&b.reg) && registry_first_retired(&b.reg)->uid == UINT32_MAX &&
+	      !process_next(registry_first_retired(&b.reg)));
 	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 2);
 	registry_free(&b.reg);
 	/* Cut short, or a byte flipped: loaded or refused whole. */
@@ -1292,7 +1301,8 @@ test_state_retired_hostile(void)
 		int r = state_load_buffer(&b, buf, cut);
 		CHECK(r == 0 || r == -EBADMSG);
 		if (r < 0)
-			CHECK(!b.reg.procs && !b.reg.retired && !b.reg.n_retired);
+			CHECK(!registry_first(&b.reg) && !registry_first_retired(&b.reg) &&
+			      !b.reg.n_retired);
 		registry_free(&b.reg);
 		b.reg.retired_dropped = 0;
 	}
@@ -1301,7 +1311,8 @@ test_state_retired_hostile(void)
 		int r = state_load_buffer(&b, buf, len);
 		CHECK(r == 0 || r == -EBADMSG);
 		if (r < 0)
-			CHECK(!b.reg.procs && !b.reg.retired && !b.reg.n_retired);
+			CHECK(!registry_first(&b.reg) && !registry_first_retired(&b.reg) &&
+			      !b.reg.n_retired);
 		registry_free(&b.reg);
 		b.reg.retired_dropped = 0;
 		buf[i] ^= 0xa5;
@@ -1417,8 +1428,9 @@ test_state_paths_hostile(void)
 	pmc__state__pack(&st, buf);
 	struct server b = {0};
 	CHECK(state_load_buffer(&b, buf, len) == 0);
-	CHECK(b.reg.n_paths == 2 + 4 && b.reg.retired && b.reg.retired->n_paths == 0);
-	CHECK(b.reg.retired->untracked[UNTRACKED_DEPTH] == 0);
+	CHECK(b.reg.n_paths == 2 + 4 && registry_first_retired(&b.reg) &&
+	      registry_first_retired(&b.reg)->n_paths == 0);
+	CHECK(registry_first_retired(&b.reg)->untracked[UNTRACKED_DEPTH] == 0);
 	uint8_t *e;
 	size_t n;
 	CHECK(state_encode(&b, 1, &e, &n) == 0);
@@ -1433,7 +1445,8 @@ test_state_paths_hostile(void)
 		int r = state_load_buffer(&b, buf, cut);
 		CHECK(r == 0 || r == -EBADMSG);
 		if (r < 0)
-			CHECK(!b.reg.procs && !b.reg.n_paths && !b.reg.retired);
+			CHECK(!registry_first(&b.reg) && !b.reg.n_paths &&
+			      !registry_first_retired(&b.reg));
 		read_all(&b);
 		registry_free(&b.reg);
 	}
@@ -1442,7 +1455,8 @@ test_state_paths_hostile(void)
 		int r = state_load_buffer(&b, buf, len);
 		CHECK(r == 0 || r == -EBADMSG);
 		if (r < 0)
-			CHECK(!b.reg.procs && !b.reg.n_paths && !b.reg.retired);
+			CHECK(!registry_first(&b.reg) && !b.reg.n_paths &&
+			      !registry_first_retired(&b.reg));
 		read_all(&b);
 		registry_free(&b.reg);
 		buf[i] ^= 0xa5;

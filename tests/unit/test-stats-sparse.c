@@ -635,7 +635,8 @@ make_event(struct process *p, struct region_agg *r, const char *name)
 static struct process *
 find_process(struct registry *reg, pid_t pid)
 {
-	for (struct process *p = reg->procs; p; p = p->next)
+	struct process *p;
+	pmc_list_for_each(p, &reg->procs, link)
 		if (p->pid == pid)
 			return p;
 	return NULL;
@@ -846,7 +847,7 @@ test_state_load_pairs(void)
 	CHECK(f && fwrite(buf, 1, len, f) == len && fclose(f) == 0);
 	memset(&back, 0, sizeof(back));
 	CHECK(state_load(&back, path) == -EBADMSG);
-	CHECK(back.reg.procs == NULL);
+	CHECK(registry_first(&back.reg) == NULL);
 	CHECK(unlink(path) == 0);
 	CHECK(rmdir(dir) == 0);
 }

@@ -158,7 +158,7 @@ main(int argc, char **argv)
 	    (strcmp(argv[1], "silent") && strcmp(argv[1], "hello") && strcmp(argv[1], "stream") &&
 	     strcmp(argv[1], "plant")) ||
 	    ((!strcmp(argv[1], "stream") || !strcmp(argv[1], "plant")) && argc != 4)) {
-		fprintf(stderr, "usage: see the top of fake-daemon.c\n");
+		fprintf(stderr, "usage: see the top of pmc-fake-daemon.c\n");
 		return 2;
 	}
 	const char *mode = argv[1];

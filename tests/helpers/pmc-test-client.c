@@ -419,7 +419,7 @@ main(int argc, char **argv)
 {
 	pagesz = (size_t)sysconf(_SC_PAGESIZE);
 	if (argc < 2) {
-		fprintf(stderr, "usage: see the top of test-client.c\n");
+		fprintf(stderr, "usage: see the top of pmc-test-client.c\n");
 		return 2;
 	}
 	const char *mode = argv[1];

@@ -353,7 +353,7 @@ int
 main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: see the top of test-identity.c\n");
+		fprintf(stderr, "usage: see the top of pmc-test-identity.c\n");
 		return 2;
 	}
 	const char *path = argv[1], *mode = argv[2];
@@ -520,6 +520,6 @@ main(int argc, char **argv)
 		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		return bad | (status(other, fd) != -1);
 	}
-	fprintf(stderr, "usage: see the top of test-identity.c\n");
+	fprintf(stderr, "usage: see the top of pmc-test-identity.c\n");
 	return 2;
 }

@@ -7,10 +7,10 @@
 # its totals against what the kernel's own read() gives for the same events.
 #
 # With PMC_HW_EXACT=1 (an emulated PMU that counts exactly: QEMU's TCG with -icount, one vCPU;
-# tests/emulated-pmu.sh sets it) every region must count 2N plus the same constant, for every
+# tests/hw/emulated-pmu.sh sets it) every region must count 2N plus the same constant, for every
 # N, process and thread; on real hardware, within 0.1 %. PMC_HW_EXPECT_USER_READS=1 requires
 # the user-space path (where the kernel is known to allow it) instead of following the caps.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_HW_BIN:?set by ctest}" "${PMC_TEST_HW_REF_BIN:?set by ctest}"
 EXACT=${PMC_HW_EXACT:-0}
 ARCH=$(uname -m)

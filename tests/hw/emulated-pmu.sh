@@ -6,21 +6,21 @@
 #      links with (apt-get download, unpacked with dpkg -x into a sysroot: never a multiarch
 #      install, which would remove the host's -dev packages that are not Multi-Arch);
 #   2. cross-builds pmcdaemon, libpmcclient, pmcctl and the suite's programs with
-#      tests/emulated/aarch64-linux-gnu.cmake;
-#   3. packs them, their shared-library closure and tests/emulated/init into an initramfs;
+#      tests/hw/emulated/aarch64-linux-gnu.cmake;
+#   3. packs them, their shared-library closure and tests/hw/emulated/init into an initramfs;
 #   4. boots it twice with qemu-system-aarch64 -M virt -smp 1 -icount shift=0 (exact, repeatable
 #      counts): -cpu cortex-a57 (32-bit event counters; libpfm4 knows the core) and
 #      -cpu max,pauth-impdef=on (64-bit counters), and reads each verdict from the console.
 # Exit 0 only when the suite ran and passed on both (a skip is a failure); 1 otherwise.
 #
-# Usage: tests/emulated-pmu.sh [WORKDIR]    (as root; default WORKDIR: build-emu in the tree)
+# Usage: tests/hw/emulated-pmu.sh [WORKDIR]    (as root; default WORKDIR: build-emu in the tree)
 # PMC_EMU_CPUS="cortex-a57" boots only the CPU models named (for a quicker look);
 # PMC_EMU_ONLY="bench" (or "test-reader hw-counters") runs only the steps named in the guest
 # (a look at one figure; a run with it is never a verdict on the suite: it says so and fails).
 # WORKDIR keeps the .debs, the sysroot and the build between runs. About 2 minutes with the
 # packages installed, 3 from scratch; every step is bounded by a timeout.
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 W=${1:-$SRC/build-emu}
 T0=$SECONDS
 log() { echo "emulated-pmu: [$((SECONDS - T0)) s] $*"; }
@@ -105,7 +105,7 @@ VMLINUZ=$(ls "$SYSROOT"/boot/vmlinuz-* | head -1)
 BUILD=$W/build
 TARGETS=(pmcdaemon pmcctl pmcclient pmc-test-hw pmc-test-hw-ref test-reader pmc-bench-region)
 log "cross-building ${TARGETS[*]} in $BUILD"
-timeout 300 cmake -S "$SRC" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$SRC/tests/emulated/aarch64-linux-gnu.cmake" \
+timeout 300 cmake -S "$SRC" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$SRC/tests/hw/emulated/aarch64-linux-gnu.cmake" \
 	-DPMC_ARM64_SYSROOT="$SYSROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMC_WERROR=ON \
 	-DPMC_BUILD_BENCH=ON >"$W/cmake.log" 2>&1 || { cat "$W/cmake.log" >&2; die "cmake (arm64)"; }
 timeout 900 cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}" >"$W/build.log" 2>&1 ||
@@ -114,7 +114,7 @@ timeout 900 cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}" >"$W/bu
 # ---- 3. initramfs --------------------------------------------------------------------------
 ROOT=$W/rootfs
 rm -rf "$ROOT"
-mkdir -p "$ROOT"/{bin,usr/bin,lib/aarch64-linux-gnu,etc,root,pmc/bin,pmc/lib,pmc/tests/integration,pmc/bench}
+mkdir -p "$ROOT"/{bin,usr/bin,lib/aarch64-linux-gnu,etc,root,pmc/bin,pmc/lib,pmc/tests/hw,pmc/tests/lib,pmc/bench}
 LIBDIR=$ROOT/lib/aarch64-linux-gnu
 # copy_closure BINARY...: the shared libraries each needs, recursively, from the sysroot (or
 # the cross C library), into the guest's /lib/aarch64-linux-gnu.
@@ -145,14 +145,15 @@ for t in pmcdaemon:daemon pmcctl:client pmc-test-hw:tests pmc-test-hw-ref:tests 
 	cp "$BUILD/${t#*:}/${t%%:*}" "$ROOT/pmc/bin/"
 done
 cp -a "$BUILD"/client/libpmcclient.so* "$ROOT/pmc/lib/"
-cp "$SRC"/tests/integration/{hw-counters.sh,lib.sh} "$ROOT/pmc/tests/integration/"
+cp "$SRC/tests/hw/hw-counters.sh" "$ROOT/pmc/tests/hw/"
+cp "$SRC/tests/lib/lib.sh" "$ROOT/pmc/tests/lib/"
 cp "$SRC/bench/emulated.sh" "$ROOT/pmc/bench/run"
 cp -L "$SYSROOT/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" "$LIBDIR/"
 ln -s aarch64-linux-gnu/ld-linux-aarch64.so.1 "$ROOT/lib/ld-linux-aarch64.so.1"
 copy_closure "$ROOT"/bin/bash "$ROOT"/usr/bin/* "$ROOT"/pmc/bin/* "$ROOT"/pmc/lib/libpmcclient.so
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$ROOT/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$ROOT/etc/group"
-cp "$SRC/tests/emulated/init" "$ROOT/init"
+cp "$SRC/tests/hw/emulated/init" "$ROOT/init"
 chmod 755 "$ROOT/init"
 (cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1 >"$W/initramfs.cpio.gz")
 log "initramfs: $(du -h "$W/initramfs.cpio.gz" | cut -f1), $(ls "$LIBDIR" | wc -l) libraries; kernel $(basename "$VMLINUZ")"

@@ -1,10 +1,10 @@
 # CMake toolchain file: pmc for arm64 (aarch64-linux-gnu) from an x86-64 Debian 12 host, for the
-# emulated-PMU stage (tests/emulated-pmu.sh). The compiler is Debian's cross gcc
+# emulated-PMU stage (tests/hw/emulated-pmu.sh). The compiler is Debian's cross gcc
 # (gcc-aarch64-linux-gnu, with its own C library in /usr/aarch64-linux-gnu); the libraries pmc
 # depends on come from arm64 .debs unpacked with dpkg -x into a sysroot (apt-get download: never
 # a multiarch install, which would remove the host's -dev packages that are not Multi-Arch).
 #
-#   cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=tests/emulated/aarch64-linux-gnu.cmake \
+#   cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=tests/hw/emulated/aarch64-linux-gnu.cmake \
 #         -DPMC_ARM64_SYSROOT=/path/to/sysroot
 #
 # protoc-c is the host's: only the generated C is compiled for arm64.
