@@ -5,7 +5,7 @@
 # asked (ended, past --keep-exited-per-user) are counted by that tag and said, in the table,
 # in JSON and on stderr; a private daemon keeps the figures of 10,000 ended processes.
 BUILD_PMCCTL=${PMCCTL_BIN:-}
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 start_daemon --keep-exited-per-user 25
 run_as_user() { as_user "$PMCCTL_BIN" run "$@"; }
 loop() { echo "for i in \$(seq $1); do $PMC_TEST_CLIENT_BIN pages 1 1 >/dev/null; done"; }
