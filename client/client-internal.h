@@ -111,6 +111,9 @@
 #define PMC_NAMES_SMALL 4096
 #define PMC_NAME_SLOTS (2 * PMC_NAMES_SMALL)
 #define PMC_NAME_SLOTS_BIG (2 * PMC_MAX_REGIONS)
+/* Empty regions a thread runs as it registers: the first warms up, the least of the others
+ * is its floor (ThreadFloor). */
+#define PMC_WARMUP_RUNS 5
 /* Never handed out by pmc_region(): ids stay below PMC_MAX_REGIONS. */
 #define PMC_WARMUP_REGION UINT32_MAX
 /* Region windows, where the leader's page has no clock (read() path): the clock task-clock
