@@ -49,6 +49,7 @@
 #include <pmc/pmc.h>
 
 #include "encoder.h"
+#include "list.h"
 #include "pmc-shared.h"
 #include "util.h"
 #include "wire.h"
@@ -188,7 +189,7 @@ struct pmc_thread {
 	/* G.threads: every registered thread of this generation, for the background thread
 	 * to send their samples and for fork() to close their fds in the child. Under
 	 * G.lock. */
-	struct pmc_thread *next, *prev;
+	struct pmc_list_node link;
 	unsigned gen;
 	int state;
 	/* ST_OFF for want of fds (RLIMIT_NOFILE): each of its regions counts as R_FD_LIMIT. */
@@ -345,10 +346,10 @@ struct pmc_global {
 	uint64_t reported[R_N];
 	atomic_flag warned[R_N]; /* each reason is said once on stderr */
 	const char *path;
-	int service;                /* the background thread runs */
-	int disabled;               /* PMC_DISABLE: off on purpose */
-	struct pmc_thread *threads; /* registered, this generation */
-	struct pmc_thread *dead;    /* of threads that did not survive a fork() */
+	int service;             /* the background thread runs */
+	int disabled;            /* PMC_DISABLE: off on purpose */
+	struct pmc_list threads; /* registered, this generation (pmc_thread.link) */
+	struct pmc_list dead;    /* of threads that did not survive a fork() */
 	/* The heads table shared with the daemon (HeadsTable): PMC_HEADS words in a sealed
 	 * memfd (heads_fd, -1: none), a word per registered thread (heads_used, taken under
 	 * the lock, given back with an atomic store); heads_conn is the connection (G.conn)

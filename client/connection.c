@@ -226,8 +226,11 @@ on_fork_child(void)
 	 * been half-way through changing them, so freeing them is not safe, and untouched
 	 * they stay shared with the parent, copy-on-write. Their samples are the parent's
 	 * to send. */
-	for (struct pmc_thread *t = G.threads, *next; t; t = next) {
-		next = t->next;
+	struct pmc_thread *t, *next;
+	struct pmc_list threads = G.threads;
+	G.threads = (struct pmc_list){NULL, NULL};
+	pmc_list_for_each_safe(t, next, &threads, link) {
+		t->link.prev = t->link.next = NULL;
 		for (size_t i = 0; i < t->n; i++) {
 			if (t->fds[i] >= 0)
 				close(t->fds[i]);
@@ -237,16 +240,11 @@ on_fork_child(void)
 		t->rdpmc = 0;
 		t->fast = 0;
 		t->fast_cap = 0;
-		t->prev = NULL;
-		t->next = NULL;
 		if (t->state == ST_ON)
 			t->state = ST_FORKED;
-		if (t != T) {
-			t->next = G.dead;
-			G.dead = t;
-		}
+		if (t != T)
+			pmc_list_prepend(&G.dead, &t->link);
 	}
-	G.threads = NULL;
 	/* A refused thread's structure (not on G.threads) goes at its next region too; it was
 	 * short of fds in the parent, the child's fds are its own. */
 	if (T)
@@ -875,10 +873,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	t->announced = 0;
 	/* Before the background thread can see the ring: nothing of this is a sample. */
 	pmc__thread_warm_up(t);
-	t->next = G.threads;
-	if (G.threads)
-		G.threads->prev = t;
-	G.threads = t;
+	pmc_list_prepend(&G.threads, &t->link);
 	return t;
 }
 
@@ -922,7 +917,8 @@ pmc__connection_failed_locked(int r)
 		/* Given up while the daemon may still serve it (no answer in time): at the
 		 * hang-up it counts as lost what each thread said it held. Those are not sent
 		 * again, so that none is counted twice. */
-		for (struct pmc_thread *t = G.threads; t; t = t->next)
+		struct pmc_thread *t;
+		pmc_list_for_each(t, &G.threads, link)
 			if (t->conn == G.conn && t->announced > atomic_load(&t->tail))
 				atomic_store_explicit(&t->tail, t->announced, memory_order_release);
 	}

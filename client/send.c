@@ -329,8 +329,12 @@ static int
 consume_all_locked(void)
 {
 	int full = 0;
-	for (struct pmc_thread *t = G.threads; t && atomic_load(&G.state) == ST_ON; t = t->next)
+	struct pmc_thread *t;
+	pmc_list_for_each(t, &G.threads, link) {
+		if (atomic_load(&G.state) != ST_ON)
+			break;
 		full |= consume_locked(t) == -EAGAIN;
+	}
 	return full ? -EAGAIN : 0;
 }
 
@@ -338,7 +342,8 @@ consume_all_locked(void)
 static bool
 drained_locked(void)
 {
-	for (struct pmc_thread *t = G.threads; t; t = t->next)
+	struct pmc_thread *t;
+	pmc_list_for_each(t, &G.threads, link)
 		if (atomic_load_explicit(&t->tail, memory_order_relaxed) < t->drain_to)
 			return false;
 	return true;
@@ -356,8 +361,9 @@ drain_locked(struct pmc_thread *t)
 {
 	const uint64_t wait_ns = PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
 	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns, sent = G.sent_total;
+	struct pmc_thread *o;
 	if (!t)
-		for (struct pmc_thread *o = G.threads; o; o = o->next)
+		pmc_list_for_each(o, &G.threads, link)
 			o->drain_to = atomic_load_explicit(&o->head, memory_order_acquire);
 	for (;;) {
 		int r = t ? consume_locked(t) : consume_all_locked();
@@ -549,14 +555,8 @@ pmc__thread_destroy(void *arg)
 	pthread_mutex_lock(&G.lock);
 	/* Off G.threads first, so that the background thread never sees it again (unless a
 	 * fork() emptied the list since: the child's starts empty). */
-	if (t->prev || G.threads == t) {
-		if (t->prev)
-			t->prev->next = t->next;
-		else
-			G.threads = t->next;
-		if (t->next)
-			t->next->prev = t->prev;
-	}
+	if (pmc_list_linked(&G.threads, &t->link))
+		pmc_list_remove(&G.threads, &t->link);
 	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
 		if (t->depth)
 			count_loss(t, R_NESTING, t->depth);

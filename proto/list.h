@@ -1,6 +1,6 @@
-/* list: an intrusive doubly-linked list for the daemon and pmcctl. A node lives inside the
- * object it links (struct pmc_list_node); the list holds its first and last nodes. Zeroed
- * memory is an empty list and an unlinked node, so that calloc'ed and static objects need no
+/* list: an intrusive doubly-linked list for the daemon, pmcctl and the library's threads. A node
+ * lives inside the object it links (struct pmc_list_node); the list holds its first and last nodes.
+ * Zeroed memory is an empty list and an unlinked node, so that calloc'ed and static objects need no
  * init call. Not thread-safe: the caller serialises. Internal only. */
 #pragma once
 
@@ -99,6 +99,14 @@ pmc_list_remove(struct pmc_list *l, struct pmc_list_node *n)
 	else
 		l->tail = n->prev;
 	n->prev = n->next = NULL;
+}
+
+/* Whether @n is linked in @l, for a node that is in @l or in no list (not in another): at
+ * once. */
+static inline bool
+pmc_list_linked(const struct pmc_list *l, const struct pmc_list_node *n)
+{
+	return n->prev || l->head == n;
 }
 
 /* Whether @n is linked in @l (walks it: for asserts and tests). */
