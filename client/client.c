@@ -764,13 +764,13 @@ pmc__thread_warm_up(struct pmc_thread *t)
  * that changes at run time (a buffer, a pointer to one of several names) is compared on
  * every call, never taken for the first one. Whatever id another thread left there is
  * checked, so the slot needs no lock. */
-PMC_EXPORT pmc_region_t
-pmc__scope_begin(pmc_region_t *slot, const char *name)
+static inline __attribute__((always_inline)) pmc_region_t
+scope_begin(pmc_region_t *slot, const char *name, bool literal)
 {
 	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	/* A name pmc_region() refused (0) takes it on every call, which counts each as a
 	 * dropped sample: one per run of the region. */
-	if (unlikely(!id || !name || strcmp(G.names[id], name))) {
+	if (unlikely(!id || (!literal && (!name || strcmp(G.names[id], name))))) {
 		id = pmc_region(name);
 		if (id)
 			__atomic_store_n(slot, id, __ATOMIC_RELEASE);
@@ -779,18 +779,17 @@ pmc__scope_begin(pmc_region_t *slot, const char *name)
 	return id;
 }
 
+PMC_EXPORT pmc_region_t
+pmc__scope_begin(pmc_region_t *slot, const char *name)
+{
+	return scope_begin(slot, name, false);
+}
+
 /* The macros' begin of a literal name: the slot, once it holds an id, is that name's. */
 PMC_EXPORT pmc_region_t
 pmc__scope_begin_literal(pmc_region_t *slot, const char *name)
 {
-	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (unlikely(!id)) {
-		id = pmc_region(name);
-		if (id)
-			__atomic_store_n(slot, id, __ATOMIC_RELEASE);
-	}
-	begin_id(id);
-	return id;
+	return scope_begin(slot, name, true);
 }
 
 PMC_EXPORT void
