@@ -154,6 +154,7 @@ int cmd_run(int sock, const struct command *cmd, const struct opts *o);
 /* One figure over the runs. */
 struct whole_stat {
 	double mean, m2, min, max, last;
+	double sum; /* over the runs */
 };
 
 /* One thread of the command, or a process's main thread (run-tasks.c): its own counts. */
@@ -294,10 +295,14 @@ int cmd_pprof(int sock, const struct command *cmd, const struct opts *o);
  * event, in the order they are first met); labels pid, comm, uid, container (the cgroup path)
  * and, per multiplexed event, multiplexed. A region's calls and sums that no node holds
  * (older clients, path-limit) are a sample of two frames, labelled call_path=untracked.
+ * @whole: NULL, or run's whole-program figures (borrowed): samples of the frame
+ * "(whole program)" under the command's name (@o->argv[0]), label call_path=whole-program:
+ * one per process where a single run ran several (the wall time on the command's own), else
+ * one of the sums over the runs (calls: the runs)
  * Both replies are borrowed. Exits on allocation or write failure, saying why.
  */
 void pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const struct opts *o,
-                 bool (*keep)(int32_t pid, void *ctx), void *ctx);
+                 bool (*keep)(int32_t pid, void *ctx), void *ctx, const struct whole *whole);
 
 /* The version of the JSON of query, dump and run ("format_version"), which diff reads: 1
  * since it has the member; diff refuses a file of a later one. */

@@ -163,6 +163,7 @@ whole_add(struct whole_stat *s, unsigned runs, double v)
 	if (runs == 1 || v > s->max)
 		s->max = v;
 	s->last = v;
+	s->sum += v;
 }
 
 void

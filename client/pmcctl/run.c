@@ -1006,7 +1006,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		q.tree = true;
 		_cleanup_response_ Pmc__Response *trees = query_call(fd, cmd->name, &q, o);
 		pprof_write(resp->query, trees->query, o, private || tagged ? NULL : run_keep,
-		            &tree);
+		            &tree, &whole);
 	} else {
 		run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private,
 		          &whole);
