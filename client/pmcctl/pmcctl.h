@@ -154,6 +154,7 @@ int cmd_run(int sock, const struct command *cmd, const struct opts *o);
 /* One figure over the runs. */
 struct whole_stat {
 	double mean, m2, min, max, last;
+	double sum; /* over the runs */
 };
 
 /* One thread of the command, or a process's main thread (run-tasks.c): its own counts. */
@@ -239,6 +240,48 @@ void whole_close(struct whole *w);
 /** whole_free() - close and free what @w holds; it is then empty */
 void whole_free(struct whole *w);
 
+/* run -r N: each region (by program and region name) merged over the runs. */
+struct merged_region {
+	const char *comm, *name;               /* borrowed from a reply */
+	size_t n_ev;                           /* its events, in the order first met */
+	const char *ev_name[WHOLE_MAX_EVENTS]; /* borrowed */
+	bool scaled[WHOLE_MAX_EVENTS];         /* multiplexed in some process */
+	struct whole_stat calls, wall, ev[WHOLE_MAX_EVENTS];
+};
+
+struct merged {
+	struct merged_region *r; /* by program name, then region name */
+	size_t n;
+	unsigned runs;
+};
+
+/**
+ * merge_runs() - merge the regions of @runs runs into @m: @replies[r] holds run r's
+ * processes (borrowed: they must outlive @m); @keep (NULL: all) whether process @pid's
+ * regions in @replies[r] belong to run r (@ctx passed on). A region's figures in a run
+ * (calls, wall time, each event's sum) are added up over the run's processes, 0 in a run
+ * where it did not run; @m holds their mean, spread, min and max over the runs. Free @m with
+ * merged_free(). Exits on allocation failure.
+ */
+void merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned runs,
+                bool (*keep)(int32_t pid, unsigned run, void *ctx), void *ctx);
+
+/** merged_free() - free what @m holds (not the replies it borrows); it is then empty */
+void merged_free(struct merged *m);
+
+/** merged_table() - print @m on @f: a row per region and figure (calls, wall, each event):
+ * the mean, +- the standard deviation in % of it, min and max, as whole_table() over runs */
+void merged_table(const struct merged *m, FILE *f);
+
+/** merged_json() - @m as a JSON array (new reference): per region comm, name, runs, and
+ * calls, wall_ns and each event's {value (the mean), stddev, min, max, scaled} */
+json_t *merged_json(const struct merged *m);
+
+/** merged_csv() - @m as CSV rows with query's columns (a header printed before), as
+ * whole_csv_row() writes them: pid @pid (the last run's command), count the runs, event
+ * calls, wall_ns, then each event */
+void merged_csv(const struct merged *m, pid_t pid);
+
 /* run-tasks.c: the whole-program figures per process and per thread, of the last run */
 
 /**
@@ -294,10 +337,14 @@ int cmd_pprof(int sock, const struct command *cmd, const struct opts *o);
  * event, in the order they are first met); labels pid, comm, uid, container (the cgroup path)
  * and, per multiplexed event, multiplexed. A region's calls and sums that no node holds
  * (older clients, path-limit) are a sample of two frames, labelled call_path=untracked.
+ * @whole: NULL, or run's whole-program figures (borrowed): samples of the frame
+ * "(whole program)" under the command's name (@o->argv[0]), label call_path=whole-program:
+ * one per process where a single run ran several (the wall time on the command's own), else
+ * one of the sums over the runs (calls: the runs)
  * Both replies are borrowed. Exits on allocation or write failure, saying why.
  */
 void pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const struct opts *o,
-                 bool (*keep)(int32_t pid, void *ctx), void *ctx);
+                 bool (*keep)(int32_t pid, void *ctx), void *ctx, const struct whole *whole);
 
 /* The version of the JSON of query, dump and run ("format_version"), which diff reads: 1
  * since it has the member; diff refuses a file of a later one. */

@@ -26,6 +26,9 @@
 
 #include "pmcctl.h"
 
+/* The frame of run's whole-program samples, as its tables name the rows. */
+#define PPROF_WHOLE_FRAME "(whole program)"
+
 /* profile.proto's field numbers. */
 enum {
 	PROFILE_SAMPLE_TYPE = 1,
@@ -255,10 +258,9 @@ pprof_label_num(struct pprof *p, const char *key, int64_t v)
 	pb_msg(&p->smp, SAMPLE_LABEL, &p->tmp);
 }
 
-/* Adds a Sample: @depth location ids in p->stack, p->values, the labels of @r's process and
- * of its multiplexed events. */
+/* Starts a Sample in p->smp: @depth location ids in p->stack, then p->values. */
 static void
-pprof_sample(struct pprof *p, size_t depth, const Pmc__RegionStats *r, bool untracked)
+pprof_sample_values(struct pprof *p, size_t depth)
 {
 	for (size_t i = 0; i < depth; i++)
 		pb_varint(&p->tmp, p->stack[i]);
@@ -266,7 +268,14 @@ pprof_sample(struct pprof *p, size_t depth, const Pmc__RegionStats *r, bool untr
 	for (size_t i = 0; i < 2 + p->n_events; i++)
 		pb_varint(&p->tmp, (uint64_t)p->values[i]);
 	pb_msg(&p->smp, SAMPLE_VALUE, &p->tmp);
+}
 
+/* Adds a Sample: @depth location ids in p->stack, p->values, the labels of @r's process and
+ * of its multiplexed events. */
+static void
+pprof_sample(struct pprof *p, size_t depth, const Pmc__RegionStats *r, bool untracked)
+{
+	pprof_sample_values(p, depth);
 	pprof_label_num(p, "pid", r->pid);
 	pprof_label_str(p, "comm", r->comm[0] ? r->comm : "?");
 	pprof_label_num(p, "uid", r->uid);
@@ -356,6 +365,68 @@ rest_take(struct rest *rest, size_t n, const Pmc__RegionStats *node)
 	}
 }
 
+/* Adds a "(whole program)" sample under the root frame @comm (a process name, borrowed):
+ * @calls runs, @wall ns, @v the values of @w's events (by @w's index); labels pid @pid, comm,
+ * uid (pmcctl's: the command runs as it) and multiplexed where @scaled. */
+static void
+pprof_whole_sample(struct pprof *p, const struct whole *w, const char *comm, int64_t pid,
+                   int64_t calls, double wall, const double *v, bool scaled)
+{
+	pprof_stack_room(p, 2);
+	p->stack[0] = pprof_frame(p, PPROF_WHOLE_FRAME, false);
+	p->stack[1] = pprof_frame(p, comm[0] ? comm : "?", true);
+	memset(p->values, 0, (2 + p->n_events) * sizeof(*p->values));
+	p->values[0] = calls;
+	p->values[1] = (int64_t)(wall + 0.5);
+	for (size_t i = 0; i < w->n; i++)
+		p->values[2 + pprof_event_index(p, w->names[i])] = (int64_t)(v[i] + 0.5);
+	pprof_sample_values(p, 2);
+	pprof_label_num(p, "pid", pid);
+	pprof_label_str(p, "comm", comm[0] ? comm : "?");
+	pprof_label_num(p, "uid", (int64_t)getuid());
+	pprof_label_str(p, "call_path", "whole-program");
+	if (scaled)
+		pprof_label_str(p, "multiplexed",
+		                "whole program: extrapolated by the kernel's "
+		                "time running");
+	pb_msg(&p->out, PROFILE_SAMPLE, &p->smp);
+}
+
+/* run's whole-program figures @w as samples (pprof_write()): one per process of a single run
+ * where the command ran several and each one's figures came, else one of the sums over the
+ * runs, named after @argv0's base name. */
+static void
+pprof_whole(struct pprof *p, const struct whole *w, const char *argv0)
+{
+	double v[WHOLE_MAX_EVENTS];
+	struct whole_proc *procs = NULL;
+	size_t n_procs = 0;
+	bool scaled = false;
+
+	if (!w || !w->n || !w->runs)
+		return;
+	if (w->runs == 1 && !w->lost)
+		tasks_processes(w, &procs, &n_procs);
+	if (n_procs > 1) {
+		for (size_t k = 0; k < n_procs; k++)
+			pprof_whole_sample(p, w, procs[k].comm, procs[k].pid, 1,
+			                   (pid_t)procs[k].pid == w->child ? w->wall.sum : 0,
+			                   procs[k].v, procs[k].scaled);
+		free(procs);
+		return;
+	}
+	free(procs);
+	/* The command's name as the kernel keeps it (15 bytes), as the regions' root frame. */
+	const char *base = strrchr(argv0, '/');
+	char comm[16];
+	snprintf(comm, sizeof(comm), "%s", base ? base + 1 : argv0);
+	for (size_t i = 0; i < w->n; i++) {
+		v[i] = w->ev[i].sum;
+		scaled |= w->scaled[i];
+	}
+	pprof_whole_sample(p, w, comm, w->child, w->runs, w->wall.sum, v, scaled);
+}
+
 static void
 pprof_encode_tail(struct pprof *p)
 {
@@ -429,7 +500,7 @@ gzip_write(int fd, const void *data, size_t len)
 
 void
 pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const struct opts *o,
-            bool (*keep)(int32_t pid, void *ctx), void *ctx)
+            bool (*keep)(int32_t pid, void *ctx), void *ctx, const struct whole *whole)
 {
 	struct pprof p = {0};
 	size_t n_rest = 0;
@@ -459,9 +530,13 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 	for (size_t i = 0; tree && i < tree->n_regions; i++)
 		for (size_t e = 0; e < tree->regions[i]->n_events; e++)
 			pprof_add_event(&p, tree->regions[i]->events[e]->name);
+	for (size_t i = 0; whole && i < whole->n; i++)
+		pprof_add_event(&p, whole->names[i]);
 	p.values = calloc(2 + p.n_events, sizeof(*p.values));
 	if (!p.values)
 		oom();
+	if (whole)
+		pprof_whole(&p, whole, o->argv[0]);
 
 	for (size_t i = 0; tree && i < tree->n_regions;) {
 		struct tree t;
@@ -522,6 +597,6 @@ cmd_pprof(int sock, const struct command *cmd, const struct opts *o)
 	query_init(&q, o);
 	q.tree = true;
 	_cleanup_response_ Pmc__Response *tree = query_call(sock, cmd->name, &q, o);
-	pprof_write(flat->query, tree->query, o, NULL, NULL);
+	pprof_write(flat->query, tree->query, o, NULL, NULL, NULL);
 	return 0;
 }

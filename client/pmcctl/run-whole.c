@@ -163,6 +163,7 @@ whole_add(struct whole_stat *s, unsigned runs, double v)
 	if (runs == 1 || v > s->max)
 		s->max = v;
 	s->last = v;
+	s->sum += v;
 }
 
 void
@@ -202,11 +203,13 @@ whole_spread(const struct whole_stat *s, unsigned runs)
 	return 100 * sqrt(s->m2 / (runs - 1)) / s->mean;
 }
 
+/* A row of @t: @region, event @name, then @s's mean (or value), unit and, over runs, its
+ * spread, min and max. */
 static void
-whole_row(struct table *t, const char *name, const struct whole_stat *s, unsigned runs, bool scaled,
-          bool ns)
+whole_row(struct table *t, const char *region, const char *name, const struct whole_stat *s,
+          unsigned runs, bool scaled, bool ns)
 {
-	table_add(t, "(whole program)");
+	table_add(t, "%s", region);
 	table_add(t, "%s%s", name, scaled ? "*" : "");
 	table_add(t, "%.0f", s->mean);
 	table_add(t, "%s", ns ? "ns" : "");
@@ -234,9 +237,9 @@ whole_table(const struct whole *w, bool per_thread, FILE *f)
 		return;
 	}
 	for (size_t i = 0; i < w->n; i++)
-		whole_row(&t, w->names[i], &w->ev[i], w->runs, w->scaled[i],
+		whole_row(&t, "(whole program)", w->names[i], &w->ev[i], w->runs, w->scaled[i],
 		          event_counts_ns(w->names[i]));
-	whole_row(&t, "wall", &w->wall, w->runs, false, true);
+	whole_row(&t, "(whole program)", "wall", &w->wall, w->runs, false, true);
 	fprintf(f, "\nthe whole program, its threads and the processes it started (exact counts");
 	if (w->runs > 1)
 		fprintf(f, "; the mean of %u runs, +- the standard deviation in %% of it", w->runs);
@@ -313,4 +316,179 @@ whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread)
 		              w->scaled[i]);
 	whole_csv_row(pid, comm, "(whole program)", w->runs, "wall_ns", &w->wall, false);
 	tasks_csv(w, per_thread);
+}
+
+/* ---- run -r N: each region merged over the runs ---- */
+
+/* By program name, then region name. */
+static int
+merge_key_cmp(const void *a, const void *b)
+{
+	const Pmc__RegionStats *x = *(const Pmc__RegionStats *const *)a;
+	const Pmc__RegionStats *y = *(const Pmc__RegionStats *const *)b;
+	int c = strcmp(x->comm, y->comm);
+
+	return c ? c : strcmp(x->name, y->name);
+}
+
+static int
+merge_find_cmp(const void *key, const void *elem)
+{
+	const Pmc__RegionStats *k = key;
+	const struct merged_region *m = elem;
+	int c = strcmp(k->comm, m->comm);
+
+	return c ? c : strcmp(k->name, m->name);
+}
+
+/* The index of event @name in @m, added if new; -1 past WHOLE_MAX_EVENTS (the library's
+ * own limit of events per region, PMC_MAX_EVENTS: a reply cannot hold more). */
+static ssize_t
+merge_event(struct merged_region *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_ev; i++)
+		if (!strcmp(m->ev_name[i], name))
+			return (ssize_t)i;
+	if (m->n_ev == WHOLE_MAX_EVENTS)
+		return -1;
+	m->ev_name[m->n_ev] = name;
+	return (ssize_t)m->n_ev++;
+}
+
+void
+merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned runs,
+           bool (*keep)(int32_t pid, unsigned run, void *ctx), void *ctx)
+{
+	size_t n_all = 0, n = 0;
+
+	*m = (struct merged){.runs = runs};
+	for (unsigned r = 0; r < runs; r++)
+		n_all += replies[r]->n_regions;
+	_cleanup_free_ const Pmc__RegionStats **all = calloc(n_all + 1, sizeof(*all));
+	if (!all)
+		oom();
+	n_all = 0;
+	for (unsigned r = 0; r < runs; r++)
+		for (size_t i = 0; i < replies[r]->n_regions; i++)
+			if (!keep || keep(replies[r]->regions[i]->pid, r, ctx))
+				all[n_all++] = replies[r]->regions[i];
+	qsort(all, n_all, sizeof(*all), merge_key_cmp);
+	m->r = calloc(n_all + 1, sizeof(*m->r));
+	if (!m->r)
+		oom();
+	for (size_t i = 0; i < n_all; i++)
+		if (!n || merge_key_cmp(&all[i], &all[i - 1])) {
+			m->r[n].comm = all[i]->comm;
+			m->r[n++].name = all[i]->name;
+		}
+	m->n = n;
+
+	/* Each run's figures of a region: calls, wall, its events, over the run's processes. */
+	_cleanup_free_ double *cur = calloc(n * (2 + WHOLE_MAX_EVENTS) + 1, sizeof(*cur));
+	if (!cur)
+		oom();
+	for (unsigned r = 0; r < runs; r++) {
+		memset(cur, 0, n * (2 + WHOLE_MAX_EVENTS) * sizeof(*cur));
+		for (size_t i = 0; i < replies[r]->n_regions; i++) {
+			const Pmc__RegionStats *rs = replies[r]->regions[i];
+			struct merged_region *mr;
+
+			if (keep && !keep(rs->pid, r, ctx))
+				continue;
+			mr = bsearch(rs, m->r, n, sizeof(*m->r), merge_find_cmp);
+			double *c = cur + (size_t)(mr - m->r) * (2 + WHOLE_MAX_EVENTS);
+			c[0] += (double)rs->count;
+			c[1] += (double)stats_or_zero(rs->wall_ns)->sum;
+			for (size_t e = 0; e < rs->n_events; e++) {
+				ssize_t k = merge_event(mr, rs->events[e]->name);
+
+				if (k < 0)
+					continue;
+				c[2 + k] += (double)stats_or_zero(rs->events[e]->stats)->sum;
+				mr->scaled[k] |= rs->events[e]->scaled_count > 0;
+			}
+		}
+		/* A region that did not run in this run counts 0 in it. */
+		for (size_t j = 0; j < n; j++) {
+			const double *c = cur + j * (2 + WHOLE_MAX_EVENTS);
+
+			whole_add(&m->r[j].calls, r + 1, c[0]);
+			whole_add(&m->r[j].wall, r + 1, c[1]);
+			for (size_t k = 0; k < WHOLE_MAX_EVENTS; k++)
+				whole_add(&m->r[j].ev[k], r + 1, c[2 + k]);
+		}
+	}
+}
+
+void
+merged_free(struct merged *m)
+{
+	free(m->r);
+	*m = (struct merged){0};
+}
+
+void
+merged_table(const struct merged *m, FILE *f)
+{
+	static const char *const head[] = {"COMM", "REGION", "EVENT", "MEAN",
+	                                   "UNIT", "+-",     "MIN",   "MAX"};
+	static const bool right[] = {false, false, false, true, false, true, true, true};
+	struct table t = {.ncols = 8, .head = head, .right = right};
+
+	for (size_t i = 0; i < m->n; i++) {
+		const struct merged_region *r = &m->r[i];
+
+		table_add(&t, "%s", r->comm);
+		whole_row(&t, r->name, "calls", &r->calls, m->runs, false, false);
+		table_add(&t, "%s", r->comm);
+		whole_row(&t, r->name, "wall", &r->wall, m->runs, false, true);
+		for (size_t k = 0; k < r->n_ev; k++) {
+			table_add(&t, "%s", r->comm);
+			whole_row(&t, r->name, r->ev_name[k], &r->ev[k], m->runs, r->scaled[k],
+			          event_counts_ns(r->ev_name[k]));
+		}
+	}
+	fprintf(f,
+	        "each region over the %u runs (its figures in a run added up over the run's "
+	        "processes, 0 in a run where it did not run; the mean, +- the standard "
+	        "deviation in %% of it, min and max):\n",
+	        m->runs);
+	table_print(&t, f);
+	table_free(&t);
+}
+
+json_t *
+merged_json(const struct merged *m)
+{
+	json_t *a = jarray();
+
+	for (size_t i = 0; i < m->n; i++) {
+		const struct merged_region *r = &m->r[i];
+		json_t *o = jobject(), *ev = jobject();
+
+		jset(o, "comm", jstr(r->comm));
+		jset(o, "name", jstr(r->name));
+		jset(o, "runs", json_integer(m->runs));
+		jset(o, "calls", whole_stat_json(&r->calls, m->runs, false));
+		jset(o, "wall_ns", whole_stat_json(&r->wall, m->runs, false));
+		for (size_t k = 0; k < r->n_ev; k++)
+			jset(ev, r->ev_name[k], whole_stat_json(&r->ev[k], m->runs, r->scaled[k]));
+		jset(o, "events", ev);
+		jappend(a, o);
+	}
+	return a;
+}
+
+void
+merged_csv(const struct merged *m, pid_t pid)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const struct merged_region *r = &m->r[i];
+
+		whole_csv_row(pid, r->comm, r->name, m->runs, "calls", &r->calls, false);
+		whole_csv_row(pid, r->comm, r->name, m->runs, "wall_ns", &r->wall, false);
+		for (size_t k = 0; k < r->n_ev; k++)
+			whole_csv_row(pid, r->comm, r->name, m->runs, r->ev_name[k], &r->ev[k],
+			              r->scaled[k]);
+	}
 }

@@ -692,11 +692,52 @@ run_keep(int32_t pid, void *tree)
 	return pidset_has(tree, pid);
 }
 
+/* merge_runs()'s filter where the daemon did not match the tags (one answer holds every
+ * run's processes): those of run @run's tree. */
+static bool
+run_keep_of(int32_t pid, unsigned run, void *trees)
+{
+	return pidset_has((const struct pidset *)trees + run, pid);
+}
+
+/* The regions and losses of @n replies (each run's) one after the other in @view, whose
+ * other fields are the first's and whose run_tag_evicted is their sum; free view->regions
+ * and view->losses after. */
+static void
+run_concat(Pmc__Response *const *resps, size_t n, Pmc__QueryReply *view)
+{
+	size_t n_regions = 0, n_losses = 0;
+
+	*view = *resps[0]->query;
+	view->run_tag_evicted = 0;
+	for (size_t i = 0; i < n; i++) {
+		n_regions += resps[i]->query->n_regions;
+		n_losses += resps[i]->query->n_losses;
+	}
+	view->regions = calloc(n_regions + 1, sizeof(*view->regions));
+	view->losses = calloc(n_losses + 1, sizeof(*view->losses));
+	if (!view->regions || !view->losses)
+		oom();
+	view->n_regions = view->n_losses = 0;
+	for (size_t i = 0; i < n; i++) {
+		const Pmc__QueryReply *q = resps[i]->query;
+
+		memcpy(view->regions + view->n_regions, q->regions,
+		       q->n_regions * sizeof(*q->regions));
+		view->n_regions += q->n_regions;
+		memcpy(view->losses + view->n_losses, q->losses, q->n_losses * sizeof(*q->losses));
+		view->n_losses += q->n_losses;
+		view->run_tag_evicted += q->run_tag_evicted;
+	}
+}
+
 /* Prints the figures of the run: @q's regions of the processes in @tree (all of them when
- * @tree is NULL: a private daemon counts only the command's). */
+ * @tree is NULL: a private daemon counts only the command's); over -r N, @merged (else
+ * NULL): each region merged over the runs, in place of the rows per process (JSON keeps
+ * those in "regions", for diff, and adds "regions_over_runs"). */
 static void
 run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct opts *o, pid_t pid,
-          int code, bool private, const struct whole *whole)
+          int code, bool private, const struct whole *whole, const struct merged *merged)
 {
 	Pmc__QueryReply view = *reply, *q = &view;
 	_cleanup_free_ Pmc__RegionStats **kept = calloc(reply->n_regions + 1, sizeof(*kept));
@@ -739,19 +780,29 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		jset(root, "daemon", jstr(private ? "private" : "system"));
 		jset(root, "evicted_processes", ju64(evicted));
 		jset(root, "whole_program", whole_json(whole, o->per_thread));
+		if (merged)
+			jset(root, "regions_over_runs", merged_json(merged));
 		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		const char *base = strrchr(o->argv[0], '/');
 
-		query_csv(q);
+		Pmc__QueryReply none = *q;
+
+		none.n_regions = 0; /* the header only: the merged rows follow */
+		query_csv(merged ? &none : q);
+		if (merged)
+			merged_csv(merged, pid);
 		whole_csv(whole, pid, base ? base + 1 : o->argv[0], o->per_thread);
 		if (why)
 			fprintf(stderr, "pmcctl: %s\n", why);
 	} else {
-		printf("regions of %s (pid %d) and the processes it started; exit status %d:\n\n",
-		       cmdline, (int)pid, code);
-		query_table(q, why);
+		printf("regions of %s (pid %d%s) and the processes it started; exit status %d:\n\n",
+		       cmdline, (int)pid, merged ? ", the last run's" : "", code);
+		if (merged && merged->n)
+			merged_table(merged, stdout);
+		else
+			query_table(q, why);
 		char text[256];
 
 		if (evicted)
@@ -837,6 +888,17 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 	}
 	close(pipefd[0]);
 	return counted;
+}
+
+/* Frees the trees of the runs (@done of them, and their union @tree) and their @tags. */
+static void
+run_free_trees(struct pidset *tree, struct pidset *trees, unsigned done, char (*tags)[33])
+{
+	for (unsigned r = 0; r < done; r++)
+		free(trees[r].v);
+	free(trees);
+	free(tree->v);
+	free(tags);
 }
 
 /* Waits for the command @pid to end, looking for the processes it starts (into @tree) when
@@ -938,26 +1000,34 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	/* The command's processes say this tag in their Hello: the daemon finds them by it,
 	 * also those in pid namespaces of their own (where the pids below mean nothing to it)
 	 * and those that came and went between two looks at /proc. */
-	char tag[33];
-	run_new_tag(tag);
-	struct pidset tree = {0};
+	unsigned runs = o->repeat ? o->repeat : 1, done = 0;
+	/* A tag and a tree of processes per run: -r N merges each region over the runs. */
+	char(*tags)[33] = calloc(runs, sizeof(*tags));
+	struct pidset *trees = calloc(runs, sizeof(*trees));
+	struct pidset tree = {0}; /* all runs' */
+	if (!tags || !trees)
+		oom();
 	struct whole whole = {0};
 	uint64_t start = 0;
 	struct procstat first;
 	pid_t pid = 0;
 	int status = 0;
-	unsigned runs = o->repeat ? o->repeat : 1;
 
 	fd = connect_daemon(sock_path);
 	hello(fd);
 	for (unsigned run = 0; run < runs; run++) {
 		uint64_t wall = 0;
-		bool counted = run_start(o, sock_path, events, tag, fd, &old, &whole, &pid, &wall);
+		run_new_tag(tags[run]);
+		bool counted =
+		        run_start(o, sock_path, events, tags[run], fd, &old, &whole, &pid, &wall);
 
-		pidset_add(&tree, pid);
+		pidset_add(&trees[run], pid);
 		if (!run && procstat_read(pid, &first) == 0)
 			start = first.start;
-		status = run_wait(pid, &tree, &priv, &set, private, &whole);
+		status = run_wait(pid, &trees[run], &priv, &set, private, &whole);
+		done = run + 1;
+		for (size_t i = 0; i < trees[run].n; i++)
+			pidset_add(&tree, trees[run].v[i]);
 		if (counted)
 			whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);
 		if (private && !priv.pid)
@@ -976,14 +1046,14 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		else if (o->format == FORMAT_JSON)
 			json_print(whole_json(&whole, o->per_thread));
 		whole_free(&whole);
-		free(tree.v);
+		run_free_trees(&tree, trees, done, tags);
 		return code;
 	}
 	if (o->output && !freopen(o->output, "w", stdout)) {
 		_cleanup_free_ char *name = escape_text(o->output);
 
 		fprintf(stderr, "pmcctl: cannot write %s: %s\n", name, strerror(errno));
-		free(tree.v);
+		run_free_trees(&tree, trees, done, tags);
 		return code ? code : EXIT_FAIL;
 	}
 
@@ -993,28 +1063,68 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 	query_init(&q, o);
 	q.min_start = start ? start : 1;
-	q.run_tag = tag;
-	Pmc__Response *resp = query_call(fd, cmd->name, &q, o);
-	/* The daemon matched the tag: its answer is the command's processes alone. */
-	bool tagged = resp->query->run_tag_matched;
+	/* Each run's processes, by its tag; an older daemon, which does not match tags,
+	 * answers with every process since the first run started: the trees tell them apart. */
+	_cleanup_free_ Pmc__Response **resps = calloc(done, sizeof(*resps));
+	size_t n_resp = 0;
+	if (!resps)
+		oom();
+	for (unsigned r = 0; r < done; r++) {
+		q.run_tag = tags[r];
+		resps[n_resp++] = query_call(fd, cmd->name, &q, o);
+		if (!resps[0]->query->run_tag_matched)
+			break;
+	}
+	/* The daemon matched the tags: its answers are the command's processes alone. */
+	bool tagged = resps[0]->query->run_tag_matched;
+	Pmc__QueryReply all;
+	run_concat(resps, n_resp, &all);
 	/* Processes of the run whose figures the daemon dropped: never silently missing. */
 	char evicted[256];
-	if (resp->query->run_tag_evicted && o->format != FORMAT_TABLE)
+	if (all.run_tag_evicted && o->format != FORMAT_TABLE)
 		fprintf(stderr, "pmcctl: run: %s\n",
-		        run_evicted_text(resp->query->run_tag_evicted, evicted, sizeof(evicted)));
+		        run_evicted_text(all.run_tag_evicted, evicted, sizeof(evicted)));
 	if (o->format == FORMAT_PPROF) {
+		_cleanup_free_ Pmc__Response **tresps = calloc(n_resp, sizeof(*tresps));
+		Pmc__QueryReply all_trees;
+
+		if (!tresps)
+			oom();
 		q.tree = true;
-		_cleanup_response_ Pmc__Response *trees = query_call(fd, cmd->name, &q, o);
-		pprof_write(resp->query, trees->query, o, private || tagged ? NULL : run_keep,
-		            &tree);
+		for (size_t r = 0; r < n_resp; r++) {
+			q.run_tag = tags[r];
+			tresps[r] = query_call(fd, cmd->name, &q, o);
+		}
+		run_concat(tresps, n_resp, &all_trees);
+		pprof_write(&all, &all_trees, o, private || tagged ? NULL : run_keep, &tree,
+		            &whole);
+		free(all_trees.regions);
+		free(all_trees.losses);
+		for (size_t r = 0; r < n_resp; r++)
+			pmc__response__free_unpacked(tresps[r], NULL);
 	} else {
-		run_print(resp->query, private || tagged ? NULL : &tree, o, pid, code, private,
-		          &whole);
+		struct merged merged = {0};
+		const Pmc__QueryReply **parts = calloc(done + 1, sizeof(*parts));
+
+		if (!parts)
+			oom();
+		for (unsigned r = 0; r < done; r++)
+			parts[r] = resps[tagged ? r : 0]->query;
+		if (done > 1)
+			merge_runs(&merged, parts, done, private || tagged ? NULL : run_keep_of,
+			           trees);
+		run_print(&all, private || tagged ? NULL : &tree, o, pid, code, private, &whole,
+		          done > 1 ? &merged : NULL);
+		merged_free(&merged);
+		free(parts);
 	}
 	whole_free(&whole);
 	close(fd);
-	pmc__response__free_unpacked(resp, NULL);
-	free(tree.v);
+	free(all.regions);
+	free(all.losses);
+	for (size_t r = 0; r < n_resp; r++)
+		pmc__response__free_unpacked(resps[r], NULL);
+	run_free_trees(&tree, trees, done, tags);
 
 	if (private) {
 		int st = private_stop(&priv);

@@ -99,6 +99,37 @@ rc=$?
 set -e
 expect_eq "--per-thread is for run only" "$rc,$(cat "$TMP/err" | head -1)" "2,pmcctl: --per-thread is for 'run' only, not 'query'"
 
+# --- pprof: the whole program beside the regions, as go tool pprof reads it ---
+if command -v go >/dev/null && go tool pprof -h >/dev/null 2>&1; then
+	# flat FILE FUNCTION: pprof's flat page faults of FUNCTION (a name of one or two words).
+	flat() {
+		go tool pprof -top -nodecount=1000 -sample_index=page-faults "$1" 2>"$TMP/pprof.err" |
+			awk -v f="$2" '{ n = $6; if (NF > 6) n = n " " $7 } n == f { print $1 }'
+	}
+	run_as_user --events page-faults --format pprof -- "$APP" 3000 >"$TMP/w.pb.gz" 2>"$TMP/err" ||
+		fail "pprof: $(cat "$TMP/err")"
+	expect_eq "pprof: (whole program) flat, 3000 fresh pages" "$(flat "$TMP/w.pb.gz" "(whole program)")" $((base + 3000))
+	# 2 processes: a sample each (pid label), adding up to the whole.
+	run_as_user --events page-faults --format pprof -- "$APP" 1000 2 >"$TMP/w2.pb.gz" 2>"$TMP/err" ||
+		fail "pprof, 2 processes: $(cat "$TMP/err")"
+	expect_eq "pprof: 2 processes x 1000 pages" "$(flat "$TMP/w2.pb.gz" "(whole program)")" $((base2 + 2000))
+	expect_eq "pprof: a whole-program sample per process" \
+		"$(go tool pprof -traces -sample_index=page-faults "$TMP/w2.pb.gz" 2>/dev/null | grep -c '^ *pid: ')" 2
+	# Beside the regions: region pages (4 pages x 10 calls) and the whole program around it.
+	run_as_user --events page-faults --format pprof -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/w3.pb.gz" 2>"$TMP/err" ||
+		fail "pprof, regions: $(cat "$TMP/err")"
+	expect_eq "pprof: the region beside the whole program" "$(flat "$TMP/w3.pb.gz" pages)" 40
+	[ "$(flat "$TMP/w3.pb.gz" "(whole program)")" -gt 40 ] ||
+		fail "pprof: no whole program beside the regions: $(go tool pprof -top -sample_index=page-faults "$TMP/w3.pb.gz" 2>&1)"
+	pass "pprof: (whole program) $(flat "$TMP/w3.pb.gz" "(whole program)") page faults beside region pages' 40"
+	# -r 3: the sums over the runs, as the regions' are.
+	run_as_user -r 3 --events page-faults --format pprof -- "$APP" 500 >"$TMP/w4.pb.gz" 2>"$TMP/err" ||
+		fail "pprof -r 3: $(cat "$TMP/err")"
+	expect_eq "pprof -r 3: the whole program's sum over the runs" "$(flat "$TMP/w4.pb.gz" "(whole program)")" $((3 * (base + 500)))
+else
+	pass "pprof part skipped: no go tool pprof (apt-get install golang-go)"
+fi
+
 # --- bad events: found before the command runs ---
 for ev in page-fualts page-faults,cs,bogus-event; do
 	set +e

@@ -50,6 +50,37 @@ grep -q "^regions of .*pmc-test-client pages 4 10 (pid [0-9]*) and the processes
 	fail "table heading: $(cat "$TMP/t")"
 expect_faults "table: 40 page faults" "$(awk '$4 == "pages" && $6 == "page-faults" {print $7}' "$TMP/t")" 40
 
+# -r N: each region merged over the runs, one row with the mean and spread (issue 24: a row
+# per run's process, 3 of region pages here), in the table, JSON and CSV.
+run_as_user -r 3 --events page-faults -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/t" 2>"$TMP/err" ||
+	fail "run -r 3 exits $?: $(cat "$TMP/err")"
+expect_eq "-r 3 table: one row of pages' page faults" \
+	"$(awk '$2 == "pages" && $3 == "page-faults"' "$TMP/t" | wc -l)" 1
+expect_faults "-r 3 table: the mean of 40 page faults" \
+	"$(awk '$2 == "pages" && $3 == "page-faults" {print $4}' "$TMP/t")" 40
+expect_eq "-r 3 table: 10 calls a run" "$(awk '$2 == "pages" && $3 == "calls" {print $4 "," $6 "," $7}' "$TMP/t")" 10,10,10
+run_as_user -r 3 --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
+	fail "run -r 3 --format json exits $?: $(cat "$TMP/err")"
+expect_eq "-r 3 JSON: one merged region" "$(jq -c '[.regions_over_runs[] | [.name, .runs]]' "$TMP/j")" '[["pages",3]]'
+expect_eq "-r 3 JSON: each run's process kept for diff" "$(jq '[.regions[] | .pid] | unique | length' "$TMP/j")" 3
+expect_faults "-r 3 JSON: the mean" "$(jq '.regions_over_runs[0].events["page-faults"].value | floor' "$TMP/j")" 40
+if [ -z "${PMC_SANITIZED:-}" ]; then
+	expect_eq "-r 3 JSON: exact, no spread" \
+		"$(jq -c '.regions_over_runs[0].events["page-faults"] | [.value, .stddev, .min, .max]' "$TMP/j")" '[40,0,40,40]'
+fi
+run_as_user -r 3 --events page-faults --format csv -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/c" 2>"$TMP/err" ||
+	fail "run -r 3 --format csv exits $?: $(cat "$TMP/err")"
+expect_eq "-r 3 CSV: one row of pages' page faults, 3 runs" \
+	"$(awk -F, '$3 == "pages" && $5 == "page-faults" { print $4 }' "$TMP/c")" 3
+expect_faults "-r 3 CSV: the mean" "$(awk -F, '$3 == "pages" && $5 == "page-faults" { print $6 }' "$TMP/c")" 40
+# Two processes a run (fork): a row per region, whichever process ran it.
+run_as_user -r 2 --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" fork 2 5 >"$TMP/j" 2>"$TMP/err" ||
+	fail "run -r 2 fork exits $?: $(cat "$TMP/err")"
+expect_eq "-r 2 of fork: each region once" \
+	"$(jq -c '[.regions_over_runs[].name] | sort | . == unique and index("child") != null and index("parent") != null' "$TMP/j")" true
+expect_faults "-r 2 of fork: the child's 10 pages a run" \
+	"$(jq '.regions_over_runs[] | select(.name == "child") | .events["page-faults"].value | floor' "$TMP/j")" 10
+
 # The command's exit status passes through; its children are the command's too (found by
 # the run's tag; e2e-run-many checks short-lived ones; region "steady", 1 fresh page a run).
 set +e
