@@ -62,7 +62,7 @@ pass "a region without call paths is a single-frame stack"
 # run --format pprof --output FILE
 PMC_EVENTS=page-faults "$PMCCTL_BIN" --socket "$SOCK" run --format pprof --output "$TMP/run.pb.gz" -- \
 	"$PMC_TEST_CLIENT_BIN" tree 2 >"$TMP/run-out"
-gopprof -top -nodecount=1000 -sample_index=page-faults "$TMP/run.pb.gz" >"$TMP/top"
+gopprof -top -nodecount=1000 -nodefraction=0 -sample_index=page-faults "$TMP/run.pb.gz" >"$TMP/top"
 cat "$TMP/top"
 expect_faults "run: cum of main" "$(col main 4)" "$(kv incl.main "$TMP/run-out")"
 
