@@ -326,16 +326,6 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 	return false;
 }
 
-/* The memo slot of @region on @t, and in *@key what it holds when @region begins at depth
- * @d (in the open frame's path) in the same path as last time. */
-static inline __attribute__((always_inline)) const struct pcache *
-memo_at(const struct pmc_thread *t, unsigned d, pmc_region_t region, uint64_t *key)
-{
-	uint32_t parent = d ? t->stack[d - 1].path : 0;
-	*key = pcache_key(parent, region);
-	return &t->memo[region & (t->memo_cap - 1)];
-}
-
 /* Remembers @path as the path @region began in (in @parent) on @t, the memo grown first so
  * that @region has its own slot. Return: whether it is remembered (no memory: not). */
 static bool
