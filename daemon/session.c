@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/magic.h>
 #include <linux/perf_event.h>
 #include <linux/sockios.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "batch.h"
@@ -196,15 +198,16 @@ handle_hello(struct session *s, const Pmc__Request *req)
 }
 
 /* The client's heads table: a memfd sealed against shrinking (F_GET_SEALS answers for shmem
- * alone, without calling into any file system, so this never waits on a FUSE server; and a
- * file that cannot shrink cannot take the mapping's pages away), of the size it says, mapped
- * read-only. Anything else closes the connection. */
+ * and hugetlbfs alone, without calling into any file system, so this never waits on a FUSE
+ * server; a file that cannot shrink cannot take the mapping's pages away), on shmem, of the
+ * size it says, mapped read-only. Anything else closes the connection. */
 static int
 handle_heads_table(struct session *s, const Pmc__Request *req)
 {
 	uint32_t n = req->heads_table->slots;
 	const char *bad = NULL;
 	struct stat st;
+	struct statfs sf;
 	int seals = fcntl(s->rx_fd, F_GET_SEALS);
 	if (s->heads)
 		bad = "a second heads table";
@@ -212,6 +215,10 @@ handle_heads_table(struct session *s, const Pmc__Request *req)
 		bad = "a heads table of no size or too large";
 	else if (seals < 0 || !(seals & F_SEAL_SHRINK))
 		bad = "a heads table that is not a memfd sealed against shrinking";
+	/* shmem, not hugetlbfs, whose pages are taken at the first touch and can fail it
+	 * (SIGBUS) when the pool is empty. */
+	else if (fstatfs(s->rx_fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
+		bad = "a heads table that is not a plain memfd (hugetlbfs?)";
 	else if (fstat(s->rx_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	         (uint64_t)st.st_size < (uint64_t)n * sizeof(uint64_t))
 		bad = "a heads table smaller than it says";
@@ -351,9 +358,12 @@ session_dispatch_one(struct session *s)
 	                c == PMC__REQUEST__BODY_OPEN_COMMAND || c == PMC__REQUEST__BODY_HEADS_TABLE;
 	s->rx_fd = n_fds ? fds[0] : -1;
 	if (wants_fd != (n_fds == 1)) {
-		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid,
-		                 wants_fd ? "a registration that names a pidfd carries none"
-		                          : "unexpected file descriptors");
+		log_warn_limited(
+		        "pid %d: %s: closing the connection", (int)s->pid,
+		        !wants_fd ? "unexpected file descriptors"
+		        : c == PMC__REQUEST__BODY_REGISTER_THREAD
+		                ? "a registration that names a pidfd carries none"
+		                : "a request that must carry one file descriptor carries none");
 		r = -EBADMSG;
 	} else if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
 		r = -EBADMSG;

@@ -14,6 +14,11 @@
  *                            on the inherited connection of a process that has exited:
  *                            refused (ESRCH)
  *   SOCKET garbage           a datagram that is not a Request: connection closed
+ *   SOCKET heads-KIND        a HeadsTable whose fd is not one the daemon may map: KIND
+ *                            file (/dev/null), unsealed (a memfd, no seal), small (sealed,
+ *                            smaller than it says), big (65,537 words), none (no fd),
+ *                            twice (a good one, then another): connection closed;
+ *                            heads-good: a good one, then Status answered
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
@@ -83,6 +88,7 @@
  * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <pthread.h>
@@ -92,6 +98,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -152,6 +159,63 @@ expect_closed(int fd)
 	}
 	printf("unexpected reply (%zd bytes)\n", n);
 	return 1;
+}
+
+/* A memfd of @len bytes, sealed against shrinking when @sealed; -1 on failure. */
+static int
+heads_memfd(size_t len, bool sealed)
+{
+	int fd = memfd_create("heads", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)len) < 0 ||
+	    (sealed && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0))
+		return -1;
+	return fd;
+}
+
+/* heads-KIND: a HeadsTable the daemon must refuse (closes the connection), or a good one
+ * after which @status is answered. */
+static int
+send_heads(int fd, const char *kind, const Pmc__Request *status)
+{
+	Pmc__HeadsTable ht = PMC__HEADS_TABLE__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
+	req.heads_table = &ht;
+	ht.slots = 64;
+	bool good = !strcmp(kind, "good"), twice = !strcmp(kind, "twice");
+	int hfd;
+	if (!strcmp(kind, "file"))
+		hfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	else if (!strcmp(kind, "unsealed"))
+		hfd = heads_memfd(64 * 8, false);
+	else if (!strcmp(kind, "small"))
+		hfd = heads_memfd(16, true);
+	else if (!strcmp(kind, "big"))
+		ht.slots = 65537, hfd = heads_memfd(65537 * 8, true);
+	else if (!strcmp(kind, "none"))
+		hfd = -2;
+	else if (good || twice)
+		hfd = heads_memfd(64 * 8, true);
+	else
+		return 2;
+	if (hfd == -1) {
+		perror("heads table");
+		return 1;
+	}
+	if (wire_send(fd, &req.base, &hfd, hfd >= 0, 0) < 0 ||
+	    (twice && wire_send(fd, &req.base, &hfd, 1, 0) < 0))
+		return 1;
+	if (!good)
+		return expect_closed(fd);
+	Pmc__Response *resp = NULL;
+	int r = wire_call(fd, status, 5000, NULL, 0, NULL, &resp);
+	if (r < 0 || !resp || resp->body_case != PMC__RESPONSE__BODY_STATUS) {
+		printf("no Status after a good heads table (%d)\n", r);
+		return 1;
+	}
+	printf("a good heads table kept the connection\n");
+	pmc__response__free_unpacked(resp, NULL);
+	return 0;
 }
 
 /* Registers thread @tid for @n @events; the reply in *@resp (the caller frees it). */
@@ -851,6 +915,8 @@ main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "define") && argc == 4)
 		return define_kind(fd, argv[3]);
+	if (!strncmp(mode, "heads-", 6))
+		return send_heads(fd, mode + 6, &req);
 	if (!strcmp(mode, "garbage")) {
 		static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
 		if (send(fd, junk, sizeof(junk), 0) < 0)
