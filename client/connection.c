@@ -196,17 +196,26 @@ heads_take_locked(struct pmc_thread *t)
 {
 	if (G.heads_fd < 0)
 		return;
-	for (uint32_t i = 0; i < PMC_HEADS; i++) {
-		uint32_t k = (G.heads_scan + i) % PMC_HEADS;
+	for (uint32_t i = 0; i < PMC_HEADS - 1; i++) {
+		uint32_t k = 1 + (G.heads_scan + i) % (PMC_HEADS - 1); /* word 0: the give-ups */
 		if (!__atomic_load_n(&G.heads_used[k], __ATOMIC_ACQUIRE)) {
 			G.heads_used[k] = 1;
-			G.heads_scan = k + 1;
+			G.heads_scan = k;
 			t->head_slot = k + 1;
 			t->head_mirror = &G.heads[k];
 			atomic_store_explicit(t->head_mirror, 0, memory_order_relaxed);
 			return;
 		}
 	}
+}
+
+/* Frees @t, a thread whose registration failed, and gives back its word of the table. */
+static void
+heads_discard(struct pmc_thread *t)
+{
+	if (t->head_slot)
+		__atomic_store_n(&G.heads_used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
+	free(t);
 }
 
 static void
@@ -327,6 +336,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	if (table && G.heads_fd >= 0) {
 		Pmc__HeadsTable ht = PMC__HEADS_TABLE__INIT;
 		ht.slots = PMC_HEADS;
+		ht.given_up = atomic_load_explicit(&G.heads[0], memory_order_relaxed);
 		Pmc__Request hreq = PMC__REQUEST__INIT;
 		hreq.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
 		hreq.heads_table = &ht;
@@ -732,7 +742,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		}
 		if (resp)
 			pmc__response__free_unpacked(resp, NULL);
-		free(t);
+		heads_discard(t);
 		return NULL;
 	}
 	if (r == -EAGAIN) {
@@ -743,7 +753,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		        "meanwhile (reason %s)",
 		        (int)tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(R_UNREGISTERED));
 		*transient = true;
-		free(t);
+		heads_discard(t);
 		return NULL;
 	}
 	if (r == -ETIMEDOUT) {
@@ -758,7 +768,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		G.reg_late = tid;
 		*transient = true;
 		(void)pmc__service_start_locked();
-		free(t);
+		heads_discard(t);
 		return NULL;
 	}
 	if (r < 0) {
@@ -768,7 +778,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		 * background). */
 		pmc__connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
 		*transient = r == -ECONNRESET || r == -EPIPE;
-		free(t);
+		heads_discard(t);
 		return NULL;
 	}
 	if (!is_reply || resp->register_reply->tid != t->tid ||
@@ -789,7 +799,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		if (is_reply)
 			(void)pmc__thread_exit_send_locked(tid, deadline, false);
 		pmc__response__free_unpacked(resp, NULL);
-		free(t);
+		heads_discard(t);
 		return NULL;
 	}
 	t->n = n_fds;
@@ -921,6 +931,11 @@ pmc__connection_failed_locked(int r)
 		pmc_list_for_each(t, &G.threads, link)
 			if (t->conn == G.conn && t->announced > atomic_load(&t->tail))
 				atomic_store_explicit(&t->tail, t->announced, memory_order_release);
+		/* The heads table says so (word 0), before the hang-up: the daemon then counts
+		 * what the batches announced, not the threads' heads, whose later samples go on
+		 * the next connection. */
+		if (G.heads_conn == G.conn)
+			atomic_fetch_add_explicit(&G.heads[0], 1, memory_order_release);
 	}
 	/* What the daemon queued and nobody read: its fds closed where no close can hold
 	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */

@@ -215,7 +215,8 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .def_id = def_id,
 	        .sent_before = G.sent_total,
 	        .pending = hd - end,
-	        .end = end,
+	        .end = G.heads_conn == G.conn ? end
+	                                      : 0, /* an older daemon's fast decoder stops at 21 */
 	};
 	if (loss) {
 		b.dropped_depth = loss[R_DEPTH];
@@ -575,6 +576,14 @@ pmc__thread_destroy(void *arg)
 		if (on && !told && t->announced > tl)
 			left -= t->announced - tl < left ? t->announced - tl : left;
 		atomic_fetch_add(&G.lost[R_EXITED], left);
+		/* The daemon keeps a thread it was not told of, and reads its word when the
+		 * process goes: the word says what it was told (so that nothing counts twice),
+		 * and stays this thread's (never reused under the daemon's stale entry). */
+		if (on && !told && t->head_slot) {
+			atomic_store_explicit(t->head_mirror, t->announced > tl ? t->announced : tl,
+			                      memory_order_relaxed);
+			t->head_slot = 0;
+		}
 		for (unsigned k = 0; k < R_THREAD_N; k++)
 			atomic_fetch_add(&G.lost[k], atomic_load(&t->lost[k]) - t->reported[k]);
 	}

@@ -235,6 +235,7 @@ handle_heads_table(struct session *s, const Pmc__Request *req)
 	}
 	s->heads = p;
 	s->n_heads = n;
+	s->heads_given_up = req->heads_table->given_up;
 	return 0;
 }
 
@@ -504,10 +505,14 @@ count_unsent(struct session *s)
 	uint64_t n = 0;
 	if (stopping || !s->proc)
 		return;
+	/* Word 0 moved: the library gave this connection up and sends its threads' later
+	 * samples on its next one; what the batches announced is what is lost. */
+	bool given_up =
+	        s->heads && __atomic_load_n(&s->heads[0], __ATOMIC_RELAXED) != s->heads_given_up;
 	for (size_t i = 0; i < s->n_threads; i++) {
 		const struct session_thread *t = &s->threads[i];
 		uint64_t unsent = t->pending;
-		if (t->head_slot && s->heads) {
+		if (t->head_slot && s->heads && !given_up) {
 			uint64_t head =
 			        __atomic_load_n(&s->heads[t->head_slot - 1], __ATOMIC_RELAXED);
 			if (head > t->next_sample && head - t->next_sample > unsent)

@@ -82,6 +82,7 @@ struct session {
 	 * thread's count of published samples. NULL: none. */
 	const uint64_t *heads;
 	uint32_t n_heads;
+	uint64_t heads_given_up; /* HeadsTable.given_up: word 0 when the table came */
 };
 
 /**

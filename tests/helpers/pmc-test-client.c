@@ -20,9 +20,10 @@
  *                    (the child's end is not counted); the child prints how many
  *                    perf_event fds it holds at its start (the parent's: must be 0)
  *                    and after its own regions (its own)
- *   fork-exit K      region "parent" once, pmc_flush(), then a child process runs region
- *                    "child-exit" K times and _exit()s (no flush, no atexit: its samples
- *                    never leave its ring); prints child_pid and child_unsent=K
+ *   fork-exit K [F]  region "parent" once, pmc_flush(), then a child process runs region
+ *                    "child-exit" F times (default 0) and pmc_flush(), then K times and
+ *                    _exit()s (no flush, no atexit: those never leave its ring); prints
+ *                    child_pid, child_sent=F and child_unsent=K
  *   exec N K         region "before-exec" K calls of N pages, pmc_flush(), then exec
  *                    itself as "pages N K" (same pid, new image)
  *   loop ITER        region "loop": an x86-64 loop of exactly 2 instructions per
@@ -523,8 +524,8 @@ main(int argc, char **argv)
 		pthread_join(helper, NULL);
 		printf("child_pid=%d\nparent_page_faults=%ld\nchild_page_faults=%ld\n", (int)child,
 		       n * k, n * k);
-	} else if (!strcmp(mode, "fork-exit") && argc == 3) {
-		long k = atol(argv[2]);
+	} else if (!strcmp(mode, "fork-exit") && (argc == 3 || argc == 4)) {
+		long k = atol(argv[2]), f = argc == 4 ? atol(argv[3]) : 0;
 		run_pages("parent", 1, 1);
 		pmc_flush();
 		pid_t child = fork_flushed();
@@ -532,6 +533,12 @@ main(int argc, char **argv)
 			return 1;
 		if (child == 0) {
 			pmc_region_t r = pmc_region("child-exit");
+			for (long i = 0; i < f; i++) {
+				pmc_begin(r);
+				pmc_end(r);
+			}
+			if (f)
+				pmc_flush();
 			for (long i = 0; i < k; i++) {
 				pmc_begin(r);
 				pmc_end(r);
@@ -541,7 +548,7 @@ main(int argc, char **argv)
 		int st;
 		if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
 			return 1;
-		printf("child_pid=%d\nchild_unsent=%ld\n", (int)child, k);
+		printf("child_pid=%d\nchild_sent=%ld\nchild_unsent=%ld\n", (int)child, f, k);
 	} else if (!strcmp(mode, "exec") && argc == 4) {
 		run_pages("before-exec", atol(argv[2]), atol(argv[3]));
 		/* exec runs no atexit handler: send what is buffered first. */

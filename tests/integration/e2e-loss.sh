@@ -94,4 +94,26 @@ expect_eq "_exit()ed child: in the query output, for its process" \
 grep -q "pid $child: ended holding 100 samples it never sent" "$TMP/daemon.log" ||
 	fail "not logged: $(cat "$TMP/daemon.log")"
 pass "logged: $(grep -o "pid $child: ended holding.*" "$TMP/daemon.log")"
+# 7. The same after a batch: 50 regions sent (pmc_flush()), then 100 more and _exit(): the 100
+#    past the batch's end are lost, the 50 counted.
+restart_daemon
+run_client "$TMP/x2.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" fork-exit 100 50
+child=$(kv child_pid "$TMP/x2.out")
+for _ in $(seq 50); do
+	[ "$(status_of lost)" = 100 ] && break
+	sleep 0.1
+done
+expect_eq "a child's 50 sent, 100 _exit()ed: counted" "$(region_json child-exit "$child" | jq .count)" "$(kv child_sent "$TMP/x2.out")"
+expect_eq "a child's 50 sent, 100 _exit()ed: lost, unsent" "$(pmcctl status --format json | jq -c .losses)" \
+	"{\"unsent\":$(kv child_unsent "$TMP/x2.out")}"
+
+# 8. A connection the library gives up while the daemon still serves it (no answer in time):
+#    the samples after the last batch go on the next connection; the daemon must count them
+#    once, not also as lost when the first connection hangs up.
+restart_daemon
+run_client "$TMP/g.out" env PMC_EVENTS=page-faults "$PMC_TEST_GIVEUP_BIN" 100 50
+expect_eq "given up and reconnected" "$(kv state "$TMP/g.out")" 1
+expect_eq "given up: every region counted" "$(region_json giveup "$CLIENT_PID" | jq .count)" "$(kv count "$TMP/g.out")"
+sleep 0.3
+expect_eq "given up: none counted lost too" "$(status_of lost)" 0
 daemon_alive
