@@ -742,6 +742,8 @@ pmc__thread_warm_up(struct pmc_thread *t)
 		t->floor_pending = 1;
 	}
 	thread_head_publish(t, h0);
+	if (t->fallback_head > h0) /* a read() of the warm-up's: a sample that is no more */
+		t->fallback_head = h0;
 	atomic_store(&t->scaled_end, 0);
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;
