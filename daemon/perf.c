@@ -476,6 +476,23 @@ perf_open_inherited(pid_t pid, int cpu, char *const *names, size_t n, bool per_t
 	return open_failed(r, i, fds, failed);
 }
 
+int
+perf_open_anchor(pid_t pid)
+{
+	/* Never enabled: it counts nothing and costs nothing at a context switch. User mode
+	 * only, as an unprivileged private daemon may open it. */
+	struct perf_event_attr attr = {
+	        .size = sizeof(attr),
+	        .type = PERF_TYPE_SOFTWARE,
+	        .config = PERF_COUNT_SW_DUMMY,
+	        .disabled = 1,
+	        .exclude_kernel = 1,
+	        .exclude_hv = 1,
+	};
+
+	return open_event(&attr, pid, -1);
+}
+
 size_t
 perf_online_cpus(unsigned first, int *cpus, size_t max)
 {

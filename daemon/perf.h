@@ -89,6 +89,22 @@ int perf_open_inherited(pid_t pid, int cpu, char *const *names, size_t n, bool p
                         size_t *failed);
 
 /**
+ * perf_open_anchor() - open a counter on process @pid's own task that the tasks it starts do
+ * not inherit (a software dummy event, never enabled: it counts nothing)
+ * @pid: the process of perf_open_inherited(), before its exec
+ * While it is open, the kernel copies no counter context of @pid's to the tasks it starts (it
+ * clones a context only when all its events are inherited), and so never swaps that context
+ * with one of theirs at a context switch. Such a swap of contexts with inherit_stat counters
+ * exchanges the counts of the two contexts' events pairwise in list order; the list of
+ * @pid's context is in perf_event_open() order, a copy's in the kernel's (CPU, PMU) order:
+ * of events of two PMUs (task-clock and page-faults), one's count would land in the other's.
+ * The copies that @pid's threads and children make of their own contexts are in one order.
+ * Return: the fd (the caller's; the anchor holds while it is open), or the perf_event_open()
+ * error (-errno).
+ */
+int perf_open_anchor(pid_t pid);
+
+/**
  * perf_online_cpus() - the online CPUs numbered @first or more, in order, at most @max of
  * them, in @cpus (/sys/devices/system/cpu/online)
  * Return: how many (0 when the file cannot be read).

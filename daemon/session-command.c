@@ -41,12 +41,15 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	if (!session_events_check(s, oc->events, oc->n_events, &ev, &r))
 		return r;
 	/* Per task: the events on each online CPU from first_cpu on, as many CPUs as one
-	 * datagram's fds allow (the client asks again for the next); else once, on any CPU. */
+	 * datagram's fds allow (the client asks again for the next); else once, on any CPU.
+	 * Asked (the first request of a run), the anchor too (perf_open_anchor()): one fd more,
+	 * the last. */
+	bool anchor = oc->per_task && oc->anchor;
 	int cpus[WIRE_MAX_FDS + 1]; /* one more: whether CPUs are left */
 	size_t n_cpus = 1, n_fds;
 	cpus[0] = -1;
 	if (oc->per_task) {
-		size_t max = WIRE_MAX_FDS / ev.n;
+		size_t max = (WIRE_MAX_FDS - anchor) / ev.n;
 		n_cpus = perf_online_cpus(oc->first_cpu, cpus, max + 1);
 		if (n_cpus == 0 && oc->first_cpu == 0)
 			return session_reply_error(s, ENOENT,
@@ -55,7 +58,7 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 		cr_more = n_cpus > max;
 		n_cpus = n_cpus > max ? max : n_cpus;
 	}
-	n_fds = n_cpus * ev.n;
+	n_fds = n_cpus * ev.n + anchor;
 	if (s->srv->n_fds + n_fds + SERVER_FD_RESERVE > s->srv->fd_limit)
 		return session_reply_error(s, EMFILE,
 		                           "pmcdaemon holds %zu counter fds, near its limit of %zu",
@@ -66,6 +69,20 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	for (size_t c = 0; c < n_cpus && r >= 0; c++, opened += r < 0 ? 0 : ev.n)
 		r = perf_open_inherited(child, cpus[c], ev.cn, ev.n, oc->per_task, fds + opened,
 		                        &failed);
+	if (r >= 0 && anchor) {
+		r = perf_open_anchor(child);
+		if (r < 0) {
+			for (size_t i = 0; i < opened; i++)
+				close(fds[i]);
+			return session_reply_error(
+			        s, -r,
+			        "cannot open the anchor of the command's counters "
+			        "(a dummy software event on its own task): %s",
+			        strerror(-r));
+		}
+		fds[opened++] = r;
+		r = 0;
+	}
 	if (r < 0) {
 		for (size_t i = 0; i < opened; i++)
 			close(fds[i]);
@@ -89,6 +106,7 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	cr.events = ev.cn;
 	cr.per_task = oc->per_task;
 	cr.more = cr_more;
+	cr.anchor = anchor;
 	if (oc->per_task) {
 		cr.n_cpus = n_cpus;
 		cr.cpus = cpus;

@@ -186,6 +186,12 @@ struct whole {
 	struct whole_stat ev[WHOLE_MAX_EVENTS], wall;
 	unsigned runs;
 	char *why; /* the daemon's refusal, escaped */
+	/* The run's anchor (OpenCommand.anchor), held open until its counters are read: while
+	 * it is, the kernel never swaps the command's counter context with a thread's, whose
+	 * counters are in another order (inherit_stat would exchange counts between events). */
+	int anchor;
+	bool anchored;        /* anchor is open */
+	bool unanchored_said; /* the daemon opened none (an older one), said once */
 	/* Per task (run-tasks.c), of the last run: */
 	bool per_task;  /* the counters send each ended task's figures (a group per CPU) */
 	uint64_t *ids;  /* each counter's id (PERF_EVENT_IOC_ID), as fds */

@@ -239,9 +239,9 @@ tasks_end(struct whole *w, const double *total)
 			        event_scaled(w->names[k], t->v[k], t->en[k], t->run[k], &t->scaled);
 	}
 	/* One task sends no record: the one whose context held the counters pmcctl reads when
-	 * it ended (the command's own, unless the kernel swapped contexts between tasks, as it
-	 * does for equal ones; inherit_stat swaps their counts with them). Its counts are what
-	 * the others leave of the sums. Known tasks are the command and those its FORK records
+	 * it ended: the command's own, whose context the anchor keeps from being swapped with
+	 * another task's (with an older daemon's counters, any task's). Its counts are what the
+	 * others leave of the sums. Known tasks are the command and those its FORK records
 	 * name. */
 	size_t silent = 0, rest = 0;
 	double left[WHOLE_MAX_EVENTS];

@@ -29,6 +29,9 @@ whole_close(struct whole *w)
 	free(w->fds);
 	w->fds = NULL;
 	w->n_groups = 0;
+	if (w->anchored)
+		close(w->anchor);
+	w->anchored = false;
 }
 
 void
@@ -74,6 +77,7 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 	oc.events = names;
 	oc.per_task = true; /* figures per process and thread too (run-tasks.c) */
 	oc.first_cpu = first_cpu;
+	oc.anchor = first_cpu == 0; /* once a run; held until its counters are read */
 	req.body_case = PMC__REQUEST__BODY_OPEN_COMMAND;
 	req.open_command = &oc;
 	int r = wire_send(sock, &req.base, &pidfd, 1, 0);
@@ -90,12 +94,15 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 	                : NULL;
 	if (cr)
 		n_groups = cr->per_task ? cr->n_cpus : 1;
+	bool anchor = cr && cr->anchor;
 	if (r == 0 && resp->error) {
 		w->why = escape_text(resp->message);
 		r = -(resp->error < 0 ? -resp->error : resp->error);
-	} else if (r == 0 && (!cr || !cr->n_events || cr->n_events > WHOLE_MAX_EVENTS ||
-	                      (w->n && cr->n_events != w->n) || n_fds != cr->n_events * n_groups ||
-	                      (!n_groups && !first_cpu) || (!cr->per_task && first_cpu))) {
+	} else if (r == 0 &&
+	           (!cr || !cr->n_events || cr->n_events > WHOLE_MAX_EVENTS ||
+	            (w->n && cr->n_events != w->n) || n_fds != cr->n_events * n_groups + anchor ||
+	            (anchor && (!cr->per_task || first_cpu)) || (!n_groups && !first_cpu) ||
+	            (!cr->per_task && first_cpu))) {
 		r = -EBADMSG; /* an older daemon's, or not understood */
 	}
 	if (r < 0) {
@@ -118,8 +125,20 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 	if (!grown)
 		oom();
 	w->fds = grown;
-	memcpy(w->fds + w->n * w->n_groups, fds, n_fds * sizeof(*fds));
+	memcpy(w->fds + w->n * w->n_groups, fds, (n_fds - anchor) * sizeof(*fds));
 	w->n_groups += n_groups;
+	if (anchor) {
+		w->anchor = fds[n_fds - 1];
+		w->anchored = true;
+	} else if (cr->per_task && !first_cpu && !w->unanchored_said) {
+		/* An older daemon's: the kernel may swap the command's counter context with its
+		 * threads' and exchange counts between its events (OpenCommand.anchor). */
+		fprintf(stderr, "pmcctl: run: this pmcdaemon opens no anchor with the command's "
+		                "counters (it is older than pmcctl): the whole-program figures of "
+		                "events of two PMUs (task-clock and page-faults) may be exchanged "
+		                "between them; update pmcdaemon\n");
+		w->unanchored_said = true;
+	}
 	if (cr->per_task && cr->more && n_groups)
 		*next = (uint32_t)cr->cpus[n_groups - 1] + 1;
 	pmc__response__free_unpacked(resp, NULL);
