@@ -172,9 +172,10 @@ tasks_record(struct whole *w, const struct perf_event_header *h, const uint8_t *
 		 * own COMM */
 		if (h->size < sizeof(*h) + 16)
 			return;
-		struct whole_task *parent = task_find_tid(w, u32[3]);
+		/* task_get() first: it may move the array a parent's pointer would point into. */
 		struct whole_task *t = task_get(w, u32[0], u32[2]);
-		if (parent && !t->comm[0])
+		const struct whole_task *parent = task_find_tid(w, u32[3]);
+		if (parent && parent != t && !t->comm[0])
 			memcpy(t->comm, parent->comm, sizeof(t->comm));
 		break;
 	}

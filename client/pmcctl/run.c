@@ -722,10 +722,13 @@ run_concat(Pmc__Response *const *resps, size_t n, Pmc__QueryReply *view)
 	for (size_t i = 0; i < n; i++) {
 		const Pmc__QueryReply *q = resps[i]->query;
 
-		memcpy(view->regions + view->n_regions, q->regions,
-		       q->n_regions * sizeof(*q->regions));
+		if (q->n_regions) /* memcpy() takes no NULL, even for 0 bytes */
+			memcpy(view->regions + view->n_regions, q->regions,
+			       q->n_regions * sizeof(*q->regions));
 		view->n_regions += q->n_regions;
-		memcpy(view->losses + view->n_losses, q->losses, q->n_losses * sizeof(*q->losses));
+		if (q->n_losses)
+			memcpy(view->losses + view->n_losses, q->losses,
+			       q->n_losses * sizeof(*q->losses));
 		view->n_losses += q->n_losses;
 		view->run_tag_evicted += q->run_tag_evicted;
 	}

@@ -16,8 +16,15 @@ for k in 1 2 3; do
 		fail "run of 20 programs: $(cat "$TMP/err")"
 	expect_eq "20 programs of a few ms, run $k: every process" "$(procs "$TMP/j")" 20
 	expect_eq "20 programs, run $k: none dropped" "$(jq .evicted_processes "$TMP/j")" 0
-	expect_faults "20 programs, run $k: their page faults" \
-		"$(jq '[.regions[] | select(.name == "pages") | .events["page-faults"].sum] | add' "$TMP/j")" 20
+	pf=$(jq '[.regions[] | select(.name == "pages") | .events["page-faults"].sum] | add' "$TMP/j")
+	if [ -z "${PMC_SANITIZED:-}" ]; then
+		expect_eq "20 programs, run $k: their page faults" "$pf" 20
+	else
+		# The sanitizers' shadow memory faults pages of its own inside regions, in each of
+		# the 20 processes; the plain build checks the figure exactly.
+		[ "$pf" -ge 20 ] || fail "20 programs, run $k: their page faults: $pf, under 20"
+		pass "20 programs, run $k: their page faults = $pf (20 and the sanitizers' own)"
+	fi
 done
 
 # 30 ended processes of one user, over --keep-exited-per-user 25: the daemon keeps 25 (the
