@@ -155,9 +155,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool fd_starved, transient;
 	struct pmc_thread *t = pmc__register_locked(&fd_starved, &transient);
 	if (t) {
-		G.threads = t->next;
-		if (G.threads)
-			G.threads->prev = NULL;
+		pmc_list_remove(&G.threads, &t->link);
 		pmc__thread_release(t);
 	}
 	/* The rest, each as the late reply to a registration given up. */

@@ -28,10 +28,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Pmc__QueryReply *tree = pmc__query_reply__unpack(NULL, size - 2 - first, data + 2 + first);
 
 	if (flat) {
-		pprof_write(flat, tree, &o, NULL, NULL);
+		pprof_write(flat, tree, &o, NULL, NULL, NULL);
 		o.regions = (const char **)region;
 		o.n_regions = 1;
-		pprof_write(flat, tree, &o, NULL, NULL);
+		pprof_write(flat, tree, &o, NULL, NULL, NULL);
 	}
 	pmc__query_reply__free_unpacked(flat, NULL);
 	pmc__query_reply__free_unpacked(tree, NULL);
