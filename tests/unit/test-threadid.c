@@ -96,6 +96,11 @@ test_pidfd(void)
 	CHECK(threadid_from_pidfd(pfd, getpid(), why, sizeof(why)) == h.tid);
 	close(h.go[1]);
 	pthread_join(th, NULL);
+	/* pthread_join() returns once the kernel cleared the thread's tid word, which it does
+	 * before the thread's last steps out (its pidfd still names it for a moment: a loaded
+	 * CI machine saw it): wait for the end, up to 5 s. */
+	for (int i = 0; i < 500 && threadid_check(pfd, getpid(), h.tid) != -ESRCH; i++)
+		usleep(10000);
 	CHECK(threadid_check(pfd, getpid(), h.tid) == -ESRCH);
 	CHECK(threadid_from_pidfd(pfd, getpid(), why, sizeof(why)) == -ESRCH);
 	close(pfd);
