@@ -209,12 +209,19 @@ heads_take_locked(struct pmc_thread *t)
 	}
 }
 
+/* Gives back @t's word of the table, if it has one. */
+static void
+heads_give_back(struct pmc_thread *t)
+{
+	if (t->head_slot)
+		__atomic_store_n(&G.heads_used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
+}
+
 /* Frees @t, a thread whose registration failed, and gives back its word of the table. */
 static void
 heads_discard(struct pmc_thread *t)
 {
-	if (t->head_slot)
-		__atomic_store_n(&G.heads_used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
+	heads_give_back(t);
 	free(t);
 }
 
@@ -461,8 +468,7 @@ pmc__thread_release(struct pmc_thread *t)
 	free(t->memo);
 	ring_free(atomic_load(&t->ring));
 	ring_free(t->old);
-	if (t->head_slot)
-		__atomic_store_n(&G.heads_used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
+	heads_give_back(t);
 	free(t);
 }
 
