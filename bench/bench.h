@@ -145,7 +145,7 @@ bench_rdpmc_bit(void)
 	return r;
 }
 
-/* The attributes pmcdaemon uses (daemon/perf.c): software events count user and kernel
+/* The attributes pmcdaemon uses (daemon/kernel/perf.c): software events count user and kernel
  * mode, hardware events user mode (NAME:k kernel mode), with user-space reads asked for where
  * the PMU wants it (arm64); the leader reads the whole group with both times. */
 static inline void

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cgroup.h"
+#include "common/cgroup.h"
 
 #define CALLS 2000
 #define RUNS 11

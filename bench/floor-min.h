@@ -1,5 +1,5 @@
 /* floor-min.h: the least a region must do to count a group of events through their user
- * pages, written apart from the library's reader (client/reader.h) so that the floor row 7
+ * pages, written apart from the library's reader (client/lib/reader.h) so that the floor row 7
  * measures the library against is not the library's own code: per event, one seqlock pass
  * (lock, index, offset, the counter read, pmc_width sign extension, lock again); on the
  * leader's page also the clock (time_zero, time_mult, time_shift; time_cycles and time_mask

@@ -88,9 +88,9 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "procstat.h"
-#include "util.h"
-#include "wire.h"
+#include "common/procstat.h"
+#include "common/util.h"
+#include "wire/wire.h"
 
 #define BATCH 512
 #define N_REGIONS 8

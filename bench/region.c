@@ -8,7 +8,7 @@
  *	and the floor for the same path: what reading the same counters costs with nothing
  *	around it. The floor opens its own group of the same events (the daemon's attributes)
  *	on this thread and does what a region must do at the least: where the counters' user
- *	pages allow rdpmc, two inline rdpmc sequences (client/reader.h) over every event;
+ *	pages allow rdpmc, two inline rdpmc sequences (client/lib/reader.h) over every event;
  *	otherwise two read()s of the group (PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED |
  *	TOTAL_TIME_RUNNING); plus two clock_gettime(CLOCK_MONOTONIC) for the wall time, in the
  *	order the library does them. The variants alternate in blocks of ITERS regions, REPS
@@ -59,7 +59,7 @@
 
 #include "bench.h"
 #include "floor-min.h"
-#include "reader.h"
+#include "lib/reader.h"
 
 #ifdef PMC_BENCH_PAPI
 #include <papi.h>

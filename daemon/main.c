@@ -17,15 +17,15 @@
 #include <systemd/sd-daemon.h>
 #endif
 
-#include "log.h"
-#include "metrics.h"
+#include "common/util.h"
+#include "kernel/log.h"
+#include "kernel/perf.h"
+#include "kernel/policy.h"
+#include "metrics/metrics.h"
 #include "notify.h"
-#include "perf.h"
-#include "pmc-shared.h"
-#include "policy.h"
-#include "server.h"
-#include "util.h"
-#include "wire.h"
+#include "session/server.h"
+#include "wire/pmc-shared.h"
+#include "wire/wire.h"
 
 static void
 usage(FILE *f)

@@ -12,9 +12,9 @@
 #include <systemd/sd-daemon.h>
 #endif
 
-#include "log.h"
-#include "server.h"
-#include "util.h"
+#include "common/util.h"
+#include "kernel/log.h"
+#include "session/server.h"
 
 /* How often STATUS= is refreshed when no watchdog asks for more. */
 #define NOTIFY_STATUS_PERIOD_USEC (5 * 1000000ull)

@@ -7,7 +7,7 @@
 set -euo pipefail
 SRC=${PMC_SOURCE_DIR:?}
 mapfile -t pages < <(cd "$SRC" && git ls-files '*.[1-8]' 2>/dev/null ||
-	printf '%s\n' client/pmcctl.1 client/libpmcclient.3 daemon/pmcdaemon.8)
+	printf '%s\n' client/pmcctl/pmcctl.1 client/lib/libpmcclient.3 daemon/pmcdaemon.8)
 [ ${#pages[@]} -gt 0 ] || { echo "FAIL: no man pages found" >&2; exit 1; }
 rc=0
 for p in "${pages[@]}"; do
@@ -35,8 +35,8 @@ for p in "${pages[@]}"; do
 	[ -z "$out" ] || { echo "FAIL: $out"; rc=1; }
 	[ $rc != 0 ] || echo "ok - $p"
 done
-depth=$(sed -n 's/^#define PMC_LIMIT_DEPTH \([0-9]*\).*/\1/p' "$SRC/proto/pmc-shared.h")
-if grep -n "nested deeper than" "$SRC/client/pmcctl.1" | grep -v "deeper than $depth" ; then
+depth=$(sed -n 's/^#define PMC_LIMIT_DEPTH \([0-9]*\).*/\1/p' "$SRC/proto/wire/pmc-shared.h")
+if grep -n "nested deeper than" "$SRC/client/pmcctl/pmcctl.1" | grep -v "deeper than $depth" ; then
 	echo "FAIL: pmcctl.1 states a depth limit other than PMC_LIMIT_DEPTH ($depth)"
 	rc=1
 fi

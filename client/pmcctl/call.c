@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include "pmcctl.h"
-#include "wire.h"
+#include "pmcctl/pmcctl.h"
+#include "wire/wire.h"
 
 #define CALL_TIMEOUT_MS 5000
 /* What a part of a streamed reply counts against --max-reply at least. */

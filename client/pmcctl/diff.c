@@ -32,7 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 #define DIFF_EXIT_BAD_INPUT 2
 #define DIFF_MAX_FILE (1ull << 30) /* a dump of 262,144 regions is far below */

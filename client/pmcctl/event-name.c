@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* perf's software events (and their aliases): without a mode they count user and kernel
  * mode, where any other event counts user mode only; pmcdaemon leaves the default mode

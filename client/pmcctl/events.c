@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 static bool
 is_default_event(const Pmc__EventsReply *ev, const char *name)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* The folded stacks of a reply, gathered process by process and printed at the end. */
 struct flamegraph {

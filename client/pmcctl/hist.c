@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* Columns of the longest bar. */
 #define BAR_WIDTH 50

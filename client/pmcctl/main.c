@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pmc-shared.h"
-#include "pmcctl.h"
-#include "suggest.h"
+#include "common/suggest.h"
+#include "pmcctl/pmcctl.h"
+#include "wire/pmc-shared.h"
 
 #ifdef PMC_VERSION
 #define PMCCTL_VERSION PMC_VERSION

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "cgroup.h"
-#include "escape.h"
-#include "pmcctl.h"
+#include "common/cgroup.h"
+#include "common/escape.h"
+#include "pmcctl/pmcctl.h"
 
 /* Shortest "%g" text that reads back as the same double. */
 static void
@@ -31,7 +31,7 @@ format_real(char *buf, size_t len, double v)
  * check strings. A hidden character becomes a visible escape, "\x1b" for a byte below 0x80,
  * "\u202e" for a code point above, and so does each byte that is not UTF-8 ("\x9b"): the
  * result is valid UTF-8 (jansson refuses anything else) with nothing hidden. The daemon's
- * metrics page hides the same (escape_next(), proto/escape.h). */
+ * metrics page hides the same (escape_next(), proto/common/escape.h). */
 char *
 escape_text(const char *s)
 {

@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "common/util.h"
 #include "pmc.pb-c.h"
-#include "util.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2

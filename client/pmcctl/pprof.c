@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* The frame of run's whole-program samples, as its tables name the rows. */
 #define PPROF_WHOLE_FRAME "(whole program)"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* Orders regions by (pid, name). */
 int

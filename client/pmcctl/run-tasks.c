@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* Data pages of the ring (a power of two): 64 KiB holds about 1,300 ended tasks between two
  * reads, which run's loop makes at least every 10 ms. */

@@ -16,8 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pmcctl.h"
-#include "wire.h"
+#include "pmcctl/pmcctl.h"
+#include "wire/wire.h"
 
 #define WHOLE_TIMEOUT_MS 5000
 

@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pmcctl.h"
-#include "procstat.h"
-#include "wire.h"
+#include "common/procstat.h"
+#include "pmcctl/pmcctl.h"
+#include "wire/wire.h"
 
 static void
 fclosep(FILE **f)

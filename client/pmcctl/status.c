@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 static const char *const status_keys[] = {
         "daemon_version",

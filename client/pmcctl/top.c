@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <wchar.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 /* One Status and one Query, and when they were taken. */
 struct top_snap {

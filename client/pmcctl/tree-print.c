@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cgroup.h"
-#include "pmcctl.h"
+#include "common/cgroup.h"
+#include "pmcctl/pmcctl.h"
 
 /* ---- a tree reply, process by process ---- */
 

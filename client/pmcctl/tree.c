@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 static uint64_t
 sum_of(const Pmc__Stats *s)

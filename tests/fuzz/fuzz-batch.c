@@ -1,4 +1,4 @@
-/* libFuzzer target: the daemon's hand decoder of SampleBatch requests (daemon/batch.c)
+/* libFuzzer target: the daemon's hand decoder of SampleBatch requests (daemon/model/batch.c)
  * against protobuf-c. Input: one datagram. Whenever batch_decode() takes it,
  * pmc__request__unpack() must decode it to the same SampleBatch, field by field; a difference
  * aborts. Seeds: tests/fuzz/corpus (whose records start with a 2-byte length: the fuzzer
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "wire.h"
+#include "model/batch.h"
+#include "wire/wire.h"
 
 static void
 same_array(size_t n_a, const void *a, size_t n_b, const void *b, size_t size)

@@ -19,7 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "client-internal.h"
+#include "lib/client-internal.h"
 
 #define MAX_DATAGRAMS 16
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 static struct diff_file *
 parse(const uint8_t *data, size_t len)

@@ -18,10 +18,10 @@
 
 #include <event2/event.h>
 
-#include "perf.h"
-#include "server.h"
-#include "session.h"
-#include "wire.h"
+#include "kernel/perf.h"
+#include "session/server.h"
+#include "session/session.h"
+#include "wire/wire.h"
 
 static struct server *srv;
 

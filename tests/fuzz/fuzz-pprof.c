@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

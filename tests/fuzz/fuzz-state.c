@@ -17,11 +17,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "perf.h"
-#include "server.h"
-#include "session.h"
-#include "state.h"
-#include "wire.h"
+#include "kernel/perf.h"
+#include "model/state.h"
+#include "session/server.h"
+#include "session/session.h"
+#include "wire/wire.h"
 
 static struct server *srv;
 

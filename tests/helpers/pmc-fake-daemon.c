@@ -28,7 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #define MAX_CONNS 64
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 static void
 put(FILE *f, const Pmc__Request *r)

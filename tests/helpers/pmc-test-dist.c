@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 /* Samples per SampleBatch. */
 #define BATCH 512

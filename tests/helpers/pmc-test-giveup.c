@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "client-internal.h"
+#include "lib/client-internal.h"
 
 int
 main(int argc, char **argv)

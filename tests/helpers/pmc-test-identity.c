@@ -58,7 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #define PIDFD_THREAD_FLAG O_EXCL
 

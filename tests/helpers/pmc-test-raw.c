@@ -106,7 +106,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 static int
 call(int fd, Pmc__Request *req, Pmc__Response **resp)

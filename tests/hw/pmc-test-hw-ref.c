@@ -1,5 +1,5 @@
 /* pmc-test-hw-ref: what the kernel itself gives for the events the hardware suite asks pmc
- * for, opened exactly as pmcdaemon opens them (daemon/perf.c: names, the PMU's format bits,
+ * for, opened exactly as pmcdaemon opens them (daemon/kernel/perf.c: names, the PMU's format bits,
  * groups), but on this thread, with no daemon and no libpmcclient. Needs the right to count
  * itself (root where perf_event_paranoid is 3). Prints "key=value" lines.
  *
@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "hw-loop.h"
-#include "perf.h"
-#include "reader.h"
+#include "kernel/perf.h"
+#include "lib/reader.h"
 
 static uint64_t
 parse_u64(const char *s, uint64_t min)

@@ -5,7 +5,7 @@
 # dump, reset and top (and an old client's single --region); status leaves pmcctl's own
 # connection out of its clients.
 . "$(dirname "$0")/../lib/lib.sh"
-MAN=$(cd "$(dirname "$0")/../../client" && pwd)/pmcctl.1
+MAN=$(cd "$(dirname "$0")/../../client/pmcctl" && pwd)/pmcctl.1
 start_daemon
 ROOT_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")
 user_ctl() { as_user "$PMCCTL_BIN" "$@"; }

@@ -24,7 +24,7 @@ for m in garbage fds bad-batch no-hello heads-file heads-unsealed heads-small he
 	out=$(raw $m) || fail "$m: $out"
 	pass "$m: $out"
 done
-# Each heads table refused for its own reason (daemon/session.c, handle_heads_table()).
+# Each heads table refused for its own reason (daemon/session/session.c, handle_heads_table()).
 for why in "not a memfd sealed against shrinking" "smaller than it says" "of no size or too large" \
 	"a second heads table" "must carry one file descriptor carries none"; do
 	grep -q "$why" "$TMP/daemon.log" || fail "heads table refusal not logged: $why"

@@ -1,8 +1,8 @@
 /* Figures for registries the unit tests build by hand (test-registry, test-scrape). */
 #pragma once
 
+#include "model/registry.h"
 #include "pmc-test.h"
-#include "registry.h"
 
 /* @n runs of region @name of @p, each of wall time 100 ns and @v page faults. */
 static inline void

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 static void __attribute__((noreturn, format(printf, 1, 0))) vdie(const char *fmt, va_list ap)
 {

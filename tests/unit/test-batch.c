@@ -1,4 +1,4 @@
-/* Unit tests for daemon/batch.c, the hand decoder of SampleBatch requests, against protobuf-c
+/* Unit tests for daemon/model/batch.c, the hand decoder of SampleBatch requests, against protobuf-c
  * field by field: on the fuzzer's seed corpus, random batches, random mutations of both and
  * hand-made encodings. Whenever batch_decode() takes a datagram, pmc__request__unpack() must
  * decode it to the same SampleBatch; the plain batches clients send must be taken. Then how the
@@ -22,13 +22,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "batch.h"
-#include "perf.h"
+#include "kernel/perf.h"
+#include "kernel/policy.h"
+#include "model/batch.h"
+#include "model/registry.h"
 #include "pmc-test.h"
-#include "policy.h"
-#include "registry.h"
-#include "server.h"
-#include "wire.h"
+#include "session/server.h"
+#include "wire/wire.h"
 
 #ifndef PMC_FUZZ_CORPUS
 #define PMC_FUZZ_CORPUS "tests/fuzz/corpus"

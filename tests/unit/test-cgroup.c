@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "common/cgroup.h"
 #include "pmc-test.h"
 
 #define ID64 "3f4e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f"

@@ -1,15 +1,15 @@
-/* Unit tests for client/encoder.h, the client's one-pass SampleBatch encoder: over random
+/* Unit tests for client/lib/encoder.h, the client's one-pass SampleBatch encoder: over random
  * batches (samples of 0 to 16 values of every width, extrapolated values or none, region
  * definitions, losses, any tid) its bytes must be exactly pmc__request__pack()'s for the same
- * batch, and the daemon's hand decoder (daemon/batch.c) must take those without definitions.
+ * batch, and the daemon's hand decoder (daemon/model/batch.c) must take those without definitions.
  * Prints "ok N - name" per test; exits 1 at the first failed check. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "encoder.h"
+#include "lib/encoder.h"
+#include "model/batch.h"
 #include "pmc-test.h"
 #include "pmc.pb-c.h"
 

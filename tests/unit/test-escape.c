@@ -1,10 +1,10 @@
-/* escape_next() and escape_copy() (proto/escape.h), the one escaper of names behind pmcctl's output
- * and the daemon's metrics page: what is shown as it is, what becomes a visible escape, and how
- * many bytes each step takes. */
+/* escape_next() and escape_copy() (proto/common/escape.h), the one escaper of names behind pmcctl's
+ * output and the daemon's metrics page: what is shown as it is, what becomes a visible escape, and
+ * how many bytes each step takes. */
 #include <stdio.h>
 #include <string.h>
 
-#include "escape.h"
+#include "common/escape.h"
 #include "pmc-test.h"
 
 static void

@@ -1,4 +1,4 @@
-/* file_trust_*() (daemon/file-trust.h), behind the state file's checks and
+/* file_trust_*() (daemon/kernel/file-trust.h), behind the state file's checks and
  * --metrics-token-file's: kind, then owner (the daemon's euid, root where allowed), then the
  * denied bits; the words the messages use; and one real file's fstat(). */
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "file-trust.h"
+#include "kernel/file-trust.h"
 #include "pmc-test.h"
 
 /* The daemon's rules: --metrics-token-file (root's or the daemon's, no one else reads or

@@ -1,9 +1,9 @@
-/* proto/list.h, the intrusive list of the daemon and pmcctl: zeroed memory is an empty list,
+/* proto/common/list.h, the intrusive list of the daemon and pmcctl: zeroed memory is an empty list,
  * append and prepend keep the order, remove at the head, the middle and the tail mends both
  * directions, for_each_safe frees as it goes, an object reached from its node. */
 #include <stdlib.h>
 
-#include "list.h"
+#include "common/list.h"
 #include "pmc-test.h"
 
 struct obj {

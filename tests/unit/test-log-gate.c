@@ -1,9 +1,9 @@
-/* log_gate_pass() (daemon/log.h), the one rate limit of the daemon's lines: log_limited()'s 20
- * lines every 10 s over all clients and the metrics page's one line a minute per condition.
- * The first occurrence passes, a burst then holds the rest back, the window that closes
- * reports what it held and how long it lasted, and a new window opens at the next occurrence,
- * not on a fixed grid. */
-#include "log.h"
+/* log_gate_pass() (daemon/kernel/log.h), the one rate limit of the daemon's lines: log_limited()'s
+ * 20 lines every 10 s over all clients and the metrics page's one line a minute per condition. The
+ * first occurrence passes, a burst then holds the rest back, the window that closes reports what it
+ * held and how long it lasted, and a new window opens at the next occurrence, not on a fixed grid.
+ */
+#include "kernel/log.h"
 #include "pmc-test.h"
 
 #define S 1000000000ull

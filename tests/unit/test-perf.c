@@ -1,4 +1,4 @@
-/* Unit tests for daemon/perf.c and the derived metrics of daemon/registry.c: name
+/* Unit tests for daemon/kernel/perf.c and the derived metrics of daemon/model/registry.c: name
  * resolution and modifiers, typo suggestions, libpfm4 names, and how events are split
  * into perf groups. Needs no PMU: nothing here opens a hardware counter. */
 #include <errno.h>
@@ -8,10 +8,10 @@
 
 #include <unistd.h>
 
-#include "perf.h"
+#include "common/util.h"
+#include "kernel/perf.h"
+#include "model/registry.h"
 #include "pmc-test.h"
-#include "registry.h"
-#include "util.h"
 
 static void
 test_resolve_modifiers(void)

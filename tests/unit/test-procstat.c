@@ -1,4 +1,4 @@
-/* procstat_parse() and procstat_read() (proto/procstat.h), the one /proc/PID/stat reader of
+/* procstat_parse() and procstat_read() (proto/common/procstat.h), the one /proc/PID/stat reader of
  * the daemon, pmcctl run and the ingest bench: a comm with spaces and parentheses, the
  * fields counted after the last ')', short or broken lines refused, a process that is gone. */
 #include <errno.h>
@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/procstat.h"
 #include "pmc-test.h"
-#include "procstat.h"
 
 /* Fields 3 to 22 after the comm: ppid 7, utime 11, stime 12, start 1234567. */
 #define TAIL " S 7 3 3 0 -1 4194560 100 0 0 0 11 12 0 0 20 0 1 0 1234567 4096 1 0 0 0\n"

@@ -1,4 +1,4 @@
-/* Unit tests for client/reader.h: sign extension, the rdpmc seqlock reader over a simulated
+/* Unit tests for client/lib/reader.h: sign extension, the rdpmc seqlock reader over a simulated
  * perf_event_mmap_page with fake rdpmc/rdtsc (no PMU needed), what arm64's pages hold (the
  * cycle counter at index 32, 32-bit counters past 2^32, cntvct_el0 under cap_user_time_short,
  * index 0 with user access off), time scaling, the fallback cases, retries under a concurrent
@@ -20,8 +20,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "lib/reader.h"
 #include "pmc-test.h"
-#include "reader.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 

@@ -1,13 +1,13 @@
-/* region_index_*() (daemon/region-index.h), the one index of a process's regions and of its
+/* region_index_*() (daemon/model/region-index.h), the one index of a process's regions and of its
  * call path nodes: every element found again as it grows, (parent, name) pairs told apart,
  * the order of the array kept, names that collide in the table, and an empty index. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/region-index.h"
+#include "model/registry.h"
 #include "pmc-test.h"
-#include "region-index.h"
-#include "registry.h"
 
 struct table {
 	struct region_index ix;

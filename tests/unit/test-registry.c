@@ -1,4 +1,4 @@
-/* Unit tests for daemon/registry.c: a process's regions by name, through its index, as it
+/* Unit tests for daemon/model/registry.c: a process's regions by name, through its index, as it
  * grows past several resizes; the room --max-total-regions leaves; and the retired
  * aggregates that keep what forgotten processes counted for /metrics. */
 #include <errno.h>
@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "common/cgroup.h"
+#include "model/registry.h"
 #include "pmc-test-registry.h"
 #include "pmc-test.h"
-#include "registry.h"
 
 #define N 5000
 

@@ -1,11 +1,11 @@
-/* Unit tests for daemon/loop-sched.c: which connection the loop serves next. A uid with many
- * connections gets no more turns than a uid with one; control goes before bulk, and bulk
- * still gets its turns; a connection closed while queued leaves no trace. */
+/* Unit tests for daemon/session/loop-sched.c: which connection the loop serves next. A uid with
+ * many connections gets no more turns than a uid with one; control goes before bulk, and bulk still
+ * gets its turns; a connection closed while queued leaves no trace. */
 #include <stdio.h>
 #include <string.h>
 
-#include "loop-sched.h"
 #include "pmc-test.h"
+#include "session/loop-sched.h"
 
 /* A connection of uid @uid (an index into uids[]), its place in the queues. */
 struct conn {

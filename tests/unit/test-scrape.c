@@ -1,4 +1,4 @@
-/* The metrics page's scrape (daemon/metrics-scrape.c, metrics-page.c) over a registry this
+/* The metrics page's scrape (daemon/metrics/metrics-scrape.c, metrics-page.c) over a registry this
  * test builds by hand, as test-registry.c does, without HTTP or the loop (scrape_page()):
  * the series of each (program, uid, region), label values escaped, a forgotten process's
  * figures kept in its program's series, and --metrics-max-series leaving off the regions
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "metrics-internal.h"
+#include "metrics/metrics-internal.h"
 #include "pmc-test-registry.h"
 #include "pmc-test.h"
-#include "server.h"
+#include "session/server.h"
 
 /* The page of @srv with at most @max_series series of regions, NUL-terminated (free() it). */
 static char *

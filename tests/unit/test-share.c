@@ -1,6 +1,6 @@
 /* share_allows(): a share is a guarantee, not a cap. */
+#include "model/share.h"
 #include "pmc-test.h"
-#include "share.h"
 
 static void
 test_alone(void)

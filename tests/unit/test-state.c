@@ -1,4 +1,4 @@
-/* Unit tests for daemon/state.c: a save and load round trip; a state file written before
+/* Unit tests for daemon/model/state.c: a save and load round trip; a state file written before
  * a reboot, whose processes no new process may match; a directory or files that another
  * user could have put in the daemon's way (refused, nothing followed or overwritten); the
  * size limit, the same on both sides; the periodic save in a child process (a snapshot,
@@ -29,12 +29,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "common/cgroup.h"
+#include "common/util.h"
+#include "model/state.h"
 #include "pmc-test.h"
 #include "pmc.pb-c.h"
-#include "server.h"
-#include "state.h"
-#include "util.h"
+#include "session/server.h"
 
 static char dir[64], path[128], tmp_path[160];
 

@@ -1,8 +1,8 @@
-/* Unit tests for the sparse histogram of daemon/stats.c: blocks only for the groups samples
+/* Unit tests for the sparse histogram of daemon/model/stats.c: blocks only for the groups samples
  * fall in, stats_memory() of what is allocated, every result equal to a dense reference
  * histogram (counts, quantiles, merges of disjoint and overlapping groups), stats_reset()
  * keeping the blocks zeroed, allocation failures that leave the aggregate consistent, and the
- * state file (daemon/state.c) written and read back through the same sparse (index, count)
+ * state file (daemon/model/state.c) written and read back through the same sparse (index, count)
  * pairs. Prints "ok N - name" per test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -40,13 +40,13 @@ test_realloc(void *p, size_t size)
 }
 
 #define realloc test_realloc
-#include "stats.c"
+#include "model/stats.c"
 #undef realloc
 
+#include "model/registry.h"
+#include "model/state.h"
 #include "pmc.pb-c.h"
-#include "registry.h"
-#include "server.h"
-#include "state.h"
+#include "session/server.h"
 
 #define POW2(k) (UINT64_C(1) << (k))
 
@@ -609,7 +609,7 @@ test_alloc_failure(void)
 	stats_free(&w);
 }
 
-/* --- the state file (daemon/state.c) --- */
+/* --- the state file (daemon/model/state.c) --- */
 
 static struct region_agg *
 make_region(struct registry *reg, struct process *p, const char *name)

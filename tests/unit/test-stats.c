@@ -1,4 +1,4 @@
-/* Unit tests for daemon/stats.c: exact moments, histogram layout, quantile accuracy, merge,
+/* Unit tests for daemon/model/stats.c: exact moments, histogram layout, quantile accuracy, merge,
  * saturation and reset, and the batch accumulators (struct stats_acc) against stats_add().
  * Prints "ok N - name" per test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/stats.h"
 #include "pmc-test.h"
-#include "stats.h"
 
 #define POW2(k) (UINT64_C(1) << (k))
 

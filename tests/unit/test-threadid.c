@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fdcheck.h"
+#include "common/fdcheck.h"
+#include "kernel/threadid.h"
 #include "pmc-test.h"
-#include "threadid.h"
 
 static void
 test_nspid_fields(void)

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "pmc-test.h"
-#include "pmcctl.h"
+#include "pmcctl/pmcctl.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "pmc-test.h"
-#include "wire.h"
+#include "wire/wire.h"
 
 static void
 pair(int sv[2])

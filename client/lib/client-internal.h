@@ -1,0 +1,474 @@
+/* libpmcclient's internals: what its four files share, and the rules they keep.
+ *
+ *   client.c      the hot path, in one translation unit so that its code is generated as
+ *                 one: reading the counters, the thread lookup, the path cache,
+ *                 pmc_begin()/pmc_end() and the macros' entry points;
+ *   connection.c  the environment, the fork() handlers, connecting (Hello), registering a
+ *                 thread, reattaching one to a daemon that restarted, the warnings;
+ *   send.c        Define messages, batches, draining, the background thread, flushing,
+ *                 a thread's exit and the process's;
+ *   intern.c      the name and path tables (pmc_region()).
+ *
+ * Every function and object one of them shares with another is named pmc__* for the linker
+ * (G and T through an asm label) and is hidden: none collides with a program's symbol inside
+ * the static library, none is exported by the shared one (libpmcclient.sym), and none is
+ * reached through the GOT or the PLT.
+ *
+ * Locks. G.lock guards the connection (G.fd, G.conn, G.state once it left ST_NONE), the list
+ * of threads (G.threads), every thread's ring tail and what a batch has reported, and the
+ * name table's writers; it is taken to connect, intern a new name, register a thread and
+ * send, never by the hot path, whose thread only tries it (pmc__flush_try()) and never waits
+ * for it. G.path_lock is taken to intern a path only, never held over a round trip, never
+ * taken with G.lock held but across fork() (both, G.lock first). Nothing else is locked:
+ * the name and path tables are read without a lock (each entry written before its id is
+ * published, release/acquire), a thread's ring has one writer, its thread, and one reader,
+ * whoever holds G.lock (see struct pmc_thread).
+ *
+ * The connection (G.state):
+ *   ST_NONE  -> ST_ON    the first pmc_region(), begin or pmc_enabled() connected and the
+ *                        daemon answered Hello (pmc__connect_locked());
+ *            -> ST_LOST  no daemon answered: the background thread connects once one does;
+ *            -> ST_OFF   PMC_DISABLE, the daemon refused Hello, or no background thread;
+ *   ST_ON    -> ST_LOST  a send or a registration failed (pmc__connection_failed_locked());
+ *   ST_LOST  -> ST_ON    the background thread connected (G.conn counts the connections: a
+ *                        thread registered on an earlier one reattaches at its next send);
+ *   ST_ON, ST_LOST -> ST_NONE  in a fork()ed child (G.gen moves on).
+ * A thread (struct pmc_thread.state): ST_ON registered, ST_OFF refused (for good in its
+ * generation), ST_RETRY asks again after a back-off, ST_FORKED its counters were the
+ * parent's.
+ */
+#pragma once
+
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <pmc/pmc.h>
+
+#include "common/list.h"
+#include "common/util.h"
+#include "lib/encoder.h"
+#include "wire/pmc-shared.h"
+#include "wire/wire.h"
+
+#pragma GCC visibility push(hidden)
+
+#define PMC_DEFAULT_SOCKET PMC_SOCKET_DEFAULT
+/* Region ids 1..65535, as many as the daemon takes; its --max-regions then applies. */
+#define PMC_MAX_REGIONS (PMC_LIMIT_REGION_ID + 1)
+#define PMC_MAX_EVENTS 16
+/* Regions open at once on a thread: frames for PMC_STACK_START, grown (doubled) the first
+ * time a thread goes deeper, up to PMC_MAX_DEPTH; deeper ones are dropped ("depth"). */
+#define PMC_STACK_START 32
+#define PMC_MAX_DEPTH PMC_LIMIT_DEPTH
+/* Call paths: the process interns each (parent path, region) pair it meets as a path id
+ * (PMC_MAX_PATHS - 1 of them at most, in a small table first, as names); a thread caches
+ * the pairs it met last in PMC_PCACHE slots. A path is at most PMC_PATH_DEPTH regions long:
+ * a region begun deeper is sent as its region, flagged PMC_PATH_FLAG_DEEP (encoder.h). */
+#define PMC_MAX_PATHS 65536
+#define PMC_PATHS_SMALL 4096
+#define PMC_PATH_SLOTS (2 * PMC_PATHS_SMALL)
+#define PMC_PATH_SLOTS_BIG (2 * PMC_MAX_PATHS)
+#define PMC_PATH_DEPTH PMC_LIMIT_PATH_DEPTH
+#define PMC_PCACHE 64
+/* Path definitions in one Define message at most. */
+#define PMC_DEFINE_MAX 1024
+/* Threads whose sample counts the daemon can see after the process ended (HeadsTable). */
+#define PMC_HEADS 4096
+/* Samples in one batch at most. */
+#define PMC_BATCH 512
+/* Samples in a thread's ring at which its region's end wakes the background thread to send
+ * them (pmc__batch_due()), and again every PMC_KICK / 4 more while they wait; at 3/4 of the
+ * ring the thread sends them itself. */
+#define PMC_KICK (PMC_BATCH / 2)
+/* A thread's ring (a power of two): room for a batch while the last one is on its way. */
+#define PMC_RING 1024
+/* What a ring grows to while the daemon is away or behind (restarting): sent when it is back. */
+#define PMC_GAP 4096
+/* Each sample reaches the daemon within this long of its region's end, by default. */
+#define PMC_FLUSH_MS 1000
+#define PMC_CALL_TIMEOUT_MS 2000
+/* How often the background thread looks for a registration's late reply. */
+#define PMC_LATE_POLL_MS 100
+/* A thread whose registration failed for a while asks again after this, doubled at each
+ * failure up to the second. */
+#define PMC_RETRY_MS 500
+#define PMC_RETRY_MAX_MS 16000
+/* Asked for as the socket's send buffer (the kernel caps it at net.core.wmem_max, then
+ * doubles it): batches the daemon has not read yet wait there. An AF_UNIX datagram is
+ * charged to its sender until it is read, so the sender's buffer, not the daemon's receive
+ * buffer, decides how many wait before a send meets a full queue (-EAGAIN). */
+#define PMC_SNDBUF (1 << 20)
+/* Fd numbers a thread's registration leaves above its fds under RLIMIT_NOFILE, for the
+ * application. */
+#define PMC_FD_RESERVE 16
+/* How many events the daemon's default set has (hardware or software), until a reply says. */
+#define PMC_DEFAULT_N_EVENTS 4
+/* Open addressing, never more than half full: a table for the first 4,095 names, and one for
+ * all of them, made when the first is full (so that a process of few names touches little). */
+#define PMC_NAMES_SMALL 4096
+#define PMC_NAME_SLOTS (2 * PMC_NAMES_SMALL)
+#define PMC_NAME_SLOTS_BIG (2 * PMC_MAX_REGIONS)
+/* Empty regions a thread runs as it registers: the first warms up, the least of the others
+ * is its floor (ThreadFloor). */
+#define PMC_WARMUP_RUNS 5
+/* Never handed out by pmc_region(): ids stay below PMC_MAX_REGIONS. */
+#define PMC_WARMUP_REGION UINT32_MAX
+/* Region windows, where the leader's page has no clock (read() path): the clock task-clock
+ * keeps too, never slewed by NTP. */
+#define PMC_WALL_CLOCK CLOCK_MONOTONIC_RAW
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ST_LOST: no daemon now (it went away, or was not up at start); the background thread
+ * connects once it is there. */
+/* ST_FORKED: a registered thread's structure in a fork()ed child (the fork's thread), whose
+ * counters were the parent's: no region on it is counted, its next begin starts over. So that
+ * the hot path needs no generation check, only a thread's state. */
+/* ST_RETRY: a thread whose registration failed for a while (no answer in time, the daemon's
+ * queue full, a restart, EMFILE or EAGAIN from the daemon): it asks again at a region begun
+ * after its back-off (thread_slow()); its regions meanwhile count as R_UNREGISTERED. */
+enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED, ST_RETRY };
+
+/* Why samples were not counted, as SampleBatch's dropped_* fields say it. The first ones are
+ * counted per thread by its own thread; all are counted process-wide for those a thread
+ * could not send before it exited, and for names pmc_region() refused. */
+enum {
+	R_DEPTH,   /* nested deeper than PMC_MAX_DEPTH */
+	R_NESTING, /* left open when an enclosing region ended, or the thread exited */
+	R_FULL,    /* the ring was full */
+	R_READ,    /* reading the counters failed */
+	R_THREAD_N,
+	R_EXITED = R_THREAD_N, /* held by a thread that exited unsent */
+	R_NAMES,               /* pmc_region(): the name table was full */
+	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
+	R_FD_LIMIT,            /* regions of threads that had no room for their counter fds */
+	R_UNREGISTERED,        /* regions of threads waiting to ask again (ST_RETRY) */
+	R_NO_DAEMON,           /* regions begun while no daemon answered (ST_LOST) */
+	R_N
+};
+
+/* The daemon's name of each reason (pmcctl shows them), for the warnings: pmc_loss_name(). */
+_Static_assert((int)R_DEPTH == (int)PMC_LOSS_DEPTH && (int)R_NESTING == (int)PMC_LOSS_NESTING &&
+                       (int)R_FULL == (int)PMC_LOSS_FULL && (int)R_READ == (int)PMC_LOSS_READ &&
+                       (int)R_EXITED == (int)PMC_LOSS_EXITED &&
+                       (int)R_NAMES == (int)PMC_LOSS_NAMES &&
+                       (int)R_LONG_NAMES == (int)PMC_LOSS_LONG_NAMES &&
+                       (int)R_FD_LIMIT == (int)PMC_LOSS_FD_LIMIT &&
+                       (int)R_UNREGISTERED == (int)PMC_LOSS_UNREGISTERED &&
+                       (int)R_NO_DAEMON == (int)PMC_LOSS_NO_DAEMON,
+               "the library's reasons are the first of enum pmc_loss");
+
+/* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
+ * struct pmc_sample (encoder.h) of stride bytes, as the batch encoder reads them. */
+struct ring {
+	size_t cap; /* a power of two */
+	size_t stride;
+	uint8_t *slots;
+};
+
+static inline struct pmc_sample *
+ring_slot(const struct ring *r, uint64_t k)
+{
+	return (struct pmc_sample *)(void *)(r->slots + (size_t)(k & (r->cap - 1)) * r->stride);
+}
+
+struct frame {
+	pmc_region_t id;
+	uint32_t path; /* the call path it began in: what its sample is sent as */
+	uint64_t t0;
+	uint64_t *v;      /* n values, then n enabled, then n running */
+	uint64_t unused_; /* 32 bytes: a frame's address is one shift */
+};
+
+struct pmc_thread {
+	/* G.threads: every registered thread of this generation, for the background thread
+	 * to send their samples and for fork() to close their fds in the child. Under
+	 * G.lock. */
+	struct pmc_list_node link;
+	unsigned gen;
+	int state;
+	/* ST_OFF for want of fds (RLIMIT_NOFILE): each of its regions counts as R_FD_LIMIT. */
+	int fd_starved;
+	unsigned conn; /* G.conn when this thread last told the daemon about itself */
+	char *ev_names[PMC_MAX_EVENTS];
+	uint32_t ev_groups[PMC_MAX_EVENTS];
+	/* What an empty region measured here (the last warm-up), told to the daemon once, with
+	 * the first batch: the floor under every figure (ThreadFloor). Under G.lock. */
+	uint64_t floor_v[PMC_MAX_EVENTS];
+	uint64_t floor_wall;
+	int floor_pending;
+	pid_t tid;
+	size_t n;
+	int fds[PMC_MAX_EVENTS];
+	struct perf_event_mmap_page *pages[PMC_MAX_EVENTS];
+	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
+	int one_group; /* every event in one group: the leader's times are everyone's */
+	int rdpmc;
+	int fast; /* rdpmc, one_group and the page's clock: read_counters() takes read_one_group()
+	           */
+	/* The last read of the general way took rdpmc; where it did not, head then (a later
+	 * sample's end was read by the usual way, with rdpmc): see pmc_thread_uses_rdpmc(). */
+	int last_rdpmc;
+	uint64_t fallback_head;
+	unsigned depth;
+	/* pmc_begin() and pmc_end() take their usual way (begin_fast(), end_fast()) while
+	 * depth < fast_cap (a begin) or depth - 1 < fast_cap (an end): begin_cap while the thread
+	 * is ST_ON and fast, else 0 (thread_fast_cap()); one compare for the state, the kind of
+	 * thread, the frames' room and an overflow. */
+	unsigned fast_cap;
+	unsigned overflow;  /* begins not pushed (too deep, or a failed read): their ends skip */
+	unsigned stack_cap; /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
+	/* The depth below which a begin is pushed without begin_slow(): stack_cap, 0 while
+	 * overflow (one compare in pmc_begin for both). */
+	unsigned begin_cap;
+	/* Each frame's v points into frame_mem; stack[-1] is a frame of path 0 and id 0 that is
+	 * never begun: the parent of the outermost region, read with no branch (pmc__frames_new()).
+	 */
+	struct frame *stack;
+	uint64_t *frame_mem;
+	/* The (parent path, region) -> path pairs this thread met last: slot
+	 * pcache_slot(parent, region), key pcache_key(parent, region) (one compare); key 0
+	 * (region 0, no region) is an empty slot. */
+	struct pcache {
+		uint64_t key;
+		uint32_t path;
+	} pcache[PMC_PCACHE];
+	/* The path each region began in last on this thread: slot region & (memo_cap - 1),
+	 * with the key and path of a pcache slot. memo_cap (a power of two) is kept above
+	 * every region id begun + 1, so that no two regions share a slot (the warm-up's,
+	 * UINT32_MAX, takes the last, which no region reaches): the usual begin finds its
+	 * path with one load and one compare whatever the other paths are. It is grown
+	 * before the counters are read, by begin_ready(). */
+	struct pcache *memo;
+	uint32_t memo_cap;
+	uint32_t memo_mask; /* memo_cap - 1 */
+	uint64_t now[3 * PMC_MAX_EVENTS];
+	/*
+	 * The ring of samples. The thread writes slot head, then publishes it by storing
+	 * head + 1 (release); a reader, under G.lock, loads head (acquire), then the ring
+	 * (acquire), reads slots [tail, head) and frees them by storing tail (release), which
+	 * the thread loads (acquire) before it writes a slot again. The thread alone may
+	 * replace the ring by a larger one (ring_grow()), once, without the lock: the old one
+	 * stays until the thread is released, for a reader that loaded it before.
+	 */
+	_Atomic(struct ring *) ring;
+	struct ring *old;
+	_Atomic uint64_t head;
+	_Atomic uint64_t tail;
+	/* 1 + the last sample with an extrapolated value (written before head goes past it):
+	 * a batch of samples before it has none to look for. */
+	_Atomic uint64_t scaled_end;
+	uint64_t retry_at; /* the thread's own: head before which it does not try to send again */
+	/* Samples lost, by reason, since the thread started: written by the thread only; a
+	 * reader sends what is new since reported[], its own (under G.lock). */
+	_Atomic uint64_t lost[R_THREAD_N];
+	uint64_t reported[R_THREAD_N];
+	/* Under G.lock: the sample after the last one this connection was told of (each batch
+	 * says how many it leaves behind): the daemon counts them as lost if the process goes
+	 * without sending them. */
+	uint64_t announced;
+	uint64_t drain_to; /* under G.lock: the head drain_locked() waits for */
+	/* ST_RETRY: when it may ask again (CLOCK_MONOTONIC_COARSE ns), and the back-off that
+	 * set it (doubled at each failure, up to PMC_RETRY_MAX_MS). Last: the hot path's
+	 * fields keep their places. */
+	uint64_t retry_ns;
+	unsigned backoff_ms;
+	unsigned answered; /* G.reg_answered when it failed */
+	/* Where the thread writes its head after each sample it publishes, for the daemon to
+	 * see when the process ends: its word in G.heads (head_slot, 1-based), or head_sink
+	 * where it has none. */
+	_Atomic uint64_t *head_mirror;
+	_Atomic uint64_t head_sink;
+	uint32_t head_slot;
+};
+
+/* The process's state: one object, G (see the locks above). */
+struct pmc_global {
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* the background thread waits on it (CLOCK_MONOTONIC) */
+	_Atomic int state;
+	_Atomic unsigned gen;
+	int fd;
+	pid_t pid;
+	char *events_env;
+	char **events;
+	size_t n_events;
+	pthread_key_t key;
+	int key_ok;
+	unsigned flush_ms; /* PMC_FLUSH_MS; 0: no periodic send */
+	uint32_t n_regions;
+	/* names[id] and hashes[id] are written once, under the lock, before the id is
+	 * published (release) in name_slots or name_slots_big; read without the lock after
+	 * an acquire. */
+	char *names[PMC_MAX_REGIONS];
+	uint32_t hashes[PMC_MAX_REGIONS];
+	_Atomic uint32_t name_slots[PMC_NAME_SLOTS];
+	_Atomic uint32_t *_Atomic name_slots_big; /* PMC_NAME_SLOTS_BIG, never freed */
+	_Atomic int names_full;
+	char *name_pool; /* where the next name is copied: the rest of a chunk, touched */
+	size_t name_pool_left;
+	uint8_t announced[PMC_MAX_REGIONS];
+	/* Call paths: path_parent[id] and path_region[id] are written once, under the lock,
+	 * before the id is published (release) in path_slots or path_slots_big, as names are. */
+	pthread_mutex_t path_lock; /* taken to intern a path: never held over a round trip */
+	_Atomic uint32_t n_paths;  /* stored (release) after the new path's entries */
+	_Atomic uint32_t path_max; /* the daemon's bound on path ids (HelloReply.max_path_id) */
+	uint32_t path_parent[PMC_MAX_PATHS];
+	pmc_region_t path_region[PMC_MAX_PATHS];
+	_Atomic uint32_t path_slots[PMC_PATH_SLOTS];
+	_Atomic uint32_t *_Atomic path_slots_big; /* PMC_PATH_SLOTS_BIG, never freed */
+	/* Under the lock: paths 1 to path_defined are defined on this connection (ids grow, a
+	 * parent's below its children's: each is defined after its parent). */
+	uint32_t path_defined;
+	/* Set once a sample carries a region flagged instead of a path: from then on each
+	 * batch is searched for the names of such regions (they are in no path). */
+	_Atomic int flagged;
+	int call_paths;      /* under the lock: this connection's daemon takes call paths */
+	unsigned conn;       /* connections made so far */
+	uint64_t sent_total; /* samples sent in batches, to any daemon */
+	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
+	int blocked;         /* a send met a full queue: the background thread waits for room */
+	/* Under the lock: the thread whose RegisterThread on this connection went unanswered
+	 * in time (0: none); no other is sent until its reply is read (pmc__late_reply_locked()).
+	 */
+	pid_t reg_late;
+	/* Late replies read so far: a thread that met one late asks again once this moves,
+	 * without waiting out its back-off. */
+	_Atomic unsigned reg_answered;
+	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
+	 * have told the daemon of them (under the lock). */
+	_Atomic uint64_t lost[R_N];
+	uint64_t reported[R_N];
+	atomic_flag warned[R_N]; /* each reason is said once on stderr */
+	const char *path;
+	int service;             /* the background thread runs */
+	int disabled;            /* PMC_DISABLE: off on purpose */
+	struct pmc_list threads; /* registered, this generation (pmc_thread.link) */
+	struct pmc_list dead;    /* of threads that did not survive a fork() */
+	/* The heads table shared with the daemon (HeadsTable): PMC_HEADS words in a sealed
+	 * memfd (heads_fd, -1: none), a word per registered thread (heads_used, taken under
+	 * the lock, given back with an atomic store); heads_conn is the connection (G.conn)
+	 * that has it. */
+	_Atomic uint64_t *heads;
+	int heads_fd;
+	unsigned heads_conn;
+	uint32_t heads_scan; /* where the next search for a free word starts */
+	uint8_t heads_used[PMC_HEADS];
+};
+
+/* The process's state, G in the library's code and pmc__G to the linker (client.c). */
+extern struct pmc_global G __asm__("pmc__G");
+
+/* The calling thread's structure (NULL before its first region), pmc__T to the linker
+ * (client.c): initial-exec, as the hot path reads it, one load from the thread pointer. */
+extern __thread struct pmc_thread *T __asm__("pmc__T") __attribute__((tls_model("initial-exec")));
+
+/* The thread's own count of samples lost for @why: it is the only writer. */
+static inline void
+count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
+{
+	atomic_store_explicit(&t->lost[why],
+	                      atomic_load_explicit(&t->lost[why], memory_order_relaxed) + n,
+	                      memory_order_relaxed);
+}
+
+/* connection.c */
+
+/* The one line about connecting or registering (stderr, once per process). */
+void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The one line about samples lost for reason @why (an R_*; once per reason). */
+void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Connects to the daemon at @path and says Hello. Return: the socket, or -errno (see its
+ * definition for the out-parameters). */
+int pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *heads, char *why,
+                        size_t why_len);
+/* Called with G.lock held: the first time, reads the environment and sets the process up;
+ * connects while G.state is ST_NONE. */
+void pmc__connect_locked(void);
+/* An empty ring of @cap samples (a power of two) of @n events, or NULL. */
+struct ring *pmc__ring_new(size_t cap, size_t n);
+/* Frees a registered thread's structure: its counters, pages, frames and rings. */
+void pmc__thread_release(struct pmc_thread *t);
+/* Frees @t, the structure of a thread that goes or starts over (registered or not). */
+void pmc__thread_free(struct pmc_thread *t);
+/* Called with G.lock held: waits for room in the daemon's queue until @deadline. Return: 0 or
+ * -EAGAIN (at @deadline). */
+int pmc__wait_room_locked(uint64_t deadline, bool unlock);
+/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL (then
+ * *@fd_starved and *@transient say why). */
+struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);
+/* Called with G.lock held while G.reg_late's registration is late: reads its reply if it came. */
+void pmc__late_reply_locked(void);
+/* Called with G.lock held after a send failed with @r: ST_LOST unless @r only delays. */
+void pmc__connection_failed_locked(int r);
+/* Called with G.lock held: tells a daemon that restarted about @t. Return: 0 or -errno. */
+int pmc__reattach_locked(struct pmc_thread *t);
+
+/* send.c */
+
+/* Called with G.lock held: tells the daemon that thread @tid is gone. Return: 0 or -errno. */
+int pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock);
+/* Called with G.lock held: starts the background thread unless it runs. Return: 0 or -errno. */
+int pmc__service_start_locked(void);
+/* By @t's own thread: sends its ring unless another thread holds G.lock (never waits). */
+void pmc__flush_try(struct pmc_thread *t);
+/* By @t's own thread, when its ring holds PMC_KICK samples: wakes the background thread to
+ * send them, or sends them itself (pmc__flush_try()) where none runs or the ring is 3/4 full. */
+void pmc__batch_due(struct pmc_thread *t);
+/* The destructor of G.key: a thread's exit (its samples sent, the daemon told). */
+void pmc__thread_destroy(void *arg);
+/* atexit(): every thread's samples sent. */
+void pmc__atexit(void);
+
+/* intern.c */
+
+/* Called with G.lock held: a copy of @name (@len bytes) that is never freed, or NULL. */
+char *pmc__name_copy_locked(const char *name, size_t len);
+/* The path id of @region begun in path @parent, interned on first use; 0 when the table is
+ * full or memory is short. */
+uint32_t pmc__path_intern(uint32_t parent, pmc_region_t region);
+
+/* client.c */
+
+/* Unrecorded regions on @t (not on G.threads yet) through the hot path's code, which set its
+ * floor. */
+void pmc__thread_warm_up(struct pmc_thread *t);
+/* @cap frames and, before them, the parent of the outermost (path 0, id 0), zeroed. Return:
+ * the first frame (free() the one before it), or NULL. */
+struct frame *pmc__frames_new(unsigned cap);
+
+/* Publishes @h as @t's head: to the thread's ring's reader, and to the daemon's table. */
+static inline void
+thread_head_publish(struct pmc_thread *t, uint64_t h)
+{
+	atomic_store_explicit(&t->head, h, memory_order_release);
+	atomic_store_explicit(t->head_mirror, h, memory_order_relaxed);
+}
+
+/* Sets @t->fast_cap from what it depends on: call after each change of state, fast or
+ * begin_cap. */
+static inline void
+thread_fast_cap(struct pmc_thread *t)
+{
+	t->fast_cap = t->fast && t->state == ST_ON ? t->begin_cap : 0;
+}
+
+/* The connection's state, connecting first when nothing was tried yet (pmc__connect_locked()). */
+static inline int
+ensure_connected(void)
+{
+	int st = atomic_load_explicit(&G.state, memory_order_acquire);
+	if (likely(st != ST_NONE))
+		return st;
+	pthread_mutex_lock(&G.lock);
+	pmc__connect_locked();
+	pthread_mutex_unlock(&G.lock);
+	return atomic_load(&G.state);
+}
+
+#pragma GCC visibility pop

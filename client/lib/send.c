@@ -1,0 +1,604 @@
+/* libpmcclient's sending: Define messages (call paths, region names), batches of a thread's
+ * samples with the losses not reported yet, draining a ring while the daemon's queue is full,
+ * the background thread that sends every ring periodically and reconnects, pmc_flush(), a
+ * thread's exit (ThreadExit) and the process's (atexit). Locks and states:
+ * client-internal.h. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lib/client-internal.h"
+
+/* Called with G.lock held: tells the daemon that thread @tid is gone (it closes its copies
+ * of the thread's fds), waiting until @deadline for room in its queue (@unlock: as
+ * pmc__wait_room_locked()). Return: 0 or -errno. */
+int
+pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
+{
+	Pmc__ThreadExit te = PMC__THREAD_EXIT__INIT;
+	te.tid = tid;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
+	req.thread_exit = &te;
+	int r;
+	while ((r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
+	       pmc__wait_room_locked(deadline, unlock) == 0 && atomic_load(&G.state) == ST_ON)
+		;
+	return r;
+}
+
+/* Says once per reason that samples were lost (names are said where they are refused). */
+static void
+warn_losses(const struct pmc_thread *t, const uint64_t *loss)
+{
+	if (loss[R_DEPTH])
+		pmc__warn_loss(
+		        R_DEPTH,
+		        "thread %d nests regions deeper than %d: the samples of the deeper ones "
+		        "are dropped, counted by pmcdaemon (reason %s)",
+		        (int)t->tid, PMC_MAX_DEPTH, pmc_loss_name(R_DEPTH));
+	if (loss[R_NESTING])
+		pmc__warn_loss(
+		        R_NESTING,
+		        "thread %d ended a region while regions begun inside it were still open "
+		        "(pmc_end() out of nesting order), or exited with regions open: their "
+		        "samples are dropped, counted by pmcdaemon (reason %s)",
+		        (int)t->tid, pmc_loss_name(R_NESTING));
+	if (loss[R_FULL])
+		pmc__warn_loss(R_FULL,
+		               "thread %d held %zu samples that pmcdaemon could not take (away or "
+		               "behind): later ones are dropped, counted by pmcdaemon (reason %s)",
+		               (int)t->tid, atomic_load(&t->ring)->cap, pmc_loss_name(R_FULL));
+	if (loss[R_READ])
+		pmc__warn_loss(
+		        R_READ,
+		        "reading the counters of thread %d failed: those regions are dropped, "
+		        "counted by pmcdaemon (reason %s)",
+		        (int)t->tid, pmc_loss_name(R_READ));
+	if (loss[R_EXITED])
+		pmc__warn_loss(
+		        R_EXITED,
+		        "threads exited holding samples that could not be sent: dropped, counted "
+		        "by pmcdaemon (reason %s)",
+		        pmc_loss_name(R_EXITED));
+}
+
+/* Called with G.lock held: sends the @len bytes at @buf as one datagram, without waiting. */
+static int
+send_locked(const uint8_t *buf, size_t len)
+{
+	if (len > WIRE_MAX_DATAGRAM)
+		return -EMSGSIZE;
+	for (;;) {
+		if (send(G.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Called with G.lock held: what define_locked() is putting in one Define. */
+struct defs {
+	Pmc__Define d;
+	uint32_t def_id[PMC_DEFINE_MAX];
+	char *def_name[PMC_DEFINE_MAX];
+	uint32_t path_id[PMC_DEFINE_MAX], path_parent[PMC_DEFINE_MAX], path_region[PMC_DEFINE_MAX];
+	uint32_t
+	        first_p; /* the first path this message defines, or names the region of (0: none) */
+};
+
+/* Called with G.lock held: sends @m's Define; on failure its paths and names are not
+ * announced. Return: 0 or -errno. */
+static int
+defs_send_locked(struct defs *m)
+{
+	if (!m->d.n_def_id && !m->d.n_path_id)
+		return 0;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_DEFINE;
+	req.define = &m->d;
+	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	if (r < 0) {
+		for (size_t i = 0; i < m->d.n_def_id; i++)
+			G.announced[m->def_id[i]] = 0;
+		if (m->first_p)
+			G.path_defined = m->first_p - 1;
+	}
+	m->first_p = 0;
+	m->d.n_def_id = m->d.n_def_name = 0;
+	m->d.n_path_id = m->d.n_path_parent = m->d.n_path_region = 0;
+	return r;
+}
+
+/* Called with G.lock held: adds the name of region @id to @m unless announced. */
+static int
+defs_name_locked(struct defs *m, pmc_region_t id)
+{
+	if (G.announced[id])
+		return 0;
+	if (m->d.n_def_id == PMC_DEFINE_MAX) {
+		int r = defs_send_locked(m);
+		if (r < 0)
+			return r;
+	}
+	G.announced[id] = 1;
+	m->def_id[m->d.n_def_id++] = id;
+	m->def_name[m->d.n_def_name++] = G.names[id];
+	return 0;
+}
+
+/* Called with G.lock held: defines (Define) the paths interned since the last (each after
+ * its parent, with their regions' names), and the names of the regions that samples [@start,
+ * @end) of ring @rg carry flagged (in no path), before the batch that uses them. Costs nothing
+ * per sample while no sample was flagged (paths deeper than 32 regions, or past the table).
+ * Return: 0 or -errno (then what was not sent is not marked defined). */
+static int
+define_locked(const struct ring *rg, uint64_t start, uint64_t end)
+{
+	static struct defs m;
+	pmc__define__init(&m.d);
+	m.first_p = 0;
+	m.d.def_id = m.def_id;
+	m.d.def_name = m.def_name;
+	m.d.path_id = m.path_id;
+	m.d.path_parent = m.path_parent;
+	m.d.path_region = m.path_region;
+	int r = 0;
+	/* Paths past the daemon's bound (interned for an earlier daemon, whose bound was
+	 * higher) go as their regions, flagged (the encoder): only their names are defined. */
+	uint32_t n_paths = atomic_load_explicit(&G.n_paths, memory_order_acquire);
+	uint32_t keep = atomic_load(&G.path_max);
+	while (r == 0 && G.path_defined < n_paths) {
+		uint32_t p = G.path_defined + 1;
+		r = defs_name_locked(&m, G.path_region[p]);
+		if (r == 0 && !m.first_p)
+			m.first_p = p;
+		if (r == 0 && p <= keep && m.d.n_path_id == PMC_DEFINE_MAX)
+			r = defs_send_locked(&m);
+		if (r < 0)
+			break;
+		if (!m.first_p)
+			m.first_p = p;
+		if (p <= keep) {
+			m.path_id[m.d.n_path_id++] = p;
+			m.path_parent[m.d.n_path_parent++] = G.path_parent[p];
+			m.path_region[m.d.n_path_region++] = G.path_region[p];
+		}
+		G.path_defined = p;
+	}
+	if (atomic_load_explicit(&G.flagged, memory_order_relaxed)) {
+		uint32_t last = 0;
+		for (uint64_t k = start; k < end && r == 0; k++) {
+			uint32_t id = ring_slot(rg, k)->region;
+			if (id != last && (id & PMC_PATH_FLAGS))
+				r = defs_name_locked(&m, id & PMC_PATH_REGION_MASK);
+			last = id;
+		}
+	}
+	int r2 = defs_send_locked(&m);
+	return r < 0 ? r : r2;
+}
+
+/* Called with G.lock held: sends samples [@start, @end) of @t, which do not wrap around its
+ * ring @rg, as one batch, with @loss (R_N counts, or NULL) as its losses. */
+static int
+send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, uint64_t end,
+                  const uint64_t *loss)
+{
+	static uint8_t buf[PMC_BATCH_BOUND(PMC_BATCH, PMC_MAX_EVENTS, PMC_REGION_NAME_MAX)];
+	uint32_t def_id[PMC_BATCH];
+	size_t n = (size_t)(end - start);
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	if (G.call_paths) {
+		int r = define_locked(rg, start, end);
+		if (r < 0)
+			return r;
+	}
+	/* Announce each region once per connection; the lock orders this batch before any
+	 * later one that relies on the names. */
+	struct pmc_batch b = {
+	        .tid = t->tid,
+	        .samples = ring_slot(rg, start),
+	        .n = n,
+	        .k = t->n,
+	        .maybe_scaled = atomic_load_explicit(&t->scaled_end, memory_order_relaxed) > start,
+	        .announced = G.call_paths ? NULL : G.announced,
+	        .names = G.names,
+	        .path_region = G.path_region,
+	        .path_keep = G.call_paths ? atomic_load(&G.path_max) : 0,
+	        .paths = G.call_paths,
+	        .def_id = def_id,
+	        .sent_before = G.sent_total,
+	        .pending = hd - end,
+	        .end = G.heads_conn == G.conn ? end
+	                                      : 0, /* an older daemon's fast decoder stops at 21 */
+	};
+	if (loss) {
+		b.dropped_depth = loss[R_DEPTH];
+		b.dropped_nesting = loss[R_NESTING];
+		b.dropped_full = loss[R_FULL];
+		b.dropped_read = loss[R_READ];
+		b.dropped_exited = loss[R_EXITED];
+		b.dropped_names = loss[R_NAMES];
+		b.dropped_long_names = loss[R_LONG_NAMES];
+		b.dropped_fd_limit = loss[R_FD_LIMIT];
+		b.dropped_unregistered = loss[R_UNREGISTERED];
+		b.dropped_no_daemon = loss[R_NO_DAEMON];
+		for (unsigned r = 0; r < R_N; r++)
+			b.dropped += loss[r];
+	}
+	uint8_t *msg;
+	size_t len = pmc_batch_encode(&b, buf, &msg);
+	if (t->floor_pending) {
+		/* Before its first batch: the daemon shows the floor beside every figure. */
+		Pmc__ThreadFloor f = PMC__THREAD_FLOOR__INIT;
+		f.tid = t->tid;
+		f.wall_ns = t->floor_wall;
+		f.n_values = t->n;
+		f.values = t->floor_v;
+		Pmc__Request fr = PMC__REQUEST__INIT;
+		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
+		fr.thread_floor = &f;
+		if (wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
+			t->floor_pending = 0;
+	}
+	int r = send_locked(msg, len);
+	if (r < 0) {
+		for (size_t i = 0; i < b.n_def; i++)
+			G.announced[def_id[i]] = 0;
+		return r;
+	}
+	G.sent_total += n;
+	t->announced = hd;
+	return 0;
+}
+
+/* Called with G.lock held: sends what @t's ring holds, oldest first, in batches of at most
+ * PMC_BATCH, and the losses not reported yet (its own, and the process's) with the first.
+ * What is not sent stays in the ring. Return: 0, or -errno (-ENOTCONN: no daemon now;
+ * -EAGAIN: its queue is full). */
+static int
+consume_locked(struct pmc_thread *t)
+{
+	if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
+		return -ENOTCONN;
+	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_acquire);
+	uint64_t tloss[R_THREAD_N], gloss[R_N], loss[R_N];
+	bool any = false;
+	for (unsigned k = 0; k < R_N; k++) {
+		gloss[k] = atomic_load_explicit(&G.lost[k], memory_order_relaxed) - G.reported[k];
+		loss[k] = gloss[k];
+		if (k < R_THREAD_N) {
+			tloss[k] = atomic_load_explicit(&t->lost[k], memory_order_relaxed) -
+			           t->reported[k];
+			loss[k] += tloss[k];
+		}
+		any |= loss[k] != 0;
+	}
+	if (tl == hd && !any)
+		return 0;
+	if (t->conn != G.conn) {
+		int r = pmc__reattach_locked(t);
+		if (r < 0) {
+			pmc__connection_failed_locked(r);
+			return r;
+		}
+		t->announced = tl;
+	}
+	if (any)
+		warn_losses(t, loss);
+	do {
+		uint64_t end = hd - tl > PMC_BATCH ? tl + PMC_BATCH : hd;
+		uint64_t wrap = tl + (rg->cap - (size_t)(tl & (rg->cap - 1)));
+		if (end > wrap)
+			end = wrap;
+		int r = send_slice_locked(t, rg, tl, end, any ? loss : NULL);
+		if (r < 0) {
+			/* A full queue: the samples stay; the background thread sends them as
+			 * soon as it has room. */
+			if (r == -EAGAIN && !G.blocked) {
+				G.blocked = 1;
+				pthread_cond_signal(&G.wake);
+			}
+			pmc__connection_failed_locked(r);
+			return r;
+		}
+		if (any) {
+			for (unsigned k = 0; k < R_N; k++) {
+				G.reported[k] += gloss[k];
+				if (k < R_THREAD_N)
+					t->reported[k] += tloss[k];
+			}
+			any = false;
+		}
+		tl = end;
+		atomic_store_explicit(&t->tail, tl, memory_order_release);
+	} while (tl < hd);
+	return 0;
+}
+
+/* Called with G.lock held: every registered thread's samples.
+ * Return: 0, or -EAGAIN when some stayed for the daemon's queue was full. */
+static int
+consume_all_locked(void)
+{
+	int full = 0;
+	struct pmc_thread *t;
+	pmc_list_for_each(t, &G.threads, link) {
+		if (atomic_load(&G.state) != ST_ON)
+			break;
+		full |= consume_locked(t) == -EAGAIN;
+	}
+	return full ? -EAGAIN : 0;
+}
+
+/* Called with G.lock held: whether every thread sent what it held when drain_locked() began. */
+static bool
+drained_locked(void)
+{
+	struct pmc_thread *t;
+	pmc_list_for_each(t, &G.threads, link)
+		if (atomic_load_explicit(&t->tail, memory_order_relaxed) < t->drain_to)
+			return false;
+	return true;
+}
+
+/*
+ * Called with G.lock held: sends what @t holds (NULL: what every registered thread holds
+ * now), waiting, with the lock released, while the daemon's queue is full: a daemon behind
+ * (a burst of clients) is back-pressure, not a reason to drop. Gives up after
+ * PMC_CALL_TIMEOUT_MS in which no sample went out (a daemon that stopped reading).
+ * Return: 0, -EAGAIN (given up: the samples stay), or consume_locked()'s error.
+ */
+static int
+drain_locked(struct pmc_thread *t)
+{
+	const uint64_t wait_ns = PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
+	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns, sent = G.sent_total;
+	struct pmc_thread *o;
+	if (!t)
+		pmc_list_for_each(o, &G.threads, link)
+			o->drain_to = atomic_load_explicit(&o->head, memory_order_acquire);
+	for (;;) {
+		int r = t ? consume_locked(t) : consume_all_locked();
+		/* Threads that run on meanwhile add samples: only those of now are waited for. */
+		if (r != -EAGAIN || (!t && drained_locked()))
+			return r == -EAGAIN ? 0 : r;
+		if (G.sent_total != sent) {
+			sent = G.sent_total;
+			deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns;
+		}
+		if (pmc__wait_room_locked(deadline, true) < 0)
+			return -EAGAIN;
+	}
+}
+
+/* The background thread: every PMC_FLUSH_MS / 2 it sends what every thread's ring holds,
+ * so that a sample reaches the daemon within PMC_FLUSH_MS of its region's end whether its
+ * thread runs more regions or not; with no daemon (gone, or not up yet) it connects, after
+ * 0.1 s and then at least once a second. It never takes the application's signals. */
+static void *
+service_main(void *arg)
+{
+	(void)arg;
+	unsigned backoff_ms = 100;
+	pthread_mutex_lock(&G.lock);
+	for (;;) {
+		int st = atomic_load(&G.state);
+		unsigned ms = st == ST_LOST ? backoff_ms : (G.flush_ms + 1) / 2;
+		if (G.reg_late && (!ms || ms > PMC_LATE_POLL_MS))
+			ms = PMC_LATE_POLL_MS;
+		if (st == ST_ON && G.blocked) {
+			/* The queue was full: send again once it has room, not a period later. */
+			G.blocked = 0;
+			(void)pmc__wait_room_locked(util_now_ns(CLOCK_MONOTONIC) +
+			                                    (ms ? ms : PMC_FLUSH_MS / 2) *
+			                                            UINT64_C(1000000),
+			                            true);
+		} else if (st != ST_LOST && !G.flush_ms && !G.reg_late) {
+			pthread_cond_wait(&G.wake, &G.lock);
+		} else {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += ms / 1000;
+			ts.tv_nsec += (long)(ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&G.wake, &G.lock, &ts);
+		}
+		if (atomic_load(&G.state) == ST_LOST) {
+			const char *path = G.path;
+			int hello_failed, call_paths, heads;
+			char why[256];
+			pthread_mutex_unlock(&G.lock);
+			int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, &heads, why,
+			                             sizeof(why));
+			pthread_mutex_lock(&G.lock);
+			if (fd < 0) {
+				if (backoff_ms < 1000)
+					backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2;
+				continue;
+			}
+			if (atomic_load(&G.state) != ST_LOST) {
+				close(fd);
+				continue;
+			}
+			G.fd = fd;
+			G.conn++;
+			G.call_paths = call_paths;
+			G.heads_conn = heads ? G.conn : 0;
+			memset(G.announced, 0, sizeof(G.announced));
+			G.path_defined = 0;
+			atomic_store(&G.state, ST_ON);
+			backoff_ms = 100;
+		}
+		if (G.reg_late && atomic_load(&G.state) == ST_ON)
+			pmc__late_reply_locked();
+		(void)consume_all_locked();
+	}
+	return NULL;
+}
+
+/* Called with G.lock held: starts the background thread unless it runs. Return: 0 or -errno. */
+int
+pmc__service_start_locked(void)
+{
+	if (G.service)
+		return 0;
+	pthread_attr_t attr;
+	pthread_t th;
+	sigset_t all, old;
+	int r = -EAGAIN;
+	/* The background thread must never take one of the application's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &attr, service_main, NULL) == 0) {
+			__atomic_store_n(&G.service, 1, __ATOMIC_RELAXED);
+			r = 0;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+/*
+ * By @t's own thread, without the lock: a ring of PMC_GAP samples in place of the present
+ * one, holding what it holds (while the daemon is away or behind, or the lock is taken),
+ * once. A reader that loaded the present ring before reads on in it: every sample it may
+ * read (before the head it loaded) is in both, copied before the new ring is published, and
+ * every head stored after that comes with the new ring.
+ */
+static void
+ring_grow(struct pmc_thread *t)
+{
+	struct ring *r = atomic_load_explicit(&t->ring, memory_order_relaxed);
+	if (t->old || r->cap >= PMC_GAP)
+		return;
+	struct ring *g = pmc__ring_new(PMC_GAP, t->n);
+	if (!g)
+		return;
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
+	for (uint64_t k = atomic_load_explicit(&t->tail, memory_order_acquire); k < hd; k++)
+		memcpy(ring_slot(g, k), ring_slot(r, k), r->stride);
+	t->old = r;
+	atomic_store_explicit(&t->ring, g, memory_order_release);
+}
+
+/* A batch's worth in @t's ring (the end of a region), by the ring's own thread: the
+ * background thread is woken to encode and send it, so that neither is on the region's thread;
+ * this thread sends it itself (pmc__flush_try()) where no background thread runs, or once the
+ * ring is 3/4 full (the background thread behind, or not woken: it was busy when signalled). */
+void
+pmc__batch_due(struct pmc_thread *t)
+{
+	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
+	if (__atomic_load_n(&G.service, __ATOMIC_RELAXED) &&
+	    h - tl < atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 4 * 3) {
+		pthread_cond_signal(&G.wake);
+		t->retry_at = h + PMC_KICK / 4;
+		return;
+	}
+	pmc__flush_try(t);
+}
+
+/* From the end of a region, by the ring's own thread, which must never wait: when another
+ * thread holds the lock the samples stay for a later try (or for the background thread). */
+void
+pmc__flush_try(struct pmc_thread *t)
+{
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
+	if (pthread_mutex_trylock(&G.lock) == 0) {
+		(void)consume_locked(t);
+		pthread_mutex_unlock(&G.lock);
+	}
+	uint64_t left = hd - atomic_load_explicit(&t->tail, memory_order_acquire);
+	/* The daemon away or behind, or the lock taken: hold more until it can be sent. */
+	if (left >= atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 2)
+		ring_grow(t);
+	t->retry_at = left ? hd + 64 : 0;
+}
+
+PMC_EXPORT int
+pmc_flush(void)
+{
+	struct pmc_thread *t = T;
+	if (!t || t->state != ST_ON) {
+		int st = atomic_load(&G.state);
+		return st == ST_ON || st == ST_NONE || G.disabled ? 0 : -ENOTCONN;
+	}
+	if (t->gen != atomic_load(&G.gen))
+		return -ENOTCONN;
+	pthread_mutex_lock(&G.lock);
+	int r = drain_locked(t);
+	pthread_mutex_unlock(&G.lock);
+	return r;
+}
+
+void
+pmc__thread_destroy(void *arg)
+{
+	struct pmc_thread *t = arg;
+	if (!t)
+		return;
+	pthread_mutex_lock(&G.lock);
+	/* Off G.threads first, so that the background thread never sees it again (unless a
+	 * fork() emptied the list since: the child's starts empty). */
+	if (pmc_list_linked(&G.threads, &t->link))
+		pmc_list_remove(&G.threads, &t->link);
+	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
+		if (t->depth)
+			count_loss(t, R_NESTING, t->depth);
+		(void)drain_locked(t);
+		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
+		if (on)
+			told = pmc__thread_exit_send_locked(t->tid,
+			                                    util_now_ns(CLOCK_MONOTONIC) +
+			                                            PMC_CALL_TIMEOUT_MS *
+			                                                    UINT64_C(1000000),
+			                                    true) == 0;
+		/* What could not be sent is reported by a later batch of another thread; but
+		 * what the daemon was told this thread held, and not that it exited, it counts
+		 * itself as lost when the process goes. */
+		uint64_t tl = atomic_load(&t->tail), left = atomic_load(&t->head) - tl;
+		if (on && !told && t->announced > tl)
+			left -= t->announced - tl < left ? t->announced - tl : left;
+		atomic_fetch_add(&G.lost[R_EXITED], left);
+		/* The daemon keeps a thread it was not told of, and reads its word when the
+		 * process goes: the word says what it was told (so that nothing counts twice),
+		 * and stays this thread's (never reused under the daemon's stale entry). */
+		if (on && !told && t->head_slot) {
+			atomic_store_explicit(t->head_mirror, t->announced > tl ? t->announced : tl,
+			                      memory_order_relaxed);
+			t->head_slot = 0;
+		}
+		for (unsigned k = 0; k < R_THREAD_N; k++)
+			atomic_fetch_add(&G.lost[k], atomic_load(&t->lost[k]) - t->reported[k]);
+	}
+	pthread_mutex_unlock(&G.lock);
+	if (T == t)
+		T = NULL;
+	pmc__thread_free(t);
+}
+
+/* exit() runs no thread's destructor: send every thread's samples (those of threads that
+ * still run too), so that none waits in a ring for a process that is going. */
+void
+pmc__atexit(void)
+{
+	pthread_mutex_lock(&G.lock);
+	(void)drain_locked(NULL);
+	pthread_mutex_unlock(&G.lock);
+}

@@ -1,0 +1,276 @@
+/* batch: hand decoder of Request { sample_batch } datagrams; see batch.h. */
+#include "model/batch.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Field numbers of SampleBatch (proto/pmc.proto) and the wire types used here. */
+enum {
+	F_TID = 1,
+	F_REGION = 2,
+	F_WALL_NS = 3,
+	F_VALUES = 4,
+	F_SCALED = 5,
+	F_DEF_ID = 6,
+	F_DEF_NAME = 7,
+	F_DROPPED = 8,
+	F_SCALE_RATIO = 9,
+	F_SENT_BEFORE = 10,
+	F_DROPPED_DEPTH = 11,
+	F_DROPPED_NESTING = 12,
+	F_DROPPED_FULL = 13,
+	F_DROPPED_READ = 14,
+	F_DROPPED_EXITED = 15,
+	F_DROPPED_NAMES = 16, /* from here on, two-byte tags */
+	F_DROPPED_LONG_NAMES = 17,
+	F_PENDING = 18,
+	F_DROPPED_FD_LIMIT = 19,
+	F_DROPPED_UNREGISTERED = 20,
+	F_DROPPED_NO_DAEMON = 21,
+	F_END = 22,
+	F_LAST = F_END,
+};
+_Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
+#define WT_VARINT 0u
+#define WT_LEN 2u
+/* Request.sample_batch: field 3, length-delimited. */
+#define REQUEST_SAMPLE_BATCH_TAG ((3u << 3) | WT_LEN)
+
+/* The decoded arrays: the daemon handles one datagram at a time. */
+static struct {
+	uint32_t region[BATCH_MAX_SAMPLES];
+	uint64_t wall_ns[BATCH_MAX_SAMPLES];
+	uint32_t scaled[BATCH_MAX_SAMPLES];
+	uint64_t values[BATCH_MAX_VALUES];
+	float scale_ratio[BATCH_MAX_VALUES];
+} store;
+
+/*
+ * A varint of at most @max_bytes (<= 9) bytes at *@p, before @end, into @v; advances *@p.
+ * Returns 0, or -1 when it is longer or cut short. Up to 9 bytes every bit lands where
+ * protobuf-c's parse_uint32()/parse_uint64() puts it (they differ only from 10 bytes on, and
+ * parse_uint32() keeps 32 bits of the first 5 bytes: the same value whenever it fits).
+ */
+static inline int
+get_varint(const uint8_t **p, const uint8_t *end, unsigned max_bytes, uint64_t *v)
+{
+	const uint8_t *q = *p;
+	uint64_t x = 0;
+
+	for (unsigned i = 0; i < max_bytes && q < end; i++) {
+		uint8_t c = *q++;
+
+		x |= (uint64_t)(c & 0x7f) << (7 * i);
+		if (!(c & 0x80)) {
+			*v = x;
+			*p = q;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * A varint of 2 to 8 bytes at @p without a branch on its length: the 8 bytes from @p must be
+ * readable. Returns its length (0 when it is longer than 8 bytes) and the value in *@v.
+ */
+static inline size_t
+get_varint8(const uint8_t *p, uint64_t *v)
+{
+	uint64_t x, stop;
+	unsigned bits;
+
+	memcpy(&x, p, sizeof(x)); /* little-endian: byte i in bits 8i..8i+7 */
+	stop = ~x & UINT64_C(0x8080808080808080);
+	if (!stop)
+		return 0;
+	bits = (unsigned)__builtin_ctzll(stop) + 1u; /* 8 x the length */
+	x &= UINT64_C(0x7f7f7f7f7f7f7f7f) >> (64u - bits);
+	/* Close the gaps of the 7-bit groups: pairs, then quads, then all eight. */
+	x = (x & UINT64_C(0x007f007f007f007f)) | ((x & UINT64_C(0x7f007f007f007f00)) >> 1);
+	x = (x & UINT64_C(0x00003fff00003fff)) | ((x & UINT64_C(0x3fff00003fff0000)) >> 2);
+	x = (x & UINT64_C(0x000000000fffffff)) | ((x & UINT64_C(0x0fffffff00000000)) >> 4);
+	*v = x;
+	return bits / 8u;
+}
+
+/* Packed uint64 varints in [@p, @end) into @out (room for @cap); their number in *@n. Bytes
+ * up to @limit (>= @end) may be read. */
+static int
+unpack_u64(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t *out, size_t cap,
+           size_t *n)
+{
+	size_t k = 0, len;
+
+	while (p < end) {
+		if (k == cap)
+			return -1;
+		if (*p < 0x80) {
+			out[k++] = *p++;
+			continue;
+		}
+		if (limit - p >= 8 && (len = get_varint8(p, &out[k])) != 0) {
+			if (len > (size_t)(end - p))
+				return -1;
+			p += len;
+			k++;
+			continue;
+		}
+		if (get_varint(&p, end, 9, &out[k++]) < 0)
+			return -1;
+	}
+	*n = k;
+	return 0;
+}
+
+/* Packed uint32 varints, each at most UINT32_MAX. */
+static int
+unpack_u32(const uint8_t *p, const uint8_t *end, uint32_t *out, size_t cap, size_t *n)
+{
+	size_t k = 0;
+	uint64_t v;
+
+	while (p < end) {
+		if (k == cap)
+			return -1;
+		if (*p < 0x80) {
+			out[k++] = *p++;
+			continue;
+		}
+		if (get_varint(&p, end, 9, &v) < 0 || v > UINT32_MAX)
+			return -1;
+		out[k++] = (uint32_t)v;
+	}
+	*n = k;
+	return 0;
+}
+
+/* The uint64 field @field of @b, or NULL for a field of another type. */
+static uint64_t *
+u64_field(Pmc__SampleBatch *b, unsigned field)
+{
+	switch (field) {
+	case F_DROPPED:
+		return &b->dropped;
+	case F_SENT_BEFORE:
+		return &b->sent_before;
+	case F_DROPPED_DEPTH:
+		return &b->dropped_depth;
+	case F_DROPPED_NESTING:
+		return &b->dropped_nesting;
+	case F_DROPPED_FULL:
+		return &b->dropped_full;
+	case F_DROPPED_READ:
+		return &b->dropped_read;
+	case F_DROPPED_EXITED:
+		return &b->dropped_exited;
+	case F_DROPPED_NAMES:
+		return &b->dropped_names;
+	case F_DROPPED_LONG_NAMES:
+		return &b->dropped_long_names;
+	case F_PENDING:
+		return &b->pending;
+	case F_DROPPED_FD_LIMIT:
+		return &b->dropped_fd_limit;
+	case F_DROPPED_UNREGISTERED:
+		return &b->dropped_unregistered;
+	case F_DROPPED_NO_DAEMON:
+		return &b->dropped_no_daemon;
+	case F_END:
+		return &b->end;
+	default:
+		return NULL;
+	}
+}
+
+/* The body of a SampleBatch in [@p, @end). */
+static int
+decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b)
+{
+	unsigned seen = 0;
+	uint64_t v, *u64;
+
+	while (p < end) {
+		unsigned tag = *p++, field, wt;
+		const uint8_t *q;
+
+		if (tag & 0x80) {
+			/* Two bytes, as fields 16 and up take: their shortest form only (a second
+			 * byte of 0 would be a longer form of a field under 16). */
+			if (p == end || *p == 0 || (*p & 0x80))
+				return -1;
+			tag = (tag & 0x7fu) | (unsigned)*p++ << 7;
+		}
+		field = tag >> 3;
+		wt = tag & 7u;
+		if (field < F_TID || field > F_LAST || (seen & (1u << field)))
+			return -1;
+		seen |= 1u << field;
+		if (field == F_TID) {
+			if (wt != WT_VARINT || get_varint(&p, end, 9, &v) < 0 || v > UINT32_MAX)
+				return -1;
+			b->tid = (int32_t)(uint32_t)v;
+			continue;
+		}
+		if ((u64 = u64_field(b, field))) {
+			if (wt != WT_VARINT || get_varint(&p, end, 9, u64) < 0)
+				return -1;
+			continue;
+		}
+		if (wt != WT_LEN || get_varint(&p, end, 5, &v) < 0 || v > (uint64_t)(end - p))
+			return -1;
+		q = p + v;
+		switch (field) {
+		case F_REGION:
+			if (unpack_u32(p, q, store.region, BATCH_MAX_SAMPLES, &b->n_region) < 0)
+				return -1;
+			b->region = b->n_region ? store.region : NULL;
+			break;
+		case F_WALL_NS:
+			if (unpack_u64(p, q, end, store.wall_ns, BATCH_MAX_SAMPLES, &b->n_wall_ns) <
+			    0)
+				return -1;
+			b->wall_ns = b->n_wall_ns ? store.wall_ns : NULL;
+			break;
+		case F_VALUES:
+			if (unpack_u64(p, q, end, store.values, BATCH_MAX_VALUES, &b->n_values) < 0)
+				return -1;
+			b->values = b->n_values ? store.values : NULL;
+			break;
+		case F_SCALED:
+			if (unpack_u32(p, q, store.scaled, BATCH_MAX_SAMPLES, &b->n_scaled) < 0)
+				return -1;
+			b->scaled = b->n_scaled ? store.scaled : NULL;
+			break;
+		case F_SCALE_RATIO:
+			if (v % sizeof(float) || v / sizeof(float) > BATCH_MAX_VALUES)
+				return -1;
+			b->n_scale_ratio = (size_t)v / sizeof(float);
+			memcpy(store.scale_ratio, p, (size_t)v);
+			b->scale_ratio = b->n_scale_ratio ? store.scale_ratio : NULL;
+			break;
+		default: /* F_DEF_ID, F_DEF_NAME: rare, protobuf-c's */
+			return -1;
+		}
+		p = q;
+	}
+	return 0;
+}
+
+int
+batch_decode(const uint8_t *buf, size_t len, Pmc__SampleBatch *out)
+{
+	const uint8_t *p = buf, *end = buf + len;
+	uint64_t n;
+
+	/* The arrays are copied and read as they lie: little-endian only, like protobuf-c's. */
+	if (__BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+		return -EAGAIN;
+	if (len < 2 || *p++ != REQUEST_SAMPLE_BATCH_TAG || get_varint(&p, end, 5, &n) < 0 ||
+	    n != (uint64_t)(end - p))
+		return -EAGAIN;
+	pmc__sample_batch__init(out);
+	if (decode_batch(p, end, out) < 0)
+		return -EAGAIN;
+	return 0;
+}

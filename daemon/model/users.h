@@ -1,0 +1,66 @@
+/* users: what each uid holds of the daemon's shared resources (connections, registered
+ * threads, counter fds) and the figures its own processes caused, so that one user can
+ * be held to a share and be shown only its own activity. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/stats.h"
+#include "session/loop-sched.h"
+
+struct user_share {
+	uid_t uid;
+	unsigned connections; /* open now */
+	unsigned threads;     /* registered now */
+	size_t fds;           /* counter fds the daemon holds for its threads now */
+	uint64_t samples;     /* counted */
+	uint64_t batches;     /* counted */
+	uint64_t dropped;     /* dropped by the daemon, or reported dropped by its processes */
+	uint64_t lost;        /* reported sent by its processes, never received */
+	uint64_t claimed;     /* of dropped, what its processes reported (not the daemon's) */
+	uint64_t rejected;    /* its connections closed for breaking the protocol */
+	uint64_t evicted;     /* its ended processes whose figures were dropped for room */
+	bool warned;          /* logged once that it reached a share */
+	bool warned_memory;   /* logged once that its histograms reached their share */
+	bool warned_retired;  /* logged once that its retired figures reached their share */
+	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
+	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
+	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
+	struct stats_budget hist; /* its processes' histogram blocks */
+};
+
+struct users {
+	struct user_share **v;
+	size_t n, cap;
+	struct stats_budget *parent; /* the daemon's budget, parent of each user's */
+	size_t hist_limit;           /* each user's share of it */
+};
+
+/**
+ * users_get() - the share of @uid, created (all zero) on first use
+ * Return: the share (owned by @u, at a stable address), or NULL on -ENOMEM.
+ */
+struct user_share *users_get(struct users *u, uid_t uid);
+
+/** users_find() - the share of @uid, or NULL when it has none yet */
+const struct user_share *users_find(const struct users *u, uid_t uid);
+
+/* The resources users_others_unused() looks at. */
+enum users_resource {
+	USERS_CONNECTIONS,
+	USERS_FDS,
+	USERS_HISTOGRAMS,
+};
+
+/**
+ * users_others_unused() - what the uids other than @uid that hold some of @what have not
+ * used of their @share: what share_allows() keeps for them (share.h)
+ */
+size_t users_others_unused(const struct users *u, uid_t uid, enum users_resource what,
+                           size_t share);
+
+/** users_free() - free every share */
+void users_free(struct users *u);

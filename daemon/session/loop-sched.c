@@ -1,0 +1,63 @@
+/* sched: round-robin per uid over the connections that have work, control before bulk
+ * (see sched.h). */
+#include "session/loop-sched.h"
+
+static void
+ring_append(struct sched *sc, struct sched_queue *q)
+{
+	pmc_list_append(&sc->ring[q->cls], &q->ring_link);
+	q->ringed = true;
+}
+
+static void
+ring_unlink(struct sched *sc, struct sched_queue *q)
+{
+	pmc_list_remove(&sc->ring[q->cls], &q->ring_link);
+	q->ringed = false;
+}
+
+void
+sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls, struct sched_item *it)
+{
+	pmc_list_append(&q->items, &it->link);
+	it->q = q;
+	sc->n++;
+	if (!q->ringed) {
+		q->cls = cls;
+		ring_append(sc, q);
+	}
+}
+
+void
+sched_remove(struct sched *sc, struct sched_item *it)
+{
+	struct sched_queue *q = it->q;
+	if (!q)
+		return;
+	pmc_list_remove(&q->items, &it->link);
+	it->q = NULL;
+	sc->n--;
+	if (pmc_list_empty(&q->items))
+		ring_unlink(sc, q);
+}
+
+struct sched_item *
+sched_pop(struct sched *sc)
+{
+	enum sched_class cls = SCHED_CONTROL;
+	if (pmc_list_empty(&sc->ring[SCHED_CONTROL]))
+		cls = SCHED_BULK;
+	else if (!pmc_list_empty(&sc->ring[SCHED_BULK]) && ++sc->turn % SCHED_BULK_EVERY == 0)
+		cls = SCHED_BULK;
+	struct sched_queue *q = pmc_list_first(&sc->ring[cls], struct sched_queue, ring_link);
+	if (!q)
+		return NULL;
+	struct sched_item *it = pmc_list_first(&q->items, struct sched_item, link);
+	sched_remove(sc, it);
+	/* The uid goes to the back of its ring: the other uids' turns come first. */
+	if (q->ringed && q->ring_link.next) {
+		ring_unlink(sc, q);
+		ring_append(sc, q);
+	}
+	return it;
+}

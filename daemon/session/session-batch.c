@@ -1,0 +1,712 @@
+/* session-batch: a connection's SampleBatches: its region definitions, the samples counted
+ * into the registry, and what is dropped, with its reason. */
+#include "session/session-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fnmatch.h>
+#include <linux/perf_event.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "kernel/creds.h"
+#include "kernel/log.h"
+#include "kernel/perf.h"
+#include "model/batch.h"
+#include "session/server.h"
+#include "wire/wire.h"
+
+/* On a call path connection, a sample's key is its path id when the path has a node, else
+ * KEY_NAME + its client region id; on another, its client region id. */
+#define KEY_NAME (PMC_LIMIT_REGION_ID + 1u)
+
+_Static_assert(PMC__PATH_LIMITS__PATH_MAX_DEPTH == PMC_LIMIT_PATH_DEPTH,
+               "the wire's longest call path is the one the library and the daemon keep");
+
+/* Ids of regions over --max-regions map here: their samples are dropped, counted. */
+static struct region_agg refused_region;
+
+/* Client ids are dense from 1: one far above the region limit would only make the id table
+ * large (8 bytes an id, per connection). Ids past this bound are refused regions, kept in no
+ * table. */
+static uint32_t
+session_max_id(const struct session *s)
+{
+	return s->srv->policy.max_regions > 4096 ? s->srv->policy.max_regions : 4096;
+}
+
+/* The aggregate of client region @id; &refused_region for every id past the table's bound;
+ * NULL for an id never defined. */
+static struct region_agg *
+session_region(const struct session *s, uint32_t id)
+{
+	if (id < s->n_ids && s->ids[id])
+		return s->ids[id];
+	return id > session_max_id(s) && id <= PMC_LIMIT_REGION_ID ? &refused_region : NULL;
+}
+
+/* Client region @def_id[i] is named @def_name[i] (@n_id and @n_name of them). */
+static int
+define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_name,
+               char *const *def_name)
+{
+	if (n_id != n_name)
+		return -EBADMSG;
+	/* Once a share or the total refused a region, the rest of the message's new names are
+	 * refused without asking again (each asking walks every process). */
+	bool full = false; /* no room for one more region: none for the rest either */
+	for (size_t i = 0; i < n_id; i++) {
+		uint32_t id = def_id[i];
+		const char *name = def_name[i];
+		size_t len = strlen(name);
+		if (id == 0 || id > PMC_LIMIT_REGION_ID || len == 0 || len > PMC_LIMIT_NAME_MAX)
+			return -EBADMSG;
+		struct process *p = s->proc;
+		if (id > session_max_id(s)) {
+			/* More names than --max-regions allows: the library may hold more. */
+			if (!p->warned_regions)
+				log_warn_limited(
+				        "pid %d: over %u regions (--max-regions): samples of "
+				        "region '%s' and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_regions, name);
+			p->warned_regions = true;
+			continue;
+		}
+		if (id >= s->n_ids) {
+			size_t n = id + 1 > 2 * s->n_ids ? id + 1 : 2 * s->n_ids;
+			struct region_agg **v = realloc(s->ids, n * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			memset(v + s->n_ids, 0, (n - s->n_ids) * sizeof(*v));
+			s->ids = v;
+			s->n_ids = n;
+		}
+		struct region_agg *r = region_find(p, name);
+		if (!r && p->n_regions >= s->srv->policy.max_regions) {
+			if (!p->warned_regions)
+				log_warn_limited(
+				        "pid %d: over %u regions (--max-regions): samples of "
+				        "region '%s' and later new ones are dropped",
+				        (int)s->pid, s->srv->policy.max_regions, name);
+			p->warned_regions = true;
+			s->ids[id] = &refused_region;
+			continue;
+		}
+		const struct policy *pol = &s->srv->policy;
+		if (!r && (full ||
+		           !registry_share_room(&s->srv->reg, p->uid, p, pol->max_regions_per_user,
+		                                pol->max_total_regions, false))) {
+			full = true;
+			size_t mine = registry_user_regions(&s->srv->reg, p->uid);
+			if (mine >= pol->max_regions_per_user && !p->warned_user)
+				log_warn_limited("pid %d: uid %d holds %zu regions, past its share "
+				                 "(--max-regions-per-user %u) as far as the other "
+				                 "users' shares allow: samples of region '%s' and "
+				                 "later new ones are dropped",
+				                 (int)s->pid, (int)p->uid, mine,
+				                 pol->max_regions_per_user, name);
+			else if (mine < pol->max_regions_per_user && !p->warned_total)
+				log_warn_limited(
+				        "pid %d: the daemon holds %u regions of running processes, "
+				        "its limit (--max-total-regions): samples of region '%s' "
+				        "and later new ones are dropped",
+				        (int)s->pid, pol->max_total_regions, name);
+			p->warned_user |= mine >= pol->max_regions_per_user;
+			p->warned_total |= mine < pol->max_regions_per_user;
+			s->ids[id] = &refused_region;
+			continue;
+		}
+		if (!r)
+			r = process_region(&s->srv->reg, p, name);
+		if (!r)
+			return -ENOMEM;
+		s->ids[id] = r;
+	}
+	return 0;
+}
+
+/* Whether @s may keep one more call path node for its process (the limits of regions,
+ * counted apart); says once per process when it may not. */
+static bool
+path_room(struct session *s)
+{
+	const struct policy *pol = &s->srv->policy;
+	struct process *p = s->proc;
+	struct registry *reg = &s->srv->reg;
+	/* Exited processes make room, those of the same user first, as for regions. */
+	bool room = p->n_paths < pol->max_regions &&
+	            registry_share_room(reg, p->uid, p, pol->max_regions_per_user,
+	                                pol->max_total_regions, true);
+	if (!room && !p->warned_paths)
+		log_warn_limited("pid %d: over its call path nodes (as many as --max-regions, "
+		                 "--max-regions-per-user or --max-total-regions allow regions): "
+		                 "samples of later new paths count under their region only",
+		                 (int)s->pid);
+	p->warned_paths |= !room;
+	return room;
+}
+
+/* Client path ids kept in a table (8 bytes an id, per connection): 4 per region id. A
+ * library's are dense from 1; a sample of a path past them is dropped, counted as a
+ * region's past the table would be ("max-regions"). */
+uint32_t
+session_max_path(const struct session *s)
+{
+	uint32_t n = 4 * session_max_id(s);
+	return n < PMC_LIMIT_REGION_ID ? n : PMC_LIMIT_REGION_ID;
+}
+
+/* Client call path @id is region @region begun in path @parent (0: none). *@full: a limit
+ * refused a node earlier in the message (then no new one is asked for: each asking walks
+ * every process). */
+static int
+define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bool *full)
+{
+	struct region_agg *name = session_region(s, region);
+	if (!id || id > PMC_LIMIT_REGION_ID || !name || parent > PMC_LIMIT_REGION_ID ||
+	    (parent && parent <= session_max_path(s) &&
+	     (parent >= s->n_paths || !s->paths[parent].depth)))
+		return -EBADMSG;
+	if (id > session_max_path(s) || parent > session_max_path(s)) {
+		if (!s->proc->warned_paths)
+			log_warn_limited(
+			        "pid %d: call path ids past %u: samples of those paths are "
+			        "dropped (counted as max-regions)",
+			        (int)s->pid, session_max_path(s));
+		s->proc->warned_paths = true;
+		return 0;
+	}
+	const struct session_path *up = parent ? &s->paths[parent] : NULL;
+	if (up && up->depth >= PMC_LIMIT_PATH_DEPTH)
+		return -EBADMSG;
+	if (id >= s->n_paths) {
+		size_t n = id + 1 > 2 * s->n_paths ? id + 1 : 2 * s->n_paths;
+		struct session_path *v = realloc(s->paths, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + s->n_paths, 0, (n - s->n_paths) * sizeof(*v));
+		s->paths = v;
+		s->n_paths = n;
+		up = parent ? &s->paths[parent] : NULL;
+	}
+	struct session_path sp = {.name_id = (uint16_t)region,
+	                          .depth = (uint8_t)(up ? up->depth + 1 : 1)};
+	if (name == &refused_region) {
+		sp.why = UNTRACKED_N; /* dropped, counted so */
+	} else if (up && !up->node) {
+		sp.why = up->why == UNTRACKED_N ? UNTRACKED_LIMIT : up->why;
+	} else {
+		uint32_t pnode = up ? up->node : 0;
+		struct region_agg *node = path_find(s->proc, pnode, name->name);
+		if (!node && !*full && !path_room(s))
+			*full = true;
+		if (!node && !*full &&
+		    !(node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
+			return -ENOMEM;
+		sp.node = node ? node->id : 0;
+		sp.why = UNTRACKED_LIMIT;
+	}
+	s->paths[id] = sp;
+	return 0;
+}
+
+int
+session_handle_define(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__Define *d = req->define;
+	int r = s->call_paths ? 0 : -EBADMSG;
+	/* Before any thread registered (a library whose reattach the daemon refused goes on
+	 * on that connection): the process gets its aggregates here, as a register would. */
+	if (r == 0 && !s->proc) {
+		if (s->pidfd >= 0 && !session_peer_alive(s))
+			return -ESRCH;
+		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
+		if (!s->proc)
+			return -ESRCH;
+		s->proc->connections++;
+		session_tag_process(s);
+	}
+	if (r == 0)
+		r = define_regions(s, d->n_def_id, d->def_id, d->n_def_name, d->def_name);
+	if (r == 0 && (d->n_path_parent != d->n_path_id || d->n_path_region != d->n_path_id))
+		r = -EBADMSG;
+	bool full = false;
+	for (size_t i = 0; r == 0 && i < d->n_path_id; i++)
+		r = define_path(s, d->path_id[i], d->path_parent[i], d->path_region[i], &full);
+	if (r == -EBADMSG)
+		log_warn_limited("pid %d: malformed Define: closing the connection", (int)s->pid);
+	return r;
+}
+
+/* Sample id @id of a call path connection: its client region in *@name and its key in
+ * *@key (batch_key(): its path when that has a node); a sample that its region counts but no
+ * node does is counted in @untracked by reason (a refused region's is dropped, not
+ * untracked). Return: false when @id is malformed. */
+static bool
+path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *key,
+            uint64_t *untracked)
+{
+	const uint32_t flags = PMC__PATH_LIMITS__PATH_FLAG_DEEP | PMC__PATH_LIMITS__PATH_FLAG_FULL;
+	if (id & flags) {
+		if ((id & ~flags) > PMC_LIMIT_REGION_ID || (id & flags) == flags)
+			return false;
+		*name = id & ~flags;
+		if (session_region(s, *name) != &refused_region)
+			untracked[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
+			                                                : UNTRACKED_LIMIT]++;
+	} else if (id > session_max_path(s) && id <= PMC_LIMIT_REGION_ID) {
+		*name = PMC_LIMIT_REGION_ID; /* past the table: a refused region */
+	} else if (!id || id >= s->n_paths || !s->paths[id].depth) {
+		return false;
+	} else if (s->paths[id].node) {
+		*name = s->paths[id].name_id;
+		*key = id;
+		return true;
+	} else {
+		*name = s->paths[id].name_id;
+		if (s->paths[id].why < UNTRACKED_N)
+			untracked[s->paths[id].why]++;
+	}
+	*key = KEY_NAME + *name;
+	return true;
+}
+
+/* What the process says it sent before this batch, against what this daemon (or the
+ * state it restarted from) received: the difference was lost by a daemon that died. */
+static void
+account_sent(struct session *s, const Pmc__SampleBatch *b)
+{
+	struct process *p = s->proc;
+	if (b->sent_before > p->received) {
+		uint64_t lost = session_claim(s, b->sent_before - p->received);
+		p->lost = util_sat_add(p->lost, lost);
+		s->srv->lost = util_sat_add(s->srv->lost, lost);
+		s->user->lost = util_sat_add(s->user->lost, lost);
+		if (lost)
+			log_warn_limited("pid %d: %llu samples it sent were lost by an earlier "
+			                 "daemon",
+			                 (int)s->pid, (unsigned long long)lost);
+	}
+	/* A smaller figure is a new image (exec): its count starts again. */
+	p->received = util_sat_add(b->sent_before, b->n_region);
+}
+
+/* At most --max-batch-rate batches a second per connection; the rest are dropped. */
+static bool
+over_rate(struct session *s)
+{
+	uint64_t sec = util_now_ns(CLOCK_MONOTONIC) / 1000000000u;
+	if (sec != s->rate_window) {
+		s->rate_window = sec;
+		s->rate_batches = 0;
+	}
+	if (++s->rate_batches <= s->srv->policy.max_batch_rate)
+		return false;
+	if (!s->warned_rate)
+		log_warn_limited(
+		        "pid %d: over %u sample batches a second (--max-batch-rate): dropping "
+		        "the excess",
+		        (int)s->pid, s->srv->policy.max_batch_rate);
+	s->warned_rate = 1;
+	return true;
+}
+
+/* The extrapolated values (bits of @scaled) of one sample of @reg; @k indexes the next ratio. */
+static void
+count_scaled(const struct session_thread *t, const Pmc__SampleBatch *b, struct region_agg *reg,
+             uint32_t scaled, size_t *k)
+{
+	for (size_t j = 0; scaled; j++, scaled >>= 1) {
+		if (!(scaled & 1))
+			continue;
+		struct event_agg *e = &reg->ev[t->ev_id[j]];
+		float ratio = b->scale_ratio[(*k)++];
+		e->scaled++;
+		e->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
+	}
+}
+
+/* Where a sample of @s with key @key counts: its region (NULL: refused, dropped) and, in
+ * *@node, its call path's node (NULL: none). */
+static struct region_agg *
+batch_key(const struct session *s, uint32_t key, struct region_agg **node)
+{
+	struct region_agg *r;
+	*node = NULL;
+	if (!s->call_paths || key >= KEY_NAME) {
+		r = session_region(s, s->call_paths ? key - KEY_NAME : key);
+	} else {
+		const struct session_path *sp = &s->paths[key];
+		*node = s->proc->paths[sp->node - 1];
+		r = session_region(s, sp->name_id);
+	}
+	return r == &refused_region ? NULL : r;
+}
+
+/* The event slots of @t's events in @reg (and @node): created first, as creating one may
+ * move the others. 0 or -ENOMEM. */
+static int
+batch_slots(const struct session_thread *t, struct region_agg *reg, struct region_agg *node)
+{
+	for (size_t j = 0; j < t->n; j++)
+		if (!region_event(reg, t->ev_id[j]) || (node && !region_event(node, t->ev_id[j])))
+			return -ENOMEM;
+	return 0;
+}
+
+/* Counts a checked batch sample by sample with stats_add(): the way for values over
+ * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. Sample i counts where
+ * @keys[i] says (batch_key()); *@counted counts those counted. 0 or -ENOMEM. */
+static int
+count_samples(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
+              const uint32_t *keys, size_t *counted)
+{
+	struct region_agg *last = NULL, *node;
+	size_t k = 0, ne = t->n;
+	for (size_t i = 0; i < b->n_region; i++) {
+		struct region_agg *reg = batch_key(s, keys[i], &node);
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		if (!reg) {
+			k += (size_t)__builtin_popcount(scaled);
+			session_count_dropped(s, 1, DROP_MAX_REGIONS);
+			continue;
+		}
+		(*counted)++;
+		if ((reg != last || node) && batch_slots(t, reg, node) < 0)
+			return -ENOMEM;
+		last = reg;
+		size_t k0 = k;
+		for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
+			a->count++;
+			stats_add(&a->wall, b->wall_ns[i]);
+			for (size_t j = 0; j < ne; j++)
+				stats_add(&a->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+			k = k0;
+			if (scaled)
+				count_scaled(t, b, a, scaled, &k);
+		}
+	}
+	return 0;
+}
+
+/* What a batch may have without allocating: distinct keys, accumulators (one per key and
+ * column: the wall time, then each event), samples. */
+#define BATCH_STACK_REGIONS 32
+#define BATCH_STACK_ACCS 160
+#define BATCH_STACK_SAMPLES 2048
+
+struct batch_region {
+	struct region_agg *reg;  /* NULL: refused (--max-regions) */
+	struct region_agg *node; /* its call path's node, counted too (NULL: none) */
+	uint32_t id;             /* the key */
+	uint32_t n;              /* its samples in the batch */
+	uint32_t start, end;     /* where they are in the grouped order */
+};
+
+/* Key -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the daemon is one
+ * thread, and no batch is handled inside another). */
+static uint32_t batch_slot[2 * KEY_NAME];
+
+/* @b fits the accumulators: no value over STATS_ACC_MAX_VALUE, not too many samples. */
+static bool
+batch_fits_acc(const Pmc__SampleBatch *b)
+{
+	uint64_t all = 0, x[4] = {0, 0, 0, 0};
+	size_t i = 0;
+	if (b->n_region > STATS_ACC_MAX_COUNT)
+		return false;
+	for (i = 0; i < b->n_wall_ns; i++)
+		all |= b->wall_ns[i];
+	/* Four chains: one would take a cycle per value. */
+	for (i = 0; i + 4 <= b->n_values; i += 4)
+		for (size_t j = 0; j < 4; j++)
+			x[j] |= b->values[i + j];
+	for (; i < b->n_values; i++)
+		all |= b->values[i];
+	return (all | x[0] | x[1] | x[2] | x[3]) <= STATS_ACC_MAX_VALUE;
+}
+
+/*
+ * Counts a checked batch key by key (batch_key()): the samples are grouped by key (a counting
+ * sort), then the values of each key and column go through one stats_acc, opened on the
+ * aggregate before anything is counted and folded in at the end: into the region, and into
+ * its call path's node when it has one (one pass counts both: stats_acc_also()). Per value:
+ * no lookup, no division, no allocation but a histogram block the first time a value falls in
+ * its power of two. Returns 0, -ENOMEM, or -EAGAIN (nothing counted) when the batch does not
+ * fit the accumulators or memory is short.
+ */
+static int
+count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
+                  const uint32_t *keys, size_t *counted)
+{
+	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
+	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
+	uint32_t stack_order[BATCH_STACK_SAMPLES], *order = stack_order;
+	size_t n = b->n_region, ne = t->n, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
+	int r = -EAGAIN;
+
+	if (!batch_fits_acc(b))
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = keys[i];
+		if (batch_slot[id]) {
+			br[batch_slot[id] - 1u].n++;
+			continue;
+		}
+		if (nr == cap) {
+			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
+			                                        : realloc(br, 2 * cap * sizeof(*v));
+			if (!v)
+				goto out;
+			if (br == stack_br)
+				memcpy(v, stack_br, sizeof(stack_br));
+			br = v;
+			cap *= 2;
+		}
+		struct region_agg *node, *reg = batch_key(s, id, &node);
+		br[nr] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
+		batch_slot[id] = (uint32_t)++nr;
+	}
+	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
+		goto out;
+	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
+		goto out;
+	for (size_t x = 0; x < nr; x++)
+		if (br[x].reg && batch_slots(t, br[x].reg, br[x].node) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+	/* The samples grouped by key, each group in batch order. */
+	for (size_t x = 0, at = 0; x < nr; x++) {
+		br[x].start = br[x].end = (uint32_t)at;
+		at += br[x].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[br[batch_slot[keys[i]] - 1u].end++] = (uint32_t)i;
+	/*
+	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
+	 * cannot be allocated only misses its samples, which every other figure still counts,
+	 * as with stats_add() (stats.h). An accumulator is opened on the node when there is
+	 * one, counting in the region's histogram too.
+	 */
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg, *node = br[x].node;
+		struct region_agg *first = node ? node : reg;
+		struct stats_acc *a = acc + x * na;
+		size_t i = order[br[x].start];
+		if (!reg)
+			continue;
+		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i]);
+		if (node)
+			stats_acc_also(&a[0], &reg->wall);
+		for (size_t j = 0; j < ne; j++) {
+			size_t e = t->ev_id[j];
+			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j]);
+			if (node)
+				stats_acc_also(&a[1 + j], &reg->ev[e].st);
+		}
+	}
+
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		struct stats_acc *a = acc + x * na;
+		const uint32_t *rows = order + br[x].start;
+		if (!reg) {
+			session_count_dropped(s, br[x].n, DROP_MAX_REGIONS);
+			continue;
+		}
+		*counted += br[x].n;
+		reg->count += br[x].n;
+		if (br[x].node)
+			br[x].node->count += br[x].n;
+		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
+	}
+	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
+		uint32_t scaled = b->scaled[i];
+		const struct batch_region *g = &br[batch_slot[keys[i]] - 1u];
+		size_t kk = k;
+		if (!scaled)
+			continue;
+		if (g->node)
+			count_scaled(t, b, g->node, scaled, &kk);
+		if (g->reg)
+			count_scaled(t, b, g->reg, scaled, &k);
+		else
+			k += (size_t)__builtin_popcount(scaled);
+	}
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg, *node = br[x].node;
+		const struct stats_acc *a = acc + x * na;
+		if (!reg)
+			continue;
+		for (struct region_agg *g = node ? node : reg; g; g = g == node ? reg : NULL) {
+			stats_acc_fold(&g->wall, &a[0]);
+			for (size_t j = 0; j < ne; j++)
+				stats_acc_fold(&g->ev[t->ev_id[j]].st, &a[1 + j]);
+		}
+	}
+	r = 0;
+out:
+	for (size_t x = 0; x < nr; x++)
+		batch_slot[br[x].id] = 0;
+	if (br != stack_br)
+		free(br);
+	if (acc != stack_acc)
+		free(acc);
+	if (order != stack_order)
+		free(order);
+	return r;
+}
+
+/* What the library says it dropped, by reason; `dropped` is their total, and what it holds
+ * beyond their sum (an older library's) is "other". */
+static void
+count_reported(struct session *s, const Pmc__SampleBatch *b)
+{
+	const uint64_t by[] = {
+	        [DROP_DEPTH] = b->dropped_depth,
+	        [DROP_NESTING] = b->dropped_nesting,
+	        [DROP_FULL] = b->dropped_full,
+	        [DROP_READ] = b->dropped_read,
+	        [DROP_EXITED] = b->dropped_exited,
+	        [DROP_NAMES] = b->dropped_names,
+	        [DROP_LONG_NAMES] = b->dropped_long_names,
+	        [DROP_FD_LIMIT] = b->dropped_fd_limit,
+	        [DROP_UNREGISTERED] = b->dropped_unregistered,
+	        [DROP_NO_DAEMON] = b->dropped_no_daemon,
+	};
+	uint64_t sum = 0;
+	/* Claims, checked by nothing: each bounded per connection (session_claim()), their
+	 * sum saturated. */
+	for (size_t k = 0; k < ARRAY_SIZE(by); k++) {
+		uint64_t n = by[k] ? session_claim(s, by[k]) : 0;
+
+		if (n)
+			session_count_dropped(s, n, (enum drop_reason)k);
+		s->user->claimed = util_sat_add(s->user->claimed, n);
+		sum = util_sat_add(sum, by[k]);
+	}
+	if (b->dropped > sum) {
+		uint64_t n = session_claim(s, b->dropped - sum);
+
+		if (n)
+			session_count_dropped(s, n, DROP_OTHER);
+		s->user->claimed = util_sat_add(s->user->claimed, n);
+	}
+}
+
+static int
+handle_batch(struct session *s, const Pmc__SampleBatch *b)
+{
+	struct session_thread *t = session_find_thread(s, b->tid);
+	if (!t && session_thread_refused(s, b->tid)) {
+		session_count_dropped(s, b->n_region, DROP_REFUSED);
+		count_reported(s, b);
+		return 0;
+	}
+	if (!t)
+		return -EBADMSG;
+	size_t n = b->n_region, ne = t->n;
+	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n))
+		return -EBADMSG;
+	int r = define_regions(s, b->n_def_id, b->def_id, b->n_def_name, b->def_name);
+	if (r < 0)
+		return r;
+	/* Check the whole batch before counting any of it. On a call path connection, each
+	 * sample's key (batch_key()) in keys, and what no node counts in untracked. */
+	uint32_t stack_keys[BATCH_STACK_SAMPLES], *keys = b->region;
+	uint64_t untracked[UNTRACKED_N] = {0};
+	if (s->call_paths) {
+		keys = n > BATCH_STACK_SAMPLES ? malloc(n * sizeof(*keys)) : stack_keys;
+		if (!keys)
+			return -ENOMEM;
+	}
+	size_t n_ratio = 0;
+	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t name = b->region[i];
+		if (s->call_paths && !path_sample(s, b->region[i], &name, &keys[i], untracked)) {
+			r = -EBADMSG;
+			goto out;
+		}
+		if (!session_region(s, name)) {
+			r = -EBADMSG;
+			goto out;
+		}
+		if (b->n_scaled) {
+			if (b->scaled[i] & ~valid) {
+				r = -EBADMSG;
+				goto out;
+			}
+			n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
+		}
+	}
+	if (b->n_scale_ratio != n_ratio) {
+		r = -EBADMSG;
+		goto out;
+	}
+
+	count_reported(s, b);
+	account_sent(s, b);
+	t->pending = b->pending;
+	if (b->end > t->next_sample)
+		t->next_sample = b->end;
+	if (over_rate(s)) {
+		session_count_dropped(s, n, DROP_BATCH_RATE);
+		goto out;
+	}
+
+	size_t counted = 0;
+	uint64_t missed = s->user->hist.missed;
+	/* Its share of the histograms, or more while the others' stay free (share.h). */
+	s->user->hist.keep =
+	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
+	stats_charge_to(&s->user->hist);
+	r = count_accumulated(s, t, b, keys, &counted);
+	if (r == -EAGAIN)
+		r = count_samples(s, t, b, keys, &counted);
+	stats_charge_to(NULL);
+	if (!s->call_paths)
+		untracked[UNTRACKED_OLDER] = counted;
+	for (unsigned k = 0; r == 0 && k < UNTRACKED_N; k++)
+		s->proc->untracked[k] += untracked[k];
+	if (s->user->hist.missed != missed && !s->user->warned_memory) {
+		log_warn_limited(
+		        "uid %d: its processes' histograms hold %zu bytes, its share "
+		        "(--max-memory-per-user): further samples in new value ranges miss "
+		        "the percentiles (every other figure still counts them)",
+		        (int)s->uid, s->user->hist.used);
+		s->user->warned_memory = true;
+	}
+	if (r < 0)
+		goto out;
+	s->srv->samples += counted;
+	s->srv->batches++;
+	s->user->samples += counted;
+	s->user->batches++;
+out:
+	if (keys != b->region && keys != stack_keys)
+		free(keys);
+	return r;
+}
+
+int
+session_handle_sample_batch(struct session *s, const Pmc__Request *req)
+{
+	int r = handle_batch(s, req->sample_batch);
+	if (r == -EBADMSG)
+		log_warn_limited("pid %d: malformed sample batch (tid %d): closing the connection",
+		                 (int)s->pid, (int)req->sample_batch->tid);
+	return r;
+}

@@ -1,0 +1,698 @@
+/* session: decode and dispatch each datagram of one client connection. A datagram
+ * that does not decode, names no request, or breaks the protocol closes this
+ * connection only; a request the daemon refuses gets an error Response. */
+#include "session/session-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <linux/magic.h>
+#include <linux/perf_event.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "common/cgroup.h"
+#include "common/fdcheck.h"
+#include "common/util.h"
+#include "kernel/creds.h"
+#include "kernel/log.h"
+#include "kernel/perf.h"
+#include "model/batch.h"
+#include "model/share.h"
+#include "session/server.h"
+#include "wire/wire.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+/* Fds a uid sent that still wait to be closed (fdcheck) before its connections are
+ * refused. */
+#define SESSION_MAX_PENDING_CLOSES 64
+
+/* Bytes of replies a client may leave unread before its connection is closed. */
+#define SESSION_MAX_UNREAD (256 * 1024)
+
+/* Samples not counted: the daemon's figure, the figure of the uid they came from, and its
+ * process's for reason @why. */
+void
+session_count_dropped(struct session *s, uint64_t n, enum drop_reason why)
+{
+	s->srv->dropped = util_sat_add(s->srv->dropped, n);
+	s->user->dropped = util_sat_add(s->user->dropped, n);
+	if (s->proc)
+		s->proc->dropped[why] = util_sat_add(s->proc->dropped[why], n);
+}
+
+uint64_t
+session_claim(struct session *s, uint64_t n)
+{
+	uint64_t room = SESSION_MAX_CLAIMED - s->claimed;
+
+	if (n > room) {
+		/* Once per connection: its lies take no more of the log than that. */
+		if (!s->warned_claim)
+			log_warn_limited("pid %d (uid %d): claims more dropped or lost samples "
+			                 "than a connection may (%llu): the rest is not counted",
+			                 (int)s->pid, (int)s->uid,
+			                 (unsigned long long)SESSION_MAX_CLAIMED);
+		s->warned_claim = true;
+		n = room;
+	}
+	s->claimed += n;
+	return n;
+}
+
+void
+session_sndbuf_fit(struct session *s, size_t len)
+{
+	/* The send buffer grows to what a reply needs, no further (root may force it past
+	 * wmem_max), and only for a connection that asks for such a reply. */
+	size_t need = len + 4096;
+	if (need > s->sndbuf && need <= 2 * (size_t)WIRE_MAX_DATAGRAM) {
+		int sz = (int)need;
+		if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) == 0 ||
+		    setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz)) == 0)
+			s->sndbuf = need;
+	}
+}
+
+/* A client that asks and never reads pins the daemon's replies in kernel memory: at most
+ * SESSION_MAX_UNREAD bytes of them, then its connection is closed (-ENOBUFS). */
+static int
+reply_room(struct session *s)
+{
+	int queued = 0;
+	if (ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued > SESSION_MAX_UNREAD) {
+		log_warn_limited("pid %d (uid %d): leaves %d bytes of its replies unread: closing "
+		                 "the connection",
+		                 (int)s->pid, (int)s->uid, queued);
+		return -ENOBUFS;
+	}
+	return 0;
+}
+
+/* What a send of a reply returned (@r), as session_reply() says it. */
+static int
+reply_sent(struct session *s, int r)
+{
+	if (r == -EAGAIN) {
+		log_warn_limited("pid %d (uid %d): leaves its replies unread (its socket is full): "
+		                 "closing the connection",
+		                 (int)s->pid, (int)s->uid);
+		return -ENOBUFS;
+	}
+	if (r < 0)
+		log_debug("pid %d: cannot send reply: %s", (int)s->pid, strerror(-r));
+	return r;
+}
+
+int
+session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_fds)
+{
+	int r = reply_room(s);
+	if (r < 0)
+		return r;
+	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
+	return reply_sent(s, wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+}
+
+int
+session_send_packed(struct session *s, const uint8_t *buf, size_t len)
+{
+	int r = reply_room(s);
+	if (r < 0)
+		return r;
+	session_sndbuf_fit(s, len);
+	ssize_t n = send(s->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	return reply_sent(s, n < 0 ? -errno : 0);
+}
+
+int
+session_reply_error(struct session *s, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (s->no_reply) {
+		/* Nowhere to say it: the client is told by the closed connection. */
+		log_warn_limited("pid %d: refused, closing the connection: %s", (int)s->pid, msg);
+		return err == EAGAIN || err == 0 ? -EPROTO : -err;
+	}
+	log_debug("pid %d: refused: %s", (int)s->pid, msg);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.error = err;
+	resp.message = msg;
+	return session_reply(s, &resp, NULL, 0);
+}
+
+void
+session_tag_process(struct session *s)
+{
+	if (s->proc && !s->proc->run_tag[0] && s->run_tag[0])
+		memcpy(s->proc->run_tag, s->run_tag, sizeof(s->run_tag));
+}
+
+static int
+handle_hello(struct session *s, const Pmc__Request *req)
+{
+	const Pmc__Hello *h = req->hello;
+	if (h->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
+		session_reply_error(s, EPROTO,
+		                    "protocol version %u is not supported (this daemon speaks %d)",
+		                    h->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		return -EPROTO;
+	}
+	s->hello = 1;
+	s->call_paths = h->call_paths;
+	/* A tag that is not one is ignored: it only ever selects the process's own figures. */
+	size_t tl = strlen(h->run_tag);
+	if (tl < sizeof(s->run_tag) &&
+	    strspn(h->run_tag,
+	           "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") == tl)
+		memcpy(s->run_tag, h->run_tag, tl + 1);
+	if (s->hello_ev)
+		event_del(s->hello_ev);
+	Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;
+	hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	hr.daemon_version = PMC_VERSION;
+	hr.call_paths = s->call_paths;
+	hr.max_path_id = s->call_paths ? session_max_path(s) : 0;
+	hr.heads_table = 1;
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	resp.body_case = PMC__RESPONSE__BODY_HELLO;
+	resp.hello = &hr;
+	return session_reply(s, &resp, NULL, 0);
+}
+
+/* The client's heads table: a memfd sealed against shrinking (F_GET_SEALS answers for shmem
+ * and hugetlbfs alone, without calling into any file system, so this never waits on a FUSE
+ * server; a file that cannot shrink cannot take the mapping's pages away), on shmem, of the
+ * size it says, mapped read-only. Anything else closes the connection. */
+static int
+handle_heads_table(struct session *s, const Pmc__Request *req)
+{
+	uint32_t n = req->heads_table->slots;
+	const char *bad = NULL;
+	struct stat st;
+	struct statfs sf;
+	int seals = fcntl(s->rx_fd, F_GET_SEALS);
+	if (s->heads)
+		bad = "a second heads table";
+	else if (!n || n > SESSION_MAX_HEADS)
+		bad = "a heads table of no size or too large";
+	else if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		bad = "a heads table that is not a memfd sealed against shrinking";
+	/* shmem, not hugetlbfs, whose pages are taken at the first touch and can fail it
+	 * (SIGBUS) when the pool is empty. */
+	else if (fstatfs(s->rx_fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
+		bad = "a heads table that is not a plain memfd (hugetlbfs?)";
+	else if (fstat(s->rx_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	         (uint64_t)st.st_size < (uint64_t)n * sizeof(uint64_t))
+		bad = "a heads table smaller than it says";
+	if (bad) {
+		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid, bad);
+		return -EBADMSG;
+	}
+	void *p = mmap(NULL, (size_t)n * sizeof(uint64_t), PROT_READ, MAP_SHARED, s->rx_fd, 0);
+	if (p == MAP_FAILED) {
+		log_warn_limited("pid %d: cannot map its heads table: %s (its losses at exit are "
+		                 "what its batches said)",
+		                 (int)s->pid, strerror(errno));
+		return 0;
+	}
+	s->heads = p;
+	s->n_heads = n;
+	s->heads_given_up = req->heads_table->given_up;
+	return 0;
+}
+
+/* The pidfd names the very process that connected: once it has exited, its pid may
+ * belong to another process, whose threads must not be counted for this peer. */
+bool
+session_peer_alive(struct session *s)
+{
+	struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+	return poll(&p, 1, 0) == 0;
+}
+
+/* Read what other connections have already queued, so that a query made after a
+ * client exited sees that client's last batch (the kernel queued it before the
+ * client's exit, but the loop may not have read it yet; the loop's turns serve the
+ * caller's request ahead of such batches). Bounded: only what is queued now, never
+ * recursively, only the connections of the uid whose figures the caller sees (@self's, or
+ * all for an admin), and never past @budget_ns (checked every 16 datagrams) but for the
+ * connections whose process has exited: those are read to the end (SESSION_DRAIN_GONE
+ * datagrams at most; they can send no more), the others' flood never delays the answer.
+ * @self NULL: every connection, no time bound. */
+void
+session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns)
+{
+	if (srv->draining)
+		return;
+	srv->draining = 1;
+	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
+	bool over = false;
+	struct session *o, *next;
+	pmc_list_for_each_safe(o, next, &srv->sessions, link) {
+		/* One that streams a reply reads nothing until it is sent: nor from here, once a
+		 * Query read here has started one. */
+		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
+			continue;
+		bool gone = o->pidfd >= 0 && !session_peer_alive(o);
+		if (over && !gone)
+			continue;
+		int r = 0;
+		unsigned max = gone ? SESSION_DRAIN_GONE : SESSION_BURST * 16;
+		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
+		for (unsigned i = 0; i < max && !o->qs; i++) {
+			if ((r = session_dispatch_one(o)) < 0)
+				break;
+			if (!gone && i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline)
+				break;
+		}
+		if (r < 0 && r != -EAGAIN)
+			session_close(o, r);
+		over = over || util_now_ns(CLOCK_MONOTONIC) > deadline;
+	}
+	srv->draining = 0;
+}
+
+typedef int (*handler_fn)(struct session *s, const Pmc__Request *req);
+
+static const struct {
+	handler_fn fn;
+	bool needs_hello;
+} handlers[] = {
+        [PMC__REQUEST__BODY_HELLO] = {handle_hello, false},
+        [PMC__REQUEST__BODY_REGISTER_THREAD] = {session_handle_register, true},
+        [PMC__REQUEST__BODY_SAMPLE_BATCH] = {session_handle_sample_batch, true},
+        [PMC__REQUEST__BODY_THREAD_EXIT] = {session_handle_thread_exit, true},
+        [PMC__REQUEST__BODY_QUERY] = {session_handle_query, true},
+        [PMC__REQUEST__BODY_RESET] = {session_handle_reset, true},
+        [PMC__REQUEST__BODY_STATUS] = {session_handle_status, true},
+        [PMC__REQUEST__BODY_LIST_EVENTS] = {session_handle_list_events, true},
+        [PMC__REQUEST__BODY_THREAD_FLOOR] = {session_handle_thread_floor, true},
+        [PMC__REQUEST__BODY_DEFINE] = {session_handle_define, true},
+        [PMC__REQUEST__BODY_OPEN_COMMAND] = {session_handle_open_command, true},
+        [PMC__REQUEST__BODY_HEADS_TABLE] = {handle_heads_table, true},
+};
+
+/* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
+int
+session_dispatch_one(struct session *s)
+{
+	int fds[1];
+	size_t n_fds = 0;
+	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
+	ssize_t len = wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
+	                             MSG_DONTWAIT, (unsigned)s->uid);
+	if (len < 0) {
+		if (len == -EMSGSIZE)
+			log_warn_limited("pid %d: request over %u bytes: closing the connection",
+			                 (int)s->pid, SERVER_MAX_REQUEST);
+		else if (len == -EBADMSG)
+			log_warn_limited(
+			        "pid %d: unexpected file descriptors: closing the connection",
+			        (int)s->pid);
+		return (int)len;
+	}
+	s->rx_bytes += (uint64_t)len;
+	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
+	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
+	Pmc__SampleBatch fast_batch;
+	int r = 0;
+	if (!n_fds && batch_decode(s->srv->rxbuf, (size_t)len, &fast_batch) == 0) {
+		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+		fast.sample_batch = &fast_batch;
+		req = &fast;
+	} else if ((r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
+		if (n_fds)
+			fdcheck_close(fds[0], (unsigned)s->uid);
+		log_warn_limited("pid %d: malformed request (%zd bytes): closing the connection",
+		                 (int)s->pid, len);
+		return r;
+	}
+	unsigned c = req->body_case;
+	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
+	 * (its later requests are behind its batches in its socket anyway; and switching back
+	 * would let a flood earn control's turns with a Status now and then, or, in a burst
+	 * of registrations, take bulk's turns from connections whose registration waits
+	 * behind their batches), the others (a new client's Hello and first registration,
+	 * pmcctl) control. */
+	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
+	/* Only a RegisterThread that says so, an OpenCommand and a HeadsTable carry an fd:
+	 * exactly one. */
+	bool wants_fd = (c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd) ||
+	                c == PMC__REQUEST__BODY_OPEN_COMMAND || c == PMC__REQUEST__BODY_HEADS_TABLE;
+	s->rx_fd = n_fds ? fds[0] : -1;
+	if (wants_fd != (n_fds == 1)) {
+		log_warn_limited(
+		        "pid %d: %s: closing the connection", (int)s->pid,
+		        !wants_fd ? "unexpected file descriptors"
+		        : c == PMC__REQUEST__BODY_REGISTER_THREAD
+		                ? "a registration that names a pidfd carries none"
+		                : "a request that must carry one file descriptor carries none");
+		r = -EBADMSG;
+	} else if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
+		r = -EBADMSG;
+	} else if (handlers[c].needs_hello && !s->hello) {
+		log_warn_limited("pid %d: request before Hello: closing the connection",
+		                 (int)s->pid);
+		r = -EPROTO;
+	} else {
+		r = handlers[c].fn(s, req);
+	}
+	if (s->rx_fd >= 0) {
+		fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
+		/* Its uid's fds wait to be closed (a file whose FUSE server does not answer):
+		 * no more from this connection, and none from a new one (session_new()). */
+		if (r == 0 && fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
+			r = -EMFILE;
+	}
+	if (req != &fast)
+		pmc__request__free_unpacked(req, NULL);
+	return r == -EAGAIN ? -EPIPE : r;
+}
+
+static void
+session_on_hello_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	log_warn_limited("pid %d (uid %d): no Hello within %u s (--hello-timeout): closing the "
+	                 "connection",
+	                 (int)s->pid, (int)s->uid, s->srv->policy.hello_timeout_s);
+	session_close(s, -ETIMEDOUT);
+}
+
+/* Its requests wait in its socket until its turn: the loop serves every uid in turn. */
+static void
+session_on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	event_del(s->ev);
+	session_ready(s);
+}
+
+void
+session_ready(struct session *s)
+{
+	if (sched_queued(&s->si))
+		return;
+	enum sched_class cls = s->bulk || s->qs ? SCHED_BULK : SCHED_CONTROL;
+	sched_push(&s->srv->sched, &s->user->sq[cls], cls, &s->si);
+	server_kick(s->srv);
+}
+
+/* One slice of reading: up to SESSION_BURST requests, until @deadline_ns once it has read
+ * SESSION_SLICE_BYTES, and one only
+ * past a change of class (a client that turns to bulk goes to the bulk queue). Return: 1
+ * when requests may be left, 0 when its socket is drained, or < 0 to close it. */
+static int
+session_read_slice(struct session *s, uint64_t deadline_ns)
+{
+	bool bulk = s->bulk;
+	uint64_t rx0 = s->rx_bytes;
+	for (unsigned i = 0; i < SESSION_BURST; i++) {
+		int r = session_dispatch_one(s);
+		if (r == -EAGAIN)
+			return 0;
+		if (r < 0)
+			return r;
+		/* The clock only past SESSION_SLICE_BYTES read: a client's threads blocked on
+		 * its full socket get room for many at once (a registration among them), not
+		 * for one at a time (under ASan, e2e-burst's registrations waited past the
+		 * client's 2 s more often with slices of a datagram or two). */
+		if (s->qs || s->bulk != bulk ||
+		    (s->rx_bytes - rx0 >= SESSION_SLICE_BYTES &&
+		     util_now_ns(CLOCK_MONOTONIC) >= deadline_ns))
+			return 1;
+	}
+	return 1;
+}
+
+void
+session_serve(struct session *s, uint64_t deadline_ns)
+{
+	int r = s->qs ? session_query_step(s, deadline_ns) : session_read_slice(s, deadline_ns);
+	if (r < 0) {
+		session_close(s, r);
+		return;
+	}
+	if (r == SESSION_STEP_MORE) {
+		session_ready(s);
+		return;
+	}
+	/* Its reply waits for room in the socket (its write event is armed), or all is done:
+	 * the next request wakes it. */
+	if (!s->qs && event_add(s->ev, NULL) < 0)
+		session_close(s, -ENOMEM);
+}
+
+/* The daemon stops: its connections close from its side, and the samples their clients hold
+ * are not lost but kept for the next daemon. */
+static bool stopping;
+
+void
+session_drain_all(struct server *srv, bool final)
+{
+	/* Before a final drain, refuse further datagrams: a client's send then fails and
+	 * it keeps the samples for the next daemon, instead of queueing them here to be
+	 * dropped unread. */
+	stopping |= final;
+	struct session *s;
+	if (final)
+		pmc_list_for_each(s, &srv->sessions, link)
+			shutdown(s->fd, SHUT_RD);
+	session_drain_others(srv, NULL, 0);
+}
+
+int
+session_pump(struct session *s, unsigned max)
+{
+	for (unsigned i = 0; i < max; i++) {
+		int r = s->qs ? session_query_step(s, UINT64_MAX) : session_dispatch_one(s);
+		if (r == -EAGAIN || r == SESSION_STEP_WAIT)
+			return 0;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The client hung up: its process ended or exec'd (the library never closes a working
+ * connection; it drops what it announced on one it gives up on), so what its threads still
+ * held never comes: lost. That is what each one's word in the heads table counts past the
+ * last sample a batch carried (the process's last samples, after its last batch, or all of a
+ * forked child's that _exit()ed), or, without one, what its last batch said it held. A thread
+ * that said ThreadExit is gone from the list (its library counted what it could not send as
+ * dropped). */
+static void
+count_unsent(struct session *s)
+{
+	uint64_t n = 0;
+	if (stopping || !s->proc)
+		return;
+	/* Word 0 moved: the library gave this connection up and sends its threads' later
+	 * samples on its next one; what the batches announced is what is lost. */
+	bool given_up =
+	        s->heads && __atomic_load_n(&s->heads[0], __ATOMIC_RELAXED) != s->heads_given_up;
+	for (size_t i = 0; i < s->n_threads; i++) {
+		const struct session_thread *t = &s->threads[i];
+		uint64_t unsent = t->pending;
+		if (t->head_slot && s->heads && !given_up) {
+			uint64_t head =
+			        __atomic_load_n(&s->heads[t->head_slot - 1], __ATOMIC_RELAXED);
+			if (head > t->next_sample && head - t->next_sample > unsent)
+				unsent = head - t->next_sample;
+		}
+		n = util_sat_add(n, unsent);
+	}
+	/* What the threads announced is a claim too. */
+	n = session_claim(s, n);
+	if (!n)
+		return;
+	s->proc->dropped[LOST_UNSENT] = util_sat_add(s->proc->dropped[LOST_UNSENT], n);
+	s->srv->lost = util_sat_add(s->srv->lost, n);
+	s->user->lost = util_sat_add(s->user->lost, n);
+	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "
+	                 "batch, or announced by it): counted as lost (unsent)",
+	                 (int)s->pid, (unsigned long long)n);
+}
+
+void
+session_close(struct session *s, int r)
+{
+	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE || r == -ETIMEDOUT) {
+		s->srv->rejected++;
+		s->user->rejected++;
+	}
+	if (r == -ECONNRESET)
+		count_unsent(s);
+	if (r != -ECONNRESET)
+		log_debug("pid %d: closing connection: %s", (int)s->pid, strerror(-r));
+	session_free(s);
+}
+
+int
+session_new(struct server *srv, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid < 0) {
+		close(fd);
+		return -EPERM;
+	}
+	if (cred.pid == 0) {
+		/* The peer's process is in no pid namespace the daemon can see: the daemon runs
+		 * in a child pid namespace (a container) while its clients do not. */
+		log_warn_limited("refusing a connection of uid %d: its process is not visible in "
+		                 "pmcdaemon's pid namespace; run pmcdaemon in the host's pid "
+		                 "namespace (docker --pid=host, Kubernetes hostPID: true)",
+		                 (int)cred.uid);
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.error = ESRCH;
+		resp.message = "pmcdaemon cannot see this process: it runs in a pid namespace of "
+		               "its own; the operator must run it in the host's pid namespace "
+		               "(docker run --pid=host, Kubernetes hostPID: true)";
+		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		close(fd);
+		return -ESRCH;
+	}
+	/* A uid whose refused fds still wait to be closed (a FUSE file whose server never
+	 * answers) may send no more until they are. */
+	if (fdcheck_pending((unsigned)cred.uid) >= SESSION_MAX_PENDING_CLOSES) {
+		log_warn_limited("refusing a connection of uid %d: %zu fds it sent still wait to "
+		                 "be closed",
+		                 (int)cred.uid, fdcheck_pending((unsigned)cred.uid));
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.error = EMFILE;
+		resp.message = "this uid sent file descriptors pmcdaemon has not yet been able to "
+		               "close (a file whose file system does not answer): try again later";
+		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		close(fd);
+		return -EMFILE;
+	}
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->srv = srv;
+	s->fd = fd;
+	s->rx_fd = -1;
+	s->same_ns = -1;
+	s->pid = cred.pid;
+	s->uid = cred.uid;
+	s->gid = cred.gid;
+	len = sizeof(s->pidfd);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0)
+		s->pidfd = -1;
+	/* Unreadable (the peer is gone): no capabilities, which only narrows what it may do. */
+	if (creds_read_peer(s->pid, s->uid, s->gid, &s->creds) < 0 ||
+	    (s->pidfd >= 0 && !session_peer_alive(s)))
+		s->creds = (struct creds_peer){.uid = s->uid, .gid = s->gid};
+	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
+	s->user = users_get(&srv->users, s->uid);
+	/* Its share, or more while the others' shares and one for a newcomer stay free. The
+	 * connection being served is counted in n_sessions only below. */
+	const struct policy *pol = &srv->policy;
+	if (s->user && !share_allows(s->user->connections, 1, pol->max_clients_per_user,
+	                             srv->n_sessions, pol->max_clients,
+	                             users_others_unused(&srv->users, s->uid, USERS_CONNECTIONS,
+	                                                 pol->max_clients_per_user))) {
+		char msg[300];
+		snprintf(msg, sizeof(msg),
+		         "uid %d holds %u connections, past its share (--max-clients-per-user %u) "
+		         "as far as the other users' shares allow (--max-clients %u): close some, "
+		         "or ask the operator to raise the limits",
+		         (int)s->uid, s->user->connections, pol->max_clients_per_user,
+		         pol->max_clients);
+		if (!s->user->warned)
+			log_warn_limited("refusing connections of uid %d: %s", (int)s->uid, msg);
+		s->user->warned = true;
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.error = EUSERS;
+		resp.message = msg;
+		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		s->user = NULL;
+	}
+	/* A connection that says nothing holds a slot every user needs: it has
+	 * --hello-timeout seconds to say Hello. */
+	struct timeval hello_tv = {.tv_sec = srv->policy.hello_timeout_s};
+	s->ev = s->user ? event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s)
+	                : NULL;
+	s->hello_ev = s->ev ? evtimer_new(srv->base, session_on_hello_timeout, s) : NULL;
+	if (!s->hello_ev || event_add(s->ev, NULL) < 0 || event_add(s->hello_ev, &hello_tv) < 0) {
+		int r = s->user ? -ENOMEM : -EUSERS;
+		if (s->ev)
+			event_free(s->ev);
+		if (s->hello_ev)
+			event_free(s->hello_ev);
+		if (s->pidfd >= 0)
+			close(s->pidfd);
+		free(s);
+		close(fd);
+		return r;
+	}
+	s->user->connections++;
+	int sndbuf = 0;
+	len = sizeof(sndbuf);
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf > 0)
+		s->sndbuf = (size_t)sndbuf / 2; /* the kernel reports twice what was set */
+	pmc_list_prepend(&srv->sessions, &s->link);
+	srv->n_sessions++;
+	if (!log_enabled(LOG_DEBUG))
+		return 0;
+	/* Where it runs, as the figures of its process will say (registry_process()): read
+	 * again for the log only (30-50 us, BENCHMARKS.md), not for every connection. */
+	char cgroup[CGROUP_PATH_MAX] = "";
+	pid_t ns_pid = 0;
+	(void)cgroup_read_path(s->pid, cgroup);
+	(void)cgroup_read_ns_pid(s->pid, &ns_pid);
+	log_debug("pid %d (uid %d): connected (ns_pid %d, cgroup %s)", (int)s->pid, (int)s->uid,
+	          (int)ns_pid, cgroup[0] ? cgroup : "unknown");
+	return 0;
+}
+
+void
+session_free(struct session *s)
+{
+	if (!s)
+		return;
+	struct server *srv = s->srv;
+	sched_remove(&srv->sched, &s->si);
+	session_query_end(s);
+	for (size_t i = 0; i < s->n_threads; i++)
+		session_thread_close(s, &s->threads[i]);
+	free(s->threads);
+	free(s->ids);
+	free(s->paths);
+	if (s->heads)
+		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
+	pmc_list_remove(&srv->sessions, &s->link);
+	srv->n_sessions--;
+	if (s->proc && --s->proc->connections == 0)
+		registry_process_ended(&srv->reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
+	event_free(s->ev);
+	event_free(s->hello_ev);
+	s->user->connections--;
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	/* What the peer queued and the daemon did not read would be freed by a plain close,
+	 * here, fds included: each goes through fdcheck_close() instead. */
+	wire_close_draining(s->fd, (unsigned)s->uid);
+	free(s);
+}

@@ -1,0 +1,134 @@
+/* session: one client connection of pmcdaemon: its peer credentials, the threads
+ * it registered (with the daemon's copies of their fds) and its region ids. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/list.h"
+#include "kernel/creds.h"
+#include "session/loop-sched.h"
+
+struct server;
+
+struct session_thread {
+	pid_t tid;        /* as the client names it: its id in the client's pid namespace */
+	pid_t host_tid;   /* the same thread in the daemon's pid namespace */
+	size_t n;         /* events */
+	size_t n_fds;     /* 0 for a thread reattached after a restart: it keeps its own */
+	int *fds;         /* daemon's copies */
+	uint32_t *ev_id;  /* process event ids, one per event */
+	uint64_t pending; /* samples the thread still held after its last batch */
+	/* Its word in the session's heads table (1-based; 0: none), and the index of the next
+	 * sample this connection is to get from it (RegisterThread.next_sample, then each
+	 * batch's end). */
+	uint32_t head_slot;
+	uint64_t next_sample;
+};
+
+/* A client call path id: the node it counts in (1 + its index in the process's paths; 0:
+ * none kept, for reason `why`, an enum untracked_reason, or UNTRACKED_N when the region was
+ * refused), the client id of its region, and its depth (0: the id is not defined). */
+struct session_path {
+	uint32_t node;
+	uint16_t name_id;
+	uint8_t depth;
+	uint8_t why;
+};
+
+struct session {
+	struct server *srv;
+	struct pmc_list_node link; /* in srv->sessions */
+	int fd;
+	struct event *ev;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int hello;
+	int pidfd;               /* the peer process, where SO_PEERPIDFD exists; else -1 */
+	int admin;               /* root or --admin-group: sees all, may reset */
+	struct creds_peer creds; /* what the kernel would let the peer count */
+	struct user_share *user; /* what its uid holds (server's users) */
+	struct event *hello_ev;  /* closes a connection that says no Hello in time */
+	size_t sndbuf;           /* send buffer asked for (0: the default) */
+	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
+	unsigned rate_batches;
+	int warned_rate;
+	int no_reply;      /* handling a request that gets no reply (reattach) */
+	uint64_t claimed;  /* dropped and lost samples its client claimed (session_claim()) */
+	bool warned_claim; /* logged that its claims went past SESSION_MAX_CLAIMED */
+	size_t n_refused;  /* threads whose reattach was refused: batches dropped */
+	pid_t refused[16];
+	struct process *proc;
+	size_t n_threads;
+	struct session_thread *threads;
+	size_t n_ids;
+	struct region_agg **ids; /* client region id -> region */
+	/* Hello.call_paths agreed: batches carry call path ids, which Define messages define;
+	 * paths[id] for each (n_paths slots). */
+	bool call_paths;
+	size_t n_paths;
+	struct session_path *paths;
+	struct query_stream *qs; /* a Query reply being built or sent (nothing read until it is) */
+	struct sched_item si;    /* its place in the server's queue while it has work */
+	bool bulk;               /* it has sent batches: queued as bulk */
+	uint64_t rx_bytes;       /* of requests read */
+	char run_tag[33];        /* Hello.run_tag, when well-formed */
+	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
+	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
+	              * that keeps it sets -1 */
+	/* The client's heads table (HeadsTable), mapped read-only: n_heads words, each a
+	 * thread's count of published samples. NULL: none. */
+	const uint64_t *heads;
+	uint32_t n_heads;
+	uint64_t heads_given_up; /* HeadsTable.given_up: word 0 when the table came */
+};
+
+/**
+ * session_new() - start serving the accepted connection @fd
+ * @fd: taken (closed on failure too)
+ * Return: 0, or -errno (-EPERM: the peer's credentials cannot be read).
+ */
+int session_new(struct server *srv, int fd);
+
+/* Words in a client's heads table at most (HeadsTable.slots): 512 KiB mapped. */
+#define SESSION_MAX_HEADS 65536
+
+/* Daemon time one slice of a connection's work takes at most (a datagram, or a part of
+ * a reply, more). */
+#define SESSION_SLICE_NS (2000 * 1000)
+
+/**
+ * session_serve() - do one slice of @s's work, until @deadline_ns (CLOCK_MONOTONIC): read
+ * and handle its requests (SESSION_BURST at most, and only one past a change of class), or
+ * build and send parts of its Query reply. Then queues @s again when work is left, or
+ * waits for its socket; closes @s (frees it) when it hung up or broke the protocol.
+ * @s: popped from the server's queue
+ */
+void session_serve(struct session *s, uint64_t deadline_ns);
+
+/**
+ * session_pump() - handle up to @max steps of the connection's work at once, outside the
+ * loop's turns (the fuzzers): a datagram each, or a part of its Query reply
+ * Return: 0 when the connection stays open (nothing left, its socket full, or @max
+ * handled), or the negative errno for which it must be closed (the peer hung up, or broke
+ * the protocol): the caller then frees @s with session_free().
+ */
+int session_pump(struct session *s, unsigned max);
+
+/** session_ready() - queue @s for a slice (its uid's queue of its class); no-op when
+ * queued already */
+void session_ready(struct session *s);
+
+/**
+ * session_drain_all() - handle what every connection has queued now (bounded), closing
+ * those that hung up
+ * @final: at exit: first stop every connection from queueing more (clients keep what
+ * they could not send for the next daemon), so that the saved state is whole
+ */
+void session_drain_all(struct server *srv, bool final);
+
+/** session_free() - close the connection and its threads' fds; the process's
+ * aggregates stay in the registry. */
+void session_free(struct session *s);
