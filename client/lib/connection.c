@@ -298,7 +298,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	*heads = 0;
 	*why = 0;
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
-	int fd = wire_connect_flags(path, SOCK_NONBLOCK);
+	int fd = pmc_wire_connect_flags(path, SOCK_NONBLOCK);
 	if (fd < 0)
 		return fd;
 	/* Room for a burst the daemon is behind on (back-pressure, not a loss): best effort. */
@@ -317,7 +317,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 	Pmc__Response *resp = NULL;
-	int r = wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+	int r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
 	if (r == 0 && resp->error) {
 		snprintf(why, why_len, "%s", resp->message);
 		r = -EPROTO;
@@ -334,7 +334,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
-		wire_close_draining(fd, 0);
+		pmc_wire_close_draining(fd, 0);
 		*hello_failed = 1;
 		return r;
 	}
@@ -347,7 +347,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 		Pmc__Request hreq = PMC__REQUEST__INIT;
 		hreq.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
 		hreq.heads_table = &ht;
-		*heads = wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
+		*heads = pmc_wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
 	}
 	return fd;
 }
@@ -599,7 +599,7 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
                      Pmc__Response **out)
 {
 	int r;
-	while ((r = wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
+	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
 		if (pmc__wait_room_locked(deadline, false) < 0)
 			return -EAGAIN;
 	if (r < 0)
@@ -626,7 +626,8 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	}
 	ssize_t len;
 	int resets = 0;
-	/* As wire_wait(): a daemon that closed reports ECONNRESET once before its last words. */
+	/* As pmc_wire_wait(): a daemon that closed reports ECONNRESET once before its last words.
+	 */
 	do
 		len = recv(G.fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 	while (len < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
@@ -641,8 +642,8 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 		return -ENOMEM;
 	size_t nf = 0;
 	bool cut;
-	ssize_t got =
-	        wire_recv_cut(G.fd, buf, (size_t)len, fds, PMC_MAX_EVENTS, &nf, MSG_DONTWAIT, &cut);
+	ssize_t got = pmc_wire_recv_cut(G.fd, buf, (size_t)len, fds, PMC_MAX_EVENTS, &nf,
+	                                MSG_DONTWAIT, &cut);
 	/* More than PMC_MAX_EVENTS fds, another control message, the datagram cut short: its
 	 * fds are closed already. */
 	if (got == -EBADMSG || got == -EMSGSIZE)
@@ -650,7 +651,7 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	if (got < 0)
 		return (int)got;
 	Pmc__Response *resp = NULL;
-	bool decoded = wire_unpack_response(buf, (size_t)got, &resp) == 0;
+	bool decoded = pmc_wire_unpack_response(buf, (size_t)got, &resp) == 0;
 	if (cut) {
 		/* Its fds, fewer than it carried, are closed already. */
 		*out = resp;
@@ -660,10 +661,10 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	 * where its close cannot hold this thread, and the reply refused. */
 	bool bad = !decoded;
 	for (size_t i = 0; i < nf && !bad; i++)
-		bad = fdcheck_kind(fds[i]) != FDCHECK_PERF;
+		bad = pmc_fdcheck_kind(fds[i]) != FDCHECK_PERF;
 	if (bad) {
 		for (size_t i = 0; i < nf; i++)
-			fdcheck_close(fds[i], 0);
+			pmc_fdcheck_close(fds[i], 0);
 		if (resp)
 			pmc__response__free_unpacked(resp, NULL);
 		return -EBADMSG;
@@ -945,7 +946,7 @@ pmc__connection_failed_locked(int r)
 	}
 	/* What the daemon queued and nobody read: its fds closed where no close can hold
 	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
-	wire_close_draining(G.fd, 0);
+	pmc_wire_close_draining(G.fd, 0);
 	G.fd = -1;
 	G.reg_late = 0; /* its reply went with the connection */
 	atomic_store(&G.state, ST_LOST);
@@ -974,7 +975,7 @@ pmc__reattach_locked(struct pmc_thread *t)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	int r = wire_send(G.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
+	int r = pmc_wire_send(G.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
 	if (r == 0)
 		t->conn = G.conn;
 	return r;

@@ -26,7 +26,7 @@ pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
 	req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
 	req.thread_exit = &te;
 	int r;
-	while ((r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
+	while ((r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
 	       pmc__wait_room_locked(deadline, unlock) == 0 && atomic_load(&G.state) == ST_ON)
 		;
 	return r;
@@ -102,7 +102,7 @@ defs_send_locked(struct defs *m)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_DEFINE;
 	req.define = &m->d;
-	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	int r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
 	if (r < 0) {
 		for (size_t i = 0; i < m->d.n_def_id; i++)
 			G.announced[m->def_id[i]] = 0;
@@ -244,7 +244,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		Pmc__Request fr = PMC__REQUEST__INIT;
 		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
 		fr.thread_floor = &f;
-		if (wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
+		if (pmc_wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
 			t->floor_pending = 0;
 	}
 	int r = send_locked(msg, len);

@@ -17,10 +17,6 @@
  *
  * Regions of several processes of one program (the same comm) are added up. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -2,10 +2,6 @@
  * event a name given on the command line means, in the spelling of PMC_EVENTS, and the
  * message that lists the events counted when none is meant. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,10 +1,6 @@
 /* pmcctl events: the events this machine can count, and the daemon's default set; in the
  * table the others (those it cannot count) only with --all, after them. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

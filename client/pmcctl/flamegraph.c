@@ -3,10 +3,6 @@
  * figure of --event (the wall time by default). The reply is read by tree-print.c
  * (tree_reply_each()), the stacks folded by tree.c (tree_fold()). */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,10 +1,6 @@
 /* pmcctl hist: one region's distribution (its wall time, or an event's counts per run) as a
  * bar chart drawn from the daemon's histogram, over every process the filters select. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,10 +6,6 @@
  * This file: the command line (options, the command table, --help) and main(); the rooms
  * are listed in pmcctl.h. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>

@@ -1,10 +1,6 @@
 /* pmcctl's output formats: escaping of what the daemon relays, aligned tables, CSV, JSON,
  * and numbers with units for tables. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>

@@ -13,10 +13,6 @@
  * numbers (Profile, ValueType, Sample, Label, Location, Line, Function); nothing else of
  * protobuf is needed to write it. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,10 +3,6 @@
  * node's figures with them. The call path trees of query --tree and of dump are
  * tree-print.c's. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -7,10 +7,6 @@
  * that fills before pmcctl reads it loses records (PERF_RECORD_LOST): their tasks are in
  * the sum only, and the figures say how many. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/perf_event.h>

@@ -3,10 +3,6 @@
  * ended, with no pmc call in the program; over -r N runs, their mean and spread, as
  * `perf stat -r` gives them. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -80,13 +76,13 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 	oc.anchor = first_cpu == 0; /* once a run; held until its counters are read */
 	req.body_case = PMC__REQUEST__BODY_OPEN_COMMAND;
 	req.open_command = &oc;
-	int r = wire_send(sock, &req.base, &pidfd, 1, 0);
+	int r = pmc_wire_send(sock, &req.base, &pidfd, 1, 0);
 	if (r < 0)
 		return r;
-	r = wire_wait(sock, WHOLE_TIMEOUT_MS, &buf, &len, fds, ARRAY_SIZE(fds), &n_fds);
+	r = pmc_wire_wait(sock, WHOLE_TIMEOUT_MS, &buf, &len, fds, ARRAY_SIZE(fds), &n_fds);
 	if (r < 0)
 		return r;
-	r = wire_unpack_response(buf, len, &resp);
+	r = pmc_wire_unpack_response(buf, len, &resp);
 	free(buf);
 	const Pmc__CommandReply *cr =
 	        r == 0 && !resp->error && resp->body_case == PMC__RESPONSE__BODY_COMMAND

@@ -2,10 +2,6 @@
  * it starts and, when it exits, prints their regions. Where no daemon answers, a private
  * pmcdaemon started here counts for the run. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <sys/types.h>
 
 #include <dirent.h>
@@ -386,7 +382,7 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 			private_show_log(d);
 			exit(EX_UNAVAILABLE);
 		}
-		int fd = wire_connect(d->sock);
+		int fd = pmc_wire_connect(d->sock);
 		if (fd >= 0) {
 			close(fd);
 			_cleanup_free_ char *safe = escape_text(d->sock);
@@ -959,7 +955,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 {
 	struct private_daemon priv = {0};
 	const char *sock_path = o->socket;
-	int fd = wire_connect(o->socket);
+	int fd = pmc_wire_connect(o->socket);
 	bool private = false;
 	/* An inherited SIG_IGN would reap our children (the daemon, the command) for us. */
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
@@ -971,7 +967,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		atexit(private_stop_at_exit);
 		private_start(&priv, o->socket, fd);
 		sock_path = priv.sock;
-		fd = wire_connect(sock_path);
+		fd = pmc_wire_connect(sock_path);
 	}
 	if (fd < 0)
 		connect_daemon(sock_path); /* says why and exits */

@@ -1,9 +1,5 @@
 /* pmcctl status: the daemon's version, uptime, clients and sample counters. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

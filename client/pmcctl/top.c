@@ -1,10 +1,6 @@
 /* pmcctl top: a live view of the busiest regions, rates between two snapshots (a Status
  * and a Query), refreshed until Ctrl-C. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>

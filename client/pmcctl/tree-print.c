@@ -4,10 +4,6 @@
  * nested JSON, CSV with path and self) or after dump's regions. flamegraph.c reads the same
  * reply through tree_reply_each(). A node's figures are printed with query.c's writers. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

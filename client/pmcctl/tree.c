@@ -4,10 +4,6 @@
  * stacks of flamegraph. Plain data in, plain data out: no wire and no printing, so that
  * test-tree.c can feed it nodes made by hand. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>

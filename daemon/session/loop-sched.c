@@ -1,5 +1,5 @@
 /* sched: round-robin per uid over the connections that have work, control before bulk
- * (see sched.h). */
+ * (see loop-sched.h). */
 #include "session/loop-sched.h"
 
 static void

@@ -4,6 +4,8 @@
  * what the wire says is in pmc.proto (PathLimits), what applications see in <pmc/pmc.h>. */
 #pragma once
 
+#include <stddef.h>
+
 /* Where pmcdaemon listens, pmcctl and the library connect, unless told otherwise
  * (--socket, PMC_SOCKET). */
 #define PMC_SOCKET_DEFAULT "/run/pmcdaemon/pmc.sock"
