@@ -27,46 +27,17 @@
 #define PMCCTL_VERSION "0.1.0"
 #endif
 
-static const char help_text[] =
+static const char help_head[] =
         "Usage: pmcctl [OPTIONS] COMMAND\n"
         "       pmcctl run [--events LIST] [OPTIONS] [--] CMD [ARGS...]\n"
         "       pmcctl diff [--event E [--fail-above PCT] [--fail-below PCT]] BASE CURRENT\n"
         "\n"
         "Query and control pmcdaemon, the daemon that brokers perf counters and aggregates\n"
         "the named-region samples of instrumented applications.\n"
-        "\n"
-        "Commands:\n"
-        "  status    show the daemon's version, uptime, clients and sample counters\n"
-        "  query     show region statistics, optionally filtered with --pid, --comm, --cgroup,\n"
-        "            --region; each process's container (or service) is shown beside it;\n"
-        "            with --tree, each process's call path tree: each region under the one\n"
-        "            it ran in, with its inclusive and self figures\n"
-        "  dump      show the statistics of every region of every process (the same filters),\n"
-        "            then the call path trees\n"
-        "  reset     clear aggregates: all of them, or those the filters select\n"
-        "  events    list the events this machine can count and the default event set\n"
-        "  hist      draw one region's distribution as a bar chart, from the daemon's\n"
-        "            histogram, over the processes the filters select: its wall time, or\n"
-        "            with --event NAME that event's count per run (needs --region)\n"
-        "  flamegraph\n"
-        "            print the call path trees as folded stacks ('comm;outer;inner WEIGHT'),\n"
-        "            for flamegraph.pl, inferno or speedscope: each node's self wall time,\n"
-        "            or with --event NAME that event's self count (the filters apply;\n"
-        "            --region keeps the subtrees of the nodes it names)\n"
-        "  top       live view of the busiest regions: runs and events per second, refreshed\n"
-        "            every second (the filters apply); Ctrl-C quits\n"
-        "  run       run CMD with PMC_SOCKET (and PMC_EVENTS) set and, when it exits, print\n"
-        "            the regions of CMD and of the processes it started, like 'perf stat';\n"
-        "            exit with CMD's status (128+N when signal N killed it). Where no daemon\n"
-        "            answers at the socket, a private one counts for the run (the kernel must\n"
-        "            let users count their own threads: perf_event_paranoid 2 or less)\n"
-        "  diff      compare two files of 'dump --format json' or 'run --format json'\n"
-        "            (no daemon needed), by call path where both have trees, else by\n"
-        "            region name: calls, mean per call, p50, p99 before -> after, the change\n"
-        "            in percent, and whether it is beyond the noise (a rank test over the\n"
-        "            histograms, |z| >= 3; any change of an exact count that did not vary);\n"
-        "            regions of one side only are listed as new or gone\n"
-        "\n"
+        "\n";
+
+/* After the commands, which the table prints. */
+static const char help_tail[] =
         "Options (they may also follow the command):\n"
         "      --socket PATH     talk to the pmcdaemon listening at PATH\n"
         "      --format FORMAT   print 'table' (the default, for people), 'json' or 'csv';\n"
@@ -194,18 +165,153 @@ oom(void)
 
 /* ---- command line ---- */
 
+/* The command table: each command's options and its lines in --help. */
 static const struct command commands[] = {
-        {.name = "status", .run = cmd_status},
-        {.name = "query", .filters = true, .run = cmd_query},
-        {.name = "dump", .filters = true, .tree = true, .run = cmd_query},
-        {.name = "reset", .filters = true, .run = cmd_reset},
-        {.name = "events", .run = cmd_events},
-        {.name = "hist", .filters = true, .run = cmd_hist},
-        {.name = "flamegraph", .filters = true, .run = cmd_flamegraph},
-        {.name = "top", .filters = true, .live = true, .run = cmd_top},
-        {.name = "run", .filters = true, .no_pid = true, .standalone = true, .run = cmd_run},
-        {.name = "diff", .files = true, .run = cmd_diff},
+        {.name = "status",
+         .summary = "show the daemon's version, uptime, clients and sample counters",
+         .opts = CMD_OPT_DATA,
+         .run = cmd_status},
+        {.name = "query",
+         .summary = "show region statistics, optionally filtered with --pid, --comm, --cgroup,\n"
+                    "--region; each process's container (or service) is shown beside it;\n"
+                    "with --tree, each process's call path tree: each region under the one\n"
+                    "it ran in, with its inclusive and self figures",
+         .opts = CMD_OPT_FILTERS | CMD_OPT_TREE | CMD_OPT_DATA | CMD_OPT_PPROF,
+         .run = cmd_query},
+        {.name = "dump",
+         .summary = "show the statistics of every region of every process (the same filters),\n"
+                    "then the call path trees",
+         .opts = CMD_OPT_FILTERS | CMD_OPT_DATA | CMD_OPT_PPROF,
+         .tree = true,
+         .run = cmd_query},
+        {.name = "reset",
+         .summary = "clear aggregates: all of them, or those the filters select",
+         .opts = CMD_OPT_FILTERS | CMD_OPT_DATA,
+         .run = cmd_reset},
+        {.name = "events",
+         .summary = "list the events this machine can count and the default event set",
+         .opts = CMD_OPT_ALL | CMD_OPT_DATA,
+         .run = cmd_events},
+        {.name = "hist",
+         .summary = "draw one region's distribution as a bar chart, from the daemon's\n"
+                    "histogram, over the processes the filters select: its wall time, or\n"
+                    "with --event NAME that event's count per run (needs --region)",
+         .opts = CMD_OPT_FILTERS | CMD_OPT_EVENT | CMD_OPT_DATA,
+         .run = cmd_hist},
+        {.name = "flamegraph",
+         .summary = "print the call path trees as folded stacks ('comm;outer;inner WEIGHT'),\n"
+                    "for flamegraph.pl, inferno or speedscope: each node's self wall time,\n"
+                    "or with --event NAME that event's self count (the filters apply;\n"
+                    "--region keeps the subtrees of the nodes it names)",
+         .opts = CMD_OPT_FILTERS | CMD_OPT_EVENT,
+         .only = "prints folded stacks only",
+         .run = cmd_flamegraph},
+        {.name = "top",
+         .summary = "live view of the busiest regions: runs and events per second, refreshed\n"
+                    "every second (the filters apply); Ctrl-C quits",
+         .opts = CMD_OPT_FILTERS | CMD_OPT_LIVE,
+         .only = "prints a table only",
+         .run = cmd_top},
+        {.name = "run",
+         .summary = "run CMD with PMC_SOCKET (and PMC_EVENTS) set and, when it exits, print\n"
+                    "the regions of CMD and of the processes it started, like 'perf stat';\n"
+                    "exit with CMD's status (128+N when signal N killed it). Where no daemon\n"
+                    "answers at the socket, a private one counts for the run (the kernel must\n"
+                    "let users count their own threads: perf_event_paranoid 2 or less)",
+         .opts = (CMD_OPT_FILTERS & ~CMD_OPT_PID) | CMD_OPT_EVENTS | CMD_OPT_OUTPUT |
+                 CMD_OPT_REPEAT | CMD_OPT_PER_THREAD | CMD_OPT_DATA | CMD_OPT_PPROF,
+         .standalone = true,
+         .run = cmd_run},
+        {.name = "diff",
+         .summary = "compare two files of 'dump --format json' or 'run --format json'\n"
+                    "(no daemon needed), by call path where both have trees, else by\n"
+                    "region name: calls, mean per call, p50, p99 before -> after, the change\n"
+                    "in percent, and whether it is beyond the noise (a rank test over the\n"
+                    "histograms, |z| >= 3; any change of an exact count that did not vary);\n"
+                    "regions of one side only are listed as new or gone",
+         .opts = CMD_OPT_EVENT | CMD_OPT_FAIL | CMD_OPT_DATA,
+         .files = true,
+         .run = cmd_diff},
 };
+
+/* What each option of enum cmd_opt is called in the errors. */
+static const struct {
+	unsigned opt;
+	const char *label;
+	bool plural;
+} opt_labels[] = {
+        {CMD_OPT_PID, "--pid", false},
+        {CMD_OPT_REGION, "--region", false},
+        {CMD_OPT_COMM, "--comm", false},
+        {CMD_OPT_CGROUP, "--cgroup", false},
+        {CMD_OPT_TREE, "--tree", false},
+        {CMD_OPT_ALL, "--all", false},
+        {CMD_OPT_LIVE, "--interval and --iterations", true},
+        {CMD_OPT_EVENT, "--event", false},
+        {CMD_OPT_EVENTS, "--events", false},
+        {CMD_OPT_OUTPUT, "--output", false},
+        {CMD_OPT_REPEAT, "--repeat", false},
+        {CMD_OPT_PER_THREAD, "--per-thread", false},
+        {CMD_OPT_FAIL, "--fail-above and --fail-below", true},
+        {CMD_OPT_PPROF, "--format pprof", false},
+        {CMD_OPT_DATA, "--format json and csv", true},
+};
+
+/* Writes the names of the commands whose row passes @take(row, @arg) to @buf: "'a'",
+ * "'a' and 'b'", "'a', 'b' and 'c'" (@quote false: a, b or c). */
+static const char *
+command_list(char *buf, size_t size, bool (*take)(const struct command *, unsigned), unsigned arg,
+             bool quote, const char *last_sep)
+{
+	size_t n = 0, k = 0, len = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		n += take(&commands[i], arg);
+	buf[0] = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(commands) && len < size; i++) {
+		if (!take(&commands[i], arg))
+			continue;
+		const char *sep = k == 0 ? "" : k + 1 == n ? last_sep : ", ";
+		const char *q = quote ? "'" : "";
+		int w = snprintf(buf + len, size - len, "%s%s%s%s", sep, q, commands[i].name, q);
+		len += w > 0 ? (size_t)w : 0;
+		k++;
+	}
+	return buf;
+}
+
+static bool
+takes(const struct command *c, unsigned opt)
+{
+	return (c->opts & opt) == opt;
+}
+
+static bool
+any_command(const struct command *c, unsigned unused)
+{
+	return true;
+}
+
+/* --help: the head, a line or more for each row of the table, the tail. */
+static void
+print_help(void)
+{
+	fputs(help_head, stdout);
+	fputs("Commands:\n", stdout);
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		const char *s = commands[i].summary;
+
+		if (strlen(commands[i].name) <= 8)
+			printf("  %-8s  ", commands[i].name);
+		else
+			printf("  %s\n            ", commands[i].name);
+		for (const char *nl; (nl = strchr(s, '\n')); s = nl + 1)
+			printf("%.*s\n            ", (int)(nl - s), s);
+		printf("%s\n", s);
+	}
+	fputs("\n", stdout);
+	fputs(help_tail, stdout);
+}
 
 enum {
 	OPT_SOCKET = 0x100,
@@ -410,47 +516,58 @@ main(int argc, char **argv)
 			break;
 		case OPT_PID:
 			o.pid = parse_pid(optarg);
+			o.given |= CMD_OPT_PID;
 			break;
 		case OPT_REGION:
 			if (!optarg[0])
 				usage_error("--region needs a name");
 			list_add(&o.regions, &o.n_regions, optarg);
+			o.given |= CMD_OPT_REGION;
 			break;
 		case OPT_COMM:
 			list_add(&o.comms, &o.n_comms, parse_comm(optarg));
+			o.given |= CMD_OPT_COMM;
 			break;
 		case OPT_CGROUP:
 			if (!optarg[0])
 				usage_error("--cgroup needs a cgroup path or a glob, such as "
 				            "'/system.slice/docker-*'");
 			list_add(&o.cgroups, &o.n_cgroups, optarg);
+			o.given |= CMD_OPT_CGROUP;
 			break;
 		case OPT_EVENTS:
 			if (!optarg[0])
 				usage_error("--events needs a list of events, such as page-faults");
 			o.events = optarg;
+			o.given |= CMD_OPT_EVENTS;
 			break;
 		case OPT_EVENT:
 			if (!optarg[0])
 				usage_error("--event needs an event name, such as page-faults");
 			o.event = optarg;
+			o.given |= CMD_OPT_EVENT;
 			break;
 		case OPT_OUTPUT:
 			if (!optarg[0])
 				usage_error("--output needs a file name");
 			o.output = optarg;
+			o.given |= CMD_OPT_OUTPUT;
 			break;
 		case OPT_TREE:
 			o.tree = true;
+			o.given |= CMD_OPT_TREE;
 			break;
 		case OPT_ALL:
 			o.all = true;
+			o.given |= CMD_OPT_ALL;
 			break;
 		case OPT_PER_THREAD:
 			o.per_thread = true;
+			o.given |= CMD_OPT_PER_THREAD;
 			break;
 		case 'r':
 			o.repeat = parse_count("--repeat", optarg, 100000);
+			o.given |= CMD_OPT_REPEAT;
 			break;
 		case OPT_MAX_REPLY:
 			o.max_reply = parse_max_reply(optarg);
@@ -458,21 +575,23 @@ main(int argc, char **argv)
 		case OPT_FAIL_ABOVE:
 			o.fail_above = parse_percent("--fail-above", optarg);
 			o.fail_above_set = true;
+			o.given |= CMD_OPT_FAIL;
 			break;
 		case OPT_FAIL_BELOW:
 			o.fail_below = parse_percent("--fail-below", optarg);
 			o.fail_below_set = true;
+			o.given |= CMD_OPT_FAIL;
 			break;
 		case OPT_INTERVAL:
 			o.interval = parse_interval(optarg);
-			o.live_opts = true;
+			o.given |= CMD_OPT_LIVE;
 			break;
 		case OPT_ITERATIONS:
 			o.iterations = parse_count("--iterations", optarg, UINT_MAX);
-			o.live_opts = true;
+			o.given |= CMD_OPT_LIVE;
 			break;
 		case 'h':
-			fputs(help_text, stdout);
+			print_help();
 			return fflush(stdout) ? EXIT_FAIL : 0;
 		case OPT_VERSION:
 			puts("pmcctl " PMCCTL_VERSION);
@@ -495,9 +614,15 @@ main(int argc, char **argv)
 			else
 				set_command(&command, argv[optind]);
 parsed:
+	if (o.format == FORMAT_PPROF)
+		o.given |= CMD_OPT_PPROF;
+	else if (o.format != FORMAT_TABLE)
+		o.given |= CMD_OPT_DATA;
+
+	char names[256];
 	if (!command)
-		usage_error("missing command (status, query, dump, reset, events, hist, "
-		            "flamegraph, top, run or diff)");
+		usage_error("missing command (%s)",
+		            command_list(names, sizeof(names), any_command, 0, false, " or "));
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -512,62 +637,36 @@ parsed:
 		_cleanup_free_ char *safe = escape_text(command);
 		if (near)
 			usage_error("unknown command '%s' (did you mean '%s'?)", safe, near);
-		usage_error("unknown command '%s' (status, query, dump, reset, events, hist, "
-		            "flamegraph, top, run or diff)",
-		            safe);
+		usage_error("unknown command '%s' (%s)", safe,
+		            command_list(names, sizeof(names), any_command, 0, false, " or "));
 	}
-	if ((!cmd->filters || cmd->no_pid) && o.pid)
-		usage_error("--pid cannot be used with '%s'", cmd->name);
-	if (!cmd->filters && o.n_regions)
-		usage_error("--region cannot be used with '%s'", cmd->name);
-	if (!cmd->filters && o.n_comms)
-		usage_error("--comm cannot be used with '%s'", cmd->name);
-	if (!cmd->filters && o.n_cgroups)
-		usage_error("--cgroup cannot be used with '%s'", cmd->name);
-	if (!cmd->standalone && (o.events || o.output || o.repeat))
-		usage_error("--events, --output and --repeat are for 'run' only, not '%s'",
-		            cmd->name);
+	/* Each option given that the command's row does not list. */
+	if ((o.given & CMD_OPT_DATA) && !(cmd->opts & CMD_OPT_DATA))
+		usage_error("'%s' %s: --format cannot be json or csv", cmd->name, cmd->only);
+	for (size_t i = 0; i < ARRAY_SIZE(opt_labels); i++) {
+		unsigned opt = opt_labels[i].opt;
+
+		if (!(o.given & opt) || (cmd->opts & opt))
+			continue;
+		usage_error(
+		        "%s %s for %s only, not '%s'%s", opt_labels[i].label,
+		        opt_labels[i].plural ? "are" : "is",
+		        command_list(names, sizeof(names), takes, opt, true, " and "), cmd->name,
+		        opt == CMD_OPT_TREE && cmd->tree ? " (it prints the trees anyway)" : "");
+	}
 	if (cmd->standalone && !o.argv)
 		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
 	if (!cmd->standalone && o.argv)
 		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
-	if (o.event && cmd->run != cmd_hist && cmd->run != cmd_flamegraph && !cmd->files)
-		usage_error("--event is for 'hist', 'flamegraph' and 'diff' only, not '%s'",
-		            cmd->name);
 	if (cmd->files && o.n_files != 2)
 		usage_error("'diff' compares two files: pmcctl diff BASE CURRENT");
-	if ((o.fail_above_set || o.fail_below_set) && !cmd->files)
-		usage_error("--fail-above and --fail-below are for 'diff' only, not '%s'",
-		            cmd->name);
-	if ((o.fail_above_set || o.fail_below_set) && !o.event)
+	if ((o.given & CMD_OPT_FAIL) && !o.event)
 		usage_error("--fail-above and --fail-below need --event NAME (such as page-faults, "
 		            "or wall)");
-	if (o.format == FORMAT_PPROF) {
-		if (strcmp(cmd->name, "query") && strcmp(cmd->name, "dump") &&
-		    strcmp(cmd->name, "run"))
-			usage_error(
-			        "--format pprof is for 'query', 'dump' and 'run' only, not '%s'",
-			        cmd->name);
-		if (isatty(STDOUT_FILENO) && !o.output)
-			usage_error(
-			        "--format pprof writes a binary (gzip) profile: redirect stdout "
-			        "to a file%s",
-			        cmd->standalone ? " or give --output FILE" : "");
-	}
-	if (o.per_thread && !cmd->standalone)
-		usage_error("--per-thread is for 'run' only, not '%s'", cmd->name);
-	if (o.all && cmd->run != cmd_events)
-		usage_error("--all is for 'events' only, not '%s'", cmd->name);
-	if (o.tree && strcmp(cmd->name, "query"))
-		usage_error("--tree is for 'query' only, not '%s'%s", cmd->name,
-		            cmd->tree ? " (it prints the trees anyway)" : "");
-	if (cmd->run == cmd_flamegraph && o.format != FORMAT_TABLE)
-		usage_error(
-		        "'flamegraph' prints folded stacks only: --format cannot be json or csv");
-	if (!cmd->live && o.live_opts)
-		usage_error("--interval and --iterations are for 'top' only, not '%s'", cmd->name);
-	if (cmd->live && o.format != FORMAT_TABLE)
-		usage_error("'%s' prints a table only: --format cannot be json or csv", cmd->name);
+	if (o.format == FORMAT_PPROF && isatty(STDOUT_FILENO) && !o.output)
+		usage_error("--format pprof writes a binary (gzip) profile: redirect stdout "
+		            "to a file%s",
+		            cmd->standalone ? " or give --output FILE" : "");
 
 	/* The histograms go in the files diff compares. */
 	o.hist = o.format == FORMAT_JSON && (!strcmp(cmd->name, "dump") || cmd->standalone);

@@ -45,7 +45,6 @@ struct opts {
 	size_t n_cgroups;
 	double interval;     /* top: seconds between refreshes */
 	unsigned iterations; /* top: refreshes before exiting, 0 for no limit */
-	bool live_opts;      /* --interval or --iterations given */
 	const char *events;  /* run: PMC_EVENTS for the command */
 	const char *event;   /* hist, flamegraph: the event drawn (NULL: the wall time) */
 	bool tree;           /* query --tree: the call path tree of each process */
@@ -56,6 +55,7 @@ struct opts {
 	size_t n_files;
 	double fail_above, fail_below; /* diff: percentages */
 	bool fail_above_set, fail_below_set;
+	unsigned given;  /* enum cmd_opt: the options given */
 	unsigned repeat; /* run -r N: runs of the command (0: one) */
 	bool hist; /* dump and run in JSON: each figure with its histogram's buckets, for diff */
 	bool all;  /* events: the table lists the events that cannot be counted too */
@@ -66,14 +66,39 @@ struct opts {
 #define MAX_REPLY_MIB 64
 #define MAX_REPLY_MIB_TEXT "64"
 
+/* The options a command may take besides those every command takes (--socket, --format
+ * table, --max-reply, --help, --version): a row of the command table (main.c) says which,
+ * and main() refuses the others, naming the commands that take them. */
+enum cmd_opt {
+	CMD_OPT_PID = 1u << 0,
+	CMD_OPT_REGION = 1u << 1,
+	CMD_OPT_COMM = 1u << 2,
+	CMD_OPT_CGROUP = 1u << 3,
+	CMD_OPT_TREE = 1u << 4,
+	CMD_OPT_ALL = 1u << 5,
+	CMD_OPT_LIVE = 1u << 6, /* --interval and --iterations */
+	CMD_OPT_EVENT = 1u << 7,
+	CMD_OPT_EVENTS = 1u << 8,
+	CMD_OPT_OUTPUT = 1u << 9,
+	CMD_OPT_REPEAT = 1u << 10,
+	CMD_OPT_PER_THREAD = 1u << 11,
+	CMD_OPT_FAIL = 1u << 12,  /* --fail-above and --fail-below */
+	CMD_OPT_PPROF = 1u << 13, /* --format pprof */
+	CMD_OPT_DATA = 1u << 14,  /* --format json and csv */
+};
+/* The filters of the daemon's processes and regions. */
+#define CMD_OPT_FILTERS (CMD_OPT_PID | CMD_OPT_REGION | CMD_OPT_COMM | CMD_OPT_CGROUP)
+
+/* A row of the command table (main.c): the checks of the command line, the list of
+ * commands in --help and in the errors, and the dispatch all come from it. */
 struct command {
 	const char *name;
-	bool filters;    /* takes --comm, --cgroup and --region, and --pid unless no_pid */
-	bool no_pid;     /* run: the process is the command's */
-	bool live;       /* top: takes --interval and --iterations, prints tables only */
-	bool standalone; /* run: connects by itself (or starts a daemon), not before */
-	bool tree;       /* dump: the call path trees after the regions */
-	bool files;      /* diff: reads files, needs no daemon */
+	const char *summary; /* --help's lines for it, '\n' between them, no indentation */
+	unsigned opts;       /* enum cmd_opt: the options it takes */
+	const char *only;    /* without CMD_OPT_DATA: what it prints ("a table only") */
+	bool standalone;     /* run: connects by itself (or starts a daemon), not before */
+	bool tree;           /* dump: the call path trees after the regions */
+	bool files;          /* diff: reads files, needs no daemon */
 	int (*run)(int sock, const struct command *cmd, const struct opts *o);
 };
 

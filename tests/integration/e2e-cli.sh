@@ -49,6 +49,17 @@ expect_eq "mistyped flamegraph" "$(head -1 "$TMP/err")" "pmcctl: unknown command
 pmcctl bogus >/dev/null 2>"$TMP/err"
 expect_eq "unknown command" "$(head -1 "$TMP/err")" "pmcctl: unknown command 'bogus' (status, query, dump, reset, events, hist, flamegraph, top, run or diff)"
 pmcctl query --format xml >/dev/null 2>&1; expect_eq "bad format exit" $? 2
+# Options a command's row in the command table does not list: refused, naming the rows that do.
+pmcctl status --pid 3 >/dev/null 2>"$TMP/err"; expect_eq "--pid with status exit" $? 2
+expect_eq "--pid with status" "$(head -1 "$TMP/err")" "pmcctl: --pid is for 'query', 'dump', 'reset', 'hist', 'flamegraph' and 'top' only, not 'status'"
+pmcctl query -r 2 >/dev/null 2>"$TMP/err"
+expect_eq "--repeat with query" "$(head -1 "$TMP/err")" "pmcctl: --repeat is for 'run' only, not 'query'"
+pmcctl dump --tree >/dev/null 2>"$TMP/err"
+expect_eq "--tree with dump" "$(head -1 "$TMP/err")" "pmcctl: --tree is for 'query' only, not 'dump' (it prints the trees anyway)"
+pmcctl top --format json >/dev/null 2>"$TMP/err"
+expect_eq "top in json" "$(head -1 "$TMP/err")" "pmcctl: 'top' prints a table only: --format cannot be json or csv"
+pmcctl --format json >/dev/null 2>"$TMP/err"
+expect_eq "missing command" "$(head -1 "$TMP/err")" "pmcctl: missing command (status, query, dump, reset, events, hist, flamegraph, top, run or diff)"
 "$PMCCTL_BIN" --socket "$TMP/none.sock" status >/dev/null 2>"$TMP/err"; expect_eq "no daemon exit" $? 69
 grep -q "cannot connect to pmcdaemon at $TMP/none.sock" "$TMP/err" || fail "no-daemon message: $(cat "$TMP/err")"
 # Into a file: through a pipe to grep -q, which leaves at the first match, the rest of the
