@@ -357,7 +357,7 @@ merge_find_cmp(const void *key, const void *elem)
 }
 
 /* The index of event @name in @m, added if new; -1 past WHOLE_MAX_EVENTS (the library's
- * own limit of events per region, PMC_MAX_EVENTS: a reply cannot hold more). */
+ * own limit of events per region, PMC_LIMIT_EVENTS: a reply cannot hold more). */
 static ssize_t
 merge_event(struct merged_region *m, const char *name)
 {

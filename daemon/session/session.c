@@ -46,7 +46,7 @@
 /* Samples not counted: the daemon's figure, the figure of the uid they came from, and its
  * process's for reason @why. */
 void
-session_count_dropped(struct session *s, uint64_t n, enum drop_reason why)
+session_count_dropped(struct session *s, uint64_t n, enum pmc_loss why)
 {
 	s->srv->dropped = util_sat_add(s->srv->dropped, n);
 	s->user->dropped = util_sat_add(s->user->dropped, n);
@@ -524,7 +524,7 @@ count_unsent(struct session *s)
 	n = session_claim(s, n);
 	if (!n)
 		return;
-	s->proc->dropped[LOST_UNSENT] = util_sat_add(s->proc->dropped[LOST_UNSENT], n);
+	s->proc->dropped[PMC_LOSS_UNSENT] = util_sat_add(s->proc->dropped[PMC_LOSS_UNSENT], n);
 	s->srv->lost = util_sat_add(s->srv->lost, n);
 	s->user->lost = util_sat_add(s->user->lost, n);
 	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "

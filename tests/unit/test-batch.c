@@ -680,14 +680,14 @@ test_losses_counted(void)
 		CHECK(p && p->pid == child && !process_next(p));
 		CHECK(srv->samples == 4);
 		CHECK(srv->dropped == 3 + 7);
-		CHECK(p->dropped[DROP_DEPTH] == 2 && p->dropped[DROP_NESTING] == 1);
-		CHECK(p->dropped[DROP_NAMES] == 4 && p->dropped[DROP_OTHER] == 3);
-		CHECK(p->dropped[DROP_FULL] == 0 && p->dropped[DROP_MAX_REGIONS] == 0);
+		CHECK(p->dropped[PMC_LOSS_DEPTH] == 2 && p->dropped[PMC_LOSS_NESTING] == 1);
+		CHECK(p->dropped[PMC_LOSS_NAMES] == 4 && p->dropped[PMC_LOSS_OTHER] == 3);
+		CHECK(p->dropped[PMC_LOSS_FULL] == 0 && p->dropped[PMC_LOSS_MAX_REGIONS] == 0);
 		/* What the last batch said was left: lost once the process ended. */
-		CHECK(p->dropped[LOST_UNSENT] == 5);
+		CHECK(p->dropped[PMC_LOSS_UNSENT] == 5);
 		CHECK(srv->lost == 5);
-		CHECK(strcmp(pmc_loss_name(LOST_UNSENT), "unsent") == 0);
-		CHECK(pmc_loss_name(DROP_N) == NULL);
+		CHECK(strcmp(pmc_loss_name(PMC_LOSS_UNSENT), "unsent") == 0);
+		CHECK(pmc_loss_name(PMC_LOSS_N) == NULL);
 	}
 	server_free(srv);
 	perf_cleanup();
