@@ -431,10 +431,11 @@ retired_event_id(struct process *a, const char *name)
 	return process_event_id(a, name);
 }
 
-/* Adds the figures of region @r of @p to retired aggregate @a. */
+/* Adds the figures of region @r of @p to retired aggregate @a, its histogram blocks charged
+ * to @b (NULL: to nobody). */
 static void
 retire_region(struct registry *reg, struct process *a, const struct process *p,
-              const struct region_agg *r)
+              const struct region_agg *r, struct stats_budget *b)
 {
 	if (!region_has_figures(r))
 		return;
@@ -447,7 +448,7 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 		reg->n_retired++;
 	}
 	/* A histogram block that cannot be had loses its counts: the region is counted. */
-	bool lost = stats_merge(&d->wall, &r->wall) < 0;
+	bool lost = stats_merge(&d->wall, &r->wall, b) < 0;
 	d->count += r->count;
 	for (size_t i = 0; i < r->n_ev && i < p->n_events; i++) {
 		const struct event_agg *e = &r->ev[i];
@@ -459,7 +460,7 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 			lost = true;
 			continue;
 		}
-		lost |= stats_merge(&de->st, &e->st) < 0;
+		lost |= stats_merge(&de->st, &e->st, b) < 0;
 		de->scaled += e->scaled;
 		de->ratio_sum += e->ratio_sum;
 	}
@@ -480,7 +481,6 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 	struct stats_budget *b = user_budget(reg, p->uid);
 	if (a)
 		a->folded = ++reg->clock;
-	stats_charge_to(b);
 	for (size_t i = 0; i < p->n_regions; i++) {
 		struct region_agg *r = p->regions[i];
 		if (region && *region && strcmp(region, r->name))
@@ -491,14 +491,13 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 		}
 		if (forget && b)
 			stats_budget_credit(b, region_memory(r));
-		retire_region(reg, a, p, r);
+		retire_region(reg, a, p, r, b);
 		if (forget) {
 			stats_free(&r->wall);
 			for (size_t j = 0; j < r->n_ev; j++)
 				stats_free(&r->ev[j].st);
 		}
 	}
-	stats_charge_to(NULL);
 }
 
 int

@@ -326,8 +326,7 @@ bool registry_share_room(struct registry *reg, uid_t uid, const struct process *
  * user's); when none can, the region's figures are not kept. Either way they are counted
  * in @reg->retired_dropped, and logged once per uid. Aggregates restored from a state
  * file before are brought within @max first (registry_retired_trim()). The histogram blocks
- * of the aggregates are charged to their uid's budget (struct user_share.hist). Call it outside
- * any stats_charge_to() section, as every function here that forgets a process.
+ * of the aggregates are charged to their uid's budget (struct user_share.hist).
  * Return: 0, or -ENOMEM (then some processes have no aggregate: their figures are dropped
  * when they are forgotten, and counted).
  */

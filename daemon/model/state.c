@@ -114,7 +114,7 @@ save_stats(struct alloc_list *a, const struct stats *st)
 /* Return: 0, 1 when a histogram block could not be had (@lossy: its counts are lost, the
  * other figures kept), -EBADMSG, or -ENOMEM (not @lossy). */
 static int
-load_stats(struct stats *st, const Pmc__StatsState *o, bool lossy)
+load_stats(struct stats *st, const Pmc__StatsState *o, bool lossy, struct stats_budget *budget)
 {
 	stats_init(st);
 	if (!o)
@@ -130,7 +130,7 @@ load_stats(struct stats *st, const Pmc__StatsState *o, bool lossy)
 	for (size_t i = 0; i < o->n_hist; i++) {
 		if (o->hist[i]->index >= STATS_BUCKETS)
 			return -EBADMSG;
-		if (stats_hist_set(st, o->hist[i]->index, o->hist[i]->count) < 0) {
+		if (stats_hist_set(st, o->hist[i]->index, o->hist[i]->count, budget) < 0) {
 			if (!lossy)
 				return -ENOMEM;
 			lost = 1;
@@ -629,14 +629,15 @@ state_freep(Pmc__State **s)
 		pmc__state__free_unpacked(*s, NULL);
 }
 
-/* Loads the figures of @rs into @r, a new region or node of @p.
- * Return: 1 when histogram counts were lost (see load_stats()), 0, or -errno. */
+/* Loads the figures of @rs into @r, a new region or node of @p, histogram blocks charged to
+ * @budget. Return: 1 when histogram counts were lost (see load_stats()), 0, or -errno. */
 static int
-load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs)
+load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs,
+             struct stats_budget *budget)
 {
 	r->count = rs->count;
 	stats_free(&r->wall);
-	int e = load_stats(&r->wall, rs->wall, true);
+	int e = load_stats(&r->wall, rs->wall, true, budget);
 	if (e < 0)
 		return e;
 	int lost = e;
@@ -657,7 +658,7 @@ load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs
 		if (!ev)
 			return -ENOMEM;
 		stats_free(&ev->st);
-		if ((e = load_stats(&ev->st, es->stats, true)) < 0)
+		if ((e = load_stats(&ev->st, es->stats, true, budget)) < 0)
 			return e;
 		lost |= e;
 		ev->scaled = es->scaled;
@@ -667,11 +668,12 @@ load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs
 }
 
 /* Loads the regions of @ps into @p: a process, or a retired aggregate (@retired). Their
- * histogram blocks are charged to the budget charged now (their uid's); those that do not
+ * histogram blocks are charged to @budget (their uid's; NULL: to nobody); those that do not
  * fit are lost: counted in the uid's `histogram missed`, and for a retired aggregate the
  * region in reg->retired_dropped. */
 static int
-load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *ps, bool retired)
+load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *ps, bool retired,
+             struct stats_budget *budget)
 {
 	for (size_t i = 0; i < ps->n_regions; i++) {
 		const Pmc__RegionState *rs = ps->regions[i];
@@ -684,7 +686,7 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 		 * no figures to choose between. */
 		if (p->n_regions == before)
 			return -EBADMSG;
-		int lost = load_figures(p, r, rs);
+		int lost = load_figures(p, r, rs, budget);
 		if (lost < 0)
 			return lost;
 		/* A process's lost counts are in its uid's `histogram missed` already. */
@@ -700,7 +702,8 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
  * the daemon would refuse for a region (empty, over PMC_LIMIT_NAME_MAX bytes) is not from a
  * file the daemon wrote: -EBADMSG. */
 static int
-load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
+load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
+           struct stats_budget *budget)
 {
 	p->untracked[UNTRACKED_DEPTH] = ps->untracked_depth;
 	p->untracked[UNTRACKED_LIMIT] = ps->untracked_limit;
@@ -721,7 +724,7 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps)
 			return -ENOMEM;
 		if (p->n_paths == before)
 			return -EBADMSG;
-		int e = load_figures(p, r, rs);
+		int e = load_figures(p, r, rs, budget);
 		if (e < 0)
 			return e;
 	}
@@ -747,11 +750,10 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
 		return r;
 	/* Charged to its uid, as its samples were: freeing it gives the memory back. */
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
-	stats_charge_to(u ? &u->hist : NULL);
-	r = load_regions(reg, p, ps, false);
+	struct stats_budget *budget = u ? &u->hist : NULL;
+	r = load_regions(reg, p, ps, false, budget);
 	if (r == 0)
-		r = load_paths(reg, p, ps);
-	stats_charge_to(NULL);
+		r = load_paths(reg, p, ps, budget);
 	return r;
 }
 
@@ -772,9 +774,7 @@ load_retired(struct server *srv, const Pmc__ProcessState *ps)
 	if (r < 0)
 		return r == -EEXIST ? -EBADMSG : r;
 	struct user_share *u = reg->users ? users_get(reg->users, ps->uid) : NULL;
-	stats_charge_to(u ? &u->hist : NULL);
-	r = load_regions(reg, a, ps, true);
-	stats_charge_to(NULL);
+	r = load_regions(reg, a, ps, true, u ? &u->hist : NULL);
 	return r;
 }
 

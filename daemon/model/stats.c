@@ -79,14 +79,6 @@ hist_or_none(const struct stats *s)
 	return s->hist ? s->hist : &hist_none;
 }
 
-static struct stats_budget *charged;
-
-void
-stats_charge_to(struct stats_budget *b)
-{
-	charged = b;
-}
-
 void
 stats_budget_credit(struct stats_budget *b, size_t bytes)
 {
@@ -94,27 +86,27 @@ stats_budget_credit(struct stats_budget *b, size_t bytes)
 		b->used = b->used > bytes ? b->used - bytes : 0;
 }
 
-/* Whether @bytes more fit the budget charged now (and its parents); charges them if so. */
+/* Whether @bytes more fit @budget (and its parents; NULL: no budget); charges them if so. */
 static bool
-budget_take(size_t bytes)
+budget_take(struct stats_budget *budget, size_t bytes)
 {
-	for (struct stats_budget *b = charged; b; b = b->parent)
+	for (struct stats_budget *b = budget; b; b = b->parent)
 		if (b->parent && b->keep != SIZE_MAX
 		            ? !share_allows(b->used, bytes, b->limit, b->parent->used,
 		                            b->parent->limit, b->keep)
 		            : b->used + bytes > b->limit) {
-			charged->missed++;
+			budget->missed++;
 			return false;
 		}
-	for (struct stats_budget *b = charged; b; b = b->parent)
+	for (struct stats_budget *b = budget; b; b = b->parent)
 		b->used += bytes;
 	return true;
 }
 
-/* The block of group @g, allocated (zeroed) if @s has none yet; NULL when that fails, with
- * @s unchanged. Moves @s->hist. */
+/* The block of group @g, allocated (zeroed, charged to @budget) if @s has none yet; NULL when
+ * that fails, with @s unchanged. Moves @s->hist. */
 static uint64_t *
-hist_block(struct stats *s, unsigned g)
+hist_block(struct stats *s, unsigned g, struct stats_budget *budget)
 {
 	struct stats_hist *h = s->hist;
 	unsigned n = h ? h->n : 0;
@@ -122,12 +114,12 @@ hist_block(struct stats *s, unsigned g)
 	if (h && h->slot[g])
 		return &h->c[hist_index(h->slot[g], g * SUB_COUNT)];
 	size_t bytes = BLOCK_BYTES + (n == 0 ? sizeof(*h) : 0);
-	if (!budget_take(bytes))
+	if (!budget_take(budget, bytes))
 		return NULL;
 	/* One block more, no spare room: most aggregates stop at a few. */
 	h = realloc(h, sizeof(*h) + (n + 1u) * BLOCK_BYTES);
 	if (!h) {
-		stats_budget_credit(charged, bytes);
+		stats_budget_credit(budget, bytes);
 		return NULL;
 	}
 	if (n == 0)
@@ -140,12 +132,13 @@ hist_block(struct stats *s, unsigned g)
 }
 
 /* stats_hist_add() where bucket @b's group has no block yet. Kept out of the loops. */
-static int hist_add_new(struct stats *s, unsigned b, uint64_t n) __attribute__((noinline, cold));
+static int hist_add_new(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget)
+        __attribute__((noinline, cold));
 
 static int
-hist_add_new(struct stats *s, unsigned b, uint64_t n)
+hist_add_new(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget)
 {
-	uint64_t *blk = hist_block(s, b / SUB_COUNT);
+	uint64_t *blk = hist_block(s, b / SUB_COUNT, budget);
 
 	if (!blk)
 		return -ENOMEM;
@@ -156,7 +149,8 @@ hist_add_new(struct stats *s, unsigned b, uint64_t n)
 /* Counts @n in bucket @b of @h, @s's histogram or hist_none; returns what @s's histogram is
  * afterwards (it moves when a block is added). */
 static inline struct stats_hist *
-hist_count(struct stats *s, struct stats_hist *h, unsigned b, uint64_t n)
+hist_count(struct stats *s, struct stats_hist *h, unsigned b, uint64_t n,
+           struct stats_budget *budget)
 {
 	unsigned k = h->slot[b / SUB_COUNT];
 
@@ -164,12 +158,12 @@ hist_count(struct stats *s, struct stats_hist *h, unsigned b, uint64_t n)
 		h->c[hist_index(k, b)] += n;
 		return h;
 	}
-	(void)hist_add_new(s, b, n);
+	(void)hist_add_new(s, b, n, budget);
 	return hist_or_none(s);
 }
 
 int
-stats_hist_add(struct stats *s, unsigned b, uint64_t n)
+stats_hist_add(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget)
 {
 	unsigned k = hist_or_none(s)->slot[b / SUB_COUNT];
 
@@ -177,11 +171,11 @@ stats_hist_add(struct stats *s, unsigned b, uint64_t n)
 		s->hist->c[hist_index(k, b)] += n;
 		return 0;
 	}
-	return n ? hist_add_new(s, b, n) : 0;
+	return n ? hist_add_new(s, b, n, budget) : 0;
 }
 
 int
-stats_hist_set(struct stats *s, unsigned b, uint64_t n)
+stats_hist_set(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget)
 {
 	uint64_t *blk;
 
@@ -189,7 +183,7 @@ stats_hist_set(struct stats *s, unsigned b, uint64_t n)
 		return -EINVAL;
 	if (!n && !hist_or_none(s)->slot[b / SUB_COUNT])
 		return 0;
-	blk = hist_block(s, b / SUB_COUNT);
+	blk = hist_block(s, b / SUB_COUNT, budget);
 	if (!blk)
 		return -ENOMEM;
 	blk[b % SUB_COUNT] = n;
@@ -197,7 +191,7 @@ stats_hist_set(struct stats *s, unsigned b, uint64_t n)
 }
 
 int
-stats_add(struct stats *s, uint64_t v)
+stats_add(struct stats *s, uint64_t v, struct stats_budget *budget)
 {
 	double delta;
 
@@ -216,11 +210,11 @@ stats_add(struct stats *s, uint64_t v)
 	s->mean += delta / (double)s->count;
 	s->m2 += delta * ((double)v - s->mean);
 
-	return stats_hist_add(s, stats_bucket(v), 1);
+	return stats_hist_add(s, stats_bucket(v), 1, budget);
 }
 
 void
-stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift)
+stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift, struct stats_budget *budget)
 {
 	a->sum = 0;
 	a->sq = 0;
@@ -230,6 +224,7 @@ stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift)
 	a->max = 0;
 	a->s = s;
 	a->s2 = NULL;
+	a->budget = budget;
 }
 
 /* The loop of stats_acc_gather(), inlined once for stride 1 (a column of its own, as the wall
@@ -273,9 +268,9 @@ gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t 
 			lo = v < lo ? v : lo;
 			hi = v > hi ? v : hi;
 			if (bucket != last) {
-				h = hist_count(s, h, last, run);
+				h = hist_count(s, h, last, run, a->budget);
 				if (s2)
-					h2 = hist_count(s2, h2, last, run);
+					h2 = hist_count(s2, h2, last, run, a->budget);
 				last = bucket;
 				run = 0;
 			}
@@ -283,9 +278,9 @@ gather(struct stats_acc *a, const uint64_t *base, size_t stride, const uint32_t 
 		}
 		total += sum;
 	}
-	(void)hist_count(s, h, last, run);
+	(void)hist_count(s, h, last, run, a->budget);
 	if (s2)
-		(void)hist_count(s2, h2, last, run);
+		(void)hist_count(s2, h2, last, run, a->budget);
 	a->sum += total;
 	a->sq += sq - 2u * a->shift * total + (stats_u128)n * a->shift * a->shift;
 	a->min = lo;
@@ -370,7 +365,7 @@ stats_acc_fold(struct stats *s, const struct stats_acc *a)
 }
 
 int
-stats_merge(struct stats *into, const struct stats *from)
+stats_merge(struct stats *into, const struct stats *from, struct stats_budget *budget)
 {
 	/* Copy first: @from may be @into. */
 	const struct stats b = *from;
@@ -419,7 +414,7 @@ stats_merge(struct stats *into, const struct stats *from)
 		/* A block zeroed by stats_reset() adds nothing: no block for it in @into. */
 		if (!any)
 			continue;
-		dst = hist_block(into, g);
+		dst = hist_block(into, g, budget);
 		if (!dst) {
 			r = -ENOMEM;
 			continue;

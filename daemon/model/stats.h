@@ -107,17 +107,6 @@ struct stats_budget {
 };
 
 /**
- * stats_charge_to() - charge the histogram blocks allocated from now on to @b (and its
- * parents); NULL: to nobody
- *
- * A block that would take @b or a parent past its limit is not allocated: the sample is
- * counted in every other figure but missed by the histogram (as when memory is short), and
- * counted in @b->missed. The daemon is single-threaded: it sets the budget of the user whose
- * samples it counts, and NULL after.
- */
-void stats_charge_to(struct stats_budget *b);
-
-/**
  * stats_budget_credit() - give back @bytes to @b and its parents (saturating at 0: figures
  * restored from a state file were never charged)
  */
@@ -135,6 +124,9 @@ void stats_init(struct stats *s);
  * stats_add() - add one sample
  * @s: the aggregate
  * @v: the sample
+ * @budget: what a histogram block it allocates is charged to (and its parents): a block that
+ *          would take one past its limit is not allocated, the sample missing from the
+ *          histogram only (counted in @budget->missed); NULL: charged to nobody
  *
  * Updates count, sum (saturating), min, max, mean and m2, then counts @v in the histogram,
  * allocating the block of @v's group the first time a sample falls in it. If that allocation
@@ -142,12 +134,15 @@ void stats_init(struct stats *s);
  * stats_quantile()).
  * Return: 0, or -ENOMEM when the histogram block could not be allocated.
  */
-int stats_add(struct stats *s, uint64_t v);
+int stats_add(struct stats *s, uint64_t v, struct stats_budget *budget);
 
 /**
  * stats_merge() - fold the samples of @from into @into
  * @into: the aggregate that receives the samples
  * @from: the aggregate to add, borrowed and left unchanged; may be @into itself
+ * @budget: what a histogram block it allocates is charged to (and its parents): a block that
+ *          would take one past its limit is not allocated, the sample missing from the
+ *          histogram only (counted in @budget->missed); NULL: charged to nobody
  *
  * The result is what adding every sample of both to one aggregate would give: count, sum
  * (saturating), min and max exactly, mean and m2 by the parallel Welford formula (equal up to
@@ -157,7 +152,7 @@ int stats_add(struct stats *s, uint64_t v);
  * group are lost.
  * Return: 0, or -ENOMEM when a block of @into's histogram could not be allocated.
  */
-int stats_merge(struct stats *into, const struct stats *from);
+int stats_merge(struct stats *into, const struct stats *from, struct stats_budget *budget);
 
 /**
  * stats_stddev() - population standard deviation, sqrt(m2 / count)
@@ -230,26 +225,32 @@ stats_hist_get(const struct stats *s, unsigned b)
  * @s: the aggregate
  * @b: bucket index
  * @n: the count; 0 allocates nothing
+ * @budget: what a histogram block it allocates is charged to (and its parents): a block that
+ *          would take one past its limit is not allocated, the sample missing from the
+ *          histogram only (counted in @budget->missed); NULL: charged to nobody
  *
  * For restoring a saved histogram (daemon/model/state.c): touches nothing but that counter (the
  * caller keeps the scalar fields consistent with it).
  * Return: 0, -EINVAL when @b >= STATS_BUCKETS, or -ENOMEM when the block of @b's group could
  * not be allocated (@s is unchanged then).
  */
-int stats_hist_set(struct stats *s, unsigned b, uint64_t n);
+int stats_hist_set(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget);
 
 /**
  * stats_hist_add() - add to the histogram count of a bucket
  * @s: the aggregate
  * @b: bucket index, below STATS_BUCKETS
  * @n: samples to count in @b (wrapping, as stats_add() counts); 0 allocates nothing
+ * @budget: what a histogram block it allocates is charged to (and its parents): a block that
+ *          would take one past its limit is not allocated, the sample missing from the
+ *          histogram only (counted in @budget->missed); NULL: charged to nobody
  *
  * Touches nothing but that counter: stats_add() and the accumulators count their samples
  * in the histogram this way.
  * Return: 0, or -ENOMEM when the block of @b's group could not be allocated: the histogram
  * misses the @n samples then.
  */
-int stats_hist_add(struct stats *s, unsigned b, uint64_t n);
+int stats_hist_add(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget);
 
 /**
  * stats_bucket() - histogram bucket of a value
@@ -329,6 +330,7 @@ struct stats_acc {
 	stats_u128 sum, sq;
 	uint64_t shift, count, min, max;
 	struct stats *s, *s2;
+	struct stats_budget *budget; /* what the histogram blocks it allocates are charged to */
 };
 
 /**
@@ -337,10 +339,14 @@ struct stats_acc {
  * @s: the aggregate the samples are for
  * @shift: origin of the deviations, at most STATS_ACC_MAX_VALUE: the first sample, or any
  *         value within the samples' range (the fold is exact enough for any such value)
+ * @budget: what the histogram blocks the samples gathered allocate is charged to (and its parents):
+ * a block that would take one past its limit is not allocated, the sample missing from the
+ *          histogram only (counted in @budget->missed); NULL: charged to nobody
  *
  * Allocates nothing and cannot fail: the histogram's blocks come as samples need them.
  */
-void stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift);
+void stats_acc_begin(struct stats_acc *a, struct stats *s, uint64_t shift,
+                     struct stats_budget *budget);
 
 /**
  * stats_acc_add() - gather one sample
@@ -361,9 +367,9 @@ stats_acc_add(struct stats_acc *a, uint64_t v)
 	a->sq += (stats_u128)((stats_i128)d * d);
 	a->min = v < a->min ? v : a->min;
 	a->max = v > a->max ? v : a->max;
-	(void)stats_hist_add(a->s, stats_bucket(v), 1);
+	(void)stats_hist_add(a->s, stats_bucket(v), 1, a->budget);
 	if (a->s2)
-		(void)stats_hist_add(a->s2, stats_bucket(v), 1);
+		(void)stats_hist_add(a->s2, stats_bucket(v), 1, a->budget);
 }
 
 /**

@@ -35,8 +35,8 @@ users_get(struct users *u, uid_t uid)
 	s->uid = uid;
 	s->hist.limit = u->hist_limit ? u->hist_limit : SIZE_MAX;
 	s->hist.parent = u->parent;
-	s->hist.keep =
-	        0; /* set before each charge to it (session-batch.c, before stats_charge_to()) */
+	/* Set before each charge to it (session-batch.c, before a batch is counted). */
+	s->hist.keep = 0;
 	u->v[u->n++] = s;
 	return s;
 }

@@ -387,9 +387,10 @@ count_samples(struct session *s, const struct session_thread *t, const Pmc__Samp
 		size_t k0 = k;
 		for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
 			a->count++;
-			stats_add(&a->wall, b->wall_ns[i]);
+			stats_add(&a->wall, b->wall_ns[i], &s->user->hist);
 			for (size_t j = 0; j < ne; j++)
-				stats_add(&a->ev[t->ev_id[j]].st, b->values[i * ne + j]);
+				stats_add(&a->ev[t->ev_id[j]].st, b->values[i * ne + j],
+				          &s->user->hist);
 			k = k0;
 			if (scaled)
 				count_scaled(t, b, a, scaled, &k);
@@ -505,12 +506,13 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		size_t i = order[br[x].start];
 		if (!reg)
 			continue;
-		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i]);
+		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i], &s->user->hist);
 		if (node)
 			stats_acc_also(&a[0], &reg->wall);
 		for (size_t j = 0; j < ne; j++) {
 			size_t e = t->ev_id[j];
-			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j]);
+			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j],
+			                &s->user->hist);
 			if (node)
 				stats_acc_also(&a[1 + j], &reg->ev[e].st);
 		}
@@ -672,11 +674,9 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	/* Its share of the histograms, or more while the others' stay free (share.h). */
 	s->user->hist.keep =
 	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
-	stats_charge_to(&s->user->hist);
 	r = count_accumulated(s, t, b, keys, &counted);
 	if (r == -EAGAIN)
 		r = count_samples(s, t, b, keys, &counted);
-	stats_charge_to(NULL);
 	if (!s->call_paths)
 		untracked[UNTRACKED_OLDER] = counted;
 	for (unsigned k = 0; r == 0 && k < UNTRACKED_N; k++)

@@ -104,7 +104,7 @@ test_derived(void)
 		int id = process_event_id(p, names[i]);
 		CHECK(id == (int)i);
 		struct event_agg *e = region_event(r, (size_t)id);
-		CHECK(e && stats_add(&e->st, sums[i]) == 0);
+		CHECK(e && stats_add(&e->st, sums[i], NULL) == 0);
 	}
 	struct derived d[DERIVED_MAX];
 	/* ipc from instructions:u and cycles; no cache-references; branches sum 0. */

@@ -163,9 +163,8 @@ test_retired_fold(void)
 		a = p->retired;
 		CHECK(a->pid == 0 && a->uid == 1000 && !strcmp(a->comm, p->comm));
 		CHECK(a->members == 1);
-		stats_charge_to(&u->hist);
-		pmc_test_add_runs(&reg, p, "r", k, 1u << k); /* a new power of two each time */
-		stats_charge_to(NULL);
+		/* a new power of two each time */
+		pmc_test_add_runs_to(&reg, p, "r", k, 1u << k, &u->hist);
 		runs += k;
 		faults += (uint64_t)k << k;
 		if (k == 5)

@@ -50,8 +50,8 @@ fill(struct server *srv)
 	struct event_agg *e = region_event(r, 0);
 	CHECK(e);
 	for (uint64_t v = 1; v <= 100; v++) {
-		CHECK(stats_add(&e->st, v) == 0);
-		CHECK(stats_add(&r->wall, 1000 * v) == 0);
+		CHECK(stats_add(&e->st, v, NULL) == 0);
+		CHECK(stats_add(&r->wall, 1000 * v, NULL) == 0);
 		r->count++;
 	}
 	p->received = 100;
@@ -144,8 +144,8 @@ add_region(struct registry *reg, struct process *p, const char *name, uint64_t n
 	struct event_agg *e = region_event(r, (size_t)id);
 	CHECK(e);
 	for (uint64_t v = 1; v <= n; v++) {
-		CHECK(stats_add(&e->st, v) == 0);
-		CHECK(stats_add(&r->wall, 1000 * v) == 0);
+		CHECK(stats_add(&e->st, v, NULL) == 0);
+		CHECK(stats_add(&r->wall, 1000 * v, NULL) == 0);
 		r->count++;
 	}
 	e->scaled++;
@@ -454,12 +454,12 @@ add_node(struct registry *reg, struct process *p, uint32_t parent, const char *n
 	int pf = process_event_id(p, "page-faults"), cy = process_event_id(p, "cycles");
 	CHECK(pf >= 0 && cy >= 0);
 	for (uint64_t v = 1; v <= n; v++) {
-		CHECK(stats_add(&r->wall, 100 * v) == 0);
+		CHECK(stats_add(&r->wall, 100 * v, NULL) == 0);
 		struct event_agg *e = region_event(r, (size_t)pf);
-		CHECK(e && stats_add(&e->st, v) == 0);
+		CHECK(e && stats_add(&e->st, v, NULL) == 0);
 		if (r->depth == 3) {
 			e = region_event(r, (size_t)cy);
-			CHECK(e && stats_add(&e->st, 1000 + v) == 0);
+			CHECK(e && stats_add(&e->st, 1000 + v, NULL) == 0);
 			e->scaled = 2, e->ratio_sum = 1.25;
 		}
 		r->count++;
@@ -893,7 +893,7 @@ test_state_job(void)
 	CHECK(state_job_start(&a, path, &j) == 0);
 	/* Changes after the fork are not in this save. */
 	struct region_agg *r = registry_first(&a.reg)->regions[0];
-	CHECK(stats_add(&r->wall, 1) == 0);
+	CHECK(stats_add(&r->wall, 1, NULL) == 0);
 	r->count++;
 	CHECK(a.state_saved_ns == 0);
 	CHECK(job_finish(j, &a) == 0);
@@ -944,10 +944,10 @@ fill_big(struct server *srv, unsigned procs, unsigned regions)
 			CHECK(r);
 			for (unsigned s = 0; s < 16; s++) {
 				uint64_t v = pmc_test_rng(&rng) >> (pmc_test_rng(&rng) % 50);
-				CHECK(stats_add(&r->wall, v) == 0);
+				CHECK(stats_add(&r->wall, v, NULL) == 0);
 				for (unsigned k = 0; k < 4; k++) {
 					struct event_agg *e = region_event(r, k);
-					CHECK(e && stats_add(&e->st, v >> k) == 0);
+					CHECK(e && stats_add(&e->st, v >> k, NULL) == 0);
 				}
 				r->count++;
 			}
@@ -1484,10 +1484,10 @@ write_seeds(const char *out)
 		struct region_agg *r = process_region(&a.reg, p, name);
 		CHECK(r);
 		for (uint64_t v = 1; v < 1u << 20; v = v * 3 + n) {
-			CHECK(stats_add(&r->wall, v) == 0);
+			CHECK(stats_add(&r->wall, v, NULL) == 0);
 			for (unsigned k = 0; k <= n; k++) {
 				struct event_agg *e = region_event(r, k);
-				CHECK(e && stats_add(&e->st, v << k) == 0);
+				CHECK(e && stats_add(&e->st, v << k, NULL) == 0);
 				e->scaled += k == 1;
 				e->ratio_sum += k == 1 ? 0.5 : 0;
 			}

@@ -232,21 +232,21 @@ test_blocks_where_values_fall(void)
 
 	stats_init(&s);
 	CHECK(stats_memory(&s) == 0 && s.hist == NULL);
-	CHECK(stats_add(&s, 5) == 0);
+	CHECK(stats_add(&s, 5, NULL) == 0);
 	dense_add(&d, 5);
 	CHECK(s.hist && s.hist->n == 1 && slot_block(s.hist, 0) == 0);
 	CHECK(stats_memory(&s) == 64 + 128);
 	/* More in group 0: no block more. */
 	for (uint64_t v = 0; v < 16; v++) {
-		CHECK(stats_add(&s, v) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
 		dense_add(&d, v);
 	}
 	CHECK(s.hist->n == 1 && stats_memory(&s) == 64 + 128);
 	check_hist(&s, &d, 1);
 	/* 16 opens group 1, 2^40 group 37, UINT64_MAX group 60, each once. */
-	CHECK(stats_add(&s, 16) == 0 && stats_add(&s, 31) == 0);
-	CHECK(stats_add(&s, POW2(40)) == 0 && stats_add(&s, POW2(41) - 1) == 0);
-	CHECK(stats_add(&s, UINT64_MAX) == 0 && stats_add(&s, POW2(63)) == 0);
+	CHECK(stats_add(&s, 16, NULL) == 0 && stats_add(&s, 31, NULL) == 0);
+	CHECK(stats_add(&s, POW2(40), NULL) == 0 && stats_add(&s, POW2(41) - 1, NULL) == 0);
+	CHECK(stats_add(&s, UINT64_MAX, NULL) == 0 && stats_add(&s, POW2(63), NULL) == 0);
 	dense_add(&d, 16);
 	dense_add(&d, 31);
 	dense_add(&d, POW2(40));
@@ -269,7 +269,7 @@ test_blocks_where_values_fall(void)
 	for (unsigned g = STATS_GROUPS; g-- > 0;) {
 		uint64_t v = in_group(g, UINT64_C(0x5555555555555555) * g);
 
-		CHECK(stats_add(&s, v) == 0 && stats_add(&s, in_group(g, 0)) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0 && stats_add(&s, in_group(g, 0), NULL) == 0);
 		dense_add(&d, v);
 		dense_add(&d, in_group(g, 0));
 		CHECK(slot_block(s.hist, g) == STATS_GROUPS - 1 - g);
@@ -306,7 +306,7 @@ test_random_streams(void)
 		stats_init(&s);
 		stats_init(&t);
 		for (size_t i = 0; i < len; i++) {
-			CHECK(stats_add(&s, v[i]) == 0);
+			CHECK(stats_add(&s, v[i], NULL) == 0);
 			dense_add(&d, v[i]);
 		}
 		check_hist(&s, &d, dense_groups(&d));
@@ -321,7 +321,7 @@ test_random_streams(void)
 			if (piece % 7 == 0)
 				for (size_t j = 0; j < piece; j++)
 					idx[j] = (uint32_t)(piece - 1 - j);
-			stats_acc_begin(&a, &t, v[i]);
+			stats_acc_begin(&a, &t, v[i], NULL);
 			if (round % 2)
 				stats_acc_gather(&a, v + i, 1, idx, k);
 			else
@@ -347,7 +347,7 @@ fill(struct stats *s, struct dense *d, uint64_t mask, size_t n, uint64_t *seed)
 	CHECK(v);
 	values_in(v, n, mask, seed);
 	for (size_t i = 0; i < n; i++) {
-		CHECK(stats_add(s, v[i]) == 0);
+		CHECK(stats_add(s, v[i], NULL) == 0);
 		dense_add(d, v[i]);
 	}
 	free(v);
@@ -374,7 +374,7 @@ check_merge(uint64_t ma, uint64_t mb, uint64_t *seed)
 	fill(&whole, &dw, mb, 300, &s2);
 	bh = b.hist;
 	bmem = stats_memory(&b);
-	CHECK(stats_merge(&a, &b) == 0);
+	CHECK(stats_merge(&a, &b, NULL) == 0);
 	dense_merge(&da, &db);
 	CHECK(memcmp(&da, &dw, sizeof(da)) == 0);
 	check_hist(&a, &da, ma | mb);
@@ -414,7 +414,7 @@ test_merge_groups(void)
 	stats_init(&a);
 	stats_init(&e);
 	fill(&a, &d, POW2(4) | POW2(44), 100, &seed);
-	CHECK(stats_merge(&e, &a) == 0);
+	CHECK(stats_merge(&e, &a, NULL) == 0);
 	check_hist(&e, &d, POW2(4) | POW2(44));
 	CHECK(e.hist != a.hist && stats_memory(&e) == 64 + 2 * 128);
 
@@ -424,7 +424,7 @@ test_merge_groups(void)
 
 		d2 = d;
 		dense_merge(&d2, &d);
-		CHECK(stats_merge(&a, &a) == 0);
+		CHECK(stats_merge(&a, &a, NULL) == 0);
 		CHECK(a.hist == h && a.count == 200);
 		check_hist(&a, &d2, POW2(4) | POW2(44));
 	}
@@ -432,18 +432,18 @@ test_merge_groups(void)
 	/* Blocks zeroed by stats_reset() bring no block along. */
 	stats_reset(&a);
 	memset(&d, 0, sizeof(d));
-	CHECK(stats_add(&a, 3) == 0);
+	CHECK(stats_add(&a, 3, NULL) == 0);
 	dense_add(&d, 3);
 	CHECK(block_groups(&a) == (POW2(0) | POW2(4) | POW2(44)));
 	stats_free(&e);
 	stats_init(&e);
-	CHECK(stats_merge(&e, &a) == 0);
+	CHECK(stats_merge(&e, &a, NULL) == 0);
 	check_hist(&e, &d, POW2(0));
 
 	/* Counters saturate bucket by bucket. */
-	CHECK(stats_hist_set(&e, 7, UINT64_MAX - 1) == 0);
-	CHECK(stats_hist_set(&a, 7, 5) == 0);
-	CHECK(stats_merge(&e, &a) == 0);
+	CHECK(stats_hist_set(&e, 7, UINT64_MAX - 1, NULL) == 0);
+	CHECK(stats_hist_set(&a, 7, 5, NULL) == 0);
+	CHECK(stats_merge(&e, &a, NULL) == 0);
 	CHECK(stats_hist_get(&e, 7) == UINT64_MAX && stats_hist_get(&e, 3) == 2);
 	stats_free(&a);
 	stats_free(&e);
@@ -496,18 +496,18 @@ test_hist_set_get(void)
 
 	stats_init(&s);
 	CHECK(stats_hist_get(&s, 0) == 0 && stats_hist_get(&s, STATS_BUCKETS - 1) == 0);
-	CHECK(stats_hist_set(&s, STATS_BUCKETS, 1) == -EINVAL);
-	CHECK(stats_hist_set(&s, 100, 0) == 0 && s.hist == NULL);
-	CHECK(stats_hist_add(&s, 100, 0) == 0 && s.hist == NULL);
-	CHECK(stats_hist_set(&s, 100, 42) == 0 && stats_hist_get(&s, 100) == 42);
+	CHECK(stats_hist_set(&s, STATS_BUCKETS, 1, NULL) == -EINVAL);
+	CHECK(stats_hist_set(&s, 100, 0, NULL) == 0 && s.hist == NULL);
+	CHECK(stats_hist_add(&s, 100, 0, NULL) == 0 && s.hist == NULL);
+	CHECK(stats_hist_set(&s, 100, 42, NULL) == 0 && stats_hist_get(&s, 100) == 42);
 	CHECK(s.hist->n == 1 && slot_block(s.hist, 100 / 16) == 0);
-	CHECK(stats_hist_set(&s, 101, 0) == 0 && stats_hist_get(&s, 101) == 0);
-	CHECK(stats_hist_set(&s, 100, 7) == 0 && stats_hist_get(&s, 100) == 7);
-	CHECK(stats_hist_add(&s, 100, 3) == 0 && stats_hist_get(&s, 100) == 10);
-	CHECK(stats_hist_add(&s, STATS_BUCKETS - 1, 2) == 0);
+	CHECK(stats_hist_set(&s, 101, 0, NULL) == 0 && stats_hist_get(&s, 101) == 0);
+	CHECK(stats_hist_set(&s, 100, 7, NULL) == 0 && stats_hist_get(&s, 100) == 7);
+	CHECK(stats_hist_add(&s, 100, 3, NULL) == 0 && stats_hist_get(&s, 100) == 10);
+	CHECK(stats_hist_add(&s, STATS_BUCKETS - 1, 2, NULL) == 0);
 	CHECK(stats_hist_get(&s, STATS_BUCKETS - 1) == 2 && s.hist->n == 2);
 	/* Set to 0, the block stays. */
-	CHECK(stats_hist_set(&s, 100, 0) == 0 && s.hist->n == 2);
+	CHECK(stats_hist_set(&s, 100, 0, NULL) == 0 && s.hist->n == 2);
 	stats_free(&s);
 }
 
@@ -526,14 +526,14 @@ test_alloc_failure(void)
 	/* No histogram at all: as an aggregate whose histogram allocation failed before. */
 	stats_init(&s);
 	realloc_ok = 0;
-	CHECK(stats_add(&s, 10) == -ENOMEM && stats_add(&s, 1000) == -ENOMEM);
+	CHECK(stats_add(&s, 10, NULL) == -ENOMEM && stats_add(&s, 1000, NULL) == -ENOMEM);
 	CHECK(s.count == 2 && s.sum == 1010 && s.min == 10 && s.max == 1000 && s.hist == NULL);
 	CHECK(stats_memory(&s) == 0);
 	CHECK(stats_quantile(&s, 0.5) == 505 && stats_quantile(&s, 1) == 1000);
 	realloc_ok = -1;
 
 	/* Later samples get blocks again; the missed ones stay missed. */
-	CHECK(stats_add(&s, 1000) == 0);
+	CHECK(stats_add(&s, 1000, NULL) == 0);
 	dense_add(&d, 1000);
 	CHECK(s.count == 3 && s.hist->n == 1);
 	check_hist(&s, &d, POW2(stats_bucket(1000) / 16));
@@ -541,8 +541,8 @@ test_alloc_failure(void)
 	/* A new group fails: the table does not move, count/sum/min/max still move. */
 	h = s.hist;
 	realloc_ok = 0;
-	CHECK(stats_add(&s, 3) == -ENOMEM);
-	CHECK(stats_add(&s, 1001) == 0); /* its group has a block: no allocation */
+	CHECK(stats_add(&s, 3, NULL) == -ENOMEM);
+	CHECK(stats_add(&s, 1001, NULL) == 0); /* its group has a block: no allocation */
 	dense_add(&d, 1001);
 	realloc_ok = -1;
 	CHECK(s.hist == h && s.count == 5 && s.sum == 3014 && s.min == 3 && s.max == 1001);
@@ -555,10 +555,10 @@ test_alloc_failure(void)
 		/* 600 + i: 1000's group; 100000 + i: a new one; 7 and 2^30: two more. */
 		v[i] = i % 4 == 0 ? 600 + i : i % 4 == 1 ? 100000 + i : i % 4 == 2 ? 7 : POW2(30);
 		idx[i] = i;
-		CHECK(stats_add(&w, v[i]) == 0);
+		CHECK(stats_add(&w, v[i], NULL) == 0);
 	}
 	realloc_ok = 1;
-	stats_acc_begin(&a, &s, v[0]);
+	stats_acc_begin(&a, &s, v[0], NULL);
 	stats_acc_gather(&a, v, 1, idx, 64);
 	realloc_ok = -1;
 	stats_acc_fold(&s, &a);
@@ -573,7 +573,7 @@ test_alloc_failure(void)
 	/* stats_acc_add() the same way. */
 	stats_init(&t);
 	realloc_ok = 0;
-	stats_acc_begin(&a, &t, 5);
+	stats_acc_begin(&a, &t, 5, NULL);
 	stats_acc_add(&a, 5);
 	stats_acc_add(&a, 6);
 	realloc_ok = -1;
@@ -584,9 +584,10 @@ test_alloc_failure(void)
 	/* Merge: the scalars merge, the groups that get a block merge, the others are lost. */
 	stats_free(&t);
 	stats_init(&t);
-	CHECK(stats_add(&t, 1002) == 0 && stats_add(&t, 9) == 0 && stats_add(&t, POW2(50)) == 0);
+	CHECK(stats_add(&t, 1002, NULL) == 0 && stats_add(&t, 9, NULL) == 0 &&
+	      stats_add(&t, POW2(50), NULL) == 0);
 	realloc_ok = 1;
-	CHECK(stats_merge(&s, &t) == -ENOMEM);
+	CHECK(stats_merge(&s, &t, NULL) == -ENOMEM);
 	realloc_ok = -1;
 	dense_add(&d, 1002); /* its group had a block */
 	dense_add(&d, 9);    /* group 0: the one allocation that succeeded */
@@ -597,8 +598,8 @@ test_alloc_failure(void)
 	/* stats_hist_set(): -ENOMEM, nothing changed. */
 	h = s.hist;
 	realloc_ok = 0;
-	CHECK(stats_hist_set(&s, STATS_BUCKETS - 1, 4) == -ENOMEM);
-	CHECK(stats_hist_set(&s, 5, 4) == 0); /* group 0 has its block */
+	CHECK(stats_hist_set(&s, STATS_BUCKETS - 1, 4, NULL) == -ENOMEM);
+	CHECK(stats_hist_set(&s, 5, 4, NULL) == 0); /* group 0 has its block */
 	realloc_ok = -1;
 	d.c[5] = 4;
 	CHECK(s.hist == h);
@@ -730,13 +731,13 @@ test_state_round_trip(void)
 	fill(make_event(p, r[0], events[1]), &scratch, POW2(10) | POW2(11), 300, &seed);
 	/* Every group, saturated counters, the extremes. */
 	fill(make_event(p, r[1], events[1]), &scratch, POW2(STATS_GROUPS) - 1, 5000, &seed);
-	CHECK(stats_hist_set(make_event(p, r[1], events[1]), 0, UINT64_MAX) == 0);
+	CHECK(stats_hist_set(make_event(p, r[1], events[1]), 0, UINT64_MAX, NULL) == 0);
 	fill(make_event(p, r[1], events[2]), &scratch, POW2(60), 10, &seed);
 	/* Zeroed blocks: none saved, none restored; then a sample in one of them. */
 	fill(make_event(p, r[2], events[0]), &scratch, POW2(3) | POW2(4), 50, &seed);
 	stats_reset(make_event(p, r[2], events[0]));
 	stats_reset(&r[2]->wall);
-	CHECK(stats_add(make_event(p, r[2], events[0]), 100) == 0);
+	CHECK(stats_add(make_event(p, r[2], events[0]), 100, NULL) == 0);
 
 	CHECK(state_save(&srv, path) == 0);
 

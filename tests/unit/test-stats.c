@@ -66,7 +66,7 @@ add_all(struct stats *s, const uint64_t *v, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		CHECK(stats_add(s, v[i]) == 0);
+		CHECK(stats_add(s, v[i], NULL) == 0);
 }
 
 static void
@@ -85,7 +85,7 @@ test_empty(void)
 
 	/* Merging empties allocates nothing. */
 	stats_init(&t);
-	CHECK(stats_merge(&s, &t) == 0);
+	CHECK(stats_merge(&s, &t, NULL) == 0);
 	CHECK(s.count == 0 && s.hist == NULL && stats_memory(&s) == 0);
 
 	stats_free(&s);
@@ -128,7 +128,7 @@ test_single_sample(void)
 	struct stats s;
 
 	stats_init(&s);
-	CHECK(stats_add(&s, 1000003) == 0);
+	CHECK(stats_add(&s, 1000003, NULL) == 0);
 	CHECK(s.count == 1 && s.sum == 1000003 && s.min == 1000003 && s.max == 1000003);
 	CHECK(s.mean == 1000003.0);
 	CHECK(stats_stddev(&s) == 0);
@@ -150,7 +150,7 @@ test_constant_stream(void)
 
 		stats_init(&s);
 		for (i = 0; i < 1000; i++)
-			CHECK(stats_add(&s, k) == 0);
+			CHECK(stats_add(&s, k, NULL) == 0);
 		CHECK(s.count == 1000 && s.min == k && s.max == k);
 		CHECK(s.mean == (double)k);
 		CHECK(stats_stddev(&s) == 0);
@@ -171,7 +171,7 @@ test_small_values(void)
 
 	stats_init(&s);
 	for (v = 1; v <= 100; v++)
-		CHECK(stats_add(&s, v) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
 	CHECK(s.count == 100 && s.sum == 5050 && s.min == 1 && s.max == 100);
 	CHECK(near(s.mean, 50.5, 1e-12));
 	CHECK(near(stats_stddev(&s), sqrt((100.0 * 100.0 - 1.0) / 12.0), 1e-12));
@@ -206,7 +206,7 @@ test_quantile_args(void)
 
 	stats_init(&s);
 	for (v = 1000; v <= 5000; v += 10)
-		CHECK(stats_add(&s, v) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
 	CHECK(stats_quantile(&s, -1) == 1000);
 	CHECK(stats_quantile(&s, 0) == 1000);
 	CHECK(stats_quantile(&s, NAN) == 1000);
@@ -221,15 +221,15 @@ test_quantile_args(void)
 	/* Bucket [992, 1023] has midpoint 1007: clamped up to min 1020, then down to max 1000. */
 	stats_init(&s);
 	for (v = 1020; v <= 1023; v++)
-		CHECK(stats_add(&s, v) == 0);
-	CHECK(stats_add(&s, 4000) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
+	CHECK(stats_add(&s, 4000, NULL) == 0);
 	CHECK(stats_bucket_low(stats_bucket(1020)) == 992 &&
 	      stats_bucket_high(stats_bucket(1020)) == 1023);
 	CHECK(stats_quantile(&s, 0.5) == 1020);
 	stats_reset(&s);
-	CHECK(stats_add(&s, 10) == 0);
+	CHECK(stats_add(&s, 10, NULL) == 0);
 	for (v = 992; v <= 1000; v++)
-		CHECK(stats_add(&s, v) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
 	CHECK(stats_quantile(&s, 0.9) == 1000);
 	stats_free(&s);
 }
@@ -371,13 +371,13 @@ test_sum_saturation(void)
 	struct stats s, t;
 
 	stats_init(&s);
-	CHECK(stats_add(&s, UINT64_MAX - 5) == 0);
+	CHECK(stats_add(&s, UINT64_MAX - 5, NULL) == 0);
 	CHECK(s.sum == UINT64_MAX - 5);
-	CHECK(stats_add(&s, 5) == 0);
+	CHECK(stats_add(&s, 5, NULL) == 0);
 	CHECK(s.sum == UINT64_MAX);
-	CHECK(stats_add(&s, 10) == 0);
+	CHECK(stats_add(&s, 10, NULL) == 0);
 	CHECK(s.sum == UINT64_MAX);
-	CHECK(stats_add(&s, UINT64_MAX) == 0);
+	CHECK(stats_add(&s, UINT64_MAX, NULL) == 0);
 	CHECK(s.sum == UINT64_MAX);
 	CHECK(s.count == 4 && s.min == 5 && s.max == UINT64_MAX);
 	CHECK(stats_quantile(&s, 1) == (double)UINT64_MAX);
@@ -385,10 +385,10 @@ test_sum_saturation(void)
 
 	/* Merge saturates too. */
 	stats_init(&t);
-	CHECK(stats_add(&t, POW2(63)) == 0);
-	CHECK(stats_merge(&t, &t) == 0);
+	CHECK(stats_add(&t, POW2(63), NULL) == 0);
+	CHECK(stats_merge(&t, &t, NULL) == 0);
 	CHECK(t.sum == UINT64_MAX && t.count == 2);
-	CHECK(stats_merge(&t, &s) == 0);
+	CHECK(stats_merge(&t, &s, NULL) == 0);
 	CHECK(t.sum == UINT64_MAX && t.count == 6);
 	stats_free(&s);
 	stats_free(&t);
@@ -425,7 +425,7 @@ test_merge_halves(void)
 	add_all(&a, v, n / 2);
 	add_all(&b, v + n / 2, n - n / 2);
 
-	CHECK(stats_merge(&a, &b) == 0);
+	CHECK(stats_merge(&a, &b, NULL) == 0);
 	check_same(&a, &whole);
 	/* @from is left alone. */
 	CHECK(b.count == n - n / 2);
@@ -439,7 +439,7 @@ test_merge_halves(void)
 			len = n - i;
 		stats_init(&parts);
 		add_all(&parts, v + i, len);
-		CHECK(stats_merge(&acc, &parts) == 0);
+		CHECK(stats_merge(&acc, &parts, NULL) == 0);
 		stats_free(&parts);
 		i += len;
 	}
@@ -461,26 +461,26 @@ test_merge_edges(void)
 	stats_init(&s);
 	stats_init(&e);
 	for (v = 10; v < 500; v += 3)
-		CHECK(stats_add(&s, v) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
 
 	/* Empty into filled: unchanged. */
-	CHECK(stats_merge(&s, &e) == 0);
+	CHECK(stats_merge(&s, &e, NULL) == 0);
 	CHECK(s.count == 164 && s.min == 10 && s.max == 499);
 
 	/* Filled into empty: a copy, histogram allocated. */
-	CHECK(stats_merge(&e, &s) == 0);
+	CHECK(stats_merge(&e, &s, NULL) == 0);
 	CHECK(e.hist != NULL && e.hist != s.hist);
 	check_same(&e, &s);
 	CHECK(e.mean == s.mean && e.m2 == s.m2);
 
 	/* Self merge: every sample twice. */
 	stats_init(&copy);
-	CHECK(stats_merge(&copy, &s) == 0);
+	CHECK(stats_merge(&copy, &s, NULL) == 0);
 	stats_init(&twice);
 	for (i = 0; i < 2; i++)
 		for (v = 10; v < 500; v += 3)
-			CHECK(stats_add(&twice, v) == 0);
-	CHECK(stats_merge(&s, &s) == 0);
+			CHECK(stats_add(&twice, v, NULL) == 0);
+	CHECK(stats_merge(&s, &s, NULL) == 0);
 	check_same(&s, &twice);
 	CHECK(near(s.mean, copy.mean, 1e-12));
 	CHECK(near(stats_stddev(&s), stats_stddev(&copy), 1e-12));
@@ -505,8 +505,8 @@ test_no_histogram(void)
 
 	/* Merged into an aggregate with a histogram: scalars combine, histogram kept as is. */
 	stats_init(&t);
-	CHECK(stats_add(&t, 100) == 0);
-	CHECK(stats_merge(&t, &s) == 0);
+	CHECK(stats_add(&t, 100, NULL) == 0);
+	CHECK(stats_merge(&t, &s, NULL) == 0);
 	CHECK(t.count == 4 && t.sum == 115 && t.min == 1 && t.max == 100);
 	CHECK(near(t.mean, 115.0 / 4.0, 1e-12));
 	CHECK(stats_hist_get(&t, stats_bucket(100)) == 1);
@@ -516,7 +516,7 @@ test_no_histogram(void)
 
 	/* Merging it into an empty aggregate allocates nothing. */
 	stats_init(&t);
-	CHECK(stats_merge(&t, &s) == 0);
+	CHECK(stats_merge(&t, &s, NULL) == 0);
 	CHECK(t.hist == NULL && t.count == 3);
 	stats_free(&t);
 }
@@ -532,7 +532,7 @@ test_reset(void)
 
 	stats_init(&s);
 	for (v = 0; v < 1000; v++)
-		CHECK(stats_add(&s, v * v) == 0);
+		CHECK(stats_add(&s, v * v, NULL) == 0);
 	hist = s.hist;
 	mem = stats_memory(&s);
 	stats_reset(&s);
@@ -549,8 +549,8 @@ test_reset(void)
 	/* Refilled, it matches a fresh aggregate. */
 	stats_init(&fresh);
 	for (v = 5; v < 50; v++) {
-		CHECK(stats_add(&s, v) == 0);
-		CHECK(stats_add(&fresh, v) == 0);
+		CHECK(stats_add(&s, v, NULL) == 0);
+		CHECK(stats_add(&fresh, v, NULL) == 0);
 	}
 	check_same(&s, &fresh);
 	CHECK(s.hist == hist);
@@ -559,7 +559,7 @@ test_reset(void)
 	CHECK(s.hist == NULL && s.count == 0 && stats_memory(&s) == 0);
 	stats_reset(&s);
 	CHECK(s.hist == NULL);
-	CHECK(stats_add(&s, 3) == 0);
+	CHECK(stats_add(&s, 3, NULL) == 0);
 	CHECK(s.count == 1 && s.min == 3 && s.max == 3);
 	stats_free(&s);
 	stats_free(&fresh);
@@ -636,7 +636,7 @@ acc_pieces(struct stats *s, const uint64_t *v, size_t n, size_t piece, enum shif
 	CHECK(idx);
 	for (i = 0; i < n; i += len) {
 		len = n - i < piece ? n - i : piece;
-		stats_acc_begin(&a, s, pick_shift(v + i, len, mode));
+		stats_acc_begin(&a, s, pick_shift(v + i, len, mode), NULL);
 		if (!gather) {
 			for (j = 0; j < len; j++)
 				stats_acc_add(&a, v[i + j]);
@@ -800,8 +800,8 @@ test_acc_gather_equals_add(void)
 	for (c = 0; c < cols; c++) {
 		stats_init(&s1);
 		stats_init(&s2);
-		stats_acc_begin(&a1, &s1, v[c]);
-		stats_acc_begin(&a2, &s2, v[c]);
+		stats_acc_begin(&a1, &s1, v[c], NULL);
+		stats_acc_begin(&a2, &s2, v[c], NULL);
 		for (i = 0; i < k; i++)
 			stats_acc_add(&a1, v[idx[i] * cols + c]);
 		stats_acc_gather(&a2, v + c, cols, idx, k);
@@ -844,12 +844,12 @@ test_acc_also(void)
 	stats_init(&ref_region);
 	/* What the region held before: another path's samples. */
 	for (size_t i = 0; i < 100; i++) {
-		stats_add(&region, v[i] * 3);
-		stats_add(&ref_region, v[i] * 3);
+		stats_add(&region, v[i] * 3, NULL);
+		stats_add(&ref_region, v[i] * 3, NULL);
 	}
-	stats_acc_begin(&a, &node, v[0]);
+	stats_acc_begin(&a, &node, v[0], NULL);
 	stats_acc_also(&a, &region);
-	stats_acc_begin(&b, &region, v[1]); /* a second accumulator open on the region */
+	stats_acc_begin(&b, &region, v[1], NULL); /* a second accumulator open on the region */
 	stats_acc_gather(&a, v, 1, idx, n / 2);
 	for (size_t i = n / 2; i < n; i++)
 		stats_acc_add(&a, v[i]);
@@ -858,11 +858,11 @@ test_acc_also(void)
 	stats_acc_fold(&region, &a);
 	stats_acc_fold(&region, &b);
 	for (size_t i = 0; i < n; i++) {
-		stats_add(&ref_node, v[i]);
-		stats_add(&ref_region, v[i]);
+		stats_add(&ref_node, v[i], NULL);
+		stats_add(&ref_region, v[i], NULL);
 	}
 	for (size_t i = 0; i < 10; i++)
-		stats_add(&ref_region, v[i]);
+		stats_add(&ref_region, v[i], NULL);
 	CHECK(same_hist(&node, &ref_node));
 	CHECK(same_hist(&region, &ref_region));
 	CHECK(node.count == n && node.sum == ref_node.sum && node.min == ref_node.min &&
@@ -890,14 +890,14 @@ test_acc_edges(void)
 
 	/* An empty accumulator changes nothing, allocates nothing. */
 	stats_init(&s);
-	stats_acc_begin(&a, &s, 7);
+	stats_acc_begin(&a, &s, 7, NULL);
 	CHECK(s.hist == NULL && a.count == 0 && a.min == UINT64_MAX && a.max == 0);
 	stats_acc_fold(&s, &a);
 	CHECK(s.count == 0 && s.sum == 0 && s.min == 0 && s.max == 0 && s.mean == 0 && s.m2 == 0);
 	CHECK(stats_quantile(&s, 0.5) == 0);
 
 	/* The known set, with a shift outside the samples' range. */
-	stats_acc_begin(&a, &s, 1000);
+	stats_acc_begin(&a, &s, 1000, NULL);
 	for (i = 0; i < 8; i++)
 		stats_acc_add(&a, known[i]);
 	stats_acc_fold(&s, &a);
@@ -908,7 +908,7 @@ test_acc_edges(void)
 
 	/* One sample: its mean exactly, no spread. */
 	stats_init(&s);
-	stats_acc_begin(&a, &s, 1000003);
+	stats_acc_begin(&a, &s, 1000003, NULL);
 	stats_acc_add(&a, 1000003);
 	stats_acc_fold(&s, &a);
 	CHECK(s.count == 1 && s.mean == 1000003.0 && s.m2 == 0 && stats_stddev(&s) == 0);
@@ -916,23 +916,23 @@ test_acc_edges(void)
 	/* Folded into an aggregate filled by stats_add(), then merged: as if all were added. */
 	stats_init(&w);
 	stats_init(&t);
-	CHECK(stats_add(&s, 17) == 0);
-	CHECK(stats_add(&w, 1000003) == 0);
-	CHECK(stats_add(&w, 17) == 0);
-	stats_acc_begin(&a, &s, 50);
+	CHECK(stats_add(&s, 17, NULL) == 0);
+	CHECK(stats_add(&w, 1000003, NULL) == 0);
+	CHECK(stats_add(&w, 17, NULL) == 0);
+	stats_acc_begin(&a, &s, 50, NULL);
 	for (i = 0; i < 8; i++) {
 		stats_acc_add(&a, known[i]);
-		CHECK(stats_add(&w, known[i]) == 0);
+		CHECK(stats_add(&w, known[i], NULL) == 0);
 	}
 	stats_acc_fold(&s, &a);
 	check_same(&s, &w);
-	stats_acc_begin(&a, &t, 3);
+	stats_acc_begin(&a, &t, 3, NULL);
 	stats_acc_add(&a, 3);
 	stats_acc_add(&a, POW2(50));
 	stats_acc_fold(&t, &a);
-	CHECK(stats_merge(&s, &t) == 0);
-	CHECK(stats_add(&w, 3) == 0);
-	CHECK(stats_add(&w, POW2(50)) == 0);
+	CHECK(stats_merge(&s, &t, NULL) == 0);
+	CHECK(stats_add(&w, 3, NULL) == 0);
+	CHECK(stats_add(&w, POW2(50), NULL) == 0);
 	check_same(&s, &w);
 	stats_free(&s);
 	stats_free(&t);
@@ -941,7 +941,7 @@ test_acc_edges(void)
 	/* A constant stream: mean exact, no spread, in any pieces. */
 	stats_init(&s);
 	for (i = 0; i < 10; i++) {
-		stats_acc_begin(&a, &s, STATS_ACC_MAX_VALUE);
+		stats_acc_begin(&a, &s, STATS_ACC_MAX_VALUE, NULL);
 		for (size_t j = 0; j < 100; j++)
 			stats_acc_add(&a, STATS_ACC_MAX_VALUE);
 		stats_acc_fold(&s, &a);
@@ -963,8 +963,8 @@ test_acc_edges(void)
 	check_same(&s, &w);
 	stats_free(&s);
 	stats_init(&s);
-	CHECK(stats_add(&s, UINT64_MAX - 5) == 0);
-	stats_acc_begin(&a, &s, 5);
+	CHECK(stats_add(&s, UINT64_MAX - 5, NULL) == 0);
+	stats_acc_begin(&a, &s, 5, NULL);
 	stats_acc_add(&a, 5);
 	stats_acc_add(&a, 1);
 	stats_acc_fold(&s, &a);
@@ -986,7 +986,7 @@ test_acc_limits(void)
 	size_t i;
 
 	stats_init(&s);
-	stats_acc_begin(&a, &s, 0);
+	stats_acc_begin(&a, &s, 0, NULL);
 	for (i = 0; i < n; i++)
 		stats_acc_add(&a, i % 4 == 0 ? 0 : STATS_ACC_MAX_VALUE);
 	stats_acc_fold(&s, &a);
