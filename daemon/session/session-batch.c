@@ -22,12 +22,16 @@
 #include "kernel/log.h"
 #include "kernel/perf.h"
 #include "model/batch.h"
+#include "model/ingest.h"
 #include "session/server.h"
 #include "wire/wire.h"
 
 /* On a call path connection, a sample's key is its path id when the path has a node, else
  * KEY_NAME + its client region id; on another, its client region id. */
 #define KEY_NAME (PMC_LIMIT_REGION_ID + 1u)
+/* Keys a batch's check finds room for without allocating. */
+#define SESSION_STACK_KEYS 2048
+_Static_assert(2 * KEY_NAME <= INGEST_KEYS, "every key of a batch is one ingest_batch() takes");
 
 _Static_assert(PMC__PATH_LIMITS__PATH_MAX_DEPTH == PMC_LIMIT_PATH_DEPTH,
                "the wire's longest call path is the one the library and the daemon keep");
@@ -320,26 +324,12 @@ over_rate(struct session *s)
 	return true;
 }
 
-/* The extrapolated values (bits of @scaled) of one sample of @reg; @k indexes the next ratio. */
-static void
-count_scaled(const struct session_thread *t, const Pmc__SampleBatch *b, struct region_agg *reg,
-             uint32_t scaled, size_t *k)
-{
-	for (size_t j = 0; scaled; j++, scaled >>= 1) {
-		if (!(scaled & 1))
-			continue;
-		struct event_agg *e = &reg->ev[t->ev_id[j]];
-		float ratio = b->scale_ratio[(*k)++];
-		e->scaled++;
-		e->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
-	}
-}
-
 /* Where a sample of @s with key @key counts: its region (NULL: refused, dropped) and, in
  * *@node, its call path's node (NULL: none). */
 static struct region_agg *
-batch_key(const struct session *s, uint32_t key, struct region_agg **node)
+batch_key(void *ctx, uint32_t key, struct region_agg **node)
 {
+	const struct session *s = ctx;
 	struct region_agg *r;
 	*node = NULL;
 	if (!s->call_paths || key >= KEY_NAME) {
@@ -350,225 +340,6 @@ batch_key(const struct session *s, uint32_t key, struct region_agg **node)
 		r = session_region(s, sp->name_id);
 	}
 	return r == &refused_region ? NULL : r;
-}
-
-/* The event slots of @t's events in @reg (and @node): created first, as creating one may
- * move the others. 0 or -ENOMEM. */
-static int
-batch_slots(const struct session_thread *t, struct region_agg *reg, struct region_agg *node)
-{
-	for (size_t j = 0; j < t->n; j++)
-		if (!region_event(reg, t->ev_id[j]) || (node && !region_event(node, t->ev_id[j])))
-			return -ENOMEM;
-	return 0;
-}
-
-/* Counts a checked batch sample by sample with stats_add(): the way for values over
- * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. Sample i counts where
- * @keys[i] says (batch_key()); *@counted counts those counted. 0 or -ENOMEM. */
-static int
-count_samples(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
-              const uint32_t *keys, size_t *counted)
-{
-	struct region_agg *last = NULL, *node;
-	size_t k = 0, ne = t->n;
-	for (size_t i = 0; i < b->n_region; i++) {
-		struct region_agg *reg = batch_key(s, keys[i], &node);
-		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
-		if (!reg) {
-			k += (size_t)__builtin_popcount(scaled);
-			session_count_dropped(s, 1, PMC_LOSS_MAX_REGIONS);
-			continue;
-		}
-		(*counted)++;
-		if ((reg != last || node) && batch_slots(t, reg, node) < 0)
-			return -ENOMEM;
-		last = reg;
-		size_t k0 = k;
-		for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
-			a->count++;
-			stats_add(&a->wall, b->wall_ns[i], &s->user->hist);
-			for (size_t j = 0; j < ne; j++)
-				stats_add(&a->ev[t->ev_id[j]].st, b->values[i * ne + j],
-				          &s->user->hist);
-			k = k0;
-			if (scaled)
-				count_scaled(t, b, a, scaled, &k);
-		}
-	}
-	return 0;
-}
-
-/* What a batch may have without allocating: distinct keys, accumulators (one per key and
- * column: the wall time, then each event), samples. */
-#define BATCH_STACK_REGIONS 32
-#define BATCH_STACK_ACCS 160
-#define BATCH_STACK_SAMPLES 2048
-
-struct batch_region {
-	struct region_agg *reg;  /* NULL: refused (--max-regions) */
-	struct region_agg *node; /* its call path's node, counted too (NULL: none) */
-	uint32_t id;             /* the key */
-	uint32_t n;              /* its samples in the batch */
-	uint32_t start, end;     /* where they are in the grouped order */
-};
-
-/* Key -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the daemon is one
- * thread, and no batch is handled inside another). */
-static uint32_t batch_slot[2 * KEY_NAME];
-
-/* @b fits the accumulators: no value over STATS_ACC_MAX_VALUE, not too many samples. */
-static bool
-batch_fits_acc(const Pmc__SampleBatch *b)
-{
-	uint64_t all = 0, x[4] = {0, 0, 0, 0};
-	size_t i = 0;
-	if (b->n_region > STATS_ACC_MAX_COUNT)
-		return false;
-	for (i = 0; i < b->n_wall_ns; i++)
-		all |= b->wall_ns[i];
-	/* Four chains: one would take a cycle per value. */
-	for (i = 0; i + 4 <= b->n_values; i += 4)
-		for (size_t j = 0; j < 4; j++)
-			x[j] |= b->values[i + j];
-	for (; i < b->n_values; i++)
-		all |= b->values[i];
-	return (all | x[0] | x[1] | x[2] | x[3]) <= STATS_ACC_MAX_VALUE;
-}
-
-/*
- * Counts a checked batch key by key (batch_key()): the samples are grouped by key (a counting
- * sort), then the values of each key and column go through one stats_acc, opened on the
- * aggregate before anything is counted and folded in at the end: into the region, and into
- * its call path's node when it has one (one pass counts both: stats_acc_also()). Per value:
- * no lookup, no division, no allocation but a histogram block the first time a value falls in
- * its power of two. Returns 0, -ENOMEM, or -EAGAIN (nothing counted) when the batch does not
- * fit the accumulators or memory is short.
- */
-static int
-count_accumulated(struct session *s, const struct session_thread *t, const Pmc__SampleBatch *b,
-                  const uint32_t *keys, size_t *counted)
-{
-	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
-	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
-	uint32_t stack_order[BATCH_STACK_SAMPLES], *order = stack_order;
-	size_t n = b->n_region, ne = t->n, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
-	int r = -EAGAIN;
-
-	if (!batch_fits_acc(b))
-		return -EAGAIN;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t id = keys[i];
-		if (batch_slot[id]) {
-			br[batch_slot[id] - 1u].n++;
-			continue;
-		}
-		if (nr == cap) {
-			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
-			                                        : realloc(br, 2 * cap * sizeof(*v));
-			if (!v)
-				goto out;
-			if (br == stack_br)
-				memcpy(v, stack_br, sizeof(stack_br));
-			br = v;
-			cap *= 2;
-		}
-		struct region_agg *node, *reg = batch_key(s, id, &node);
-		br[nr] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
-		batch_slot[id] = (uint32_t)++nr;
-	}
-	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
-		goto out;
-	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
-		goto out;
-	for (size_t x = 0; x < nr; x++)
-		if (br[x].reg && batch_slots(t, br[x].reg, br[x].node) < 0) {
-			r = -ENOMEM;
-			goto out;
-		}
-	/* The samples grouped by key, each group in batch order. */
-	for (size_t x = 0, at = 0; x < nr; x++) {
-		br[x].start = br[x].end = (uint32_t)at;
-		at += br[x].n;
-	}
-	for (size_t i = 0; i < n; i++)
-		order[br[batch_slot[keys[i]] - 1u].end++] = (uint32_t)i;
-	/*
-	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
-	 * cannot be allocated only misses its samples, which every other figure still counts,
-	 * as with stats_add() (stats.h). An accumulator is opened on the node when there is
-	 * one, counting in the region's histogram too.
-	 */
-	for (size_t x = 0; x < nr; x++) {
-		struct region_agg *reg = br[x].reg, *node = br[x].node;
-		struct region_agg *first = node ? node : reg;
-		struct stats_acc *a = acc + x * na;
-		size_t i = order[br[x].start];
-		if (!reg)
-			continue;
-		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i], &s->user->hist);
-		if (node)
-			stats_acc_also(&a[0], &reg->wall);
-		for (size_t j = 0; j < ne; j++) {
-			size_t e = t->ev_id[j];
-			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j],
-			                &s->user->hist);
-			if (node)
-				stats_acc_also(&a[1 + j], &reg->ev[e].st);
-		}
-	}
-
-	for (size_t x = 0; x < nr; x++) {
-		struct region_agg *reg = br[x].reg;
-		struct stats_acc *a = acc + x * na;
-		const uint32_t *rows = order + br[x].start;
-		if (!reg) {
-			session_count_dropped(s, br[x].n, PMC_LOSS_MAX_REGIONS);
-			continue;
-		}
-		*counted += br[x].n;
-		reg->count += br[x].n;
-		if (br[x].node)
-			br[x].node->count += br[x].n;
-		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
-		for (size_t j = 0; j < ne; j++)
-			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
-	}
-	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
-		uint32_t scaled = b->scaled[i];
-		const struct batch_region *g = &br[batch_slot[keys[i]] - 1u];
-		size_t kk = k;
-		if (!scaled)
-			continue;
-		if (g->node)
-			count_scaled(t, b, g->node, scaled, &kk);
-		if (g->reg)
-			count_scaled(t, b, g->reg, scaled, &k);
-		else
-			k += (size_t)__builtin_popcount(scaled);
-	}
-	for (size_t x = 0; x < nr; x++) {
-		struct region_agg *reg = br[x].reg, *node = br[x].node;
-		const struct stats_acc *a = acc + x * na;
-		if (!reg)
-			continue;
-		for (struct region_agg *g = node ? node : reg; g; g = g == node ? reg : NULL) {
-			stats_acc_fold(&g->wall, &a[0]);
-			for (size_t j = 0; j < ne; j++)
-				stats_acc_fold(&g->ev[t->ev_id[j]].st, &a[1 + j]);
-		}
-	}
-	r = 0;
-out:
-	for (size_t x = 0; x < nr; x++)
-		batch_slot[br[x].id] = 0;
-	if (br != stack_br)
-		free(br);
-	if (acc != stack_acc)
-		free(acc);
-	if (order != stack_order)
-		free(order);
-	return r;
 }
 
 /* What the library says it dropped, by reason; `dropped` is their total, and what it holds
@@ -627,10 +398,10 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 		return r;
 	/* Check the whole batch before counting any of it. On a call path connection, each
 	 * sample's key (batch_key()) in keys, and what no node counts in untracked. */
-	uint32_t stack_keys[BATCH_STACK_SAMPLES], *keys = b->region;
+	uint32_t stack_keys[SESSION_STACK_KEYS], *keys = b->region;
 	uint64_t untracked[UNTRACKED_N] = {0};
 	if (s->call_paths) {
-		keys = n > BATCH_STACK_SAMPLES ? malloc(n * sizeof(*keys)) : stack_keys;
+		keys = n > SESSION_STACK_KEYS ? malloc(n * sizeof(*keys)) : stack_keys;
 		if (!keys)
 			return -ENOMEM;
 	}
@@ -674,9 +445,19 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	/* Its share of the histograms, or more while the others' stay free (share.h). */
 	s->user->hist.keep =
 	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
-	r = count_accumulated(s, t, b, keys, &counted);
-	if (r == -EAGAIN)
-		r = count_samples(s, t, b, keys, &counted);
+	struct ingest g = {
+	        .b = b,
+	        .keys = keys,
+	        .ev_id = t->ev_id,
+	        .ne = ne,
+	        .resolve = batch_key,
+	        .ctx = s,
+	        .budget = &s->user->hist,
+	};
+	r = ingest_batch(&g);
+	counted = g.counted;
+	if (g.refused)
+		session_count_dropped(s, g.refused, PMC_LOSS_MAX_REGIONS);
 	if (!s->call_paths)
 		untracked[UNTRACKED_OLDER] = counted;
 	for (unsigned k = 0; r == 0 && k < UNTRACKED_N; k++)

@@ -1,0 +1,254 @@
+/* ingest: how a checked sample batch becomes aggregates. Each sample counts in its region
+ * and, on a call path connection, in its call path's node; where either is (or whether a
+ * limit refused its region) the caller's resolver says, so that this file knows nothing of
+ * connections. The batch is counted key by key through the accumulators of stats.h (grouped,
+ * no division or lookup per value), or sample by sample where its values do not fit them. */
+#include "model/ingest.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The extrapolated values (bits of @scaled) of one sample of @reg; @k indexes the next ratio. */
+static void
+count_scaled(const struct ingest *g, struct region_agg *reg, uint32_t scaled, size_t *k)
+{
+	for (size_t j = 0; scaled; j++, scaled >>= 1) {
+		if (!(scaled & 1))
+			continue;
+		struct event_agg *e = &reg->ev[g->ev_id[j]];
+		float ratio = g->b->scale_ratio[(*k)++];
+		e->scaled++;
+		e->ratio_sum += ratio >= 0 && ratio <= 1 ? ratio : 0;
+	}
+}
+
+/* The event slots of @t's events in @reg (and @node): created first, as creating one may
+ * move the others. 0 or -ENOMEM. */
+static int
+batch_slots(const struct ingest *g, struct region_agg *reg, struct region_agg *node)
+{
+	for (size_t j = 0; j < g->ne; j++)
+		if (!region_event(reg, g->ev_id[j]) || (node && !region_event(node, g->ev_id[j])))
+			return -ENOMEM;
+	return 0;
+}
+
+/* Counts a checked batch sample by sample with stats_add(): the way for values over
+ * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. Sample i counts where
+ * @keys[i] says (the resolver); *@counted counts those counted. 0 or -ENOMEM. */
+static int
+count_samples(struct ingest *g)
+{
+	const Pmc__SampleBatch *b = g->b;
+	const uint32_t *keys = g->keys;
+	struct region_agg *last = NULL, *node;
+	size_t k = 0, ne = g->ne;
+	for (size_t i = 0; i < b->n_region; i++) {
+		struct region_agg *reg = g->resolve(g->ctx, keys[i], &node);
+		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
+		if (!reg) {
+			k += (size_t)__builtin_popcount(scaled);
+			g->refused++;
+			continue;
+		}
+		g->counted++;
+		if ((reg != last || node) && batch_slots(g, reg, node) < 0)
+			return -ENOMEM;
+		last = reg;
+		size_t k0 = k;
+		for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
+			a->count++;
+			stats_add(&a->wall, b->wall_ns[i], g->budget);
+			for (size_t j = 0; j < ne; j++)
+				stats_add(&a->ev[g->ev_id[j]].st, b->values[i * ne + j], g->budget);
+			k = k0;
+			if (scaled)
+				count_scaled(g, a, scaled, &k);
+		}
+	}
+	return 0;
+}
+
+/* What a batch may have without allocating: distinct keys, accumulators (one per key and
+ * column: the wall time, then each event), samples. */
+#define BATCH_STACK_REGIONS 32
+#define BATCH_STACK_ACCS 160
+#define BATCH_STACK_SAMPLES 2048
+
+struct batch_region {
+	struct region_agg *reg;  /* NULL: refused (--max-regions) */
+	struct region_agg *node; /* its call path's node, counted too (NULL: none) */
+	uint32_t id;             /* the key */
+	uint32_t n;              /* its samples in the batch */
+	uint32_t start, end;     /* where they are in the grouped order */
+};
+
+/* Key -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the daemon is one
+ * thread, and no batch is handled inside another). */
+static uint32_t batch_slot[INGEST_KEYS];
+
+/* @b fits the accumulators: no value over STATS_ACC_MAX_VALUE, not too many samples. */
+static bool
+batch_fits_acc(const Pmc__SampleBatch *b)
+{
+	uint64_t all = 0, x[4] = {0, 0, 0, 0};
+	size_t i = 0;
+	if (b->n_region > STATS_ACC_MAX_COUNT)
+		return false;
+	for (i = 0; i < b->n_wall_ns; i++)
+		all |= b->wall_ns[i];
+	/* Four chains: one would take a cycle per value. */
+	for (i = 0; i + 4 <= b->n_values; i += 4)
+		for (size_t j = 0; j < 4; j++)
+			x[j] |= b->values[i + j];
+	for (; i < b->n_values; i++)
+		all |= b->values[i];
+	return (all | x[0] | x[1] | x[2] | x[3]) <= STATS_ACC_MAX_VALUE;
+}
+
+/*
+ * Counts a checked batch key by key (the resolver): the samples are grouped by key (a counting
+ * sort), then the values of each key and column go through one stats_acc, opened on the
+ * aggregate before anything is counted and folded in at the end: into the region, and into
+ * its call path's node when it has one (one pass counts both: stats_acc_also()). Per value:
+ * no lookup, no division, no allocation but a histogram block the first time a value falls in
+ * its power of two. Returns 0, -ENOMEM, or -EAGAIN (nothing counted) when the batch does not
+ * fit the accumulators or memory is short.
+ */
+static int
+count_accumulated(struct ingest *g)
+{
+	const Pmc__SampleBatch *b = g->b;
+	const uint32_t *keys = g->keys;
+	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
+	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
+	uint32_t stack_order[BATCH_STACK_SAMPLES], *order = stack_order;
+	size_t n = b->n_region, ne = g->ne, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
+	int r = -EAGAIN;
+
+	if (!batch_fits_acc(b))
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = keys[i];
+		if (batch_slot[id]) {
+			br[batch_slot[id] - 1u].n++;
+			continue;
+		}
+		if (nr == cap) {
+			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
+			                                        : realloc(br, 2 * cap * sizeof(*v));
+			if (!v)
+				goto out;
+			if (br == stack_br)
+				memcpy(v, stack_br, sizeof(stack_br));
+			br = v;
+			cap *= 2;
+		}
+		struct region_agg *node, *reg = g->resolve(g->ctx, id, &node);
+		br[nr] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
+		batch_slot[id] = (uint32_t)++nr;
+	}
+	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
+		goto out;
+	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
+		goto out;
+	for (size_t x = 0; x < nr; x++)
+		if (br[x].reg && batch_slots(g, br[x].reg, br[x].node) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+	/* The samples grouped by key, each group in batch order. */
+	for (size_t x = 0, at = 0; x < nr; x++) {
+		br[x].start = br[x].end = (uint32_t)at;
+		at += br[x].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[br[batch_slot[keys[i]] - 1u].end++] = (uint32_t)i;
+	/*
+	 * Nothing fails from here on, so the batch is counted whole: a histogram block that
+	 * cannot be allocated only misses its samples, which every other figure still counts,
+	 * as with stats_add() (stats.h). An accumulator is opened on the node when there is
+	 * one, counting in the region's histogram too.
+	 */
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg, *node = br[x].node;
+		struct region_agg *first = node ? node : reg;
+		struct stats_acc *a = acc + x * na;
+		size_t i = order[br[x].start];
+		if (!reg)
+			continue;
+		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i], g->budget);
+		if (node)
+			stats_acc_also(&a[0], &reg->wall);
+		for (size_t j = 0; j < ne; j++) {
+			size_t e = g->ev_id[j];
+			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j],
+			                g->budget);
+			if (node)
+				stats_acc_also(&a[1 + j], &reg->ev[e].st);
+		}
+	}
+
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg;
+		struct stats_acc *a = acc + x * na;
+		const uint32_t *rows = order + br[x].start;
+		if (!reg) {
+			g->refused += br[x].n;
+			continue;
+		}
+		g->counted += br[x].n;
+		reg->count += br[x].n;
+		if (br[x].node)
+			br[x].node->count += br[x].n;
+		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
+		for (size_t j = 0; j < ne; j++)
+			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
+	}
+	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
+		uint32_t scaled = b->scaled[i];
+		const struct batch_region *grp = &br[batch_slot[keys[i]] - 1u];
+		size_t kk = k;
+		if (!scaled)
+			continue;
+		if (grp->node)
+			count_scaled(g, grp->node, scaled, &kk);
+		if (grp->reg)
+			count_scaled(g, grp->reg, scaled, &k);
+		else
+			k += (size_t)__builtin_popcount(scaled);
+	}
+	for (size_t x = 0; x < nr; x++) {
+		struct region_agg *reg = br[x].reg, *node = br[x].node;
+		const struct stats_acc *a = acc + x * na;
+		if (!reg)
+			continue;
+		for (struct region_agg *agg = node ? node : reg; agg;
+		     agg = agg == node ? reg : NULL) {
+			stats_acc_fold(&agg->wall, &a[0]);
+			for (size_t j = 0; j < ne; j++)
+				stats_acc_fold(&agg->ev[g->ev_id[j]].st, &a[1 + j]);
+		}
+	}
+	r = 0;
+out:
+	for (size_t x = 0; x < nr; x++)
+		batch_slot[br[x].id] = 0;
+	if (br != stack_br)
+		free(br);
+	if (acc != stack_acc)
+		free(acc);
+	if (order != stack_order)
+		free(order);
+	return r;
+}
+
+int
+ingest_batch(struct ingest *g)
+{
+	int r = count_accumulated(g);
+	if (r == -EAGAIN)
+		r = count_samples(g);
+	return r;
+}

@@ -1,0 +1,55 @@
+/* ingest: a checked SampleBatch counted into the aggregates of the data model (registry.h),
+ * its samples' places resolved by the caller. Not thread-safe (one static key table: the
+ * daemon is one thread, and no batch is counted inside another). */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/registry.h"
+#include "model/stats.h"
+#include "pmc.pb-c.h"
+#include "wire/pmc-shared.h"
+
+/* Keys a batch's samples may have: below this (the caller's key space: a call path id, or a
+ * region id past the paths'). */
+#define INGEST_KEYS (2u * (PMC_LIMIT_REGION_ID + 1u))
+
+/**
+ * struct ingest - one batch to count, and what counting it did
+ * @b: the batch, borrowed, checked by the caller: n_wall_ns == n_region, n_values ==
+ *     n_region * @ne, n_scaled 0 or n_region with no bit at or past @ne, n_scale_ratio the
+ *     bits set in scaled
+ * @keys: each sample's key, below INGEST_KEYS (n_region of them), borrowed
+ * @ev_id: the aggregate's event slot of each of the batch's @ne columns (region_event())
+ * @ne: the batch's events
+ * @resolve: where the samples of key @key count: their region, or NULL where a limit
+ *           refused it (the samples are then counted in @refused), and in *@node their call
+ *           path's node, or NULL; called once or more per key, @ctx passed back
+ * @ctx: for @resolve
+ * @budget: what the histogram blocks the batch allocates are charged to (stats.h)
+ * @counted: out: samples counted (set to 0 by the caller)
+ * @refused: out: samples of refused regions, not counted (set to 0 by the caller)
+ */
+struct ingest {
+	const Pmc__SampleBatch *b;
+	const uint32_t *keys;
+	const uint32_t *ev_id;
+	size_t ne;
+	struct region_agg *(*resolve)(void *ctx, uint32_t key, struct region_agg **node);
+	void *ctx;
+	struct stats_budget *budget;
+	size_t counted, refused;
+};
+
+/**
+ * ingest_batch() - count the samples of @g->b into their regions and nodes
+ *
+ * Each sample adds one to its region's (and node's) count, its wall time and its values
+ * (through the event slots @g->ev_id, created here as needed) to their statistics, and its
+ * scaled events' ratios. A histogram block that cannot be allocated misses its samples
+ * only, every other figure still counts them (stats.h).
+ * Return: 0, or -ENOMEM when an event slot or a work array could not be allocated: then the
+ * batch may be counted in part, as @g->counted and @g->refused say.
+ */
+int ingest_batch(struct ingest *g);
