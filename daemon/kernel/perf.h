@@ -1,4 +1,10 @@
-/* perf: event names and perf_event_open() for the daemon. The daemon resolves every
+/* Unit daemon/kernel (target pmcd_kernel): the daemon's interfaces to the kernel and to a
+ * peer's rights. perf.[ch] (events, perf_event_open), creds.[ch] (SO_PEERCRED, pidfds),
+ * threadid.[ch] (a thread named across namespaces), file-trust.[ch] (files only the daemon
+ * writes), policy.[ch] (what a peer may do, the limits), log.[ch]. Depends on proto/ only;
+ * holds no state of the daemon's but the log's rate gates and perf's held events.
+ *
+ * perf: event names and perf_event_open() for the daemon. The daemon resolves every
  * name (the privileged side decides what an event means) and opens the counters of a
  * client thread as one group. */
 #pragma once

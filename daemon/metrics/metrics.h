@@ -1,4 +1,8 @@
-/* metrics: pmcdaemon's optional HTTP endpoint for Prometheus. GET /metrics answers in the
+/* Unit daemon/metrics (target pmcd_metrics): metrics.c (the HTTP endpoint), metrics-scrape.c
+ * (the figures gathered per scrape, in arenas: arena.[ch]), metrics-page.c (the text
+ * format); metrics-internal.h between them. Depends on session/ (the server) and model/.
+ *
+ * metrics: pmcdaemon's optional HTTP endpoint for Prometheus. GET /metrics answers in the
  * text exposition format (version 0.0.4) with the figures of each (program, uid, region),
  * summed over that program's processes of that uid, as counters and histograms whose bucket bounds
  * are the same on every daemon, and the daemon's own figures; every other path is 404. With a

@@ -1,4 +1,10 @@
-/* server: pmcdaemon's libevent loop, its listening socket, its signals and the
+/* Unit daemon/session (target pmcd_session): the server (server.[ch]: the loop, the
+ * listening socket, the daemon's figures), the loop's turns per uid (loop-sched.[ch]), and
+ * one session per connection (session.[ch], dispatch table in session.c; session-register.c,
+ * session-batch.c, session-query.c, session-command.c; session-internal.h between them).
+ * Depends on model/, kernel/ and proto/.
+ *
+ * server: pmcdaemon's libevent loop, its listening socket, its signals and the
  * figures it reports in Status. */
 #pragma once
 

@@ -1,4 +1,10 @@
-/* Small helpers shared by the daemon, the client library and pmcctl:
+/* Unit proto/common (target pmc_common): what both sides share beside the wire, each file
+ * on its own: util.h (cleanup attributes, saturating sums, clocks), list.h (the intrusive
+ * list), escape.h (names made safe to print), suggest.h (did you mean), cgroup.[ch],
+ * procstat.[ch] (/proc/PID/stat), fdcheck.[ch] (closing a received fd that may block, in a
+ * thread of its own). Depends on libc only; fdcheck is linked into libpmcclient (pmc_ names).
+ *
+ * Small helpers shared by the daemon, the client library and pmcctl:
  * cleanup attributes, TAKE_PTR/TAKE_FD and a monotonic clock. Internal only. */
 #pragma once
 

@@ -1,4 +1,10 @@
-/* wire: one protobuf-c message per AF_UNIX SOCK_SEQPACKET datagram, with
+/* Unit proto/wire (target pmc_wire; HACKING.md has the map of units):
+ *   wire.[ch]     messages and their fds over SOCK_SEQPACKET (pmc_wire_*), both sides
+ *   pmc-shared.h  the limits, loss reasons and socket path both sides agree on, each once
+ *   ../pmc.proto  the contract; its generated pmc.pb-c.[ch] are in the build tree only
+ * Depends on proto/common only. Every global is pmc_ (it is linked into libpmcclient).
+ *
+ * wire: one protobuf-c message per AF_UNIX SOCK_SEQPACKET datagram, with
  * optional SCM_RIGHTS fds. Shared by the daemon, libpmcclient and pmcctl.
  * Every function returns 0 (or a size) on success and -errno on failure. */
 #pragma once
