@@ -1,0 +1,21 @@
+#!/bin/bash
+# run.sh OUT CLIENT: tests/run.sh's packaging stage. build-debs.sh (the packages, this
+# version and a "previous" one, lintian-clean) into OUT; nspawn.sh (Debian 12 with systemd
+# as PID 1 on this host's kernel: install, socket activation, restart and upgrade under a
+# running client, purge); qemu.sh (Debian 12's own kernel at its perf_event_paranoid 3).
+#   CLIENT  tests/helpers' pmc-test-client of any build (build-test/tests/pmc-test-client)
+# Downloads are cached in $PMC_TEST_CACHE (default /var/cache/pmc-tests; lib-guest.sh).
+# About 6 minutes with the cache warm on 2 cores: builds 3-4, nspawn 0.5, QEMU 1.5-3.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:?usage: run.sh OUT CLIENT}
+CLIENT=${2:?usage: run.sh OUT CLIENT}
+t=$SECONDS
+"$HERE/build-debs.sh" "$OUT"
+echo "packages built and lintian-clean in $((SECONDS - t)) s"
+t=$SECONDS
+"$HERE/nspawn.sh" "$OUT" "$CLIENT"
+echo "nspawn (systemd as PID 1, host kernel): passed in $((SECONDS - t)) s"
+t=$SECONDS
+"$HERE/qemu.sh" "$OUT" "$CLIENT"
+echo "QEMU (Debian 12's kernel, perf_event_paranoid 3): passed in $((SECONDS - t)) s"
