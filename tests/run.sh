@@ -5,8 +5,7 @@
 # the Debian packages and installs them in Debian 12 booted with systemd as PID 1
 # (tests/packaging), builds every target with clang as well and runs its unit tests,
 # then builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs it all
-# again,
-# and fuzzes with libFuzzer the daemon's decode and dispatch (600,000 inputs), its hand
+# again, and fuzzes with libFuzzer the daemon's decode and dispatch (600,000 inputs), its hand
 # decoder of sample batches against protobuf-c (10,000,000) and its state files (load,
 # save again, query; 500,000), and the library's reading of a hostile daemon's replies
 # (200,000), failing on any crash, leak, fd left open, sanitizer report or difference.
