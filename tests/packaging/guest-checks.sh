@@ -38,12 +38,13 @@ wait_until() {
 debs() { echo "$1"/pmcdaemon_*.deb "$1"/libpmcclient0_*.deb "$1"/pmcctl_*.deb; }
 apt_install() {
 	# Everything they depend on is in the tree already (nspawn.sh's rootfs): no network.
-	apt-get install -y -q --no-download $(debs "$1") >/tmp/apt.log 2>&1 ||
+	apt-get install -y -q $(debs "$1") >/tmp/apt.log 2>&1 ||
 		{ cat /tmp/apt.log >&2; fail "apt-get install $(debs "$1")"; }
 }
 
 # as_alice CMD...: CMD as the ordinary user alice, the way a program of hers runs: a
 # transient unit of the guest's systemd; its output comes back, its status is ours.
+# systemd expands $VAR in a unit's command line: the shell's $$ is written $$$$.
 as_alice() { systemd-run --quiet --wait --pipe --collect --service-type=exec -p User=alice -- "$@"; }
 
 status_json() { pmcctl status --format json; }
@@ -56,7 +57,7 @@ kv() { sed -n "s/^$1=//p" "$2"; }
 # Sets PAGES_PID.
 pages() {
 	local n=$1 k=$2 out=/tmp/pages.$$.$RANDOM
-	as_alice /bin/sh -c 'echo pid=$$; exec env PMC_EVENTS=page-faults '"$P"'/pmc-test-client pages '"$n $k" \
+	as_alice /bin/sh -c 'echo pid=$$$$; exec env PMC_EVENTS=page-faults '"$P"'/pmc-test-client pages '"$n $k" \
 		>"$out" || fail "pmc-test-client pages $n $k: $(cat "$out")"
 	PAGES_PID=$(kv pid "$out")
 	local want_count want_faults
@@ -113,7 +114,7 @@ steady_start() {
 	LOST0=$(status_of lost) DROPPED0=$(status_of dropped)
 	systemd-run --quiet --unit="$1" --service-type=exec -p User=alice \
 		-p StandardOutput="file:/tmp/$1.out" -p StandardError="file:/tmp/$1.err" -- \
-		/bin/sh -c 'echo pid=$$; exec env PMC_EVENTS=page-faults '"$P"'/pmc-test-client steady '"$2 $3"' 1000'
+		/bin/sh -c 'echo pid=$$$$; exec env PMC_EVENTS=page-faults '"$P"'/pmc-test-client steady '"$2 $3"' 1000'
 	wait_until "unit $1's pid" 20 grep -q '^pid=' "/tmp/$1.out"
 	STEADY_PID=$(kv pid "/tmp/$1.out")
 }
@@ -121,9 +122,19 @@ steady_count() { pmcctl query --region steady --pid "$1" --format json | jq '.re
 counted_some() { [ "$(steady_count "$1")" -gt "${2:-0}" ]; }
 unit_done() { ! systemctl is-active --quiet "$1"; }
 
+# steady_restarted UNIT: after a restart of the daemon, UNIT's program must still run (so
+# that what it sends next goes to the new daemon); sets AFTER, the count the new daemon has
+# at once (restored from the state file, and what reached it since).
+steady_restarted() {
+	AFTER=$(steady_count "$STEADY_PID")
+	systemctl is-active --quiet "$1" ||
+		fail "$1's program ended before the daemon's restart was seen: give it more calls"
+}
+
 # steady_finish UNIT T K BEFORE: waits for UNIT's program to end, then checks that every
-# sample it took is in a figure or counted lost, and that some were counted after BEFORE
-# (the count at the restart: the library reconnected by itself).
+# sample it took is in a figure or counted lost, and that the new daemon counted some after
+# AFTER (steady_restarted): the library reconnected by itself. BEFORE: the count just
+# before the restart.
 steady_finish() {
 	local unit=$1 want=$(($2 * $3)) before=$4
 	wait_until "unit $unit's program finished" 120 unit_done "$unit"
@@ -136,8 +147,9 @@ steady_finish() {
 	lost=$(($(status_of lost) - LOST0)) dropped=$(($(status_of dropped) - DROPPED0))
 	note "$unit: counted $counted, lost $lost, dropped $dropped of $want; $before counted before the restart"
 	expect_eq "$unit: counted + lost + dropped" $((counted + lost + dropped)) "$want"
-	[ "$counted" -gt "$before" ] || fail "$unit: nothing counted after the restart (the client did not reconnect)"
-	pass "$unit: the client reconnected by itself ($((counted - before)) samples counted after the restart)"
+	[ "$AFTER" -ge "$before" ] || fail "$unit: $before counted before the restart, $AFTER just after it"
+	[ "$counted" -gt "$AFTER" ] || fail "$unit: nothing counted after the restart (the client did not reconnect)"
+	pass "$unit: the client reconnected by itself ($((counted - AFTER)) samples counted after the restart)"
 	expect_eq "$unit: page-faults of what was counted" \
 		"$(region_json steady "$STEADY_PID" | jq '.events["page-faults"].sum')" "$counted"
 }
@@ -187,6 +199,7 @@ before=$(steady_count "$STEADY_PID")
 systemctl restart pmcdaemon.service
 p2=$(systemctl show -p MainPID --value pmcdaemon.service)
 [ "$p2" != "$p1" ] && [ "$p2" -gt 0 ] || fail "systemctl restart: daemon pid $p1 then $p2"
+steady_restarted steady1
 pass "systemctl restart pmcdaemon: pid $p1 -> $p2, with steady1 running"
 steady_finish steady1 $T $K "$before"
 [ -s /var/lib/private/pmcdaemon/state ] || fail "no state file /var/lib/private/pmcdaemon/state"
@@ -195,6 +208,8 @@ expect_eq "figures from before the restart (pid $FIRST_PID's pages)" \
 	"$(region_json pages "$FIRST_PID" | jq '.events["page-faults"].sum')" 200
 
 # ---- upgrade to this version under a running client ----------------------------------------
+# (long enough to outlast apt: 4 threads x 10,000 calls, 1 ms apart, about 12 s)
+K=10000
 steady_start steady2 $T $K
 wait_until "samples of steady2 counted" 30 counted_some "$STEADY_PID"
 p1=$(systemctl show -p MainPID --value pmcdaemon.service)
@@ -205,6 +220,7 @@ expect_eq "pmcdaemon version" "$(dpkg-query -W -f='${Version}' pmcdaemon)" \
 	"$(dpkg-deb -f $P/new/pmcdaemon_*.deb Version)"
 p2=$(systemctl show -p MainPID --value pmcdaemon.service)
 [ "$p2" != "$p1" ] && [ "$p2" -gt 0 ] || fail "upgrade: the running daemon was not restarted (pid $p1 then $p2)"
+steady_restarted steady2
 pass "upgrade restarted the running daemon: pid $p1 -> $p2; socket $(systemctl is-active pmcdaemon.socket)"
 steady_finish steady2 $T $K "$before"
 expect_eq "figures from before the upgrade (pid $FIRST_PID's pages)" \
