@@ -155,20 +155,22 @@ steady_finish() {
 }
 
 note "$(. /etc/os-release && echo "$PRETTY_NAME"), PID 1 $(readlink /proc/1/exe), kernel $(uname -r)," \
-	"perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)"
+	"perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid), uptime $T0 s"
 id alice >/dev/null || fail "no user alice in the guest"
 
 if [ "$MODE" = paranoid ]; then
+	# qemu.sh sees only this script's output: the daemon's journal comes with it, pass or fail.
+	trap 'note "pmcdaemon.service journal:"; journalctl -u pmcdaemon.service -o cat --no-pager | sed "s/^/#   /"' EXIT
 	apt_install $P/new
 	pass "installed $(dpkg-query -W -f='${Package} ${Version}  ' pmcdaemon libpmcclient0 pmcctl)"
 	expect_eq "pmcdaemon.socket after install" "$(systemctl is-active pmcdaemon.socket)" active
 	# The daemon started first (pmcctl status, through the socket), so that a slow start
 	# under emulation is not taken for the kernel's refusal.
 	wait_until "pmcdaemon answering pmcctl status" 120 pmcctl status
-	pages 8 100
+	note "daemon up at $(cut -d' ' -f1 /proc/uptime) s of uptime"
 	check_caps
-	note "daemon's journal:"
-	journalctl -u pmcdaemon.service -o cat --no-pager | sed 's/^/#   /'
+	pages 8 100
+	note "guest checks took $(awk -v t0="$T0" '{ printf "%.1f", $1 - t0 }' /proc/uptime) s"
 	exit 0
 fi
 

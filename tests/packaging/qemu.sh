@@ -84,6 +84,9 @@ timeout "${PMC_QEMU_TIMEOUT:-420}" qemu-system-x86_64 -M q35 -accel tcg,thread=m
 	-drive file="$W/disk.img",if=none,id=d0,format=raw,cache=unsafe -device nvme,drive=d0,serial=pmc \
 	-serial mon:stdio -serial file:"$W/job.txt" </dev/null >"$W/console.log" 2>&1 || rc=$?
 tr -d '\r' <"$W/job.txt" | grep -v '^=== GUEST-RC'
+# The kernel's console (boot messages, systemd's), kept for a look after a failure.
+cp "$W/console.log" "$CACHE/qemu-console.log"
+log "guest powered off (its console: $CACHE/qemu-console.log)"
 if [ $rc != 0 ]; then
 	tail -30 "$W/console.log" >&2
 	fail "qemu-system-x86_64 exited with status $rc (124: not powered off within ${PMC_QEMU_TIMEOUT:-420} s)"
