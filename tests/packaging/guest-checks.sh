@@ -162,7 +162,8 @@ if [ "$MODE" = paranoid ]; then
 	# qemu.sh sees only this script's output: the daemon's journal comes with it, pass or fail.
 	trap 'note "pmcdaemon.service journal:"; journalctl -u pmcdaemon.service -o cat --no-pager | sed "s/^/#   /"' EXIT
 	apt_install $P/new
-	pass "installed $(dpkg-query -W -f='${Package} ${Version}  ' pmcdaemon libpmcclient0 pmcctl)"
+	pass "installed $(dpkg-query -W -f='${Package} ${Version}  ' pmcdaemon libpmcclient0 pmcctl)" \
+		"at $(cut -d' ' -f1 /proc/uptime) s of uptime"
 	expect_eq "pmcdaemon.socket after install" "$(systemctl is-active pmcdaemon.socket)" active
 	# The daemon started first (pmcctl status, through the socket), so that a slow start
 	# under emulation is not taken for the kernel's refusal.

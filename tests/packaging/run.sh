@@ -5,7 +5,8 @@
 # running client, purge); qemu.sh (Debian 12's own kernel at its perf_event_paranoid 3).
 #   CLIENT  tests/helpers' pmc-test-client of any build (build-test/tests/pmc-test-client)
 # Downloads are cached in $PMC_TEST_CACHE (default /var/cache/pmc-tests; lib-guest.sh).
-# About 6 minutes with the cache warm on 2 cores: builds 3-4, nspawn 0.5, QEMU 1.5-3.
+# 11 min 19 s measured with the cache warm on 2 cores shared with other builds (load 20-80):
+# packages and lintian 345 s, nspawn 66 s, QEMU 267 s; less on an idle machine.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:?usage: run.sh OUT CLIENT}
