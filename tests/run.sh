@@ -2,16 +2,17 @@
 # The whole test suite from a fresh Debian 12 machine, as root: installs the build
 # dependencies, builds with warnings as errors and runs every test (unit; integration
 # as uid 65534 against a real daemon; the hw suite skips without a hardware PMU), builds
-# every target with clang as well and runs its unit tests, then builds again with
-# AddressSanitizer and UndefinedBehaviorSanitizer and runs it all again,
-# and fuzzes with libFuzzer the daemon's decode and dispatch (600,000 inputs), its hand
+# the Debian packages and installs them in Debian 12 booted with systemd as PID 1
+# (tests/packaging), builds every target with clang as well and runs its unit tests,
+# then builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs it all
+# again, and fuzzes with libFuzzer the daemon's decode and dispatch (600,000 inputs), its hand
 # decoder of sample batches against protobuf-c (10,000,000) and its state files (load,
 # save again, query; 500,000), and the library's reading of a hostile daemon's replies
 # (200,000), failing on any crash, leak, fd left open, sanitizer report or difference.
 # The fuzzing is the same at every run (seed PMC_FUZZ_SEED, default 1), so that a run
 # fails only on a change, never on the luck of the draw; a longer hunt with other seeds:
 #   PMC_FUZZ_SECONDS=600 PMC_FUZZ_SEED=0 tests/run.sh   (seed 0: a new one each time)
-# Usage: tests/run.sh [--quick]   (--quick: skip the sanitizer and fuzzing passes)
+# Usage: tests/run.sh [--quick]   (--quick: skip the clang, sanitizer and fuzzing passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .ci/deps
@@ -32,6 +33,13 @@ run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # The hw suite against a real kernel PMU: QEMU's emulated arm64 one (build-emu; 1-3 minutes).
 echo "== build-emu: the hw suite on an emulated arm64 PMU"
 tests/hw/emulated-pmu.sh build-emu
+# The Debian packages as an operator installs them (tests/packaging/run.sh): built and
+# lintian-clean, then Debian 12 booted with systemd as PID 1, under systemd-nspawn (install,
+# socket activation, restart and upgrade under a running client, purge) and under QEMU with
+# Debian's own kernel (exact figures at its perf_event_paranoid 3). Downloads are cached
+# in /var/cache/pmc-tests (PMC_TEST_CACHE).
+echo "== build-pkg: Debian packages, and Debian 12 with systemd as PID 1 (nspawn, QEMU)"
+tests/packaging/run.sh build-pkg build-test/tests/pmc-test-client
 [ "${1:-}" = --quick ] && exit 0
 
 # The other compiler: everything (benchmarks too) with clang's warnings as errors, and the
