@@ -836,34 +836,17 @@ step_sort(struct scrape *s)
 
 /* ---- GATHER ---- */
 
-/* Adds the values of @st's histogram to @c, per power of two (see POWERS). */
+/* Adds the values of @st's histogram to @c, per power of two (see POWERS): 0 in c[0], each
+ * bucket whose values lie in [2^k, 2^(k+1)) in c[k + 1] (no bucket spans two powers). */
 static void
 coarse_add(uint64_t *c, const struct stats *st)
 {
-	const struct stats_hist *h = st->hist;
+	uint64_t count;
 
-	if (!h)
-		return;
-	for (unsigned g = 0; g < STATS_GROUPS; g++) {
-		const uint64_t *b = stats_hist_block(h, g);
-		uint64_t sum = 0;
+	for (unsigned b = 0, i; stats_hist_next(st, &b, &i, &count);) {
+		uint64_t low = stats_bucket_low(i);
 
-		if (!b)
-			continue;
-		if (g == 0) {
-			/* 0, then 1, 2-3, 4-7, 8-15: each value its own bucket. */
-			c[0] += b[0];
-			c[1] += b[1];
-			c[2] += b[2] + b[3];
-			c[3] += b[4] + b[5] + b[6] + b[7];
-			for (unsigned i = 8; i < 16; i++)
-				sum += b[i];
-			c[4] += sum;
-			continue;
-		}
-		for (unsigned i = 0; i < STATS_GROUP_BUCKETS; i++)
-			sum += b[i];
-		c[g + 4] += sum; /* group g: [2^(g+3), 2^(g+4)) */
+		c[low ? 64 - __builtin_clzll(low) : 0] += count;
 	}
 }
 

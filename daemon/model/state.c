@@ -90,16 +90,14 @@ save_stats(struct alloc_list *a, const struct stats *st)
 	if (!st->hist)
 		return o;
 	size_t n = 0;
-	for (unsigned i = 0; i < STATS_BUCKETS; i++)
-		n += stats_hist_get(st, i) != 0;
+	uint64_t count;
+	for (unsigned b = 0, i; stats_hist_next(st, &b, &i, &count);)
+		n++;
 	Pmc__HistBucket *b = alloc_list_add(a, n * sizeof(*b));
 	Pmc__HistBucket **bp = alloc_list_add(a, n * sizeof(*bp));
 	if (!b || !bp)
 		return NULL;
-	for (unsigned i = 0, k = 0; i < STATS_BUCKETS; i++) {
-		uint64_t count = stats_hist_get(st, i);
-		if (!count)
-			continue;
+	for (unsigned it = 0, i, k = 0; stats_hist_next(st, &it, &i, &count);) {
 		pmc__hist_bucket__init(&b[k]);
 		b[k].index = i;
 		b[k].count = count;

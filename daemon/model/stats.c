@@ -174,6 +174,30 @@ stats_hist_add(struct stats *s, unsigned b, uint64_t n, struct stats_budget *bud
 	return n ? hist_add_new(s, b, n, budget) : 0;
 }
 
+bool
+stats_hist_next(const struct stats *s, unsigned *b, unsigned *index, uint64_t *count)
+{
+	const struct stats_hist *h = s->hist;
+
+	for (unsigned i = *b; h && i < STATS_BUCKETS;) {
+		const uint64_t *blk = stats_hist_block(h, i / SUB_COUNT);
+
+		if (!blk) {
+			i = (i / SUB_COUNT + 1) * SUB_COUNT;
+			continue;
+		}
+		if (blk[i % SUB_COUNT]) {
+			*index = i;
+			*count = blk[i % SUB_COUNT];
+			*b = i + 1;
+			return true;
+		}
+		i++;
+	}
+	*b = STATS_BUCKETS;
+	return false;
+}
+
 int
 stats_hist_set(struct stats *s, unsigned b, uint64_t n, struct stats_budget *budget)
 {

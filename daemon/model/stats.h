@@ -6,6 +6,7 @@
  * thread-safe: the caller serialises access to one struct stats. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,7 +47,7 @@
  *
  * Takes sizeof(struct stats_hist) (64) + 128 * @n bytes, and grows (realloc(), so it may
  * move) by one block the first time a sample falls in a group. Read it through
- * stats_hist_get() and stats_hist_block(); the daemon writes it only through the stats_*()
+ * stats_hist_get() and stats_hist_next(); the daemon writes it only through the stats_*()
  * functions.
  */
 struct stats_hist {
@@ -219,6 +220,19 @@ stats_hist_get(const struct stats *s, unsigned b)
 
 	return k ? h->c[8u * k + b - 16u * STATS_SLOT_BIAS] : 0;
 }
+
+/**
+ * stats_hist_next() - the next non-empty bucket of @s's histogram, in ascending order
+ * @s: the aggregate
+ * @b: in: the first bucket to look at (0 to start); out: the bucket after the one returned
+ * @index: out: the bucket's index (stats_bucket_low() and stats_bucket_high() give its bounds)
+ * @count: out: the samples it counts, never 0
+ *
+ * The one way outside stats.c to walk a histogram (its layout is stats.c's): groups without
+ * a block are skipped without looking at their buckets.
+ * Return: true with a bucket in *@index and *@count, false when none is left.
+ */
+bool stats_hist_next(const struct stats *s, unsigned *b, unsigned *index, uint64_t *count);
 
 /**
  * stats_hist_set() - set the histogram count of a bucket

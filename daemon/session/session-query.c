@@ -43,17 +43,14 @@ struct query_buf {
 	size_t n_allocs, cap_allocs;
 };
 
-/* The non-empty buckets of @st's histogram: only its groups with a block are looked at (a
- * few of its 61), not every bucket. */
+/* The non-empty buckets of @st's histogram. */
 static size_t
 hist_buckets(const struct stats *st)
 {
 	size_t n = 0;
-	for (unsigned g = 0; st->hist && g < STATS_GROUPS; g++) {
-		const uint64_t *c = stats_hist_block(st->hist, g);
-		for (unsigned i = 0; c && i < STATS_GROUP_BUCKETS; i++)
-			n += c[i] != 0;
-	}
+	uint64_t count;
+	for (unsigned b = 0, i; stats_hist_next(st, &b, &i, &count);)
+		n++;
 	return n;
 }
 
@@ -78,19 +75,13 @@ fill_buckets(Pmc__Stats *out, const struct stats *st, struct query_buf *b)
 	b->allocs[b->n_allocs++] = bp;
 	Pmc__Bucket *bk = (Pmc__Bucket *)(bp + n);
 	size_t k = 0;
-	for (unsigned g = 0; g < STATS_GROUPS && k < n; g++) {
-		const uint64_t *c = stats_hist_block(st->hist, g);
-		for (unsigned j = 0; c && j < STATS_GROUP_BUCKETS && k < n; j++) {
-			unsigned i = g * STATS_GROUP_BUCKETS + j;
-			if (!c[j])
-				continue;
-			pmc__bucket__init(&bk[k]);
-			bk[k].low = stats_bucket_low(i);
-			bk[k].high = stats_bucket_high(i);
-			bk[k].count = c[j];
-			bp[k] = &bk[k];
-			k++;
-		}
+	uint64_t count;
+	for (unsigned at = 0, i; k < n && stats_hist_next(st, &at, &i, &count); k++) {
+		pmc__bucket__init(&bk[k]);
+		bk[k].low = stats_bucket_low(i);
+		bk[k].high = stats_bucket_high(i);
+		bk[k].count = count;
+		bp[k] = &bk[k];
 	}
 	out->n_buckets = k;
 	out->buckets = bp;

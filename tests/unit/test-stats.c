@@ -1004,6 +1004,35 @@ test_acc_limits(void)
 	stats_free(&s);
 }
 
+/* stats_hist_next() lists exactly the non-empty buckets, in ascending order, with the counts
+ * stats_hist_get() reads, whatever groups have blocks; and nothing for an empty aggregate. */
+static void
+test_hist_next(void)
+{
+	struct stats s;
+	uint64_t seed = 11, count, total = 0;
+	unsigned at = 0, i, prev = 0, listed = 0, nonzero = 0;
+
+	stats_init(&s);
+	CHECK(!stats_hist_next(&s, &at, &i, &count));
+	for (unsigned k = 0; k < 5000; k++)
+		CHECK(stats_add(&s, rng_next(&seed) >> (rng_next(&seed) % 64), NULL) == 0);
+	CHECK(stats_add(&s, 0, NULL) == 0 && stats_add(&s, UINT64_MAX, NULL) == 0);
+	for (at = 0; stats_hist_next(&s, &at, &i, &count);) {
+		CHECK(listed == 0 || i > prev);
+		CHECK(count != 0 && count == stats_hist_get(&s, i));
+		CHECK(at == i + 1);
+		prev = i;
+		listed++;
+		total += count;
+	}
+	for (unsigned b = 0; b < STATS_BUCKETS; b++)
+		nonzero += stats_hist_get(&s, b) != 0;
+	CHECK(listed == nonzero && total == s.count && listed > 50);
+	CHECK(at == STATS_BUCKETS && !stats_hist_next(&s, &at, &i, &count));
+	stats_free(&s);
+}
+
 int
 main(void)
 {
@@ -1030,6 +1059,7 @@ main(void)
 	RUN(test_acc_also);
 	RUN(test_acc_edges);
 	RUN(test_acc_limits);
+	RUN(test_hist_next);
 
 	CHECK(fds_start >= 0);
 	CHECK(pmc_test_count_fds() == fds_start);
