@@ -867,6 +867,8 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	const char *hint;
 	st.user_reads = perf_user_reads(&hint);
 	st.user_reads_hint = (char *)(hint ? hint : "");
+	st.state_moved_aside = srv->state_moved_aside ? srv->state_moved_aside : "";
+	st.state_moved_reason = (char *)(srv->state_moved_reason ? srv->state_moved_reason : "");
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_STATUS;
 	resp.status = &st;
