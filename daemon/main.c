@@ -18,6 +18,7 @@
 #endif
 
 #include "common/util.h"
+#include "kernel/caps.h"
 #include "kernel/log.h"
 #include "kernel/perf.h"
 #include "kernel/policy.h"
@@ -122,7 +123,7 @@ usage(FILE *f)
 	        "      --version       show the version and exit\n"
 	        "\n"
 	        "Signals: SIGINT and SIGTERM stop the daemon cleanly; the socket is removed,\n"
-	        "unless systemd passed it.\n"
+	        "unless systemd passed it or it is no longer the one this daemon created.\n"
 	        "Exit status: 0 after a clean stop, 1 when it cannot start (the message says "
 	        "why),\n"
 	        "2 for a usage error.\n");
@@ -469,6 +470,9 @@ main(int argc, char **argv)
 			return 1;
 	}
 	log_setup(verbose ? LOG_DEBUG : LOG_INFO);
+	/* First, while this is the only thread: capabilities are each thread's own. */
+	if (caps_setup() < 0)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
