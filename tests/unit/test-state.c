@@ -888,6 +888,13 @@ test_state_size_limit(void)
 	before[n] = 0; /* an empty field 0 would not decode; the size check comes first */
 	spit(path, before, (size_t)n + 1, 0600);
 	CHECK(state_load(&b, path) == -EFBIG && !registry_first(&b.reg));
+	/* ... and moved aside, so that the daemon starts afresh. */
+	char bad[192];
+	snprintf(bad, sizeof(bad), "%s.bad", path);
+	CHECK(b.state_moved_aside && !strcmp(b.state_moved_aside, bad) && access(path, F_OK) < 0);
+	CHECK(unlink(bad) == 0);
+	free(b.state_moved_aside);
+	b.state_moved_aside = NULL;
 	CHECK(state_load_buffer(&b, before, (size_t)n + 1) == -EFBIG);
 	state_set_max_bytes(0);
 	CHECK(state_save(&a, path) == 0);
