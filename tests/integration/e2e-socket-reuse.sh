@@ -25,10 +25,10 @@ expect_eq "status answered by daemon 2" "$(pmcctl status --format json | jq .pid
 # Daemon 1 stops: daemon 2's socket stays.
 kill -TERM "$D1"
 wait "$D1" || fail "daemon 1's exit status on SIGTERM: $(cat "$TMP/daemon1.log")"
-grep -q "is no longer this daemon's socket" "$TMP/daemon1.log" ||
-	fail "daemon 1 did not say why it left the socket: $(cat "$TMP/daemon1.log")"
 [ -S "$SOCK" ] || fail "daemon 1's exit removed daemon 2's socket"
 expect_eq "socket inode after daemon 1's exit" "$(stat -c %i "$SOCK")" "$ino"
+grep -q "is no longer this daemon's socket" "$TMP/daemon1.log" ||
+	fail "daemon 1 did not say why it left the socket: $(cat "$TMP/daemon1.log")"
 wait "$STEADY" || fail "the client of daemon 1 failed: $(cat "$TMP/steady.out")"
 
 # A program started now is counted by daemon 2, exactly.
