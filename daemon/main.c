@@ -18,6 +18,7 @@
 #endif
 
 #include "common/util.h"
+#include "kernel/caps.h"
 #include "kernel/log.h"
 #include "kernel/perf.h"
 #include "kernel/policy.h"
@@ -122,7 +123,7 @@ usage(FILE *f)
 	        "      --version       show the version and exit\n"
 	        "\n"
 	        "Signals: SIGINT and SIGTERM stop the daemon cleanly; the socket is removed,\n"
-	        "unless systemd passed it.\n"
+	        "unless systemd passed it or it is no longer the one this daemon created.\n"
 	        "Exit status: 0 after a clean stop, 1 when it cannot start (the message says "
 	        "why),\n"
 	        "2 for a usage error.\n");
@@ -237,8 +238,40 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 	return -EINVAL;
 }
 
+/* The socket file this daemon bound: its device and inode, so that it removes at exit only
+ * that file, never another daemon's that took the path since (its own file deleted while
+ * it ran). */
+struct own_socket {
+	const char *path;
+	dev_t dev;
+	ino_t ino;
+	bool set;
+};
+
+/* Removes @s's file if the path still names it: a socket of the same device and inode.
+ * Between the check and the unlink another daemon could take the path only by removing this
+ * file first, which it does only for a socket nobody answers on (listen_on()). */
+static void
+unlink_own(const struct own_socket *s)
+{
+	struct stat st;
+
+	if (!s->set)
+		return;
+	if (lstat(s->path, &st) < 0)
+		return;
+	if (!S_ISSOCK(st.st_mode) || st.st_dev != s->dev || st.st_ino != s->ino) {
+		log_info("%s is no longer this daemon's socket (another took the path): left in "
+		         "place",
+		         s->path);
+		return;
+	}
+	unlink(s->path);
+}
+
+/* Listens on @path; records the file bound in @own. */
 static int
-listen_on(const char *path, const struct socket_opts *o)
+listen_on(const char *path, const struct socket_opts *o, struct own_socket *own)
 {
 	struct sockaddr_un sa;
 	int r = pmc_wire_sockaddr(path, &sa);
@@ -265,12 +298,17 @@ listen_on(const char *path, const struct socket_opts *o)
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return -errno;
+	*own = (struct own_socket){.path = path, .dev = st.st_dev, .ino = st.st_ino, .set = true};
 	/* Who may connect: the socket's mode and group (default: any local user); peer
 	 * credentials then decide every request. */
 	if ((o->gid != (gid_t)-1 && chown(path, (uid_t)-1, o->gid) < 0) ||
 	    chmod(path, o->mode) < 0 || listen(fd, 128) < 0) {
 		r = -errno;
-		unlink(path);
+		unlink_own(own);
+		own->set = false;
 		return r;
 	}
 	return TAKE_FD(fd);
@@ -432,10 +470,14 @@ main(int argc, char **argv)
 			return 1;
 	}
 	log_setup(verbose ? LOG_DEBUG : LOG_INFO);
+	/* First, while this is the only thread: capabilities are each thread's own. */
+	if (caps_setup() < 0)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
 	int fd = -1, owned = 0;
+	struct own_socket own = {0};
 #ifdef PMC_WITH_SYSTEMD
 	int n = sd_listen_fds(1);
 	if (n > 1) {
@@ -454,7 +496,7 @@ main(int argc, char **argv)
 	}
 #endif
 	if (fd < 0) {
-		fd = listen_on(path, &sock_opts);
+		fd = listen_on(path, &sock_opts, &own);
 		if (fd < 0) {
 			if (fd == -EADDRINUSE)
 				log_err("%s: another pmcdaemon is already listening there", path);
@@ -474,16 +516,19 @@ main(int argc, char **argv)
 		        "modifier: "
 		        "name events as NAME or PMU::EVENT ('pmcctl events' lists them)",
 		        bad_event);
+		unlink_own(&own);
 		return 1;
 	}
 	if (re < 0) {
 		log_errno(re, "--allow-events");
+		unlink_own(&own);
 		return 1;
 	}
 	struct server *srv;
 	int r = server_new(fd, &policy, &srv);
 	if (r < 0) {
 		log_errno(r, "cannot start");
+		unlink_own(&own);
 		return 1;
 	}
 	if (state_path && (r = server_use_state(srv, state_path, state_interval)) < 0) {
@@ -492,6 +537,7 @@ main(int argc, char **argv)
 		          "load may be moved away to start afresh)",
 		          state_path);
 		server_free(srv);
+		unlink_own(&own);
 		return 1;
 	}
 	log_info("listening on %s", owned ? path : "the socket passed by systemd");
@@ -501,8 +547,7 @@ main(int argc, char **argv)
 			log_errno(r, "--metrics %s: cannot serve metrics there", metrics_spec);
 			server_free(srv);
 			perf_cleanup();
-			if (owned)
-				unlink(path);
+			unlink_own(&own);
 			return 1;
 		}
 	}
@@ -513,8 +558,7 @@ main(int argc, char **argv)
 		metrics_free(metrics);
 		server_free(srv);
 		perf_cleanup();
-		if (owned)
-			unlink(path);
+		unlink_own(&own);
 		return 1;
 	}
 	r = server_run(srv);
@@ -522,7 +566,6 @@ main(int argc, char **argv)
 	notify_stop(notify);   /* before server_free(): its timer lives in the loop */
 	server_free(srv);
 	perf_cleanup();
-	if (owned)
-		unlink(path);
+	unlink_own(&own);
 	return r < 0 ? 1 : 0;
 }

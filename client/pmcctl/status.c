@@ -32,6 +32,12 @@ static const char *const status_keys[] = {
         "histogram_missed",
         "user_reads",
         "user_reads_hint",
+        "state_moved_aside",
+        "state_moved_reason",
+        "privilege",
+        "capabilities",
+        "perf_event_paranoid",
+        "sys_admin_raised",
 };
 
 int
@@ -88,6 +94,12 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "claims", claims);
 		jset(root, "user_reads", json_boolean(s->user_reads));
 		jset(root, "user_reads_hint", jstr(s->user_reads_hint));
+		jset(root, "state_moved_aside", jstr(s->state_moved_aside));
+		jset(root, "state_moved_reason", jstr(s->state_moved_reason));
+		jset(root, "privilege", jstr(s->privilege));
+		jset(root, "capabilities", ju64(s->capabilities));
+		jset(root, "perf_event_paranoid", json_integer(s->perf_event_paranoid));
+		jset(root, "sys_admin_raised", ju64(s->sys_admin_raised));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -114,6 +126,12 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->histogram_missed);
 		csv_bool(s->user_reads);
 		csv_str(s->user_reads_hint);
+		csv_str(s->state_moved_aside);
+		csv_str(s->state_moved_reason);
+		csv_str(s->privilege);
+		csv_u64(s->capabilities);
+		csv_i64(s->perf_event_paranoid);
+		csv_u64(s->sys_admin_raised);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -195,6 +213,25 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 				strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 			table_add(&t, "state file:");
 			table_add(&t, "%s (saved %s)", s->state_file, when);
+		}
+		if (*s->state_moved_aside || *s->state_moved_reason) {
+			table_add(&t, "state file refused at start:");
+			if (*s->state_moved_aside)
+				table_add(&t, "%s, moved aside to %s (started without its figures)",
+				          s->state_moved_reason, s->state_moved_aside);
+			else
+				table_add(&t,
+				          "%s; it could not be moved aside (started without its "
+				          "figures)",
+				          s->state_moved_reason);
+		}
+		if (*s->privilege) {
+			table_add(&t, "privilege:");
+			if (s->sys_admin_raised)
+				table_add(&t, "%s; raised %" PRIu64 " times", s->privilege,
+				          s->sys_admin_raised);
+			else
+				table_add(&t, "%s", s->privilege);
 		}
 		table_add(&t, "user-space counter reads:");
 		if (s->user_reads)

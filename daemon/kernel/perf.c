@@ -14,6 +14,7 @@
 
 #include "common/suggest.h"
 #include "common/util.h"
+#include "kernel/caps.h"
 #include "kernel/log.h"
 
 #define HWC(id, op, res)                                                                           \
@@ -350,11 +351,33 @@ perf_suggest(const char *name)
 	return suggest_result(&sg);
 }
 
+/* perf_event_open() itself; where the kernel refuses it with EACCES and the daemon keeps
+ * CAP_SYS_ADMIN for that (caps.h: perf_event_paranoid 3 of Debian's and Ubuntu's kernels),
+ * once more with CAP_SYS_ADMIN raised in this thread, lowered at once. */
+static int
+open_raw(struct perf_event_attr *attr, pid_t pid, int cpu, int group)
+{
+	if (caps_test_denied())
+		return -EACCES;
+	int fd = (int)syscall(SYS_perf_event_open, attr, pid, cpu, group, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int
+open_caps(struct perf_event_attr *attr, pid_t pid, int cpu, int group)
+{
+	int r = open_raw(attr, pid, cpu, group);
+	if (r == -EACCES && caps_raise() == 0) {
+		r = open_raw(attr, pid, cpu, group);
+		caps_lower();
+	}
+	return r;
+}
+
 static int
 open_sys(struct perf_event_attr *attr, pid_t tid, int group)
 {
-	int fd = (int)syscall(SYS_perf_event_open, attr, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	return open_caps(attr, tid, -1, group);
 }
 
 /* perf_event_open(), or a test's stand-in (perf_set_open_hook()). */
@@ -433,8 +456,7 @@ open_failed(int r, size_t i, int *fds, size_t *failed)
 static int
 open_cpu(struct perf_event_attr *attr, pid_t pid, int cpu)
 {
-	int fd = (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	return open_caps(attr, pid, cpu, -1);
 }
 
 int
@@ -799,21 +821,14 @@ perf_cleanup(void)
 		}
 }
 
-/* Root, or CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in the effective set. */
+/* Root, CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in the effective set, or CAP_SYS_ADMIN to
+ * raise around each perf_event_open(). */
 static bool
 privileged_now(void)
 {
-	if (geteuid() == 0)
+	if (geteuid() == 0 || caps_raises())
 		return true;
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	unsigned long long eff = 0;
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
+	uint64_t eff = caps_effective();
 	return (eff >> 38 & 1) || (eff >> 21 & 1);
 }
 

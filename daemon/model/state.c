@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/util.h"
 #include "kernel/file-trust.h"
@@ -25,6 +26,15 @@
 #include "session/server.h"
 
 #define STATE_VERSION 1
+
+/* The frame of a file (pmc.State, fields 14 and 15): field 14, "crc32", first; field 15, the
+ * CRC-32 of every byte before its key, last. */
+static const uint8_t frame_head[] = {0x72, 0x05, 'c', 'r', 'c', '3', '2'};
+#define FRAME_TAIL_KEY 0x7d /* field 15, wire type 5 (fixed32) */
+#define FRAME_TAIL 5        /* its key and 4 bytes */
+#define FRAME_BYTES (sizeof(frame_head) + FRAME_TAIL)
+/* Files of before begin with field 1, the version: 0x08. */
+#define OLD_FILE_FIRST_BYTE 0x08
 
 /* The same limit on both sides: the daemon never writes a file it would refuse to load. */
 static size_t max_bytes = STATE_MAX_BYTES;
@@ -302,6 +312,56 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct allo
 	return a->oom ? -ENOMEM : 0;
 }
 
+/* zlib's crc32() of @len bytes, in pieces its uInt length takes. */
+static uint32_t
+frame_crc(const uint8_t *buf, size_t len)
+{
+	uLong crc = crc32(0L, Z_NULL, 0);
+	while (len) {
+		uInt n = len > (1u << 30) ? 1u << 30 : (uInt)len;
+		crc = crc32(crc, buf, n);
+		buf += n;
+		len -= n;
+	}
+	return (uint32_t)crc;
+}
+
+/* Writes the frame into @buf, @len bytes of which the packed fields fill all but the first
+ * sizeof(frame_head) and the last FRAME_TAIL. */
+static void
+frame_seal(uint8_t *buf, size_t len)
+{
+	memcpy(buf, frame_head, sizeof(frame_head));
+	uint32_t crc = frame_crc(buf, len - FRAME_TAIL);
+	uint8_t *t = buf + len - FRAME_TAIL;
+	t[0] = FRAME_TAIL_KEY;
+	for (int i = 0; i < 4; i++)
+		t[1 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+/* Whether @buf is a whole framed file whose CRC matches, or a file of before (unchecked:
+ * *@old set). Return: 0, or -EBADMSG with *@why set. */
+static int
+frame_check(const uint8_t *buf, size_t len, bool *old, const char **why)
+{
+	*old = len > 0 && buf[0] == OLD_FILE_FIRST_BYTE;
+	if (*old)
+		return 0;
+	if (len < FRAME_BYTES || memcmp(buf, frame_head, sizeof(frame_head))) {
+		*why = len ? "it does not begin as a state file does" : "it is empty";
+		return -EBADMSG;
+	}
+	const uint8_t *t = buf + len - FRAME_TAIL;
+	uint32_t crc = 0;
+	for (int i = 0; i < 4; i++)
+		crc |= (uint32_t)t[1 + i] << (8 * i);
+	if (t[0] != FRAME_TAIL_KEY || crc != frame_crc(buf, len - FRAME_TAIL)) {
+		*why = "its checksum does not match its bytes (damaged or truncated)";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 int
 state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 {
@@ -312,7 +372,7 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 	int r = state_build(srv, saved_ns, boot, &a, &st);
 	if (r < 0)
 		return r;
-	size_t n = pmc__state__get_packed_size(&st);
+	size_t n = pmc__state__get_packed_size(&st) + FRAME_BYTES;
 	/* Checked before anything is written: what the daemon writes, it loads back. */
 	if (n > max_bytes) {
 		log_err("the state is %zu bytes (%zu processes, %zu regions, %zu call path "
@@ -323,12 +383,29 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 		        srv->reg.n_paths, max_bytes);
 		return -EFBIG;
 	}
-	uint8_t *buf = malloc(n ? n : 1);
+	uint8_t *buf = malloc(n);
 	if (!buf)
 		return -ENOMEM;
-	pmc__state__pack(&st, buf);
+	pmc__state__pack(&st, buf + sizeof(frame_head));
+	frame_seal(buf, n);
 	*out = buf;
 	*len = n;
+	return 0;
+}
+
+int
+state_frame(const uint8_t *payload, size_t len, uint8_t **out, size_t *out_len)
+{
+	if (len > SIZE_MAX - FRAME_BYTES)
+		return -EFBIG;
+	uint8_t *buf = malloc(len + FRAME_BYTES);
+	if (!buf)
+		return -ENOMEM;
+	if (len)
+		memcpy(buf + sizeof(frame_head), payload, len);
+	frame_seal(buf, len + FRAME_BYTES);
+	*out = buf;
+	*out_len = len + FRAME_BYTES;
 	return 0;
 }
 
@@ -776,14 +853,25 @@ load_retired(struct server *srv, const Pmc__ProcessState *ps)
 	return r;
 }
 
-int
-state_load_buffer(struct server *srv, const uint8_t *buf, size_t len)
+/* state_load_buffer(), saying why a file is refused in *@why. */
+static int
+load_buffer(struct server *srv, const uint8_t *buf, size_t len, const char **why)
 {
+	*why = "it is over the size limit of state files";
 	if (len > max_bytes)
 		return -EFBIG;
+	bool old;
+	int c = frame_check(buf, len, &old, why);
+	if (c < 0)
+		return c;
 	_cleanup_(state_freep) Pmc__State *st = pmc__state__unpack(NULL, len, buf);
+	*why = "it does not decode as a state file of this version";
 	if (!st || st->version != STATE_VERSION)
 		return -EBADMSG;
+	/* The frame's own field 14, and nothing else there. */
+	if (!old && strcmp(st->checksum_kind, "crc32"))
+		return -EBADMSG;
+	*why = "it holds figures no daemon writes";
 	char boot[64];
 	boot_id(boot);
 	bool rebooted = strcmp(boot, st->boot_id) != 0;
@@ -825,7 +913,46 @@ state_load_buffer(struct server *srv, const uint8_t *buf, size_t len)
 	reg->retired_dropped =
 	        st->retired_dropped > UINT64_MAX - more ? UINT64_MAX : st->retired_dropped + more;
 	srv->state_saved_ns = st->saved_ns;
+	srv->state_unchecked = old;
 	return 0;
+}
+
+int
+state_load_buffer(struct server *srv, const uint8_t *buf, size_t len)
+{
+	const char *why;
+	return load_buffer(srv, buf, len, &why);
+}
+
+/* Renames @base in @dfd (@path for the log), a file the daemon cannot trust, to
+ * @base.bad, saying @why in the log and in srv->state_moved_*; the daemon then starts
+ * without its figures. */
+static void
+move_aside(struct server *srv, int dfd, const char *base, const char *path, const char *why)
+{
+	char bad[NAME_MAX + 1];
+	int n = snprintf(bad, sizeof(bad), "%s.bad", base);
+	char *bad_path = NULL;
+	if (n < 0 || (size_t)n >= sizeof(bad) || asprintf(&bad_path, "%s.bad", path) < 0) {
+		bad_path = NULL;
+		errno = ENAMETOOLONG;
+	} else if (renameat(dfd, base, dfd, bad) == 0) {
+		(void)fsync(dfd);
+		log_err("%s: %s: moved aside to %s; the daemon starts without its figures (the "
+		        "next save writes a new file)",
+		        path, why, bad_path);
+		free(srv->state_moved_aside);
+		srv->state_moved_aside = bad_path;
+		srv->state_moved_reason = why;
+		return;
+	}
+	log_err("%s: %s, and it could not be moved aside (%s); the daemon starts without its "
+	        "figures, and the next save replaces it",
+	        path, why, strerror(errno));
+	free(bad_path);
+	free(srv->state_moved_aside);
+	srv->state_moved_aside = NULL;
+	srv->state_moved_reason = why;
 }
 
 int
@@ -868,6 +995,7 @@ state_load(struct server *srv, const char *path)
 	if ((uint64_t)sb.st_size > max_bytes) {
 		log_err("%s is %lld bytes, over the limit of %zu bytes on state files", path,
 		        (long long)sb.st_size, max_bytes);
+		move_aside(srv, dfd, base, path, "it is over the size limit of state files");
 		return -EFBIG;
 	}
 	size_t len = (size_t)sb.st_size;
@@ -878,9 +1006,21 @@ state_load(struct server *srv, const char *path)
 		ssize_t n = read(fd, buf + got, len - got);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EBADMSG;
+		if (n < 0)
+			return -errno;
+		if (n == 0) { /* shorter than it was a moment ago: not a file to trust */
+			len = got;
+			break;
+		}
 		got += (size_t)n;
 	}
-	return state_load_buffer(srv, buf, len);
+	const char *why;
+	int r = load_buffer(srv, buf, len, &why);
+	if (r == -EBADMSG || r == -EFBIG)
+		move_aside(srv, dfd, base, path, why);
+	else if (r == 0 && srv->state_unchecked)
+		log_info("%s: a file of before checksums, loaded unchecked; the next save writes "
+		         "it with one",
+		         path);
+	return r;
 }

@@ -1,6 +1,9 @@
 /* state: the daemon's aggregates in a file (--state), so that they survive a restart.
  * Written atomically: a temporary file FILE.tmp in the same directory, fsync, rename,
- * fsync of the directory; a crash leaves the previous complete file. The periodic save
+ * fsync of the directory; a crash leaves the previous complete file. A CRC-32 (zlib) over
+ * the file's bytes catches a file damaged since (a bit flipped, a truncation): such a file
+ * is moved aside to FILE.bad and the daemon starts without figures, rather than load
+ * different ones or refuse to start. The periodic save
  * runs in a child process (state_job_start()), on a copy-on-write snapshot of the
  * registry, so that the daemon's loop never waits for it.
  *
@@ -107,10 +110,22 @@ int state_job_wait(struct state_job *j, struct server *srv);
  * whose parent is not an earlier node, one deeper than PMC_LIMIT_PATH_DEPTH, one listed twice
  * (the same parent and name), or one named as no region may be (empty, over 127 bytes)
  * has the file refused whole (-EBADMSG).
- * Return: 0, -EBADMSG for bytes that are not a state file of this version, -EFBIG over
- * the size limit, or -ENOMEM.
+ * The bytes are checked first: a file that begins with the frame (pmc.State, field 14) must
+ * end with field 15, the CRC-32 of every byte before it, and match it; a file of before
+ * (it begins with field 1, the version) is loaded unchecked (srv->state_unchecked set).
+ * Return: 0, -EBADMSG for bytes that are not a state file of this version (a frame whose
+ * checksum does not match included), -EFBIG over the size limit, or -ENOMEM.
  */
 int state_load_buffer(struct server *srv, const uint8_t *buf, size_t len);
+
+/**
+ * state_frame() - @payload, the packed fields of a pmc.State (without fields 14 and 15), in
+ * the frame state_encode() writes: field 14 first, the CRC-32 of all before it last
+ * @out: set to a malloc()ed buffer on success; the caller frees it
+ * For tests, which build files field by field.
+ * Return: 0, or -ENOMEM.
+ */
+int state_frame(const uint8_t *payload, size_t len, uint8_t **out, size_t *out_len);
 
 /**
  * state_load() - restore what state_save() wrote into an empty registry
@@ -118,8 +133,13 @@ int state_load_buffer(struct server *srv, const uint8_t *buf, size_t len);
  * file that is not regular (a FIFO: the daemon never waits on one), one owned by
  * another uid than the daemon's euid or writable by others, and one over the size
  * limit.
- * Return: 0, -ENOENT when there is no file yet, -EBADMSG for a file that does not
- * decode (left in place), -ELOOP, -EINVAL (not a regular file), -EPERM, -EFBIG, or
- * another -errno.
+ * A file it cannot trust for its bytes (-EBADMSG: its checksum does not match, it is
+ * truncated, it does not decode, or it holds figures no daemon writes; -EFBIG: over the size
+ * limit) is renamed FILE.bad (replacing an older one), which the log says and
+ * srv->state_moved_aside and state_moved_reason keep (for Status); the registry stays
+ * empty, and the caller starts afresh. A file refused for who could have written it is
+ * left in place.
+ * Return: 0, -ENOENT when there is no file yet, -EBADMSG or -EFBIG (moved aside, when it
+ * could be), -ELOOP, -EINVAL (not a regular file), -EPERM, or another -errno.
  */
 int state_load(struct server *srv, const char *path);

@@ -198,6 +198,8 @@ server_use_state(struct server *srv, const char *path, unsigned interval_s)
 	if (r == -ENOENT)
 		log_info("%s: no state yet; it will be written every %u s and at exit", path,
 		         interval_s);
+	else if (r == -EBADMSG || r == -EFBIG)
+		; /* not to be trusted: moved aside (logged), and the daemon starts afresh */
 	else if (r < 0)
 		return r;
 	else
@@ -304,6 +306,7 @@ server_free(struct server *srv)
 	registry_free(&srv->reg);
 	users_free(&srv->users);
 	policy_free(&srv->policy);
+	free(srv->state_moved_aside);
 	free(srv->rxbuf);
 	free(srv);
 }

@@ -46,6 +46,12 @@ struct server {
 	const char *state_path;  /* --state, or NULL */
 	uint64_t state_saved_ns; /* CLOCK_REALTIME of the last save */
 	struct event *state_ev;  /* the save timer */
+	/* A file state_load() could not trust, moved aside to this path (malloc()ed; NULL when
+	 * none was, or when it could not be moved), and why (static); a file of before
+	 * checksums loaded unchecked. */
+	char *state_moved_aside;
+	const char *state_moved_reason;
+	bool state_unchecked;
 	int draining;
 	struct sched sched;    /* connections with work, served a slice at a time */
 	struct event *work_ev; /* serves them: a zero timer, so that the loop polls between */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "kernel/caps.h"
 #include "kernel/creds.h"
 #include "kernel/log.h"
 #include "kernel/perf.h"
@@ -858,6 +859,12 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	const char *hint;
 	st.user_reads = perf_user_reads(&hint);
 	st.user_reads_hint = (char *)(hint ? hint : "");
+	st.state_moved_aside = srv->state_moved_aside ? srv->state_moved_aside : "";
+	st.state_moved_reason = (char *)(srv->state_moved_reason ? srv->state_moved_reason : "");
+	st.privilege = (char *)caps_describe();
+	st.capabilities = caps_effective();
+	st.perf_event_paranoid = caps_paranoid();
+	st.sys_admin_raised = caps_raised();
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_STATUS;
 	resp.status = &st;

@@ -9,7 +9,9 @@
  * session code answers a Query, a Status and a Reset over it on a SOCK_SEQPACKET
  * connection. A crash, a leak, a sanitizer report or a difference fails.
  *
- * Seeds: tests/fuzz/corpus-state, valid state files written by `test-state seeds DIR`. */
+ * Seeds: tests/fuzz/corpus-state, valid state files written by `test-state seeds DIR`: those
+ * named *-crc32 with the checksum (the frame of pmc.State, fields 14 and 15), the others
+ * files of before it, which load unchecked and so reach the decoder. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -24,10 +24,7 @@ expect_eq "clients, root, none connected" "$(pmcctl status --format json | jq .c
 expect_eq "clients, user, none connected" "$(user_ctl status --format json | jq .clients)" 0
 as_user env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" steady 1 300 10000 >"$TMP/steady" 2>&1 &
 S=$!
-for _ in $(seq 100); do
-	[ "$(pmcctl status --format json | jq .threads)" -ge 1 ] && break
-	sleep 0.05
-done
+wait_status threads 1
 expect_eq "clients, root, one client" "$(pmcctl status --format json | jq .clients)" 1
 expect_eq "clients, user, its one client" "$(user_ctl status --format json | jq .clients)" 1
 grep -Eq "^clients: +1$" <<<"$(pmcctl status)" || fail "status table clients: $(pmcctl status)"

@@ -7,11 +7,7 @@
 # CAP_PERFMON alone. The same daemon without CAP_PERFMON is refused by the kernel.
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/systemd-lib.sh"
-DUID=61234
-[[ $(setpriv --help) == *--ambient-caps* ]] || skip "this setpriv has no --ambient-caps"
-setpriv --inh-caps=+perfmon true 2>/dev/null ||
-	skip "setpriv does not know CAP_PERFMON (util-linux or kernel older than 5.8)"
-! id -u "$DUID" >/dev/null 2>&1 || skip "uid $DUID belongs to a user here; the test needs it unused"
+unit_user
 
 # The daemon creates its socket in a directory of its own.
 mkdir "$TMP/run" && chown "$DUID:$DUID" "$TMP/run"

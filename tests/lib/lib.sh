@@ -85,6 +85,15 @@ daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&
 
 pmcctl() { "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
 
+# wait_status FIELD MIN: until `pmcctl status`'s FIELD is at least MIN (10 s), else fail
+wait_status() {
+	for _ in $(seq 200); do
+		[ "$(pmcctl status --format json | jq ".$1")" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	fail "status $1 never reached $2: $(pmcctl status --format json | jq ".$1")"
+}
+
 # query_json REGION PID: the JSON object of one region of one process
 region_json() {
 	pmcctl query --region "$1" --pid "$2" --format json | jq -e --arg r "$1" '.regions[] | select(.name == $r)'

@@ -48,3 +48,30 @@ unit_args() {
 	[[ $line != *%* ]] || fail "ExecStart= has a specifier this test cannot stand for: $line"
 	read -ra UNIT_ARGS <<<"$line"
 }
+
+# unit_caps: the capabilities pmcdaemon.service gives the daemon (AmbientCapabilities=, the
+# same as CapabilityBoundingSet=), as setpriv names them ("-all,+perfmon,+sys_admin,..."),
+# in UNIT_CAPS
+unit_caps() {
+	: "${PMC_SERVICE_UNIT:?set by ctest}"
+	local amb bnd c
+	amb=$(sed -n 's/^AmbientCapabilities=//p' "$PMC_SERVICE_UNIT")
+	bnd=$(sed -n 's/^CapabilityBoundingSet=//p' "$PMC_SERVICE_UNIT")
+	[ -n "$amb" ] && [ "$amb" = "$bnd" ] ||
+		fail "the unit's AmbientCapabilities= ($amb) and CapabilityBoundingSet= ($bnd) differ"
+	UNIT_CAPS=-all
+	for c in $amb; do
+		c=${c#CAP_}
+		UNIT_CAPS+=",+${c,,}"
+	done
+}
+
+# unit_user: DUID, a user of the daemon's own as DynamicUser= picks one (uid 61234, unused
+# here), and setpriv able to give it capabilities as the unit does; else the test skips
+unit_user() {
+	DUID=61234
+	[[ $(setpriv --help) == *--ambient-caps* ]] || skip "this setpriv has no --ambient-caps"
+	setpriv --inh-caps=+perfmon true 2>/dev/null ||
+		skip "setpriv does not know CAP_PERFMON (util-linux or kernel older than 5.8)"
+	! id -u "$DUID" >/dev/null 2>&1 || skip "uid $DUID belongs to a user here; the test needs it unused"
+}
