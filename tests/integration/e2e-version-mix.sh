@@ -4,7 +4,10 @@
 # linked with the old library, run against today's daemon, and one linked with today's
 # library against the old daemon each count exactly the page faults their regions cause
 # (N fresh pages written per call, K calls; T threads), say nothing on stderr, and lose
-# nothing; pmcctl of either side reads either daemon's figures.
+# nothing; pmcctl of either side reads either daemon's figures, and today's pmcctl run says
+# in one line what the old daemon cannot do. The state file survives an upgrade and a
+# downgrade, and a program of either library running across them (SIGTERM, the other
+# version started on the same socket) is counted whole.
 #
 # OLD: the 0.1.0 line, the oldest this release promises to mix with: 058cae9 (3 Dec 2026),
 # the last tree before 0.2.0's additions to the wire (pidfds with RegisterThread, heads
@@ -125,4 +128,55 @@ stop_daemon "pmcdaemon $NEW_V"
 PMCDAEMON_BIN=$O/pmcdaemon start_daemon --state "$TMP/state"
 kept "after the downgrade to pmcdaemon $OLD_V, $NEW_V's figures" "$a_pages" pages $K $((N * K))
 kept "after the downgrade to pmcdaemon $OLD_V, $OLD_V's own figures" "$b_pages" pages $K $((N * K))
-daemon_alive
+stop_daemon "pmcdaemon $OLD_V"
+
+# Programs that run on while the daemon is upgraded and downgraded under them (SIGTERM,
+# the next started on the same socket and state file): each library reconnects to each
+# daemon, sends what it holds there (the count grows on each), and every one of its T x SK
+# regions, one fresh page each, is in the figures at the end, none lost or dropped.
+ST=4 SK=6000
+# steady_count PID: the region "steady" of PID as today's pmcctl reads it (0: none yet)
+steady_count() {
+	pmcctl query --region steady --pid "$1" --format json | jq '[.regions[].count] | add // 0'
+}
+# wait_more WHAT PID N: until region steady of PID counts more than N (60 s at most)
+wait_more() {
+	for _ in $(seq 600); do
+		[ "$(steady_count "$2")" -gt "$3" ] && return 0
+		kill -0 "$2" 2>/dev/null || fail "$1: the program ended before the daemon had more than $3 of its regions"
+		sleep 0.1
+	done
+	fail "$1: no more than $3 of its regions after 60 s"
+}
+# across WHO D1 D2 D3 CLIENT...: CLIENT steady under daemon binary D1, then D2, then D3
+across() {
+	local who=$1 cpid n=0 d
+	local ds=("$2" "$3" "$4")
+	shift 4
+	PMCDAEMON_BIN=${ds[0]} start_daemon --state "$TMP/state"
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" \
+		PMC_EVENTS=page-faults "$@" steady $ST $SK 1000 >"$TMP/s.out" 2>"$TMP/s.err" &
+	cpid=$!
+	for d in 0 1 2; do
+		if [ $d -gt 0 ]; then
+			stop_daemon "$("${ds[d - 1]}" --version)"
+			PMCDAEMON_BIN=${ds[d]} start_daemon --state "$TMP/state"
+		fi
+		wait_more "$who, under $("${ds[d]}" --version)" $cpid "$n"
+		n=$(steady_count $cpid)
+		pass "$who: $n regions counted under $("${ds[d]}" --version)"
+	done
+	wait $cpid || fail "$who: the program failed: $(cat "$TMP/s.err")"
+	expect_eq "$who: the program's regions" "$(kv count "$TMP/s.out")" $((ST * SK))
+	expect_eq "$who: counted across the restarts" "$(steady_count $cpid)" $((ST * SK))
+	expect_faults "$who: page-faults" "$(region_json steady $cpid | jq '.events["page-faults"].sum')" \
+		$((ST * SK))
+	expect_eq "$who: [lost, dropped]" "$(pmcctl status --format json | jq -c '[.lost, .dropped]')" "[0,0]"
+	stop_daemon "$("${ds[2]}" --version)"
+	rm -f "$TMP/state"
+}
+NEW_BIN=$PMCDAEMON_BIN
+across "libpmcclient $NEW_V, pmcdaemon $OLD_V, $NEW_V, $OLD_V" "$O/pmcdaemon" "$NEW_BIN" \
+	"$O/pmcdaemon" "$PMC_TEST_CLIENT_BIN"
+across "libpmcclient $OLD_V, pmcdaemon $NEW_V, $OLD_V, $NEW_V" "$NEW_BIN" "$O/pmcdaemon" \
+	"$NEW_BIN" "${OLD_CLIENT[@]}"
