@@ -334,6 +334,10 @@ pmc__daemon_connect(const char *path, struct pmc_hello *o)
 		o->pidfd = hr->pidfd || hr->heads_table;
 		snprintf(o->version, sizeof(o->version), "%s",
 		         hr->daemon_version[0] ? hr->daemon_version : "(unknown version)");
+		/* Printed in the lines that name both versions: no control bytes. */
+		for (char *c = o->version; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 	}
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
