@@ -304,7 +304,12 @@ struct pmc_global {
 	/* Set once a sample carries a region flagged instead of a path: from then on each
 	 * batch is searched for the names of such regions (they are in no path). */
 	_Atomic int flagged;
-	int call_paths;      /* under the lock: this connection's daemon takes call paths */
+	int call_paths; /* under the lock: this connection's daemon takes call paths */
+	/* Under the lock: this connection's daemon takes a pidfd with RegisterThread (older
+	 * ones close a connection whose requests carry any fd), and its version as its
+	 * HelloReply said it ("" before any), for the lines that name both sides. */
+	int takes_pidfd;
+	char daemon_version[32];
 	unsigned conn;       /* connections made so far */
 	uint64_t sent_total; /* samples sent in batches, to any daemon */
 	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
@@ -359,10 +364,21 @@ count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
 void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The one line about samples lost for reason @why (an R_*; once per reason). */
 void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Connects to the daemon at @path and says Hello. Return: the socket, or -errno (see its
- * definition for the out-parameters). */
-int pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *heads, char *why,
-                        size_t why_len);
+/* What a daemon's HelloReply said it takes (pmc__daemon_connect()). */
+struct pmc_hello {
+	int failed;     /* the connect worked, the Hello did not */
+	int call_paths; /* call paths (Hello.call_paths, Define) */
+	int heads;      /* the heads table, which was sent */
+	int pidfd;      /* a pidfd with each RegisterThread */
+	char version[32];
+	char why[256]; /* the daemon's words when it refused */
+};
+/* Connects to the daemon at @path and says Hello. Return: the socket, or -errno, with
+ * what the daemon said in *@h either way. */
+int pmc__daemon_connect(const char *path, struct pmc_hello *h);
+/* Called with G.lock held: @fd, connected by pmc__daemon_connect() with @h, becomes the
+ * process's connection (G.fd, a new G.conn) with what its daemon takes. */
+void pmc__connection_set_locked(int fd, const struct pmc_hello *h);
 /* Called with G.lock held: the first time, reads the environment and sets the process up;
  * connects while G.state is ST_NONE. */
 void pmc__connect_locked(void);

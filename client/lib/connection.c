@@ -286,17 +286,14 @@ on_fork_child(void)
 }
 
 /* Connects to the daemon at @path and says Hello.
- * Return: the socket (non-blocking), or -errno; *@hello_failed tells a failed Hello
- * from a failed connect, *@call_paths whether the daemon takes call paths, and @why holds
- * the daemon's words when it refused. */
+ * Return: the socket (non-blocking), or -errno; *@o says what the daemon answered: a failed
+ * Hello (o->failed) from a failed connect, the daemon's words when it refused (o->why), and
+ * what it takes. Only that is ever sent to it: a daemon of before a field ignores it, but
+ * one of before an fd a request carries closes the connection. */
 int
-pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *heads, char *why,
-                    size_t why_len)
+pmc__daemon_connect(const char *path, struct pmc_hello *o)
 {
-	*hello_failed = 0;
-	*call_paths = 0;
-	*heads = 0;
-	*why = 0;
+	memset(o, 0, sizeof(*o));
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
 	int fd = pmc_wire_connect_flags(path, SOCK_NONBLOCK);
 	if (fd < 0)
@@ -306,7 +303,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	Pmc__Hello h = PMC__HELLO__INIT;
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
-	h.client = "libpmcclient";
+	h.client = "libpmcclient " PMC_VERSION;
 	h.call_paths = 1;
 	/* The pmcctl run this process runs under: how it finds the process, in whatever pid
 	 * namespace (the daemon ignores a tag that is not one). */
@@ -319,23 +316,34 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	Pmc__Response *resp = NULL;
 	int r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
 	if (r == 0 && resp->error) {
-		snprintf(why, why_len, "%s", resp->message);
+		snprintf(o->why, sizeof(o->why), "%s", resp->message);
 		r = -EPROTO;
 	}
-	if (r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello)
-		*call_paths = resp->hello->call_paths;
-	if (r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello &&
-	    resp->hello->max_path_id)
-		atomic_store(&G.path_max, resp->hello->max_path_id < PMC_MAX_PATHS - 1
-		                                  ? resp->hello->max_path_id
-		                                  : PMC_MAX_PATHS - 1);
-	bool table = r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello &&
-	             resp->hello->heads_table;
+	const Pmc__HelloReply *hr =
+	        r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO ? resp->hello : NULL;
+	bool table = false;
+	if (hr) {
+		o->call_paths = hr->call_paths;
+		if (hr->max_path_id)
+			atomic_store(&G.path_max, hr->max_path_id < PMC_MAX_PATHS - 1
+			                                  ? hr->max_path_id
+			                                  : PMC_MAX_PATHS - 1);
+		table = hr->heads_table;
+		/* Every daemon that takes a heads table (5 Dec 2026 on) took pidfds (4 Dec on),
+		 * before HelloReply said so; 0.1.0's closes the connection at one. */
+		o->pidfd = hr->pidfd || hr->heads_table;
+		snprintf(o->version, sizeof(o->version), "%s",
+		         hr->daemon_version[0] ? hr->daemon_version : "(unknown version)");
+		/* Printed in the lines that name both versions: no control bytes. */
+		for (char *c = o->version; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
+	}
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
 		pmc_wire_close_draining(fd, 0);
-		*hello_failed = 1;
+		o->failed = 1;
 		return r;
 	}
 	/* The heads table, before any registration that names a word of it (best effort: a
@@ -347,9 +355,20 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 		Pmc__Request hreq = PMC__REQUEST__INIT;
 		hreq.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
 		hreq.heads_table = &ht;
-		*heads = pmc_wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
+		o->heads = pmc_wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
 	}
 	return fd;
+}
+
+void
+pmc__connection_set_locked(int fd, const struct pmc_hello *h)
+{
+	G.fd = fd;
+	G.conn++;
+	G.call_paths = h->call_paths;
+	G.heads_conn = h->heads ? G.conn : 0;
+	G.takes_pidfd = h->pidfd;
+	memcpy(G.daemon_version, h->version, sizeof(G.daemon_version));
 }
 
 /* Called with G.lock held. */
@@ -390,20 +409,22 @@ pmc__connect_locked(void)
 	G.pid = getpid();
 	G.path = path;
 
-	char why[256] = "";
-	int hello_failed = 0, call_paths = 0, heads = 0;
-	int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, &heads, why, sizeof(why));
-	if (fd < 0 && hello_failed && *why) {
+	struct pmc_hello h;
+	int fd = pmc__daemon_connect(path, &h);
+	if (fd < 0 && h.failed && *h.why) {
 		/* It answered no (a limit, another protocol): asking again would only be
 		 * refused again. */
-		pmc__warn_once("profiling disabled: pmcdaemon at %s refused: %s", path, why);
+		pmc__warn_once(
+		        "profiling disabled: pmcdaemon at %s refused libpmcclient " PMC_VERSION
+		        ": %s",
+		        path, h.why);
 		atomic_store(&G.state, ST_OFF);
 		return;
 	}
 	if (fd < 0) {
 		/* Not up yet, or not answering: the background thread connects once it is. */
 		int bg = pmc__service_start_locked() == 0;
-		if (!hello_failed)
+		if (!h.failed)
 			pmc__warn_once(
 			        "profiling disabled: cannot connect to pmcdaemon at %s: %s (is "
 			        "pmcdaemon running? set PMC_SOCKET, or PMC_DISABLE=1 to silence "
@@ -417,10 +438,7 @@ pmc__connect_locked(void)
 		atomic_store(&G.state, bg ? ST_LOST : ST_OFF);
 		return;
 	}
-	G.fd = fd;
-	G.conn++;
-	G.call_paths = call_paths;
-	G.heads_conn = heads ? G.conn : 0;
+	pmc__connection_set_locked(fd, &h);
 	atomic_store(&G.state, ST_ON);
 	(void)pmc__service_start_locked();
 }
@@ -722,7 +740,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	if (G.heads_conn == G.conn)
 		rt.head_slot = t->head_slot;
 	rt.next_sample = 0;
-	_cleanup_close_ int pidfd = thread_pidfd(t->tid);
+	_cleanup_close_ int pidfd = G.takes_pidfd ? thread_pidfd(t->tid) : -1;
 	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
@@ -780,8 +798,9 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		return NULL;
 	}
 	if (r < 0) {
-		pmc__warn_once("thread %d not profiled: registering with pmcdaemon failed: %s",
-		               (int)t->tid, strerror(-r));
+		pmc__warn_once("thread %d not profiled: registering with pmcdaemon %s failed "
+		               "(libpmcclient " PMC_VERSION "): %s",
+		               (int)t->tid, G.daemon_version, strerror(-r));
 		/* Out of step (a datagram cut short), or gone: start afresh (in the
 		 * background). */
 		pmc__connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
@@ -971,7 +990,7 @@ pmc__reattach_locked(struct pmc_thread *t)
 		rt.head_slot = t->head_slot;
 	/* What this connection is to get: the samples not sent, or given up, before. */
 	rt.next_sample = atomic_load_explicit(&t->tail, memory_order_acquire);
-	_cleanup_close_ int pidfd = thread_pidfd(t->tid);
+	_cleanup_close_ int pidfd = G.takes_pidfd ? thread_pidfd(t->tid) : -1;
 	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;

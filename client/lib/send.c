@@ -418,11 +418,9 @@ service_main(void *arg)
 		}
 		if (atomic_load(&G.state) == ST_LOST) {
 			const char *path = G.path;
-			int hello_failed, call_paths, heads;
-			char why[256];
+			struct pmc_hello h;
 			pthread_mutex_unlock(&G.lock);
-			int fd = pmc__daemon_connect(path, &hello_failed, &call_paths, &heads, why,
-			                             sizeof(why));
+			int fd = pmc__daemon_connect(path, &h);
 			pthread_mutex_lock(&G.lock);
 			if (fd < 0) {
 				if (backoff_ms < 1000)
@@ -433,10 +431,7 @@ service_main(void *arg)
 				close(fd);
 				continue;
 			}
-			G.fd = fd;
-			G.conn++;
-			G.call_paths = call_paths;
-			G.heads_conn = heads ? G.conn : 0;
+			pmc__connection_set_locked(fd, &h);
 			memset(G.announced, 0, sizeof(G.announced));
 			G.path_defined = 0;
 			atomic_store(&G.state, ST_ON);

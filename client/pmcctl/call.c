@@ -95,6 +95,8 @@ call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCas
 	return resp;
 }
 
+struct hello_said hello_said;
+
 void
 hello(int sock)
 {
@@ -102,21 +104,23 @@ hello(int sock)
 	Pmc__Request req = PMC__REQUEST__INIT;
 
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
-	h.client = (char *)"pmcctl";
+	h.client = (char *)"pmcctl " PMC_VERSION;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 
 	Pmc__Response *resp = call(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
 	const Pmc__HelloReply *hr = resp->hello;
+	_cleanup_free_ char *version = escape_text(hr->daemon_version);
 
+	snprintf(hello_said.version, sizeof(hello_said.version), "%s",
+	         version[0] ? version : "(unknown version)");
+	/* Daemons of before the field that take heads tables (5 Dec 2026 on) took commands. */
+	hello_said.commands = hr->open_command || hr->heads_table;
 	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
-		_cleanup_free_ char *version = escape_text(hr->daemon_version);
-
 		fprintf(stderr,
 		        "pmcctl: protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
-		        ", pmcctl speaks version %d\n",
-		        version[0] ? version : "(unknown version)", hr->version,
-		        PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		        ", pmcctl " PMC_VERSION " speaks version %d\n",
+		        hello_said.version, hr->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
 		pmc__response__free_unpacked(resp, NULL);
 		exit(EXIT_FAIL);
 	}

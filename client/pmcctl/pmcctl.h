@@ -646,8 +646,16 @@ int connect_daemon(const char *path);
 Pmc__Response *call(int sock, const char *what, const Pmc__Request *req,
                     Pmc__Response__BodyCase want);
 
-/** hello() - say Hello on @sock (borrowed); exits when the call fails or the daemon speaks
- * another protocol version */
+/** What the daemon of the last hello() said of itself. */
+struct hello_said {
+	char version[64]; /* its version, escaped ("(unknown version)" where it said none) */
+	bool commands;    /* it takes OpenCommand (pmcctl run's whole-program figures) */
+};
+extern struct hello_said hello_said;
+
+/** hello() - say Hello on @sock (borrowed), what the daemon says of itself in hello_said;
+ * exits, naming both versions, when the call fails or the daemon speaks another protocol
+ * version */
 void hello(int sock);
 
 /** has_glob() - whether @s holds a shell glob character (*, ?, [ or \) */

@@ -153,6 +153,16 @@ whole_open(struct whole *w, int sock, pid_t child, const char *events)
 
 	if (events && !copy)
 		oom();
+	if (!hello_said.commands) {
+		/* 0.1.0's closes the connection at an OpenCommand. */
+		if (!w->why &&
+		    asprintf(&w->why,
+		             "pmcdaemon %s counts no whole command (pmcctl " PMC_VERSION
+		             "'s run needs pmcdaemon 0.2.0 or later); the regions are counted",
+		             hello_said.version) < 0)
+			oom();
+		return -EOPNOTSUPP;
+	}
 	if (pidfd < 0)
 		return -errno;
 	n_names = whole_split(copy, names, ARRAY_SIZE(names));

@@ -868,8 +868,11 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 		if (!w->why)
 			oom();
 	}
-	if (r < 0 && !w->runs)
+	static bool said; /* once for -r N: the same reason each time */
+	if (r < 0 && !w->runs && !said) {
 		fprintf(stderr, "pmcctl: run: no whole-program figures: %s\n", w->why);
+		said = true;
+	}
 	if (counted)
 		tasks_start(w, *pid, o->argv[0]); /* before its first thread can end */
 	*wall = util_now_ns(CLOCK_MONOTONIC);

@@ -171,7 +171,8 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	const Pmc__Hello *h = req->hello;
 	if (h->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
 		session_reply_error(s, EPROTO,
-		                    "protocol version %u is not supported (this daemon speaks %d)",
+		                    "protocol version %u is not supported (pmcdaemon " PMC_VERSION
+		                    " speaks %d)",
 		                    h->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
 		return -EPROTO;
 	}
@@ -191,6 +192,8 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	hr.call_paths = s->call_paths;
 	hr.max_path_id = s->call_paths ? session_max_path(s) : 0;
 	hr.heads_table = 1;
+	hr.pidfd = 1;
+	hr.open_command = 1;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_HELLO;
 	resp.hello = &hr;

@@ -205,7 +205,8 @@ main(int argc, char **argv)
 			uint8_t *buf = NULL;
 			size_t len;
 			Pmc__Request *req = NULL;
-			/* A registration carries its thread's pidfd: taken, and closed. */
+			/* A registration carries no pidfd (this Hello says none): one that came is
+			 * taken, and closed. */
 			int fds[1];
 			if (pmc_wire_wait(p[i].fd, 0, &buf, &len, fds, 1, NULL) < 0 ||
 			    pmc_wire_unpack_request(buf, len, &req) < 0) {

@@ -129,7 +129,8 @@ if [ -n "${PMC_FC:-}" ]; then
 	[ -f "$FMOD/pmc.mod" ] || fail "pmc.mod is not installed in ${FMOD#"$DEST"}"
 	[ -f "$P_LIB/pkgconfig/pmcfortran.pc" ] || fail "pmcfortran.pc is not installed"
 	export PKG_CONFIG_PATH=$P_LIB/pkgconfig PKG_CONFIG_SYSROOT_DIR=$DEST PKG_CONFIG_LIBDIR=
-	expect_eq "pkg-config --cflags pmcfortran" "$(pkg-config --cflags pmcfortran | xargs)" "-I$FMOD"
+	# shellcheck disable=SC2046 # word splitting of the flags is meant
+	expect_eq "pkg-config --cflags pmcfortran" "$(canon $(pkg-config --cflags pmcfortran))" "-I$FMOD"
 	# The README's compile line.
 	# shellcheck disable=SC2046 # word splitting of the flags is meant
 	"$PMC_FC" -Wall -Werror -fopenmp "$SRC/install/fortran-app.f90" \

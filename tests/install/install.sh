@@ -49,11 +49,13 @@ SAN=()
 SRC=$(cd "$(dirname "$0")" && pwd)
 mkdir "$TMP/bin"
 
-# pkg-config: the .pc names the final prefix; the sysroot maps it into $DEST.
+# pkg-config: the .pc names its prefix relative to itself (as packagers stage it, with a
+# sysroot set, which pkg-config does not add twice).
 export PKG_CONFIG_PATH=$P_LIB/pkgconfig PKG_CONFIG_SYSROOT_DIR=$DEST PKG_CONFIG_LIBDIR=
 expect_eq "pkg-config --modversion" "$(pkg-config --modversion pmcclient)" "$PMC_VERSION"
 flags=$(pkg-config --cflags --libs pmcclient)
-case " $flags " in
+# shellcheck disable=SC2086 # word splitting of the flags is meant
+case " $(canon $flags) " in
 *" -I$P_INCLUDE "*"-L$P_LIB "*) ;;
 *) fail "pkg-config --cflags --libs pmcclient: $flags" ;;
 esac

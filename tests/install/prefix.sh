@@ -17,18 +17,24 @@ if [ -n "${PMC_SYSTEMD_UNITDIR:-}" ]; then
 	[ -f "$P/lib/systemd/system/pmcdaemon.socket" ] || fail "units not in $P/lib/systemd/system"
 	pass "units in $P/lib/systemd/system"
 fi
-# Built against the private prefix as the README says, run without LD_LIBRARY_PATH.
-libdir=$(dirname "$(find "$P" -name libpmcclient.so -print -quit)")
+# Built against the private prefix as the README says, with its pkg-config file (which
+# names the prefix relative to itself), run without LD_LIBRARY_PATH.
+pc=$(find "$P" -name pmcclient.pc -print -quit)
+[ -n "$pc" ] || fail "no pmcclient.pc in $P"
+! grep -qF "$PMC_INSTALL_PREFIX" "$pc" || fail "pmcclient.pc names the configured prefix $PMC_INSTALL_PREFIX"
+export PKG_CONFIG_PATH=${pc%/*} PKG_CONFIG_LIBDIR=
+libdir=$(pkg-config --variable=libdir pmcclient)
+expect_eq "pkg-config's libdir" "$(realpath "$libdir")" "$(dirname "$(find "$P" -name libpmcclient.so -print -quit)")"
 cat >"$TMP/app.c" <<'C'
 #include <pmc/pmc.h>
 #include <stdio.h>
 int main(void) { PMC_REGION("x") { puts("ran"); } return 0; }
 C
-# (pmcclient.pc names the prefix given at configure time, not --prefix: use the paths.)
 SAN=()
 [ -z "${PMC_SANITIZE:-}" ] || SAN=("-fsanitize=$PMC_SANITIZE") # the library is built with it
-"$PMC_CC" "${SAN[@]}" -o "$TMP/app" "$TMP/app.c" -I"$P/include" -L"$libdir" -lpmcclient \
+# shellcheck disable=SC2046 # word splitting of the flags is meant
+"$PMC_CC" "${SAN[@]}" -o "$TMP/app" "$TMP/app.c" $(pkg-config --cflags --libs pmcclient) \
 	-Wl,-rpath,"$libdir" ||
-	fail "cannot build against $P"
+	fail "cannot build against $P with pkg-config: $(pkg-config --cflags --libs pmcclient)"
 out=$(PMC_DISABLE=1 "$TMP/app") || fail "the program did not run: $out"
-expect_eq "a program built against the private prefix runs" "$out" ran
+expect_eq "a program built against the private prefix (pkg-config) runs" "$out" ran

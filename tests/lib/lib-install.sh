@@ -6,6 +6,15 @@ set -euo pipefail
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok - $*"; }
+# canon FLAGS...: the flags with the paths of -I and -L made canonical (realpath -m), as
+# pkg-config gives them relative to the .pc file (${pcfiledir}/../..)
+canon() {
+	local f out=()
+	for f in "$@"; do
+		case $f in -I/* | -L/*) out+=("${f:0:2}$(realpath -m "${f:2}")") ;; *) out+=("$f") ;; esac
+	done
+	echo "${out[*]}"
+}
 # expect_eq WHAT GOT WANT
 expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; pass "$1 = $3"; }
 
