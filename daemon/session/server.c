@@ -59,7 +59,9 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 				log_errno(-errno, "accept");
 			return;
 		}
-		if (srv->n_sessions >= srv->policy.max_clients) {
+		if (srv->n_sessions + srv->n_lingering >= srv->policy.max_clients)
+			session_inflight_settle_uid(srv, (uid_t)-1);
+		if (srv->n_sessions + srv->n_lingering >= srv->policy.max_clients) {
 			refuse_client(srv, c);
 			continue;
 		}
@@ -284,6 +286,7 @@ server_free(struct server *srv)
 		return;
 	while (!pmc_list_empty(&srv->sessions))
 		session_free(pmc_list_first(&srv->sessions, struct session, link));
+	session_inflight_free_all(srv);
 	for (size_t i = 0; i < ARRAY_SIZE(srv->sig_ev); i++)
 		if (srv->sig_ev[i])
 			event_free(srv->sig_ev[i]);

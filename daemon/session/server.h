@@ -28,8 +28,11 @@ struct server {
 	struct pmc_list sessions; /* struct session, by link */
 	unsigned n_sessions;
 	unsigned n_threads;
-	size_t n_fds;               /* counter fds held for registered threads */
-	size_t fd_limit;            /* RLIMIT_NOFILE at start */
+	size_t n_fds;              /* counter fds held for registered threads */
+	size_t fd_limit;           /* RLIMIT_NOFILE at start */
+	size_t fds_unread;         /* fds sent in replies not yet read (session-inflight.c) */
+	struct pmc_list lingering; /* connections closed with fds unread, still held */
+	unsigned n_lingering;
 	struct event *accept_retry; /* re-arms accepting after EMFILE */
 	struct registry reg;
 	struct users users;              /* what each uid holds, and its figures */

@@ -50,6 +50,27 @@ struct session_events {
 bool session_events_check(struct session *s, char *const *names, size_t n,
                           struct session_events *ev, int *refused);
 
+/* session-inflight.c */
+
+/** session_inflight_sent() - count @n fds just sent to @s's client as unread */
+void session_inflight_sent(struct session *s, size_t n);
+
+/**
+ * session_inflight_check() - whether @s may be sent a reply with @n fds: its last reply
+ * with fds was read, and its uid's unread fds stay within share.h's rule
+ * (--max-fds-per-user of the daemon's fd limit)
+ * Return: true, or false once the refusal (EBUSY: its own last one unread; EMFILE: its
+ * uid's share) is sent; *@refused is then what the handler returns.
+ */
+bool session_inflight_check(struct session *s, size_t n, int *refused);
+
+/**
+ * session_inflight_close() - close @s's socket (session_free()); while fds it was sent are
+ * unread, shut it both ways and keep it, charged to its uid as a connection, until they
+ * are read or its client closes its end
+ */
+void session_inflight_close(struct session *s);
+
 /* session.c */
 
 /** session_count_dropped() - count @n samples of @s not counted, for reason @why: in the

@@ -124,7 +124,10 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
-	return reply_sent(s, wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+	r = reply_sent(s, wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+	if (r >= 0 && n_fds)
+		session_inflight_sent(s, n_fds);
+	return r;
 }
 
 int
@@ -607,10 +610,13 @@ session_new(struct server *srv, int fd)
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
 	s->user = users_get(&srv->users, s->uid);
 	/* Its share, or more while the others' shares and one for a newcomer stay free. The
-	 * connection being served is counted in n_sessions only below. */
+	 * connection being served is counted in n_sessions only below; those kept for their
+	 * unread fds count too, those read since are closed first. */
 	const struct policy *pol = &srv->policy;
+	if (s->user && s->user->lingering)
+		session_inflight_settle_uid(srv, s->uid);
 	if (s->user && !share_allows(s->user->connections, 1, pol->max_clients_per_user,
-	                             srv->n_sessions, pol->max_clients,
+	                             srv->n_sessions + srv->n_lingering, pol->max_clients,
 	                             users_others_unused(&srv->users, s->uid, USERS_CONNECTIONS,
 	                                                 pol->max_clients_per_user))) {
 		char msg[300];
@@ -692,7 +698,8 @@ session_free(struct session *s)
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	/* What the peer queued and the daemon did not read would be freed by a plain close,
-	 * here, fds included: each goes through fdcheck_close() instead. */
-	wire_close_draining(s->fd, (unsigned)s->uid);
+	 * here, fds included: each goes through fdcheck_close() instead. The socket stays
+	 * while the peer has not read fds it was sent. */
+	session_inflight_close(s);
 	free(s);
 }

@@ -74,6 +74,7 @@ struct session {
 	struct sched_item si;    /* its place in the server's queue while it has work */
 	bool bulk;               /* it has sent batches: queued as bulk */
 	uint64_t rx_bytes;       /* of requests read */
+	size_t fds_unread;       /* fds its replies carried that its client may not have read */
 	char run_tag[33];        /* Hello.run_tag, when well-formed */
 	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
 	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
@@ -128,6 +129,13 @@ void session_ready(struct session *s);
  * they could not send for the next daemon), so that the saved state is whole
  */
 void session_drain_all(struct server *srv, bool final);
+
+/** session_inflight_settle_uid() - forget the fds of @uid's replies that were read since,
+ * and close its connections that were kept for them alone ((uid_t)-1: every uid's) */
+void session_inflight_settle_uid(struct server *srv, uid_t uid);
+
+/** session_inflight_free_all() - close every kept socket (the daemon exits) */
+void session_inflight_free_all(struct server *srv);
 
 /** session_free() - close the connection and its threads' fds; the process's
  * aggregates stay in the registry. */

@@ -86,6 +86,14 @@
  *                            connection must be closed; noreg: a Define before any thread
  *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
  * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
+ *   SOCKET command-unread CONNS REQS
+ *                            fork a child that never execs; on each of CONNS connections,
+ *                            REQS OpenCommands for it (per task, with the anchor), each
+ *                            sent once the answer to the one before has arrived, none read;
+ *                            prints "ready", then, once a line comes on stdin, reads every
+ *                            answer: prints ok= (counters sent), fds= (the fds they carried:
+ *                            the perf events its unread replies had pinned), ebusy=, emfile=,
+ *                            other= (refused), unsent= (requests the daemon no longer took)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -490,6 +498,112 @@ define_kind(int fd, const char *kind)
 	return expect_closed(fd);
 }
 
+/* Waits until the answer to a request just sent on @sock has arrived behind the @before
+ * bytes queued (or the daemon shut the connection). Return: 0, -EPIPE when shut, or
+ * -ETIMEDOUT after 60 s. */
+static int
+answer_arrived(int sock, int before)
+{
+	for (int i = 0; i < 6000; i++) {
+		int now = 0;
+		if (ioctl(sock, SIOCINQ, &now) == 0 && now > before)
+			return 0;
+		struct pollfd p = {.fd = sock, .events = POLLRDHUP};
+		if (poll(&p, 1, 10) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return -EPIPE;
+	}
+	return -ETIMEDOUT;
+}
+
+/* command-unread (see the top of the file). */
+static int
+command_unread(const char *path, int n_conns, int n_reqs)
+{
+	if (n_conns < 1 || n_conns > 4096 || n_reqs < 1)
+		return 2;
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	int *socks = calloc((size_t)n_conns, sizeof(int));
+	if (pidfd < 0 || !socks)
+		return 1;
+	Pmc__OpenCommand oc = PMC__OPEN_COMMAND__INIT;
+	oc.per_task = true;
+	oc.anchor = true;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_OPEN_COMMAND;
+	req.open_command = &oc;
+	unsigned long unsent = 0, ok = 0, fds = 0, ebusy = 0, emfile = 0, other = 0;
+	for (int i = 0; i < n_conns; i++) {
+		socks[i] = wire_connect(path);
+		if (socks[i] < 0 || hello(socks[i]) < 0) {
+			printf("connection %d refused\n", i);
+			return 1;
+		}
+		for (int k = 0; k < n_reqs; k++) {
+			int before = 0;
+			if (ioctl(socks[i], SIOCINQ, &before) < 0 ||
+			    wire_send(socks[i], &req.base, &pidfd, 1, MSG_DONTWAIT) < 0) {
+				unsent += (unsigned long)(n_reqs - k);
+				break;
+			}
+			int r = answer_arrived(socks[i], before);
+			if (r == -ETIMEDOUT) {
+				printf("no answer on connection %d to request %d in 60 s\n", i, k);
+				return 1;
+			}
+			if (r < 0) {
+				unsent += (unsigned long)(n_reqs - k - 1);
+				break;
+			}
+		}
+	}
+	printf("ready\n");
+	fflush(stdout);
+	char line[16];
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	for (int i = 0; i < n_conns; i++) {
+		for (;;) {
+			uint8_t *buf = NULL;
+			size_t len = 0, nf = 0;
+			int got[WIRE_MAX_FDS];
+			Pmc__Response *resp = NULL;
+			if (wire_wait(socks[i], 0, &buf, &len, got, WIRE_MAX_FDS, &nf) < 0)
+				break;
+			int r = wire_unpack_response(buf, len, &resp);
+			free(buf);
+			for (size_t j = 0; j < nf; j++)
+				close(got[j]);
+			fds += nf;
+			if (r < 0 || resp->error == 0)
+				ok += r == 0;
+			else if (resp->error == EBUSY)
+				ebusy++;
+			else if (resp->error == EMFILE)
+				emfile++;
+			else
+				other++;
+			if (r == 0 && resp->error && other == 1)
+				printf("first other refusal: %s\n", resp->message);
+			if (resp)
+				pmc__response__free_unpacked(resp, NULL);
+		}
+		close(socks[i]);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	printf("ok=%lu\nfds=%lu\nebusy=%lu\nemfile=%lu\nother=%lu\nunsent=%lu\n", ok, fds, ebusy,
+	       emfile, other, unsent);
+	free(socks);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -575,6 +689,8 @@ main(int argc, char **argv)
 		printf("refused=%d\nclosed=%d\n", refused, closed);
 		return 0;
 	}
+	if (!strcmp(mode, "command-unread") && argc == 5)
+		return command_unread(argv[1], atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(mode, "victim") && argc == 4) {
 		/* N times, 10 ms apart: connect and Hello, then a Status on that connection; the
 		 * round trips' p50, p99 and max (us), of each. */
