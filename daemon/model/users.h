@@ -15,6 +15,8 @@
  * evicted_tag): a uid's own runs push out only its own tags. */
 #define USERS_RUN_TAGS 64
 
+struct session;
+
 struct user_share {
 	uid_t uid;
 	unsigned connections; /* open now */
@@ -36,6 +38,7 @@ struct user_share {
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
 	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
 	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
+	struct session *defining; /* its connection whose Define goes on in later slices */
 	struct stats_budget hist; /* its processes' histogram blocks */
 	/* Of its evicted processes, those of its last USERS_RUN_TAGS pmcctl runs, by their
 	 * run tag (users_tag_evicted()): so that a run can say how many of its command's

@@ -157,6 +157,15 @@ bool session_thread_refused(const struct session *s, pid_t tid);
 int session_handle_sample_batch(struct session *s, const Pmc__Request *req);
 int session_handle_define(struct session *s, const Pmc__Request *req);
 
+/**
+ * session_define_step() - go on with @s's Define (s->def) until srv->deadline_ns
+ * Return: SESSION_STEP_DONE (s->def freed), SESSION_STEP_MORE, or < 0 to close @s.
+ */
+int session_define_step(struct session *s);
+
+/** session_define_abort() - drop @s's unfinished Define (the connection closes) */
+void session_define_abort(struct session *s);
+
 /** session_max_path() - the highest call path id @s keeps in its table (HelloReply tells
  * the library) */
 uint32_t session_max_path(const struct session *s);

@@ -75,10 +75,17 @@ struct session {
 	bool bulk;               /* it has sent batches: queued as bulk */
 	uint64_t rx_bytes;       /* of requests read */
 	size_t fds_unread;       /* fds its replies carried that its client may not have read */
-	char run_tag[33];        /* Hello.run_tag, when well-formed */
-	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
-	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
-	              * that keeps it sets -1 */
+	/* A Define handled over several slices (session-batch.c): the request (owned once its
+	 * dispatch returned), where it stands, and its refusals so far; its uid's only one
+	 * (user_share.defining). def_waits: it waits for its uid's Define on another connection
+	 * to end, neither queued nor read. */
+	struct Pmc__Request *def;
+	size_t def_next;
+	bool def_full_names, def_full_paths, def_waits;
+	char run_tag[33]; /* Hello.run_tag, when well-formed */
+	int same_ns;      /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
+	int rx_fd;        /* the fd the request being handled carried (a pidfd), -1: none; a handler
+	                   * that keeps it sets -1 */
 	/* The client's heads table (HeadsTable), mapped read-only: n_heads words, each a
 	 * thread's count of published samples. NULL: none. */
 	const uint64_t *heads;

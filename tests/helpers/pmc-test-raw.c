@@ -86,6 +86,15 @@
  *                            connection must be closed; noreg: a Define before any thread
  *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
  * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
+ *   SOCKET define-flood CONNS PATHS
+ *                            CONNS connections agreeing on call paths, each defining 64
+ *                            regions, then PATHS call paths (a tree of 64 branches a node:
+ *                            every id a node of its own; past id 65,535 the same ids
+ *                            again) in Defines of 8,192, the
+ *                            connections in turn (prints "flooding" once connected);
+ *                            then registers and sends a sample (1000 ns, 1 page fault)
+ *                            of path 1 and one of the last path defined on connection 1,
+ *                            and calls Status on each: prints "sent"
  *   SOCKET command-unread CONNS REQS
  *                            fork a child that never execs; on each of CONNS connections,
  *                            REQS OpenCommands for it (per task, with the anchor), each
@@ -114,6 +123,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "wire/pmc-shared.h"
 #include "wire/wire.h"
 
 static int
@@ -604,6 +614,66 @@ command_unread(const char *path, int n_conns, int n_reqs)
 	return 0;
 }
 
+/* define-flood (see the top of the file). */
+static int
+define_flood(const char *path, int n_conns, uint32_t n_paths)
+{
+	enum { REGIONS = 64, PER = 8192 };
+	int *socks = calloc((size_t)n_conns, sizeof(int));
+	uint32_t *id = calloc(PER, sizeof(uint32_t)), *parent = calloc(PER, sizeof(uint32_t));
+	uint32_t *region = calloc(PER, sizeof(uint32_t)), def_id[REGIONS];
+	char names[REGIONS][8], *def_name[REGIONS];
+	if (n_conns < 1 || !socks || !id || !parent || !region)
+		return 2;
+	for (uint32_t r = 0; r < REGIONS; r++) {
+		snprintf(names[r], sizeof(names[r]), "d%u", r);
+		def_name[r] = names[r];
+		def_id[r] = r + 1;
+	}
+	call_paths = true;
+	for (int i = 0; i < n_conns; i++)
+		if ((socks[i] = wire_connect(path)) < 0 || hello(socks[i]) < 0) {
+			printf("connection %d refused\n", i);
+			return 1;
+		}
+	printf("flooding\n");
+	fflush(stdout);
+	Pmc__Define d = PMC__DEFINE__INIT;
+	d.path_id = id, d.path_parent = parent, d.path_region = region;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_DEFINE;
+	req.define = &d;
+	for (uint32_t from = 1; from <= n_paths; from += PER) {
+		uint32_t n = n_paths - from + 1 < PER ? n_paths - from + 1 : PER;
+		for (uint32_t k = 0; k < n; k++) {
+			/* Ids go up to PMC_LIMIT_REGION_ID, then define the same ids again. */
+			uint32_t i = (from + k - 1) % PMC_LIMIT_REGION_ID + 1;
+			id[k] = i;
+			parent[k] = i > REGIONS ? (i - 1) / REGIONS : 0;
+			region[k] = (i - 1) % REGIONS + 1;
+		}
+		d.n_path_id = d.n_path_parent = d.n_path_region = n;
+		d.n_def_id = d.n_def_name = from == 1 ? REGIONS : 0;
+		d.def_id = def_id;
+		d.def_name = def_name;
+		for (int c = 0; c < n_conns; c++)
+			if (wire_send(socks[c], &req.base, NULL, 0, 0) < 0) {
+				printf("connection %d closed by the daemon\n", c);
+				return 1;
+			}
+	}
+	uint32_t two[2] = {1, (n_paths - 1) % PMC_LIMIT_REGION_ID + 1};
+	uint64_t wall[2] = {1000, 1000}, values[2] = {1, 1};
+	struct batch one = {.n = 2, .ne = 1, .region = two, .wall = wall, .values = values};
+	if (register_self(socks[0]) < 0 || send_batch(socks[0], &one) < 0)
+		return 1;
+	for (int c = 0; c < n_conns; c++)
+		if (status_served(socks[c]) < 0)
+			return 1;
+	printf("sent\n");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -689,6 +759,8 @@ main(int argc, char **argv)
 		printf("refused=%d\nclosed=%d\n", refused, closed);
 		return 0;
 	}
+	if (!strcmp(mode, "define-flood") && argc == 5)
+		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10));
 	if (!strcmp(mode, "command-unread") && argc == 5)
 		return command_unread(argv[1], atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(mode, "victim") && argc == 4) {
