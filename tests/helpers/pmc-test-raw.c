@@ -90,7 +90,7 @@
  *                            CONNS connections agreeing on call paths, each defining 64
  *                            regions, then PATHS call paths (a tree of 64 branches a node:
  *                            every id a node of its own; past id 65,535 the same ids
- *                            again) in Defines of 8,192, the
+ *                            again) in Defines of 8,192 (PMC_DEFINE_PER), the
  *                            connections in turn (prints "flooding" once connected);
  *                            then registers and sends a sample (1000 ns, 1 page fault)
  *                            of path 1 and one of the last path defined on connection 1,
@@ -618,7 +618,11 @@ command_unread(const char *path, int n_conns, int n_reqs)
 static int
 define_flood(const char *path, int n_conns, uint32_t n_paths)
 {
-	enum { REGIONS = 64, PER = 8192 };
+	enum { REGIONS = 64 };
+	const char *per_env = getenv("PMC_DEFINE_PER");
+	uint32_t PER = per_env ? (uint32_t)strtoul(per_env, NULL, 10) : 8192;
+	if (PER < 1 || PER > PMC_LIMIT_REGION_ID)
+		return 2;
 	int *socks = calloc((size_t)n_conns, sizeof(int));
 	uint32_t *id = calloc(PER, sizeof(uint32_t)), *parent = calloc(PER, sizeof(uint32_t));
 	uint32_t *region = calloc(PER, sizeof(uint32_t)), def_id[REGIONS];
