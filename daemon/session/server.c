@@ -82,9 +82,19 @@ on_work(evutil_socket_t fd, short what, void *arg)
 	struct server *srv = arg;
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC), end = now + SERVER_TURN_NS;
 	struct sched_item *it;
+	/* With --verbose, the CPU time of each slice (not the wall time: the daemon may be
+	 * preempted), said at exit: how long one connection's work held the loop. */
+	bool timed = log_enabled(LOG_DEBUG);
 	while (now < end && (it = sched_pop(&srv->sched))) {
 		struct session *s = pmc_list_entry(it, struct session, si);
+		uint64_t cpu0 = timed ? util_now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 		session_serve(s, now + SESSION_SLICE_NS);
+		if (timed) {
+			uint64_t cpu = util_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+			srv->slices++;
+			srv->slices_over += cpu > 2 * SESSION_SLICE_NS;
+			srv->slice_max_ns = cpu > srv->slice_max_ns ? cpu : srv->slice_max_ns;
+		}
 		now = util_now_ns(CLOCK_MONOTONIC);
 	}
 	if (srv->sched.n)
@@ -183,6 +193,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct server *srv = arg;
 	log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	log_debug("loop slices: %llu, the longest %llu us of CPU, %llu over %u us",
+	          (unsigned long long)srv->slices, (unsigned long long)(srv->slice_max_ns / 1000),
+	          (unsigned long long)srv->slices_over, 2 * SESSION_SLICE_NS / 1000);
 	/* Count what clients have already sent, so that the saved totals are whole. */
 	session_drain_all(srv, true);
 	if (srv->state_path)

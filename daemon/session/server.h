@@ -47,8 +47,10 @@ struct server {
 	struct sched sched;    /* connections with work, served a slice at a time */
 	struct event *work_ev; /* serves them: a zero timer, so that the loop polls between */
 	uint8_t *rxbuf;        /* one request at a time: the loop is single-threaded */
-	uint64_t deadline_ns;  /* the end of the slice being run (CLOCK_MONOTONIC): a handler
-	                        * whose work goes on past it continues in a later slice */
+	uint64_t slices, slices_over, slice_max_ns; /* with --verbose: slices run, those over
+	                                             * twice SESSION_SLICE_NS of CPU, the longest */
+	uint64_t deadline_ns; /* the end of the slice being run (CLOCK_MONOTONIC): a handler
+	                       * whose work goes on past it continues in a later slice */
 };
 
 /**
