@@ -88,11 +88,15 @@ on_work(evutil_socket_t fd, short what, void *arg)
 	while (now < end && (it = sched_pop(&srv->sched))) {
 		struct session *s = pmc_list_entry(it, struct session, si);
 		uint64_t cpu0 = timed ? util_now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+		pid_t pid = s->pid; /* @s may be freed by its slice */
 		session_serve(s, now + SESSION_SLICE_NS);
 		if (timed) {
 			uint64_t cpu = util_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 			srv->slices++;
 			srv->slices_over += cpu > 2 * SESSION_SLICE_NS;
+			if (cpu > 2 * SESSION_SLICE_NS)
+				log_debug("a slice of pid %d took %llu us of CPU", (int)pid,
+				          (unsigned long long)(cpu / 1000));
 			srv->slice_max_ns = cpu > srv->slice_max_ns ? cpu : srv->slice_max_ns;
 		}
 		now = util_now_ns(CLOCK_MONOTONIC);
