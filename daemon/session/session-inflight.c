@@ -141,7 +141,7 @@ session_inflight_close(struct session *s)
 	struct session_linger *l = NULL;
 	if (!settle(s) && (l = calloc(1, sizeof(*l)))) {
 		/* Nothing more comes in or goes out; what it queued is dropped now. */
-		wire_drain(s->fd, (unsigned)s->uid);
+		pmc_wire_drain(s->fd, (unsigned)s->uid);
 		(void)shutdown(s->fd, SHUT_WR);
 		if (all_read(s->fd)) {
 			free(l);
@@ -151,7 +151,7 @@ session_inflight_close(struct session *s)
 	if (!l) {
 		if (s->fds_unread)
 			release(srv, s->user, s->fds_unread);
-		wire_close_draining(s->fd, (unsigned)s->uid);
+		pmc_wire_close_draining(s->fd, (unsigned)s->uid);
 		return;
 	}
 	l->fd = s->fd;
