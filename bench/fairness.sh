@@ -9,6 +9,9 @@
 #   stream  1 connection reading streamed histogram Queries as fast as it can
 #   flood   4 connections flooding SampleBatches (--max-batch-rate 1000000)
 #   conns   32 connections: 16 streaming as above, 16 flooding
+#   define  Define floods (issue "Trust, round four", item 5): PMC_BENCH_DEFINERS processes
+#           (default 16) x 4 connections x 200,000 call path definitions each (ids 1-65,535
+#           over and over, in Defines of 8,192), started together (pmc-test-raw define-flood)
 # Each row: the victim's Hello (connect included) and Status round trips, p50 / p99 / max,
 # and the daemon's peak memory (VmHWM) over its memory at rest.
 #
@@ -25,6 +28,7 @@ DAEMONS=("$BUILD/daemon/pmcdaemon")
 [ -n "${2:-}" ] && DAEMONS+=("$(realpath "$2")")
 CALLS=${PMC_BENCH_CALLS:-300}
 PROGRAMS=${PMC_BENCH_PROGRAMS:-25}
+DEFINERS=${PMC_BENCH_DEFINERS:-16}
 HOG_S=$((CALLS * 12 / 1000 + 3))
 
 die() { echo "bench/fairness.sh: $*" >&2; exit 1; }
@@ -65,8 +69,11 @@ row() {
 		hog hog stream "$HOG_S" >/dev/null & pids+=($!)
 		hog flood "$HOG_S" >/dev/null & pids+=($!)
 	done ;;
+	define) for i in $(seq "$DEFINERS"); do
+		hog define-flood 4 200000 >/dev/null & pids+=($!)
+	done ;;
 	esac
-	[ "$kind" = idle ] || sleep 1
+	[ "$kind" = idle ] || [ "$kind" = define ] || sleep 1
 	setpriv --reuid=65533 --regid=65533 --clear-groups -- "$TMP/bin/raw" "$SOCK" victim "$CALLS" \
 		>"$TMP/victim" 2>&1 || echo "victim failed: $(cat "$TMP/victim")" >&2
 	local hwm
@@ -95,7 +102,7 @@ for n in "${!DAEMONS[@]}"; do
 		setpriv --reuid=65534 --regid=65534 --clear-groups -- "$TMP/bin/raw-$i" "$SOCK" regions 4000 0 >/dev/null & lp+=($!)
 	done
 	for p in "${lp[@]}"; do wait "$p"; done
-	for kind in idle whole stream flood conns; do row "$label" "$kind"; done
+	for kind in idle whole stream flood conns define; do row "$label" "$kind"; done
 	kill -TERM "$DPID"; wait "$DPID" || true; DPID=
 	rm -f "$SOCK"
 done

@@ -710,29 +710,10 @@ process_free(struct registry *reg, struct process *p)
 	free(p);
 }
 
-/* Counts an evicted process of the pmcctl run @tag. */
-static void
-tag_evicted(struct registry *reg, const char *tag)
-{
-	size_t i = 0;
-	while (i < REGISTRY_EVICTED_TAGS && strcmp(reg->evicted_tag[i].tag, tag))
-		i++;
-	if (i == REGISTRY_EVICTED_TAGS) {
-		i = reg->next_evicted_tag;
-		reg->next_evicted_tag = (i + 1) % REGISTRY_EVICTED_TAGS;
-		snprintf(reg->evicted_tag[i].tag, sizeof(reg->evicted_tag[i].tag), "%s", tag);
-		reg->evicted_tag[i].n = 0;
-	}
-	reg->evicted_tag[i].n++;
-}
-
 uint64_t
-registry_tag_evicted(const struct registry *reg, const char *tag)
+registry_tag_evicted(const struct registry *reg, uid_t uid, const char *tag)
 {
-	for (size_t i = 0; tag[0] && i < REGISTRY_EVICTED_TAGS; i++)
-		if (!strcmp(reg->evicted_tag[i].tag, tag))
-			return reg->evicted_tag[i].n;
-	return 0;
+	return reg->users ? users_tag_evicted(users_find(reg->users, uid), tag) : 0;
 }
 
 /* Forgets the process that ended first, of @uid only unless it is -1, never @keep; its
@@ -750,11 +731,11 @@ evict_oldest(struct registry *reg, uid_t uid, const struct process *keep)
 	pmc_list_remove(&reg->procs, &victim->link);
 	reg->n_procs--;
 	reg->evicted++;
-	if (victim->run_tag[0])
-		tag_evicted(reg, victim->run_tag);
 	struct user_share *u = reg->users ? users_get(reg->users, victim->uid) : NULL;
 	if (u)
 		u->evicted++;
+	if (u && victim->run_tag[0])
+		users_tag_evicted_add(u, victim->run_tag);
 	retire(reg, victim, NULL, true);
 	process_free(reg, victim);
 	return true;

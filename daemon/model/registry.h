@@ -125,9 +125,6 @@ struct process {
 	struct pmc_list_node link; /* in the registry's procs, or its retired for an aggregate */
 };
 
-/* pmcctl runs whose evicted processes are counted (struct registry's evicted_tag). */
-#define REGISTRY_EVICTED_TAGS 64
-
 struct registry {
 	struct pmc_list procs; /* struct process, by link: the newest first */
 	size_t n_procs;
@@ -137,7 +134,8 @@ struct registry {
 	size_t max_ended_per_uid; /* of those, per uid (--keep-exited-per-user; 0: no limit) */
 	size_t max_regions;       /* over every process (--max-total-regions; 0: no limit) */
 	uint64_t evicted;         /* disconnected processes dropped to stay within the limits */
-	struct users *users;      /* where each uid's evictions are counted too (or NULL) */
+	struct users *users;      /* where each uid's evictions are counted too, by run tag
+	                           * (users_tag_evicted_add()), or NULL */
 	/* What forgotten processes leave for /metrics (registry_retire_enable()): one
 	 * aggregate per (uid, comm), the sum of the figures of its processes that were
 	 * forgotten or reset one by one, so that the page's counters never go down. */
@@ -151,14 +149,6 @@ struct registry {
 	 * metrics page's container label; set before registry_retire_enable(). */
 	bool retired_by_cgroup;
 	uint64_t clock; /* serial numbers and fold times of the aggregates */
-	/* Of the evicted processes, those of the last REGISTRY_EVICTED_TAGS pmcctl runs, by
-	 * their run tag (registry_tag_evicted()): so that run can say how many of its
-	 * command's processes it cannot list. Oldest overwritten first. */
-	struct {
-		char tag[33];
-		uint64_t n;
-	} evicted_tag[REGISTRY_EVICTED_TAGS];
-	size_t next_evicted_tag;
 };
 
 /** registry_first() - the newest process of @reg (the head of its procs), or NULL; borrowed */
@@ -183,11 +173,13 @@ process_next(const struct process *p)
 }
 
 /**
- * registry_tag_evicted() - how many processes that said run tag @tag (non-empty) in their
- * Hello were evicted (their figures dropped over --keep-exited or --keep-exited-per-user):
- * 0 also when the tag is older than the last REGISTRY_EVICTED_TAGS runs with evictions
+ * registry_tag_evicted() - how many processes of @uid that said run tag @tag (non-empty) in
+ * their Hello were evicted (their figures dropped over --keep-exited or
+ * --keep-exited-per-user): a tag answers only the uid whose processes said it; 0 also when
+ * the tag is older than that uid's last USERS_RUN_TAGS runs with evictions, or @reg has no
+ * users table
  */
-uint64_t registry_tag_evicted(const struct registry *reg, const char *tag);
+uint64_t registry_tag_evicted(const struct registry *reg, uid_t uid, const char *tag);
 
 /**
  * registry_process() - the live process @pid, created on first use

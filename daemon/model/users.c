@@ -2,7 +2,9 @@
 #include "model/users.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/share.h"
 
@@ -47,13 +49,38 @@ users_others_unused(const struct users *u, uid_t uid, enum users_resource what, 
 	size_t sum = 0;
 	for (size_t i = 0; i < u->n; i++) {
 		const struct user_share *s = u->v[i];
-		size_t held = what == USERS_CONNECTIONS ? s->connections
-		              : what == USERS_FDS       ? s->fds
-		                                        : s->hist.used;
+		size_t held = what == USERS_CONNECTIONS  ? s->connections
+		              : what == USERS_FDS        ? s->fds
+		              : what == USERS_FDS_UNREAD ? s->fds_unread
+		                                         : s->hist.used;
 		if (s->uid != uid && held)
 			sum += share_unused(held, share);
 	}
 	return sum;
+}
+
+void
+users_tag_evicted_add(struct user_share *us, const char *tag)
+{
+	size_t i = 0;
+	while (i < USERS_RUN_TAGS && strcmp(us->evicted_tag[i].tag, tag))
+		i++;
+	if (i == USERS_RUN_TAGS) {
+		i = us->next_evicted_tag;
+		us->next_evicted_tag = (i + 1) % USERS_RUN_TAGS;
+		snprintf(us->evicted_tag[i].tag, sizeof(us->evicted_tag[i].tag), "%s", tag);
+		us->evicted_tag[i].n = 0;
+	}
+	us->evicted_tag[i].n++;
+}
+
+uint64_t
+users_tag_evicted(const struct user_share *us, const char *tag)
+{
+	for (size_t i = 0; us && tag[0] && i < USERS_RUN_TAGS; i++)
+		if (!strcmp(us->evicted_tag[i].tag, tag))
+			return us->evicted_tag[i].n;
+	return 0;
 }
 
 void

@@ -11,11 +11,19 @@
 #include "model/stats.h"
 #include "session/loop-sched.h"
 
+/* pmcctl runs of one uid whose evicted processes are counted (struct user_share's
+ * evicted_tag): a uid's own runs push out only its own tags. */
+#define USERS_RUN_TAGS 64
+
+struct session;
+
 struct user_share {
 	uid_t uid;
 	unsigned connections; /* open now */
 	unsigned threads;     /* registered now */
 	size_t fds;           /* counter fds the daemon holds for its threads now */
+	size_t fds_unread;    /* fds the daemon sent it that its processes have not read */
+	unsigned lingering;   /* of connections, those closed with fds unread (still held) */
 	uint64_t samples;     /* counted */
 	uint64_t batches;     /* counted */
 	uint64_t dropped;     /* dropped by the daemon, or reported dropped by its processes */
@@ -26,10 +34,21 @@ struct user_share {
 	bool warned;          /* logged once that it reached a share */
 	bool warned_memory;   /* logged once that its histograms reached their share */
 	bool warned_retired;  /* logged once that its retired figures reached their share */
+	bool warned_unread;   /* logged once that its unread fds reached their share */
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
 	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
 	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
+	struct session *defining; /* its connection whose Define goes on in later slices */
 	struct stats_budget hist; /* its processes' histogram blocks */
+	/* Of its evicted processes, those of its last USERS_RUN_TAGS pmcctl runs, by their
+	 * run tag (users_tag_evicted()): so that a run can say how many of its command's
+	 * processes it cannot list. Keyed by tag within the uid: another uid's tags, even the
+	 * same string, are its own. Oldest overwritten first. */
+	struct {
+		char tag[33];
+		uint64_t n;
+	} evicted_tag[USERS_RUN_TAGS];
+	size_t next_evicted_tag;
 };
 
 struct users {
@@ -52,6 +71,7 @@ const struct user_share *users_find(const struct users *u, uid_t uid);
 enum users_resource {
 	USERS_CONNECTIONS,
 	USERS_FDS,
+	USERS_FDS_UNREAD,
 	USERS_HISTOGRAMS,
 };
 
@@ -61,6 +81,19 @@ enum users_resource {
  */
 size_t users_others_unused(const struct users *u, uid_t uid, enum users_resource what,
                            size_t share);
+
+/**
+ * users_tag_evicted_add() - count one evicted process of @us's pmcctl run @tag (non-empty,
+ * up to 32 characters): its own table, the oldest of its tags overwritten when full
+ */
+void users_tag_evicted_add(struct user_share *us, const char *tag);
+
+/**
+ * users_tag_evicted() - how many of @us's processes that said run tag @tag were evicted:
+ * 0 for an empty tag, a tag of another uid, or one older than its last USERS_RUN_TAGS runs
+ * with evictions. @us may be NULL (a uid with no share yet: 0).
+ */
+uint64_t users_tag_evicted(const struct user_share *us, const char *tag);
 
 /** users_free() - free every share */
 void users_free(struct users *u);

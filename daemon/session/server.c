@@ -59,7 +59,9 @@ on_accept(evutil_socket_t fd, short what, void *arg)
 				log_errno(-errno, "accept");
 			return;
 		}
-		if (srv->n_sessions >= srv->policy.max_clients) {
+		if (srv->n_sessions + srv->n_lingering >= srv->policy.max_clients)
+			session_inflight_settle_uid(srv, (uid_t)-1);
+		if (srv->n_sessions + srv->n_lingering >= srv->policy.max_clients) {
 			refuse_client(srv, c);
 			continue;
 		}
@@ -80,9 +82,23 @@ on_work(evutil_socket_t fd, short what, void *arg)
 	struct server *srv = arg;
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC), end = now + SERVER_TURN_NS;
 	struct sched_item *it;
+	/* With --verbose, the CPU time of each slice (not the wall time: the daemon may be
+	 * preempted), said at exit: how long one connection's work held the loop. */
+	bool timed = log_enabled(LOG_DEBUG);
 	while (now < end && (it = sched_pop(&srv->sched))) {
 		struct session *s = pmc_list_entry(it, struct session, si);
+		uint64_t cpu0 = timed ? util_now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+		pid_t pid = s->pid; /* @s may be freed by its slice */
 		session_serve(s, now + SESSION_SLICE_NS);
+		if (timed) {
+			uint64_t cpu = util_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+			srv->slices++;
+			srv->slices_over += cpu > 2 * SESSION_SLICE_NS;
+			if (cpu > 2 * SESSION_SLICE_NS)
+				log_debug("a slice of pid %d took %llu us of CPU", (int)pid,
+				          (unsigned long long)(cpu / 1000));
+			srv->slice_max_ns = cpu > srv->slice_max_ns ? cpu : srv->slice_max_ns;
+		}
 		now = util_now_ns(CLOCK_MONOTONIC);
 	}
 	if (srv->sched.n)
@@ -181,6 +197,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct server *srv = arg;
 	log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	log_debug("loop slices: %llu, the longest %llu us of CPU, %llu over %u us",
+	          (unsigned long long)srv->slices, (unsigned long long)(srv->slice_max_ns / 1000),
+	          (unsigned long long)srv->slices_over, 2 * SESSION_SLICE_NS / 1000);
 	/* Count what clients have already sent, so that the saved totals are whole. */
 	session_drain_all(srv, true);
 	if (srv->state_path)
@@ -286,6 +305,7 @@ server_free(struct server *srv)
 		return;
 	while (!pmc_list_empty(&srv->sessions))
 		session_free(pmc_list_first(&srv->sessions, struct session, link));
+	session_inflight_free_all(srv);
 	for (size_t i = 0; i < ARRAY_SIZE(srv->sig_ev); i++)
 		if (srv->sig_ev[i])
 			event_free(srv->sig_ev[i]);

@@ -34,8 +34,11 @@ struct server {
 	struct pmc_list sessions; /* struct session, by link */
 	unsigned n_sessions;
 	unsigned n_threads;
-	size_t n_fds;               /* counter fds held for registered threads */
-	size_t fd_limit;            /* RLIMIT_NOFILE at start */
+	size_t n_fds;              /* counter fds held for registered threads */
+	size_t fd_limit;           /* RLIMIT_NOFILE at start */
+	size_t fds_unread;         /* fds sent in replies not yet read (session-inflight.c) */
+	struct pmc_list lingering; /* connections closed with fds unread, still held */
+	unsigned n_lingering;
 	struct event *accept_retry; /* re-arms accepting after EMFILE */
 	struct registry reg;
 	struct users users;              /* what each uid holds, and its figures */
@@ -56,6 +59,10 @@ struct server {
 	struct sched sched;    /* connections with work, served a slice at a time */
 	struct event *work_ev; /* serves them: a zero timer, so that the loop polls between */
 	uint8_t *rxbuf;        /* one request at a time: the loop is single-threaded */
+	uint64_t slices, slices_over, slice_max_ns; /* with --verbose: slices run, those over
+	                                             * twice SESSION_SLICE_NS of CPU, the longest */
+	uint64_t deadline_ns; /* the end of the slice being run (CLOCK_MONOTONIC): a handler
+	                       * whose work goes on past it continues in a later slice */
 };
 
 /**

@@ -58,16 +58,15 @@ session_region(const struct session *s, uint32_t id)
 	return id > session_max_id(s) && id <= PMC_LIMIT_REGION_ID ? &refused_region : NULL;
 }
 
-/* Client region @def_id[i] is named @def_name[i] (@n_id and @n_name of them). */
+/* Client region @def_id[i] is named @def_name[i] (@n_id and @n_name of them). *@full: a
+ * share or the total refused a region earlier in the message: the rest of its new names are
+ * refused without asking again (each asking walks every process). */
 static int
 define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_name,
-               char *const *def_name)
+               char *const *def_name, bool *full)
 {
 	if (n_id != n_name)
 		return -EBADMSG;
-	/* Once a share or the total refused a region, the rest of the message's new names are
-	 * refused without asking again (each asking walks every process). */
-	bool full = false; /* no room for one more region: none for the rest either */
 	for (size_t i = 0; i < n_id; i++) {
 		uint32_t id = def_id[i];
 		const char *name = def_name[i];
@@ -106,10 +105,10 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		const struct policy *pol = &s->srv->policy;
-		if (!r && (full ||
+		if (!r && (*full ||
 		           !registry_share_room(&s->srv->reg, p->uid, p, pol->max_regions_per_user,
 		                                pol->max_total_regions, false))) {
-			full = true;
+			*full = true;
 			size_t mine = registry_user_regions(&s->srv->reg, p->uid);
 			if (mine >= pol->max_regions_per_user && !p->warned_user)
 				log_warn_limited("pid %d: uid %d holds %zu regions, past its share "
@@ -223,6 +222,70 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 	return 0;
 }
 
+/* Names and paths a Define handles between looks at the clock (about 0.1 ms of them; a new
+ * node asks for room, which walks the processes). */
+#define DEFINE_STEP 256
+
+/* @s's Define is done: its uid's other connections are read again. @owned: it outlived
+ * its dispatch (session_define_step()), so it is freed here. */
+static void
+define_end(struct session *s, bool owned)
+{
+	if (owned)
+		pmc__request__free_unpacked(s->def, NULL);
+	s->def = NULL;
+	s->user->defining = NULL;
+	struct session *o;
+	pmc_list_for_each(o, &s->srv->sessions, link)
+		if (o->user == s->user && o->def_waits) {
+			o->def_waits = false;
+			session_ready(o);
+		}
+}
+
+void
+session_define_abort(struct session *s)
+{
+	if (s->def)
+		define_end(s, true);
+}
+
+/* Handles @s's Define from s->def_next on: its names, then its paths, until the slice's end
+ * (srv->deadline_ns). Return: SESSION_STEP_DONE, SESSION_STEP_MORE (s->def stays), or < 0
+ * to close the connection (a malformed Define). */
+static int
+define_step(struct session *s)
+{
+	const Pmc__Define *d = s->def->define;
+	size_t n = d->n_def_id + d->n_path_id;
+	int r = 0;
+	while (r == 0 && s->def_next < n) {
+		size_t end = s->def_next + DEFINE_STEP < n ? s->def_next + DEFINE_STEP : n;
+		for (; r == 0 && s->def_next < end; s->def_next++) {
+			size_t i = s->def_next, j = i - d->n_def_id;
+			r = i < d->n_def_id ? define_regions(s, 1, &d->def_id[i], 1,
+			                                     &d->def_name[i], &s->def_full_names)
+			                    : define_path(s, d->path_id[j], d->path_parent[j],
+			                                  d->path_region[j], &s->def_full_paths);
+		}
+		if (r == 0 && s->def_next < n &&
+		    util_now_ns(CLOCK_MONOTONIC) >= s->srv->deadline_ns)
+			return SESSION_STEP_MORE;
+	}
+	if (r == -EBADMSG)
+		log_warn_limited("pid %d: malformed Define: closing the connection", (int)s->pid);
+	return r < 0 ? r : SESSION_STEP_DONE;
+}
+
+int
+session_define_step(struct session *s)
+{
+	int r = define_step(s);
+	if (r != SESSION_STEP_MORE)
+		define_end(s, true);
+	return r;
+}
+
 int
 session_handle_define(struct session *s, const Pmc__Request *req)
 {
@@ -239,16 +302,25 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 		s->proc->connections++;
 		session_tag_process(s);
 	}
-	if (r == 0)
-		r = define_regions(s, d->n_def_id, d->def_id, d->n_def_name, d->def_name);
-	if (r == 0 && (d->n_path_parent != d->n_path_id || d->n_path_region != d->n_path_id))
+	if (r == 0 && (d->n_def_name != d->n_def_id || d->n_path_parent != d->n_path_id ||
+	               d->n_path_region != d->n_path_id))
 		r = -EBADMSG;
-	bool full = false;
-	for (size_t i = 0; r == 0 && i < d->n_path_id; i++)
-		r = define_path(s, d->path_id[i], d->path_parent[i], d->path_region[i], &full);
-	if (r == -EBADMSG)
-		log_warn_limited("pid %d: malformed Define: closing the connection", (int)s->pid);
-	return r;
+	if (r < 0) {
+		if (r == -EBADMSG)
+			log_warn_limited("pid %d: malformed Define: closing the connection",
+			                 (int)s->pid);
+		return r;
+	}
+	/* A long one goes on in later slices (the connection keeps the request), and its uid's
+	 * other connections wait: one decoded Define per uid held at a time. */
+	s->def = (Pmc__Request *)req;
+	s->def_next = 0;
+	s->def_full_names = s->def_full_paths = false;
+	s->user->defining = s;
+	r = define_step(s);
+	if (r != SESSION_STEP_MORE)
+		define_end(s, false);
+	return r == SESSION_STEP_MORE ? 0 : r;
 }
 
 /* Sample id @id of a call path connection: its client region in *@name and its key in
@@ -393,7 +465,8 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	size_t n = b->n_region, ne = t->n;
 	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n))
 		return -EBADMSG;
-	int r = define_regions(s, b->n_def_id, b->def_id, b->n_def_name, b->def_name);
+	bool full = false;
+	int r = define_regions(s, b->n_def_id, b->def_id, b->n_def_name, b->def_name, &full);
 	if (r < 0)
 		return r;
 	/* Check the whole batch before counting any of it. On a call path connection, each

@@ -59,6 +59,9 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 		n_cpus = n_cpus > max ? max : n_cpus;
 	}
 	n_fds = n_cpus * ev.n + anchor;
+	/* Its fds are the client's once read: until then, each is the daemon's to bound. */
+	if (!session_inflight_check(s, n_fds, &r))
+		return r;
 	if (s->srv->n_fds + n_fds + SERVER_FD_RESERVE > s->srv->fd_limit)
 		return session_reply_error(s, EMFILE,
 		                           "pmcdaemon holds %zu counter fds, near its limit of %zu",

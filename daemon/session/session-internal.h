@@ -50,6 +50,27 @@ struct session_events {
 bool session_events_check(struct session *s, char *const *names, size_t n,
                           struct session_events *ev, int *refused);
 
+/* session-inflight.c */
+
+/** session_inflight_sent() - count @n fds just sent to @s's client as unread */
+void session_inflight_sent(struct session *s, size_t n);
+
+/**
+ * session_inflight_check() - whether @s may be sent a reply with @n fds: its last reply
+ * with fds was read, and its uid's unread fds stay within share.h's rule
+ * (--max-fds-per-user of the daemon's fd limit)
+ * Return: true, or false once the refusal (EBUSY: its own last one unread; EMFILE: its
+ * uid's share) is sent; *@refused is then what the handler returns.
+ */
+bool session_inflight_check(struct session *s, size_t n, int *refused);
+
+/**
+ * session_inflight_close() - close @s's socket (session_free()); while fds it was sent are
+ * unread, shut it both ways and keep it, charged to its uid as a connection, until they
+ * are read or its client closes its end
+ */
+void session_inflight_close(struct session *s);
+
 /* session.c */
 
 /** session_count_dropped() - count @n samples of @s not counted, for reason @why: in the
@@ -135,6 +156,15 @@ bool session_thread_refused(const struct session *s, pid_t tid);
 
 int session_handle_sample_batch(struct session *s, const Pmc__Request *req);
 int session_handle_define(struct session *s, const Pmc__Request *req);
+
+/**
+ * session_define_step() - go on with @s's Define (s->def) until srv->deadline_ns
+ * Return: SESSION_STEP_DONE (s->def freed), SESSION_STEP_MORE, or < 0 to close @s.
+ */
+int session_define_step(struct session *s);
+
+/** session_define_abort() - drop @s's unfinished Define (the connection closes) */
+void session_define_abort(struct session *s);
 
 /** session_max_path() - the highest call path id @s keeps in its table (HelloReply tells
  * the library) */

@@ -118,8 +118,6 @@ query_buf_free(struct query_buf *q)
 	free(q->allocs);
 }
 
-/* Whether the filters of @q select region @r of @p; @r NULL: whether they select @p, its
- * regions' names aside. Who may see @p is the caller's to check. */
 /* Whether shell glob @pattern matches @name (fnmatch(3), no flags); one with no wildcard is
  * compared as it is (a query for one name runs through every region of the process). */
 static bool
@@ -130,8 +128,12 @@ name_match(const char *pattern, const char *name)
 	return !fnmatch(pattern, name, 0);
 }
 
+/* Whether the filters of @q, asked by @uid, select region @r of @p; @r NULL: whether they
+ * select @p, its regions' names aside. Who may see @p is the caller's to check. A run tag
+ * answers only its owner: the processes of @uid that said it, whoever else says the same
+ * tag (root's too). */
 static bool
-query_match(const Pmc__Query *q, const struct process *p, const struct region_agg *r)
+query_match(const Pmc__Query *q, uid_t uid, const struct process *p, const struct region_agg *r)
 {
 	bool any = !q->n_comms;
 
@@ -139,7 +141,7 @@ query_match(const Pmc__Query *q, const struct process *p, const struct region_ag
 		return false;
 	if (q->min_start && p->start < q->min_start)
 		return false;
-	if (*q->run_tag && strcmp(q->run_tag, p->run_tag))
+	if (*q->run_tag && (strcmp(q->run_tag, p->run_tag) || p->uid != uid))
 		return false;
 	for (size_t i = 0; !any && i < q->n_comms; i++)
 		any = name_match(q->comms[i], p->comm);
@@ -348,7 +350,7 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 		if (!p)
 			continue;
 		bool mine = query_mine(s, p);
-		bool selected = query_match(q, p, NULL) && (mine || q->pid);
+		bool selected = query_match(q, s->uid, p, NULL) && (mine || q->pid);
 		if (qs->next_region == 0)
 			qs->listed =
 			        mine && selected && (query_untracked(p, q) || query_losses(p, q));
@@ -364,7 +366,7 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 				qs->hidden += selected;
 				continue;
 			}
-			if (!selected || !query_match(q, p, r)) {
+			if (!selected || !query_match(q, s->uid, p, r)) {
 				qs->visible++;
 				continue;
 			}
@@ -416,14 +418,14 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		size_t first = pi == from_proc ? from_region : 0;
 		size_t end = pi == qs->next_proc ? qs->next_region : n_items;
 		bool listed = pi == from_proc && from_listed;
-		if (!query_mine(s, p) || !query_match(q, p, NULL))
+		if (!query_mine(s, p) || !query_match(q, s->uid, p, NULL))
 			continue;
 		listed |= query_untracked(p, q) || query_losses(p, q);
 		struct query_floor floor;
 		bool have_floor = false;
 		for (size_t i = first; i < end && i < n_items && b->n_rs < n_rs; i++) {
 			struct region_agg *r = items[i];
-			if (!query_listed(r, q) || !query_match(q, p, r))
+			if (!query_listed(r, q) || !query_match(q, s->uid, p, r))
 				continue;
 			listed = true;
 			if (!have_floor)
@@ -564,7 +566,7 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;
 		qr.all_users = s->admin;
-		qr.run_tag_evicted = registry_tag_evicted(&s->srv->reg, qs->q->run_tag);
+		qr.run_tag_evicted = registry_tag_evicted(&s->srv->reg, s->uid, qs->q->run_tag);
 	}
 	if (qs->whole_reply)
 		return query_whole_append(qs, &qr);

@@ -425,6 +425,10 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 		        "pmcdaemon holds %zu counter fds, near its limit of %zu: raise "
 		        "its LimitNOFILE or lower --max-threads",
 		        s->srv->n_fds, s->srv->fd_limit);
+	/* The reply's copies are in flight until the client reads them (a re-registration
+	 * opens new counters while the unread ones stay pinned). */
+	if (!session_inflight_check(s, n, &r))
+		return r;
 	size_t held = s->user->fds - (old ? old->n_fds : 0);
 	/* At its share: threads of its that ended unannounced give their fds back first. A
 	 * search that found none is not made again for REAP_AGAIN_NS (while a uid stays at its

@@ -124,7 +124,10 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
-	return reply_sent(s, pmc_wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+	r = reply_sent(s, pmc_wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+	if (r >= 0 && n_fds)
+		session_inflight_sent(s, n_fds);
+	return r;
 }
 
 int
@@ -267,12 +270,15 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		return;
 	srv->draining = 1;
 	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
+	uint64_t slice_end = srv->deadline_ns;
+	srv->deadline_ns = deadline;
 	bool over = false;
 	struct session *o, *next;
 	pmc_list_for_each_safe(o, next, &srv->sessions, link) {
 		/* One that streams a reply reads nothing until it is sent: nor from here, once a
 		 * Query read here has started one. */
-		if (o == self || o->qs || (self && !self->admin && o->uid != self->uid))
+		if (o == self || o->qs || o->user->defining ||
+		    (self && !self->admin && o->uid != self->uid))
 			continue;
 		bool gone = o->pidfd >= 0 && !session_peer_alive(o);
 		if (over && !gone)
@@ -280,7 +286,7 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		int r = 0;
 		unsigned max = gone ? SESSION_DRAIN_GONE : SESSION_BURST * 16;
 		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
-		for (unsigned i = 0; i < max && !o->qs; i++) {
+		for (unsigned i = 0; i < max && !o->qs && !o->def; i++) {
 			if ((r = session_dispatch_one(o)) < 0)
 				break;
 			if (!gone && i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline)
@@ -288,8 +294,11 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 		}
 		if (r < 0 && r != -EAGAIN)
 			session_close(o, r);
+		else if (o->def)
+			session_ready(o); /* its Define goes on in its own slices */
 		over = over || util_now_ns(CLOCK_MONOTONIC) > deadline;
 	}
+	srv->deadline_ns = slice_end;
 	srv->draining = 0;
 }
 
@@ -385,7 +394,7 @@ session_dispatch_one(struct session *s)
 		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
 			r = -EMFILE;
 	}
-	if (req != &fast)
+	if (req != &fast && req != s->def)
 		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;
 }
@@ -438,7 +447,7 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 		 * its full socket get room for many at once (a registration among them), not
 		 * for one at a time (under ASan, e2e-burst's registrations waited past the
 		 * client's 2 s more often with slices of a datagram or two). */
-		if (s->qs || s->bulk != bulk ||
+		if (s->qs || s->def || s->bulk != bulk ||
 		    (s->rx_bytes - rx0 >= SESSION_SLICE_BYTES &&
 		     util_now_ns(CLOCK_MONOTONIC) >= deadline_ns))
 			return 1;
@@ -449,7 +458,14 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 void
 session_serve(struct session *s, uint64_t deadline_ns)
 {
-	int r = s->qs ? session_query_step(s, deadline_ns) : session_read_slice(s, deadline_ns);
+	s->srv->deadline_ns = deadline_ns;
+	if (!s->def && s->user->defining) {
+		s->def_waits = true; /* define_end() queues it again */
+		return;
+	}
+	int r = s->def  ? session_define_step(s)
+	        : s->qs ? session_query_step(s, deadline_ns)
+	                : session_read_slice(s, deadline_ns);
 	if (r < 0) {
 		session_close(s, r);
 		return;
@@ -460,7 +476,7 @@ session_serve(struct session *s, uint64_t deadline_ns)
 	}
 	/* Its reply waits for room in the socket (its write event is armed), or all is done:
 	 * the next request wakes it. */
-	if (!s->qs && event_add(s->ev, NULL) < 0)
+	if (!s->qs && !s->def && event_add(s->ev, NULL) < 0)
 		session_close(s, -ENOMEM);
 }
 
@@ -485,8 +501,11 @@ session_drain_all(struct server *srv, bool final)
 int
 session_pump(struct session *s, unsigned max)
 {
+	s->srv->deadline_ns = UINT64_MAX;
 	for (unsigned i = 0; i < max; i++) {
-		int r = s->qs ? session_query_step(s, UINT64_MAX) : session_dispatch_one(s);
+		int r = s->def  ? session_define_step(s)
+		        : s->qs ? session_query_step(s, UINT64_MAX)
+		                : session_dispatch_one(s);
 		if (r == -EAGAIN || r == SESSION_STEP_WAIT)
 			return 0;
 		if (r < 0)
@@ -610,10 +629,13 @@ session_new(struct server *srv, int fd)
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
 	s->user = users_get(&srv->users, s->uid);
 	/* Its share, or more while the others' shares and one for a newcomer stay free. The
-	 * connection being served is counted in n_sessions only below. */
+	 * connection being served is counted in n_sessions only below; those kept for their
+	 * unread fds count too, those read since are closed first. */
 	const struct policy *pol = &srv->policy;
+	if (s->user && s->user->lingering)
+		session_inflight_settle_uid(srv, s->uid);
 	if (s->user && !share_allows(s->user->connections, 1, pol->max_clients_per_user,
-	                             srv->n_sessions, pol->max_clients,
+	                             srv->n_sessions + srv->n_lingering, pol->max_clients,
 	                             users_others_unused(&srv->users, s->uid, USERS_CONNECTIONS,
 	                                                 pol->max_clients_per_user))) {
 		char msg[300];
@@ -678,6 +700,7 @@ session_free(struct session *s)
 	struct server *srv = s->srv;
 	sched_remove(&srv->sched, &s->si);
 	session_query_end(s);
+	session_define_abort(s);
 	for (size_t i = 0; i < s->n_threads; i++)
 		session_thread_close(s, &s->threads[i]);
 	free(s->threads);
@@ -695,7 +718,8 @@ session_free(struct session *s)
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	/* What the peer queued and the daemon did not read would be freed by a plain close,
-	 * here, fds included: each goes through pmc_fdcheck_close() instead. */
-	pmc_wire_close_draining(s->fd, (unsigned)s->uid);
+	 * here, fds included: each goes through pmc_fdcheck_close() instead. The socket stays
+	 * while the peer has not read fds it was sent. */
+	session_inflight_close(s);
 	free(s);
 }

@@ -74,10 +74,18 @@ struct session {
 	struct sched_item si;    /* its place in the server's queue while it has work */
 	bool bulk;               /* it has sent batches: queued as bulk */
 	uint64_t rx_bytes;       /* of requests read */
-	char run_tag[33];        /* Hello.run_tag, when well-formed */
-	int same_ns; /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
-	int rx_fd;   /* the fd the request being handled carried (a pidfd), -1: none; a handler
-	              * that keeps it sets -1 */
+	size_t fds_unread;       /* fds its replies carried that its client may not have read */
+	/* A Define handled over several slices (session-batch.c): the request (owned once its
+	 * dispatch returned), where it stands, and its refusals so far; its uid's only one
+	 * (user_share.defining). def_waits: it waits for its uid's Define on another connection
+	 * to end, neither queued nor read. */
+	struct Pmc__Request *def;
+	size_t def_next;
+	bool def_full_names, def_full_paths, def_waits;
+	char run_tag[33]; /* Hello.run_tag, when well-formed */
+	int same_ns;      /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
+	int rx_fd;        /* the fd the request being handled carried (a pidfd), -1: none; a handler
+	                   * that keeps it sets -1 */
 	/* The client's heads table (HeadsTable), mapped read-only: n_heads words, each a
 	 * thread's count of published samples. NULL: none. */
 	const uint64_t *heads;
@@ -128,6 +136,13 @@ void session_ready(struct session *s);
  * they could not send for the next daemon), so that the saved state is whole
  */
 void session_drain_all(struct server *srv, bool final);
+
+/** session_inflight_settle_uid() - forget the fds of @uid's replies that were read since,
+ * and close its connections that were kept for them alone ((uid_t)-1: every uid's) */
+void session_inflight_settle_uid(struct server *srv, uid_t uid);
+
+/** session_inflight_free_all() - close every kept socket (the daemon exits) */
+void session_inflight_free_all(struct server *srv);
 
 /** session_free() - close the connection and its threads' fds; the process's
  * aggregates stay in the registry. */

@@ -86,6 +86,23 @@
  *                            connection must be closed; noreg: a Define before any thread
  *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
  * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
+ *   SOCKET define-flood CONNS PATHS
+ *                            CONNS connections agreeing on call paths, each defining 64
+ *                            regions, then PATHS call paths (a tree of 64 branches a node:
+ *                            every id a node of its own; past id 65,535 the same ids
+ *                            again) in Defines of 8,192 (PMC_DEFINE_PER), the
+ *                            connections in turn (prints "flooding" once connected);
+ *                            then registers and sends a sample (1000 ns, 1 page fault)
+ *                            of path 1 and one of the last path defined on connection 1,
+ *                            and calls Status on each: prints "sent"
+ *   SOCKET command-unread CONNS REQS
+ *                            fork a child that never execs; on each of CONNS connections,
+ *                            REQS OpenCommands for it (per task, with the anchor), each
+ *                            sent once the answer to the one before has arrived, none read;
+ *                            prints "ready", then, once a line comes on stdin, reads every
+ *                            answer: prints ok= (counters sent), fds= (the fds they carried:
+ *                            the perf events its unread replies had pinned), ebusy=, emfile=,
+ *                            other= (refused), unsent= (requests the daemon no longer took)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -106,6 +123,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "wire/pmc-shared.h"
 #include "wire/wire.h"
 
 static int
@@ -490,6 +508,176 @@ define_kind(int fd, const char *kind)
 	return expect_closed(fd);
 }
 
+/* Waits until the answer to a request just sent on @sock has arrived behind the @before
+ * bytes queued (or the daemon shut the connection). Return: 0, -EPIPE when shut, or
+ * -ETIMEDOUT after 60 s. */
+static int
+answer_arrived(int sock, int before)
+{
+	for (int i = 0; i < 6000; i++) {
+		int now = 0;
+		if (ioctl(sock, SIOCINQ, &now) == 0 && now > before)
+			return 0;
+		struct pollfd p = {.fd = sock, .events = POLLRDHUP};
+		if (poll(&p, 1, 10) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return -EPIPE;
+	}
+	return -ETIMEDOUT;
+}
+
+/* command-unread (see the top of the file). */
+static int
+command_unread(const char *path, int n_conns, int n_reqs)
+{
+	if (n_conns < 1 || n_conns > 4096 || n_reqs < 1)
+		return 2;
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	int *socks = calloc((size_t)n_conns, sizeof(int));
+	if (pidfd < 0 || !socks)
+		return 1;
+	Pmc__OpenCommand oc = PMC__OPEN_COMMAND__INIT;
+	oc.per_task = true;
+	oc.anchor = true;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_OPEN_COMMAND;
+	req.open_command = &oc;
+	unsigned long unsent = 0, ok = 0, fds = 0, ebusy = 0, emfile = 0, other = 0;
+	for (int i = 0; i < n_conns; i++) {
+		socks[i] = pmc_wire_connect(path);
+		if (socks[i] < 0 || hello(socks[i]) < 0) {
+			printf("connection %d refused\n", i);
+			return 1;
+		}
+		for (int k = 0; k < n_reqs; k++) {
+			int before = 0;
+			if (ioctl(socks[i], SIOCINQ, &before) < 0 ||
+			    pmc_wire_send(socks[i], &req.base, &pidfd, 1, MSG_DONTWAIT) < 0) {
+				unsent += (unsigned long)(n_reqs - k);
+				break;
+			}
+			int r = answer_arrived(socks[i], before);
+			if (r == -ETIMEDOUT) {
+				printf("no answer on connection %d to request %d in 60 s\n", i, k);
+				return 1;
+			}
+			if (r < 0) {
+				unsent += (unsigned long)(n_reqs - k - 1);
+				break;
+			}
+		}
+	}
+	printf("ready\n");
+	fflush(stdout);
+	char line[16];
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	for (int i = 0; i < n_conns; i++) {
+		for (;;) {
+			uint8_t *buf = NULL;
+			size_t len = 0, nf = 0;
+			int got[WIRE_MAX_FDS];
+			Pmc__Response *resp = NULL;
+			if (pmc_wire_wait(socks[i], 0, &buf, &len, got, WIRE_MAX_FDS, &nf) < 0)
+				break;
+			int r = pmc_wire_unpack_response(buf, len, &resp);
+			free(buf);
+			for (size_t j = 0; j < nf; j++)
+				close(got[j]);
+			fds += nf;
+			if (r < 0 || resp->error == 0)
+				ok += r == 0;
+			else if (resp->error == EBUSY)
+				ebusy++;
+			else if (resp->error == EMFILE)
+				emfile++;
+			else
+				other++;
+			if (r == 0 && resp->error && other == 1)
+				printf("first other refusal: %s\n", resp->message);
+			if (resp)
+				pmc__response__free_unpacked(resp, NULL);
+		}
+		close(socks[i]);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	printf("ok=%lu\nfds=%lu\nebusy=%lu\nemfile=%lu\nother=%lu\nunsent=%lu\n", ok, fds, ebusy,
+	       emfile, other, unsent);
+	free(socks);
+	return 0;
+}
+
+/* define-flood (see the top of the file). */
+static int
+define_flood(const char *path, int n_conns, uint32_t n_paths)
+{
+	enum { REGIONS = 64 };
+	const char *per_env = getenv("PMC_DEFINE_PER");
+	uint32_t PER = per_env ? (uint32_t)strtoul(per_env, NULL, 10) : 8192;
+	if (PER < 1 || PER > PMC_LIMIT_REGION_ID)
+		return 2;
+	int *socks = calloc((size_t)n_conns, sizeof(int));
+	uint32_t *id = calloc(PER, sizeof(uint32_t)), *parent = calloc(PER, sizeof(uint32_t));
+	uint32_t *region = calloc(PER, sizeof(uint32_t)), def_id[REGIONS];
+	char names[REGIONS][8], *def_name[REGIONS];
+	if (n_conns < 1 || !socks || !id || !parent || !region)
+		return 2;
+	for (uint32_t r = 0; r < REGIONS; r++) {
+		snprintf(names[r], sizeof(names[r]), "d%u", r);
+		def_name[r] = names[r];
+		def_id[r] = r + 1;
+	}
+	call_paths = true;
+	for (int i = 0; i < n_conns; i++)
+		if ((socks[i] = pmc_wire_connect(path)) < 0 || hello(socks[i]) < 0) {
+			printf("connection %d refused\n", i);
+			return 1;
+		}
+	printf("flooding\n");
+	fflush(stdout);
+	Pmc__Define d = PMC__DEFINE__INIT;
+	d.path_id = id, d.path_parent = parent, d.path_region = region;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_DEFINE;
+	req.define = &d;
+	for (uint32_t from = 1; from <= n_paths; from += PER) {
+		uint32_t n = n_paths - from + 1 < PER ? n_paths - from + 1 : PER;
+		for (uint32_t k = 0; k < n; k++) {
+			/* Ids go up to PMC_LIMIT_REGION_ID, then define the same ids again. */
+			uint32_t i = (from + k - 1) % PMC_LIMIT_REGION_ID + 1;
+			id[k] = i;
+			parent[k] = i > REGIONS ? (i - 1) / REGIONS : 0;
+			region[k] = (i - 1) % REGIONS + 1;
+		}
+		d.n_path_id = d.n_path_parent = d.n_path_region = n;
+		d.n_def_id = d.n_def_name = from == 1 ? REGIONS : 0;
+		d.def_id = def_id;
+		d.def_name = def_name;
+		for (int c = 0; c < n_conns; c++)
+			if (pmc_wire_send(socks[c], &req.base, NULL, 0, 0) < 0) {
+				printf("connection %d closed by the daemon\n", c);
+				return 1;
+			}
+	}
+	uint32_t two[2] = {1, (n_paths - 1) % PMC_LIMIT_REGION_ID + 1};
+	uint64_t wall[2] = {1000, 1000}, values[2] = {1, 1};
+	struct batch one = {.n = 2, .ne = 1, .region = two, .wall = wall, .values = values};
+	if (register_self(socks[0]) < 0 || send_batch(socks[0], &one) < 0)
+		return 1;
+	for (int c = 0; c < n_conns; c++)
+		if (status_served(socks[c]) < 0)
+			return 1;
+	printf("sent\n");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -575,6 +763,10 @@ main(int argc, char **argv)
 		printf("refused=%d\nclosed=%d\n", refused, closed);
 		return 0;
 	}
+	if (!strcmp(mode, "define-flood") && argc == 5)
+		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10));
+	if (!strcmp(mode, "command-unread") && argc == 5)
+		return command_unread(argv[1], atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(mode, "victim") && argc == 4) {
 		/* N times, 10 ms apart: connect and Hello, then a Status on that connection; the
 		 * round trips' p50, p99 and max (us), of each. */

@@ -194,6 +194,44 @@ test_retired_fold(void)
 	users_free(&users);
 }
 
+/* Evicted processes are counted by run tag per uid: another uid's evictions under more tags
+ * than a table holds never push a tag out, and its processes that say the same tag never
+ * add to it (issue 31, item 6). */
+static void
+test_run_tags_per_uid(void)
+{
+	struct stats_budget daemon = {.limit = SIZE_MAX};
+	struct users users = {.parent = &daemon};
+	struct registry reg = {.max_ended = 0, .users = &users};
+	/* uid 1000's run "mine": 3 processes evicted as they end (--keep-exited 0). */
+	for (int k = 0; k < 3; k++) {
+		struct process *p = registry_process(&reg, getpid(), 1000);
+		CHECK(p);
+		snprintf(p->run_tag, sizeof(p->run_tag), "mine");
+		registry_process_ended(&reg, p, 1);
+	}
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1000, "mine"), 3);
+	/* uid 1001: 5 processes saying "mine", then USERS_RUN_TAGS + 6 tags of its own. */
+	for (int k = 0; k < 5 + USERS_RUN_TAGS + 6; k++) {
+		struct process *p = registry_process(&reg, getpid(), 1001);
+		CHECK(p);
+		if (k < 5)
+			snprintf(p->run_tag, sizeof(p->run_tag), "mine");
+		else
+			snprintf(p->run_tag, sizeof(p->run_tag), "t%d", k);
+		registry_process_ended(&reg, p, 1);
+	}
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1000, "mine"), 3);
+	/* Its own "mine" is its own, and the oldest of its tags went first. */
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1001, "mine"), 0);
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1001, "t5"), 0);
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1001, "t74"), 1);
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1002, "mine"), 0);
+	CHECK_EQ_U64(registry_tag_evicted(&reg, 1000, ""), 0);
+	registry_free(&reg);
+	users_free(&users);
+}
+
 /* Per cgroup (the metrics page's container label): one retired aggregate per (uid, comm,
  * cgroup), which a process of that cgroup joins; a file may hold several of one (uid, comm),
  * never one (uid, comm, cgroup) twice. */
@@ -423,6 +461,7 @@ main(void)
 	PMC_TEST_RUN(test_room);
 	PMC_TEST_RUN(test_events_and_owners);
 	PMC_TEST_RUN(test_retired_fold);
+	PMC_TEST_RUN(test_run_tags_per_uid);
 	PMC_TEST_RUN(test_retired_by_cgroup);
 	PMC_TEST_RUN(test_retired_off);
 	PMC_TEST_RUN(test_retired_reset);
