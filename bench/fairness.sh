@@ -9,10 +9,14 @@
 #   stream  1 connection reading streamed histogram Queries as fast as it can
 #   flood   4 connections flooding SampleBatches (--max-batch-rate 1000000)
 #   conns   32 connections: 16 streaming as above, 16 flooding
+#   drain   over and over: 200 processes fill their sockets with batches and exit at once
+#           (pmc-test-raw fill-exit), then a Status of uid 65534, whose answer counts all
+#           they queued: those queues are read before it is answered (issue "Trust, round
+#           four", item 3: once in one handler, 2.5-3.5 s; now 2 ms at a time)
 # Each row: the victim's Hello (connect included) and Status round trips, p50 / p99 / max,
 # and the daemon's peak memory (VmHWM) over its memory at rest.
 #
-# Usage: sudo bench/fairness.sh BUILD_DIR [BEFORE_PMCDAEMON]
+# Usage: sudo [PMC_BENCH_KINDS="idle drain"] bench/fairness.sh BUILD_DIR [BEFORE_PMCDAEMON]
 #   BUILD_DIR: a build with the tests (its pmcdaemon, tests/pmc-test-raw); with
 #   BEFORE_PMCDAEMON (another pmcdaemon binary, e.g. of the commit before), every row is
 #   measured with that daemon too, after the first, in the same run.
@@ -26,6 +30,7 @@ DAEMONS=("$BUILD/daemon/pmcdaemon")
 CALLS=${PMC_BENCH_CALLS:-300}
 PROGRAMS=${PMC_BENCH_PROGRAMS:-25}
 HOG_S=$((CALLS * 12 / 1000 + 3))
+KINDS=${PMC_BENCH_KINDS:-idle whole stream flood conns drain}
 
 die() { echo "bench/fairness.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root: it starts pmcdaemon and switches users"
@@ -65,6 +70,13 @@ row() {
 		hog hog stream "$HOG_S" >/dev/null & pids+=($!)
 		hog flood "$HOG_S" >/dev/null & pids+=($!)
 	done ;;
+	drain) (
+		end=$((SECONDS + HOG_S))
+		while [ $SECONDS -lt $end ]; do
+			hog fill-exit 200 >/dev/null
+			hog status >/dev/null
+		done
+	) & pids+=($!) ;;
 	esac
 	[ "$kind" = idle ] || sleep 1
 	setpriv --reuid=65533 --regid=65533 --clear-groups -- "$TMP/bin/raw" "$SOCK" victim "$CALLS" \
@@ -95,7 +107,7 @@ for n in "${!DAEMONS[@]}"; do
 		setpriv --reuid=65534 --regid=65534 --clear-groups -- "$TMP/bin/raw-$i" "$SOCK" regions 4000 0 >/dev/null & lp+=($!)
 	done
 	for p in "${lp[@]}"; do wait "$p"; done
-	for kind in idle whole stream flood conns; do row "$label" "$kind"; done
+	for kind in $KINDS; do row "$label" "$kind"; done
 	kill -TERM "$DPID"; wait "$DPID" || true; DPID=
 	rm -f "$SOCK"
 done
