@@ -648,10 +648,12 @@ session_close(struct session *s, int r)
 int
 session_new(struct server *srv, int fd)
 {
-	struct ucred cred;
+	/* A connection refused here is closed by fdcheck_close(): its client may have queued
+	 * datagrams, fds in them, before it was accepted. */
+	struct ucred cred = {.pid = -1};
 	socklen_t len = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid < 0) {
-		close(fd);
+		fdcheck_close(fd, (unsigned)cred.uid);
 		return -EPERM;
 	}
 	if (cred.pid == 0) {
@@ -667,7 +669,7 @@ session_new(struct server *srv, int fd)
 		               "its own; the operator must run it in the host's pid namespace "
 		               "(docker run --pid=host, Kubernetes hostPID: true)";
 		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
-		close(fd);
+		fdcheck_close(fd, (unsigned)cred.uid);
 		return -ESRCH;
 	}
 	/* A uid whose refused fds still wait to be closed (a FUSE file whose server never
@@ -681,12 +683,12 @@ session_new(struct server *srv, int fd)
 		resp.message = "this uid sent file descriptors pmcdaemon has not yet been able to "
 		               "close (a file whose file system does not answer): try again later";
 		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
-		close(fd);
+		fdcheck_close(fd, (unsigned)cred.uid);
 		return -EMFILE;
 	}
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
-		close(fd);
+		fdcheck_close(fd, (unsigned)cred.uid);
 		return -ENOMEM;
 	}
 	s->srv = srv;
@@ -743,7 +745,7 @@ session_new(struct server *srv, int fd)
 		if (s->pidfd >= 0)
 			close(s->pidfd);
 		free(s);
-		close(fd);
+		fdcheck_close(fd, (unsigned)cred.uid);
 		return r;
 	}
 	s->user->connections++;

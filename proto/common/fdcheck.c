@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -243,14 +244,18 @@ fdcheck_defer(int fd, unsigned owner)
 }
 
 /* Whether the receive queue of AF_UNIX socket @fd, shut for receiving, is empty: nothing
- * could then be freed at its close but the socket itself. With SO_PASSCRED every datagram
- * peeked carries credentials (a zero-length one too), the end of the queue none; fds in a
- * datagram peeked are dropped again here (MSG_CTRUNC), not their last reference. */
+ * could then be freed at its close but the socket itself. No bytes queued (FIONREAD: a
+ * stream's or a seqpacket's whole queue, out-of-band byte included), and nothing to peek:
+ * with SO_PASSCRED every datagram peeked carries credentials (a zero-length one too), the
+ * end of the queue none; fds in a datagram peeked are dropped again here (MSG_CTRUNC), not
+ * their last reference. A listening socket fails both (its embryos' queues are not looked
+ * into). */
 static bool
 unix_queue_empty(int fd)
 {
-	int one = 1;
-	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
+	int one = 1, inq = -1;
+	if (ioctl(fd, FIONREAD, &inq) < 0 || inq != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
 		return false;
 	char b;
 	struct iovec iov = {.iov_base = &b, .iov_len = 1};
