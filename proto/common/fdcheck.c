@@ -57,7 +57,7 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	unsigned threads, idle;
-	size_t leaked, next;
+	size_t leaked, next, deferred;
 	struct owner_q **q;
 	size_t n_q, cap_q;
 } C = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
@@ -226,6 +226,7 @@ fdcheck_defer(int fd, unsigned owner)
 	}
 	q->fds[(q->head + q->n) % q->cap] = fd;
 	q->n++;
+	C.deferred++;
 	/* A thread for each queue that waits for one, as far as the bound allows: an owner
 	 * whose close does not return holds its thread alone. */
 	size_t waiting = 0;
@@ -243,20 +244,18 @@ fdcheck_defer(int fd, unsigned owner)
 	pthread_mutex_unlock(&C.lock);
 }
 
-/* Whether the receive queue of AF_UNIX socket @fd, shut for receiving, is empty: nothing
- * could then be freed at its close but the socket itself. No bytes queued (FIONREAD: a
- * stream's or a seqpacket's whole queue, out-of-band byte included), and nothing to peek:
- * with SO_PASSCRED every datagram peeked carries credentials (a zero-length one too), the
- * end of the queue none; fds in a datagram peeked are dropped again here (MSG_CTRUNC), not
- * their last reference. A listening socket fails both (its embryos' queues are not looked
- * into). */
-static bool
-unix_queue_empty(int fd)
+/* Most datagrams without fds fdcheck_close() reads and drops from a socket's queue before it
+ * hands the socket to a closer: a connected socket's queue length by default
+ * (net.unix.max_dgram_qlen), about a millisecond of the caller's time. */
+#define FDCHECK_DROP_MAX 512
+
+/* One recvmsg() of @fd's head with room for credentials alone (@flags: MSG_PEEK or 0).
+ * Return: 0 at the end of the queue, 1 for a datagram without fds, -1 for one with fds (its
+ * fds stay queued: MSG_PEEK), or an error. With SO_PASSCRED set, every datagram carries
+ * credentials (a zero-length one too), the end of the queue none. */
+static int
+unix_head(int fd, int flags)
 {
-	int one = 1, inq = -1;
-	if (ioctl(fd, FIONREAD, &inq) < 0 || inq != 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
-		return false;
 	char b;
 	struct iovec iov = {.iov_base = &b, .iov_len = 1};
 	union {
@@ -269,9 +268,39 @@ unix_queue_empty(int fd)
 	                    .msg_controllen = sizeof(ctrl.buf)};
 	ssize_t n;
 	do
-		n = recvmsg(fd, &mh, MSG_PEEK | MSG_DONTWAIT);
+		n = recvmsg(fd, &mh, flags | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
-	return n == 0 && mh.msg_controllen == 0 && !(mh.msg_flags & MSG_CTRUNC);
+	if (n < 0)
+		return -2;
+	if (mh.msg_flags & MSG_CTRUNC)
+		return -1;
+	return n == 0 && mh.msg_controllen == 0 ? 0 : 1;
+}
+
+/* Whether AF_UNIX socket @fd, shut, holds nothing whose freeing could wait: its queue
+ * empty, once the datagrams without fds at its head are read and dropped (a datagram
+ * socket's only; a stream's queue must be empty). Fds in a datagram peeked are dropped
+ * again here (MSG_CTRUNC), not their last reference: only a datagram peeked without fds is
+ * ever read. A listening socket fails (its embryos' queues are not looked into). */
+static bool
+unix_queue_empty(int fd)
+{
+	int one = 1, type = 0, inq = -1;
+	socklen_t tl = sizeof(type);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
+		return false;
+	bool dgram = type == SOCK_DGRAM || type == SOCK_SEQPACKET;
+	for (unsigned i = 0; i < FDCHECK_DROP_MAX; i++) {
+		int h = unix_head(fd, MSG_PEEK);
+		if (h == 0)
+			break;
+		if (h < 0 || !dgram || unix_head(fd, 0) != 1)
+			return false;
+	}
+	/* No byte left either (FIONREAD: a stream's or a seqpacket's whole queue, an
+	 * out-of-band byte included). */
+	return ioctl(fd, FIONREAD, &inq) == 0 && inq == 0 && unix_head(fd, MSG_PEEK) == 0;
 }
 
 void
@@ -283,9 +312,9 @@ fdcheck_close(int fd, unsigned owner)
 	case FDCHECK_SOCKET: {
 		/* An internet socket without linger closes at once; the kernel ends the
 		 * connection. An AF_UNIX one too once shut (the peer's later sends fail, and it
-		 * sees the end now, whoever closes the socket later) with nothing queued: its
-		 * queue could hold fds of its own, whose close would come here. Any other goes to
-		 * the closers. */
+		 * sees the end now, whoever closes the socket later) with nothing queued, or only
+		 * datagrams without fds (read and dropped here): its queue could hold fds of its
+		 * own, whose close would come here. Any other goes to the closers. */
 		int dom = -1;
 		socklen_t dl = sizeof(dom);
 		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0)
@@ -346,7 +375,8 @@ void
 fdcheck_stats(struct fdcheck_stats *st)
 {
 	pthread_mutex_lock(&C.lock);
-	*st = (struct fdcheck_stats){.threads = C.threads, .leaked = C.leaked};
+	*st = (struct fdcheck_stats){
+	        .threads = C.threads, .leaked = C.leaked, .deferred = C.deferred};
 	for (size_t i = 0; i < C.n_q; i++) {
 		st->pending += C.q[i]->n;
 		st->owners += C.q[i]->n > 0;

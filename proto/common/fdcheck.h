@@ -35,8 +35,9 @@ enum fdcheck_kind fdcheck_kind(int fd);
  *         uid; see fdcheck_pending())
  *
  * Closed at once where the close cannot wait: an internet socket (its SO_LINGER taken off
- * first), an AF_UNIX socket with nothing queued (shut first, both ways: nothing can come,
- * and its peer sees the end at once, even where the socket goes to a closer thread), a pipe, an
+ * first), an AF_UNIX socket with nothing queued but datagrams without fds, which are read and
+ * dropped (shut first, both ways: nothing can come, and its peer sees the end at once, even
+ * where the socket goes to a closer thread), a pipe, an
  * anonymous inode, a memfd or another shmem file (F_GET_SEALS answers). Any other fd (a path: a
  * file, a device; a socket with queued datagrams, whose fds its close would free) goes to
  * fdcheck_defer(). Never leaves an fd open but where memory runs out (fdcheck_leaked()).
@@ -77,11 +78,12 @@ size_t fdcheck_leaked(void);
 
 /* What the closers hold now (fdcheck_stats()). */
 struct fdcheck_stats {
-	size_t pending; /* fds waiting to be closed, of all owners */
-	size_t owners;  /* owners with fds waiting */
-	size_t busy;    /* closes under way (one per thread at work) */
-	size_t threads; /* closer threads started */
-	size_t leaked;  /* as fdcheck_leaked() */
+	size_t pending;  /* fds waiting to be closed, of all owners */
+	size_t owners;   /* owners with fds waiting */
+	size_t busy;     /* closes under way (one per thread at work) */
+	size_t threads;  /* closer threads started */
+	size_t leaked;   /* as fdcheck_leaked() */
+	size_t deferred; /* fds ever handed to a closer thread */
 };
 
 /** fdcheck_stats() - fill @st with what the closers hold now; thread-safe */
