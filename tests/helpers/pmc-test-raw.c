@@ -91,7 +91,8 @@
  *                            most) until the daemon has closed or refused every one; prints
  *                            sent=N (datagrams sent) and closed=N
  *   SOCKET fill-exit N       fork N processes, each of which says Hello, registers, sends
- *                            batches of 64 samples of region r0 until its socket is full
+ *                            batches of 64 samples of region r0 until its socket (1 MiB
+ *                            send buffer, as wmem_max allows) is full
  *                            (at most 100,000 batches) and exits at once, leaving them
  *                            queued; waits for all; prints sent=SAMPLES (of all N)
  */
@@ -670,6 +671,9 @@ main(int argc, char **argv)
 			    send_regions(c, 1, 64, 1, 0, 0) < 0)
 				_exit(1);
 			sent = 64;
+			/* As much as the library asks for (1 MiB, as net.core.wmem_max allows). */
+			int sz = 1 << 20;
+			(void)setsockopt(c, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 			batch_flags = MSG_DONTWAIT;
 			for (int b = 0; b < 100000; b++) {
 				if (send_regions(c, 1, 64, 0, 0, sent) < 0)
