@@ -33,12 +33,12 @@ refuse_client(struct server *srv, int fd)
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.error = EUSERS;
 	resp.message = msg;
-	(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+	(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
 	/* What it may have queued already (fds among it) is freed where that cannot wait. */
 	struct ucred cred = {.uid = 0};
 	socklen_t len = sizeof(cred);
 	(void)getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-	fdcheck_close(fd, (unsigned)cred.uid);
+	pmc_fdcheck_close(fd, (unsigned)cred.uid);
 	if (srv->refused_clients++ == 0)
 		log_warn("refusing connections: %u clients, the --max-clients limit",
 		         srv->n_sessions);

@@ -18,8 +18,8 @@
 #define F_GET_SEALS 1034
 #endif
 
-enum fdcheck_kind
-fdcheck_kind(int fd)
+enum pmc_fdcheck_kind
+pmc_fdcheck_kind(int fd)
 {
 	char path[48], link[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -41,7 +41,7 @@ fdcheck_kind(int fd)
 }
 
 /* One owner's closes: a ring of fds, the first one's close under way while busy. Allocated
- * and freed by the callers of fdcheck_close() alone (never by a closer thread: the daemon's
+ * and freed by the callers of pmc_fdcheck_close() alone (never by a closer thread: the daemon's
  * save clones the process with the closers' state as it is, and a closer holding the
  * allocator's lock at that moment would hold the clone). */
 struct owner_q {
@@ -126,7 +126,7 @@ closer(void *arg)
 		close(fd); /* may block: this thread is for that, and serves no one else meanwhile
 		            */
 		pthread_mutex_lock(&C.lock);
-		/* Dequeued only now, so that fdcheck_pending() counts the close under way. The
+		/* Dequeued only now, so that pmc_fdcheck_pending() counts the close under way. The
 		 * queue may have grown meanwhile (a new ring, same order): q stays, it is busy. */
 		q->head = (q->head + 1) % q->cap;
 		q->n--;
@@ -244,7 +244,7 @@ fdcheck_defer(int fd, unsigned owner)
 	pthread_mutex_unlock(&C.lock);
 }
 
-/* Most datagrams without fds fdcheck_close() reads and drops from a socket's queue before it
+/* Most datagrams without fds pmc_fdcheck_close() reads and drops from a socket's queue before it
  * hands the socket to a closer: a connected socket's queue length by default
  * (net.unix.max_dgram_qlen), about a millisecond of the caller's time. */
 #define FDCHECK_DROP_MAX 512
@@ -304,11 +304,11 @@ unix_queue_empty(int fd)
 }
 
 void
-fdcheck_close(int fd, unsigned owner)
+pmc_fdcheck_close(int fd, unsigned owner)
 {
 	if (fd < 0)
 		return;
-	switch (fdcheck_kind(fd)) {
+	switch (pmc_fdcheck_kind(fd)) {
 	case FDCHECK_SOCKET: {
 		/* An internet socket without linger closes at once; the kernel ends the
 		 * connection. An AF_UNIX one too once shut (the peer's later sends fail, and it
@@ -353,7 +353,7 @@ fdcheck_close(int fd, unsigned owner)
 }
 
 size_t
-fdcheck_pending(unsigned owner)
+pmc_fdcheck_pending(unsigned owner)
 {
 	pthread_mutex_lock(&C.lock);
 	struct owner_q *q = find(owner, false);
@@ -363,7 +363,7 @@ fdcheck_pending(unsigned owner)
 }
 
 size_t
-fdcheck_leaked(void)
+pmc_fdcheck_leaked(void)
 {
 	pthread_mutex_lock(&C.lock);
 	size_t k = C.leaked;

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 /* What an fd is, as far as closing it and trusting it go. */
-enum fdcheck_kind {
+enum pmc_fdcheck_kind {
 	FDCHECK_OTHER = 0, /* a path (file, device, directory), or not known: may block */
 	FDCHECK_PERF,      /* anon_inode:[perf_event] */
 	FDCHECK_PIDFD,     /* anon_inode:[pidfd] */
@@ -24,15 +24,15 @@ enum fdcheck_kind {
 };
 
 /**
- * fdcheck_kind() - the kind of @fd (borrowed), from its /proc/self/fd link; never blocks
- * Return: an enum fdcheck_kind; FDCHECK_OTHER when /proc is not mounted.
+ * pmc_fdcheck_kind() - the kind of @fd (borrowed), from its /proc/self/fd link; never blocks
+ * Return: an enum pmc_fdcheck_kind; FDCHECK_OTHER when /proc is not mounted.
  */
-enum fdcheck_kind fdcheck_kind(int fd);
+enum pmc_fdcheck_kind pmc_fdcheck_kind(int fd);
 
 /**
- * fdcheck_close() - close @fd (taken), which a peer not trusted sent, without blocking
+ * pmc_fdcheck_close() - close @fd (taken), which a peer not trusted sent, without blocking
  * @owner: whom to count it against while its close waits (the daemon passes the sender's
- *         uid; see fdcheck_pending())
+ *         uid; see pmc_fdcheck_pending())
  *
  * Closed at once where the close cannot wait: an internet socket (its SO_LINGER taken off
  * first), an AF_UNIX socket with nothing queued but datagrams without fds, which are read and
@@ -40,10 +40,10 @@ enum fdcheck_kind fdcheck_kind(int fd);
  * where the socket goes to a closer thread), a pipe, an
  * anonymous inode, a memfd or another shmem file (F_GET_SEALS answers). Any other fd (a path: a
  * file, a device; a socket with queued datagrams, whose fds its close would free) goes to
- * fdcheck_defer(). Never leaves an fd open but where memory runs out (fdcheck_leaked()).
+ * fdcheck_defer(). Never leaves an fd open but where memory runs out (pmc_fdcheck_leaked()).
  * Async-signal unsafe; thread-safe.
  */
-void fdcheck_close(int fd, unsigned owner);
+void pmc_fdcheck_close(int fd, unsigned owner);
 
 /**
  * fdcheck_defer() - have @fd (taken) closed by a closer thread, counted against @owner
@@ -53,9 +53,9 @@ void fdcheck_close(int fd, unsigned owner);
  * queue and one thread, no other owner's. Threads are started as queues wait for one, up to
  * FDCHECK_MAX_THREADS; past that, a queue waits for a thread to come free (FDCHECK_MAX_THREADS
  * owners whose closes all hang hold every thread). A queue grows as needed: the caller
- * bounds it, refusing more from an owner whose fdcheck_pending() is too high (a queued fd
+ * bounds it, refusing more from an owner whose pmc_fdcheck_pending() is too high (a queued fd
  * is an open fd: the process's RLIMIT_NOFILE bounds them all). Only when memory for the
- * queue runs out is @fd left open, and counted (fdcheck_leaked()). Closer threads block every
+ * queue runs out is @fd left open, and counted (pmc_fdcheck_leaked()). Closer threads block every
  * signal, allocate nothing and log nothing. After fork() the child has no queue and no
  * thread (the fds queued are the parent's to close). Async-signal unsafe; thread-safe.
  */
@@ -65,16 +65,16 @@ void fdcheck_defer(int fd, unsigned owner);
 #define FDCHECK_MAX_THREADS 16
 
 /**
- * fdcheck_pending() - fds of @owner not yet closed by a closer thread (the one whose close
+ * pmc_fdcheck_pending() - fds of @owner not yet closed by a closer thread (the one whose close
  * is under way included)
  * Return: their number (0 when none ever waited).
  */
-size_t fdcheck_pending(unsigned owner);
+size_t pmc_fdcheck_pending(unsigned owner);
 
 /**
- * fdcheck_leaked() - fds left open because no memory was left to queue their close
+ * pmc_fdcheck_leaked() - fds left open because no memory was left to queue their close
  */
-size_t fdcheck_leaked(void);
+size_t pmc_fdcheck_leaked(void);
 
 /* What the closers hold now (fdcheck_stats()). */
 struct fdcheck_stats {
@@ -82,7 +82,7 @@ struct fdcheck_stats {
 	size_t owners;   /* owners with fds waiting */
 	size_t busy;     /* closes under way (one per thread at work) */
 	size_t threads;  /* closer threads started */
-	size_t leaked;   /* as fdcheck_leaked() */
+	size_t leaked;   /* as pmc_fdcheck_leaked() */
 	size_t deferred; /* fds ever handed to a closer thread */
 };
 

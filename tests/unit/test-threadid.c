@@ -151,24 +151,24 @@ test_fdcheck(void)
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0 && pipe(p) == 0);
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	int pfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	CHECK(fdcheck_kind(sv[0]) == FDCHECK_SOCKET);
-	CHECK(fdcheck_kind(p[0]) == FDCHECK_PIPE);
-	CHECK(fdcheck_kind(null) == FDCHECK_OTHER);
-	CHECK(pfd < 0 || fdcheck_kind(pfd) == FDCHECK_PIDFD);
-	CHECK(fdcheck_kind(1000000) == FDCHECK_BAD);
+	CHECK(pmc_fdcheck_kind(sv[0]) == FDCHECK_SOCKET);
+	CHECK(pmc_fdcheck_kind(p[0]) == FDCHECK_PIPE);
+	CHECK(pmc_fdcheck_kind(null) == FDCHECK_OTHER);
+	CHECK(pfd < 0 || pmc_fdcheck_kind(pfd) == FDCHECK_PIDFD);
+	CHECK(pmc_fdcheck_kind(1000000) == FDCHECK_BAD);
 	int before = pmc_test_count_fds();
-	fdcheck_close(sv[0], 7);
-	fdcheck_close(sv[1], 7);
-	fdcheck_close(p[0], 7);
-	fdcheck_close(p[1], 7);
-	fdcheck_close(pfd, 7);
+	pmc_fdcheck_close(sv[0], 7);
+	pmc_fdcheck_close(sv[1], 7);
+	pmc_fdcheck_close(p[0], 7);
+	pmc_fdcheck_close(p[1], 7);
+	pmc_fdcheck_close(pfd, 7);
 	/* A path goes to the closer thread: closed soon, counted meanwhile. */
-	fdcheck_close(null, 7);
-	for (int i = 0; i < 1000 && fdcheck_pending(7); i++)
+	pmc_fdcheck_close(null, 7);
+	for (int i = 0; i < 1000 && pmc_fdcheck_pending(7); i++)
 		usleep(1000);
-	CHECK(fdcheck_pending(7) == 0);
+	CHECK(pmc_fdcheck_pending(7) == 0);
 	CHECK(pmc_test_count_fds() == before - 6 + (pfd < 0));
-	CHECK(fdcheck_leaked() == 0);
+	CHECK(pmc_fdcheck_leaked() == 0);
 }
 
 /* What needs no closer is closed at once (a memfd, an AF_UNIX socket with nothing queued,
@@ -180,12 +180,12 @@ test_fdcheck_kinds_at_once(void)
 	int before = pmc_test_count_fds();
 	int m = memfd_create("fdcheck", MFD_CLOEXEC);
 	CHECK(m >= 0);
-	fdcheck_close(m, 8);
-	CHECK(fdcheck_pending(8) == 0);
+	pmc_fdcheck_close(m, 8);
+	CHECK(pmc_fdcheck_pending(8) == 0);
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
-	fdcheck_close(sv[0], 8);
-	CHECK(fdcheck_pending(8) == 0);
+	pmc_fdcheck_close(sv[0], 8);
+	CHECK(pmc_fdcheck_pending(8) == 0);
 	char b;
 	CHECK(recv(sv[1], &b, 1, MSG_DONTWAIT) == 0); /* the peer sees the end */
 	close(sv[1]);
@@ -198,9 +198,9 @@ test_fdcheck_kinds_at_once(void)
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
 	CHECK(send(sv[1], "abc", 3, 0) == 3 && send(sv[1], "", 0, 0) == 0);
 	CHECK(send(sv[1], "de", 2, 0) == 2);
-	fdcheck_close(sv[0], 8);
+	pmc_fdcheck_close(sv[0], 8);
 	fdcheck_stats(&st);
-	CHECK(st.deferred == deferred && fdcheck_pending(8) == 0);
+	CHECK(st.deferred == deferred && pmc_fdcheck_pending(8) == 0);
 	CHECK(recv(sv[1], &b, 1, MSG_DONTWAIT) == 0);
 	close(sv[1]);
 	CHECK(pmc_test_count_fds() == before);
@@ -225,10 +225,10 @@ test_fdcheck_kinds_at_once(void)
 	CHECK(sendmsg(q[1], &mh, 0) == 1);
 	close(null);
 	close(q[1]);
-	fdcheck_close(q[0], 9);
-	for (int i = 0; i < 1000 && fdcheck_pending(9); i++)
+	pmc_fdcheck_close(q[0], 9);
+	for (int i = 0; i < 1000 && pmc_fdcheck_pending(9); i++)
 		usleep(1000);
-	CHECK(fdcheck_pending(9) == 0 && fdcheck_pending(8) == 0);
+	CHECK(pmc_fdcheck_pending(9) == 0 && pmc_fdcheck_pending(8) == 0);
 	CHECK(pmc_test_count_fds() == before);
 	fdcheck_stats(&st);
 	CHECK(st.deferred == deferred + 1);
