@@ -805,8 +805,8 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 			st.drain_slices =
 			        util_sat_add(st.drain_slices, srv->users.v[i]->drain_slices);
 		}
-		struct fdcheck_stats fs;
-		fdcheck_stats(&fs);
+		struct pmc_fdcheck_stats fs;
+		pmc_fdcheck_stats(&fs);
 		st.closes_pending = fs.pending;
 	} else {
 		/* A user sees its own figures only, as in queries: what its processes sent,

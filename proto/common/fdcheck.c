@@ -213,7 +213,7 @@ start_thread(void)
 }
 
 void
-fdcheck_defer(int fd, unsigned owner)
+pmc_fdcheck_defer(int fd, unsigned owner)
 {
 	if (fd < 0)
 		return;
@@ -349,7 +349,7 @@ pmc_fdcheck_close(int fd, unsigned owner)
 		}
 		break;
 	}
-	fdcheck_defer(fd, owner);
+	pmc_fdcheck_defer(fd, owner);
 }
 
 size_t
@@ -372,10 +372,10 @@ pmc_fdcheck_leaked(void)
 }
 
 void
-fdcheck_stats(struct fdcheck_stats *st)
+pmc_fdcheck_stats(struct pmc_fdcheck_stats *st)
 {
 	pthread_mutex_lock(&C.lock);
-	*st = (struct fdcheck_stats){
+	*st = (struct pmc_fdcheck_stats){
 	        .threads = C.threads, .leaked = C.leaked, .deferred = C.deferred};
 	for (size_t i = 0; i < C.n_q; i++) {
 		st->pending += C.q[i]->n;

@@ -40,13 +40,13 @@ enum pmc_fdcheck_kind pmc_fdcheck_kind(int fd);
  * where the socket goes to a closer thread), a pipe, an
  * anonymous inode, a memfd or another shmem file (F_GET_SEALS answers). Any other fd (a path: a
  * file, a device; a socket with queued datagrams, whose fds its close would free) goes to
- * fdcheck_defer(). Never leaves an fd open but where memory runs out (pmc_fdcheck_leaked()).
+ * pmc_fdcheck_defer(). Never leaves an fd open but where memory runs out (pmc_fdcheck_leaked()).
  * Async-signal unsafe; thread-safe.
  */
 void pmc_fdcheck_close(int fd, unsigned owner);
 
 /**
- * fdcheck_defer() - have @fd (taken) closed by a closer thread, counted against @owner
+ * pmc_fdcheck_defer() - have @fd (taken) closed by a closer thread, counted against @owner
  *
  * Each owner has a queue of its own, served by one closer thread at a time: a close that
  * never returns (a FUSE file whose server does not answer the flush) holds that owner's
@@ -59,7 +59,7 @@ void pmc_fdcheck_close(int fd, unsigned owner);
  * signal, allocate nothing and log nothing. After fork() the child has no queue and no
  * thread (the fds queued are the parent's to close). Async-signal unsafe; thread-safe.
  */
-void fdcheck_defer(int fd, unsigned owner);
+void pmc_fdcheck_defer(int fd, unsigned owner);
 
 /* Most closer threads (each serves one owner at a time). */
 #define FDCHECK_MAX_THREADS 16
@@ -76,8 +76,8 @@ size_t pmc_fdcheck_pending(unsigned owner);
  */
 size_t pmc_fdcheck_leaked(void);
 
-/* What the closers hold now (fdcheck_stats()). */
-struct fdcheck_stats {
+/* What the closers hold now (pmc_fdcheck_stats()). */
+struct pmc_fdcheck_stats {
 	size_t pending;  /* fds waiting to be closed, of all owners */
 	size_t owners;   /* owners with fds waiting */
 	size_t busy;     /* closes under way (one per thread at work) */
@@ -86,5 +86,5 @@ struct fdcheck_stats {
 	size_t deferred; /* fds ever handed to a closer thread */
 };
 
-/** fdcheck_stats() - fill @st with what the closers hold now; thread-safe */
-void fdcheck_stats(struct fdcheck_stats *st);
+/** pmc_fdcheck_stats() - fill @st with what the closers hold now; thread-safe */
+void pmc_fdcheck_stats(struct pmc_fdcheck_stats *st);

@@ -192,14 +192,14 @@ test_fdcheck_kinds_at_once(void)
 	CHECK(pmc_test_count_fds() == before);
 
 	/* Datagrams without fds queued: read and dropped, the socket closed at once. */
-	struct fdcheck_stats st;
-	fdcheck_stats(&st);
+	struct pmc_fdcheck_stats st;
+	pmc_fdcheck_stats(&st);
 	size_t deferred = st.deferred;
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
 	CHECK(send(sv[1], "abc", 3, 0) == 3 && send(sv[1], "", 0, 0) == 0);
 	CHECK(send(sv[1], "de", 2, 0) == 2);
 	pmc_fdcheck_close(sv[0], 8);
-	fdcheck_stats(&st);
+	pmc_fdcheck_stats(&st);
 	CHECK(st.deferred == deferred && pmc_fdcheck_pending(8) == 0);
 	CHECK(recv(sv[1], &b, 1, MSG_DONTWAIT) == 0);
 	close(sv[1]);
@@ -230,7 +230,7 @@ test_fdcheck_kinds_at_once(void)
 		usleep(1000);
 	CHECK(pmc_fdcheck_pending(9) == 0 && pmc_fdcheck_pending(8) == 0);
 	CHECK(pmc_test_count_fds() == before);
-	fdcheck_stats(&st);
+	pmc_fdcheck_stats(&st);
 	CHECK(st.deferred == deferred + 1);
 	CHECK(st.pending == 0 && st.busy == 0 && st.leaked == 0);
 	CHECK(st.threads >= 1 && st.threads <= FDCHECK_MAX_THREADS);
