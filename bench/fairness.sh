@@ -12,10 +12,14 @@
 #   define  Define floods (issue "Trust, round four", item 5): PMC_BENCH_DEFINERS processes
 #           (default 16) x 4 connections x 200,000 call path definitions each (ids 1-65,535
 #           over and over, in Defines of 8,192), started together (pmc-test-raw define-flood)
+#   drain   over and over: 200 processes fill their sockets with batches and exit at once
+#           (pmc-test-raw fill-exit), then a Status of uid 65534, whose answer counts all
+#           they queued: those queues are read before it is answered (issue "Trust, round
+#           four", item 3: once in one handler, 2.5-3.5 s; now 2 ms at a time)
 # Each row: the victim's Hello (connect included) and Status round trips, p50 / p99 / max,
 # and the daemon's peak memory (VmHWM) over its memory at rest.
 #
-# Usage: sudo bench/fairness.sh BUILD_DIR [BEFORE_PMCDAEMON]
+# Usage: sudo [PMC_BENCH_KINDS="idle drain"] bench/fairness.sh BUILD_DIR [BEFORE_PMCDAEMON]
 #   BUILD_DIR: a build with the tests (its pmcdaemon, tests/pmc-test-raw); with
 #   BEFORE_PMCDAEMON (another pmcdaemon binary, e.g. of the commit before), every row is
 #   measured with that daemon too, after the first, in the same run.
@@ -30,6 +34,7 @@ CALLS=${PMC_BENCH_CALLS:-300}
 PROGRAMS=${PMC_BENCH_PROGRAMS:-25}
 DEFINERS=${PMC_BENCH_DEFINERS:-16}
 HOG_S=$((CALLS * 12 / 1000 + 3))
+KINDS=${PMC_BENCH_KINDS:-idle whole stream flood conns define drain}
 
 die() { echo "bench/fairness.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root: it starts pmcdaemon and switches users"
@@ -72,6 +77,13 @@ row() {
 	define) for i in $(seq "$DEFINERS"); do
 		hog define-flood 4 200000 >/dev/null & pids+=($!)
 	done ;;
+	drain) (
+		end=$((SECONDS + HOG_S))
+		while [ $SECONDS -lt $end ]; do
+			hog fill-exit 200 >/dev/null
+			hog status >/dev/null
+		done
+	) & pids+=($!) ;;
 	esac
 	[ "$kind" = idle ] || [ "$kind" = define ] || sleep 1
 	setpriv --reuid=65533 --regid=65533 --clear-groups -- "$TMP/bin/raw" "$SOCK" victim "$CALLS" \
@@ -102,7 +114,7 @@ for n in "${!DAEMONS[@]}"; do
 		setpriv --reuid=65534 --regid=65534 --clear-groups -- "$TMP/bin/raw-$i" "$SOCK" regions 4000 0 >/dev/null & lp+=($!)
 	done
 	for p in "${lp[@]}"; do wait "$p"; done
-	for kind in idle whole stream flood conns define; do row "$label" "$kind"; done
+	for kind in $KINDS; do row "$label" "$kind"; done
 	kill -TERM "$DPID"; wait "$DPID" || true; DPID=
 	rm -f "$SOCK"
 done

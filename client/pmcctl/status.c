@@ -38,6 +38,8 @@ static const char *const status_keys[] = {
         "capabilities",
         "perf_event_paranoid",
         "sys_admin_raised",
+        "drain_slices",
+        "closes_pending",
 };
 
 int
@@ -100,6 +102,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "capabilities", ju64(s->capabilities));
 		jset(root, "perf_event_paranoid", json_integer(s->perf_event_paranoid));
 		jset(root, "sys_admin_raised", ju64(s->sys_admin_raised));
+		jset(root, "drain_slices", ju64(s->drain_slices));
+		jset(root, "closes_pending", ju64(s->closes_pending));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -132,6 +136,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->capabilities);
 		csv_i64(s->perf_event_paranoid);
 		csv_u64(s->sys_admin_raised);
+		csv_u64(s->drain_slices);
+		csv_u64(s->closes_pending);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -200,6 +206,20 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		table_add(&t, "lost samples:");
 		table_add(&t, "%" PRIu64 "%s", s->lost,
 		          s->lost ? " (sent to a daemon that was killed before saving them)" : "");
+		if (s->closes_pending) {
+			table_add(&t, "fds waiting to be closed:");
+			table_add(&t,
+			          "%" PRIu64 " (sent by %s; a file system that does not answer)",
+			          s->closes_pending, s->all_users ? "clients" : "this uid");
+		}
+		if (s->drain_slices) {
+			table_add(&t, "drain slices:");
+			table_add(&t,
+			          "%" PRIu64
+			          " (turns requests waited while exited clients' queues were "
+			          "read)",
+			          s->drain_slices);
+		}
 		for (size_t i = 0; i < s->n_claims; i++) {
 			table_add(&t, "claimed by uid %" PRIu32 ":", s->claims[i]->uid);
 			table_add(&t, "%" PRIu64 " dropped, %" PRIu64 " lost (its processes' word)",

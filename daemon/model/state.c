@@ -630,12 +630,12 @@ state_job_start(struct server *srv, const char *path, struct state_job **out)
 	sigprocmask(SIG_SETMASK, &all, &old);
 	/* fork(), but the child shares the daemon's fd table (CLONE_FILES) instead of getting
 	 * a copy: it closes none of the daemon's fds, neither one by one nor at its exit, where
-	 * a close may wait for ever (a file a client sent that fdcheck's closer thread has not
+	 * a close may wait for ever (a file a client sent that fdcheck's closer threads have not
 	 * closed yet: a FUSE file whose server never answers the flush), and it holds no copy
 	 * of a client's socket (a client sees the daemon go when it does). The memory is a
 	 * copy-on-write snapshot, as fork()'s. The system call itself, since glibc has no fork()
 	 * with flags: no atfork handler runs in the child, which takes none of the locks they
-	 * guard (the daemon's one other thread, fdcheck's closer, allocates nothing and logs
+	 * guard (the daemon's other threads, fdcheck's closers, allocate nothing and log
 	 * nothing), and calls nothing that uses glibc's cached thread id. */
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid == 0)

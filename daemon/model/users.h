@@ -35,6 +35,8 @@ struct user_share {
 	bool warned_memory;   /* logged once that its histograms reached their share */
 	bool warned_retired;  /* logged once that its retired figures reached their share */
 	bool warned_unread;   /* logged once that its unread fds reached their share */
+	/* Slices its requests waited, past the first, while exited clients' queues were read */
+	uint64_t drain_slices;
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
 	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
 	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */

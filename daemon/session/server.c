@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fdcheck.h"
 #include "common/util.h"
 #include "kernel/log.h"
 #include "model/state.h"
@@ -33,7 +34,11 @@ refuse_client(struct server *srv, int fd)
 	resp.error = EUSERS;
 	resp.message = msg;
 	(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
-	close(fd);
+	/* What it may have queued already (fds among it) is freed where that cannot wait. */
+	struct ucred cred = {.uid = 0};
+	socklen_t len = sizeof(cred);
+	(void)getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+	pmc_fdcheck_close(fd, (unsigned)cred.uid);
 	if (srv->refused_clients++ == 0)
 		log_warn("refusing connections: %u clients, the --max-clients limit",
 		         srv->n_sessions);

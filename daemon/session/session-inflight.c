@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fdcheck.h"
 #include "kernel/log.h"
 #include "model/share.h"
 #include "session/server.h"
@@ -75,7 +76,7 @@ linger_free(struct server *srv, struct session_linger *l)
 	l->user->connections--;
 	l->user->lingering--;
 	release(srv, l->user, l->fds);
-	close(l->fd);
+	pmc_fdcheck_close(l->fd, (unsigned)l->user->uid); /* what it queued since, fds too */
 	free(l);
 }
 
@@ -151,7 +152,7 @@ session_inflight_close(struct session *s)
 	if (!l) {
 		if (s->fds_unread)
 			release(srv, s->user, s->fds_unread);
-		pmc_wire_close_draining(s->fd, (unsigned)s->uid);
+		pmc_fdcheck_close(s->fd, (unsigned)s->uid);
 		return;
 	}
 	l->fd = s->fd;

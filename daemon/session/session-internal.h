@@ -24,8 +24,9 @@
  * its answer is due in about a millisecond whatever the load. */
 #define DRAIN_BUDGET_NS (2 * 1000 * 1000)
 #define DRAIN_STATUS_NS (300 * 1000)
-/* Datagrams read from a connection whose process has exited, past those budgets: its
- * socket's whole queue of batches (1 MiB of them at most). */
+/* Datagrams read from a connection whose process has exited before a request (Query,
+ * Status, Reset) is answered, in all: its socket's whole queue of batches (1 MiB of them at
+ * most), read a budget at a time, the request waiting meanwhile (SESSION_STEP_HELD). */
 #define SESSION_DRAIN_GONE 4096
 
 struct query_stream;
@@ -122,9 +123,11 @@ bool session_peer_alive(struct session *s);
 /**
  * session_drain_others() - handle what other connections have queued already, for up to
  * @budget_ns (@self NULL: every connection, no time bound), so that a reply counts a
- * client's last batch before it exited
+ * client's last batch before it exited: exited clients' queues first, to their end
+ * Return: true when no exited client's queue is left to read, false when time ran out
+ * first (the request that asked waits: session_dispatch_one() calls again at its turns).
  */
-void session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns);
+bool session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns);
 
 /** session_dispatch_one() - handle one datagram of @s
  * Return: 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
@@ -181,6 +184,7 @@ int session_handle_list_events(struct session *s, const Pmc__Request *req);
 #define SESSION_STEP_DONE 0 /* the reply is sent: the connection is read again */
 #define SESSION_STEP_MORE 1 /* the slice's time is up: queue it again */
 #define SESSION_STEP_WAIT 2 /* its socket is full: its write event queues it again */
+#define SESSION_STEP_HELD 3 /* its request waits for exited clients' queues: queue it again */
 
 /**
  * session_query_step() - build and send @s's Query reply (@s->qs) until @deadline_ns

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdcheck.h"
 #include "common/util.h"
 #include "kernel/caps.h"
 #include "kernel/creds.h"
@@ -722,7 +723,6 @@ session_handle_query(struct session *s, const Pmc__Request *req)
 	 * read while a reply is built or sent). */
 	if (s->qs)
 		return -EPROTO;
-	session_drain_others(s->srv, s, DRAIN_BUDGET_NS);
 
 	/* A region with no samples (reset, or defined and never run) is not listed. Users see
 	 * their own processes; root and --admin-group see all. The others' regions are only
@@ -764,7 +764,6 @@ session_handle_reset(struct session *s, const Pmc__Request *req)
 		        "reset needs root or a member of the daemon's --admin-group "
 		        "(uid %d is neither)",
 		        (int)s->uid);
-	session_drain_others(s->srv, s, DRAIN_BUDGET_NS);
 	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
 	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
@@ -777,7 +776,6 @@ int
 session_handle_status(struct session *s, const Pmc__Request *req)
 {
 	struct server *srv = s->srv;
-	session_drain_others(s->srv, s, DRAIN_STATUS_NS);
 	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
 	st.daemon_version = PMC_VERSION;
 	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -796,8 +794,14 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.lost = srv->lost;
 		st.evicted = srv->reg.evicted;
 		st.histogram_bytes = srv->hist_budget.used;
-		for (size_t i = 0; i < srv->users.n; i++)
+		for (size_t i = 0; i < srv->users.n; i++) {
 			st.histogram_missed += srv->users.v[i]->hist.missed;
+			st.drain_slices =
+			        util_sat_add(st.drain_slices, srv->users.v[i]->drain_slices);
+		}
+		struct pmc_fdcheck_stats fs;
+		pmc_fdcheck_stats(&fs);
+		st.closes_pending = fs.pending;
 	} else {
 		/* A user sees its own figures only, as in queries: what its processes sent,
 		 * dropped and lost, never another user's activity. */
@@ -818,6 +822,8 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.evicted = u->evicted;
 		st.histogram_bytes = u->hist.used;
 		st.histogram_missed = u->hist.missed;
+		st.drain_slices = u->drain_slices;
+		st.closes_pending = pmc_fdcheck_pending((unsigned)s->uid);
 	}
 	/* The losses by reason, over the processes the caller sees. */
 	uint64_t by[PMC_LOSS_N] = {0};

@@ -254,52 +254,84 @@ session_peer_alive(struct session *s)
 	return poll(&p, 1, 0) == 0;
 }
 
+/* Read @o's queued requests: up to @max datagrams, until @deadline (looked at every 16).
+ * Return: what the last session_dispatch_one() said (-EAGAIN: its queue is empty), with
+ * *@n the datagrams read. */
+static int
+drain_one(struct session *o, unsigned max, uint64_t deadline, unsigned *n)
+{
+	int r = 0;
+	unsigned i = 0;
+	while (i < max && !o->qs && !o->def) {
+		r = session_dispatch_one(o);
+		if (r < 0)
+			break;
+		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
+		if (++i % 16 == 0 && util_now_ns(CLOCK_MONOTONIC) > deadline)
+			break;
+	}
+	*n = i;
+	return r;
+}
+
 /* Read what other connections have already queued, so that a query made after a
  * client exited sees that client's last batch (the kernel queued it before the
  * client's exit, but the loop may not have read it yet; the loop's turns serve the
  * caller's request ahead of such batches). Bounded: only what is queued now, never
  * recursively, only the connections of the uid whose figures the caller sees (@self's, or
- * all for an admin), and never past @budget_ns (checked every 16 datagrams) but for the
- * connections whose process has exited: those are read to the end (SESSION_DRAIN_GONE
- * datagrams at most; they can send no more), the others' flood never delays the answer.
- * @self NULL: every connection, no time bound. */
-void
+ * all for an admin), and never past @budget_ns (checked every 16 datagrams). The
+ * connections whose process has exited first, each read to the end of its queue
+ * (SESSION_DRAIN_GONE datagrams in all, over every drain: they can send no more), then,
+ * with the time left, the live ones (best effort: their flood never delays the answer).
+ * @self NULL: every connection, no time bound.
+ * Return: true when no exited connection has anything left to read; false when the time
+ * ran out first (the caller's request waits, and the drain goes on at its next turn). */
+bool
 session_drain_others(struct server *srv, struct session *self, uint64_t budget_ns)
 {
 	if (srv->draining)
-		return;
+		return true;
 	srv->draining = 1;
 	uint64_t deadline = self ? util_now_ns(CLOCK_MONOTONIC) + budget_ns : UINT64_MAX;
 	uint64_t slice_end = srv->deadline_ns;
 	srv->deadline_ns = deadline;
-	bool over = false;
-	struct session *o, *next;
-	pmc_list_for_each_safe(o, next, &srv->sessions, link) {
-		/* One that streams a reply reads nothing until it is sent: nor from here, once a
-		 * Query read here has started one. */
-		if (o == self || o->qs || o->user->defining ||
-		    (self && !self->admin && o->uid != self->uid))
-			continue;
-		bool gone = o->pidfd >= 0 && !session_peer_alive(o);
-		if (over && !gone)
-			continue;
-		int r = 0;
-		unsigned max = gone ? SESSION_DRAIN_GONE : SESSION_BURST * 16;
-		/* The clock read every 16 datagrams: a batch takes a few microseconds. */
-		for (unsigned i = 0; i < max && !o->qs && !o->def; i++) {
-			if ((r = session_dispatch_one(o)) < 0)
-				break;
-			if (!gone && i % 16 == 15 && util_now_ns(CLOCK_MONOTONIC) > deadline)
-				break;
+	bool done = true;
+	for (int pass = 0; pass < 2; pass++) {
+		struct session *o, *next;
+		pmc_list_for_each_safe(o, next, &srv->sessions, link) {
+			/* One that streams a reply reads nothing until it is sent: nor from here,
+			 * once a Query read here has started one; one whose request waits for such
+			 * a drain itself reads nothing before it. */
+			if (o == self || o->qs || o->held || o->user->defining ||
+			    (self && !self->admin && o->uid != self->uid))
+				continue;
+			bool gone = o->pidfd >= 0 && !session_peer_alive(o);
+			if (gone != (pass == 0) || (gone && o->gone_read >= SESSION_DRAIN_GONE))
+				continue;
+			if (util_now_ns(CLOCK_MONOTONIC) > deadline) {
+				done = done && !gone;
+				continue;
+			}
+			unsigned n;
+			int r = drain_one(
+			        o, gone ? SESSION_DRAIN_GONE - o->gone_read : SESSION_BURST * 16,
+			        deadline, &n);
+			if (gone) {
+				o->gone_read += n;
+				/* Its queue not read to its end: time ran out (a streamed reply
+				 * stops it for good: what it sends waits for that). */
+				if (r >= 0 && !o->qs && o->gone_read < SESSION_DRAIN_GONE)
+					done = false;
+			}
+			if (r < 0 && r != -EAGAIN)
+				session_close(o, r);
+			else if (o->def)
+				session_ready(o); /* its Define goes on in its own slices */
 		}
-		if (r < 0 && r != -EAGAIN)
-			session_close(o, r);
-		else if (o->def)
-			session_ready(o); /* its Define goes on in its own slices */
-		over = over || util_now_ns(CLOCK_MONOTONIC) > deadline;
 	}
 	srv->deadline_ns = slice_end;
 	srv->draining = 0;
+	return done;
 }
 
 typedef int (*handler_fn)(struct session *s, const Pmc__Request *req);
@@ -322,10 +354,125 @@ static const struct {
         [PMC__REQUEST__BODY_HEADS_TABLE] = {handle_heads_table, true},
 };
 
-/* Returns 0 to go on reading, -EAGAIN when drained, other < 0 to drop the peer. */
+/* Handle the datagram @buf (@len bytes) with the @n_fds @fds (taken) it carried; @drained:
+ * what other connections queued was read just now (a request that waited for that).
+ * Returns 0 to go on reading, SESSION_STEP_HELD when the request waits for exited clients'
+ * queues, < 0 to drop the peer. */
+static int
+handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, size_t n_fds,
+                bool drained)
+{
+	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
+	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
+	Pmc__SampleBatch fast_batch;
+	int r = 0;
+	if (!n_fds && batch_decode(buf, len, &fast_batch) == 0) {
+		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+		fast.sample_batch = &fast_batch;
+		req = &fast;
+	} else if ((r = pmc_wire_unpack_request(buf, len, &req)) < 0) {
+		if (n_fds)
+			pmc_fdcheck_close(fds[0], (unsigned)s->uid);
+		log_warn_limited("pid %d: malformed request (%zu bytes): closing the connection",
+		                 (int)s->pid, len);
+		return r;
+	}
+	unsigned c = req->body_case;
+	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
+	 * (its later requests are behind its batches in its socket anyway; and switching back
+	 * would let a flood earn control's turns with a Status now and then, or, in a burst
+	 * of registrations, take bulk's turns from connections whose registration waits
+	 * behind their batches), the others (a new client's Hello and first registration,
+	 * pmcctl) control. */
+	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
+	/* Only a RegisterThread that says so, an OpenCommand and a HeadsTable carry an fd:
+	 * exactly one. */
+	bool wants_fd = (c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd) ||
+	                c == PMC__REQUEST__BODY_OPEN_COMMAND || c == PMC__REQUEST__BODY_HEADS_TABLE;
+	/* A reply that counts what exited clients sent last reads their queues first: a
+	 * budget at a time, the request waiting in between (the other uids' turns go on). */
+	bool drains = !drained && !s->srv->draining &&
+	              (c == PMC__REQUEST__BODY_QUERY || c == PMC__REQUEST__BODY_STATUS ||
+	               c == PMC__REQUEST__BODY_RESET);
+	s->rx_fd = n_fds ? fds[0] : -1;
+	if (wants_fd != (n_fds == 1)) {
+		log_warn_limited(
+		        "pid %d: %s: closing the connection", (int)s->pid,
+		        !wants_fd ? "unexpected file descriptors"
+		        : c == PMC__REQUEST__BODY_REGISTER_THREAD
+		                ? "a registration that names a pidfd carries none"
+		                : "a request that must carry one file descriptor carries none");
+		r = -EBADMSG;
+	} else if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
+		r = -EBADMSG;
+	} else if (handlers[c].needs_hello && !s->hello) {
+		log_warn_limited("pid %d: request before Hello: closing the connection",
+		                 (int)s->pid);
+		r = -EPROTO;
+	} else if (drains &&
+	           !session_drain_others(s->srv, s,
+	                                 c == PMC__REQUEST__BODY_STATUS ? DRAIN_STATUS_NS
+	                                                                : DRAIN_BUDGET_NS)) {
+		/* Read again once they are (it carries no fd: checked above), from a copy made
+		 * anew: the drain read other datagrams into @buf (the server's), not into @req. */
+		size_t held_len = pmc__request__get_packed_size(req);
+		s->held = malloc(held_len ? held_len : 1);
+		if (!s->held) {
+			r = -ENOMEM;
+		} else {
+			s->held_len = pmc__request__pack(req, s->held);
+			log_debug("pid %d (uid %d): its request waits while exited clients' queues "
+			          "are read, a slice at a time",
+			          (int)s->pid, (int)s->uid);
+			r = SESSION_STEP_HELD;
+		}
+	} else {
+		r = handlers[c].fn(s, req);
+	}
+	if (s->rx_fd >= 0) {
+		pmc_fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
+		/* Its uid's fds wait to be closed (a file whose FUSE server does not answer):
+		 * no more from this connection, and none from a new one (session_new()). */
+		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
+			r = -EMFILE;
+	}
+	if (req != &fast && req != s->def)
+		pmc__request__free_unpacked(req, NULL);
+	return r == -EAGAIN ? -EPIPE : r;
+}
+
+/* The request that waits for exited clients' queues (s->held): one more budget of reading
+ * them, then, once they are read, the request handled. */
+static int
+held_step(struct session *s)
+{
+	if (!session_drain_others(s->srv, s, DRAIN_BUDGET_NS)) {
+		s->user->drain_slices = util_sat_add(s->user->drain_slices, 1);
+		return SESSION_STEP_HELD;
+	}
+	_cleanup_free_ uint8_t *buf = TAKE_PTR(s->held);
+	int r = handle_datagram(s, buf, s->held_len, NULL, 0, true);
+	log_debug("pid %d (uid %d): its request is answered, the exited clients' queues read",
+	          (int)s->pid, (int)s->uid);
+	return r;
+}
+
+/* Returns 0 to go on reading, -EAGAIN when drained, SESSION_STEP_HELD when a request waits
+ * for exited clients' queues, other < 0 to drop the peer. */
 int
 session_dispatch_one(struct session *s)
 {
+	if (s->held)
+		return held_step(s);
+	/* Its uid's fds wait to be closed (a file whose FUSE server does not answer): what it
+	 * sent is not read (its fds would be more to close), its connection is closed (its
+	 * socket, with what it queued, goes to its uid's closer: pmc_fdcheck_close()). */
+	if (pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES) {
+		log_warn_limited("pid %d (uid %d): %zu fds its uid sent still wait to be closed: "
+		                 "closing the connection",
+		                 (int)s->pid, (int)s->uid, pmc_fdcheck_pending((unsigned)s->uid));
+		return -EMFILE;
+	}
 	int fds[1];
 	size_t n_fds = 0;
 	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
@@ -342,61 +489,7 @@ session_dispatch_one(struct session *s)
 		return (int)len;
 	}
 	s->rx_bytes += (uint64_t)len;
-	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
-	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
-	Pmc__SampleBatch fast_batch;
-	int r = 0;
-	if (!n_fds && batch_decode(s->srv->rxbuf, (size_t)len, &fast_batch) == 0) {
-		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-		fast.sample_batch = &fast_batch;
-		req = &fast;
-	} else if ((r = pmc_wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
-		if (n_fds)
-			pmc_fdcheck_close(fds[0], (unsigned)s->uid);
-		log_warn_limited("pid %d: malformed request (%zd bytes): closing the connection",
-		                 (int)s->pid, len);
-		return r;
-	}
-	unsigned c = req->body_case;
-	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
-	 * (its later requests are behind its batches in its socket anyway; and switching back
-	 * would let a flood earn control's turns with a Status now and then, or, in a burst
-	 * of registrations, take bulk's turns from connections whose registration waits
-	 * behind their batches), the others (a new client's Hello and first registration,
-	 * pmcctl) control. */
-	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
-	/* Only a RegisterThread that says so, an OpenCommand and a HeadsTable carry an fd:
-	 * exactly one. */
-	bool wants_fd = (c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd) ||
-	                c == PMC__REQUEST__BODY_OPEN_COMMAND || c == PMC__REQUEST__BODY_HEADS_TABLE;
-	s->rx_fd = n_fds ? fds[0] : -1;
-	if (wants_fd != (n_fds == 1)) {
-		log_warn_limited(
-		        "pid %d: %s: closing the connection", (int)s->pid,
-		        !wants_fd ? "unexpected file descriptors"
-		        : c == PMC__REQUEST__BODY_REGISTER_THREAD
-		                ? "a registration that names a pidfd carries none"
-		                : "a request that must carry one file descriptor carries none");
-		r = -EBADMSG;
-	} else if (c >= ARRAY_SIZE(handlers) || !handlers[c].fn) {
-		r = -EBADMSG;
-	} else if (handlers[c].needs_hello && !s->hello) {
-		log_warn_limited("pid %d: request before Hello: closing the connection",
-		                 (int)s->pid);
-		r = -EPROTO;
-	} else {
-		r = handlers[c].fn(s, req);
-	}
-	if (s->rx_fd >= 0) {
-		pmc_fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
-		/* Its uid's fds wait to be closed (a file whose FUSE server does not answer):
-		 * no more from this connection, and none from a new one (session_new()). */
-		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
-			r = -EMFILE;
-	}
-	if (req != &fast && req != s->def)
-		pmc__request__free_unpacked(req, NULL);
-	return r == -EAGAIN ? -EPIPE : r;
+	return handle_datagram(s, s->srv->rxbuf, (size_t)len, fds, n_fds, false);
 }
 
 static void
@@ -443,6 +536,8 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 			return 0;
 		if (r < 0)
 			return r;
+		if (r == SESSION_STEP_HELD)
+			return SESSION_STEP_MORE;
 		/* The clock only past SESSION_SLICE_BYTES read: a client's threads blocked on
 		 * its full socket get room for many at once (a registration among them), not
 		 * for one at a time (under ASan, e2e-burst's registrations waited past the
@@ -508,6 +603,9 @@ session_pump(struct session *s, unsigned max)
 		                : session_dispatch_one(s);
 		if (r == -EAGAIN || r == SESSION_STEP_WAIT)
 			return 0;
+		/* A request that waits for exited clients' queues: their turns, not this call's. */
+		if (r == SESSION_STEP_HELD)
+			return 0;
 		if (r < 0)
 			return r;
 	}
@@ -571,10 +669,12 @@ session_close(struct session *s, int r)
 int
 session_new(struct server *srv, int fd)
 {
-	struct ucred cred;
+	/* A connection refused here is closed by pmc_fdcheck_close(): its client may have queued
+	 * datagrams, fds in them, before it was accepted. */
+	struct ucred cred = {.pid = -1};
 	socklen_t len = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid < 0) {
-		close(fd);
+		pmc_fdcheck_close(fd, (unsigned)cred.uid);
 		return -EPERM;
 	}
 	if (cred.pid == 0) {
@@ -590,7 +690,7 @@ session_new(struct server *srv, int fd)
 		               "its own; the operator must run it in the host's pid namespace "
 		               "(docker run --pid=host, Kubernetes hostPID: true)";
 		(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
-		close(fd);
+		pmc_fdcheck_close(fd, (unsigned)cred.uid);
 		return -ESRCH;
 	}
 	/* A uid whose refused fds still wait to be closed (a FUSE file whose server never
@@ -604,12 +704,12 @@ session_new(struct server *srv, int fd)
 		resp.message = "this uid sent file descriptors pmcdaemon has not yet been able to "
 		               "close (a file whose file system does not answer): try again later";
 		(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
-		close(fd);
+		pmc_fdcheck_close(fd, (unsigned)cred.uid);
 		return -EMFILE;
 	}
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
-		close(fd);
+		pmc_fdcheck_close(fd, (unsigned)cred.uid);
 		return -ENOMEM;
 	}
 	s->srv = srv;
@@ -669,7 +769,7 @@ session_new(struct server *srv, int fd)
 		if (s->pidfd >= 0)
 			close(s->pidfd);
 		free(s);
-		close(fd);
+		pmc_fdcheck_close(fd, (unsigned)cred.uid);
 		return r;
 	}
 	s->user->connections++;
@@ -717,9 +817,12 @@ session_free(struct session *s)
 	s->user->connections--;
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	free(s->held);
 	/* What the peer queued and the daemon did not read would be freed by a plain close,
-	 * here, fds included: each goes through pmc_fdcheck_close() instead. The socket stays
-	 * while the peer has not read fds it was sent. */
+	 * here, fds included, and each of those fds' close could wait: the socket goes through
+	 * pmc_fdcheck_close() (session_inflight_close()), closed at once when nothing is queued,
+	 * else handed to its uid's closer thread. The socket stays while the peer has not read
+	 * fds it was sent. */
 	session_inflight_close(s);
 	free(s);
 }

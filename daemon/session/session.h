@@ -91,6 +91,12 @@ struct session {
 	const uint64_t *heads;
 	uint32_t n_heads;
 	uint64_t heads_given_up; /* HeadsTable.given_up: word 0 when the table came */
+	/* A request (Query, Status, Reset) that waits while the queues of exited clients are
+	 * read, a slice at a time (session_drain_others()): its datagram, read again once
+	 * they are. NULL: none. */
+	uint8_t *held;
+	size_t held_len;
+	unsigned gone_read; /* datagrams drains read from it since its process exited */
 };
 
 /**

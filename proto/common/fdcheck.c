@@ -3,13 +3,20 @@
 #include "common/fdcheck.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#ifndef F_GET_SEALS
+#define F_GET_SEALS 1034
+#endif
 
 enum pmc_fdcheck_kind
 pmc_fdcheck_kind(int fd)
@@ -33,16 +40,26 @@ pmc_fdcheck_kind(int fd)
 	return FDCHECK_OTHER;
 }
 
-/* The background closer: a fixed queue, one thread, started on first use. */
+/* One owner's closes: a ring of fds, the first one's close under way while busy. Allocated
+ * and freed by the callers of pmc_fdcheck_close() alone (never by a closer thread: the daemon's
+ * save clones the process with the closers' state as it is, and a closer holding the
+ * allocator's lock at that moment would hold the clone). */
+struct owner_q {
+	unsigned owner;
+	bool busy; /* a closer thread closes fds[head] */
+	size_t head, n, cap;
+	int *fds;
+};
+
+/* The closers: per owner queues, at most FDCHECK_MAX_THREADS threads, each taking the
+ * queue of an owner no other thread serves; started as needed, never ended. */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	bool started;
-	size_t head, n, leaked;
-	struct {
-		int fd;
-		unsigned owner;
-	} q[FDCHECK_MAX_PENDING];
+	unsigned threads, idle;
+	size_t leaked, next, deferred;
+	struct owner_q **q;
+	size_t n_q, cap_q;
 } C = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 /* fork(): the child has no closer thread, and the lock may have been held by a thread it
@@ -65,8 +82,29 @@ atfork_child(void)
 {
 	pthread_mutex_init(&C.lock, NULL);
 	pthread_cond_init(&C.wake, NULL);
-	C.started = false;
-	C.head = C.n = 0;
+	C.threads = C.idle = 0;
+	for (size_t i = 0; i < C.n_q; i++) {
+		free(C.q[i]->fds);
+		free(C.q[i]);
+	}
+	free(C.q);
+	C.q = NULL;
+	C.n_q = C.cap_q = C.next = 0;
+}
+
+/* The next queue with fds that no thread serves, round robin; under the lock. */
+static struct owner_q *
+pick(void)
+{
+	for (size_t k = 0; k < C.n_q; k++) {
+		size_t i = (C.next + k) % C.n_q;
+		struct owner_q *q = C.q[i];
+		if (q->n && !q->busy) {
+			C.next = i + 1;
+			return q;
+		}
+	}
+	return NULL;
 }
 
 static void *
@@ -75,17 +113,194 @@ closer(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&C.lock);
 	for (;;) {
-		while (!C.n)
+		struct owner_q *q = pick();
+		if (!q) {
+			C.idle++;
 			pthread_cond_wait(&C.wake, &C.lock);
-		int fd = C.q[C.head].fd;
+			C.idle--;
+			continue;
+		}
+		q->busy = true;
+		int fd = q->fds[q->head];
 		pthread_mutex_unlock(&C.lock);
-		close(fd); /* may block: this thread is for that */
+		close(fd); /* may block: this thread is for that, and serves no one else meanwhile
+		            */
 		pthread_mutex_lock(&C.lock);
-		/* Dequeued only now, so that pmc_fdcheck_pending() counts the close under way. */
-		C.head = (C.head + 1) % FDCHECK_MAX_PENDING;
-		C.n--;
+		/* Dequeued only now, so that pmc_fdcheck_pending() counts the close under way. The
+		 * queue may have grown meanwhile (a new ring, same order): q stays, it is busy. */
+		q->head = (q->head + 1) % q->cap;
+		q->n--;
+		q->busy = false;
 	}
 	return NULL;
+}
+
+/* The queue of @owner, made when @add; under the lock. Queues left empty are freed here. */
+static struct owner_q *
+find(unsigned owner, bool add)
+{
+	struct owner_q *found = NULL;
+	for (size_t i = 0; i < C.n_q;) {
+		struct owner_q *q = C.q[i];
+		if (q->owner == owner) {
+			found = q;
+		} else if (add && !q->n && !q->busy) {
+			free(q->fds);
+			free(q);
+			C.q[i] = C.q[--C.n_q];
+			continue;
+		}
+		i++;
+	}
+	if (found || !add)
+		return found;
+	if (C.n_q == C.cap_q) {
+		size_t cap = C.cap_q ? 2 * C.cap_q : 8;
+		struct owner_q **nq = realloc(C.q, cap * sizeof(*nq));
+		if (!nq)
+			return NULL;
+		C.q = nq;
+		C.cap_q = cap;
+	}
+	struct owner_q *q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->owner = owner;
+	C.q[C.n_q++] = q;
+	return q;
+}
+
+/* Room for one more fd in @q's ring; under the lock. */
+static int
+grow(struct owner_q *q)
+{
+	if (q->n < q->cap)
+		return 0;
+	size_t cap = q->cap ? 2 * q->cap : 16;
+	int *fds = malloc(cap * sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	for (size_t i = 0; i < q->n; i++)
+		fds[i] = q->fds[(q->head + i) % q->cap];
+	free(q->fds);
+	q->fds = fds;
+	q->cap = cap;
+	q->head = 0;
+	return 0;
+}
+
+/* One more closer thread; under the lock. */
+static void
+start_thread(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	/* A closer takes no signal of the program's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (pthread_create(&t, &a, closer, NULL) == 0) {
+		C.threads++;
+		static bool atfork;
+		if (!atfork)
+			atfork = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+}
+
+void
+pmc_fdcheck_defer(int fd, unsigned owner)
+{
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&C.lock);
+	struct owner_q *q = find(owner, true);
+	if (!q || grow(q) < 0) {
+		C.leaked++;
+		pthread_mutex_unlock(&C.lock);
+		return;
+	}
+	q->fds[(q->head + q->n) % q->cap] = fd;
+	q->n++;
+	C.deferred++;
+	/* A thread for each queue that waits for one, as far as the bound allows: an owner
+	 * whose close does not return holds its thread alone. */
+	size_t waiting = 0;
+	for (size_t i = 0; i < C.n_q; i++)
+		waiting += C.q[i]->n && !C.q[i]->busy;
+	while (waiting > C.idle && C.threads < FDCHECK_MAX_THREADS) {
+		unsigned before = C.threads;
+		start_thread();
+		if (C.threads == before)
+			break; /* tried again at the next fd */
+		waiting--;
+	}
+	if (C.idle)
+		pthread_cond_broadcast(&C.wake);
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* Most datagrams without fds pmc_fdcheck_close() reads and drops from a socket's queue before it
+ * hands the socket to a closer: a connected socket's queue length by default
+ * (net.unix.max_dgram_qlen), about a millisecond of the caller's time. */
+#define FDCHECK_DROP_MAX 512
+
+/* One recvmsg() of @fd's head with room for credentials alone (@flags: MSG_PEEK or 0).
+ * Return: 0 at the end of the queue, 1 for a datagram without fds, -1 for one with fds (its
+ * fds stay queued: MSG_PEEK), or an error. With SO_PASSCRED set, every datagram carries
+ * credentials (a zero-length one too), the end of the queue none. */
+static int
+unix_head(int fd, int flags)
+{
+	char b;
+	struct iovec iov = {.iov_base = &b, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} ctrl;
+	struct msghdr mh = {.msg_iov = &iov,
+	                    .msg_iovlen = 1,
+	                    .msg_control = ctrl.buf,
+	                    .msg_controllen = sizeof(ctrl.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(fd, &mh, flags | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -2;
+	if (mh.msg_flags & MSG_CTRUNC)
+		return -1;
+	return n == 0 && mh.msg_controllen == 0 ? 0 : 1;
+}
+
+/* Whether AF_UNIX socket @fd, shut, holds nothing whose freeing could wait: its queue
+ * empty, once the datagrams without fds at its head are read and dropped (a datagram
+ * socket's only; a stream's queue must be empty). Fds in a datagram peeked are dropped
+ * again here (MSG_CTRUNC), not their last reference: only a datagram peeked without fds is
+ * ever read. A listening socket fails (its embryos' queues are not looked into). */
+static bool
+unix_queue_empty(int fd)
+{
+	int one = 1, type = 0, inq = -1;
+	socklen_t tl = sizeof(type);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
+		return false;
+	bool dgram = type == SOCK_DGRAM || type == SOCK_SEQPACKET;
+	for (unsigned i = 0; i < FDCHECK_DROP_MAX; i++) {
+		int h = unix_head(fd, MSG_PEEK);
+		if (h == 0)
+			break;
+		if (h < 0 || !dgram || unix_head(fd, 0) != 1)
+			return false;
+	}
+	/* No byte left either (FIONREAD: a stream's or a seqpacket's whole queue, an
+	 * out-of-band byte included). */
+	return ioctl(fd, FIONREAD, &inq) == 0 && inq == 0 && unix_head(fd, MSG_PEEK) == 0;
 }
 
 void
@@ -96,12 +311,21 @@ pmc_fdcheck_close(int fd, unsigned owner)
 	switch (pmc_fdcheck_kind(fd)) {
 	case FDCHECK_SOCKET: {
 		/* An internet socket without linger closes at once; the kernel ends the
-		 * connection. Any other (AF_UNIX: its queue may hold fds of its own, whose close
-		 * would come here) goes to the closer thread. */
+		 * connection. An AF_UNIX one too once shut (the peer's later sends fail, and it
+		 * sees the end now, whoever closes the socket later) with nothing queued, or only
+		 * datagrams without fds (read and dropped here): its queue could hold fds of its
+		 * own, whose close would come here. Any other goes to the closers. */
 		int dom = -1;
 		socklen_t dl = sizeof(dom);
-		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 ||
-		    (dom != AF_INET && dom != AF_INET6))
+		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0)
+			break;
+		if (dom == AF_UNIX) {
+			if (shutdown(fd, SHUT_RDWR) < 0 || !unix_queue_empty(fd))
+				break;
+			close(fd);
+			return;
+		}
+		if (dom != AF_INET && dom != AF_INET6)
 			break;
 		struct linger off = {0};
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
@@ -116,47 +340,24 @@ pmc_fdcheck_close(int fd, unsigned owner)
 		close(fd);
 		return;
 	case FDCHECK_OTHER:
+		/* A memfd (or another shmem or hugetlbfs file): F_GET_SEALS answers for those
+		 * alone, from the open file, calling into no file system; their release waits
+		 * for nothing. */
+		if (fcntl(fd, F_GET_SEALS) >= 0) {
+			close(fd);
+			return;
+		}
 		break;
 	}
-	pthread_mutex_lock(&C.lock);
-	if (!C.started) {
-		pthread_t t;
-		pthread_attr_t a;
-		sigset_t all, old;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&a, 64 * 1024);
-		/* The closer takes no signal of the program's. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		C.started = pthread_create(&t, &a, closer, NULL) == 0;
-		static bool atfork;
-		if (C.started && !atfork)
-			atfork = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_attr_destroy(&a);
-	}
-	if (!C.started || C.n == FDCHECK_MAX_PENDING) {
-		C.leaked++;
-		pthread_mutex_unlock(&C.lock);
-		return;
-	}
-	size_t tail = (C.head + C.n) % FDCHECK_MAX_PENDING;
-	C.q[tail].fd = fd;
-	C.q[tail].owner = owner;
-	C.n++;
-	pthread_cond_signal(&C.wake);
-	pthread_mutex_unlock(&C.lock);
+	pmc_fdcheck_defer(fd, owner);
 }
 
 size_t
 pmc_fdcheck_pending(unsigned owner)
 {
-	size_t k = 0;
 	pthread_mutex_lock(&C.lock);
-	for (size_t i = 0; i < C.n; i++)
-		if (C.q[(C.head + i) % FDCHECK_MAX_PENDING].owner == owner)
-			k++;
+	struct owner_q *q = find(owner, false);
+	size_t k = q ? q->n : 0;
 	pthread_mutex_unlock(&C.lock);
 	return k;
 }
@@ -168,4 +369,18 @@ pmc_fdcheck_leaked(void)
 	size_t k = C.leaked;
 	pthread_mutex_unlock(&C.lock);
 	return k;
+}
+
+void
+pmc_fdcheck_stats(struct pmc_fdcheck_stats *st)
+{
+	pthread_mutex_lock(&C.lock);
+	*st = (struct pmc_fdcheck_stats){
+	        .threads = C.threads, .leaked = C.leaked, .deferred = C.deferred};
+	for (size_t i = 0; i < C.n_q; i++) {
+		st->pending += C.q[i]->n;
+		st->owners += C.q[i]->n > 0;
+		st->busy += C.q[i]->busy;
+	}
+	pthread_mutex_unlock(&C.lock);
 }

@@ -34,24 +34,57 @@ enum pmc_fdcheck_kind pmc_fdcheck_kind(int fd);
  * @owner: whom to count it against while its close waits (the daemon passes the sender's
  *         uid; see pmc_fdcheck_pending())
  *
- * Sockets lose their SO_LINGER first and are closed at once, as are pipes and anonymous
- * inodes. Any other fd (a path: a file, a device) is handed to a background thread that
- * closes it, started on first use; while FDCHECK_MAX_PENDING such closes wait there (a FUSE
- * server that never answers), a further one is left open and counted (pmc_fdcheck_leaked()):
- * a bounded leak rather than a blocked caller. Async-signal unsafe; thread-safe.
+ * Closed at once where the close cannot wait: an internet socket (its SO_LINGER taken off
+ * first), an AF_UNIX socket with nothing queued but datagrams without fds, which are read and
+ * dropped (shut first, both ways: nothing can come, and its peer sees the end at once, even
+ * where the socket goes to a closer thread), a pipe, an
+ * anonymous inode, a memfd or another shmem file (F_GET_SEALS answers). Any other fd (a path: a
+ * file, a device; a socket with queued datagrams, whose fds its close would free) goes to
+ * pmc_fdcheck_defer(). Never leaves an fd open but where memory runs out (pmc_fdcheck_leaked()).
+ * Async-signal unsafe; thread-safe.
  */
 void pmc_fdcheck_close(int fd, unsigned owner);
 
-/* Most closes waiting in the background thread at once. */
-#define FDCHECK_MAX_PENDING 1024
+/**
+ * pmc_fdcheck_defer() - have @fd (taken) closed by a closer thread, counted against @owner
+ *
+ * Each owner has a queue of its own, served by one closer thread at a time: a close that
+ * never returns (a FUSE file whose server does not answer the flush) holds that owner's
+ * queue and one thread, no other owner's. Threads are started as queues wait for one, up to
+ * FDCHECK_MAX_THREADS; past that, a queue waits for a thread to come free (FDCHECK_MAX_THREADS
+ * owners whose closes all hang hold every thread). A queue grows as needed: the caller
+ * bounds it, refusing more from an owner whose pmc_fdcheck_pending() is too high (a queued fd
+ * is an open fd: the process's RLIMIT_NOFILE bounds them all). Only when memory for the
+ * queue runs out is @fd left open, and counted (pmc_fdcheck_leaked()). Closer threads block every
+ * signal, allocate nothing and log nothing. After fork() the child has no queue and no
+ * thread (the fds queued are the parent's to close). Async-signal unsafe; thread-safe.
+ */
+void pmc_fdcheck_defer(int fd, unsigned owner);
+
+/* Most closer threads (each serves one owner at a time). */
+#define FDCHECK_MAX_THREADS 16
 
 /**
- * pmc_fdcheck_pending() - closes waiting in the background thread for fds of @owner
+ * pmc_fdcheck_pending() - fds of @owner not yet closed by a closer thread (the one whose close
+ * is under way included)
  * Return: their number (0 when none ever waited).
  */
 size_t pmc_fdcheck_pending(unsigned owner);
 
 /**
- * pmc_fdcheck_leaked() - fds left open because FDCHECK_MAX_PENDING closes were waiting
+ * pmc_fdcheck_leaked() - fds left open because no memory was left to queue their close
  */
 size_t pmc_fdcheck_leaked(void);
+
+/* What the closers hold now (pmc_fdcheck_stats()). */
+struct pmc_fdcheck_stats {
+	size_t pending;  /* fds waiting to be closed, of all owners */
+	size_t owners;   /* owners with fds waiting */
+	size_t busy;     /* closes under way (one per thread at work) */
+	size_t threads;  /* closer threads started */
+	size_t leaked;   /* as pmc_fdcheck_leaked() */
+	size_t deferred; /* fds ever handed to a closer thread */
+};
+
+/** pmc_fdcheck_stats() - fill @st with what the closers hold now; thread-safe */
+void pmc_fdcheck_stats(struct pmc_fdcheck_stats *st);

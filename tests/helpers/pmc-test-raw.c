@@ -103,6 +103,15 @@
  *                            answer: prints ok= (counters sent), fds= (the fds they carried:
  *                            the perf events its unread replies had pinned), ebusy=, emfile=,
  *                            other= (refused), unsent= (requests the daemon no longer took)
+ *   SOCKET spray CONNS FDS   open CONNS connections, then send on each a Status carrying FDS
+ *                            (at most 253) fds of /dev/null, all at once; wait (60 s at
+ *                            most) until the daemon has closed or refused every one; prints
+ *                            sent=N (datagrams sent) and closed=N
+ *   SOCKET fill-exit N       fork N processes, each of which says Hello, registers, sends
+ *                            batches of 64 samples of region r0 until its socket (1 MiB
+ *                            send buffer, as wmem_max allows) is full
+ *                            (at most 100,000 batches) and exits at once, leaving them
+ *                            queued; waits for all; prints sent=SAMPLES (of all N)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -261,6 +270,9 @@ struct batch {
 	uint64_t dropped, sent_before;
 };
 
+/* sendmsg() flags of send_batch() (fill-exit: MSG_DONTWAIT). */
+static int batch_flags;
+
 static int
 send_batch(int fd, const struct batch *c)
 {
@@ -279,7 +291,7 @@ send_batch(int fd, const struct batch *c)
 	Pmc__Request breq = PMC__REQUEST__INIT;
 	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	breq.sample_batch = &b;
-	return pmc_wire_send(fd, &breq.base, NULL, 0, 0);
+	return pmc_wire_send(fd, &breq.base, NULL, 0, batch_flags);
 }
 
 static int
@@ -767,6 +779,117 @@ main(int argc, char **argv)
 		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10));
 	if (!strcmp(mode, "command-unread") && argc == 5)
 		return command_unread(argv[1], atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(mode, "spray") && argc == 5) {
+		int conns = atoi(argv[3]), nfd = atoi(argv[4]);
+		if (conns < 1 || conns > 4096 || nfd < 1 || nfd > 253)
+			return 2;
+		int *socks = calloc((size_t)conns, sizeof(int));
+		int *nulls = calloc((size_t)nfd, sizeof(int));
+		if (!socks || !nulls)
+			return 1;
+		for (int i = 0; i < nfd; i++)
+			if ((nulls[i] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+				return 1;
+		for (int i = 0; i < conns; i++)
+			socks[i] = pmc_wire_connect(argv[1]);
+		/* A Status, packed by hand: pmc_wire_send() attaches WIRE_MAX_FDS at most. */
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		uint8_t buf[64];
+		size_t len = pmc__request__pack(&req, buf);
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * 253)];
+			struct cmsghdr align;
+		} ctrl;
+		int sent = 0, closed = 0;
+		for (int i = 0; i < conns; i++) {
+			if (socks[i] < 0)
+				continue;
+			struct iovec iov = {.iov_base = buf, .iov_len = len};
+			struct msghdr mh = {.msg_iov = &iov,
+			                    .msg_iovlen = 1,
+			                    .msg_control = ctrl.buf,
+			                    .msg_controllen =
+			                            CMSG_SPACE(sizeof(int) * (size_t)nfd)};
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
+			memcpy(CMSG_DATA(c), nulls, sizeof(int) * (size_t)nfd);
+			if (sendmsg(socks[i], &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+				sent++;
+		}
+		for (int i = 0; i < conns; i++) {
+			if (socks[i] < 0) {
+				closed++;
+				continue;
+			}
+			/* Closed, or refused: an answer (an error), then closed. */
+			struct pollfd p = {.fd = socks[i], .events = POLLIN};
+			for (int t = 0; t < 600; t++) {
+				char b[512];
+				if (poll(&p, 1, 100) > 0) {
+					ssize_t n = recv(socks[i], b, sizeof(b), MSG_DONTWAIT);
+					if (n == 0 || (n < 0 && errno != EAGAIN)) {
+						closed++;
+						break;
+					}
+				}
+			}
+			close(socks[i]);
+		}
+		printf("sent=%d\nclosed=%d\n", sent, closed);
+		return 0;
+	}
+	if (!strcmp(mode, "fill-exit") && argc == 4) {
+		int n = atoi(argv[3]);
+		if (n < 1 || n > 4096)
+			return 2;
+		int pipefd[2];
+		if (pipe(pipefd) < 0)
+			return 1;
+		for (int i = 0; i < n; i++) {
+			pid_t pid = fork();
+			if (pid < 0)
+				return 1;
+			if (pid)
+				continue;
+			close(pipefd[0]);
+			int c = pmc_wire_connect(argv[1]);
+			uint64_t sent = 0;
+			if (c < 0 || hello(c) < 0 || register_self(c) < 0 ||
+			    send_regions(c, 1, 64, 1, 0, 0) < 0)
+				_exit(1);
+			sent = 64;
+			/* As much as the library asks for (1 MiB, as net.core.wmem_max allows). */
+			int sz = 1 << 20;
+			(void)setsockopt(c, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+			batch_flags = MSG_DONTWAIT;
+			for (int b = 0; b < 100000; b++) {
+				if (send_regions(c, 1, 64, 0, 0, sent) < 0)
+					break;
+				sent += 64;
+			}
+			/* The count to the parent, then gone at once, the batches queued. */
+			if (write(pipefd[1], &sent, sizeof(sent)) != sizeof(sent))
+				_exit(1);
+			_exit(0);
+		}
+		close(pipefd[1]);
+		uint64_t total = 0, one;
+		int got = 0;
+		while (read(pipefd[0], &one, sizeof(one)) == sizeof(one)) {
+			total += one;
+			got++;
+		}
+		int bad = 0, status;
+		while (wait(&status) > 0)
+			bad += !WIFEXITED(status) || WEXITSTATUS(status);
+		printf("sent=%llu\nprocesses=%d\nfailed=%d\n", (unsigned long long)total, got, bad);
+		return bad ? 1 : 0;
+	}
 	if (!strcmp(mode, "victim") && argc == 4) {
 		/* N times, 10 ms apart: connect and Hello, then a Status on that connection; the
 		 * round trips' p50, p99 and max (us), of each. */

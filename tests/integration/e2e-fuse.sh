@@ -10,30 +10,15 @@
 . "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_IDENTITY_BIN:?set by ctest}" "${PMC_TEST_FUSE_BIN:?set by ctest}" "${PMC_TEST_STATE_BIN:?set by ctest}"
 [ "$(id -u)" = 0 ] || skip "mounting the test's FUSE file system needs root"
-mkdir "$TMP/fuse"
-"$PMC_TEST_FUSE_BIN" "$TMP/fuse" >"$TMP/fuse.out" 2>&1 &
-FUSE=$!
-HELPER_PIDS+=($FUSE) # first: the other helpers' exits wait for it
-for _ in $(seq 200); do
-	grep -qx mounted "$TMP/fuse.out" && break
-	kill -0 $FUSE 2>/dev/null || { wait $FUSE && rc=0 || rc=$?; [ "$rc" = 77 ] && skip "no FUSE here: $(cat "$TMP/fuse.out")"; fail "fuse-hold: $(cat "$TMP/fuse.out")"; }
-	sleep 0.05
-done
-grep -qx mounted "$TMP/fuse.out" || fail "fuse-hold did not mount: $(cat "$TMP/fuse.out")"
+start_fuse_hold
 STATE=$TMP/state/pmc.state
 install -d -m 0700 "$TMP/state"
 start_daemon --state "$STATE" --state-interval 1
 saved() { pmcctl status --format json | jq -r .state_saved_ns; }
 
 # Two such files attached to a Status: the connection is closed, the next client served;
-# the closer thread waits on the first, the second waits its turn in the daemon's fd table.
-"$PMC_TEST_IDENTITY_BIN" "$SOCK" attach "$TMP/fuse/f" >"$TMP/attach.out" 2>&1 &
-HELPER_PIDS+=($!)
-for _ in $(seq 400); do grep -q "^verdict:" "$TMP/attach.out" && break; sleep 0.05; done
-expect_eq "two never-closing files attached to a Status: closed, and the next client served" "$(sed -n 's/^verdict: //p' "$TMP/attach.out")" pass
-for _ in $(seq 200); do grep -q "^flush" "$TMP/fuse.out" && break; sleep 0.05; done
-grep -q "^flush" "$TMP/fuse.out" || fail "the daemon never tried to close the file: $(cat "$TMP/fuse.out")"
-pass "the daemon's closer thread waits on the file's flush"
+# the closer thread of its uid waits on the first, the second waits behind it (its queue).
+fuse_attach root "$PMC_TEST_IDENTITY_BIN"
 
 # A program after the attack: counted, and in a save that ends after it (20 s).
 run_client "$TMP/victim.out" "$PMC_TEST_CLIENT_BIN" named after-attack 2 3

@@ -83,6 +83,50 @@ start_helper() {
 
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "pmcdaemon died"; }; }
 
+# daemon_fds: how many fds the daemon holds now
+daemon_fds() { find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+# expect_daemon_fds WHAT WANT: the daemon's fd count comes back to WANT (60 s at most)
+expect_daemon_fds() {
+	for _ in $(seq 600); do
+		[ "$(daemon_fds)" = "$2" ] && break
+		daemon_alive
+		sleep 0.1
+	done
+	expect_eq "$1" "$(daemon_fds)" "$2"
+}
+
+# start_fuse_hold: mount pmc-test-fuse-hold ($PMC_TEST_FUSE_BIN) on $TMP/fuse (its one file:
+# $TMP/fuse/f, whose flush is never answered; its output in $TMP/fuse.out, its pid in
+# $FUSE); skips where FUSE cannot be mounted
+start_fuse_hold() {
+	local rc
+	mkdir "$TMP/fuse"
+	"$PMC_TEST_FUSE_BIN" "$TMP/fuse" >"$TMP/fuse.out" 2>&1 &
+	FUSE=$!
+	HELPER_PIDS+=($FUSE) # first: the other helpers' exits wait for it
+	for _ in $(seq 200); do
+		grep -qx mounted "$TMP/fuse.out" && break
+		kill -0 $FUSE 2>/dev/null || { wait $FUSE && rc=0 || rc=$?; [ "$rc" = 77 ] && skip "no FUSE here: $(cat "$TMP/fuse.out")"; fail "fuse-hold: $(cat "$TMP/fuse.out")"; }
+		sleep 0.05
+	done
+	grep -qx mounted "$TMP/fuse.out" || fail "fuse-hold did not mount: $(cat "$TMP/fuse.out")"
+}
+
+# fuse_attach WHO CMD...: CMD (pmc-test-identity, run as WHO) attaches $TMP/fuse/f twice to a
+# Status, in the background (its exit waits for the file's close): checks that its connection
+# is closed and the next client served, and that the daemon tries to close the file
+fuse_attach() {
+	local who=$1
+	shift
+	"$@" "$SOCK" attach "$TMP/fuse/f" >"$TMP/attach.out" 2>&1 &
+	HELPER_PIDS+=($!)
+	for _ in $(seq 400); do grep -q "^verdict:" "$TMP/attach.out" && break; sleep 0.05; done
+	expect_eq "two never-closing files attached to a Status by $who: closed, and the next client served" "$(sed -n 's/^verdict: //p' "$TMP/attach.out")" pass
+	for _ in $(seq 200); do grep -q "^flush" "$TMP/fuse.out" && break; sleep 0.05; done
+	grep -q "^flush" "$TMP/fuse.out" || fail "the daemon never tried to close the file: $(cat "$TMP/fuse.out")"
+	pass "the daemon's closer thread waits on the file's flush"
+}
+
 pmcctl() { "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
 
 # wait_status FIELD MIN: until `pmcctl status`'s FIELD is at least MIN (10 s), else fail

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -170,6 +171,71 @@ test_fdcheck(void)
 	CHECK(pmc_fdcheck_leaked() == 0);
 }
 
+/* What needs no closer is closed at once (a memfd, an AF_UNIX socket with nothing queued,
+ * its peer told); an AF_UNIX socket whose queue holds an fd goes to its owner's queue, and
+ * each owner's queue is its own. */
+static void
+test_fdcheck_kinds_at_once(void)
+{
+	int before = pmc_test_count_fds();
+	int m = memfd_create("fdcheck", MFD_CLOEXEC);
+	CHECK(m >= 0);
+	pmc_fdcheck_close(m, 8);
+	CHECK(pmc_fdcheck_pending(8) == 0);
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	pmc_fdcheck_close(sv[0], 8);
+	CHECK(pmc_fdcheck_pending(8) == 0);
+	char b;
+	CHECK(recv(sv[1], &b, 1, MSG_DONTWAIT) == 0); /* the peer sees the end */
+	close(sv[1]);
+	CHECK(pmc_test_count_fds() == before);
+
+	/* Datagrams without fds queued: read and dropped, the socket closed at once. */
+	struct pmc_fdcheck_stats st;
+	pmc_fdcheck_stats(&st);
+	size_t deferred = st.deferred;
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(send(sv[1], "abc", 3, 0) == 3 && send(sv[1], "", 0, 0) == 0);
+	CHECK(send(sv[1], "de", 2, 0) == 2);
+	pmc_fdcheck_close(sv[0], 8);
+	pmc_fdcheck_stats(&st);
+	CHECK(st.deferred == deferred && pmc_fdcheck_pending(8) == 0);
+	CHECK(recv(sv[1], &b, 1, MSG_DONTWAIT) == 0);
+	close(sv[1]);
+	CHECK(pmc_test_count_fds() == before);
+
+	/* A socket with an fd queued in it: to the closer of owner 9, not closed here. */
+	int q[2], null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	CHECK(null >= 0 && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, q) == 0);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctrl = {0};
+	struct iovec iov = {.iov_base = "x", .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov,
+	                    .msg_iovlen = 1,
+	                    .msg_control = ctrl.buf,
+	                    .msg_controllen = sizeof(ctrl.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &null, sizeof(int));
+	CHECK(sendmsg(q[1], &mh, 0) == 1);
+	close(null);
+	close(q[1]);
+	pmc_fdcheck_close(q[0], 9);
+	for (int i = 0; i < 1000 && pmc_fdcheck_pending(9); i++)
+		usleep(1000);
+	CHECK(pmc_fdcheck_pending(9) == 0 && pmc_fdcheck_pending(8) == 0);
+	CHECK(pmc_test_count_fds() == before);
+	pmc_fdcheck_stats(&st);
+	CHECK(st.deferred == deferred + 1);
+	CHECK(st.pending == 0 && st.busy == 0 && st.leaked == 0);
+	CHECK(st.threads >= 1 && st.threads <= FDCHECK_MAX_THREADS);
+}
+
 int
 main(void)
 {
@@ -177,5 +243,6 @@ main(void)
 	PMC_TEST_RUN(test_pidfd);
 	PMC_TEST_RUN(test_claimed);
 	PMC_TEST_RUN(test_fdcheck);
+	PMC_TEST_RUN(test_fdcheck_kinds_at_once);
 	return 0;
 }

@@ -1,0 +1,51 @@
+#!/bin/bash
+# One user's close that never returns holds that user alone (issue "Trust, round four", item
+# 1). uid 65534 attaches a FUSE file whose server never answers the flush
+# (pmc-test-fuse-hold) to a Status: its closer thread waits there for good. Then another
+# user (uid 1001) runs 72 programs one after another, each a libpmcclient connection that
+# sends its heads table (a memfd, closed at once: it never needs a closer) and counts a
+# region: every program is served and counted exactly (one closer for all once refused the
+# victim's uid from its 65th program on), the fds the attacker sent are counted against it
+# alone (closes_pending), the daemon's fd count comes back to what it was once the programs
+# have ended, and to what it was before the attack once the file system's server ends.
+. "$(dirname "$0")/../lib/lib.sh"
+: "${PMC_TEST_IDENTITY_BIN:?set by ctest}" "${PMC_TEST_FUSE_BIN:?set by ctest}" "${PMC_TEST_CLIENT_BIN:?set by ctest}"
+command -v jq >/dev/null || skip "jq is missing"
+start_fuse_hold
+cp "$PMC_TEST_IDENTITY_BIN" "$TMP/bin/identity"
+chmod a+rx "$TMP/bin/identity"
+start_daemon
+pmcctl status >/dev/null # the daemon at rest: what its first request opens is open
+before=$(daemon_fds)
+
+# The attack: two such files on a Status of uid 65534; the daemon tries to close the first.
+fuse_attach "uid 65534" as_user "$TMP/bin/identity"
+expect_eq "fds of uid 65534 waiting to be closed (its status)" "$(as_user "$PMCCTL_BIN" status --format json | jq .closes_pending)" 2
+held=$(daemon_fds)
+
+# The victim: 72 programs of uid 1001, one after another.
+victim() { setpriv --reuid=1001 --regid=1001 --clear-groups -- "${USER_ENV[@]}" "$@"; }
+for i in $(seq 72); do
+	victim "$PMC_TEST_CLIENT_BIN" named victim 2 3 >"$TMP/victim.out" 2>&1 ||
+		fail "victim program $i failed: $(cat "$TMP/victim.out")"
+done
+expect_eq "the victim's programs counted" "$(pmcctl query --region victim --format json | jq '[.regions[].count] | add')" $((72 * 3))
+expect_eq "the victim's processes" "$(pmcctl query --region victim --format json | jq '[.regions[].pid] | unique | length')" 72
+expect_eq "fds of uid 1001 waiting to be closed" "$(victim "$PMCCTL_BIN" status --format json | jq .closes_pending)" 0
+expect_daemon_fds "the daemon's fds once the victim's programs ended (the attacker's file still held)" "$held"
+
+# uid 65534, its closer held, sprays: 9 connections, each a Status with 253 fds of /dev/null.
+# The first connection's fds wait behind the file; the others are closed unread, their
+# sockets (what they queued inside) waiting there too: bounded, and none left open later.
+as_user "$PMC_TEST_RAW_BIN" "$SOCK" spray 9 253 >"$TMP/spray.out" 2>&1 || fail "spray: $(cat "$TMP/spray.out")"
+expect_eq "the spray's connections closed or refused" "$(kv closed "$TMP/spray.out")" 9
+n=$(daemon_fds)
+[ "$n" -le $((held + 253 + 9)) ] || fail "the daemon holds $n fds (at most $((held + 253 + 9)) expected: $held, the first datagram's 253 fds, 9 sockets)"
+pass "the daemon holds $n fds while uid 65534's closer waits (at most $held + 253 + 9)"
+expect_eq "a program of uid 1001 after the spray" "$(victim "$PMC_TEST_CLIENT_BIN" named after-spray 2 3 >/dev/null && pmcctl query --region after-spray --format json | jq '.regions[0].count')" 3
+
+# The file system's server ends: its flushes fail, the closes end, every fd is closed.
+kill -TERM "$FUSE"
+wait "$FUSE" || true
+expect_daemon_fds "the daemon's fds once the file system's server ended" "$before"
+expect_eq "fds of uid 65534 waiting to be closed, after" "$(as_user "$PMCCTL_BIN" status --format json | jq .closes_pending)" 0
