@@ -163,21 +163,21 @@ write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* This boot's id, or "" where the kernel does not say. */
+/* This boot's id, or "" where the kernel does not say. Read once and kept (it is the
+ * boot's): state_job_start() reads it before its child runs, so that the child, which
+ * shares the daemon's fd table, opens no fd a SIGKILL could leave open there. */
 static void
 boot_id(char out[64])
 {
-	out[0] = 0;
-	_cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, out, 63);
-	if (n <= 0) {
-		out[0] = 0;
-		return;
+	static char kept[64];
+	if (!kept[0]) {
+		_cleanup_close_ int fd =
+		        open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, kept, 63) : -1;
+		kept[n > 0 ? n : 0] = 0;
+		kept[strcspn(kept, "\n")] = 0;
 	}
-	out[n] = 0;
-	out[strcspn(out, "\n")] = 0;
+	memcpy(out, kept, sizeof(kept));
 }
 
 /* @r (a region of @p, or a node of its call path tree) as a RegionState, allocated in @a
@@ -624,6 +624,8 @@ state_job_start(struct server *srv, const char *path, struct state_job **out)
 	j->dfd = dfd;
 	j->fd = fd;
 	j->saved_ns = util_now_ns(CLOCK_REALTIME);
+	char boot[64];
+	boot_id(boot); /* read here, not in the child (see boot_id()) */
 	pid_t parent = getpid();
 	sigset_t all, old;
 	sigfillset(&all);
