@@ -389,6 +389,7 @@ service_main(void *arg)
 {
 	(void)arg;
 	unsigned backoff_ms = 100;
+	pmc__in_service = 1;
 	pthread_mutex_lock(&G.lock);
 	for (;;) {
 		int st = atomic_load(&G.state);
