@@ -103,16 +103,20 @@
  * PMC_WAIT_BUDGET_MS. Each wait takes it in slices of PMC_WAIT_SLICE_MS at most and gives
  * back what it did not use: the sum of the waits of any number of threads at once never
  * passes it. The first PMC_WAIT_PROMPT_MS of a round trip (Hello, a registration: its
- * thread's wait, and the waits of the threads whose turn comes after it) cost nothing while
- * the one before it took no longer (G.slow): a daemon that answers in time is not slow, and
- * 10,000 threads that register at once wait their turns. A thread that waits for another thread's
+ * thread's wait, and the waits of the threads whose turn comes after it) cost nothing, and
+ * the first PMC_WAIT_ROOM_MS of each wait for room in the queue: a daemon that answers, or
+ * takes the next datagram, as fast is not slow (10,000 threads that register at once wait
+ * their turns; a burst of clients is back-pressure). What a daemon just under them can
+ * cost: PMC_WAIT_PROMPT_MS per round trip and per thread waiting its turn behind it, and
+ * PMC_WAIT_ROOM_MS per datagram a full queue waits for. A thread that waits for another thread's
  * round trip (G.busy) takes only what is above PMC_WAIT_KEEP_MS, the rest is for round trips.
  * Spent, every wait returns at once but for those free parts (see pmc__wait_locked()). */
-#define PMC_WAIT_BUDGET_MS 3000
+#define PMC_WAIT_BUDGET_MS 30000
 #define PMC_WAIT_REFILL 100
 #define PMC_WAIT_SLICE_MS 10
-#define PMC_WAIT_PROMPT_MS 10
-#define PMC_WAIT_KEEP_MS 1000
+#define PMC_WAIT_PROMPT_MS 30
+#define PMC_WAIT_ROOM_MS 100
+#define PMC_WAIT_KEEP_MS 10000
 /* How often the background thread looks for a registration's late reply. */
 #define PMC_LATE_POLL_MS 100
 /* A thread whose registration failed for a while asks again after this, doubled at each
@@ -317,7 +321,6 @@ struct pmc_global {
 	 * way with G.lock released; turn is broadcast when it ends (CLOCK_MONOTONIC). */
 	int busy;
 	uint64_t busy_since; /* when it began (CLOCK_MONOTONIC ns) */
-	int slow;            /* the last one took longer than PMC_WAIT_PROMPT_MS */
 	pthread_cond_t turn;
 	/* The wait budget (PMC_WAIT_BUDGET_MS): ns left, and when it was last given back to
 	 * (0: not yet used); under budget_lock, which is never held over anything else. */
@@ -445,8 +448,7 @@ int pmc__wait_turn_locked(void);
  * (G.busy, G.busy_since; the end wakes the threads in pmc__wait_turn_locked()). */
 void pmc__busy_locked(bool on);
 /* Called with G.lock held (or by the thread whose Hello is under way): until when the round
- * trip under way costs no budget: its first PMC_WAIT_PROMPT_MS, unless the last one took
- * longer (0: charged from its start). */
+ * trip under way costs no budget: its first PMC_WAIT_PROMPT_MS. */
 uint64_t pmc__prompt_until(void);
 /* Set on the background thread, whose waits hold no application thread. */
 extern __thread int pmc__in_service;

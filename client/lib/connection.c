@@ -634,8 +634,12 @@ wait_fd(int fd, short events, uint64_t deadline, uint64_t free_until, bool unloc
 int
 pmc__wait_locked(short events, uint64_t deadline, bool unlock)
 {
-	/* A round trip's first PMC_WAIT_PROMPT_MS are free (G.busy: this thread's). */
-	return wait_fd(G.fd, events, deadline, G.busy ? pmc__prompt_until() : 0, unlock);
+	/* Free: a round trip's first PMC_WAIT_PROMPT_MS (G.busy: this thread's), or this
+	 * wait's for room in the queue, PMC_WAIT_ROOM_MS. */
+	uint64_t free_until =
+	        G.busy ? pmc__prompt_until()
+	               : util_now_ns(CLOCK_MONOTONIC) + PMC_WAIT_ROOM_MS * UINT64_C(1000000);
+	return wait_fd(G.fd, events, deadline, free_until, unlock);
 }
 
 int
@@ -664,8 +668,6 @@ void
 pmc__busy_locked(bool on)
 {
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-	if (!on)
-		G.slow = now - G.busy_since > PMC_WAIT_PROMPT_MS * UINT64_C(1000000);
 	G.busy = on;
 	G.busy_since = now;
 	if (!on)
@@ -675,7 +677,7 @@ pmc__busy_locked(bool on)
 uint64_t
 pmc__prompt_until(void)
 {
-	return G.slow ? 0 : G.busy_since + PMC_WAIT_PROMPT_MS * UINT64_C(1000000);
+	return G.busy_since + PMC_WAIT_PROMPT_MS * UINT64_C(1000000);
 }
 
 /* Called with G.lock held: waits until the daemon's queue has room for a datagram

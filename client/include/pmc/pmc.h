@@ -46,14 +46,14 @@
  * round trip); a thread's first region (or pmc_enabled()) registers the thread (a round
  * trip), waiting its turn behind another thread's; pmc_flush(), a thread's exit and exit()
  * wait while the daemon's queue is full. Each round trip waits 2 s at most, and all these
- * waits together, of all the process's threads, at most 3 s in all for the process (plus
+ * waits together, of all the process's threads, at most 30 s in all for the process (plus
  * 10 ms for each second it has run), whatever the daemon does (slow, hung at Hello or in a
  * registration, stopped): once that is spent, no call waits for the daemon any more (a
  * registration not answered at once is asked again later, pmc_flush() returns -EAGAIN, a
  * thread's exit and exit() count what they could not send as dropped), and one line on
- * stderr says so. The first 10 ms of a Hello or a registration do not count while the one
- * before was answered within 10 ms: a healthy daemon is not slow, however many threads
- * register at once. Nothing else waits for the daemon: pmc_end() never does, nor
+ * stderr says so. The first 30 ms of a round trip (and of a thread's turn behind it) and
+ * the first 100 ms of a wait for room for the next datagram do not count: a daemon that
+ * answers that fast is not slow, however many threads register at once. Nothing else waits for the daemon: pmc_end() never does, nor
  * pmc_begin() on a thread already registered or refused for good. A thread whose
  * registration failed for a while (no answer in time, a daemon restarting or at a limit)
  * asks again at a region it begins after a back-off (0.5 s doubled up to 16 s), which
@@ -177,7 +177,7 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
  * A daemon behind (a burst of clients) is back-pressure: while its queue is full,
  * pmc_flush() waits for room, as thread exit and exit() do, for as long as the daemon
  * takes samples, and gives up after 2 s in which it took none, and once the process's wait
- * budget is spent ("Waiting" above: 3 s in all, all threads together). Thread-safe: it sends the
+ * budget is spent ("Waiting" above: 30 s in all, all threads together). Thread-safe: it sends the
  * calling thread's samples (each thread flushes its own; the background thread sends all
  * of them); not async-signal-safe.
  * Return: 0 (also when there was nothing to send, or PMC_DISABLE turned profiling off),
