@@ -3,12 +3,13 @@
  * client thread as one group. */
 #pragma once
 
+#include "wire/pmc-shared.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PERF_MAX_EVENTS 16
 #define PERF_NAME_MAX 64
 
 struct perf_event_attr;

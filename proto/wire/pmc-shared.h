@@ -8,6 +8,9 @@
  * (--socket, PMC_SOCKET). */
 #define PMC_SOCKET_DEFAULT "/run/pmcdaemon/pmc.sock"
 
+/* Events one thread counts at most (RegisterThread's events; PMC_EVENTS). */
+#define PMC_LIMIT_EVENTS 16
+
 /* Regions open at once on a thread; the library drops deeper ones ("depth"). */
 #define PMC_LIMIT_DEPTH 1024
 /* Regions in the longest call path a node is kept for (pmc.proto's PATH_MAX_DEPTH); a
