@@ -23,6 +23,7 @@
 
 struct pmc_global G = {.lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_lock = PTHREAD_MUTEX_INITIALIZER,
+                       .budget_lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_max = PMC_MAX_PATHS - 1,
                        .fd = -1,
                        .heads_fd = -1,
@@ -159,7 +160,9 @@ thread_slow(void)
 	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns &&
 	    atomic_load_explicit(&G.reg_answered, memory_order_relaxed) == t->answered)
 		return NULL;
-	if (ensure_connected() != ST_ON)
+	/* Another thread saying Hello is waited for below (pmc__connect_locked()). */
+	int st = ensure_connected();
+	if (st != ST_ON && st != ST_CONNECTING)
 		return NULL;
 	unsigned backoff = 0;
 	if (t && (t->gen != atomic_load(&G.gen) || t->state == ST_RETRY)) {
@@ -180,7 +183,7 @@ thread_slow(void)
 	if (atomic_load(&G.state) == ST_ON)
 		t = pmc__register_locked(&fd_starved, &transient);
 	else
-		transient = atomic_load(&G.state) == ST_LOST;
+		transient = atomic_load(&G.state) != ST_OFF; /* no daemon, or its Hello late */
 	/* Under the lock: a late reply read after this is one this thread may wait for. */
 	unsigned answered = atomic_load(&G.reg_answered);
 	pthread_mutex_unlock(&G.lock);
@@ -405,7 +408,8 @@ static void __attribute__((noinline)) unprofiled_region(void)
 	else if (t && t->state == ST_RETRY)
 		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_UNREGISTERED], 1, memory_order_relaxed);
 	else if ((!t || t->state != ST_OFF) &&
-	         atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
+	         (atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST ||
+	          atomic_load_explicit(&G.state, memory_order_relaxed) == ST_CONNECTING))
 		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
 		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_NO_DAEMON], 1, memory_order_relaxed);
 }

@@ -73,6 +73,7 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "dropped", ju64(s->dropped));
 		jset(root, "rejected", ju64(s->rejected));
 		jset(root, "lost", ju64(s->lost));
+		jset(root, "lost_unsent", ju64(s->lost_unsent));
 		jset(root, "state_file", jstr(s->state_file));
 		jset(root, "state_saved_ns", ju64(s->state_saved_ns));
 		jset(root, "evicted", ju64(s->evicted));
@@ -204,8 +205,29 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 			          s->histogram_missed);
 		}
 		table_add(&t, "lost samples:");
-		table_add(&t, "%" PRIu64 "%s", s->lost,
-		          s->lost ? " (sent to a daemon that was killed before saving them)" : "");
+		{
+			/* Two kinds: never sent (a process that ended holding them), and sent
+			 * to a daemon that died before saving them. */
+			uint64_t unsent = s->lost_unsent <= s->lost ? s->lost_unsent : s->lost;
+			uint64_t killed = s->lost - unsent;
+			char both[256] = "";
+			if (unsent && killed)
+				snprintf(both, sizeof(both),
+				         " (%" PRIu64
+				         " never sent: their processes ended holding them, "
+				         "reason unsent; %" PRIu64
+				         " sent to a daemon that was killed "
+				         "before saving them)",
+				         unsent, killed);
+			else if (unsent)
+				snprintf(both, sizeof(both),
+				         " (never sent: their processes ended holding them, reason "
+				         "unsent)");
+			else if (killed)
+				snprintf(both, sizeof(both),
+				         " (sent to a daemon that was killed before saving them)");
+			table_add(&t, "%" PRIu64 "%s", s->lost, both);
+		}
 		if (s->closes_pending) {
 			table_add(&t, "fds waiting to be closed:");
 			table_add(&t,

@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pmc/pmc.h>
+#include <string.h>
 #include <structmember.h>
 
 /* Whether this thread has been registered (or tried to): its first region releases the
@@ -34,8 +35,25 @@ pmcpy_begin(pmc_region_t id)
 struct pmcpy_region {
 	PyObject_HEAD;
 	pmc_region_t id;
+	int refused; /* the library refused the name (0): each run asks again, and is counted */
 	PyObject *name;
 };
+
+/* A run of region @r whose name the library refused: asked again, so that the library counts
+ * this run as dropped (its reason: too long, too many names), as C's PMC_SCOPE is counted at
+ * each run; the id, should it come now. */
+static pmc_region_t
+region_id_again(struct pmcpy_region *r)
+{
+	const char *utf8 = PyUnicode_AsUTF8(r->name); /* cached in the str: no copy */
+	if (!utf8) {
+		PyErr_Clear();
+		return 0;
+	}
+	r->id = pmc_region(utf8);
+	r->refused = !r->id;
+	return r->id;
+}
 
 struct pmcpy_function {
 	PyObject_HEAD;
@@ -57,17 +75,26 @@ region_init(PyObject *self, PyObject *args, PyObject *kwds)
 	struct pmcpy_region *r = (struct pmcpy_region *)self;
 	PyObject *name;
 	const char *utf8;
+	Py_ssize_t len;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwds, "U:region", kwlist, &name))
 		return -1;
-	utf8 = PyUnicode_AsUTF8(name);
+	utf8 = PyUnicode_AsUTF8AndSize(name, &len);
 	if (!utf8)
 		return -1;
+	/* The library takes a C string: "a\0b" would be counted as "a". */
+	if (strlen(utf8) != (size_t)len) {
+		PyErr_SetString(PyExc_ValueError, "pmc.region: the name contains a NUL character");
+		return -1;
+	}
 	Py_INCREF(name);
 	Py_XSETREF(r->name, name);
-	/* Refused names (empty, too long, too many) give 0: begin and end then do nothing, and
-	 * the library counts each run as dropped, as in C. */
-	r->id = pmc_region(utf8);
+	/* Refused names (too long, too many) give 0: begin and end then do nothing, and each
+	 * run asks again (region_id_again()), so that the library counts each run as dropped,
+	 * as in C. An empty name, or profiling disabled, is no refusal: nothing is counted. */
+	/* A name too long is refused at each run, not here: 10 runs, 10 dropped. */
+	r->id = len > PMC_REGION_NAME_MAX ? 0 : pmc_region(utf8);
+	r->refused = !r->id && len > 0;
 	return 0;
 }
 
@@ -83,7 +110,11 @@ region_dealloc(PyObject *self)
 static PyObject *
 region_enter(PyObject *self, PyObject *unused)
 {
-	pmcpy_begin(((struct pmcpy_region *)self)->id);
+	struct pmcpy_region *r = (struct pmcpy_region *)self;
+
+	if (__builtin_expect(r->refused, 0))
+		(void)region_id_again(r);
+	pmcpy_begin(r->id);
 	Py_INCREF(self);
 	return self;
 }
@@ -152,7 +183,8 @@ static PyObject *
 function_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
 	struct pmcpy_function *f = (struct pmcpy_function *)self;
-	pmc_region_t id = f->region->id;
+	pmc_region_t id = __builtin_expect(f->region->refused, 0) ? region_id_again(f->region)
+	                                                          : f->region->id;
 	PyObject *res;
 
 	pmcpy_begin(id);

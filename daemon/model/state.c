@@ -272,6 +272,7 @@ state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct allo
 	st->batches = srv->batches;
 	st->dropped = srv->dropped;
 	st->lost = srv->lost;
+	st->lost_unsent = srv->lost_unsent;
 	st->rejected = srv->rejected;
 	st->evicted = reg->evicted;
 	st->retired_dropped = reg->retired_dropped;
@@ -908,6 +909,7 @@ load_buffer(struct server *srv, const uint8_t *buf, size_t len, const char **why
 	srv->batches = st->batches;
 	srv->dropped = st->dropped;
 	srv->lost = st->lost;
+	srv->lost_unsent = st->lost_unsent <= st->lost ? st->lost_unsent : st->lost;
 	srv->rejected = st->rejected;
 	reg->evicted = st->evicted;
 	/* The file's count, and the regions this load could not keep. */

@@ -28,6 +28,7 @@ struct user_share {
 	uint64_t batches;     /* counted */
 	uint64_t dropped;     /* dropped by the daemon, or reported dropped by its processes */
 	uint64_t lost;        /* reported sent by its processes, never received */
+	uint64_t lost_unsent; /* of lost: never sent (its processes ended holding them) */
 	uint64_t claimed;     /* of dropped, what its processes reported (not the daemon's) */
 	uint64_t rejected;    /* its connections closed for breaking the protocol */
 	uint64_t evicted;     /* its ended processes whose figures were dropped for room */

@@ -46,6 +46,7 @@ struct server {
 	uint64_t started_ns;
 	struct policy policy;
 	uint64_t samples, batches, dropped, rejected, refused_clients, lost;
+	uint64_t lost_unsent;    /* of lost: never sent by processes that ended holding them */
 	const char *state_path;  /* --state, or NULL */
 	uint64_t state_saved_ns; /* CLOCK_REALTIME of the last save */
 	struct event *state_ev;  /* the save timer */

@@ -792,6 +792,7 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.dropped = srv->dropped;
 		st.rejected = srv->rejected;
 		st.lost = srv->lost;
+		st.lost_unsent = srv->lost_unsent;
 		st.evicted = srv->reg.evicted;
 		st.histogram_bytes = srv->hist_budget.used;
 		for (size_t i = 0; i < srv->users.n; i++) {
@@ -819,6 +820,7 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.dropped = u->dropped;
 		st.rejected = u->rejected;
 		st.lost = u->lost;
+		st.lost_unsent = u->lost_unsent;
 		st.evicted = u->evicted;
 		st.histogram_bytes = u->hist.used;
 		st.histogram_missed = u->hist.missed;

@@ -647,6 +647,8 @@ count_unsent(struct session *s)
 	s->proc->dropped[PMC_LOSS_UNSENT] = util_sat_add(s->proc->dropped[PMC_LOSS_UNSENT], n);
 	s->srv->lost = util_sat_add(s->srv->lost, n);
 	s->user->lost = util_sat_add(s->user->lost, n);
+	s->srv->lost_unsent = util_sat_add(s->srv->lost_unsent, n);
+	s->user->lost_unsent = util_sat_add(s->user->lost_unsent, n);
 	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "
 	                 "batch, or announced by it): counted as lost (unsent)",
 	                 (int)s->pid, (unsigned long long)n);

@@ -8,6 +8,11 @@
  *   stream SOCK N   answers each Hello; answers a Query with parts of N regions of one
  *                   process, each marked `more`, for ever ("query" once, then "part K" every
  *                   1,000 parts), until the client goes
+ *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
+ *                   came on): answers Hello ("hello"), answers each RegisterThread with one
+ *                   counter (task-clock of that thread, opened here: root) ("register
+ *                   tid=N"), reads and counts the rest: each SampleBatch ("batch n=SAMPLES
+ *                   dropped=D"); MS 0 answers at once (a test stops it with SIGSTOP)
  *   plant DIR TARGET
  *                   no daemon: watches DIR (inotify) and replaces each directory made
  *                   there by a symlink to TARGET as soon as it appears (renamed away:
@@ -16,6 +21,7 @@
  * It stops at SIGTERM or SIGINT (exit 0).
  */
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -25,6 +31,7 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -58,6 +65,39 @@ answer_hello(int fd)
 	resp.body_case = PMC__RESPONSE__BODY_HELLO;
 	resp.hello = &h;
 	return reply(fd, &resp);
+}
+
+/* slow: a RegisterThread answered with the thread's task-clock, opened disabled (its leader). */
+static int
+answer_register(int fd, pid_t tid)
+{
+	struct perf_event_attr a = {.size = sizeof(a),
+	                            .type = PERF_TYPE_SOFTWARE,
+	                            .config = PERF_COUNT_SW_TASK_CLOCK,
+	                            .disabled = 1,
+	                            .exclude_hv = 1,
+	                            .read_format = PERF_FORMAT_GROUP |
+	                                           PERF_FORMAT_TOTAL_TIME_ENABLED |
+	                                           PERF_FORMAT_TOTAL_TIME_RUNNING};
+	int ev = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	Pmc__Response resp = PMC__RESPONSE__INIT;
+	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+	Pmc__EventDesc ed = PMC__EVENT_DESC__INIT;
+	Pmc__EventDesc *eds[1] = {&ed};
+	if (ev < 0) {
+		resp.error = errno;
+		resp.message = (char *)"fake: perf_event_open failed";
+		return reply(fd, &resp);
+	}
+	ed.name = (char *)"task-clock";
+	rr.tid = tid;
+	rr.n_events = 1;
+	rr.events = eds;
+	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+	resp.register_reply = &rr;
+	int r = pmc_wire_send(fd, &resp.base, &ev, 1, MSG_NOSIGNAL);
+	close(ev);
+	return r;
 }
 
 /* Query parts of @n regions of pid 4242, one event each, until the client goes or a stop. */
@@ -156,8 +196,10 @@ main(int argc, char **argv)
 {
 	if (argc < 3 ||
 	    (strcmp(argv[1], "silent") && strcmp(argv[1], "hello") && strcmp(argv[1], "stream") &&
-	     strcmp(argv[1], "plant")) ||
-	    ((!strcmp(argv[1], "stream") || !strcmp(argv[1], "plant")) && argc != 4)) {
+	     strcmp(argv[1], "plant") && strcmp(argv[1], "slow")) ||
+	    ((!strcmp(argv[1], "stream") || !strcmp(argv[1], "plant") ||
+	      !strcmp(argv[1], "slow")) &&
+	     argc != 4)) {
 		fprintf(stderr, "usage: see the top of pmc-fake-daemon.c\n");
 		return 2;
 	}
@@ -202,13 +244,16 @@ main(int argc, char **argv)
 		for (size_t i = 1; i < n; i++) {
 			if (!p[i].revents)
 				continue;
+			if (!strcmp(mode, "slow") && atoi(argv[3]) > 0)
+				usleep((useconds_t)atoi(argv[3]) * 1000u);
 			uint8_t *buf = NULL;
 			size_t len;
 			Pmc__Request *req = NULL;
-			/* A registration carries no pidfd (this Hello says none): one that came is
-			 * taken, and closed. */
+			/* A registration carries its thread's pidfd, HeadsTable its memfd: taken,
+			 * and closed. */
 			int fds[1];
-			if (pmc_wire_wait(p[i].fd, 0, &buf, &len, fds, 1, NULL) < 0 ||
+			size_t nf = 0;
+			if (pmc_wire_wait(p[i].fd, 0, &buf, &len, fds, 1, &nf) < 0 ||
 			    pmc_wire_unpack_request(buf, len, &req) < 0) {
 				free(buf);
 				close(p[i].fd);
@@ -216,11 +261,18 @@ main(int argc, char **argv)
 				continue;
 			}
 			free(buf);
+			for (size_t f = 0; f < nf; f++)
+				close(fds[f]);
 			if (req->body_case == PMC__REQUEST__BODY_HELLO) {
 				printf("hello\n");
 				(void)answer_hello(p[i].fd);
 			} else if (req->body_case == PMC__REQUEST__BODY_REGISTER_THREAD) {
 				printf("register tid=%d\n", (int)req->register_thread->tid);
+				if (!strcmp(mode, "slow") && !req->register_thread->reattach)
+					(void)answer_register(p[i].fd, req->register_thread->tid);
+			} else if (req->body_case == PMC__REQUEST__BODY_SAMPLE_BATCH) {
+				printf("batch n=%zu dropped=%llu\n", req->sample_batch->n_region,
+				       (unsigned long long)req->sample_batch->dropped);
 			} else if (req->body_case == PMC__REQUEST__BODY_QUERY &&
 			           !strcmp(mode, "stream")) {
 				printf("query\n");

@@ -74,6 +74,20 @@
  *                    "serial" once (1 page) and exiting; prints "thread=I enabled=0|1" for
  *                    each and "elapsed_ms=" (a daemon that never answers a registration
  *                    must cost the first of them one time-out, the others none)
+ *   timed T K [F]    the time the process spends inside the library, for a daemon that may be
+ *                    slow, hung or stopped: the main thread interns region "timed", then T
+ *                    threads each run it once (their registration), [with F: meet, print
+ *                    "ready", wait (up to 60 s) for file F to exist,] run it K times more
+ *                    and pmc_flush(); every call is timed (CLOCK_MONOTONIC around it; but
+ *                    the K on a registered thread: the hot path, which never waits), so
+ *                    is each thread's exit (from its return to the end of the library's
+ *                    destructor) and the process's exit() (to the end of the library's
+ *                    atexit handler). Prints "runs=" (T (K + 1)), "enabled=" (threads
+ *                    registered), "flush_failed=", and in ms: "calls_ms=" (all calls, all
+ *                    threads), "max_call_ms=", "exits_ms=", "max_exit_ms=", "atexit_ms=",
+ *                    "total_ms=" (the three sums), "calls_off_cpu_ms=" (of calls_ms, the time
+ *                    off the CPU: CLOCK_THREAD_CPUTIME_ID around each call too), "waited_ms="
+ *                    (calls_off_cpu_ms + exits_ms + atexit_ms: the calls' own work left out)
  *   retry K          (for a daemon with --max-threads 1) thread A runs region "a" once and
  *                    holds its registration; thread B then runs region "b" (refused:
  *                    EMFILE); A exits; B runs "b" every 20 ms until pmc_enabled() says 1
@@ -83,6 +97,7 @@
 #include <dirent.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -194,6 +209,103 @@ mt_main(void *p)
 	pthread_barrier_wait(&a->start);
 	run_pages("mt-pages", a->n, a->k);
 	return NULL; /* the final partial batch goes out at thread exit */
+}
+
+/* timed: sums of ns spent inside the library. */
+static _Atomic uint64_t timed_calls, timed_exits, timed_max_call, timed_max_exit, timed_off;
+static _Atomic long timed_enabled, timed_flush_failed;
+static uint64_t timed_main_end;
+static pthread_key_t timed_key;
+static const char *timed_file;
+static pthread_barrier_t timed_meet;
+
+static uint64_t mono_ns(void);
+static uint64_t thread_cpu_ns(void);
+
+static void
+timed_add(_Atomic uint64_t *sum, _Atomic uint64_t *max, uint64_t t0)
+{
+	uint64_t d = mono_ns() - t0, m = atomic_load(max);
+	atomic_fetch_add(sum, d);
+	while (d > m && !atomic_compare_exchange_weak(max, &m, d))
+		;
+}
+
+/* Runs after the library's destructor (a key made after the library's: glibc runs them in
+ * the order the keys were made). */
+static void
+timed_thread_gone(void *p)
+{
+	uint64_t *t_return = p;
+	timed_add(&timed_exits, &timed_max_exit, *t_return);
+	free(t_return);
+}
+
+/* Registered before the library's atexit handler: runs after it. */
+static void
+timed_report(void)
+{
+	if (!timed_main_end)
+		return;
+	uint64_t ax = mono_ns() - timed_main_end;
+	uint64_t calls = atomic_load(&timed_calls), exits = atomic_load(&timed_exits);
+	uint64_t off = atomic_load(&timed_off);
+	printf("enabled=%ld\nflush_failed=%ld\ncalls_ms=%.1f\nmax_call_ms=%.1f\nexits_ms=%.1f\n"
+	       "max_exit_ms=%.1f\natexit_ms=%.1f\ntotal_ms=%.1f\ncalls_off_cpu_ms=%.1f\n"
+	       "waited_ms=%.1f\n",
+	       atomic_load(&timed_enabled), atomic_load(&timed_flush_failed), calls / 1e6,
+	       atomic_load(&timed_max_call) / 1e6, exits / 1e6, atomic_load(&timed_max_exit) / 1e6,
+	       ax / 1e6, (calls + exits + ax) / 1e6, off / 1e6, (off + exits + ax) / 1e6);
+	fflush(stdout);
+}
+
+/* The wall time of @call, and of it the time off the CPU (waiting, or preempted). */
+#define TIMED(call)                                                                                \
+	do {                                                                                       \
+		uint64_t c0_ = thread_cpu_ns(), t0_ = mono_ns();                                   \
+		call;                                                                              \
+		uint64_t w_ = mono_ns() - t0_, c_ = thread_cpu_ns() - c0_;                         \
+		timed_add(&timed_calls, &timed_max_call, t0_);                                     \
+		atomic_fetch_add(&timed_off, w_ > c_ ? w_ - c_ : 0);                               \
+	} while (0)
+
+static void *
+timed_main(void *p)
+{
+	long k = *(long *)p;
+	pmc_region_t r;
+	int on, rc;
+	TIMED(r = pmc_region("timed"));
+	TIMED(pmc_begin(r));
+	TIMED(pmc_end(r));
+	TIMED(on = pmc_enabled());
+	atomic_fetch_add(&timed_enabled, on);
+	if (timed_file) {
+		pthread_barrier_wait(&timed_meet);
+		for (int w = 0; w < 600 && access(timed_file, F_OK); w++)
+			usleep(100000);
+	}
+	/* A registered thread's begin and end are the hot path, which never waits (no lock,
+	 * no system call but a batch's send that never blocks): timed only on a thread that
+	 * is not registered, whose begin may ask again. */
+	for (long i = 0; i < k; i++) {
+		if (on) {
+			pmc_begin(r);
+			pmc_end(r);
+			continue;
+		}
+		TIMED(pmc_begin(r));
+		TIMED(pmc_end(r));
+	}
+	TIMED(rc = pmc_flush());
+	if (rc < 0)
+		atomic_fetch_add(&timed_flush_failed, 1);
+	uint64_t *t_return = malloc(sizeof(*t_return));
+	if (t_return) {
+		*t_return = mono_ns();
+		pthread_setspecific(timed_key, t_return);
+	}
+	return NULL;
 }
 
 struct steady_arg {
@@ -802,6 +914,34 @@ main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		printf("elapsed_ms=%ld\n", (long)((t1.tv_sec - t0.tv_sec) * 1000 +
 		                                  (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	} else if (!strcmp(mode, "timed") && (argc == 4 || argc == 5)) {
+		long t = atol(argv[2]), k = atol(argv[3]);
+		pthread_t th[64];
+		pmc_region_t r;
+		if (t < 1 || t > 64)
+			return 2;
+		atexit(timed_report);
+		TIMED(r = pmc_region("timed"));
+		(void)r;
+		if (pthread_key_create(&timed_key, timed_thread_gone))
+			return 1;
+		if (argc == 5) {
+			timed_file = argv[4];
+			pthread_barrier_init(&timed_meet, NULL, (unsigned)t + 1);
+		}
+		for (long i = 0; i < t; i++)
+			if (pthread_create(&th[i], NULL, timed_main, &k))
+				return 1;
+		if (timed_file) {
+			pthread_barrier_wait(&timed_meet);
+			printf("ready\n");
+			fflush(stdout);
+		}
+		for (long i = 0; i < t; i++)
+			pthread_join(th[i], NULL);
+		printf("runs=%ld\n", t * (k + 1));
+		timed_main_end = mono_ns();
+		return 0;
 	} else if (!strcmp(mode, "retry") && argc == 3) {
 		struct retry_arg a = {.lock = PTHREAD_MUTEX_INITIALIZER,
 		                      .cond = PTHREAD_COND_INITIALIZER,

@@ -5,6 +5,9 @@
     python-app.py fork N K         the same in a multiprocessing child (fork) and the parent
     python-app.py deco N K         a function decorated with pmc.region("deco"), K calls
     python-app.py exc K            K exceptions raised inside region "exc", caught outside it
+    python-app.py refused K        a name with a NUL (ValueError: prints nul=ValueError), then
+                                   a 1 MiB name used K times with "with" and K times as a
+                                   decorator: 2 K runs refused (name-too-long), each counted
 
 Prints key=value lines: enabled, count, flush, and child=PID for fork.
 """
@@ -101,6 +104,25 @@ def main():
                 count += 1
         with pmc.region("after"):
             pass
+    elif mode == "refused":
+        try:
+            pmc.region("nul\0hidden")
+            print("nul=accepted")
+        except ValueError:
+            print("nul=ValueError")
+        k = int(sys.argv[2])
+        big = pmc.region("x" * (1 << 20))
+        count = 0
+        for _ in range(k):
+            with big:
+                count += 1
+
+        @pmc.region("y" * (1 << 20))
+        def run():
+            return 1
+
+        for _ in range(k):
+            count += run()
     else:
         sys.exit(f"unknown mode {mode}")
     print(f"enabled={int(enabled)}")

@@ -110,6 +110,18 @@ if [ -n "${PMC_PYTHON:-}" ]; then
 		jq -c '[.. | objects | select(.name? == "after") | .path] | unique')
 	expect_eq "python exception: the next region's call path" "$paths" '["after"]'
 
+	# A name with a NUL is refused (ValueError), never cut short; a refused name (1 MiB) is
+	# counted at each run, 2 K runs (with, and a decorated function). Before: "nul\0hidden"
+	# was counted as "nul", and 10 runs of a 1 MiB name counted 1 drop.
+	"${USER[@]}" PMC_EVENTS=page-faults "${PY[@]}" refused $K >"$TMP/py" 2>"$TMP/py.err" &
+	PID=$!
+	wait "$PID" || fail "python refused failed: $(cat "$TMP/py.err")"
+	expect_eq "python: a name with a NUL" "$(kv nul "$TMP/py")" ValueError
+	expect_eq "python refused: runs" "$(kv count "$TMP/py")" $((2 * K))
+	expect_eq "python refused: each run counted (name-too-long)" \
+		"$("$P_BIN/pmcctl" --socket "$SOCK" query --pid "$PID" --format json |
+			jq '[.losses[]? | select(.reason == "name-too-long") | .count] | add')" $((2 * K))
+
 	expect_nodaemon "python" "${PY[@]}" pages $N $K
 
 	# The README's example, as it is written.

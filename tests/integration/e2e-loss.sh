@@ -91,6 +91,11 @@ expect_eq "_exit()ed child: by reason" "$(pmcctl status --format json | jq -c .l
 expect_eq "_exit()ed child: in the query output, for its process" \
 	"$(pmcctl query --format json | jq -c '[.losses[] | [.pid, .reason, .count]]')" \
 	"[[$child,\"unsent\",100]]"
+# Labelled as what they are: never sent, not sent to a daemon that was killed (issue 31,
+# item 9: the table said "sent to a daemon that was killed before saving them").
+expect_eq "_exit()ed child: lost, of which never sent" "$(status_of lost_unsent)" 100
+pmcctl status | grep -q "^lost samples: *100 (never sent: their processes ended holding them, reason unsent)$" ||
+	fail "status table: $(pmcctl status | grep -A1 'lost samples')"
 grep -q "pid $child: ended holding 100 samples it never sent" "$TMP/daemon.log" ||
 	fail "not logged: $(cat "$TMP/daemon.log")"
 pass "logged: $(grep -o "pid $child: ended holding.*" "$TMP/daemon.log")"
