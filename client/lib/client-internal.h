@@ -97,13 +97,14 @@
  * wait for a daemon that is slow, hung or stopped, in all (connecting, registering, room in
  * its queue for pmc_flush(), a thread's exit, exit()): PMC_WAIT_BUDGET_MS, given back at
  * 1/PMC_WAIT_REFILL of the time that passes (10 ms a second), never above
- * PMC_WAIT_BUDGET_MS. Each wait takes it in slices of PMC_WAIT_SLICE_MS at most and gives
- * back what it did not use: the sum of the waits of any number of threads at once never
- * passes it. The first PMC_WAIT_PROMPT_MS of a round trip (Hello, a registration: its
- * thread's wait, and the waits of the threads whose turn comes after it) cost nothing, and
- * the first PMC_WAIT_ROOM_MS of each wait for room in the queue: a daemon that answers, or
- * takes the next datagram, as fast is not slow (10,000 threads that register at once wait
- * their turns; a burst of clients is back-pressure). What a daemon just under them can
+ * PMC_WAIT_BUDGET_MS. It is spent by the time that passes while any application thread
+ * waits for the daemon, once however many wait together (a daemon that holds the process
+ * holds it that long, whether one thread waits or 10,000 wait their turns at once); each
+ * wait is made of slices of PMC_WAIT_SLICE_MS at most. The first PMC_WAIT_PROMPT_MS of a round trip
+ * (Hello, a registration: its thread's wait, and the waits of the threads whose turn comes after
+ * it) cost nothing, and the first PMC_WAIT_ROOM_MS of each wait for room in the queue: a daemon
+ * that answers, or takes the next datagram, as fast is not slow (10,000 threads that register at
+ * once wait their turns; a burst of clients is back-pressure). What a daemon just under them can
  * cost: PMC_WAIT_PROMPT_MS per round trip and per thread waiting its turn behind it, and
  * PMC_WAIT_ROOM_MS per datagram a full queue waits for. A thread that waits for another thread's
  * round trip (G.busy) takes only what is above PMC_WAIT_KEEP_MS, the rest is for round trips.
@@ -301,8 +302,9 @@ struct pmc_global {
 	/* The wait budget (PMC_WAIT_BUDGET_MS): ns left, and when it was last given back to
 	 * (0: not yet used); under budget_lock, which is never held over anything else. */
 	pthread_mutex_t budget_lock;
-	int64_t budget_ns; /* below 0 when waits ran over what they took */
-	uint64_t budget_at;
+	int64_t budget_ns;       /* below 0 when waits ran over it */
+	uint64_t budget_at;      /* when budget_ns was last brought up to date */
+	unsigned budget_waiters; /* threads in a slice that spends the budget */
 	_Atomic int state;
 	_Atomic unsigned gen;
 	int fd;

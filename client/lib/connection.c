@@ -274,6 +274,7 @@ on_fork_child(void)
 	/* A new process: its own wait budget, and no round trip of the parent's under way. */
 	pthread_mutex_init(&G.budget_lock, NULL);
 	G.budget_at = 0;
+	G.budget_waiters = 0;
 	G.busy = 0;
 	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
@@ -554,11 +555,31 @@ pmc__thread_free(struct pmc_thread *t)
 
 __thread int pmc__in_service;
 
+/* Called with budget_lock held: brings the budget up to @now. The time since it was last
+ * brought up to date is spent once if any thread was in a slice that spends it (however
+ * many were), else given back at 1/PMC_WAIT_REFILL of it, up to PMC_WAIT_BUDGET_MS. */
+static void
+budget_update(uint64_t now)
+{
+	const int64_t cap = PMC_WAIT_BUDGET_MS * INT64_C(1000000);
+	if (!G.budget_at)
+		G.budget_ns = cap;
+	else if (now > G.budget_at && G.budget_waiters)
+		G.budget_ns -= (int64_t)(now - G.budget_at);
+	else if (now > G.budget_at)
+		G.budget_ns += (int64_t)((now - G.budget_at) / PMC_WAIT_REFILL);
+	if (G.budget_ns > cap)
+		G.budget_ns = cap;
+	if (now > G.budget_at)
+		G.budget_at = now;
+}
+
 /* Takes a slice of a wait from @t0 for up to @want ns: what lies before @free_until (the
- * first PMC_WAIT_PROMPT_MS of a round trip) costs nothing, the rest is taken from the budget
- * above @keep ns, nothing of it when less than a tenth of a slice is left; all of it on the
- * background thread, whose waits hold no application thread. Return: the slice (0: the
- * budget is spent), *@charged the part of it taken from the budget. */
+ * first PMC_WAIT_PROMPT_MS of a round trip) costs nothing; past it the slice spends the
+ * budget (budget_update()) while more than @keep ns of it are left, nothing of it when less
+ * than a tenth of a slice is left; nothing on the background thread, whose waits hold no
+ * application thread. Return: the slice (0: the budget is spent), *@charged 1 when the
+ * slice spends the budget (budget_settle() ends it). */
 static uint64_t
 budget_take(uint64_t t0, uint64_t want, uint64_t keep, uint64_t free_until, uint64_t *charged)
 {
@@ -568,21 +589,18 @@ budget_take(uint64_t t0, uint64_t want, uint64_t keep, uint64_t free_until, uint
 	uint64_t free = free_until > t0 ? free_until - t0 : 0;
 	if (free >= want)
 		return want;
-	const int64_t cap = PMC_WAIT_BUDGET_MS * INT64_C(1000000);
 	pthread_mutex_lock(&G.budget_lock);
-	if (!G.budget_at)
-		G.budget_ns = cap;
-	else if (t0 > G.budget_at)
-		G.budget_ns += (int64_t)((t0 - G.budget_at) / PMC_WAIT_REFILL);
-	if (G.budget_ns > cap)
-		G.budget_ns = cap;
-	G.budget_at = t0;
+	budget_update(t0);
 	int64_t left = G.budget_ns - (int64_t)keep;
 	uint64_t more = want - free;
-	*charged = left < PMC_WAIT_SLICE_MS * INT64_C(100000) ? 0
-	           : more < (uint64_t)left                    ? more
-	                                                      : (uint64_t)left;
-	G.budget_ns -= (int64_t)*charged;
+	if (left >= PMC_WAIT_SLICE_MS * INT64_C(100000)) {
+		*charged = 1;
+		G.budget_waiters++;
+		if (more > (uint64_t)left)
+			more = (uint64_t)left;
+	} else {
+		more = 0;
+	}
 	pthread_mutex_unlock(&G.budget_lock);
 	if (!*charged && !free && !keep) {
 		static atomic_flag warned = ATOMIC_FLAG_INIT;
@@ -595,23 +613,21 @@ budget_take(uint64_t t0, uint64_t want, uint64_t keep, uint64_t free_until, uint
 			        "dropped\n",
 			        PMC_WAIT_BUDGET_MS);
 	}
-	return free + *charged;
+	return free + more;
 }
 
-/* Settles a slice that took @charged of the budget and lasted from @t0 to now, free before
- * @free_until: gives back what it did not use, or takes what it ran over (the budget may
- * then owe). */
+/* Ends a slice that budget_take() began at @t0: one that spent the budget (@charged) spent
+ * it until now. */
 static void
 budget_settle(uint64_t charged, uint64_t t0, uint64_t free_until)
 {
-	if (pmc__in_service)
-		return;
-	uint64_t now = util_now_ns(CLOCK_MONOTONIC), from = t0 > free_until ? t0 : free_until;
-	uint64_t used = now > from ? now - from : 0;
-	if (used == charged)
+	(void)t0;
+	(void)free_until;
+	if (pmc__in_service || !charged)
 		return;
 	pthread_mutex_lock(&G.budget_lock);
-	G.budget_ns += (int64_t)charged - (int64_t)used;
+	budget_update(util_now_ns(CLOCK_MONOTONIC));
+	G.budget_waiters--;
 	pthread_mutex_unlock(&G.budget_lock);
 }
 

@@ -1,26 +1,27 @@
 #!/bin/bash
-# The process's wait budget (issue 31, item 4): whatever the daemon does, the application's
-# threads together wait for it at most 30 s in all (the library's PMC_WAIT_BUDGET_MS), plus
-# the free first 30 ms of each round trip for each thread waiting on it, plus 10 ms for each
-# second the process ran. pmc-test-client timed sums, inside the process, the time spent in
-# every pmc_* call, every thread's exit and exit() (CLOCK_MONOTONIC around each), and of the
-# calls the time off the CPU (CLOCK_THREAD_CPUTIME_ID too): waited_ms, the calls' own work
-# left out; this test checks it against that bound plus 1 s for preemption inside the calls
-# on a loaded machine. A bound, not a figure. Before: a daemon answering every datagram in
-# 1.9 s held 64 threads one after another, 377 s in all (4 threads: 32.6 s).
+# The process's wait budget (issue 31, item 4): whatever the daemon does, it holds the
+# application at most 30 s in all (the library's PMC_WAIT_BUDGET_MS), spent by the time that
+# passes while any of its threads waits for it, once however many wait together, plus the
+# free first 30 ms of each round trip for each thread waiting on it, plus 10 ms for each
+# second the process ran. The test times each client's run from outside (its wall time,
+# the regions' own work being a few ms) against that bound plus 3 s for a loaded machine;
+# pmc-test-client timed also says, from inside, how long its calls waited (waited_ms, the
+# sum over its threads), printed. A bound, not a figure. Before: a daemon answering every
+# datagram in 1.9 s held 64 threads one after another, 377 s in all (4 threads: 32.6 s).
 . "$(dirname "$0")/../lib/lib.sh"
 
-# check_bound OUT THREADS: the sum is under the bound, and the client ran every region.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# check_bound OUT THREADS WALL_MS: the client's run took less than the bound, and it ran.
 check_bound() {
-	local out=$1 t=$2 total
+	local out=$1 t=$2 wall=$3 total
 	total=$(kv waited_ms "$out")
 	[ -n "$total" ] || fail "no total from the client: $(cat "$out" "$out.err")"
-	# ms, rounded up; the run's own seconds refill 10 ms each (its wall time < 60 s here).
-	local bound=$((30000 + 30 * t + 600 + 1000))
-	echo "# $t threads: waited ${total} ms in the library in all (bound $bound ms; $(kv total_ms "$out") ms inside it)"
-	awk -v x="$total" -v b="$bound" 'BEGIN { exit !(x < b) }' ||
-		fail "$t threads waited ${total} ms in all, over $bound ms"
-	pass "$t threads: waited under the bound"
+	# ms: the budget, the free parts, the refill of a run under 60 s, a loaded machine.
+	local bound=$((30000 + 30 * t + 600 + 3000))
+	echo "# $t threads: the run took ${wall} ms (bound $bound ms); its threads waited ${total} ms in the library in all, $(kv total_ms "$out") ms inside it"
+	[ "$wall" -lt "$bound" ] || fail "$t threads: the run took ${wall} ms, over $bound ms"
+	pass "$t threads: held under the bound"
 }
 
 # 1. A daemon that answers every datagram 1.9 s after the one before (each under the 2 s a
@@ -29,10 +30,12 @@ FAKE=$TMP/fake.sock
 for t in 1 4 64; do
 	rm -f "$FAKE"
 	start_helper "$TMP/fake-$t.out" listening "$PMC_FAKE_DAEMON_BIN" slow "$FAKE" 1900
+	t0=$(now_ms)
 	as_user env PMC_SOCKET="$FAKE" "$PMC_TEST_CLIENT_BIN" timed "$t" 200 \
 		>"$TMP/slow-$t" 2>"$TMP/slow-$t.err" || fail "client: $(cat "$TMP/slow-$t.err")"
+	wall=$(($(now_ms) - t0))
 	expect_eq "slow daemon, $t threads: regions run" "$(kv runs "$TMP/slow-$t")" $((t * 201))
-	check_bound "$TMP/slow-$t" "$t"
+	check_bound "$TMP/slow-$t" "$t" "$wall"
 	kill "${HELPER_PIDS[-1]}"
 	wait "${HELPER_PIDS[-1]}" 2>/dev/null || true
 done
@@ -40,9 +43,10 @@ done
 # 2. A daemon hung at Hello (accepts, never reads): the first pmc_region() waits, no other call.
 rm -f "$FAKE"
 start_helper "$TMP/fake-silent.out" listening "$PMC_FAKE_DAEMON_BIN" silent "$FAKE"
+t0=$(now_ms)
 as_user env PMC_SOCKET="$FAKE" "$PMC_TEST_CLIENT_BIN" timed 4 200 \
 	>"$TMP/silent" 2>"$TMP/silent.err" || fail "client: $(cat "$TMP/silent.err")"
-check_bound "$TMP/silent" 4
+check_bound "$TMP/silent" 4 $(($(now_ms) - t0))
 
 # 3. A real daemon stopped (SIGSTOP) while batches flow: 4 threads register, then the daemon
 # stops, and each runs 100,000 regions of 4 events (its queue fills: 2 MiB), pmc_flush()es
@@ -56,13 +60,15 @@ client=$!
 for _ in $(seq 600); do grep -qx ready "$TMP/stop" && break; sleep 0.1; done
 grep -qx ready "$TMP/stop" || fail "the client's threads did not register: $(cat "$TMP/stop.err")"
 kill -STOP "$DAEMON_PID"
+t0=$(now_ms)
 touch "$TMP/go"
 wait $client || fail "the client failed: $(cat "$TMP/stop.err")"
+wall=$(($(now_ms) - t0))
 kill -CONT "$DAEMON_PID"
 expect_eq "stopped daemon: threads registered" "$(kv enabled "$TMP/stop")" 4
 echo "# $(tr "\n" " " <"$TMP/stop")"
 [ "$(kv flush_failed "$TMP/stop")" -gt 0 ] || fail "no pmc_flush() met the stopped daemon's full queue"
-check_bound "$TMP/stop" 4
+check_bound "$TMP/stop" 4 "$wall"
 max_exit=$(kv max_exit_ms "$TMP/stop")
 # A thread's exit: 2 s at most for its drain and its ThreadExit together (before: 2 s each),
 # + 1 s for a loaded machine.
