@@ -18,6 +18,9 @@ fi
 
 TMP=$(mktemp -d /tmp/pmc-test.XXXXXX)
 chmod 755 "$TMP"
+# Named, so that the daemon's log can be found after a test that ctest killed at its time-out
+# (tests/run.sh --soak prints it).
+echo "# temporary directory: $TMP"
 SOCK=$TMP/pmc.sock
 DAEMON_PID=
 HELPER_PIDS=()
@@ -36,6 +39,15 @@ cleanup() {
 			cat "$TMP/daemon.log" >&2
 			rc=1
 		fi
+	fi
+	# A failed test shows what its daemons said: the last one's log, and those of any it
+	# started before (start_daemon keeps them in daemon.earlier.log).
+	if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+		for f in "$TMP/daemon.earlier.log" "$TMP/daemon.log"; do
+			[ -s "$f" ] || continue
+			echo "--- $f (its last 300 lines) ---" >&2
+			tail -n 300 "$f" >&2
+		done
 	fi
 	rm -rf "$TMP"
 	exit $rc
@@ -56,6 +68,9 @@ USER_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" "$@"; }
 
 start_daemon() {
+	if [ -s "$TMP/daemon.log" ]; then
+		{ echo "=== an earlier pmcdaemon of this test"; cat "$TMP/daemon.log"; } >>"$TMP/daemon.earlier.log"
+	fi
 	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	# Ready once it says so: the socket exists a moment before its signal handlers do.
