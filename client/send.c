@@ -594,11 +594,29 @@ pmc__thread_destroy(void *arg)
 }
 
 /* exit() runs no thread's destructor: send every thread's samples (those of threads that
- * still run too), so that none waits in a ring for a process that is going. */
+ * still run too), so that none waits in a ring for a process that is going. With no daemon
+ * connected (it went away and is not back), what the rings hold and what was dropped reach no
+ * daemon's figures: said on stderr, not lost in silence. */
 void
 pmc__atexit(void)
 {
 	pthread_mutex_lock(&G.lock);
 	(void)drain_locked(NULL);
+	if (atomic_load(&G.state) == ST_LOST) {
+		uint64_t held = 0, dropped = 0;
+		struct pmc_thread *t;
+		pmc_list_for_each(t, &G.threads, link) {
+			held += atomic_load(&t->head) - atomic_load(&t->tail);
+			for (unsigned k = 0; k < R_THREAD_N; k++)
+				dropped += atomic_load(&t->lost[k]) - t->reported[k];
+		}
+		for (unsigned k = 0; k < R_N; k++)
+			dropped += atomic_load(&G.lost[k]) - G.reported[k];
+		if (held || dropped)
+			pmc__warn_once("exiting while no pmcdaemon is connected (it went away and "
+			               "is not back): %llu samples not sent and %llu dropped are "
+			               "lost, counted nowhere",
+			               (unsigned long long)held, (unsigned long long)dropped);
+	}
 	pthread_mutex_unlock(&G.lock);
 }

@@ -47,8 +47,10 @@
  *   paths N          regions p0 ... p(N-1), each once at the root and, inside it, each of
  *                    them once: N + N^2 call paths, each region run N + 1 times
  *   paths-again N F  the same, pmc_flush(), prints "first=done", waits (up to 60 s) for file
- *                    F to exist (the test restarts the daemon meanwhile), waits until
- *                    pmc_enabled() says 1, runs them again and flushes
+ *                    F to exist (the test restarts the daemon meanwhile), runs region "sync"
+ *                    once and calls pmc_flush() until it returns 0 (up to 60 s: the
+ *                    library reconnected; prints "reconnected=1", or 0), runs them again
+ *                    and flushes
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region and the
@@ -62,6 +64,9 @@
  *                    "late_id_nonzero=1"), waits (up to 60 s) until pmc_enabled() says 1,
  *                    then runs it M times (1 page each), prints "done=M" and waits until
  *                    killed
+ *   orphan F N       region "orphan" once, pmc_flush() (fails unless it returns 0), prints
+ *                    "first=done", waits (up to 60 s) for file F to exist (the test kills
+ *                    the daemon meanwhile), runs it N times more and exits
  *   names N          N regions named n00001, n00002, ... (PMC_SCOPE on a buffer), once each
  *   longnames K      region "ok" once (1 page), then two names of 130 bytes that differ only
  *                    in their last byte, through PMC_SCOPE, K times each; prints "long_id="
@@ -636,8 +641,21 @@ main(int argc, char **argv)
 				fflush(stdout);
 				for (int w = 0; w < 600 && access(argv[3], F_OK); w++)
 					usleep(100000);
-				for (int w = 0; w < 600 && !pmc_enabled(); w++)
+				/* pmc_enabled() says 1 throughout (the thread keeps its counters
+				 * while the library reconnects): the library learns that the daemon
+				 * went away at its next send, and a round run meanwhile fills the
+				 * ring (4,096) before the reconnection, faster than a loaded machine
+				 * reconnects. Wait for a sample to go through instead. */
+				pmc_region_t sync = pmc_region("sync");
+				int w = 0;
+				pmc_begin(sync);
+				pmc_end(sync);
+				while (w < 600 && pmc_flush() != 0) {
 					usleep(100000);
+					w++;
+				}
+				printf("reconnected=%d\n", w < 600);
+				fflush(stdout);
 			}
 			for (long i = 0; r && i < n; i++) {
 				pmc_begin(r[i]);
@@ -733,6 +751,22 @@ main(int argc, char **argv)
 		fflush(stdout);
 		for (;;)
 			pause();
+	} else if (!strcmp(mode, "orphan") && argc == 4) {
+		long n = atol(argv[3]);
+		pmc_region_t r = pmc_region("orphan");
+		pmc_begin(r);
+		pmc_end(r);
+		if (pmc_flush() != 0)
+			return 1;
+		printf("first=done\n");
+		fflush(stdout);
+		for (int w = 0; w < 600 && access(argv[2], F_OK); w++)
+			usleep(100000);
+		for (long i = 0; i < n; i++) {
+			pmc_begin(r);
+			pmc_end(r);
+		}
+		printf("count=%ld\n", n);
 	} else if (!strcmp(mode, "names") && argc == 3) {
 		long n = atol(argv[2]);
 		char name[32];
