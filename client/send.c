@@ -415,7 +415,7 @@ service_main(void *arg)
 			}
 			pthread_cond_timedwait(&G.wake, &G.lock, &ts);
 		}
-		if (atomic_load(&G.state) == ST_LOST) {
+		if (atomic_load(&G.state) == ST_LOST && G.conn) {
 			const char *path = G.path;
 			int hello_failed, call_paths, heads;
 			char why[256];
@@ -595,14 +595,15 @@ pmc__thread_destroy(void *arg)
 
 /* exit() runs no thread's destructor: send every thread's samples (those of threads that
  * still run too), so that none waits in a ring for a process that is going. With no daemon
- * connected (it went away and is not back), what the rings hold and what was dropped reach no
- * daemon's figures: said on stderr, not lost in silence. */
+ * connected (one was, and went away), what the rings hold and what was dropped reach no
+ * daemon's figures: said on stderr, not lost in silence. (A process that never found one
+ * said so at its start.) */
 void
 pmc__atexit(void)
 {
 	pthread_mutex_lock(&G.lock);
 	(void)drain_locked(NULL);
-	if (atomic_load(&G.state) == ST_LOST) {
+	if (atomic_load(&G.state) == ST_LOST && G.conn) {
 		uint64_t held = 0, dropped = 0;
 		struct pmc_thread *t;
 		pmc_list_for_each(t, &G.threads, link) {
