@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -415,7 +416,7 @@ service_main(void *arg)
 			}
 			pthread_cond_timedwait(&G.wake, &G.lock, &ts);
 		}
-		if (atomic_load(&G.state) == ST_LOST && G.conn) {
+		if (atomic_load(&G.state) == ST_LOST) {
 			const char *path = G.path;
 			int hello_failed, call_paths, heads;
 			char why[256];
@@ -594,30 +595,36 @@ pmc__thread_destroy(void *arg)
 }
 
 /* exit() runs no thread's destructor: send every thread's samples (those of threads that
- * still run too), so that none waits in a ring for a process that is going. With no daemon
- * connected (one was, and went away), what the rings hold and what was dropped reach no
- * daemon's figures: said on stderr, not lost in silence. (A process that never found one
- * said so at its start.) */
+ * still run too), so that none waits in a ring for a process that is going. What then reaches
+ * no daemon's figures, in a process that was connected once, is said on stderr, not lost in
+ * silence: what the rings hold with no daemon connected (it went away, or did not answer, and
+ * none is back), and the regions dropped that no batch reported (a batch of a registered
+ * thread carries the process's: there may be none). A process that never reached a daemon
+ * said at its start that profiling was disabled. */
 void
 pmc__atexit(void)
 {
 	pthread_mutex_lock(&G.lock);
 	(void)drain_locked(NULL);
-	if (atomic_load(&G.state) == ST_LOST && G.conn) {
+	if (G.conn) {
 		uint64_t held = 0, dropped = 0;
+		bool on = atomic_load(&G.state) == ST_ON;
 		struct pmc_thread *t;
 		pmc_list_for_each(t, &G.threads, link) {
-			held += atomic_load(&t->head) - atomic_load(&t->tail);
+			if (!on)
+				held += atomic_load(&t->head) - atomic_load(&t->tail);
 			for (unsigned k = 0; k < R_THREAD_N; k++)
 				dropped += atomic_load(&t->lost[k]) - t->reported[k];
 		}
 		for (unsigned k = 0; k < R_N; k++)
 			dropped += atomic_load(&G.lost[k]) - G.reported[k];
+		/* Its own line (at exit, once), beside the one about connecting. */
 		if (held || dropped)
-			pmc__warn_once("exiting while no pmcdaemon is connected (it went away and "
-			               "is not back): %llu samples not sent and %llu dropped are "
-			               "lost, counted nowhere",
-			               (unsigned long long)held, (unsigned long long)dropped);
+			fprintf(stderr,
+			        "pmc: at exit, %llu samples not sent and %llu dropped reached no "
+			        "pmcdaemon (it went away, or did not answer): lost, counted "
+			        "nowhere\n",
+			        (unsigned long long)held, (unsigned long long)dropped);
 	}
 	pthread_mutex_unlock(&G.lock);
 }

@@ -35,8 +35,8 @@ kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
 touch "$TMP/go"
 wait "$cpid" || fail "client failed after the daemon died: $(cat "$TMP/err")"
 expect_eq "client finished" "$(kv count "$TMP/out")" 6000
-line=$(grep "^pmc: exiting while no pmcdaemon is connected" "$TMP/err") || fail "no word of the samples at exit: $(cat "$TMP/err")"
-held=$(sed -n 's/.*: \([0-9]*\) samples not sent and \([0-9]*\) dropped are lost.*/\1/p' <<<"$line")
-dropped=$(sed -n 's/.*: \([0-9]*\) samples not sent and \([0-9]*\) dropped are lost.*/\2/p' <<<"$line")
+line=$(grep "^pmc: at exit, [0-9]* samples not sent and [0-9]* dropped reached no pmcdaemon" "$TMP/err") ||
+	fail "no word of the samples at exit: $(cat "$TMP/err")"
+read -r held dropped < <(sed -n 's/^pmc: at exit, \([0-9]*\) samples not sent and \([0-9]*\) dropped.*/\1 \2/p' <<<"$line")
 expect_eq "every region since the daemon died: held or dropped" "$((held + dropped))" 6000
 pass "$line"
