@@ -95,8 +95,12 @@ if [ -n "$soak" ]; then
 			else
 				while [ ${#running[@]} -ge 2 ]; do reap; done
 			fi
-			(cd "$dir" && ctest -R "^$t\$" --output-on-failure >"$PWD/soak/run-$run/$t.log" 2>&1
-				echo $? >"$PWD/soak/run-$run/$t.rc") &
+			(
+				cd "$dir"
+				rc=0
+				ctest -R "^$t\$" --output-on-failure >"soak/run-$run/$t.log" 2>&1 || rc=$?
+				echo $rc >"soak/run-$run/$t.rc"
+			) &
 			running+=($!)
 			[ "$p" != serial ] || reap
 		done <"$logs/order"
@@ -104,7 +108,7 @@ if [ -n "$soak" ]; then
 		local failed=0
 		while IFS=$'\t' read -r t p; do
 			# ctest -R that matched nothing passes too: a test passed only where it says so.
-			[ "$(cat "$logs/$t.rc")" = 0 ] && grep -q "^100% tests passed" "$logs/$t.log" && continue
+			[ "$(cat "$logs/$t.rc" 2>/dev/null)" = 0 ] && grep -q "^100% tests passed" "$logs/$t.log" && continue
 			failed=$((failed + 1))
 			echo "SOAK FAIL: $t in $dir, run $run, seed $s (again, in the same order: tests/run.sh --soak 1 --seed $s; the order: $logs/order)"
 			cat "$logs/$t.log"
