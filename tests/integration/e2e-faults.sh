@@ -13,7 +13,9 @@ T=8 K=1200
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
 	"$PMC_TEST_CLIENT_BIN" steady $T $K 1000 >"$TMP/a.out" 2>"$TMP/a.err" &
 cpid=$!
-sleep 0.5
+# Stopped once it counts some of the client's regions (the state file then holds it).
+counts_some() { [ "$(steady_count $cpid)" -gt 0 ]; }
+wait_until "the client's first regions counted" 60 counts_some
 kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID" || fail "daemon exit status on SIGTERM"
 [ -s "$STATE" ] || fail "no state file written at SIGTERM"
 DAEMON_PID=
@@ -37,7 +39,7 @@ start_daemon --state "$STATE" --state-interval 1
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
 	"$PMC_TEST_CLIENT_BIN" steady $T $K 1000 >"$TMP/b.out" 2>"$TMP/b.err" &
 cpid=$!
-sleep 1.5
+wait_until "the client's first regions counted" 60 counts_some
 kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
 DAEMON_PID=
 start_daemon --state "$STATE" --state-interval 1
@@ -70,7 +72,7 @@ setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENT
 cpid=$!
 for _ in $(seq 100); do [ "$(status_of threads)" = 4 ] && break; sleep 0.05; done
 expect_eq "threads while running" "$(status_of threads)" 4
-sleep 0.5
+wait_until "the client's first regions counted" 60 counts_some
 kill -KILL $cpid; wait $cpid 2>/dev/null || true
 for _ in $(seq 100); do [ "$(status_of threads)" = 0 ] && break; sleep 0.05; done
 expect_eq "threads after the kill" "$(status_of threads)" 0

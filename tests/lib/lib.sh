@@ -119,6 +119,27 @@ run_client() {
 }
 kv() { sed -n "s/^$1=//p" "$2"; }
 
+# hangups_taken: waits (120 s at most) until the daemon holds no client but the pmcctl asking:
+# clients that ended may have left what they sent queued in their sockets for a daemon behind
+# them (the library waits for room in the queue, not for the daemon to read it); a
+# connection's hang-up comes after its last batch, so then all of it is counted, and what
+# the hang-ups count as lost too.
+no_clients() { [ "$(pmcctl status --format json | jq '.threads == 0 and .clients <= 1')" = true ]; }
+hangups_taken() { daemon_alive; wait_until "the daemon to take the clients' hang-ups" 120 no_clients; }
+
+# wait_until WHAT SECONDS CMD...: until CMD succeeds (every 0.1 s), at most SECONDS (generous:
+# a loaded machine, a sanitized build), failing with WHAT if it never did. A wait on an event,
+# where a fixed sleep would guess how long it takes.
+wait_until() {
+	local what=$1 secs=$2
+	shift 2
+	for _ in $(seq $((secs * 10))); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	"$@" || fail "waited $secs s for $what"
+}
+
 # expect_faults WHAT GOT WANT: exact, except under sanitizers, whose shadow memory
 # faults in pages of its own inside the regions: one byte of shadow for 8 bytes touched, so
 # GOT may exceed WANT by an eighth, + 8 (1,538-1,539 for 1,500 fresh pages is usual).
@@ -208,18 +229,8 @@ promql() {
 burst_accounted() {
 	local p=$1 t=$2 k=$3 i pid got lost said s q
 	shift 3
-	# The clients ended, but what they sent may wait in their sockets' queues for a daemon
-	# behind them (the library waits for room in the queue, not for the daemon to read it):
-	# a connection's hang-up comes after its last batch, so once the daemon holds no client's
-	# thread and no connection but pmcctl's, it has counted all of it.
-	for _ in $(seq 1200); do
-		s=$(pmcctl status --format json)
-		[ "$(jq '.threads == 0 and .clients <= 1' <<<"$s")" = true ] && break
-		daemon_alive
-		sleep 0.1
-	done
-	[ "$(jq '.threads == 0 and .clients <= 1' <<<"$s")" = true ] ||
-		fail "the daemon did not take the clients' hang-ups in 120 s: $(jq -c '{clients, threads}' <<<"$s")"
+	hangups_taken
+	s=$(pmcctl status --format json)
 	echo "status: $(jq -c '{samples, batches, dropped, lost, losses}' <<<"$s")"
 	expect_eq "losses of other reasons than a registration or Hello not answered in time, or samples not taken at exit" \
 		"$(jq -c '.losses // {} | del(.unregistered, .["no-daemon"], .unsent)' <<<"$s")" '{}'
