@@ -94,8 +94,12 @@ feed "$SOCK" 1 500
 feed "$SOCK" 501 1000
 feed "$SOCK_B" 1000 10000
 wait_for "runs scraped over the fleet" 'sum(pmc_region_count_total{region="fleet"})' 10003
-# One scrape more of each: rate() sees the increase between two samples at least.
-sleep 2
+# One scrape more of each (waited for, not a fixed 2 s): rate() sees the increase between two
+# samples at least.
+scrapes() { promql "count_over_time(up{instance=\"127.0.0.1:$1\"}[5m])"; }
+a0=$(scrapes "$PORT_A") b0=$(scrapes "$PORT_B")
+one_more_each() { [ "$(scrapes "$PORT_A")" -gt "$a0" ] && [ "$(scrapes "$PORT_B")" -gt "$b0" ]; }
+wait_until "a scrape more of each daemon by Prometheus" 60 one_more_each
 
 for port in "$PORT_A" "$PORT_B"; do
 	curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$port/metrics" || fail "GET /metrics"
