@@ -253,10 +253,12 @@ NONE=$TMP/none.sock
 	>"$TMP/j" 2>"$TMP/err" || fail "private run exits $?: $(cat "$TMP/err")"
 expect_eq "private: the whole program counted" \
 	"$(jq '.whole_program.events["page-faults"].value > 200' "$TMP/j")" true
-# It dies while the command runs: the command's exit status still, and its figures.
+# It dies while the command runs (the command ends once it is gone): the command's exit status
+# still, and its figures.
 set +e
 "$BUILD_PMCCTL" --socket "$NONE" run --events page-faults -- sh -c \
-	'pkill -f -- "--socket $PMC_SOCKET"; sleep 0.2; exit 0' >"$TMP/t" 2>"$TMP/err"
+	'pkill -f -- "--socket $PMC_SOCKET"; while pgrep -f -- "--socket $PMC_SOCKET" >/dev/null; do sleep 0.05; done; exit 0' \
+	>"$TMP/t" 2>"$TMP/err"
 rc=$?
 set -e
 grep -q "the private pmcdaemon ended while the command ran" "$TMP/err" || fail "no word of it: $(cat "$TMP/err")"
