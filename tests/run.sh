@@ -45,9 +45,10 @@ run_suite() {
 # shared CI runner. Each run starts the tests in an order drawn from its seed (printed), two at
 # a time (a RUN_SERIAL or RESOURCE_LOCK test alone, as ctest runs it); a failure prints the
 # seed, the run, the test's output and its daemon's log, and the soak goes on to the end (exit
-# 1 if any failed). One run again, in the same order: tests/run.sh --soak 1 --seed SEED.
+# 1 if any failed). One run again, in the same order: tests/run.sh --soak 1 --seed SEED;
+# --soak 0: the sanitized run alone.
 if [ -n "$soak" ]; then
-	[ "$soak" -ge 1 ] 2>/dev/null || { echo "--soak N: N is a number of runs, 1 or more" >&2; exit 2; }
+	[ "$soak" -ge 0 ] 2>/dev/null || { echo "--soak N: N is a number of runs (0: the sanitized one alone)" >&2; exit 2; }
 	[ -n "$seed" ] || seed=$(((RANDOM << 15) | RANDOM))
 	busy=()
 	# shellcheck disable=SC2317 # called by the trap
