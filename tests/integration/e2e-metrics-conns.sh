@@ -28,12 +28,12 @@ open_idle() {
 		exec sleep 120
 	) &
 	HELPER=$!
-	for _ in $(seq 200); do
+	for _ in $(seq 1200); do
 		[ "$(cat "$TMP/opened" 2>/dev/null)" = "$1" ] && { pass "opened $1 idle connections"; return 0; }
 		kill -0 "$HELPER" 2>/dev/null || fail "could not open $1 connections (got $(cat "$TMP/opened" 2>/dev/null))"
 		sleep 0.05
 	done
-	fail "opening $1 connections took over 10 s (got $(cat "$TMP/opened" 2>/dev/null))"
+	fail "opening $1 connections took over 60 s (got $(cat "$TMP/opened" 2>/dev/null))"
 }
 
 close_idle() {
