@@ -116,10 +116,11 @@ if [ -n "$soak" ]; then
 			# A test ctest killed at its time-out had no chance to print its daemon's log: it is
 			# still in the temporary directory the test named.
 			local tmp
-			for tmp in $(sed -n 's/^# temporary directory: //p' "$logs/$t.log"); do
+			for tmp in $(sed -n 's|^# temporary directory: \(/tmp/pmc-test\.[A-Za-z0-9]*\)$|\1|p' "$logs/$t.log"); do
 				[ -f "$tmp/daemon.log" ] || continue
 				echo "--- $tmp/daemon.log (the test did not end on its own) ---"
 				tail -n 200 "$tmp/daemon.log"
+				rm -rf "$tmp"
 			done
 		done <"$logs/order"
 		echo "== $dir: run $run, seed $s: $failed failed of $(wc -l <"$logs/order"), $((SECONDS - start)) s"
