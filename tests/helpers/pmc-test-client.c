@@ -644,8 +644,8 @@ main(int argc, char **argv)
 				/* pmc_enabled() says 1 throughout (the thread keeps its counters
 				 * while the library reconnects): the library learns that the daemon
 				 * went away at its next send, and a round run meanwhile fills the
-				 * ring (4,096) before the reconnection, faster than a loaded machine
-				 * reconnects. Wait for a sample to go through instead. */
+				 * ring (4,096) before the reconnection, faster than a loaded
+				 * machine reconnects. Wait for a sample to go through instead. */
 				pmc_region_t sync = pmc_region("sync");
 				int w = 0;
 				pmc_begin(sync);

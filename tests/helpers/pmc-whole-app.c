@@ -1,6 +1,7 @@
 /* A program with no pmc call, for pmcctl run's whole-program figures: each of PROCS
  * processes (the first and those it forks, one after another) runs THREADS threads, one after
- * another, each of which writes N fresh pages (one page fault each, at least). Usage: pmc-whole-app N [PROCS [THREADS]]. */
+ * another, each of which writes N fresh pages (one page fault each, at least).
+ * Usage: pmc-whole-app N [PROCS [THREADS]]. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
