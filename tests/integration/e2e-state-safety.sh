@@ -101,7 +101,10 @@ pass "a stale FILE.tmp of the daemon's own is removed at start"
 # ... and while the daemon runs: the periodic save (a child process) refuses, logs it, and
 # goes through again once the link is gone; the daemon serves on.
 saved_after 0
-ln -s "$TMP/victim" "$STATE.tmp"
+# Planted between two saves: a save under way holds FILE.tmp for a moment (ln fails "File
+# exists": a sanitized daemon's soak once), gone once it is renamed.
+plant() { ln -s "$TMP/victim" "$STATE.tmp" 2>/dev/null; }
+wait_until "FILE.tmp planted between two periodic saves" 60 plant
 wait_log "$STATE.tmp is a symbolic link owned by uid 0, not a temporary file"
 wait_log "cannot save the state to $STATE \(the previous one is kept\): File exists"
 # A second periodic save refused as well (not a fixed 1.2 s that a loaded machine outlasts).
