@@ -31,10 +31,12 @@
  *   caps             opens instructions:u on itself (no daemon involved; needs the
  *                    right to, e.g. root) and prints the user page's cap_user_rdpmc and
  *                    cap_user_time: whether the library can take the rdpmc path here
- *   steady T K US    T threads, each K calls of region "steady" writing 1 fresh page,
+ *   steady T K US [F]  T threads, each K calls of region "steady" writing 1 fresh page,
  *                    sleeping US microseconds between calls; prints the total and the
  *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
- *                    restarted meanwhile: regions must never wait for it)
+ *                    restarted meanwhile: regions must never wait for it); with F, each
+ *                    thread then waits (up to 120 s) for file F to exist before it exits
+ *                    (the test restarts the daemon first: what the threads hold goes to it)
  *   deep D           region "deep" nested D levels deep (more than the 32 levels of a
  *                    call path, and of a thread's first frames), each level writing 1
  *                    fresh page before going deeper: every level is recorded (up to the
@@ -204,6 +206,7 @@ mt_main(void *p)
 struct steady_arg {
 	long k, us;
 	uint64_t max_ns;
+	const char *hold;
 };
 
 static uint64_t
@@ -232,6 +235,8 @@ steady_main(void *p)
 		if (a->us)
 			usleep((useconds_t)a->us);
 	}
+	for (int w = 0; a->hold && w < 1200 && access(a->hold, F_OK); w++)
+		usleep(100000);
 	return NULL;
 }
 
@@ -594,14 +599,16 @@ main(int argc, char **argv)
 #endif
 		pmc_end(r);
 		printf("instructions=%lu\nrdpmc=%d\n", 2 * iter, pmc_thread_uses_rdpmc());
-	} else if (!strcmp(mode, "steady") && argc == 5) {
+	} else if (!strcmp(mode, "steady") && (argc == 5 || argc == 6)) {
 		long t = atol(argv[2]);
 		struct steady_arg a[64];
 		pthread_t th[64];
 		if (t < 1 || t > 64)
 			return 2;
 		for (long i = 0; i < t; i++) {
-			a[i] = (struct steady_arg){.k = atol(argv[3]), .us = atol(argv[4])};
+			a[i] = (struct steady_arg){.k = atol(argv[3]),
+			                           .us = atol(argv[4]),
+			                           .hold = argc == 6 ? argv[5] : NULL};
 			if (pthread_create(&th[i], NULL, steady_main, &a[i]))
 				return 1;
 		}
