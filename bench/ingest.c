@@ -137,11 +137,11 @@ call_fd(int fd, Pmc__Request *req, int attach)
 	size_t n_fds = 0, len;
 	Pmc__Response *resp = NULL;
 	uint8_t *buf = NULL;
-	int r = wire_send(fd, &req->base, &attach, attach >= 0, 0);
+	int r = pmc_wire_send(fd, &req->base, &attach, attach >= 0, 0);
 	if (r == 0)
-		r = wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
+		r = pmc_wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
 	if (r == 0) {
-		r = wire_unpack_response(buf, len, &resp);
+		r = pmc_wire_unpack_response(buf, len, &resp);
 		free(buf);
 	}
 	for (size_t i = 0; i < n_fds; i++)
@@ -164,7 +164,7 @@ call(int fd, Pmc__Request *req)
 static int
 conn_open_paths(const char *path, int want_paths, int *paths)
 {
-	int fd = wire_connect(path);
+	int fd = pmc_wire_connect(path);
 
 	if (fd < 0)
 		die("connect %s: %s", path, strerror(-fd));
@@ -309,7 +309,7 @@ define_paths(int fd, uint32_t n_regions)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_DEFINE;
 	req.define = &d;
-	int r = wire_send(fd, &req.base, NULL, 0, 0);
+	int r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
 	if (r < 0)
 		die("send the Define: %s", strerror(-r));
 }
@@ -762,7 +762,7 @@ cmd_query(const char *path)
 	q.stream = 1;
 	req.body_case = PMC__REQUEST__BODY_QUERY;
 	req.query = &q;
-	int r = wire_send(fd, &req.base, NULL, 0, 0);
+	int r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
 	if (r < 0)
 		die("send the query: %s", strerror(-r));
 	for (int more = 1; more; parts++) {
@@ -770,10 +770,10 @@ cmd_query(const char *path)
 		size_t len;
 		Pmc__Response *resp;
 
-		r = wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, NULL, 0, NULL);
+		r = pmc_wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, NULL, 0, NULL);
 		if (r < 0)
 			die("part %zu of the reply: %s", parts + 1, strerror(-r));
-		r = wire_unpack_response(buf, len, &resp);
+		r = pmc_wire_unpack_response(buf, len, &resp);
 		free(buf);
 		if (r < 0)
 			die("part %zu of the reply: %s", parts + 1, strerror(-r));
@@ -850,7 +850,7 @@ cmd_rtt(const char *path, int n, int pid, char *region)
 
 		(void)status_get(fd);
 		uint64_t t1 = bench_now_ns();
-		int r = wire_send(fd, &req.base, NULL, 0, 0);
+		int r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
 		if (r < 0)
 			die("send the query: %s", strerror(-r));
 		for (int more = 1; more;) {
@@ -858,8 +858,8 @@ cmd_rtt(const char *path, int n, int pid, char *region)
 			size_t len;
 			Pmc__Response *resp;
 
-			r = wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, NULL, 0, NULL);
-			if (r < 0 || (r = wire_unpack_response(buf, len, &resp)) < 0)
+			r = pmc_wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, NULL, 0, NULL);
+			if (r < 0 || (r = pmc_wire_unpack_response(buf, len, &resp)) < 0)
 				die("the reply to the query: %s", strerror(-r));
 			free(buf);
 			if (resp->error || resp->body_case != PMC__RESPONSE__BODY_QUERY)

@@ -56,14 +56,14 @@
 
 #pragma GCC visibility push(hidden)
 
-#define PMC_DEFAULT_SOCKET PMC_SOCKET_DEFAULT
+#define PMC_SOCKET_DEFAULT PMC_SOCKET_DEFAULT
 /* Region ids 1..65535, as many as the daemon takes; its --max-regions then applies. */
 #define PMC_MAX_REGIONS (PMC_LIMIT_REGION_ID + 1)
-#define PMC_MAX_EVENTS 16
+#define PMC_LIMIT_EVENTS 16
 /* Regions open at once on a thread: frames for PMC_STACK_START, grown (doubled) the first
- * time a thread goes deeper, up to PMC_MAX_DEPTH; deeper ones are dropped ("depth"). */
+ * time a thread goes deeper, up to PMC_LIMIT_DEPTH; deeper ones are dropped ("depth"). */
 #define PMC_STACK_START 32
-#define PMC_MAX_DEPTH PMC_LIMIT_DEPTH
+#define PMC_LIMIT_DEPTH PMC_LIMIT_DEPTH
 /* Call paths: the process interns each (parent path, region) pair it meets as a path id
  * (PMC_MAX_PATHS - 1 of them at most, in a small table first, as names); a thread caches
  * the pairs it met last in PMC_PCACHE slots. A path is at most PMC_PATH_DEPTH regions long:
@@ -131,36 +131,38 @@
  * the hot path needs no generation check, only a thread's state. */
 /* ST_RETRY: a thread whose registration failed for a while (no answer in time, the daemon's
  * queue full, a restart, EMFILE or EAGAIN from the daemon): it asks again at a region begun
- * after its back-off (thread_slow()); its regions meanwhile count as R_UNREGISTERED. */
+ * after its back-off (thread_slow()); its regions meanwhile count as PMC_LOSS_UNREGISTERED. */
 enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED, ST_RETRY };
 
 /* Why samples were not counted, as SampleBatch's dropped_* fields say it. The first ones are
  * counted per thread by its own thread; all are counted process-wide for those a thread
  * could not send before it exited, and for names pmc_region() refused. */
 enum {
-	R_DEPTH,   /* nested deeper than PMC_MAX_DEPTH */
-	R_NESTING, /* left open when an enclosing region ended, or the thread exited */
-	R_FULL,    /* the ring was full */
-	R_READ,    /* reading the counters failed */
-	R_THREAD_N,
-	R_EXITED = R_THREAD_N, /* held by a thread that exited unsent */
-	R_NAMES,               /* pmc_region(): the name table was full */
-	R_LONG_NAMES,          /* pmc_region(): a name over PMC_REGION_NAME_MAX */
-	R_FD_LIMIT,            /* regions of threads that had no room for their counter fds */
-	R_UNREGISTERED,        /* regions of threads waiting to ask again (ST_RETRY) */
-	R_NO_DAEMON,           /* regions begun while no daemon answered (ST_LOST) */
-	R_N
+	PMC_LOSS_DEPTH,   /* nested deeper than PMC_LIMIT_DEPTH */
+	PMC_LOSS_NESTING, /* left open when an enclosing region ended, or the thread exited */
+	PMC_LOSS_FULL,    /* the ring was full */
+	PMC_LOSS_READ,    /* reading the counters failed */
+	PMC_LOSS_THREAD_N,
+	PMC_LOSS_EXITED = PMC_LOSS_THREAD_N, /* held by a thread that exited unsent */
+	PMC_LOSS_NAMES,                      /* pmc_region(): the name table was full */
+	PMC_LOSS_LONG_NAMES,                 /* pmc_region(): a name over PMC_REGION_NAME_MAX */
+	PMC_LOSS_FD_LIMIT,     /* regions of threads that had no room for their counter fds */
+	PMC_LOSS_UNREGISTERED, /* regions of threads waiting to ask again (ST_RETRY) */
+	PMC_LOSS_NO_DAEMON,    /* regions begun while no daemon answered (ST_LOST) */
+	PMC_LOSS_LIB_N
 };
 
 /* The daemon's name of each reason (pmcctl shows them), for the warnings: pmc_loss_name(). */
-_Static_assert((int)R_DEPTH == (int)PMC_LOSS_DEPTH && (int)R_NESTING == (int)PMC_LOSS_NESTING &&
-                       (int)R_FULL == (int)PMC_LOSS_FULL && (int)R_READ == (int)PMC_LOSS_READ &&
-                       (int)R_EXITED == (int)PMC_LOSS_EXITED &&
-                       (int)R_NAMES == (int)PMC_LOSS_NAMES &&
-                       (int)R_LONG_NAMES == (int)PMC_LOSS_LONG_NAMES &&
-                       (int)R_FD_LIMIT == (int)PMC_LOSS_FD_LIMIT &&
-                       (int)R_UNREGISTERED == (int)PMC_LOSS_UNREGISTERED &&
-                       (int)R_NO_DAEMON == (int)PMC_LOSS_NO_DAEMON,
+_Static_assert((int)PMC_LOSS_DEPTH == (int)PMC_LOSS_DEPTH &&
+                       (int)PMC_LOSS_NESTING == (int)PMC_LOSS_NESTING &&
+                       (int)PMC_LOSS_FULL == (int)PMC_LOSS_FULL &&
+                       (int)PMC_LOSS_READ == (int)PMC_LOSS_READ &&
+                       (int)PMC_LOSS_EXITED == (int)PMC_LOSS_EXITED &&
+                       (int)PMC_LOSS_NAMES == (int)PMC_LOSS_NAMES &&
+                       (int)PMC_LOSS_LONG_NAMES == (int)PMC_LOSS_LONG_NAMES &&
+                       (int)PMC_LOSS_FD_LIMIT == (int)PMC_LOSS_FD_LIMIT &&
+                       (int)PMC_LOSS_UNREGISTERED == (int)PMC_LOSS_UNREGISTERED &&
+                       (int)PMC_LOSS_NO_DAEMON == (int)PMC_LOSS_NO_DAEMON,
                "the library's reasons are the first of enum pmc_loss");
 
 /* Sample k of a thread (k counts from 0 for the thread's life) is in slot k & (cap - 1): one
@@ -192,21 +194,22 @@ struct pmc_thread {
 	struct pmc_list_node link;
 	unsigned gen;
 	int state;
-	/* ST_OFF for want of fds (RLIMIT_NOFILE): each of its regions counts as R_FD_LIMIT. */
+	/* ST_OFF for want of fds (RLIMIT_NOFILE): each of its regions counts as PMC_LOSS_FD_LIMIT.
+	 */
 	int fd_starved;
 	unsigned conn; /* G.conn when this thread last told the daemon about itself */
-	char *ev_names[PMC_MAX_EVENTS];
-	uint32_t ev_groups[PMC_MAX_EVENTS];
+	char *ev_names[PMC_LIMIT_EVENTS];
+	uint32_t ev_groups[PMC_LIMIT_EVENTS];
 	/* What an empty region measured here (the last warm-up), told to the daemon once, with
 	 * the first batch: the floor under every figure (ThreadFloor). Under G.lock. */
-	uint64_t floor_v[PMC_MAX_EVENTS];
+	uint64_t floor_v[PMC_LIMIT_EVENTS];
 	uint64_t floor_wall;
 	int floor_pending;
 	pid_t tid;
 	size_t n;
-	int fds[PMC_MAX_EVENTS];
-	struct perf_event_mmap_page *pages[PMC_MAX_EVENTS];
-	int group_leader[PMC_MAX_EVENTS]; /* index of each event's leader */
+	int fds[PMC_LIMIT_EVENTS];
+	struct perf_event_mmap_page *pages[PMC_LIMIT_EVENTS];
+	int group_leader[PMC_LIMIT_EVENTS]; /* index of each event's leader */
 	int one_group; /* every event in one group: the leader's times are everyone's */
 	int rdpmc;
 	int fast; /* rdpmc, one_group and the page's clock: read_counters() takes read_one_group()
@@ -222,7 +225,7 @@ struct pmc_thread {
 	 * thread, the frames' room and an overflow. */
 	unsigned fast_cap;
 	unsigned overflow;  /* begins not pushed (too deep, or a failed read): their ends skip */
-	unsigned stack_cap; /* frames in stack (PMC_STACK_START, doubled up to PMC_MAX_DEPTH) */
+	unsigned stack_cap; /* frames in stack (PMC_STACK_START, doubled up to PMC_LIMIT_DEPTH) */
 	/* The depth below which a begin is pushed without begin_slow(): stack_cap, 0 while
 	 * overflow (one compare in pmc_begin for both). */
 	unsigned begin_cap;
@@ -247,7 +250,7 @@ struct pmc_thread {
 	struct pcache *memo;
 	uint32_t memo_cap;
 	uint32_t memo_mask; /* memo_cap - 1 */
-	uint64_t now[3 * PMC_MAX_EVENTS];
+	uint64_t now[3 * PMC_LIMIT_EVENTS];
 	/*
 	 * The ring of samples. The thread writes slot head, then publishes it by storing
 	 * head + 1 (release); a reader, under G.lock, loads head (acquire), then the ring
@@ -266,8 +269,8 @@ struct pmc_thread {
 	uint64_t retry_at; /* the thread's own: head before which it does not try to send again */
 	/* Samples lost, by reason, since the thread started: written by the thread only; a
 	 * reader sends what is new since reported[], its own (under G.lock). */
-	_Atomic uint64_t lost[R_THREAD_N];
-	uint64_t reported[R_THREAD_N];
+	_Atomic uint64_t lost[PMC_LOSS_THREAD_N];
+	uint64_t reported[PMC_LOSS_THREAD_N];
 	/* Under G.lock: the sample after the last one this connection was told of (each batch
 	 * says how many it leaves behind): the daemon counts them as lost if the process goes
 	 * without sending them. */
@@ -342,9 +345,9 @@ struct pmc_global {
 	_Atomic unsigned reg_answered;
 	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
 	 * have told the daemon of them (under the lock). */
-	_Atomic uint64_t lost[R_N];
-	uint64_t reported[R_N];
-	atomic_flag warned[R_N]; /* each reason is said once on stderr */
+	_Atomic uint64_t lost[PMC_LOSS_LIB_N];
+	uint64_t reported[PMC_LOSS_LIB_N];
+	atomic_flag warned[PMC_LOSS_LIB_N]; /* each reason is said once on stderr */
 	const char *path;
 	int service;             /* the background thread runs */
 	int disabled;            /* PMC_DISABLE: off on purpose */

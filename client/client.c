@@ -91,7 +91,7 @@ read_groups(struct pmc_thread *t, uint64_t *v)
 			return 0;
 		t->fallback_head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	}
-	uint64_t buf[3 + PMC_MAX_EVENTS];
+	uint64_t buf[3 + PMC_LIMIT_EVENTS];
 	for (size_t g = 0; g < n;) {
 		size_t end = g + 1;
 		while (end < n && t->group_leader[end] == (int)g)
@@ -314,12 +314,12 @@ stack_grow(struct pmc_thread *t)
  * pushed around it. */
 static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 {
-	if (!t->overflow && t->stack_cap < PMC_MAX_DEPTH && stack_grow(t) == 0) {
+	if (!t->overflow && t->stack_cap < PMC_LIMIT_DEPTH && stack_grow(t) == 0) {
 		t->begin_cap = t->stack_cap;
 		thread_fast_cap(t);
 		return true;
 	}
-	count_loss(t, t->depth >= t->stack_cap ? R_DEPTH : R_READ, 1);
+	count_loss(t, t->depth >= t->stack_cap ? PMC_LOSS_DEPTH : PMC_LOSS_READ, 1);
 	t->overflow++;
 	t->begin_cap = 0;
 	thread_fast_cap(t);
@@ -384,7 +384,7 @@ region_begin_any(struct pmc_thread *t, pmc_region_t region, bool fast_failed)
 	struct reading x = fast_failed ? read_counters_slow(t, f->v, 0) : read_counters(t, f->v, 0);
 	f->t0 = x.clock;
 	if (unlikely(x.r < 0)) {
-		count_loss(t, R_READ, 1);
+		count_loss(t, PMC_LOSS_READ, 1);
 		t->overflow++;
 		t->begin_cap = 0;
 		thread_fast_cap(t);
@@ -401,13 +401,13 @@ static void __attribute__((noinline)) unprofiled_region(void)
 {
 	struct pmc_thread *t = T;
 	if (t && t->fd_starved)
-		atomic_fetch_add_explicit(&G.lost[R_FD_LIMIT], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_FD_LIMIT], 1, memory_order_relaxed);
 	else if (t && t->state == ST_RETRY)
-		atomic_fetch_add_explicit(&G.lost[R_UNREGISTERED], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_UNREGISTERED], 1, memory_order_relaxed);
 	else if ((!t || t->state != ST_OFF) &&
 	         atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
 		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
-		atomic_fetch_add_explicit(&G.lost[R_NO_DAEMON], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_NO_DAEMON], 1, memory_order_relaxed);
 }
 
 static void begin_other(pmc_region_t region);
@@ -542,18 +542,18 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 		if (unlikely(!d))
 			return;
 		/* Regions begun inside this one and not ended: their samples are lost. */
-		count_loss(t, R_NESTING, t->depth - d);
+		count_loss(t, PMC_LOSS_NESTING, t->depth - d);
 	}
 	t->depth = d - 1;
 	if (unlikely(x.r < 0)) {
-		count_loss(t, R_READ, 1);
+		count_loss(t, PMC_LOSS_READ, 1);
 		return;
 	}
 	struct frame *f = &t->stack[d - 1];
 	uint64_t wall = 0;
 	if (unlikely(pmc_wall_delta(f->t0, x.clock, &wall) < 0)) {
 		/* The kernel took the page's clock away, or gave it, within the region. */
-		count_loss(t, R_READ, 1);
+		count_loss(t, PMC_LOSS_READ, 1);
 		return;
 	}
 	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
@@ -561,13 +561,13 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
 	if (unlikely(h - tl >= rg->cap)) {
 		/* Full: the daemon is away or behind. Send, or grow, then every 64 lost. */
-		if (!(atomic_load_explicit(&t->lost[R_FULL], memory_order_relaxed) & 63)) {
+		if (!(atomic_load_explicit(&t->lost[PMC_LOSS_FULL], memory_order_relaxed) & 63)) {
 			pmc__flush_try(t);
 			rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
 			tl = atomic_load_explicit(&t->tail, memory_order_acquire);
 		}
 		if (h - tl >= rg->cap) {
-			count_loss(t, R_FULL, 1);
+			count_loss(t, PMC_LOSS_FULL, 1);
 			return;
 		}
 	}
@@ -748,7 +748,7 @@ pmc__thread_warm_up(struct pmc_thread *t)
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;
 	thread_fast_cap(t);
-	for (unsigned k = 0; k < R_THREAD_N; k++)
+	for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 		atomic_store(&t->lost[k], 0);
 }
 

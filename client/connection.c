@@ -70,7 +70,7 @@ pmc__warn_loss(unsigned why, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Every name, also past PMC_MAX_EVENTS: the daemon refuses too many (E2BIG) and says so. */
+/* Every name, also past PMC_LIMIT_EVENTS: the daemon refuses too many (E2BIG) and says so. */
 static void
 parse_events(void)
 {
@@ -276,7 +276,7 @@ on_fork_child(void)
 	G.blocked = 0;
 	G.reg_late = 0;
 	G.sent_total = 0;
-	for (unsigned k = 0; k < R_N; k++) {
+	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 		atomic_store(&G.lost[k], 0);
 		G.reported[k] = 0;
 	}
@@ -298,7 +298,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	*heads = 0;
 	*why = 0;
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
-	int fd = wire_connect_flags(path, SOCK_NONBLOCK);
+	int fd = pmc_wire_connect_flags(path, SOCK_NONBLOCK);
 	if (fd < 0)
 		return fd;
 	/* Room for a burst the daemon is behind on (back-pressure, not a loss): best effort. */
@@ -317,7 +317,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 	Pmc__Response *resp = NULL;
-	int r = wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+	int r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
 	if (r == 0 && resp->error) {
 		snprintf(why, why_len, "%s", resp->message);
 		r = -EPROTO;
@@ -334,7 +334,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
 	if (r < 0) {
-		wire_close_draining(fd, 0);
+		pmc_wire_close_draining(fd, 0);
 		*hello_failed = 1;
 		return r;
 	}
@@ -347,7 +347,7 @@ pmc__daemon_connect(const char *path, int *hello_failed, int *call_paths, int *h
 		Pmc__Request hreq = PMC__REQUEST__INIT;
 		hreq.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
 		hreq.heads_table = &ht;
-		*heads = wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
+		*heads = pmc_wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
 	}
 	return fd;
 }
@@ -386,7 +386,7 @@ pmc__connect_locked(void)
 	}
 	const char *path = env_get("PMC_SOCKET");
 	if (!path || !*path)
-		path = PMC_DEFAULT_SOCKET;
+		path = PMC_SOCKET_DEFAULT;
 	G.pid = getpid();
 	G.path = path;
 
@@ -521,7 +521,7 @@ pmc__wait_room_locked(uint64_t deadline, bool unlock)
 static bool
 fd_room(int sock, size_t n)
 {
-	int fds[PMC_MAX_EVENTS];
+	int fds[PMC_LIMIT_EVENTS];
 	size_t got = 0;
 	int err = 0;
 	if (n > ARRAY_SIZE(fds))
@@ -553,7 +553,7 @@ warn_fd_limit(pid_t tid, size_t n, bool truncated)
 	unsigned long long lim =
 	        getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (unsigned long long)rl.rlim_cur : 0;
 	pmc__warn_loss(
-	        R_FD_LIMIT,
+	        PMC_LOSS_FD_LIMIT,
 	        "thread %d runs unprofiled: %s its %zu counter fds under RLIMIT_NOFILE %llu (the "
 	        "library leaves %d more fds to the program); so do other threads short of "
 	        "fds, while the process's other threads and its connection go on; their "
@@ -561,7 +561,7 @@ warn_fd_limit(pid_t tid, size_t n, bool truncated)
 	        "(ulimit -n, LimitNOFILE=)",
 	        (int)tid,
 	        truncated ? "the reply to its registration could not carry" : "no room for", n, lim,
-	        PMC_FD_RESERVE, pmc_loss_name(R_FD_LIMIT));
+	        PMC_FD_RESERVE, pmc_loss_name(PMC_LOSS_FD_LIMIT));
 }
 
 /* A pidfd of this process's thread @tid (PIDFD_THREAD, Linux 6.9), which proves to the
@@ -583,11 +583,11 @@ thread_pidfd(pid_t tid)
 /*
  * Called with G.lock held (nothing else may read the socket meanwhile): sends the
  * RegisterThread @req and receives its reply before @deadline, with the fds it carries in
- * @fds (PMC_MAX_EVENTS slots). A full queue delays the request until then.
+ * @fds (PMC_LIMIT_EVENTS slots). A full queue delays the request until then.
  * Return: 0 with *@out (freed by the caller) and *@n_fds fds, the caller's;
  * -EMFILE: the reply came with fewer fds than it carried (MSG_CTRUNC: no room for them
  * under RLIMIT_NOFILE), those that came are closed, *@out is the reply (NULL when it does
- * not decode); -EBADMSG: the reply does not decode or carries more than PMC_MAX_EVENTS
+ * not decode); -EBADMSG: the reply does not decode or carries more than PMC_LIMIT_EVENTS
  * fds (closed). After these two the connection is in step: its one reply was read.
  * -EAGAIN: not sent (the queue stayed full); the connection is in step too.
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
@@ -599,7 +599,7 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
                      Pmc__Response **out)
 {
 	int r;
-	while ((r = wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
+	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
 		if (pmc__wait_room_locked(deadline, false) < 0)
 			return -EAGAIN;
 	if (r < 0)
@@ -626,7 +626,8 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	}
 	ssize_t len;
 	int resets = 0;
-	/* As wire_wait(): a daemon that closed reports ECONNRESET once before its last words. */
+	/* As pmc_wire_wait(): a daemon that closed reports ECONNRESET once before its last words.
+	 */
 	do
 		len = recv(G.fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 	while (len < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
@@ -641,16 +642,16 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 		return -ENOMEM;
 	size_t nf = 0;
 	bool cut;
-	ssize_t got =
-	        wire_recv_cut(G.fd, buf, (size_t)len, fds, PMC_MAX_EVENTS, &nf, MSG_DONTWAIT, &cut);
-	/* More than PMC_MAX_EVENTS fds, another control message, the datagram cut short: its
+	ssize_t got = pmc_wire_recv_cut(G.fd, buf, (size_t)len, fds, PMC_LIMIT_EVENTS, &nf,
+	                                MSG_DONTWAIT, &cut);
+	/* More than PMC_LIMIT_EVENTS fds, another control message, the datagram cut short: its
 	 * fds are closed already. */
 	if (got == -EBADMSG || got == -EMSGSIZE)
 		return -EBADMSG;
 	if (got < 0)
 		return (int)got;
 	Pmc__Response *resp = NULL;
-	bool decoded = wire_unpack_response(buf, (size_t)got, &resp) == 0;
+	bool decoded = pmc_wire_unpack_response(buf, (size_t)got, &resp) == 0;
 	if (cut) {
 		/* Its fds, fewer than it carried, are closed already. */
 		*out = resp;
@@ -660,10 +661,10 @@ register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response *
 	 * where its close cannot hold this thread, and the reply refused. */
 	bool bad = !decoded;
 	for (size_t i = 0; i < nf && !bad; i++)
-		bad = fdcheck_kind(fds[i]) != FDCHECK_PERF;
+		bad = pmc_fdcheck_kind(fds[i]) != FDCHECK_PERF;
 	if (bad) {
 		for (size_t i = 0; i < nf; i++)
-			fdcheck_close(fds[i], 0);
+			pmc_fdcheck_close(fds[i], 0);
 		if (resp)
 			pmc__response__free_unpacked(resp, NULL);
 		return -EBADMSG;
@@ -699,8 +700,8 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	size_t want = G.n_events       ? G.n_events
 	              : G.reply_events ? G.reply_events
 	                               : PMC_DEFAULT_N_EVENTS;
-	if (want > PMC_MAX_EVENTS)
-		want = PMC_MAX_EVENTS; /* the daemon refuses more (E2BIG) */
+	if (want > PMC_LIMIT_EVENTS)
+		want = PMC_LIMIT_EVENTS; /* the daemon refuses more (E2BIG) */
 	if (!fd_room(G.fd, want)) {
 		warn_fd_limit(tid, want, false);
 		*fd_starved = true;
@@ -757,7 +758,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		        "thread %d not profiled for now: pmcdaemon took no request for %d ms "
 		        "(its queue stayed full); it asks again later, its regions counted "
 		        "meanwhile (reason %s)",
-		        (int)tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(R_UNREGISTERED));
+		        (int)tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		*transient = true;
 		heads_discard(t);
 		return NULL;
@@ -770,7 +771,8 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		               "registration within %d ms; no thread waits for it again until it "
 		               "answers, and each asks again later, its regions counted meanwhile "
 		               "(reason %s)",
-		               (int)t->tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(R_UNREGISTERED));
+		               (int)t->tid, PMC_CALL_TIMEOUT_MS,
+		               pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		G.reg_late = tid;
 		*transient = true;
 		(void)pmc__service_start_locked();
@@ -795,7 +797,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 			pmc__warn_once(
 			        "thread %d not profiled for now: %s; it asks again later, its "
 			        "regions counted meanwhile (reason %s)",
-			        (int)t->tid, resp->message, pmc_loss_name(R_UNREGISTERED));
+			        (int)t->tid, resp->message, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		else
 			pmc__warn_once("thread %d not profiled: %s", (int)t->tid,
 			               resp->error ? resp->message
@@ -899,7 +901,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 void
 pmc__late_reply_locked(void)
 {
-	int fds[PMC_MAX_EVENTS];
+	int fds[PMC_LIMIT_EVENTS];
 	size_t n_fds = 0;
 	Pmc__Response *resp = NULL;
 	int r = register_recv_locked(0, fds, &n_fds, &resp);
@@ -945,7 +947,7 @@ pmc__connection_failed_locked(int r)
 	}
 	/* What the daemon queued and nobody read: its fds closed where no close can hold
 	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
-	wire_close_draining(G.fd, 0);
+	pmc_wire_close_draining(G.fd, 0);
 	G.fd = -1;
 	G.reg_late = 0; /* its reply went with the connection */
 	atomic_store(&G.state, ST_LOST);
@@ -974,7 +976,7 @@ pmc__reattach_locked(struct pmc_thread *t)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	int r = wire_send(G.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
+	int r = pmc_wire_send(G.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
 	if (r == 0)
 		t->conn = G.conn;
 	return r;

@@ -160,12 +160,12 @@ static pmc_region_t
 name_refused(unsigned why, const char *name)
 {
 	atomic_fetch_add_explicit(&G.lost[why], 1, memory_order_relaxed);
-	if (why == R_NAMES && !atomic_load(&G.names_full))
+	if (why == PMC_LOSS_NAMES && !atomic_load(&G.names_full))
 		pmc__warn_loss(why,
 		               "out of memory interning region name '%.40s': refused (pmc_region() "
 		               "returns 0), counted by pmcdaemon as a dropped sample (reason %s)",
 		               name, pmc_loss_name(why));
-	else if (why == R_LONG_NAMES)
+	else if (why == PMC_LOSS_LONG_NAMES)
 		pmc__warn_loss(
 		        why,
 		        "region name '%.40s...' is longer than PMC_REGION_NAME_MAX (%d bytes): "
@@ -192,18 +192,18 @@ pmc_region(const char *name)
 	uint32_t h = name_hash(name, &len);
 	/* Never cut short: two names that differ past the limit would be one region. */
 	if (unlikely(len == PMC_REGION_NAME_MAX && name[len]))
-		return name_refused(R_LONG_NAMES, name);
+		return name_refused(PMC_LOSS_LONG_NAMES, name);
 	pmc_region_t id = name_find(name, h);
 	if (likely(id))
 		return id;
 	if (atomic_load_explicit(&G.names_full, memory_order_relaxed))
-		return name_refused(R_NAMES, name);
+		return name_refused(PMC_LOSS_NAMES, name);
 	pthread_mutex_lock(&G.lock);
 	id = name_find(name, h);
 	if (!id)
 		id = name_add_locked(name, len, h);
 	pthread_mutex_unlock(&G.lock);
-	return id ? id : name_refused(R_NAMES, name);
+	return id ? id : name_refused(PMC_LOSS_NAMES, name);
 }
 
 /* Lock-free: the path id of (@parent, @region) (hash @h) in the table @slots of @n, or 0. */

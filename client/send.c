@@ -27,7 +27,7 @@ pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
 	req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
 	req.thread_exit = &te;
 	int r;
-	while ((r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
+	while ((r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
 	       pmc__wait_room_locked(deadline, unlock) == 0 && atomic_load(&G.state) == ST_ON)
 		;
 	return r;
@@ -37,36 +37,37 @@ pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
 static void
 warn_losses(const struct pmc_thread *t, const uint64_t *loss)
 {
-	if (loss[R_DEPTH])
+	if (loss[PMC_LOSS_DEPTH])
 		pmc__warn_loss(
-		        R_DEPTH,
+		        PMC_LOSS_DEPTH,
 		        "thread %d nests regions deeper than %d: the samples of the deeper ones "
 		        "are dropped, counted by pmcdaemon (reason %s)",
-		        (int)t->tid, PMC_MAX_DEPTH, pmc_loss_name(R_DEPTH));
-	if (loss[R_NESTING])
+		        (int)t->tid, PMC_LIMIT_DEPTH, pmc_loss_name(PMC_LOSS_DEPTH));
+	if (loss[PMC_LOSS_NESTING])
 		pmc__warn_loss(
-		        R_NESTING,
+		        PMC_LOSS_NESTING,
 		        "thread %d ended a region while regions begun inside it were still open "
 		        "(pmc_end() out of nesting order), or exited with regions open: their "
 		        "samples are dropped, counted by pmcdaemon (reason %s)",
-		        (int)t->tid, pmc_loss_name(R_NESTING));
-	if (loss[R_FULL])
-		pmc__warn_loss(R_FULL,
+		        (int)t->tid, pmc_loss_name(PMC_LOSS_NESTING));
+	if (loss[PMC_LOSS_FULL])
+		pmc__warn_loss(PMC_LOSS_FULL,
 		               "thread %d held %zu samples that pmcdaemon could not take (away or "
 		               "behind): later ones are dropped, counted by pmcdaemon (reason %s)",
-		               (int)t->tid, atomic_load(&t->ring)->cap, pmc_loss_name(R_FULL));
-	if (loss[R_READ])
+		               (int)t->tid, atomic_load(&t->ring)->cap,
+		               pmc_loss_name(PMC_LOSS_FULL));
+	if (loss[PMC_LOSS_READ])
 		pmc__warn_loss(
-		        R_READ,
+		        PMC_LOSS_READ,
 		        "reading the counters of thread %d failed: those regions are dropped, "
 		        "counted by pmcdaemon (reason %s)",
-		        (int)t->tid, pmc_loss_name(R_READ));
-	if (loss[R_EXITED])
+		        (int)t->tid, pmc_loss_name(PMC_LOSS_READ));
+	if (loss[PMC_LOSS_EXITED])
 		pmc__warn_loss(
-		        R_EXITED,
+		        PMC_LOSS_EXITED,
 		        "threads exited holding samples that could not be sent: dropped, counted "
 		        "by pmcdaemon (reason %s)",
-		        pmc_loss_name(R_EXITED));
+		        pmc_loss_name(PMC_LOSS_EXITED));
 }
 
 /* Called with G.lock held: sends the @len bytes at @buf as one datagram, without waiting. */
@@ -103,7 +104,7 @@ defs_send_locked(struct defs *m)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_DEFINE;
 	req.define = &m->d;
-	int r = wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	int r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
 	if (r < 0) {
 		for (size_t i = 0; i < m->d.n_def_id; i++)
 			G.announced[m->def_id[i]] = 0;
@@ -186,12 +187,12 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 }
 
 /* Called with G.lock held: sends samples [@start, @end) of @t, which do not wrap around its
- * ring @rg, as one batch, with @loss (R_N counts, or NULL) as its losses. */
+ * ring @rg, as one batch, with @loss (PMC_LOSS_LIB_N counts, or NULL) as its losses. */
 static int
 send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, uint64_t end,
                   const uint64_t *loss)
 {
-	static uint8_t buf[PMC_BATCH_BOUND(PMC_BATCH, PMC_MAX_EVENTS, PMC_REGION_NAME_MAX)];
+	static uint8_t buf[PMC_BATCH_BOUND(PMC_BATCH, PMC_LIMIT_EVENTS, PMC_REGION_NAME_MAX)];
 	uint32_t def_id[PMC_BATCH];
 	size_t n = (size_t)(end - start);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
@@ -220,17 +221,17 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	                                      : 0, /* an older daemon's fast decoder stops at 21 */
 	};
 	if (loss) {
-		b.dropped_depth = loss[R_DEPTH];
-		b.dropped_nesting = loss[R_NESTING];
-		b.dropped_full = loss[R_FULL];
-		b.dropped_read = loss[R_READ];
-		b.dropped_exited = loss[R_EXITED];
-		b.dropped_names = loss[R_NAMES];
-		b.dropped_long_names = loss[R_LONG_NAMES];
-		b.dropped_fd_limit = loss[R_FD_LIMIT];
-		b.dropped_unregistered = loss[R_UNREGISTERED];
-		b.dropped_no_daemon = loss[R_NO_DAEMON];
-		for (unsigned r = 0; r < R_N; r++)
+		b.dropped_depth = loss[PMC_LOSS_DEPTH];
+		b.dropped_nesting = loss[PMC_LOSS_NESTING];
+		b.dropped_full = loss[PMC_LOSS_FULL];
+		b.dropped_read = loss[PMC_LOSS_READ];
+		b.dropped_exited = loss[PMC_LOSS_EXITED];
+		b.dropped_names = loss[PMC_LOSS_NAMES];
+		b.dropped_long_names = loss[PMC_LOSS_LONG_NAMES];
+		b.dropped_fd_limit = loss[PMC_LOSS_FD_LIMIT];
+		b.dropped_unregistered = loss[PMC_LOSS_UNREGISTERED];
+		b.dropped_no_daemon = loss[PMC_LOSS_NO_DAEMON];
+		for (unsigned r = 0; r < PMC_LOSS_LIB_N; r++)
 			b.dropped += loss[r];
 	}
 	uint8_t *msg;
@@ -245,7 +246,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		Pmc__Request fr = PMC__REQUEST__INIT;
 		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
 		fr.thread_floor = &f;
-		if (wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
+		if (pmc_wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
 			t->floor_pending = 0;
 	}
 	int r = send_locked(msg, len);
@@ -271,12 +272,12 @@ consume_locked(struct pmc_thread *t)
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
 	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_acquire);
-	uint64_t tloss[R_THREAD_N], gloss[R_N], loss[R_N];
+	uint64_t tloss[PMC_LOSS_THREAD_N], gloss[PMC_LOSS_LIB_N], loss[PMC_LOSS_LIB_N];
 	bool any = false;
-	for (unsigned k = 0; k < R_N; k++) {
+	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 		gloss[k] = atomic_load_explicit(&G.lost[k], memory_order_relaxed) - G.reported[k];
 		loss[k] = gloss[k];
-		if (k < R_THREAD_N) {
+		if (k < PMC_LOSS_THREAD_N) {
 			tloss[k] = atomic_load_explicit(&t->lost[k], memory_order_relaxed) -
 			           t->reported[k];
 			loss[k] += tloss[k];
@@ -312,9 +313,9 @@ consume_locked(struct pmc_thread *t)
 			return r;
 		}
 		if (any) {
-			for (unsigned k = 0; k < R_N; k++) {
+			for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 				G.reported[k] += gloss[k];
-				if (k < R_THREAD_N)
+				if (k < PMC_LOSS_THREAD_N)
 					t->reported[k] += tloss[k];
 			}
 			any = false;
@@ -561,7 +562,7 @@ pmc__thread_destroy(void *arg)
 		pmc_list_remove(&G.threads, &t->link);
 	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
 		if (t->depth)
-			count_loss(t, R_NESTING, t->depth);
+			count_loss(t, PMC_LOSS_NESTING, t->depth);
 		(void)drain_locked(t);
 		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
 		if (on)
@@ -576,7 +577,7 @@ pmc__thread_destroy(void *arg)
 		uint64_t tl = atomic_load(&t->tail), left = atomic_load(&t->head) - tl;
 		if (on && !told && t->announced > tl)
 			left -= t->announced - tl < left ? t->announced - tl : left;
-		atomic_fetch_add(&G.lost[R_EXITED], left);
+		atomic_fetch_add(&G.lost[PMC_LOSS_EXITED], left);
 		/* The daemon keeps a thread it was not told of, and reads its word when the
 		 * process goes: the word says what it was told (so that nothing counts twice),
 		 * and stays this thread's (never reused under the daemon's stale entry). */
@@ -585,7 +586,7 @@ pmc__thread_destroy(void *arg)
 			                      memory_order_relaxed);
 			t->head_slot = 0;
 		}
-		for (unsigned k = 0; k < R_THREAD_N; k++)
+		for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 			atomic_fetch_add(&G.lost[k], atomic_load(&t->lost[k]) - t->reported[k]);
 	}
 	pthread_mutex_unlock(&G.lock);
@@ -613,10 +614,10 @@ pmc__atexit(void)
 		pmc_list_for_each(t, &G.threads, link) {
 			if (!on)
 				held += atomic_load(&t->head) - atomic_load(&t->tail);
-			for (unsigned k = 0; k < R_THREAD_N; k++)
+			for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 				dropped += atomic_load(&t->lost[k]) - t->reported[k];
 		}
-		for (unsigned k = 0; k < R_N; k++)
+		for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
 			dropped += atomic_load(&G.lost[k]) - G.reported[k];
 		/* Its own line (at exit, once), beside the one about connecting. */
 		if (held || dropped)

@@ -241,7 +241,7 @@ static int
 listen_on(const char *path, const struct socket_opts *o)
 {
 	struct sockaddr_un sa;
-	int r = wire_sockaddr(path, &sa);
+	int r = pmc_wire_sockaddr(path, &sa);
 	if (r < 0)
 		return r;
 
@@ -253,7 +253,7 @@ listen_on(const char *path, const struct socket_opts *o)
 
 	/* A socket file left by a daemon that died: remove it, but never steal the
 	 * address of one that still answers. */
-	int probe = wire_connect(path);
+	int probe = pmc_wire_connect(path);
 	if (probe >= 0) {
 		close(probe);
 		return -EADDRINUSE;

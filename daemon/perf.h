@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PERF_MAX_EVENTS 16
+#define PMC_LIMIT_EVENTS 16
 #define PERF_NAME_MAX 64
 
 struct perf_event_attr;

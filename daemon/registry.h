@@ -40,24 +40,24 @@ struct region_agg {
 };
 
 /* Why samples of a process were not counted: enum pmc_loss (pmc-shared.h; pmc_loss_name()),
- * by these names here. Each is in the `dropped` figures; LOST_UNSENT is in `lost`. */
-enum drop_reason {
-	DROP_DEPTH = PMC_LOSS_DEPTH,
-	DROP_NESTING = PMC_LOSS_NESTING,
-	DROP_FULL = PMC_LOSS_FULL,
-	DROP_READ = PMC_LOSS_READ,
-	DROP_EXITED = PMC_LOSS_EXITED,
-	DROP_NAMES = PMC_LOSS_NAMES,
-	DROP_LONG_NAMES = PMC_LOSS_LONG_NAMES,
-	DROP_FD_LIMIT = PMC_LOSS_FD_LIMIT,
-	DROP_UNREGISTERED = PMC_LOSS_UNREGISTERED,
-	DROP_NO_DAEMON = PMC_LOSS_NO_DAEMON,
-	DROP_OTHER = PMC_LOSS_OTHER,
-	DROP_MAX_REGIONS = PMC_LOSS_MAX_REGIONS,
-	DROP_BATCH_RATE = PMC_LOSS_BATCH_RATE,
-	DROP_REFUSED = PMC_LOSS_REFUSED,
-	LOST_UNSENT = PMC_LOSS_UNSENT,
-	DROP_N = PMC_LOSS_N
+ * by these names here. Each is in the `dropped` figures; PMC_LOSS_UNSENT is in `lost`. */
+enum pmc_loss {
+	PMC_LOSS_DEPTH = PMC_LOSS_DEPTH,
+	PMC_LOSS_NESTING = PMC_LOSS_NESTING,
+	PMC_LOSS_FULL = PMC_LOSS_FULL,
+	PMC_LOSS_READ = PMC_LOSS_READ,
+	PMC_LOSS_EXITED = PMC_LOSS_EXITED,
+	PMC_LOSS_NAMES = PMC_LOSS_NAMES,
+	PMC_LOSS_LONG_NAMES = PMC_LOSS_LONG_NAMES,
+	PMC_LOSS_FD_LIMIT = PMC_LOSS_FD_LIMIT,
+	PMC_LOSS_UNREGISTERED = PMC_LOSS_UNREGISTERED,
+	PMC_LOSS_NO_DAEMON = PMC_LOSS_NO_DAEMON,
+	PMC_LOSS_OTHER = PMC_LOSS_OTHER,
+	PMC_LOSS_MAX_REGIONS = PMC_LOSS_MAX_REGIONS,
+	PMC_LOSS_BATCH_RATE = PMC_LOSS_BATCH_RATE,
+	PMC_LOSS_REFUSED = PMC_LOSS_REFUSED,
+	PMC_LOSS_UNSENT = PMC_LOSS_UNSENT,
+	PMC_LOSS_N = PMC_LOSS_N
 };
 
 /**
@@ -98,10 +98,10 @@ struct process {
 	unsigned n_threads; /* registered now, over all its connections */
 	uint64_t received;  /* samples the process has sent, as far as we know */
 	uint64_t lost;      /* of those, lost by an earlier daemon */
-	/* Samples not counted, by reason: dropped[LOST_UNSENT] is lost, not in `lost`
+	/* Samples not counted, by reason: dropped[PMC_LOSS_UNSENT] is lost, not in `lost`
 	 * above; the others are in the daemon's and the uid's `dropped`. Not in the
 	 * state file. */
-	uint64_t dropped[DROP_N];
+	uint64_t dropped[PMC_LOSS_N];
 	uint64_t ended;      /* when its last connection closed (0: connected) */
 	bool warned_regions; /* logged once that it hit --max-regions */
 	bool warned_total;   /* logged once that it hit --max-total-regions */

@@ -32,7 +32,7 @@ refuse_client(struct server *srv, int fd)
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.error = EUSERS;
 	resp.message = msg;
-	(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+	(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
 	close(fd);
 	if (srv->refused_clients++ == 0)
 		log_warn("refusing connections: %u clients, the --max-clients limit",

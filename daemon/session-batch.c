@@ -377,7 +377,7 @@ count_samples(struct session *s, const struct session_thread *t, const Pmc__Samp
 		uint32_t scaled = b->n_scaled ? b->scaled[i] : 0;
 		if (!reg) {
 			k += (size_t)__builtin_popcount(scaled);
-			session_count_dropped(s, 1, DROP_MAX_REGIONS);
+			session_count_dropped(s, 1, PMC_LOSS_MAX_REGIONS);
 			continue;
 		}
 		(*counted)++;
@@ -521,7 +521,7 @@ count_accumulated(struct session *s, const struct session_thread *t, const Pmc__
 		struct stats_acc *a = acc + x * na;
 		const uint32_t *rows = order + br[x].start;
 		if (!reg) {
-			session_count_dropped(s, br[x].n, DROP_MAX_REGIONS);
+			session_count_dropped(s, br[x].n, PMC_LOSS_MAX_REGIONS);
 			continue;
 		}
 		*counted += br[x].n;
@@ -575,16 +575,16 @@ static void
 count_reported(struct session *s, const Pmc__SampleBatch *b)
 {
 	const uint64_t by[] = {
-	        [DROP_DEPTH] = b->dropped_depth,
-	        [DROP_NESTING] = b->dropped_nesting,
-	        [DROP_FULL] = b->dropped_full,
-	        [DROP_READ] = b->dropped_read,
-	        [DROP_EXITED] = b->dropped_exited,
-	        [DROP_NAMES] = b->dropped_names,
-	        [DROP_LONG_NAMES] = b->dropped_long_names,
-	        [DROP_FD_LIMIT] = b->dropped_fd_limit,
-	        [DROP_UNREGISTERED] = b->dropped_unregistered,
-	        [DROP_NO_DAEMON] = b->dropped_no_daemon,
+	        [PMC_LOSS_DEPTH] = b->dropped_depth,
+	        [PMC_LOSS_NESTING] = b->dropped_nesting,
+	        [PMC_LOSS_FULL] = b->dropped_full,
+	        [PMC_LOSS_READ] = b->dropped_read,
+	        [PMC_LOSS_EXITED] = b->dropped_exited,
+	        [PMC_LOSS_NAMES] = b->dropped_names,
+	        [PMC_LOSS_LONG_NAMES] = b->dropped_long_names,
+	        [PMC_LOSS_FD_LIMIT] = b->dropped_fd_limit,
+	        [PMC_LOSS_UNREGISTERED] = b->dropped_unregistered,
+	        [PMC_LOSS_NO_DAEMON] = b->dropped_no_daemon,
 	};
 	uint64_t sum = 0;
 	/* Claims, checked by nothing: each bounded per connection (session_claim()), their
@@ -593,7 +593,7 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 		uint64_t n = by[k] ? session_claim(s, by[k]) : 0;
 
 		if (n)
-			session_count_dropped(s, n, (enum drop_reason)k);
+			session_count_dropped(s, n, (enum pmc_loss)k);
 		s->user->claimed = util_sat_add(s->user->claimed, n);
 		sum = util_sat_add(sum, by[k]);
 	}
@@ -601,7 +601,7 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 		uint64_t n = session_claim(s, b->dropped - sum);
 
 		if (n)
-			session_count_dropped(s, n, DROP_OTHER);
+			session_count_dropped(s, n, PMC_LOSS_OTHER);
 		s->user->claimed = util_sat_add(s->user->claimed, n);
 	}
 }
@@ -611,7 +611,7 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 {
 	struct session_thread *t = session_find_thread(s, b->tid);
 	if (!t && session_thread_refused(s, b->tid)) {
-		session_count_dropped(s, b->n_region, DROP_REFUSED);
+		session_count_dropped(s, b->n_region, PMC_LOSS_REFUSED);
 		count_reported(s, b);
 		return 0;
 	}
@@ -663,7 +663,7 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	if (b->end > t->next_sample)
 		t->next_sample = b->end;
 	if (over_rate(s)) {
-		session_count_dropped(s, n, DROP_BATCH_RATE);
+		session_count_dropped(s, n, PMC_LOSS_BATCH_RATE);
 		goto out;
 	}
 

@@ -35,9 +35,9 @@ struct query_stream;
 /* Events a request names, checked: canonical names, resolved. */
 struct session_events {
 	size_t n;
-	char canon[PERF_MAX_EVENTS][PERF_NAME_MAX];
-	char *cn[PERF_MAX_EVENTS]; /* cn[i] points at canon[i] */
-	struct perf_event_attr attrs[PERF_MAX_EVENTS];
+	char canon[PMC_LIMIT_EVENTS][PERF_NAME_MAX];
+	char *cn[PMC_LIMIT_EVENTS]; /* cn[i] points at canon[i] */
+	struct perf_event_attr attrs[PMC_LIMIT_EVENTS];
 };
 
 /**
@@ -54,7 +54,7 @@ bool session_events_check(struct session *s, char *const *names, size_t n,
 
 /** session_count_dropped() - count @n samples of @s not counted, for reason @why: in the
  * daemon's figure, its uid's and its process's */
-void session_count_dropped(struct session *s, uint64_t n, enum drop_reason why);
+void session_count_dropped(struct session *s, uint64_t n, enum pmc_loss why);
 
 /* Samples one connection may say it dropped or lost, in all: what a client claims is not
  * checked, so it is bounded (and every total it adds to saturates). 2^40 is 18 minutes of

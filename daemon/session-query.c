@@ -299,7 +299,7 @@ static bool
 query_losses(const struct process *p, const Pmc__Query *q)
 {
 	uint64_t any = 0;
-	for (unsigned k = 0; !q->n_regions && k < DROP_N; k++)
+	for (unsigned k = 0; !q->n_regions && k < PMC_LOSS_N; k++)
 		any |= p->dropped[k];
 	return any != 0;
 }
@@ -387,7 +387,7 @@ query_plan(struct session *s, struct query_stream *qs, size_t max_bytes, size_t 
 				*n_es += r->seen[j];
 		}
 		if (qs->listed)
-			for (unsigned k = 0; k < DROP_N; k++)
+			for (unsigned k = 0; k < PMC_LOSS_N; k++)
 				*n_pl += p->dropped[k] != 0;
 		if (qs->listed && q->tree)
 			for (unsigned k = 0; k < UNTRACKED_N; k++)
@@ -495,7 +495,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 		/* The process's losses, once: in the part that finishes its regions. */
 		if (pi == qs->next_proc || !listed)
 			continue;
-		for (unsigned k = 0; k < DROP_N && qr->n_losses + qr->n_untracked < n_pl; k++) {
+		for (unsigned k = 0; k < PMC_LOSS_N && qr->n_losses + qr->n_untracked < n_pl; k++) {
 			if (!p->dropped[k])
 				continue;
 			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses + qr->n_untracked];
@@ -826,14 +826,14 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.histogram_missed = u->hist.missed;
 	}
 	/* The losses by reason, over the processes the caller sees. */
-	uint64_t by[DROP_N] = {0};
-	Pmc__Loss loss[DROP_N], *lossp[DROP_N];
+	uint64_t by[PMC_LOSS_N] = {0};
+	Pmc__Loss loss[PMC_LOSS_N], *lossp[PMC_LOSS_N];
 	const struct process *p;
 	pmc_list_for_each(p, &srv->reg.procs, link)
 		if (s->admin || p->uid == s->uid)
-			for (unsigned r = 0; r < DROP_N; r++)
+			for (unsigned r = 0; r < PMC_LOSS_N; r++)
 				by[r] = util_sat_add(by[r], p->dropped[r]);
-	for (unsigned r = 0; r < DROP_N; r++) {
+	for (unsigned r = 0; r < PMC_LOSS_N; r++) {
 		if (!by[r])
 			continue;
 		pmc__loss__init(&loss[st.n_losses]);

@@ -252,11 +252,11 @@ session_events_check(struct session *s, char *const *names, size_t n, struct ses
 {
 	if (!n)
 		names = perf_default_events(&n);
-	if (n > PERF_MAX_EVENTS)
+	if (n > PMC_LIMIT_EVENTS)
 		return events_refused(
 		        refused,
 		        session_reply_error(s, E2BIG, "%zu events asked for; at most %d per thread",
-		                            n, PERF_MAX_EVENTS));
+		                            n, PMC_LIMIT_EVENTS));
 	/* Every name in its one spelling: "cs", "cs:uk" and "context-switches" are one event,
 	 * kept once per process. */
 	for (size_t i = 0; i < n; i++) {
@@ -408,16 +408,16 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	if (rt->reattach)
 		return reattach_thread(s, old, rt, tid, names);
 
-	size_t order[PERF_MAX_EVENTS];
-	uint32_t group[PERF_MAX_EVENTS];
-	char *ordered[PERF_MAX_EVENTS];
+	size_t order[PMC_LIMIT_EVENTS];
+	uint32_t group[PMC_LIMIT_EVENTS];
+	char *ordered[PMC_LIMIT_EVENTS];
 	r = perf_plan(names, n, order, group);
 	if (r < 0)
 		return session_reply_error(s, -r, "cannot group the events: %s", strerror(-r));
 	for (size_t i = 0; i < n; i++)
 		ordered[i] = names[order[i]];
 
-	int fds[PERF_MAX_EVENTS];
+	int fds[PMC_LIMIT_EVENTS];
 	size_t failed = 0;
 	if (s->srv->n_fds + n + SERVER_FD_RESERVE > s->srv->fd_limit)
 		return session_reply_error(
@@ -489,7 +489,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	                           .next_sample = rt->next_sample};
 	t.fds = malloc(n * sizeof(int));
 	t.ev_id = malloc(n * sizeof(uint32_t));
-	Pmc__EventDesc descs[PERF_MAX_EVENTS], *dp[PERF_MAX_EVENTS];
+	Pmc__EventDesc descs[PMC_LIMIT_EVENTS], *dp[PMC_LIMIT_EVENTS];
 	r = t.fds && t.ev_id ? 0 : -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		int id = process_event_id(s->proc, ordered[i]);

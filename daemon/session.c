@@ -46,7 +46,7 @@
 /* Samples not counted: the daemon's figure, the figure of the uid they came from, and its
  * process's for reason @why. */
 void
-session_count_dropped(struct session *s, uint64_t n, enum drop_reason why)
+session_count_dropped(struct session *s, uint64_t n, enum pmc_loss why)
 {
 	s->srv->dropped = util_sat_add(s->srv->dropped, n);
 	s->user->dropped = util_sat_add(s->user->dropped, n);
@@ -137,7 +137,7 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
-	return reply_sent(s, wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
+	return reply_sent(s, pmc_wire_send(s->fd, &resp->base, fds, n_fds, MSG_DONTWAIT));
 }
 
 int
@@ -332,8 +332,8 @@ session_dispatch_one(struct session *s)
 	int fds[1];
 	size_t n_fds = 0;
 	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
-	ssize_t len = wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
-	                             MSG_DONTWAIT, (unsigned)s->uid);
+	ssize_t len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
+	                                 MSG_DONTWAIT, (unsigned)s->uid);
 	if (len < 0) {
 		if (len == -EMSGSIZE)
 			log_warn_limited("pid %d: request over %u bytes: closing the connection",
@@ -353,9 +353,9 @@ session_dispatch_one(struct session *s)
 		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		fast.sample_batch = &fast_batch;
 		req = &fast;
-	} else if ((r = wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
+	} else if ((r = pmc_wire_unpack_request(s->srv->rxbuf, (size_t)len, &req)) < 0) {
 		if (n_fds)
-			fdcheck_close(fds[0], (unsigned)s->uid);
+			pmc_fdcheck_close(fds[0], (unsigned)s->uid);
 		log_warn_limited("pid %d: malformed request (%zd bytes): closing the connection",
 		                 (int)s->pid, len);
 		return r;
@@ -391,10 +391,10 @@ session_dispatch_one(struct session *s)
 		r = handlers[c].fn(s, req);
 	}
 	if (s->rx_fd >= 0) {
-		fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
+		pmc_fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
 		/* Its uid's fds wait to be closed (a file whose FUSE server does not answer):
 		 * no more from this connection, and none from a new one (session_new()). */
-		if (r == 0 && fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
+		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
 			r = -EMFILE;
 	}
 	if (req != &fast)
@@ -539,7 +539,7 @@ count_unsent(struct session *s)
 	n = session_claim(s, n);
 	if (!n)
 		return;
-	s->proc->dropped[LOST_UNSENT] = util_sat_add(s->proc->dropped[LOST_UNSENT], n);
+	s->proc->dropped[PMC_LOSS_UNSENT] = util_sat_add(s->proc->dropped[PMC_LOSS_UNSENT], n);
 	s->srv->lost = util_sat_add(s->srv->lost, n);
 	s->user->lost = util_sat_add(s->user->lost, n);
 	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "
@@ -582,21 +582,21 @@ session_new(struct server *srv, int fd)
 		resp.message = "pmcdaemon cannot see this process: it runs in a pid namespace of "
 		               "its own; the operator must run it in the host's pid namespace "
 		               "(docker run --pid=host, Kubernetes hostPID: true)";
-		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
 		close(fd);
 		return -ESRCH;
 	}
 	/* A uid whose refused fds still wait to be closed (a FUSE file whose server never
 	 * answers) may send no more until they are. */
-	if (fdcheck_pending((unsigned)cred.uid) >= SESSION_MAX_PENDING_CLOSES) {
+	if (pmc_fdcheck_pending((unsigned)cred.uid) >= SESSION_MAX_PENDING_CLOSES) {
 		log_warn_limited("refusing a connection of uid %d: %zu fds it sent still wait to "
 		                 "be closed",
-		                 (int)cred.uid, fdcheck_pending((unsigned)cred.uid));
+		                 (int)cred.uid, pmc_fdcheck_pending((unsigned)cred.uid));
 		Pmc__Response resp = PMC__RESPONSE__INIT;
 		resp.error = EMFILE;
 		resp.message = "this uid sent file descriptors pmcdaemon has not yet been able to "
 		               "close (a file whose file system does not answer): try again later";
-		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
 		close(fd);
 		return -EMFILE;
 	}
@@ -641,7 +641,7 @@ session_new(struct server *srv, int fd)
 		Pmc__Response resp = PMC__RESPONSE__INIT;
 		resp.error = EUSERS;
 		resp.message = msg;
-		(void)wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
+		(void)pmc_wire_send(fd, &resp.base, NULL, 0, MSG_DONTWAIT);
 		s->user = NULL;
 	}
 	/* A connection that says nothing holds a slot every user needs: it has
@@ -707,7 +707,7 @@ session_free(struct session *s)
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	/* What the peer queued and the daemon did not read would be freed by a plain close,
-	 * here, fds included: each goes through fdcheck_close() instead. */
-	wire_close_draining(s->fd, (unsigned)s->uid);
+	 * here, fds included: each goes through pmc_fdcheck_close() instead. */
+	pmc_wire_close_draining(s->fd, (unsigned)s->uid);
 	free(s);
 }

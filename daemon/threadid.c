@@ -97,7 +97,7 @@ pidfd_checked(int pidfd, const char *what, pid_t pid, pid_t *tid, pid_t *tgid, c
 {
 	/* A pidfd first: an ioctl on a device or a FUSE file could do anything, or block.
 	 * Signal 0 checks that the fd is a pidfd (EBADF otherwise) before anything else, and
-	 * calls into no file system (the /proc link fdcheck_kind() reads costs more). EPERM
+	 * calls into no file system (the /proc link pmc_fdcheck_kind() reads costs more). EPERM
 	 * (a daemon without CAP_KILL) and ESRCH (ended) are pidfds too. */
 	int sent = (int)syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 ? errno : 0;
 	if (sent == EBADF) {

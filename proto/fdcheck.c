@@ -11,8 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum fdcheck_kind
-fdcheck_kind(int fd)
+enum pmc_fdcheck_kind
+pmc_fdcheck_kind(int fd)
 {
 	char path[48], link[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -81,7 +81,7 @@ closer(void *arg)
 		pthread_mutex_unlock(&C.lock);
 		close(fd); /* may block: this thread is for that */
 		pthread_mutex_lock(&C.lock);
-		/* Dequeued only now, so that fdcheck_pending() counts the close under way. */
+		/* Dequeued only now, so that pmc_fdcheck_pending() counts the close under way. */
 		C.head = (C.head + 1) % FDCHECK_MAX_PENDING;
 		C.n--;
 	}
@@ -89,11 +89,11 @@ closer(void *arg)
 }
 
 void
-fdcheck_close(int fd, unsigned owner)
+pmc_fdcheck_close(int fd, unsigned owner)
 {
 	if (fd < 0)
 		return;
-	switch (fdcheck_kind(fd)) {
+	switch (pmc_fdcheck_kind(fd)) {
 	case FDCHECK_SOCKET: {
 		/* An internet socket without linger closes at once; the kernel ends the
 		 * connection. Any other (AF_UNIX: its queue may hold fds of its own, whose close
@@ -150,7 +150,7 @@ fdcheck_close(int fd, unsigned owner)
 }
 
 size_t
-fdcheck_pending(unsigned owner)
+pmc_fdcheck_pending(unsigned owner)
 {
 	size_t k = 0;
 	pthread_mutex_lock(&C.lock);
@@ -162,7 +162,7 @@ fdcheck_pending(unsigned owner)
 }
 
 size_t
-fdcheck_leaked(void)
+pmc_fdcheck_leaked(void)
 {
 	pthread_mutex_lock(&C.lock);
 	size_t k = C.leaked;

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 /* What an fd is, as far as closing it and trusting it go. */
-enum fdcheck_kind {
+enum pmc_fdcheck_kind {
 	FDCHECK_OTHER = 0, /* a path (file, device, directory), or not known: may block */
 	FDCHECK_PERF,      /* anon_inode:[perf_event] */
 	FDCHECK_PIDFD,     /* anon_inode:[pidfd] */
@@ -24,34 +24,34 @@ enum fdcheck_kind {
 };
 
 /**
- * fdcheck_kind() - the kind of @fd (borrowed), from its /proc/self/fd link; never blocks
- * Return: an enum fdcheck_kind; FDCHECK_OTHER when /proc is not mounted.
+ * pmc_fdcheck_kind() - the kind of @fd (borrowed), from its /proc/self/fd link; never blocks
+ * Return: an enum pmc_fdcheck_kind; FDCHECK_OTHER when /proc is not mounted.
  */
-enum fdcheck_kind fdcheck_kind(int fd);
+enum pmc_fdcheck_kind pmc_fdcheck_kind(int fd);
 
 /**
- * fdcheck_close() - close @fd (taken), which a peer not trusted sent, without blocking
+ * pmc_fdcheck_close() - close @fd (taken), which a peer not trusted sent, without blocking
  * @owner: whom to count it against while its close waits (the daemon passes the sender's
- *         uid; see fdcheck_pending())
+ *         uid; see pmc_fdcheck_pending())
  *
  * Sockets lose their SO_LINGER first and are closed at once, as are pipes and anonymous
  * inodes. Any other fd (a path: a file, a device) is handed to a background thread that
  * closes it, started on first use; while FDCHECK_MAX_PENDING such closes wait there (a FUSE
- * server that never answers), a further one is left open and counted (fdcheck_leaked()):
+ * server that never answers), a further one is left open and counted (pmc_fdcheck_leaked()):
  * a bounded leak rather than a blocked caller. Async-signal unsafe; thread-safe.
  */
-void fdcheck_close(int fd, unsigned owner);
+void pmc_fdcheck_close(int fd, unsigned owner);
 
 /* Most closes waiting in the background thread at once. */
 #define FDCHECK_MAX_PENDING 1024
 
 /**
- * fdcheck_pending() - closes waiting in the background thread for fds of @owner
+ * pmc_fdcheck_pending() - closes waiting in the background thread for fds of @owner
  * Return: their number (0 when none ever waited).
  */
-size_t fdcheck_pending(unsigned owner);
+size_t pmc_fdcheck_pending(unsigned owner);
 
 /**
- * fdcheck_leaked() - fds left open because FDCHECK_MAX_PENDING closes were waiting
+ * pmc_fdcheck_leaked() - fds left open because FDCHECK_MAX_PENDING closes were waiting
  */
-size_t fdcheck_leaked(void);
+size_t pmc_fdcheck_leaked(void);

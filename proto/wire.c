@@ -14,7 +14,7 @@
 #include "util.h"
 
 int
-wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fds, int flags)
+pmc_wire_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n_fds, int flags)
 {
 	size_t len = protobuf_c_message_get_packed_size(msg);
 	if (len > WIRE_MAX_DATAGRAM || n_fds > WIRE_MAX_FDS)
@@ -66,25 +66,25 @@ close_cmsg_fds(struct msghdr *mh, unsigned owner)
 		int fd;
 		for (size_t i = 0; i < n; i++) {
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			fdcheck_close(fd, owner);
+			pmc_fdcheck_close(fd, owner);
 		}
 	}
 }
 
 ssize_t
-wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags)
+pmc_wire_recv(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags)
 {
-	return wire_recv_from(sock, buf, cap, fds, max_fds, n_fds, flags, 0);
+	return pmc_wire_recv_from(sock, buf, cap, fds, max_fds, n_fds, flags, 0);
 }
 
-/* wire_recv_from(), and wire_recv_cut() where @cut is not NULL. */
+/* pmc_wire_recv_from(), and pmc_wire_recv_cut() where @cut is not NULL. */
 static ssize_t
 recv_datagram(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
               unsigned owner, bool *cut)
 {
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	/* Room for more fds than accepted, so that an excess is seen and refused rather
-	 * than silently truncated, beside credentials (wire_drain() asks for them). */
+	 * than silently truncated, beside credentials (pmc_wire_drain() asks for them). */
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * WIRE_RX_FDS) + CMSG_SPACE(sizeof(struct ucred))];
 		struct cmsghdr align;
@@ -140,29 +140,29 @@ recv_datagram(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t 
 }
 
 ssize_t
-wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
-               unsigned owner)
+pmc_wire_recv_from(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
+                   int flags, unsigned owner)
 {
 	return recv_datagram(sock, buf, cap, fds, max_fds, n_fds, flags, owner, NULL);
 }
 
 ssize_t
-wire_recv_cut(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds, int flags,
-              bool *cut)
+pmc_wire_recv_cut(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
+                  int flags, bool *cut)
 {
 	*cut = false;
 	return recv_datagram(sock, buf, cap, fds, max_fds, n_fds, flags, 0, cut);
 }
 
 void
-wire_drain(int sock, unsigned owner)
+pmc_wire_drain(int sock, unsigned owner)
 {
 	int saved = errno;
 	if (sock < 0)
 		return;
 	(void)shutdown(sock, SHUT_RD);
 	/* With SO_PASSCRED every datagram received carries its sender's credentials, which
-	 * wire_recv_from() refuses (-EBADMSG, its fds closed): only the end of the queue reads
+	 * pmc_wire_recv_from() refuses (-EBADMSG, its fds closed): only the end of the queue reads
 	 * as -ECONNRESET (0 bytes, no credentials), beside the peer's pending error, reported
 	 * once before its datagrams. Without them, an empty datagram would end the drain. */
 	int one = 1;
@@ -173,7 +173,7 @@ wire_drain(int sock, unsigned owner)
 		char b;
 		int none[1];
 		size_t n_fds;
-		ssize_t n = wire_recv_from(sock, &b, 1, none, 0, &n_fds, MSG_DONTWAIT, owner);
+		ssize_t n = pmc_wire_recv_from(sock, &b, 1, none, 0, &n_fds, MSG_DONTWAIT, owner);
 		if (n == -ECONNRESET && resets++ == 0)
 			continue;
 		if (n == -ECONNRESET || n == -EAGAIN || n == -ENOTCONN || n == -ENOTSOCK ||
@@ -184,18 +184,18 @@ wire_drain(int sock, unsigned owner)
 }
 
 void
-wire_close_draining(int sock, unsigned owner)
+pmc_wire_close_draining(int sock, unsigned owner)
 {
 	if (sock < 0)
 		return;
 	int saved = errno;
-	wire_drain(sock, owner);
+	pmc_wire_drain(sock, owner);
 	close(sock);
 	errno = saved;
 }
 
 int
-wire_unpack_request(const uint8_t *buf, size_t len, Pmc__Request **out)
+pmc_wire_unpack_request(const uint8_t *buf, size_t len, Pmc__Request **out)
 {
 	Pmc__Request *r = pmc__request__unpack(NULL, len, buf);
 	if (!r)
@@ -209,7 +209,7 @@ wire_unpack_request(const uint8_t *buf, size_t len, Pmc__Request **out)
 }
 
 int
-wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out)
+pmc_wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out)
 {
 	Pmc__Response *r = pmc__response__unpack(NULL, len, buf);
 	if (!r)
@@ -219,10 +219,10 @@ wire_unpack_response(const uint8_t *buf, size_t len, Pmc__Response **out)
 }
 
 int
-wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
-          size_t *n_fds, Pmc__Response **out)
+pmc_wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t max_fds,
+              size_t *n_fds, Pmc__Response **out)
 {
-	int r = wire_send(sock, &req->base, NULL, 0, 0);
+	int r = pmc_wire_send(sock, &req->base, NULL, 0, 0);
 	/* A peer that refused us (over its client limit) has sent why, then closed:
 	 * the send fails, but its answer is still there to read. */
 	if (r == -EPIPE || r == -ECONNRESET)
@@ -231,13 +231,13 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 		return r;
 	_cleanup_free_ uint8_t *buf = NULL;
 	size_t len, nf = 0;
-	r = wire_wait(sock, timeout_ms, &buf, &len, fds, max_fds, &nf);
+	r = pmc_wire_wait(sock, timeout_ms, &buf, &len, fds, max_fds, &nf);
 	if (r < 0)
 		return r;
-	r = wire_unpack_response(buf, len, out);
+	r = pmc_wire_unpack_response(buf, len, out);
 	if (r < 0) {
 		for (size_t i = 0; i < nf; i++)
-			fdcheck_close(fds[i], 0);
+			pmc_fdcheck_close(fds[i], 0);
 		return r;
 	}
 	if (n_fds)
@@ -246,8 +246,8 @@ wire_call(int sock, const Pmc__Request *req, int timeout_ms, int *fds, size_t ma
 }
 
 int
-wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t max_fds,
-          size_t *n_fds)
+pmc_wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t max_fds,
+              size_t *n_fds)
 {
 	struct pollfd p = {.fd = sock, .events = POLLIN};
 	int r;
@@ -278,8 +278,8 @@ wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t
 		return -ENOMEM;
 	int dummy[1];
 	size_t nf = 0;
-	n = wire_recv(sock, b, n ? (size_t)n : 1, fds ? fds : dummy, fds ? max_fds : 0, &nf,
-	              MSG_DONTWAIT);
+	n = pmc_wire_recv(sock, b, n ? (size_t)n : 1, fds ? fds : dummy, fds ? max_fds : 0, &nf,
+	                  MSG_DONTWAIT);
 	if (n < 0) {
 		free(b);
 		return (int)n;
@@ -290,12 +290,12 @@ wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, size_t
 		*n_fds = nf;
 	else
 		for (size_t i = 0; i < nf; i++)
-			fdcheck_close(fds[i], 0);
+			pmc_fdcheck_close(fds[i], 0);
 	return 0;
 }
 
 int
-wire_sockaddr(const char *path, struct sockaddr_un *sa)
+pmc_wire_sockaddr(const char *path, struct sockaddr_un *sa)
 {
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
@@ -306,16 +306,16 @@ wire_sockaddr(const char *path, struct sockaddr_un *sa)
 }
 
 int
-wire_connect(const char *path)
+pmc_wire_connect(const char *path)
 {
-	return wire_connect_flags(path, 0);
+	return pmc_wire_connect_flags(path, 0);
 }
 
 int
-wire_connect_flags(const char *path, int sock_flags)
+pmc_wire_connect_flags(const char *path, int sock_flags)
 {
 	struct sockaddr_un sa;
-	int r = wire_sockaddr(path, &sa);
+	int r = pmc_wire_sockaddr(path, &sa);
 	if (r < 0)
 		return r;
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | sock_flags, 0);

@@ -39,7 +39,7 @@ stats_or_zero(const Pmc__Stats *s)
 int
 connect_daemon(const char *path)
 {
-	int fd = wire_connect(path);
+	int fd = pmc_wire_connect(path);
 
 	if (fd < 0) {
 		fprintf(stderr,
@@ -91,7 +91,7 @@ Pmc__Response *
 call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
 {
 	Pmc__Response *resp = NULL;
-	int r = wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+	int r = pmc_wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
 
 	if (r < 0)
 		call_failed(what, r);
@@ -195,7 +195,7 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 	req.body_case = PMC__REQUEST__BODY_QUERY;
 	req.query = q;
 	q->stream = true;
-	int r = wire_send(sock, &req.base, NULL, 0, 0);
+	int r = pmc_wire_send(sock, &req.base, NULL, 0, 0);
 	int timeout = CALL_TIMEOUT_MS;
 
 	if (r == -EPIPE || r == -ECONNRESET)
@@ -209,8 +209,8 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 		size_t len;
 		Pmc__Response *resp = NULL;
 
-		if ((r = wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0 ||
-		    (r = wire_unpack_response(buf, len, &resp)) < 0)
+		if ((r = pmc_wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0 ||
+		    (r = pmc_wire_unpack_response(buf, len, &resp)) < 0)
 			call_failed(what, r);
 		check_response(what, resp, PMC__RESPONSE__BODY_QUERY);
 		/* Each part is charged at least PART_MIN_BYTES: a stream of empty parts that never

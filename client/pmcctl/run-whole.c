@@ -80,13 +80,13 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 	oc.anchor = first_cpu == 0; /* once a run; held until its counters are read */
 	req.body_case = PMC__REQUEST__BODY_OPEN_COMMAND;
 	req.open_command = &oc;
-	int r = wire_send(sock, &req.base, &pidfd, 1, 0);
+	int r = pmc_wire_send(sock, &req.base, &pidfd, 1, 0);
 	if (r < 0)
 		return r;
-	r = wire_wait(sock, WHOLE_TIMEOUT_MS, &buf, &len, fds, ARRAY_SIZE(fds), &n_fds);
+	r = pmc_wire_wait(sock, WHOLE_TIMEOUT_MS, &buf, &len, fds, ARRAY_SIZE(fds), &n_fds);
 	if (r < 0)
 		return r;
-	r = wire_unpack_response(buf, len, &resp);
+	r = pmc_wire_unpack_response(buf, len, &resp);
 	free(buf);
 	const Pmc__CommandReply *cr =
 	        r == 0 && !resp->error && resp->body_case == PMC__RESPONSE__BODY_COMMAND
@@ -361,7 +361,7 @@ merge_find_cmp(const void *key, const void *elem)
 }
 
 /* The index of event @name in @m, added if new; -1 past WHOLE_MAX_EVENTS (the library's
- * own limit of events per region, PMC_MAX_EVENTS: a reply cannot hold more). */
+ * own limit of events per region, PMC_LIMIT_EVENTS: a reply cannot hold more). */
 static ssize_t
 merge_event(struct merged_region *m, const char *name)
 {

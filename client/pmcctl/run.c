@@ -386,7 +386,7 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 			private_show_log(d);
 			exit(EX_UNAVAILABLE);
 		}
-		int fd = wire_connect(d->sock);
+		int fd = pmc_wire_connect(d->sock);
 		if (fd >= 0) {
 			close(fd);
 			_cleanup_free_ char *safe = escape_text(d->sock);
@@ -959,7 +959,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 {
 	struct private_daemon priv = {0};
 	const char *sock_path = o->socket;
-	int fd = wire_connect(o->socket);
+	int fd = pmc_wire_connect(o->socket);
 	bool private = false;
 	/* An inherited SIG_IGN would reap our children (the daemon, the command) for us. */
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
@@ -971,7 +971,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		atexit(private_stop_at_exit);
 		private_start(&priv, o->socket, fd);
 		sock_path = priv.sock;
-		fd = wire_connect(sock_path);
+		fd = pmc_wire_connect(sock_path);
 	}
 	if (fd < 0)
 		connect_daemon(sock_path); /* says why and exits */

@@ -32,7 +32,8 @@ drain_replies(int fd)
 	int fds[WIRE_MAX_FDS];
 	size_t n;
 	for (;;) {
-		ssize_t r = wire_recv(fd, buf, sizeof(buf), fds, WIRE_MAX_FDS, &n, MSG_DONTWAIT);
+		ssize_t r =
+		        pmc_wire_recv(fd, buf, sizeof(buf), fds, WIRE_MAX_FDS, &n, MSG_DONTWAIT);
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		if (r < 0 && r != -EMSGSIZE && r != -EBADMSG)
@@ -44,7 +45,7 @@ static void
 send_datagram(int fd, const uint8_t *p, size_t len)
 {
 	Pmc__Request *req = NULL;
-	if (wire_unpack_request(p, len, &req) == 0) {
+	if (pmc_wire_unpack_request(p, len, &req) == 0) {
 		int32_t *tid = NULL;
 		if (req->body_case == PMC__REQUEST__BODY_REGISTER_THREAD)
 			tid = &req->register_thread->tid;
@@ -54,7 +55,7 @@ send_datagram(int fd, const uint8_t *p, size_t len)
 			tid = &req->thread_exit->tid;
 		if (tid && *tid == 0) {
 			*tid = (int32_t)syscall(SYS_gettid);
-			(void)wire_send(fd, &req->base, NULL, 0, MSG_DONTWAIT);
+			(void)pmc_wire_send(fd, &req->base, NULL, 0, MSG_DONTWAIT);
 			pmc__request__free_unpacked(req, NULL);
 			return;
 		}
@@ -87,7 +88,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
-	(void)wire_send(sv[0], &req.base, NULL, 0, 0);
+	(void)pmc_wire_send(sv[0], &req.base, NULL, 0, 0);
 
 	int open = session_pump(s, 1) == 0;
 	while (open && size >= 2) {

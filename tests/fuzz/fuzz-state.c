@@ -49,7 +49,8 @@ drain_replies(int fd)
 	int fds[WIRE_MAX_FDS];
 	size_t n;
 	for (;;) {
-		ssize_t r = wire_recv(fd, buf, sizeof(buf), fds, WIRE_MAX_FDS, &n, MSG_DONTWAIT);
+		ssize_t r =
+		        pmc_wire_recv(fd, buf, sizeof(buf), fds, WIRE_MAX_FDS, &n, MSG_DONTWAIT);
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		if (r < 0 && r != -EMSGSIZE && r != -EBADMSG)
@@ -80,7 +81,7 @@ serve(void)
 	req[3].body_case = PMC__REQUEST__BODY_RESET, req[3].reset = &rs;
 	int open = 1;
 	for (size_t i = 0; open && i < 4; i++) {
-		(void)wire_send(sv[0], &req[i].base, NULL, 0, MSG_DONTWAIT);
+		(void)pmc_wire_send(sv[0], &req[i].base, NULL, 0, MSG_DONTWAIT);
 		open = session_pump(s, 1) == 0;
 		drain_replies(sv[0]);
 	}

@@ -44,7 +44,7 @@ on_signal(int sig)
 static int
 reply(int fd, Pmc__Response *resp)
 {
-	return wire_send(fd, &resp->base, NULL, 0, MSG_NOSIGNAL);
+	return pmc_wire_send(fd, &resp->base, NULL, 0, MSG_NOSIGNAL);
 }
 
 static int
@@ -172,7 +172,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (!strcmp(mode, "plant"))
 		return plant(argv[2], argv[3]);
-	if (ls < 0 || wire_sockaddr(argv[2], &sa) < 0 ||
+	if (ls < 0 || pmc_wire_sockaddr(argv[2], &sa) < 0 ||
 	    bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 64) < 0) {
 		perror("pmc-fake-daemon: listen");
 		return 1;
@@ -207,8 +207,8 @@ main(int argc, char **argv)
 			Pmc__Request *req = NULL;
 			/* A registration carries its thread's pidfd: taken, and closed. */
 			int fds[1];
-			if (wire_wait(p[i].fd, 0, &buf, &len, fds, 1, NULL) < 0 ||
-			    wire_unpack_request(buf, len, &req) < 0) {
+			if (pmc_wire_wait(p[i].fd, 0, &buf, &len, fds, 1, NULL) < 0 ||
+			    pmc_wire_unpack_request(buf, len, &req) < 0) {
 				free(buf);
 				close(p[i].fd);
 				p[i--] = p[--n];

@@ -23,7 +23,7 @@ call(int fd, Pmc__Request *req, Pmc__Response **resp)
 {
 	int fds[WIRE_MAX_FDS];
 	size_t n = 0;
-	int r = wire_call(fd, req, 5000, fds, WIRE_MAX_FDS, &n, resp);
+	int r = pmc_wire_call(fd, req, 5000, fds, WIRE_MAX_FDS, &n, resp);
 
 	for (size_t i = 0; i < n; i++)
 		close(fds[i]);
@@ -61,7 +61,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "pmc-test-dist: want LO <= HI <= 2^53 and 0 < STEP <= 2^53\n");
 		return 2;
 	}
-	int fd = wire_connect(argv[1]);
+	int fd = pmc_wire_connect(argv[1]);
 	if (fd < 0) {
 		fprintf(stderr, "connect: %s\n", strerror(-fd));
 		return 1;
@@ -109,7 +109,7 @@ main(int argc, char **argv)
 		req = (Pmc__Request)PMC__REQUEST__INIT;
 		req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		req.sample_batch = &b;
-		int r = wire_send(fd, &req.base, NULL, 0, 0);
+		int r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
 		if (r < 0) {
 			fprintf(stderr, "batch: %s\n", strerror(-r));
 			return 1;

@@ -79,7 +79,7 @@ my_tid(void)
 static int
 ask(int sock, const Pmc__Request *req, int fd, const char *what)
 {
-	int r = wire_send(sock, &req->base, &fd, fd >= 0, 0);
+	int r = pmc_wire_send(sock, &req->base, &fd, fd >= 0, 0);
 	/* The copy in flight is the last once this one is closed: the receiver's close is. */
 	if (fd >= 0)
 		close(fd);
@@ -90,7 +90,7 @@ ask(int sock, const Pmc__Request *req, int fd, const char *what)
 	uint8_t *buf = NULL;
 	size_t len, n_fds = 0;
 	int fds[WIRE_MAX_FDS];
-	r = wire_wait(sock, 10000, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
+	r = pmc_wire_wait(sock, 10000, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
 	if (r == -ECONNRESET) {
 		printf("%s: connection closed\n", what);
 		return -1;
@@ -102,7 +102,7 @@ ask(int sock, const Pmc__Request *req, int fd, const char *what)
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	Pmc__Response *resp = NULL;
-	r = wire_unpack_response(buf, len, &resp);
+	r = pmc_wire_unpack_response(buf, len, &resp);
 	free(buf);
 	if (r < 0) {
 		printf("%s: undecodable answer\n", what);
@@ -118,7 +118,7 @@ ask(int sock, const Pmc__Request *req, int fd, const char *what)
 static int
 connect_hello(const char *path)
 {
-	int sock = wire_connect(path);
+	int sock = pmc_wire_connect(path);
 	if (sock < 0) {
 		printf("connect: %s\n", strerror(-sock));
 		exit(1);
@@ -270,7 +270,7 @@ mode_fake_daemon(const char *path, int secs, bool queue)
 {
 	int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa;
-	if (l < 0 || wire_sockaddr(path, &sa) < 0 ||
+	if (l < 0 || pmc_wire_sockaddr(path, &sa) < 0 ||
 	    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0 ||
 	    chmod(path, 0777) < 0) {
 		perror("fake daemon");
@@ -294,11 +294,11 @@ mode_fake_daemon(const char *path, int secs, bool queue)
 			struct pollfd q = {.fd = c, .events = POLLIN};
 			if (poll(&q, 1, 1000) <= 0)
 				break;
-			ssize_t n = wire_recv(c, buf, sizeof(buf), fds, WIRE_MAX_FDS, &nf, 0);
+			ssize_t n = pmc_wire_recv(c, buf, sizeof(buf), fds, WIRE_MAX_FDS, &nf, 0);
 			for (size_t i = 0; i < nf; i++)
 				close(fds[i]);
 			Pmc__Request *req;
-			if (n <= 0 || wire_unpack_request(buf, (size_t)n, &req) < 0)
+			if (n <= 0 || pmc_wire_unpack_request(buf, (size_t)n, &req) < 0)
 				break;
 			Pmc__Response resp = PMC__RESPONSE__INIT;
 			Pmc__HelloReply hr = PMC__HELLO_REPLY__INIT;
@@ -324,7 +324,7 @@ mode_fake_daemon(const char *path, int secs, bool queue)
 			}
 			pmc__request__free_unpacked(req, NULL);
 			if (resp.body_case != PMC__RESPONSE__BODY__NOT_SET)
-				(void)wire_send(c, &resp.base, &fd, fd >= 0, 0);
+				(void)pmc_wire_send(c, &resp.base, &fd, fd >= 0, 0);
 			if (fd >= 0)
 				close(fd); /* the client holds the last reference now */
 			if (queue && resp.body_case == PMC__RESPONSE__BODY_REGISTER_REPLY &&
@@ -337,7 +337,7 @@ mode_fake_daemon(const char *path, int secs, bool queue)
 				hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 				hr.daemon_version = "hostile";
 				int ls = lingering_socket(30, &lsn[n_lsn++]);
-				if (ls >= 0 && wire_send(c, &extra.base, &ls, 1, 0) == 0)
+				if (ls >= 0 && pmc_wire_send(c, &extra.base, &ls, 1, 0) == 0)
 					printf("queued\n");
 				if (ls >= 0)
 					close(ls);
@@ -387,12 +387,13 @@ main(int argc, char **argv)
 		Pmc__Request req = PMC__REQUEST__INIT;
 		req.body_case = PMC__REQUEST__BODY_STATUS;
 		req.status = &st;
-		int r = wire_send(a, &req.base, fds, 2, 0);
+		int r = pmc_wire_send(a, &req.base, fds, 2, 0);
 		uint8_t *buf = NULL;
 		size_t len;
 		/* Not closed here, where each close would wait for ever: at the exit, which
 		 * waits too, after the verdict. */
-		int bad = r < 0 || wire_wait(a, 10000, &buf, &len, NULL, 0, NULL) != -ECONNRESET;
+		int bad =
+		        r < 0 || pmc_wire_wait(a, 10000, &buf, &len, NULL, 0, NULL) != -ECONNRESET;
 		free(buf);
 		int b = connect_hello(path);
 		bad |= status(b, -1) != 0;
@@ -416,7 +417,7 @@ main(int argc, char **argv)
 			int a = connect_hello(path);
 			queued = send(a, "", 0, MSG_NOSIGNAL) == 0 &&
 			         send(a, "", 0, MSG_NOSIGNAL) == 0 &&
-			         wire_send(a, &req.base, &fd, 1, 0) == 0;
+			         pmc_wire_send(a, &req.base, &fd, 1, 0) == 0;
 			if (!queued) { /* ours is the last reference: no lingering here */
 				struct linger off = {0};
 				setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
@@ -472,7 +473,7 @@ main(int argc, char **argv)
 			close(fd);
 			fds[0] = sp[1];
 		}
-		/* A Status datagram (packed by hand: wire_send() sends 64 fds at most). */
+		/* A Status datagram (packed by hand: pmc_wire_send() sends 64 fds at most). */
 		uint8_t buf[64];
 		size_t len = pmc__request__pack(&req, buf);
 		iov.iov_base = buf, iov.iov_len = len;

@@ -115,7 +115,7 @@ call(int fd, Pmc__Request *req, Pmc__Response **resp)
 	size_t n = 0;
 	/* Long: under sanitizers, beside other tests, a daemon defining 100,000 regions of 26
 	 * clients at once takes seconds to answer; only a hung daemon takes this long. */
-	int r = wire_call(fd, req, 60000, fds, WIRE_MAX_FDS, &n, resp);
+	int r = pmc_wire_call(fd, req, 60000, fds, WIRE_MAX_FDS, &n, resp);
 	for (size_t i = 0; i < n; i++)
 		close(fds[i]);
 	return r;
@@ -202,13 +202,13 @@ send_heads(int fd, const char *kind, const Pmc__Request *status)
 		perror("heads table");
 		return 1;
 	}
-	if (wire_send(fd, &req.base, &hfd, hfd >= 0, 0) < 0 ||
-	    (twice && wire_send(fd, &req.base, &hfd, 1, 0) < 0))
+	if (pmc_wire_send(fd, &req.base, &hfd, hfd >= 0, 0) < 0 ||
+	    (twice && pmc_wire_send(fd, &req.base, &hfd, 1, 0) < 0))
 		return 1;
 	if (!good)
 		return expect_closed(fd);
 	Pmc__Response *resp = NULL;
-	int r = wire_call(fd, status, 5000, NULL, 0, NULL, &resp);
+	int r = pmc_wire_call(fd, status, 5000, NULL, 0, NULL, &resp);
 	if (r < 0 || !resp || resp->body_case != PMC__RESPONSE__BODY_STATUS) {
 		printf("no Status after a good heads table (%d)\n", r);
 		return 1;
@@ -261,7 +261,7 @@ send_batch(int fd, const struct batch *c)
 	Pmc__Request breq = PMC__REQUEST__INIT;
 	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	breq.sample_batch = &b;
-	return wire_send(fd, &breq.base, NULL, 0, 0);
+	return pmc_wire_send(fd, &breq.base, NULL, 0, 0);
 }
 
 static int
@@ -323,7 +323,7 @@ reattach_tid(int fd, int tid)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	return wire_send(fd, &req.base, NULL, 0, 0);
+	return pmc_wire_send(fd, &req.base, NULL, 0, 0);
 }
 
 /* Registers this thread for page-faults: 0, or -1 after printing why not. */
@@ -470,12 +470,12 @@ define_kind(int fd, const char *kind)
 		sample[0] = 0x60000001u;
 	struct batch c = {.n = 1, .ne = 1, .region = sample, .wall = wall, .values = values};
 	if (!strcmp(kind, "noreg")) {
-		if (wire_send(fd, &dreq.base, NULL, 0, 0) < 0 || status_served(fd) < 0)
+		if (pmc_wire_send(fd, &dreq.base, NULL, 0, 0) < 0 || status_served(fd) < 0)
 			return 1;
 		printf("sent\n");
 		return 0;
 	}
-	if (register_self(fd) < 0 || wire_send(fd, &dreq.base, NULL, 0, 0) < 0)
+	if (register_self(fd) < 0 || pmc_wire_send(fd, &dreq.base, NULL, 0, 0) < 0)
 		return 1;
 	if (!strcmp(kind, "ok")) {
 		uint32_t two[2] = {32, 0x40000001u};
@@ -501,14 +501,14 @@ main(int argc, char **argv)
 	if (!strcmp(mode, "stuck") && argc == 4) {
 		struct sockaddr_un sa;
 		int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-		if (l < 0 || wire_sockaddr(argv[1], &sa) < 0 ||
+		if (l < 0 || pmc_wire_sockaddr(argv[1], &sa) < 0 ||
 		    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 0) < 0) {
 			perror("stuck: listen");
 			return 1;
 		}
 		/* Connect until one would wait: the backlog is then full. */
 		for (int i = 0; i < 64; i++)
-			if (wire_connect_flags(argv[1], SOCK_NONBLOCK) < 0)
+			if (pmc_wire_connect_flags(argv[1], SOCK_NONBLOCK) < 0)
 				break;
 		printf("ready\n");
 		fflush(stdout);
@@ -523,7 +523,7 @@ main(int argc, char **argv)
 		if (child < 0)
 			return 1;
 		if (child == 0) {
-			int c = wire_connect(argv[1]);
+			int c = pmc_wire_connect(argv[1]);
 			if (c < 0 || hello(c) < 0)
 				_exit(1);
 			Pmc__Request st = PMC__REQUEST__INIT;
@@ -531,7 +531,7 @@ main(int argc, char **argv)
 			st.body_case = PMC__REQUEST__BODY_STATUS;
 			st.status = &sb;
 			/* Any message carries the fd: a Status, which the parent never sends. */
-			if (wire_send(sp[1], &st.base, &c, 1, 0) < 0)
+			if (pmc_wire_send(sp[1], &st.base, &c, 1, 0) < 0)
 				_exit(1);
 			execl(argv[3], argv[3], "3", (char *)NULL);
 			_exit(127);
@@ -539,7 +539,7 @@ main(int argc, char **argv)
 		int fds[1];
 		size_t n = 0;
 		static uint8_t buf[4096];
-		if (wire_recv(sp[0], buf, sizeof(buf), fds, 1, &n, 0) < 0 || n != 1)
+		if (pmc_wire_recv(sp[0], buf, sizeof(buf), fds, 1, &n, 0) < 0 || n != 1)
 			return 1;
 		wait_exec(child);
 		int err = register_tid(fds[0], child, NULL);
@@ -554,7 +554,7 @@ main(int argc, char **argv)
 		if (n < 1 || n > 256)
 			return 2;
 		for (int i = 0; i < n; i++)
-			fds[i] = wire_connect(argv[1]);
+			fds[i] = pmc_wire_connect(argv[1]);
 		usleep(300 * 1000);
 		/* Refused at once: an error Response is waiting, then EOF. */
 		for (int i = 0; i < n; i++) {
@@ -587,7 +587,7 @@ main(int argc, char **argv)
 			return 1;
 		for (int i = 0; i < n; i++) {
 			uint64_t t0 = now_us();
-			int c = wire_connect(argv[1]);
+			int c = pmc_wire_connect(argv[1]);
 			if (c < 0 || hello(c) < 0) {
 				printf("hello %d failed\n", i);
 				return 1;
@@ -614,7 +614,7 @@ main(int argc, char **argv)
 		free(status_us);
 		return 0;
 	}
-	int fd = wire_connect(argv[1]);
+	int fd = pmc_wire_connect(argv[1]);
 	if (fd < 0) {
 		fprintf(stderr, "connect: %s\n", strerror(-fd));
 		return 1;
@@ -626,7 +626,7 @@ main(int argc, char **argv)
 
 	call_paths = !strcmp(mode, "define") && argc == 4 && strcmp(argv[3], "no-paths");
 	if (!strcmp(mode, "no-hello")) {
-		if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
+		if (pmc_wire_send(fd, &req.base, NULL, 0, 0) < 0)
 			return 1;
 		return expect_closed(fd);
 	}
@@ -759,7 +759,7 @@ main(int argc, char **argv)
 		qr.body_case = PMC__REQUEST__BODY_QUERY;
 		qr.query = &q;
 		for (; sent < n; sent++) {
-			if (wire_send(fd, &qr.base, NULL, 0, MSG_DONTWAIT) == 0)
+			if (pmc_wire_send(fd, &qr.base, NULL, 0, MSG_DONTWAIT) == 0)
 				continue;
 			struct pollfd p = {.fd = fd, .events = POLLOUT};
 			if (poll(&p, 1, 500) <= 0 || (p.revents & (POLLHUP | POLLERR)))
@@ -878,7 +878,7 @@ main(int argc, char **argv)
 		Pmc__Request fr = PMC__REQUEST__INIT;
 		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
 		fr.thread_floor = &f;
-		if (register_self(fd) < 0 || wire_send(fd, &fr.base, NULL, 0, 0) < 0)
+		if (register_self(fd) < 0 || pmc_wire_send(fd, &fr.base, NULL, 0, 0) < 0)
 			return 1;
 		if (f.n_values == 2)
 			return expect_closed(fd);
@@ -925,7 +925,7 @@ main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "fds")) {
 		int extra[1] = {0};
-		if (wire_send(fd, &req.base, extra, 1, 0) < 0)
+		if (pmc_wire_send(fd, &req.base, extra, 1, 0) < 0)
 			return 1;
 		return expect_closed(fd);
 	}
@@ -939,7 +939,7 @@ main(int argc, char **argv)
 		Pmc__Request breq = PMC__REQUEST__INIT;
 		breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		breq.sample_batch = &b;
-		if (wire_send(fd, &breq.base, NULL, 0, 0) < 0)
+		if (pmc_wire_send(fd, &breq.base, NULL, 0, 0) < 0)
 			return 1;
 		return expect_closed(fd);
 	}
@@ -970,7 +970,7 @@ main(int argc, char **argv)
 				return 1;
 		if (status_served(fd) < 0)
 			return 1;
-		int a = wire_connect(argv[1]), b = wire_connect(argv[1]);
+		int a = pmc_wire_connect(argv[1]), b = pmc_wire_connect(argv[1]);
 		if (a < 0 || b < 0 || hello(a) < 0 || hello(b) < 0)
 			return 1;
 		char *none = "nothing-matches", *all = "r1*";
@@ -984,17 +984,17 @@ main(int argc, char **argv)
 			             ra2 = PMC__REQUEST__INIT;
 			rb.body_case = ra.body_case = ra2.body_case = PMC__REQUEST__BODY_QUERY;
 			rb.query = &qb, ra.query = &qa, ra2.query = &qa2;
-			if (wire_send(b, &rb.base, NULL, 0, 0) < 0 ||
-			    wire_send(b, &req.base, NULL, 0, 0) < 0 ||
-			    wire_send(a, &ra.base, NULL, 0, 0) < 0 ||
-			    wire_send(a, &ra2.base, NULL, 0, 0) < 0)
+			if (pmc_wire_send(b, &rb.base, NULL, 0, 0) < 0 ||
+			    pmc_wire_send(b, &req.base, NULL, 0, 0) < 0 ||
+			    pmc_wire_send(a, &ra.base, NULL, 0, 0) < 0 ||
+			    pmc_wire_send(a, &ra2.base, NULL, 0, 0) < 0)
 				return 1;
 			usleep(300000);
 			/* B's answers, then all of A's: two replies, each to its last part. */
 			for (int k = 0; k < 2; k++) {
 				uint8_t *buf;
 				size_t len;
-				int r = wire_wait(b, 10000, &buf, &len, NULL, 0, NULL);
+				int r = pmc_wire_wait(b, 10000, &buf, &len, NULL, 0, NULL);
 				if (r < 0) {
 					printf("attempt %d: answer %d of B's two: %s\n", attempt,
 					       k + 1, strerror(-r));
@@ -1007,8 +1007,9 @@ main(int argc, char **argv)
 					uint8_t *buf;
 					size_t len;
 					Pmc__Response *resp;
-					if (wire_wait(a, 10000, &buf, &len, NULL, 0, NULL) < 0 ||
-					    wire_unpack_response(buf, len, &resp) < 0) {
+					if (pmc_wire_wait(a, 10000, &buf, &len, NULL, 0, NULL) <
+					            0 ||
+					    pmc_wire_unpack_response(buf, len, &resp) < 0) {
 						printf("attempt %d: reply %d of A's two did not "
 						       "come\n",
 						       attempt, k + 1);
@@ -1034,15 +1035,15 @@ main(int argc, char **argv)
 		q.stream = true;
 		qr.body_case = PMC__REQUEST__BODY_QUERY;
 		qr.query = &q;
-		if (wire_send(fd, &qr.base, NULL, 0, 0) < 0)
+		if (pmc_wire_send(fd, &qr.base, NULL, 0, 0) < 0)
 			return 1;
 		size_t regions = 0, parts = 0;
 		for (bool more = true; more; parts++) {
 			uint8_t *buf;
 			size_t len;
 			Pmc__Response *resp;
-			if (wire_wait(fd, 10000, &buf, &len, NULL, 0, NULL) < 0 ||
-			    wire_unpack_response(buf, len, &resp) < 0) {
+			if (pmc_wire_wait(fd, 10000, &buf, &len, NULL, 0, NULL) < 0 ||
+			    pmc_wire_unpack_response(buf, len, &resp) < 0) {
 				printf("no part %zu\n", parts + 1);
 				return 1;
 			}
@@ -1103,14 +1104,14 @@ main(int argc, char **argv)
 		qr.body_case = PMC__REQUEST__BODY_QUERY;
 		qr.query = &q;
 		for (; time(NULL) < end; queries++) {
-			if (wire_send(fd, &qr.base, NULL, 0, 0) < 0)
+			if (pmc_wire_send(fd, &qr.base, NULL, 0, 0) < 0)
 				return 1;
 			for (bool more = true; more;) {
 				uint8_t *buf;
 				size_t len;
 				Pmc__Response *resp;
-				if (wire_wait(fd, 60000, &buf, &len, NULL, 0, NULL) < 0 ||
-				    wire_unpack_response(buf, len, &resp) < 0)
+				if (pmc_wire_wait(fd, 60000, &buf, &len, NULL, 0, NULL) < 0 ||
+				    pmc_wire_unpack_response(buf, len, &resp) < 0)
 					return 1;
 				free(buf);
 				bytes += len;

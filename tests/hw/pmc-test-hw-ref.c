@@ -48,7 +48,7 @@ parse_u64(const char *s, uint64_t min)
 static void
 open_events(char **names, size_t n, char **ordered, uint32_t *group, int *fds)
 {
-	size_t order[PERF_MAX_EVENTS], failed = 0;
+	size_t order[PMC_LIMIT_EVENTS], failed = 0;
 	int r = perf_plan(names, n, order, group);
 
 	if (r < 0) {
@@ -101,7 +101,7 @@ cmd_caps(char *name)
 static void
 read_all(const int *fds, const uint32_t *group, size_t n, uint64_t *v)
 {
-	uint64_t buf[3 + PERF_MAX_EVENTS];
+	uint64_t buf[3 + PMC_LIMIT_EVENTS];
 
 	for (size_t g = 0; g < n;) {
 		size_t end = g + 1;
@@ -124,11 +124,11 @@ read_all(const int *fds, const uint32_t *group, size_t n, uint64_t *v)
 static int
 cmd_mux(uint64_t iters, long k, char **names, size_t n)
 {
-	char *ordered[PERF_MAX_EVENTS];
-	uint32_t group[PERF_MAX_EVENTS];
-	int fds[PERF_MAX_EVENTS];
-	uint64_t v0[3 * PERF_MAX_EVENTS], v1[3 * PERF_MAX_EVENTS], sum[PERF_MAX_EVENTS] = {0};
-	double rmin[PERF_MAX_EVENTS], rmax[PERF_MAX_EVENTS];
+	char *ordered[PMC_LIMIT_EVENTS];
+	uint32_t group[PMC_LIMIT_EVENTS];
+	int fds[PMC_LIMIT_EVENTS];
+	uint64_t v0[3 * PMC_LIMIT_EVENTS], v1[3 * PMC_LIMIT_EVENTS], sum[PMC_LIMIT_EVENTS] = {0};
+	double rmin[PMC_LIMIT_EVENTS], rmax[PMC_LIMIT_EVENTS];
 
 	open_events(names, n, ordered, group, fds);
 	for (size_t j = 0; j < n; j++) {
@@ -166,7 +166,7 @@ main(int argc, char **argv)
 	perf_setup();
 	if (argc == 3 && !strcmp(argv[1], "caps"))
 		r = cmd_caps(argv[2]);
-	else if (argc >= 5 && argc - 4 <= PERF_MAX_EVENTS && !strcmp(argv[1], "mux"))
+	else if (argc >= 5 && argc - 4 <= PMC_LIMIT_EVENTS && !strcmp(argv[1], "mux"))
 		r = cmd_mux(parse_u64(argv[2], 1), (long)parse_u64(argv[3], 1), argv + 4,
 		            (size_t)argc - 4);
 	else

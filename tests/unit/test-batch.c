@@ -568,7 +568,7 @@ test_corpus(void)
 static void
 lossy_client(const char *path)
 {
-	int fd = wire_connect(path), fds[16];
+	int fd = pmc_wire_connect(path), fds[16];
 	size_t n_fds = 0;
 	Pmc__Response *resp = NULL;
 	Pmc__Request req = PMC__REQUEST__INIT;
@@ -578,7 +578,7 @@ lossy_client(const char *path)
 	h.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
-	if (wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
+	if (pmc_wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
 		_exit(1);
 	pmc__response__free_unpacked(resp, NULL);
 
@@ -589,7 +589,7 @@ lossy_client(const char *path)
 	rt.events = events;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	if (wire_call(fd, &req, 5000, fds, 16, &n_fds, &resp) < 0)
+	if (pmc_wire_call(fd, &req, 5000, fds, 16, &n_fds, &resp) < 0)
 		_exit(1);
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
@@ -615,7 +615,7 @@ lossy_client(const char *path)
 	b.pending = 7;
 	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	req.sample_batch = &b;
-	if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
+	if (pmc_wire_send(fd, &req.base, NULL, 0, 0) < 0)
 		_exit(1);
 	/* A later batch: its figure of what is left replaces the first's. An older library's
 	 * `dropped` beyond the reasons is "other". */
@@ -630,12 +630,12 @@ lossy_client(const char *path)
 	b2.dropped = 4 + 3;
 	b2.pending = 5;
 	req.sample_batch = &b2;
-	if (wire_send(fd, &req.base, NULL, 0, 0) < 0)
+	if (pmc_wire_send(fd, &req.base, NULL, 0, 0) < 0)
 		_exit(1);
 	Pmc__Status st = PMC__STATUS__INIT;
 	req.body_case = PMC__REQUEST__BODY_STATUS;
 	req.status = &st;
-	if (wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
+	if (pmc_wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
 		_exit(1);
 	_exit(0);
 }
@@ -654,7 +654,7 @@ test_losses_counted(void)
 	CHECK(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/s", dir);
 	int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	CHECK(lfd >= 0 && wire_sockaddr(path, &sa) == 0);
+	CHECK(lfd >= 0 && pmc_wire_sockaddr(path, &sa) == 0);
 	CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0);
 	policy_init(&pol);
 	perf_setup();
@@ -680,14 +680,14 @@ test_losses_counted(void)
 		CHECK(p && p->pid == child && !process_next(p));
 		CHECK(srv->samples == 4);
 		CHECK(srv->dropped == 3 + 7);
-		CHECK(p->dropped[DROP_DEPTH] == 2 && p->dropped[DROP_NESTING] == 1);
-		CHECK(p->dropped[DROP_NAMES] == 4 && p->dropped[DROP_OTHER] == 3);
-		CHECK(p->dropped[DROP_FULL] == 0 && p->dropped[DROP_MAX_REGIONS] == 0);
+		CHECK(p->dropped[PMC_LOSS_DEPTH] == 2 && p->dropped[PMC_LOSS_NESTING] == 1);
+		CHECK(p->dropped[PMC_LOSS_NAMES] == 4 && p->dropped[PMC_LOSS_OTHER] == 3);
+		CHECK(p->dropped[PMC_LOSS_FULL] == 0 && p->dropped[PMC_LOSS_MAX_REGIONS] == 0);
 		/* What the last batch said was left: lost once the process ended. */
-		CHECK(p->dropped[LOST_UNSENT] == 5);
+		CHECK(p->dropped[PMC_LOSS_UNSENT] == 5);
 		CHECK(srv->lost == 5);
-		CHECK(strcmp(pmc_loss_name(LOST_UNSENT), "unsent") == 0);
-		CHECK(pmc_loss_name(DROP_N) == NULL);
+		CHECK(strcmp(pmc_loss_name(PMC_LOSS_UNSENT), "unsent") == 0);
+		CHECK(pmc_loss_name(PMC_LOSS_N) == NULL);
 	}
 	server_free(srv);
 	perf_cleanup();

@@ -150,24 +150,24 @@ test_fdcheck(void)
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0 && pipe(p) == 0);
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	int pfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	CHECK(fdcheck_kind(sv[0]) == FDCHECK_SOCKET);
-	CHECK(fdcheck_kind(p[0]) == FDCHECK_PIPE);
-	CHECK(fdcheck_kind(null) == FDCHECK_OTHER);
-	CHECK(pfd < 0 || fdcheck_kind(pfd) == FDCHECK_PIDFD);
-	CHECK(fdcheck_kind(1000000) == FDCHECK_BAD);
+	CHECK(pmc_fdcheck_kind(sv[0]) == FDCHECK_SOCKET);
+	CHECK(pmc_fdcheck_kind(p[0]) == FDCHECK_PIPE);
+	CHECK(pmc_fdcheck_kind(null) == FDCHECK_OTHER);
+	CHECK(pfd < 0 || pmc_fdcheck_kind(pfd) == FDCHECK_PIDFD);
+	CHECK(pmc_fdcheck_kind(1000000) == FDCHECK_BAD);
 	int before = pmc_test_count_fds();
-	fdcheck_close(sv[0], 7);
-	fdcheck_close(sv[1], 7);
-	fdcheck_close(p[0], 7);
-	fdcheck_close(p[1], 7);
-	fdcheck_close(pfd, 7);
+	pmc_fdcheck_close(sv[0], 7);
+	pmc_fdcheck_close(sv[1], 7);
+	pmc_fdcheck_close(p[0], 7);
+	pmc_fdcheck_close(p[1], 7);
+	pmc_fdcheck_close(pfd, 7);
 	/* A path goes to the closer thread: closed soon, counted meanwhile. */
-	fdcheck_close(null, 7);
-	for (int i = 0; i < 1000 && fdcheck_pending(7); i++)
+	pmc_fdcheck_close(null, 7);
+	for (int i = 0; i < 1000 && pmc_fdcheck_pending(7); i++)
 		usleep(1000);
-	CHECK(fdcheck_pending(7) == 0);
+	CHECK(pmc_fdcheck_pending(7) == 0);
 	CHECK(pmc_test_count_fds() == before - 6 + (pfd < 0));
-	CHECK(fdcheck_leaked() == 0);
+	CHECK(pmc_fdcheck_leaked() == 0);
 }
 
 int

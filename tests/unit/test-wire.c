@@ -26,7 +26,7 @@ send_register_reply(int sock, const int *fds, size_t n)
 	rr.tid = 7;
 	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
 	resp.register_reply = &rr;
-	CHECK(wire_send(sock, &resp.base, fds, n, 0) == 0);
+	CHECK(pmc_wire_send(sock, &resp.base, fds, n, 0) == 0);
 }
 
 static void
@@ -49,16 +49,16 @@ test_wire_roundtrip_batch(void)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	req.sample_batch = &b;
-	CHECK(wire_send(sv[0], &req.base, NULL, 0, 0) == 0);
+	CHECK(pmc_wire_send(sv[0], &req.base, NULL, 0, 0) == 0);
 
 	uint8_t buf[4096];
 	int fds[4];
 	size_t n_fds = 99;
-	ssize_t len = wire_recv(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0);
+	ssize_t len = pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0);
 	CHECK(len > 0);
 	CHECK(n_fds == 0);
 	Pmc__Request *got = NULL;
-	CHECK(wire_unpack_request(buf, (size_t)len, &got) == 0);
+	CHECK(pmc_wire_unpack_request(buf, (size_t)len, &got) == 0);
 	CHECK(got->body_case == PMC__REQUEST__BODY_SAMPLE_BATCH);
 	CHECK(got->sample_batch->tid == 42);
 	CHECK(got->sample_batch->n_values == 6);
@@ -83,7 +83,7 @@ test_wire_fds_arrive_intact(void)
 	uint8_t buf[256];
 	int fds[4] = {-1, -1, -1, -1};
 	size_t n_fds = 0;
-	CHECK(wire_recv(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0) > 0);
+	CHECK(pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0) > 0);
 	CHECK(n_fds == 2);
 	/* Same open file: same inode as what was sent, and data written through the
 	 * received fd comes out of the matching pipe. */
@@ -116,17 +116,17 @@ test_wire_rejects_extra_fds(void)
 	Pmc__Status st = PMC__STATUS__INIT;
 	req.body_case = PMC__REQUEST__BODY_STATUS;
 	req.status = &st;
-	CHECK(wire_send(sv[0], &req.base, send_fds, 3, 0) == 0);
+	CHECK(pmc_wire_send(sv[0], &req.base, send_fds, 3, 0) == 0);
 	uint8_t buf[256];
 	int fds[2];
 	size_t n_fds = 5;
 	/* The receiver accepts 2 fds at most; 3 arrive: refused and all closed. */
-	CHECK(wire_recv(sv[1], buf, sizeof(buf), fds, 2, &n_fds, 0) == -EBADMSG);
+	CHECK(pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 2, &n_fds, 0) == -EBADMSG);
 	CHECK(n_fds == 0);
 	CHECK(pmc_test_count_fds() == before);
 	/* A receiver that accepts none refuses even one. */
-	CHECK(wire_send(sv[0], &req.base, send_fds, 1, 0) == 0);
-	CHECK(wire_recv(sv[1], buf, sizeof(buf), fds, 0, &n_fds, 0) == -EBADMSG);
+	CHECK(pmc_wire_send(sv[0], &req.base, send_fds, 1, 0) == 0);
+	CHECK(pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 0, &n_fds, 0) == -EBADMSG);
 	CHECK(pmc_test_count_fds() == before);
 	close(p[0]);
 	close(p[1]);
@@ -143,11 +143,11 @@ test_wire_reply_without_fds(void)
 	Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
 	resp.register_reply = &rr;
-	CHECK(wire_send(sv[0], &resp.base, NULL, 0, 0) == 0);
+	CHECK(pmc_wire_send(sv[0], &resp.base, NULL, 0, 0) == 0);
 	uint8_t buf[256];
 	int fds[4];
 	size_t n_fds = 3;
-	CHECK(wire_recv(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0) > 0);
+	CHECK(pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0) > 0);
 	CHECK(n_fds == 0);
 	close(sv[0]);
 	close(sv[1]);
@@ -165,7 +165,7 @@ test_wire_too_many_fds_to_send(void)
 	Pmc__Status st = PMC__STATUS__INIT;
 	req.body_case = PMC__REQUEST__BODY_STATUS;
 	req.status = &st;
-	CHECK(wire_send(sv[0], &req.base, fds, WIRE_MAX_FDS + 1, 0) == -EMSGSIZE);
+	CHECK(pmc_wire_send(sv[0], &req.base, fds, WIRE_MAX_FDS + 1, 0) == -EMSGSIZE);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -181,7 +181,7 @@ test_wire_truncated_datagram(void)
 	uint8_t buf[64];
 	int fds[1];
 	size_t n_fds;
-	CHECK(wire_recv(sv[1], buf, sizeof(buf), fds, 1, &n_fds, 0) == -EMSGSIZE);
+	CHECK(pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 1, &n_fds, 0) == -EMSGSIZE);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -191,14 +191,14 @@ test_wire_rejects_garbage(void)
 {
 	Pmc__Request *r = NULL;
 	static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x12};
-	CHECK(wire_unpack_request(junk, sizeof(junk), &r) == -EBADMSG);
+	CHECK(pmc_wire_unpack_request(junk, sizeof(junk), &r) == -EBADMSG);
 	CHECK(r == NULL);
 	/* A well-formed message that names no request is refused too. */
 	static const uint8_t empty_field[] = {0x98, 0x06, 0x01}; /* unknown field 99 */
-	CHECK(wire_unpack_request(empty_field, sizeof(empty_field), &r) == -EBADMSG);
+	CHECK(pmc_wire_unpack_request(empty_field, sizeof(empty_field), &r) == -EBADMSG);
 	/* A length-delimited field that runs past the end. */
 	static const uint8_t overrun[] = {0x0a, 0x40, 0x08};
-	CHECK(wire_unpack_request(overrun, sizeof(overrun), &r) == -EBADMSG);
+	CHECK(pmc_wire_unpack_request(overrun, sizeof(overrun), &r) == -EBADMSG);
 }
 
 static void
@@ -210,11 +210,11 @@ test_wire_peer_closed(void)
 	uint8_t buf[16];
 	int fds[1];
 	size_t n_fds;
-	CHECK(wire_recv(sv[1], buf, sizeof(buf), fds, 1, &n_fds, 0) == -ECONNRESET);
+	CHECK(pmc_wire_recv(sv[1], buf, sizeof(buf), fds, 1, &n_fds, 0) == -ECONNRESET);
 	close(sv[1]);
 }
 
-/* What a peer queued and nobody read: wire_drain() closes the fds it carries (behind empty
+/* What a peer queued and nobody read: pmc_wire_drain() closes the fds it carries (behind empty
  * datagrams too, which read as 0 bytes like the end of the queue), and the peer can queue
  * nothing more; the socket stays open for sending. */
 static void
@@ -226,22 +226,22 @@ test_wire_drain_closes_queued_fds(void)
 	CHECK(send(sv[1], "", 0, 0) == 0);
 	CHECK(send(sv[1], "", 0, 0) == 0);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
-	CHECK(wire_send(sv[1], &resp.base, &p[1], 1, 0) == 0);
+	CHECK(pmc_wire_send(sv[1], &resp.base, &p[1], 1, 0) == 0);
 	close(p[1]); /* the queue holds the pipe's only write end now */
 	int before = pmc_test_count_fds();
-	wire_drain(sv[0], 0);
+	pmc_wire_drain(sv[0], 0);
 	CHECK(pmc_test_count_fds() == before);
 	char c;
 	CHECK(read(p[0], &c, 1) == 0); /* the write end was closed: end of file */
 	CHECK(send(sv[1], "x", 1, MSG_NOSIGNAL) < 0 && errno == EPIPE);
 	CHECK(send(sv[0], "y", 1, MSG_NOSIGNAL) == 1);
 	close(p[0]);
-	wire_close_draining(sv[0], 0);
+	pmc_wire_close_draining(sv[0], 0);
 	close(sv[1]);
 }
 
 /* fds the receiver has no room for (RLIMIT_NOFILE): the kernel installs what fits and cuts
- * the rest (MSG_CTRUNC). wire_recv() refuses the datagram; wire_recv_cut() hands over its
+ * the rest (MSG_CTRUNC). pmc_wire_recv() refuses the datagram; pmc_wire_recv_cut() hands over its
  * bytes and says so; both close the fds that came. */
 static void
 test_wire_cut_fds(void)
@@ -266,8 +266,8 @@ test_wire_cut_fds(void)
 	size_t n_fds = 9;
 	bool cut = false;
 	CHECK(setrlimit(RLIMIT_NOFILE, &one) == 0);
-	ssize_t len = wire_recv_cut(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0, &cut);
-	ssize_t refused = wire_recv(sv[1], buf + 128, 128, fds, 4, &n_fds, 0);
+	ssize_t len = pmc_wire_recv_cut(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0, &cut);
+	ssize_t refused = pmc_wire_recv(sv[1], buf + 128, 128, fds, 4, &n_fds, 0);
 	CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
 	CHECK(refused == -EBADMSG);
 	CHECK(len > 0);
@@ -275,14 +275,14 @@ test_wire_cut_fds(void)
 	CHECK(n_fds == 0);
 	CHECK(pmc_test_count_fds() == before);
 	Pmc__Response *got = NULL;
-	CHECK(wire_unpack_response(buf, (size_t)len, &got) == 0);
+	CHECK(pmc_wire_unpack_response(buf, (size_t)len, &got) == 0);
 	CHECK(got->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY);
 	CHECK(got->register_reply->tid == 7);
 	pmc__response__free_unpacked(got, NULL);
 
 	/* With room for them: every fd, not cut. */
 	cut = true;
-	CHECK(wire_recv_cut(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0, &cut) > 0);
+	CHECK(pmc_wire_recv_cut(sv[1], buf, sizeof(buf), fds, 4, &n_fds, 0, &cut) > 0);
 	CHECK(!cut);
 	CHECK(n_fds == 3);
 	for (size_t i = 0; i < n_fds; i++)
