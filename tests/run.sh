@@ -13,8 +13,20 @@
 # fails only on a change, never on the luck of the draw; a longer hunt with other seeds:
 #   PMC_FUZZ_SECONDS=600 PMC_FUZZ_SEED=0 tests/run.sh   (seed 0: a new one each time)
 # Usage: tests/run.sh [--quick]   (--quick: skip the clang, sanitizer and fuzzing passes)
+#        tests/run.sh --soak N [--seed S]   (the integration tests N times under load: below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+soak=
+seed=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1 ;;
+	--soak) soak=${2:?--soak N}; shift ;;
+	--seed) seed=${2:?--seed S}; shift ;;
+	*) echo "usage: tests/run.sh [--quick] | --soak N [--seed S]" >&2; exit 2 ;;
+	esac
+	shift
+done
 .ci/deps
 
 run_suite() {
@@ -29,6 +41,104 @@ run_suite() {
 	(cd "$dir" && ctest --output-on-failure -j2)
 }
 
+# --soak N: the integration tests N times in build-test (built if it is not), then once in
+# build-sanitize (ASan and UBSan), with two busy loops beside them all the while, as on a
+# shared CI runner. Each run starts the tests in an order drawn from its seed (printed), two at
+# a time (a RUN_SERIAL or RESOURCE_LOCK test alone, as ctest runs it); a failure prints the
+# seed, the run, the test's output and its daemon's log, and the soak goes on to the end (exit
+# 1 if any failed). One run again, in the same order: tests/run.sh --soak 1 --seed SEED;
+# --soak 0: the sanitized run alone.
+if [ -n "$soak" ]; then
+	[ "$soak" -ge 0 ] 2>/dev/null || { echo "--soak N: N is a number of runs (0: the sanitized one alone)" >&2; exit 2; }
+	[ -n "$seed" ] || seed=$(((RANDOM << 15) | RANDOM))
+	busy=()
+	# shellcheck disable=SC2317 # called by the trap
+	stop_busy() { local p; for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done; }
+	trap stop_busy EXIT
+	for _ in 1 2; do
+		sh -c 'while :; do :; done' &
+		busy+=($!)
+	done
+	build_once() { # DIR CMAKE-ARGS...: configure and build DIR unless it is built already
+		local dir=$1
+		shift
+		if [ ! -f "$dir/CTestTestfile.cmake" ]; then
+			echo "== $dir: cmake $*"
+			cmake -S . -B "$dir" -DPMC_WERROR=ON "$@" >/dev/null
+		fi
+		cmake --build "$dir" -j2 >"$dir/build.log" 2>&1 ||
+			{ cat "$dir/build.log" >&2; echo "build failed in $dir" >&2; exit 1; }
+		chmod -R o+rX "$dir" 2>/dev/null || true
+	}
+	failures=0
+	# soak_run DIR RUN SEED: DIR's integration tests once, in an order drawn from SEED
+	soak_run() {
+		local dir=$1 run=$2 s=$3 logs t p start=$SECONDS
+		logs=$dir/soak/run-$run
+		rm -rf "$logs"
+		mkdir -p "$logs"
+		# name, then "serial" for a test ctest runs alone
+		(cd "$dir" && ctest --show-only=json-v1 -L integration) | jq -r '.tests[] | [.name,
+			(if any((.properties // [])[]; .name == "RUN_SERIAL" or .name == "RESOURCE_LOCK")
+			 then "serial" else "-" end)] | @tsv' >"$logs/tests"
+		awk -v s="$s" 'BEGIN { srand(s) } { print rand() "\t" $0 }' "$logs/tests" | sort -n |
+			cut -f2- >"$logs/order"
+		echo "== $dir: run $run, seed $s: $(wc -l <"$logs/order") integration tests, two at a time beside two busy loops"
+		local running=() ended
+		reap() { # wait for one running test to end
+			wait -n -p ended "${running[@]}" || true
+			local keep=() q
+			for q in "${running[@]}"; do [ "$q" = "$ended" ] || keep+=("$q"); done
+			running=("${keep[@]}")
+		}
+		while IFS=$'\t' read -r t p; do
+			if [ "$p" = serial ]; then
+				while [ ${#running[@]} -gt 0 ]; do reap; done
+			else
+				while [ ${#running[@]} -ge 2 ]; do reap; done
+			fi
+			(
+				cd "$dir"
+				rc=0
+				ctest -R "^$t\$" --output-on-failure >"soak/run-$run/$t.log" 2>&1 || rc=$?
+				echo $rc >"soak/run-$run/$t.rc"
+			) &
+			running+=($!)
+			[ "$p" != serial ] || reap
+		done <"$logs/order"
+		while [ ${#running[@]} -gt 0 ]; do reap; done
+		local failed=0
+		while IFS=$'\t' read -r t p; do
+			# ctest -R that matched nothing passes too: a test passed only where it says so.
+			[ "$(cat "$logs/$t.rc" 2>/dev/null)" = 0 ] && grep -q "^100% tests passed" "$logs/$t.log" && continue
+			failed=$((failed + 1))
+			echo "SOAK FAIL: $t in $dir, run $run, seed $s (again, in the same order: tests/run.sh --soak 1 --seed $s; the order: $logs/order)"
+			cat "$logs/$t.log"
+			# A test ctest killed at its time-out had no chance to print its daemon's log: it is
+			# still in the temporary directory the test named.
+			local tmp
+			for tmp in $(sed -n 's|^# temporary directory: \(/tmp/pmc-test\.[A-Za-z0-9]*\)$|\1|p' "$logs/$t.log"); do
+				[ -f "$tmp/daemon.log" ] || continue
+				echo "--- $tmp/daemon.log (the test did not end on its own) ---"
+				tail -n 200 "$tmp/daemon.log"
+				rm -rf "$tmp"
+			done
+		done <"$logs/order"
+		echo "== $dir: run $run, seed $s: $failed failed of $(wc -l <"$logs/order"), $((SECONDS - start)) s"
+		failures=$((failures + failed))
+	}
+	soak_start=$SECONDS
+	build_once build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	for r in $(seq "$soak"); do
+		soak_run build-test "$r" $((seed + r - 1))
+	done
+	build_once build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
+	soak_run build-sanitize 1 $((seed + soak))
+	echo "== soak: $soak runs and 1 sanitized, seed $seed: $failures failed, $((SECONDS - soak_start)) s"
+	[ "$failures" = 0 ] || exit 1
+	exit 0
+fi
+
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # The hw suite against a real kernel PMU: QEMU's emulated arm64 one (build-emu; 1-3 minutes).
 echo "== build-emu: the hw suite on an emulated arm64 PMU"
@@ -40,7 +150,7 @@ tests/hw/emulated-pmu.sh build-emu
 # in /var/cache/pmc-tests (PMC_TEST_CACHE).
 echo "== build-pkg: Debian packages, and Debian 12 with systemd as PID 1 (nspawn, QEMU)"
 tests/packaging/run.sh build-pkg build-test/tests/pmc-test-client
-[ "${1:-}" = --quick ] && exit 0
+[ -n "${quick:-}" ] && exit 0
 
 # The other compiler: everything (benchmarks too) with clang's warnings as errors, and the
 # unit tests of that build.

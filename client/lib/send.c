@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -591,11 +592,36 @@ pmc__thread_destroy(void *arg)
 }
 
 /* exit() runs no thread's destructor: send every thread's samples (those of threads that
- * still run too), so that none waits in a ring for a process that is going. */
+ * still run too), so that none waits in a ring for a process that is going. What then reaches
+ * no daemon's figures, in a process that was connected once, is said on stderr, not lost in
+ * silence: what the rings hold with no daemon connected (it went away, or did not answer, and
+ * none is back), and the regions dropped that no batch reported (a batch of a registered
+ * thread carries the process's: there may be none). A process that never reached a daemon
+ * said at its start that profiling was disabled. */
 void
 pmc__atexit(void)
 {
 	pthread_mutex_lock(&G.lock);
 	(void)drain_locked(NULL);
+	if (G.conn) {
+		uint64_t held = 0, dropped = 0;
+		bool on = atomic_load(&G.state) == ST_ON;
+		struct pmc_thread *t;
+		pmc_list_for_each(t, &G.threads, link) {
+			if (!on)
+				held += atomic_load(&t->head) - atomic_load(&t->tail);
+			for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
+				dropped += atomic_load(&t->lost[k]) - t->reported[k];
+		}
+		for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
+			dropped += atomic_load(&G.lost[k]) - G.reported[k];
+		/* Its own line (at exit, once), beside the one about connecting. */
+		if (held || dropped)
+			fprintf(stderr,
+			        "pmc: at exit, %llu samples not sent and %llu dropped reached no "
+			        "pmcdaemon (it went away, or did not answer): lost, counted "
+			        "nowhere\n",
+			        (unsigned long long)held, (unsigned long long)dropped);
+	}
 	pthread_mutex_unlock(&G.lock);
 }

@@ -56,6 +56,8 @@ struct session {
 	unsigned rate_batches;
 	int warned_rate;
 	int no_reply;      /* handling a request that gets no reply (reattach) */
+	bool peer_gone;    /* a reply found its client's end closed: what it sent before is
+	                    * still read (its batches count), no more replies are sent */
 	uint64_t claimed;  /* dropped and lost samples its client claimed (session_claim()) */
 	bool warned_claim; /* logged that its claims went past SESSION_MAX_CLAIMED */
 	size_t n_refused;  /* threads whose reattach was refused: batches dropped */

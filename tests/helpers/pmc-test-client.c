@@ -31,10 +31,12 @@
  *   caps             opens instructions:u on itself (no daemon involved; needs the
  *                    right to, e.g. root) and prints the user page's cap_user_rdpmc and
  *                    cap_user_time: whether the library can take the rdpmc path here
- *   steady T K US    T threads, each K calls of region "steady" writing 1 fresh page,
+ *   steady T K US [F]  T threads, each K calls of region "steady" writing 1 fresh page,
  *                    sleeping US microseconds between calls; prints the total and the
  *                    longest pmc_begin+pmc_end pair seen (the daemon may be killed and
- *                    restarted meanwhile: regions must never wait for it)
+ *                    restarted meanwhile: regions must never wait for it); with F, each
+ *                    thread then waits (up to 120 s) for file F to exist before it exits
+ *                    (the test restarts the daemon first: what the threads hold goes to it)
  *   deep D           region "deep" nested D levels deep (more than the 32 levels of a
  *                    call path, and of a thread's first frames), each level writing 1
  *                    fresh page before going deeper: every level is recorded (up to the
@@ -47,8 +49,10 @@
  *   paths N          regions p0 ... p(N-1), each once at the root and, inside it, each of
  *                    them once: N + N^2 call paths, each region run N + 1 times
  *   paths-again N F  the same, pmc_flush(), prints "first=done", waits (up to 60 s) for file
- *                    F to exist (the test restarts the daemon meanwhile), waits until
- *                    pmc_enabled() says 1, runs them again and flushes
+ *                    F to exist (the test restarts the daemon meanwhile), runs region "sync"
+ *                    once and calls pmc_flush() until it returns 0 (up to 60 s: the
+ *                    library reconnected; prints "reconnected=1", or 0), runs them again
+ *                    and flushes
  *   block M          region "block": the thread blocks M times reading an empty pipe
  *                    that another thread fills one byte at a time; prints the switches
  *                    /proc/thread-self/status counted around the region and the
@@ -62,6 +66,9 @@
  *                    "late_id_nonzero=1"), waits (up to 60 s) until pmc_enabled() says 1,
  *                    then runs it M times (1 page each), prints "done=M" and waits until
  *                    killed
+ *   orphan F N       region "orphan" once, pmc_flush() (fails unless it returns 0), prints
+ *                    "first=done", waits (up to 60 s) for file F to exist (the test kills
+ *                    the daemon meanwhile), runs it N times more and exits
  *   names N          N regions named n00001, n00002, ... (PMC_SCOPE on a buffer), once each
  *   longnames K      region "ok" once (1 page), then two names of 130 bytes that differ only
  *                    in their last byte, through PMC_SCOPE, K times each; prints "long_id="
@@ -311,6 +318,7 @@ timed_main(void *p)
 struct steady_arg {
 	long k, us;
 	uint64_t max_ns;
+	const char *hold;
 };
 
 static uint64_t
@@ -339,6 +347,8 @@ steady_main(void *p)
 		if (a->us)
 			usleep((useconds_t)a->us);
 	}
+	for (int w = 0; a->hold && w < 1200 && access(a->hold, F_OK); w++)
+		usleep(100000);
 	return NULL;
 }
 
@@ -701,14 +711,16 @@ main(int argc, char **argv)
 #endif
 		pmc_end(r);
 		printf("instructions=%lu\nrdpmc=%d\n", 2 * iter, pmc_thread_uses_rdpmc());
-	} else if (!strcmp(mode, "steady") && argc == 5) {
+	} else if (!strcmp(mode, "steady") && (argc == 5 || argc == 6)) {
 		long t = atol(argv[2]);
 		struct steady_arg a[64];
 		pthread_t th[64];
 		if (t < 1 || t > 64)
 			return 2;
 		for (long i = 0; i < t; i++) {
-			a[i] = (struct steady_arg){.k = atol(argv[3]), .us = atol(argv[4])};
+			a[i] = (struct steady_arg){.k = atol(argv[3]),
+			                           .us = atol(argv[4]),
+			                           .hold = argc == 6 ? argv[5] : NULL};
 			if (pthread_create(&th[i], NULL, steady_main, &a[i]))
 				return 1;
 		}
@@ -748,8 +760,21 @@ main(int argc, char **argv)
 				fflush(stdout);
 				for (int w = 0; w < 600 && access(argv[3], F_OK); w++)
 					usleep(100000);
-				for (int w = 0; w < 600 && !pmc_enabled(); w++)
+				/* pmc_enabled() says 1 throughout (the thread keeps its counters
+				 * while the library reconnects): the library learns that the daemon
+				 * went away at its next send, and a round run meanwhile fills the
+				 * ring (4,096) before the reconnection, faster than a loaded
+				 * machine reconnects. Wait for a sample to go through instead. */
+				pmc_region_t sync = pmc_region("sync");
+				int w = 0;
+				pmc_begin(sync);
+				pmc_end(sync);
+				while (w < 600 && pmc_flush() != 0) {
 					usleep(100000);
+					w++;
+				}
+				printf("reconnected=%d\n", w < 600);
+				fflush(stdout);
 			}
 			for (long i = 0; r && i < n; i++) {
 				pmc_begin(r[i]);
@@ -845,6 +870,22 @@ main(int argc, char **argv)
 		fflush(stdout);
 		for (;;)
 			pause();
+	} else if (!strcmp(mode, "orphan") && argc == 4) {
+		long n = atol(argv[3]);
+		pmc_region_t r = pmc_region("orphan");
+		pmc_begin(r);
+		pmc_end(r);
+		if (pmc_flush() != 0)
+			return 1;
+		printf("first=done\n");
+		fflush(stdout);
+		for (int w = 0; w < 600 && access(argv[2], F_OK); w++)
+			usleep(100000);
+		for (long i = 0; i < n; i++) {
+			pmc_begin(r);
+			pmc_end(r);
+		}
+		printf("count=%ld\n", n);
 	} else if (!strcmp(mode, "names") && argc == 3) {
 		long n = atol(argv[2]);
 		char name[32];

@@ -1,6 +1,7 @@
 /* A program with no pmc call, for pmcctl run's whole-program figures: each of PROCS
  * processes (the first and those it forks, one after another) runs THREADS threads, one after
- * another, each of which writes N fresh pages. Usage: pmc-whole-app N [PROCS [THREADS]]. */
+ * another, each of which writes N fresh pages (one page fault each, at least).
+ * Usage: pmc-whole-app N [PROCS [THREADS]]. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -18,6 +19,8 @@ write_pages(void *arg)
 
 	if (p == MAP_FAILED)
 		exit(1);
+	/* A page a fault: no huge page (transparent_hugepage "always") filling 512 at once. */
+	(void)madvise(p, (size_t)(pages ? pages : 1) * (size_t)size, MADV_NOHUGEPAGE);
 	for (long i = 0; i < pages; i++)
 		p[i * size] = 1;
 	return arg;

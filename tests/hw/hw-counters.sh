@@ -2,8 +2,8 @@
 # Hardware counters, where a PMU exists (skips with 77 elsewhere), x86-64 and arm64: a loop of
 # known instruction count (2 per iteration) counted by pmc over regions, in user space where the
 # kernel allows it (rdpmc, mrs) and with read() where it does not; more than 2^32 instructions
-# in one region (arm64's 32-bit counters overflow); fork, exec and 4 threads; cycles against
-# perf stat; cycles, instructions and a libpfm4 name; IPC derived; multiplexing marked, and
+# in one region (arm64's 32-bit counters overflow); fork, exec and 4 threads; cycles within
+# bounds its own run gives; cycles, instructions and a libpfm4 name; IPC derived; multiplexing marked, and
 # its totals against what the kernel's own read() gives for the same events.
 #
 # With PMC_HW_EXACT=1 (an emulated PMU that counts exactly: QEMU's TCG with -icount, one vCPU;
@@ -246,21 +246,27 @@ check_loop "instructions beside it" loop-names "$CLIENT_PID" 1000000
 [ "$(jq '.derived.ipc > 0' <<<"$j")" = true ] || fail "no ipc derived: $j"
 pass "cycles $(jq .events.cycles.max <<<"$j"), ipc = $(jq .derived.ipc <<<"$j")"
 
-# perf(1) is optional, and Debian's /usr/bin/perf runs only under a Debian kernel of its
-# version: without a perf that counts, there is nothing to compare with (said, not hidden).
+# Cycles, by what the same run knows, never by another run's count (perf stat's run of its
+# own differs with the machine's load: the clock's frequency, a busy SMT sibling): at least
+# the region's instructions / 16 (no core retires more than 16 instructions a cycle: the
+# widest shipping ones retire 8-10), at most its thread's CPU time (task-clock, the same
+# region) x 10 GHz (no core clocks faster, and the counter counts only while the thread
+# runs). Nothing counted, another event's count or one scaled wrong falls outside. Where a
+# perf(1) counts (Debian's runs only under a Debian kernel of its version), its figure for a
+# run of its own is printed beside, not compared.
 ITER=200000000 # 400 M instructions: start-up costs vanish next to it
-if ! command -v perf >/dev/null; then
-	echo "note: no perf(1): cycles not compared with perf stat"
-elif ! perf stat -x, -e cycles:u true >/dev/null 2>"$TMP/perf-check"; then
-	echo "note: perf stat cannot count here ($(head -1 "$TMP/perf-check")): cycles not compared"
-else
-	run_client "$TMP/cyc" env PMC_EVENTS=instructions,cycles "$HW" loop loop-cycles $ITER 1
-	cyc=$(region loop-cycles "$CLIENT_PID" | jq '.events.cycles.max')
+run_client "$TMP/cyc" env PMC_EVENTS=instructions,cycles,task-clock "$HW" loop loop-cycles $ITER 1
+j=$(region loop-cycles "$CLIENT_PID")
+cyc=$(jq '.events.cycles.max' <<<"$j") ins=$(jq '.events.instructions.max' <<<"$j")
+tc=$(jq '.events["task-clock"].max' <<<"$j")
+[[ "$cyc" =~ ^[0-9]+$ && "$ins" =~ ^[0-9]+$ && "$tc" =~ ^[0-9]+$ ]] || fail "cycles, instructions, task-clock: $j"
+[ "$ins" -ge $((2 * ITER)) ] || fail "instructions $ins, fewer than the loop's $((2 * ITER))"
+[ "$cyc" -ge $((ins / 16)) ] && [ "$cyc" -le $((tc * 10)) ] ||
+	fail "cycles $cyc outside $((ins / 16))..$((tc * 10)) (instructions $ins / 16 .. task-clock $tc ns x 10 GHz)"
+pass "cycles $cyc within $((ins / 16))..$((tc * 10)) (instructions / 16 .. task-clock ns x 10 GHz): $(awk -v c="$cyc" -v t="$tc" 'BEGIN { printf "%.2f GHz", c / t }')"
+if command -v perf >/dev/null && perf stat -x, -e cycles:u true >/dev/null 2>&1; then
 	ref=$(perf stat -x, -e cycles:u "$HW" loop perf-ref $ITER 1 2>&1 >/dev/null | awk -F, '/cycles/ { print $1; exit }')
-	[[ "$ref" =~ ^[0-9]+$ ]] && [ "$ref" -gt 0 ] || fail "perf stat gave no cycles count: '$ref'"
-	awk -v a="$cyc" -v b="$ref" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "cycles %d, perf stat %d: %.3f%%\n", a, b, d * 100; exit !(d < 0.02) }' ||
-		fail "cycles differ from perf stat by 2 % or more"
-	pass "cycles within 2 % of perf stat"
+	echo "note: perf stat's cycles:u for a run of its own: $ref (not compared: another run)"
 fi
 
 # More hardware events than counters: the kernel multiplexes, and the output says so.

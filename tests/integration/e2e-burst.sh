@@ -3,8 +3,12 @@
 # region 4,000 times (within the 4,096 samples a thread keeps while the daemon is behind)
 # with 4 events, as fast as they can, then pmc_flush() and exit. The daemon falls behind:
 # that is back-pressure, never a reason to drop. It counts every sample, with nothing
-# dropped or lost, and each process connects once. No check depends on how fast the
-# machine is. (Before the library waited for room: 1-4 % of the samples were lost.)
+# dropped for want of room, each sample counted or counted lost, and each process connects
+# once. A registration the daemon does not answer within the library's 2 s (under sanitizers
+# at load 18-31, it did not: issue 35) leaves that thread's regions unprofiled for a while,
+# dropped and counted, said on the client's stderr: tolerated, being counted; nothing else
+# is (burst_accounted in lib.sh). No check depends on how fast the machine is. (Before the
+# library waited for room: 1-4 % of the samples were lost.)
 . "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_BURST_BIN:?set by ctest}"
 cp "$PMC_TEST_BURST_BIN" "$TMP/bin/"
@@ -29,20 +33,14 @@ for i in $(seq $P); do
 done
 pass "pmc_flush() calls that gave up on a full queue: $(cat "$TMP"/b*.out | awk -F= '/^flush_eagain=/ { n += $2 } END { print n + 0 }') of $((P * T))"
 
-s=$(pmcctl status --format json)
-echo "status: $(jq -c '{samples, batches, dropped, lost, losses}' <<<"$s")"
-expect_eq "samples counted" "$(jq .samples <<<"$s")" $((P * T * K))
-expect_eq "dropped" "$(jq .dropped <<<"$s")" 0
-expect_eq "lost" "$(jq .lost <<<"$s")" 0
-expect_eq "losses by reason" "$(jq -c '.losses // {}' <<<"$s")" '{}'
-q=$(pmcctl query --region burst --format json)
-expect_eq "processes with region burst" "$(jq '.regions | length' <<<"$q")" $P
-expect_eq "every process's count" "$(jq -c '[.regions[].count] | unique' <<<"$q")" "[$((T * K))]"
-for i in $(seq $P); do
-	[ "$(kv enabled "$TMP/b$i.out")" = 1 ] || fail "client $i: not enabled: $(cat "$TMP/b$i.err")"
-	[ ! -s "$TMP/b$i.err" ] || fail "client $i said: $(cat "$TMP/b$i.err")"
-done
-pass "every client enabled, and silent on stderr"
-expect_eq "connections made" "$(grep -c "(uid 65534): connected" "$TMP/daemon.log")" $P
+burst_accounted $P $T $K "${pids[@]}"
+# Each process connects once, unless its Hello was not answered in time (it said so).
+conns=$(grep -c "(uid 65534): connected" "$TMP/daemon.log")
+if grep -q "profiling disabled: no answer from pmcdaemon" "$TMP"/b*.err; then
+	[ "$conns" -ge $P ] || fail "connections made: $conns, fewer than the $P processes"
+	pass "connections made: $conns (Hellos not answered in time were made again)"
+else
+	expect_eq "connections made" "$conns" $P
+fi
 expect_eq "threads held after exit" "$(pmcctl status --format json | jq .threads)" 0
 daemon_alive

@@ -19,7 +19,10 @@ cg_cleanup() {
 	set +e
 	[ -n "$C" ] && kill "$C" 2>/dev/null && wait "$C" 2>/dev/null
 	# Whatever this test left in its cgroup, and only that.
-	[ -e "$CG/cgroup.kill" ] && echo 1 >"$CG/cgroup.kill" && sleep 0.2
+	# ... and once its processes are gone (not after a fixed 0.2 s: rmdir fails before).
+	if [ -e "$CG/cgroup.kill" ] && echo 1 >"$CG/cgroup.kill"; then
+		for _ in $(seq 300); do [ -s "$CG/cgroup.procs" ] || break; sleep 0.1; done
+	fi
 	rmdir "$CG" "$TOP" 2>/dev/null
 	(exit $rc)
 	cleanup

@@ -82,7 +82,7 @@ pass "its line: $(cat "$TMP/m.out.err")"
 restart_daemon
 run_client "$TMP/x.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" fork-exit 100
 child=$(kv child_pid "$TMP/x.out")
-for _ in $(seq 50); do
+for _ in $(seq 600); do
 	[ "$(status_of lost)" = "$(kv child_unsent "$TMP/x.out")" ] && break
 	sleep 0.1
 done
@@ -104,7 +104,7 @@ pass "logged: $(grep -o "pid $child: ended holding.*" "$TMP/daemon.log")"
 restart_daemon
 run_client "$TMP/x2.out" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" fork-exit 100 50
 child=$(kv child_pid "$TMP/x2.out")
-for _ in $(seq 50); do
+for _ in $(seq 600); do
 	[ "$(status_of lost)" = 100 ] && break
 	sleep 0.1
 done
@@ -119,6 +119,6 @@ restart_daemon
 run_client "$TMP/g.out" env PMC_EVENTS=page-faults "$PMC_TEST_GIVEUP_BIN" 100 50
 expect_eq "given up and reconnected" "$(kv state "$TMP/g.out")" 1
 expect_eq "given up: every region counted" "$(region_json giveup "$CLIENT_PID" | jq .count)" "$(kv count "$TMP/g.out")"
-sleep 0.3
+hangups_taken
 expect_eq "given up: none counted lost too" "$(status_of lost)" 0
 daemon_alive

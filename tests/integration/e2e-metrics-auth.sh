@@ -52,6 +52,7 @@ set +e
 expect_eq "--metrics-token-file without --metrics exit" $? 2
 set -e
 
+T0=$SECONDS
 start_daemon --metrics 127.0.0.1:0 --metrics-token-file "$TMP/token"
 PORT=$(metrics_port)
 URL=http://127.0.0.1:$PORT/metrics
@@ -95,6 +96,11 @@ expect_eq "scheme in lower case" "$(code -H "authorization: bearer $TOKEN")" 200
 expect_eq "another path, the right token" \
 	"$(as_user curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/")" 404
 
-# The refusals above came in a burst: logged once, not once each.
-expect_eq "refusal lines in the log" "$(grep -c 'metrics: refused a request from 127.0.0.1' "$TMP/daemon.log")" 1
+# The refusals above (9 or so) came in a burst: logged at most once per 10 s, not once each:
+# once, or once more per 10 s a loaded machine stretched them over (a soak under load took 38
+# s and logged 2, the second "8 more since the last such line").
+n=$(grep -c 'metrics: refused a request from 127.0.0.1' "$TMP/daemon.log" || true)
+[ "$n" -ge 1 ] && [ "$n" -le $(((SECONDS - T0) / 10 + 1)) ] ||
+	fail "refusal lines in the log: $n in $((SECONDS - T0)) s (once per 10 s at most)"
+pass "refusal lines in the log: $n in $((SECONDS - T0)) s"
 daemon_alive

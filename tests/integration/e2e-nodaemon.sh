@@ -23,11 +23,20 @@ kill $stuck; wait $stuck 2>/dev/null || true
 expect_eq "hung daemon: application finished" "$(kv count "$TMP/out")" 10
 grep -q "Resource temporarily unavailable" "$TMP/err" || fail "warning: $(cat "$TMP/err")"
 pass "hung daemon: $(cat "$TMP/err")"
-# A daemon that is gone after the client connected: the client carries on.
+# A daemon that is gone after the client connected: the client carries on, and says at its
+# exit that the samples of its regions since reached no daemon, each of them: held in its ring
+# (4,096 at most) or dropped (issue 35: they were lost in silence).
 start_daemon
-as_user "$PMC_TEST_CLIENT_BIN" pages 2 2000 >"$TMP/out" 2>"$TMP/err" &
+as_user "$PMC_TEST_CLIENT_BIN" orphan "$TMP/go" 6000 >"$TMP/out" 2>"$TMP/err" &
 cpid=$!
-sleep 0.2
+for _ in $(seq 600); do grep -q "^first=done$" "$TMP/out" && break; kill -0 $cpid 2>/dev/null || break; sleep 0.1; done
+grep -q "^first=done$" "$TMP/out" || fail "orphan: no first region sent in 60 s: $(cat "$TMP/out" "$TMP/err")"
 kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
-wait "$cpid" || fail "client failed after the daemon died"
-expect_eq "client finished" "$(kv count "$TMP/out")" 2000
+touch "$TMP/go"
+wait "$cpid" || fail "client failed after the daemon died: $(cat "$TMP/err")"
+expect_eq "client finished" "$(kv count "$TMP/out")" 6000
+line=$(grep "^pmc: at exit, [0-9]* samples not sent and [0-9]* dropped reached no pmcdaemon" "$TMP/err") ||
+	fail "no word of the samples at exit: $(cat "$TMP/err")"
+read -r held dropped < <(sed -n 's/^pmc: at exit, \([0-9]*\) samples not sent and \([0-9]*\) dropped.*/\1 \2/p' <<<"$line")
+expect_eq "every region since the daemon died: held or dropped" "$((held + dropped))" 6000
+pass "$line"

@@ -75,16 +75,17 @@ scrape_configs:
       - targets: ['127.0.0.1:$PORT_A', '127.0.0.1:$PORT_B']
 EOF
 start_prometheus "$TMP/prometheus.yml"
-# wait_for WHAT QUERY WANT: until QUERY gives WANT (30 s at most)
+# wait_for WHAT QUERY WANT: until QUERY gives WANT (120 s at most: a scrape a second, on a
+# loaded machine)
 wait_for() {
 	local got=
-	for _ in $(seq 300); do
+	for _ in $(seq 1200); do
 		got=$(promql "$2" || true)
 		[ "$got" = "$3" ] && { pass "$1 = $3"; return 0; }
 		sleep 0.1
 	done
 	cat "$TMP/prometheus.log" >&2
-	fail "$1: got '$got', want '$3' after 30 s"
+	fail "$1: got '$got', want '$3' after 120 s"
 }
 wait_for "targets up" 'sum(up{job="pmc"})' 2
 wait_for "scrapes of the smallest values alone" \
@@ -94,8 +95,12 @@ feed "$SOCK" 1 500
 feed "$SOCK" 501 1000
 feed "$SOCK_B" 1000 10000
 wait_for "runs scraped over the fleet" 'sum(pmc_region_count_total{region="fleet"})' 10003
-# One scrape more of each: rate() sees the increase between two samples at least.
-sleep 2
+# One scrape more of each (waited for, not a fixed 2 s): rate() sees the increase between two
+# samples at least.
+scrapes() { promql "count_over_time(up{instance=\"127.0.0.1:$1\"}[5m])"; }
+a0=$(scrapes "$PORT_A") b0=$(scrapes "$PORT_B")
+one_more_each() { [ "$(scrapes "$PORT_A")" -gt "$a0" ] && [ "$(scrapes "$PORT_B")" -gt "$b0" ]; }
+wait_until "a scrape more of each daemon by Prometheus" 60 one_more_each
 
 for port in "$PORT_A" "$PORT_B"; do
 	curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$port/metrics" || fail "GET /metrics"

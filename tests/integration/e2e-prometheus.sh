@@ -20,6 +20,7 @@ TOKEN=$(head -c 24 /dev/urandom | base64 | tr '+/' '-_')
 printf '%s\n' "$TOKEN" >"$TMP/token"
 chmod 600 "$TMP/token"
 printf 'not-%s\n' "$TOKEN" >"$TMP/wrong-token"
+T0=$SECONDS
 start_daemon --metrics 127.0.0.1:0 --metrics-token-file "$TMP/token"
 PORT=$(metrics_port)
 run_client "$TMP/a" env PMC_EVENTS=page-faults,task-clock "$PMC_TEST_CLIENT_BIN" pages 4 6
@@ -69,12 +70,12 @@ EOF
 
 start_prometheus "$TMP/prometheus.yml"
 got=
-for _ in $(seq 300); do
+for _ in $(seq 1200); do
 	got=$(promql 'pmc_region_count_total{comm="pmc-test-client",uid="65534",region="pages"}' || true)
 	[ -n "$got" ] && break
 	sleep 0.1
 done
-[ -n "$got" ] || { cat "$TMP/prometheus.log" >&2; fail "prometheus had no pmc_region_count_total after 30 s"; }
+[ -n "$got" ] || { cat "$TMP/prometheus.log" >&2; fail "prometheus had no pmc_region_count_total after 120 s"; }
 expect_eq "scraped region count" "$got" 6
 expect_faults "scraped page-faults sum" \
 	"$(promql 'pmc_region_event_sum{comm="pmc-test-client",uid="65534",region="pages",event="page-faults"}')" 24
@@ -97,7 +98,11 @@ for job in pmc-no-token pmc-wrong-token; do
 done
 grep -q "metrics: refused a request from 127.0.0.1 without the right bearer token" "$TMP/daemon.log" ||
 	fail "the refused scrapes were not logged: $(cat "$TMP/daemon.log")"
-# Every scrape of the two jobs is refused, each second: the log says so at most once in 10 s.
-[ "$(grep -c 'metrics: refused a request' "$TMP/daemon.log")" -le 4 ] ||
-	fail "refused scrapes flood the log: $(grep -c 'metrics: refused a request' "$TMP/daemon.log") lines"
+# Every scrape of the two jobs is refused, each second: the log says so at most once in 10 s,
+# so at most once more than the daemon's whole life in tens of seconds (however long a loaded
+# machine made it: not a fixed count).
+refused=$(grep -c 'metrics: refused a request' "$TMP/daemon.log")
+[ "$refused" -le $(((SECONDS - T0) / 10 + 1)) ] ||
+	fail "refused scrapes flood the log: $refused lines in $((SECONDS - T0)) s"
+pass "refused scrapes logged $refused times in $((SECONDS - T0)) s"
 daemon_alive

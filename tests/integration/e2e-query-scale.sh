@@ -58,8 +58,8 @@ grep -q "do not fit in one reply" "$TMP/whole.out" || fail "no reason given: $(c
 # 26: 5 more that end push out 5 of the 26 listed) are left out, the rest streamed.
 as_user "$PMC_TEST_RAW_BIN" "$SOCK" query-slow 3 >"$TMP/slow.out" 2>&1 &
 slow=$!
-for _ in $(seq 100); do grep -q "first part" "$TMP/slow.out" && break; sleep 0.1; done
-grep -q "first part" "$TMP/slow.out" || fail "no first part: $(cat "$TMP/slow.out")"
+for _ in $(seq 600); do grep -q "first part" "$TMP/slow.out" && break; sleep 0.1; done
+grep -q "first part" "$TMP/slow.out" || fail "no first part in 60 s: $(cat "$TMP/slow.out")"
 expect_eq "status while a reply waits for its reader" "$(pmcctl status --format json | jq .regions)" $TOTAL
 for i in 1 2 3 4 5; do
 	as_user "$PMC_TEST_RAW_BIN" "$SOCK" regions 1 0 >/dev/null || fail "a client while a reply waits"

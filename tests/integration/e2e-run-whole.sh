@@ -1,8 +1,8 @@
 #!/bin/bash
 # pmcctl run counts the whole of a command with no pmc call in it (the daemon opens inherited
 # counters on the command before its exec, OpenCommand): its threads and the processes it
-# starts, exact (N fresh pages written = N page faults, with ASLR off so that the program's
-# own start-up faults are the same every run); -r N repeats it; a bad event stops pmcctl
+# starts (N fresh pages written: at least N page faults, and few more; the processes and threads
+# add up to the whole); -r N repeats it; a bad event stops pmcctl
 # before the command runs (exit 2, did-you-mean); a private daemon that dies does not change
 # the exit status.
 BUILD_PMCCTL=${PMCCTL_BIN:-}
@@ -18,51 +18,81 @@ faults() { # ARGS...: the whole program's page faults of pmc-whole-app ARGS
 		jq '.whole_program.events["page-faults"].value' || fail "run $*: $(cat "$TMP/err")"
 }
 
-# --- the whole program, exact ---
-base=$(faults 0)
-[ "$base" -gt 0 ] || fail "no whole-program page faults: $base ($(cat "$TMP/err"))"
-expect_eq "3000 fresh pages: 3000 page faults more" $(($(faults 3000) - base)) 3000
-base2=$(faults 0 2)
-expect_eq "2 processes x 1000 pages: the child process counted too" $(($(faults 1000 2) - base2)) 2000
-# Four threads: the least of 3 runs each. A page fault the kernel counts twice (once in a
-# loaded CI run: 4,002 for 4,000, threads one after another) only ever adds; the least of
-# three is the program's own, exactly.
-faults_min() {
-	local a b c
-	a=$(faults "$@") b=$(faults "$@") c=$(faults "$@")
-	printf '%s\n' "$a" "$b" "$c" | sort -n | head -1
+# --- the whole program: what the run itself knows ---
+# Each of pmc-whole-app's threads writes N fresh private pages (MADV_NOHUGEPAGE: a page each),
+# and the first write to each faults: a thread counts at least the pages it wrote. Beside them
+# a program faults on its own start-up (the loader, the C library, a thread's stack: about 60
+# a process here, and not the same from run to run: the kernel promises no figure; a page the
+# kernel reclaims or moves meanwhile faults again), so nothing here is compared with another
+# run's figure. The most a thread, process or program may count above the pages it wrote is
+# SLACK per process: 500 is 8 times the start-up seen here and below the 1,000 pages of a
+# thread, so that a thread's pages counted in another's, a child not counted, or a count landing
+# in another event's (issue 24: 827,882, task-clock's nanoseconds) all fall outside.
+SLACK=500
+# within WHAT GOT PAGES [PROCS]: GOT page faults for PAGES written by PROCS processes (1)
+within() {
+	local hi=$(($3 + SLACK * ${4:-1}))
+	[ "$2" -ge "$3" ] && [ "$2" -le "$hi" ] || fail "$1: got '$2', want $3..$hi (the pages written, and at most $SLACK a process more)"
+	pass "$1: $2 (pages written $3, at most $hi)"
 }
-base4=$(faults_min 0 1 4)
-expect_eq "4 threads x 1000 pages: every thread counted" $(($(faults_min 1000 1 4) - base4)) 4000
+# run_json ARGS...: pmcctl run ARGS as uid 65534, its JSON (what the command printed before it
+# left out)
+run_json() {
+	run_as_user "$@" 2>"$TMP/err" | sed -n '/^{/,$p' >"$TMP/run.json"
+	jq -e .whole_program "$TMP/run.json" >/dev/null || fail "run $*: $(cat "$TMP/err")"
+}
+faults() { # ARGS...: the whole program's page faults of pmc-whole-app ARGS
+	run_json --events page-faults --format json -- "$APP" "$@"
+	jq '.whole_program.events["page-faults"].value' "$TMP/run.json"
+}
+within "3000 fresh pages" "$(faults 3000)" 3000
+within "2 processes x 1000 pages: the child process counted too" "$(faults 1000 2)" 2000 2
+within "4 threads x 1000 pages: every thread counted" "$(faults 1000 1 4)" 4000
 
 # Per process and per thread (the daemon opens the counters on each CPU with inherit_stat; the
-# kernel reports each task's counts as it ends): exact too, and they add up to the sum.
-# per_task N: "total;processes' faults by pid;threads' faults by pid, main thread first" of
-# a shell that runs pmc-whole-app twice, each with 2 threads of N fresh pages. (Its processes
-# are exec'd: a process that forks shares pages it and its child write after, whose faults
-# fall to one or the other as they run, 1 in 6,000 here; the whole is exact, as above.)
+# kernel reports each task's counts as it ends): each within its own pages, adding up to the
+# whole. per_task EVENTS CMD...: "whole;processes' faults by pid;threads' faults by pid, main
+# thread first"
 per_task() {
-	run_as_user --per-thread --events page-faults --format json -- \
-		sh -c "$APP $1 1 2; $APP $1 1 2" 2>"$TMP/err" |
-		jq -r '.whole_program | [.events["page-faults"].value,
-			(.processes | sort_by(.pid) | map(.events["page-faults"]) | join(",")),
-			(.threads | sort_by([.pid, .tid != .pid]) | map(.events["page-faults"]) | join(","))] | join(";")' ||
-		fail "run --per-thread $*: $(cat "$TMP/err")"
+	local ev=$1
+	shift
+	run_json --per-thread --events "$ev" --format json -- "$@"
+	jq -r '.whole_program | [.events["page-faults"].value,
+		(.processes | sort_by(.pid) | map(.events["page-faults"]) | join(",")),
+		(.threads | sort_by([.pid, .tid != .pid]) | map(.events["page-faults"]) | join(","))] | join(";")' \
+		"$TMP/run.json"
 }
-IFS=';' read -r t0 p0 th0 <<<"$(per_task 0)"
-IFS=';' read -r t1 p1 th1 <<<"$(per_task 1000)"
-IFS=, read -r -a P0 <<<"$p0"; IFS=, read -r -a P1 <<<"$p1"
-IFS=, read -r -a T0 <<<"$th0"; IFS=, read -r -a T1 <<<"$th1"
-expect_eq "sh and 2 programs: processes" "${#P1[@]}" 3
-expect_eq "sh and 2 programs of 2 threads: threads" "${#T1[@]}" 5
+# adds_up WHAT "WHOLE;P,P...;T,T...": the processes and the threads add up to the whole
+adds_up() {
+	local w p th x sp=0 st=0 P T
+	IFS=';' read -r w p th <<<"$2"
+	IFS=, read -r -a P <<<"$p"
+	IFS=, read -r -a T <<<"$th"
+	for x in "${P[@]}"; do sp=$((sp + x)); done
+	for x in "${T[@]}"; do st=$((st + x)); done
+	[ "$sp" = "$w" ] && [ "$st" = "$w" ] ||
+		fail "$1: the whole $w, its processes $p (sum $sp), its threads $th (sum $st)"
+}
+# sh running pmc-whole-app twice, each with 2 threads of 1000 pages: sh's own process writes no
+# page of its own (its start-up alone: within 0 pages), each program's 2000, each thread 1000.
+# (Its processes are exec'd: a process that forks shares pages it and its child write after,
+# whose faults fall to one or the other as they run, 1 in 6,000 here.)
+got=$(per_task page-faults sh -c "$APP 1000 1 2; $APP 1000 1 2")
+IFS=';' read -r t p th <<<"$got"
+IFS=, read -r -a P <<<"$p"
+IFS=, read -r -a T <<<"$th"
+expect_eq "sh and 2 programs: processes" "${#P[@]}" 3
+expect_eq "sh and 2 programs of 2 threads: threads" "${#T[@]}" 5
+within "sh itself (its start-up alone)" "${P[0]}" 0
+within "sh's thread" "${T[0]}" 0
 for i in 1 2; do
-	expect_eq "program $i: 2 threads x 1000 pages more" $((P1[i] - P0[i])) 2000
+	within "program $i: 2 threads x 1000 pages" "${P[i]}" 2000
 done
 for i in 1 2 3 4; do
-	expect_eq "thread $i of the programs: 1000 pages more" $((T1[i] - T0[i])) 1000
+	within "thread $i of the programs: 1000 pages" "${T[i]}" 1000
 done
-expect_eq "the processes add up to the sum" $((P1[0] + P1[1] + P1[2])) "$t1"
-expect_eq "the threads add up to the sum" $((T1[0] + T1[1] + T1[2] + T1[3] + T1[4])) "$t1"
+adds_up "sh and 2 programs" "$got"
+pass "the processes and the threads add up to the whole: $got"
 # Events of two PMUs (task-clock has one of its own, page-faults and context-switches share
 # the software one), 20 runs of two-thread programs. At a context switch between a thread
 # and a copy of its counter context, the kernel may swap the two contexts, and inherit_stat
@@ -70,48 +100,52 @@ expect_eq "the threads add up to the sum" $((T1[0] + T1[1] + T1[2] + T1[3] + T1[
 # the daemon opened them, a copy's in the kernel's (CPU, PMU) order, so that one event's
 # count landed in another's (827,882 page faults: task-clock's nanoseconds; issue 24). The
 # daemon's anchor, a counter of the command's own task that is not inherited, keeps its
-# context from being copied (OpenCommand.anchor).
+# context from being copied (OpenCommand.anchor). Each run on its own: each thread within its
+# 1000 pages, each process its 2000, adding up to the whole. (Compared once with a run of
+# page-faults alone: a CI run's thread started with a page more than that run's, 2,058 for
+# 2,057, though every figure of its own added up; issue 35.)
 MIXED=task-clock,page-faults,context-switches
-mixed() { # EVENTS CMD...: "whole;processes';threads'" page faults, main threads first
-	local ev=$1
-	shift
-	run_as_user --per-thread --events "$ev" --format json -- "$@" 2>"$TMP/err" |
-		jq -r '.whole_program | [.events["page-faults"].value,
-			(.processes | sort_by(.pid) | map(.events["page-faults"]) | join(",")),
-			(.threads | sort_by([.pid, .tid != .pid]) | map(.events["page-faults"]) | join(","))] | join(";")' ||
-		fail "run --events $ev $*: $(cat "$TMP/err")"
-}
-# pmc-whole-app, 2 threads of 1000 pages: exact, as with page-faults alone, thread by thread;
-# 2 processes of 2 threads: the whole exact.
-want=$(mixed page-faults "$APP" 1000 1 2)
-want2=$(mixed page-faults "$APP" 1000 2 2)
-bad=
-for i in $(seq 20); do
-	got=$(mixed "$MIXED" "$APP" 1000 1 2)
-	[ "$got" = "$want" ] || bad+=" run $i: $got;"
-	got=$(mixed "$MIXED" "$APP" 1000 2 2)
-	[ "${got%%;*}" = "${want2%%;*}" ] || bad+=" 2 processes, run $i: $got;"
-done
-expect_eq "$MIXED, 20 runs of 2 threads (whole;process;threads, as page-faults alone counts them): those that differ" "${bad:-none}" none
-# pmc-test-client (libpmcclient: its own thread and the library's): within the bounds that
-# 5 runs with page-faults alone give (their least halved, their most doubled), its threads
-# adding up to it.
-lo= hi=
-for i in $(seq 5); do
-	IFS=';' read -r t _ _ <<<"$(mixed page-faults "$PMC_TEST_CLIENT_BIN" tree 2)"
-	[ -z "$lo" ] || [ "$t" -lt "$lo" ] && lo=$t
-	[ -z "$hi" ] || [ "$t" -gt "$hi" ] && hi=$t
-done
-bad=
-for i in $(seq 20); do
-	IFS=';' read -r t p th <<<"$(mixed "$MIXED" "$PMC_TEST_CLIENT_BIN" tree 2)"
+# whole_app_ok "WHOLE;P,..;T,..." PROCS: PROCS processes of 2 threads of 1000 pages each;
+# what is wrong with it, or nothing
+whole_app_ok() {
+	local w p th x P T
+	IFS=';' read -r w p th <<<"$1"
+	IFS=, read -r -a P <<<"$p"
 	IFS=, read -r -a T <<<"$th"
-	if [ "$t" -lt $((lo / 2)) ] || [ "$t" -gt $((hi * 2)) ] || [ "$p" != "$t" ] ||
-		[ "${#T[@]}" != 2 ] || [ $((T[0] + T[1])) != "$t" ]; then
-		bad+=" run $i: $t;$p;$th;"
+	[ "${#P[@]}" = "$2" ] && [ "${#T[@]}" = $((2 * $2)) ] || { echo "processes or threads missing"; return; }
+	for x in "${T[@]}"; do
+		[ "$x" -ge 1000 ] && [ "$x" -le $((1000 + SLACK)) ] || { echo "a thread outside 1000..$((1000 + SLACK))"; return; }
+	done
+	for x in "${P[@]}"; do
+		[ "$x" -ge 2000 ] && [ "$x" -le $((2000 + SLACK)) ] || { echo "a process outside 2000..$((2000 + SLACK))"; return; }
+	done
+	(adds_up "" "$1" >/dev/null 2>&1) || echo "not adding up"
+}
+bad=
+for i in $(seq 20); do
+	got=$(per_task "$MIXED" "$APP" 1000 1 2)
+	why=$(whole_app_ok "$got" 1)
+	[ -z "$why" ] || bad+=" run $i: $got ($why);"
+	got=$(per_task "$MIXED" "$APP" 1000 2 2)
+	why=$(whole_app_ok "$got" 2)
+	[ -z "$why" ] || bad+=" 2 processes, run $i: $got ($why);"
+done
+expect_eq "$MIXED, 20 runs of 1 and of 2 processes of 2 threads of 1000 pages (whole;processes;threads): those wrong" "${bad:-none}" none
+# pmc-test-client (libpmcclient: its own thread and the library's), 20 runs: 1 process of 2
+# threads adding up to the whole; its main thread within the page faults its own region "main"
+# counted in the same run (the fresh pages it writes: 11 a call) and SLACK more (its start-up
+# with the library's dependencies: about 150 here).
+bad=
+for i in $(seq 20); do
+	IFS=';' read -r t p th <<<"$(per_task "$MIXED" "$PMC_TEST_CLIENT_BIN" tree 2)"
+	IFS=, read -r -a T <<<"$th"
+	r=$(jq '.regions[] | select(.name == "main") | .events["page-faults"].sum' "$TMP/run.json")
+	if [ "$r" != 22 ] || [ "$p" != "$t" ] || [ "${#T[@]}" != 2 ] || [ $((T[0] + T[1])) != "$t" ] ||
+		[ "${T[0]}" -lt "$r" ] || [ "${T[0]}" -gt $((r + SLACK)) ]; then
+		bad+=" run $i: $t;$p;$th, region main $r;"
 	fi
 done
-expect_eq "$MIXED, 20 runs of pmc-test-client tree 2 (page faults in $((lo / 2))..$((hi * 2)), 1 process of 2 threads adding up): those outside" "${bad:-none}" none
+expect_eq "$MIXED, 20 runs of pmc-test-client tree 2 (1 process of 2 threads adding up, region main 22 page faults, its thread within 22..$((22 + SLACK))): those wrong" "${bad:-none}" none
 # The table: a row per process where there are several, with its threads; --per-thread: a
 # row per thread.
 run_as_user --events page-faults -- "$APP" 10 3 2 >"$TMP/t" 2>"$TMP/err" || fail "table: $(cat "$TMP/err")"
@@ -133,16 +167,18 @@ expect_eq "CSV: the processes add up to the sum" \
 # no region, and says so.
 run_as_user --events page-faults,task-clock -- "$APP" 100 >"$TMP/t" 2>"$TMP/err" || fail "table: $(cat "$TMP/err")"
 grep -q "recorded no regions (no libpmcclient region ran in them)" "$TMP/t" || fail "table: $(cat "$TMP/t")"
-expect_eq "table: page-faults row" "$(awk '$1 == "(whole" && $3 == "page-faults" {print $4}' "$TMP/t")" $((base + 100))
+within "table: page-faults row, 100 fresh pages" "$(awk '$1 == "(whole" && $3 == "page-faults" {print $4}' "$TMP/t")" 100
 expect_eq "table: task-clock row in ns" "$(awk '$1 == "(whole" && $3 == "task-clock" {print $5}' "$TMP/t")" ns
 expect_eq "table: wall row" "$(awk '$1 == "(whole" && $3 == "wall" {print $5}' "$TMP/t")" ns
 
-# -r N: N runs, their mean and spread (none: the same count each run).
+# -r N: N runs, their mean and spread: each run within its 500 pages, the mean between the
+# least and the most, no spread where they are the same (runs may differ by a page of start-up).
 run_as_user -r 3 --events page-faults --format json -- "$APP" 500 >"$TMP/j" 2>"$TMP/err" || fail "-r 3: $(cat "$TMP/err")"
 expect_eq "-r 3: runs" "$(jq .whole_program.runs "$TMP/j")" 3
-expect_eq "-r 3: mean" "$(jq '.whole_program.events["page-faults"].value' "$TMP/j")" $((base + 500))
-expect_eq "-r 3: spread" "$(jq '.whole_program.events["page-faults"].stddev' "$TMP/j")" 0
-expect_eq "-r 3: min = max" "$(jq '.whole_program.events["page-faults"] | .min == .max' "$TMP/j")" true
+within "-r 3: the least run" "$(jq '.whole_program.events["page-faults"].min' "$TMP/j")" 500
+within "-r 3: the most" "$(jq '.whole_program.events["page-faults"].max' "$TMP/j")" 500
+expect_eq "-r 3: the mean between them, spread 0 only where they are the same" \
+	"$(jq '.whole_program.events["page-faults"] | .min <= .value and .value <= .max and ((.stddev == 0) == (.min == .max))' "$TMP/j")" true
 run_as_user -r 3 --events page-faults -- "$APP" 500 >"$TMP/t" 2>&1 || fail "-r 3 table"
 grep -q "the mean of 3 runs" "$TMP/t" || fail "-r 3 table: $(cat "$TMP/t")"
 set +e
@@ -165,11 +201,11 @@ if command -v go >/dev/null && go tool pprof -h >/dev/null 2>&1; then
 	}
 	run_as_user --events page-faults --format pprof -- "$APP" 3000 >"$TMP/w.pb.gz" 2>"$TMP/err" ||
 		fail "pprof: $(cat "$TMP/err")"
-	expect_eq "pprof: (whole program) flat, 3000 fresh pages" "$(flat "$TMP/w.pb.gz" "(whole program)")" $((base + 3000))
+	within "pprof: (whole program) flat, 3000 fresh pages" "$(flat "$TMP/w.pb.gz" "(whole program)")" 3000
 	# 2 processes: a sample each (pid label), adding up to the whole.
 	run_as_user --events page-faults --format pprof -- "$APP" 1000 2 >"$TMP/w2.pb.gz" 2>"$TMP/err" ||
 		fail "pprof, 2 processes: $(cat "$TMP/err")"
-	expect_eq "pprof: 2 processes x 1000 pages" "$(flat "$TMP/w2.pb.gz" "(whole program)")" $((base2 + 2000))
+	within "pprof: 2 processes x 1000 pages" "$(flat "$TMP/w2.pb.gz" "(whole program)")" 2000 2
 	expect_eq "pprof: a whole-program sample per process" \
 		"$(go tool pprof -traces -sample_index=page-faults "$TMP/w2.pb.gz" 2>/dev/null | grep -c '^ *pid: ')" 2
 	# Beside the regions: region pages (4 pages x 10 calls) and the whole program around it.
@@ -182,7 +218,8 @@ if command -v go >/dev/null && go tool pprof -h >/dev/null 2>&1; then
 	# -r 3: the sums over the runs, as the regions' are.
 	run_as_user -r 3 --events page-faults --format pprof -- "$APP" 500 >"$TMP/w4.pb.gz" 2>"$TMP/err" ||
 		fail "pprof -r 3: $(cat "$TMP/err")"
-	expect_eq "pprof -r 3: the whole program's sum over the runs" "$(flat "$TMP/w4.pb.gz" "(whole program)")" $((3 * (base + 500)))
+	# (a mean of the runs would be under 500 + SLACK: below the sum's least, 1500)
+	within "pprof -r 3: the whole program's sum over the runs" "$(flat "$TMP/w4.pb.gz" "(whole program)")" 1500 3
 else
 	pass "pprof part skipped: no go tool pprof (apt-get install golang-go)"
 fi
@@ -216,10 +253,12 @@ NONE=$TMP/none.sock
 	>"$TMP/j" 2>"$TMP/err" || fail "private run exits $?: $(cat "$TMP/err")"
 expect_eq "private: the whole program counted" \
 	"$(jq '.whole_program.events["page-faults"].value > 200' "$TMP/j")" true
-# It dies while the command runs: the command's exit status still, and its figures.
+# It dies while the command runs (the command ends once it is gone): the command's exit status
+# still, and its figures.
 set +e
 "$BUILD_PMCCTL" --socket "$NONE" run --events page-faults -- sh -c \
-	'pkill -f -- "--socket $PMC_SOCKET"; sleep 0.2; exit 0' >"$TMP/t" 2>"$TMP/err"
+	'pkill -f -- "--socket $PMC_SOCKET"; while pgrep -f -- "--socket $PMC_SOCKET" >/dev/null; do sleep 0.05; done; exit 0' \
+	>"$TMP/t" 2>"$TMP/err"
 rc=$?
 set -e
 grep -q "the private pmcdaemon ended while the command ran" "$TMP/err" || fail "no word of it: $(cat "$TMP/err")"

@@ -48,7 +48,10 @@ expect_eq "the victim keeps its 3 regions" \
 expect_eq "uid 65534 holds all but a share: 9" "$(ctl_as 65534 query --format json | jq '.regions | length')" 9
 expect_eq "its other 3 samples dropped and counted" "$(ctl_as 65534 status --format json | jq .dropped)" 3
 grep -q -- "--max-regions-per-user" "$TMP/daemon.log" || fail "no log naming the share"
-kill $holder; wait $holder || true
+# (It may have ended already: it holds its regions 4 s, which a sanitized build under load
+# spends before the checks above are done; its regions stay, its process ended.)
+kill $holder 2>/dev/null || true
+wait $holder || true
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # Counter fds: 100 fds for the daemon leave 36 for counters, a share of 9 for each uid:

@@ -17,7 +17,11 @@ expect_eq "registrations sent (each one waited for)" "$(grep -c '^register tid='
 expect_eq "connections" "$(grep -c '^accept$' "$TMP/fake.out")" 1
 grep -q "pmcdaemon did not answer its registration within 2000 ms; no thread waits for it again until it answers, and each asks again later, its regions counted meanwhile (reason unregistered)" "$TMP/err" ||
 	fail "no word of the time-out: $(cat "$TMP/err")"
-expect_eq "lines on stderr" "$(wc -l <"$TMP/err")" 1
+# ... and at exit that the 4 regions dropped meanwhile reached no daemon (no thread was
+# registered to carry the word: libpmcclient's pmc__atexit(); they went unsaid before).
+grep -q "^pmc: at exit, 0 samples not sent and 4 dropped reached no pmcdaemon" "$TMP/err" ||
+	fail "no word at exit of the 4 regions dropped: $(cat "$TMP/err")"
+expect_eq "lines on stderr" "$(wc -l <"$TMP/err")" 2
 
 # A transient refusal is asked again after a back-off, and the thread counted from then on.
 # A real daemon with --max-threads 1: thread A holds it, thread B is refused (EMFILE), A

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every region a program runs is in a figure or counted as lost with its reason: a program
 # of two threads, 200 regions each one every 25 ms, starts while the daemon is stopped
-# (SIGSTOP: a daemon stalled by a busy machine or a restart) for its first 3 s. Its first
+# (SIGSTOP: a daemon stalled by a busy machine or a restart) until its first Hello timed out
+# (2 s), and 1 s more. Its first
 # Hello times out; the regions begun meanwhile are counted as lost (no-daemon) and said
 # once the daemon answers; both threads register then and are counted from then on:
 # counted + lost = 400 exactly, in pmcctl status and in the query's loss line.
@@ -12,7 +13,12 @@ trap 'rc=$?; kill -CONT "$DAEMON_PID" 2>/dev/null || true; (exit $rc); cleanup' 
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults \
 	"$PMC_TEST_CLIENT_BIN" steady 2 200 25000 >"$TMP/out" 2>"$TMP/err" &
 client=$!
-sleep 3
+# Stopped until the client's Hello timed out (its warning: a loaded machine may start it later
+# than a fixed 3 s allowed, then nothing timed out), and 1 s more: its threads begin a region
+# every 25 ms, and those begun before the daemon answers are counted lost (40 or so; one
+# suffices below).
+wait_until "the client's Hello to time out (its warning on stderr)" 60 grep -q "profiling starts when it answers" "$TMP/err"
+sleep 1
 kill -CONT "$DAEMON_PID"
 wait $client || fail "the client failed: $(cat "$TMP/err")"
 expect_eq "the client ran its regions" "$(kv count "$TMP/out")" 400

@@ -18,6 +18,9 @@ fi
 
 TMP=$(mktemp -d /tmp/pmc-test.XXXXXX)
 chmod 755 "$TMP"
+# Named, so that the daemon's log can be found after a test that ctest killed at its time-out
+# (tests/run.sh --soak prints it).
+echo "# temporary directory: $TMP"
 SOCK=$TMP/pmc.sock
 DAEMON_PID=
 HELPER_PIDS=()
@@ -36,6 +39,15 @@ cleanup() {
 			cat "$TMP/daemon.log" >&2
 			rc=1
 		fi
+	fi
+	# A failed test shows what its daemons said: the last one's log, and those of any it
+	# started before (start_daemon keeps them in daemon.earlier.log).
+	if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+		for f in "$TMP/daemon.earlier.log" "$TMP/daemon.log"; do
+			[ -s "$f" ] || continue
+			echo "--- $f (its last 300 lines) ---" >&2
+			tail -n 300 "$f" >&2
+		done
 	fi
 	rm -rf "$TMP"
 	exit $rc
@@ -56,6 +68,9 @@ USER_ENV=(env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$SOCK")
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" "$@"; }
 
 start_daemon() {
+	if [ -s "$TMP/daemon.log" ]; then
+		{ echo "=== an earlier pmcdaemon of this test"; cat "$TMP/daemon.log"; } >>"$TMP/daemon.earlier.log"
+	fi
 	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	# Ready once it says so: the socket exists a moment before its signal handlers do.
@@ -157,6 +172,27 @@ run_client() {
 }
 kv() { sed -n "s/^$1=//p" "$2"; }
 
+# hangups_taken: waits (120 s at most) until the daemon holds no client but the pmcctl asking:
+# clients that ended may have left what they sent queued in their sockets for a daemon behind
+# them (the library waits for room in the queue, not for the daemon to read it); a
+# connection's hang-up comes after its last batch, so then all of it is counted, and what
+# the hang-ups count as lost too.
+no_clients() { [ "$(pmcctl status --format json | jq '.threads == 0 and .clients <= 1')" = true ]; }
+hangups_taken() { daemon_alive; wait_until "the daemon to take the clients' hang-ups" 120 no_clients; }
+
+# wait_until WHAT SECONDS CMD...: until CMD succeeds (every 0.1 s), at most SECONDS (generous:
+# a loaded machine, a sanitized build), failing with WHAT if it never did. A wait on an event,
+# where a fixed sleep would guess how long it takes.
+wait_until() {
+	local what=$1 secs=$2
+	shift 2
+	for _ in $(seq $((secs * 10))); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	"$@" || fail "waited $secs s for $what"
+}
+
 # expect_faults WHAT GOT WANT: exact, except under sanitizers, whose shadow memory
 # faults in pages of its own inside the regions: one byte of shadow for 8 bytes touched, so
 # GOT may exceed WANT by an eighth, + 8 (1,538-1,539 for 1,500 fresh pages is usual).
@@ -230,4 +266,60 @@ start_prometheus() {
 # promql QUERY: the value of the query's first sample of $PROM_URL, empty while there is none
 promql() {
 	curl -sf --get --data-urlencode "query=$1" "$PROM_URL/api/v1/query" | jq -r '.data.result[0].value[1] // empty'
+}
+
+# burst_accounted P T K PIDS...: e2e-burst's figures for P clients (PIDS, their outputs in
+# $TMP/bN.out and .err) of T threads of K regions each: every sample counted or counted lost,
+# by a client that says why. A thread whose registration the daemon did not answer within
+# the library's 2 s (it is behind 200 registrations, slower still under sanitizers or on a
+# loaded machine) runs unprofiled for a while, its regions dropped and counted
+# ("unregistered"), and its process says so on stderr; a process whose Hello was not
+# answered in time says that profiling is disabled until the daemon answers (its regions
+# meanwhile: "no-daemon", or said at its exit when no batch could carry them); a process
+# whose last samples the daemon took nothing of for 2 s leaves them counted lost ("unsent").
+# Nothing else may go: no sample dropped for a full buffer (the library waits for room), none
+# missing from every figure. Sets BURST_SAID: the clients that said so.
+burst_accounted() {
+	local p=$1 t=$2 k=$3 i pid got lost said s q
+	shift 3
+	hangups_taken
+	s=$(pmcctl status --format json)
+	echo "status: $(jq -c '{samples, batches, dropped, lost, losses}' <<<"$s")"
+	expect_eq "losses of other reasons than a registration or Hello not answered in time, or samples not taken at exit" \
+		"$(jq -c '.losses // {} | del(.unregistered, .["no-daemon"], .unsent)' <<<"$s")" '{}'
+	q=$(pmcctl query --region burst --format json)
+	BURST_SAID=0
+	for i in $(seq "$p"); do
+		pid=$1
+		shift
+		got=$(jq --argjson p "$pid" '[.regions[] | select(.pid == $p) | .count] | add // 0' <<<"$q")
+		lost=$(jq --argjson p "$pid" '[.losses[]? | select(.pid == $p) | .count] | add // 0' <<<"$q")
+		# What no daemon got, said at its exit (libpmcclient's pmc__atexit()).
+		said=$(sed -n 's/^pmc: at exit, \([0-9]*\) samples not sent and \([0-9]*\) dropped reached no pmcdaemon.*/\1 \2/p' "$TMP/b$i.err" | head -1)
+		[ -z "$said" ] || lost=$((lost + ${said% *} + ${said#* }))
+		if [ "$lost" = 0 ] && [ "$got" = $((t * k)) ]; then
+			[ "$(kv enabled "$TMP/b$i.out")" = 1 ] || fail "client $i: not enabled: $(cat "$TMP/b$i.err")"
+			[ ! -s "$TMP/b$i.err" ] || fail "client $i said, though nothing of it was lost: $(cat "$TMP/b$i.err")"
+			continue
+		fi
+		# Each line one of the library's words for a thread or a connection not answered in
+		# time; a client that lost only samples at exit (unsent) may say nothing.
+		if grep -v -e "not profiled for now: pmcdaemon did not answer its registration within" \
+			-e "not profiled for now: pmcdaemon took no request for" \
+			-e "profiling disabled: no answer from pmcdaemon" \
+			-e "^pmc: at exit, [0-9]* samples not sent and [0-9]* dropped reached no pmcdaemon" "$TMP/b$i.err" >&2; then
+			fail "client $i said more than that it was not answered in time"
+		fi
+		[ ! -s "$TMP/b$i.err" ] || BURST_SAID=$((BURST_SAID + 1))
+		if [ $((got + lost)) != $((t * k)) ]; then
+			# Only a process that never reached the daemon (its Hello not answered in time,
+			# and none since) has regions in no figure: it said that profiling was disabled.
+			[ "$got" = 0 ] && [ "$lost" = 0 ] && grep -q "profiling disabled: no answer from pmcdaemon" "$TMP/b$i.err" ||
+				fail "client $i (pid $pid): $got counted and $lost counted lost (or said lost at exit) of $((t * k)): $(cat "$TMP/b$i.err")"
+			pass "client $i: never answered, profiling disabled (it said so): $(head -c 300 "$TMP/b$i.err")"
+			continue
+		fi
+		pass "client $i: $got counted, $lost counted lost ($(jq -c --argjson p "$pid" '[.losses[]? | select(.pid == $p) | {(.reason): .count}] | add' <<<"$q"); said at exit: ${said:-none}): $(head -c 300 "$TMP/b$i.err")"
+	done
+	pass "every sample of $p clients counted or counted lost; $BURST_SAID said they were not answered in time"
 }
