@@ -25,19 +25,14 @@
  * whoever holds G.lock (see struct pmc_thread).
  *
  * The connection (G.state):
- *   ST_NONE  -> ST_CONNECTING  a thread says Hello, G.lock released meanwhile (G.busy): the
- *                        others wait for it as for a round trip (pmc__wait_turn_locked());
- *   ST_CONNECTING -> ST_ON  the first pmc_region(), begin or pmc_enabled() connected and the
+ *   ST_NONE  -> ST_ON    the first pmc_region(), begin or pmc_enabled() connected and the
  *                        daemon answered Hello (pmc__connect_locked());
  *            -> ST_LOST  no daemon answered: the background thread connects once one does;
  *            -> ST_OFF   PMC_DISABLE, the daemon refused Hello, or no background thread;
  *   ST_ON    -> ST_LOST  a send or a registration failed (pmc__connection_failed_locked());
  *   ST_LOST  -> ST_ON    the background thread connected (G.conn counts the connections: a
  *                        thread registered on an earlier one reattaches at its next send);
- *   ST_ON, ST_LOST, ST_CONNECTING -> ST_NONE  in a fork()ed child (G.gen moves on).
- * No application thread waits for the daemon with G.lock held: a round trip (Hello, a
- * registration) releases it while it waits, and marks itself G.busy so that no other is
- * made meanwhile; every wait takes from the process's wait budget (PMC_WAIT_BUDGET_MS).
+ *   ST_ON, ST_LOST -> ST_NONE  in a fork()ed child (G.gen moves on).
  * A thread (struct pmc_thread.state): ST_ON registered, ST_OFF refused (for good in its
  * generation), ST_RETRY asks again after a back-off, ST_FORKED its counters were the
  * parent's.
@@ -93,28 +88,6 @@
 /* Each sample reaches the daemon within this long of its region's end, by default. */
 #define PMC_FLUSH_MS 1000
 #define PMC_CALL_TIMEOUT_MS 2000
-/* The process's wait budget: what all its threads together (not the background thread) may
- * wait for a daemon that is slow, hung or stopped, in all (connecting, registering, room in
- * its queue for pmc_flush(), a thread's exit, exit()): PMC_WAIT_BUDGET_MS, given back at
- * 1/PMC_WAIT_REFILL of the time that passes (10 ms a second), never above
- * PMC_WAIT_BUDGET_MS. It is spent by the time that passes while any application thread
- * waits for the daemon, once however many wait together (a daemon that holds the process
- * holds it that long, whether one thread waits or 10,000 wait their turns at once); each
- * wait is made of slices of PMC_WAIT_SLICE_MS at most. The first PMC_WAIT_PROMPT_MS of a round trip
- * (Hello, a registration: its thread's wait, and the waits of the threads whose turn comes after
- * it) cost nothing, and the first PMC_WAIT_ROOM_MS of each wait for room in the queue: a daemon
- * that answers, or takes the next datagram, as fast is not slow (10,000 threads that register at
- * once wait their turns; a burst of clients is back-pressure). What a daemon just under them can
- * cost: PMC_WAIT_PROMPT_MS per round trip and per thread waiting its turn behind it, and
- * PMC_WAIT_ROOM_MS per datagram a full queue waits for. A thread that waits for another thread's
- * round trip (G.busy) takes only what is above PMC_WAIT_KEEP_MS, the rest is for round trips.
- * Spent, every wait returns at once but for those free parts (see pmc__wait_locked()). */
-#define PMC_WAIT_BUDGET_MS 30000
-#define PMC_WAIT_REFILL 100
-#define PMC_WAIT_SLICE_MS 10
-#define PMC_WAIT_PROMPT_MS 30
-#define PMC_WAIT_ROOM_MS 100
-#define PMC_WAIT_KEEP_MS 10000
 /* How often the background thread looks for a registration's late reply. */
 #define PMC_LATE_POLL_MS 100
 /* A thread whose registration failed for a while asks again after this, doubled at each
@@ -156,7 +129,7 @@
 /* ST_RETRY: a thread whose registration failed for a while (no answer in time, the daemon's
  * queue full, a restart, EMFILE or EAGAIN from the daemon): it asks again at a region begun
  * after its back-off (thread_slow()); its regions meanwhile count as PMC_LOSS_UNREGISTERED. */
-enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED, ST_RETRY, ST_CONNECTING };
+enum { ST_NONE, ST_ON, ST_OFF, ST_LOST, ST_FORKED, ST_RETRY };
 
 /* Why samples were not counted: enum pmc_loss (wire/pmc-shared.h), as SampleBatch's
  * dropped_* fields say it. The library counts the first PMC_LOSS_LIB_N of them: those before
@@ -294,17 +267,6 @@ struct pmc_thread {
 struct pmc_global {
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* the background thread waits on it (CLOCK_MONOTONIC) */
-	/* Under G.lock: an application thread's round trip (Hello, a registration) is under
-	 * way with G.lock released; turn is broadcast when it ends (CLOCK_MONOTONIC). */
-	int busy;
-	uint64_t busy_since; /* when it began (CLOCK_MONOTONIC ns) */
-	pthread_cond_t turn;
-	/* The wait budget (PMC_WAIT_BUDGET_MS): ns left, and when it was last given back to
-	 * (0: not yet used); under budget_lock, which is never held over anything else. */
-	pthread_mutex_t budget_lock;
-	int64_t budget_ns;       /* below 0 when waits ran over it */
-	uint64_t budget_at;      /* when budget_ns was last brought up to date */
-	unsigned budget_waiters; /* threads in a slice that spends the budget */
 	_Atomic int state;
 	_Atomic unsigned gen;
 	int fd;
@@ -427,25 +389,8 @@ void pmc__thread_release(struct pmc_thread *t);
 /* Frees @t, the structure of a thread that goes or starts over (registered or not). */
 void pmc__thread_free(struct pmc_thread *t);
 /* Called with G.lock held: waits for room in the daemon's queue until @deadline. Return: 0 or
- * -EAGAIN (at @deadline, or the wait budget spent). */
+ * -EAGAIN (at @deadline). */
 int pmc__wait_room_locked(uint64_t deadline, bool unlock);
-/* Called with G.lock held: waits until G.fd is ready for @events, until @deadline, from the
- * wait budget (the background thread's waits are not taken from it), G.lock released
- * meanwhile when @unlock. Return: 1 ready (or an error the next call on it finds), 0 at
- * @deadline, -ETIME the budget is spent, -ESTALE (@unlock) the connection went meanwhile
- * (G.fd may be another one's). */
-int pmc__wait_locked(short events, uint64_t deadline, bool unlock);
-/* Called with G.lock held: waits while another thread's round trip is under way (G.busy),
- * from the budget above PMC_WAIT_KEEP_MS. Return: 0 (none under way), or -ETIME. */
-int pmc__wait_turn_locked(void);
-/* Called with G.lock held: marks the start (@on) or the end of this thread's round trip
- * (G.busy, G.busy_since; the end wakes the threads in pmc__wait_turn_locked()). */
-void pmc__busy_locked(bool on);
-/* Called with G.lock held (or by the thread whose Hello is under way): until when the round
- * trip under way costs no budget: its first PMC_WAIT_PROMPT_MS. */
-uint64_t pmc__prompt_until(void);
-/* Set on the background thread, whose waits hold no application thread. */
-extern __thread int pmc__in_service;
 /* Called with G.lock held: registers the calling thread. Return: the thread, or NULL (then
  * *@fd_starved and *@transient say why). */
 struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);

@@ -23,7 +23,6 @@
 
 struct pmc_global G = {.lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_lock = PTHREAD_MUTEX_INITIALIZER,
-                       .budget_lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_max = PMC_MAX_PATHS - 1,
                        .fd = -1,
                        .heads_fd = -1,
@@ -160,9 +159,7 @@ thread_slow(void)
 	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns &&
 	    atomic_load_explicit(&G.reg_answered, memory_order_relaxed) == t->answered)
 		return NULL;
-	/* Another thread saying Hello is waited for below (pmc__connect_locked()). */
-	int st = ensure_connected();
-	if (st != ST_ON && st != ST_CONNECTING)
+	if (ensure_connected() != ST_ON)
 		return NULL;
 	unsigned backoff = 0;
 	if (t && (t->gen != atomic_load(&G.gen) || t->state == ST_RETRY)) {
@@ -183,7 +180,7 @@ thread_slow(void)
 	if (atomic_load(&G.state) == ST_ON)
 		t = pmc__register_locked(&fd_starved, &transient);
 	else
-		transient = atomic_load(&G.state) != ST_OFF; /* no daemon, or its Hello late */
+		transient = atomic_load(&G.state) == ST_LOST;
 	/* Under the lock: a late reply read after this is one this thread may wait for. */
 	unsigned answered = atomic_load(&G.reg_answered);
 	pthread_mutex_unlock(&G.lock);
@@ -408,8 +405,7 @@ static void __attribute__((noinline)) unprofiled_region(void)
 	else if (t && t->state == ST_RETRY)
 		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_UNREGISTERED], 1, memory_order_relaxed);
 	else if ((!t || t->state != ST_OFF) &&
-	         (atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST ||
-	          atomic_load_explicit(&G.state, memory_order_relaxed) == ST_CONNECTING))
+	         atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
 		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
 		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_NO_DAEMON], 1, memory_order_relaxed);
 }

@@ -128,7 +128,6 @@ wake_init(void)
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&G.wake, &a);
-	pthread_cond_init(&G.turn, &a);
 	pthread_condattr_destroy(&a);
 }
 
@@ -138,13 +137,11 @@ on_fork_prepare(void)
 {
 	pthread_mutex_lock(&G.lock);
 	pthread_mutex_lock(&G.path_lock);
-	pthread_mutex_lock(&G.budget_lock);
 }
 
 static void
 on_fork_parent(void)
 {
-	pthread_mutex_unlock(&G.budget_lock);
 	pthread_mutex_unlock(&G.path_lock);
 	pthread_mutex_unlock(&G.lock);
 }
@@ -271,11 +268,6 @@ on_fork_child(void)
 	heads_fork_child();
 	pthread_mutex_init(&G.lock, NULL);
 	pthread_mutex_init(&G.path_lock, NULL);
-	/* A new process: its own wait budget, and no round trip of the parent's under way. */
-	pthread_mutex_init(&G.budget_lock, NULL);
-	G.budget_at = 0;
-	G.budget_waiters = 0;
-	G.busy = 0;
 	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
 	G.path_defined = 0;
@@ -288,38 +280,9 @@ on_fork_child(void)
 		atomic_store(&G.lost[k], 0);
 		G.reported[k] = 0;
 	}
-	if (atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_LOST ||
-	    atomic_load(&G.state) == ST_CONNECTING)
+	if (atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_LOST)
 		atomic_store(&G.state, ST_NONE);
 	atomic_fetch_add(&G.gen, 1);
-}
-
-static int wait_fd(int fd, short events, uint64_t deadline, uint64_t free_until, bool unlock);
-
-/* Sends @req (Hello) on @fd, a new connection of no one else's, and waits for its reply
- * until PMC_CALL_TIMEOUT_MS, from the wait budget (wait_fd()). Return: 0 with *@out (the
- * caller's), or -errno (-ETIMEDOUT: no answer in time, or the budget spent). */
-static int
-hello_call(int fd, const Pmc__Request *req, Pmc__Response **out)
-{
-	int r = pmc_wire_send(fd, &req->base, NULL, 0, 0);
-	/* A daemon that refused us (over its client limit) sent why, then closed: the send
-	 * fails, but its answer is still there to read. */
-	bool gone = r == -EPIPE || r == -ECONNRESET;
-	if (r < 0 && !gone)
-		return r;
-	if (!gone) {
-		uint64_t deadline =
-		        util_now_ns(CLOCK_MONOTONIC) + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
-		if (wait_fd(fd, POLLIN, deadline, pmc__prompt_until(), false) != 1)
-			return -ETIMEDOUT;
-	}
-	_cleanup_free_ uint8_t *buf = NULL;
-	size_t len, nf = 0;
-	r = pmc_wire_wait(fd, 0, &buf, &len, NULL, 0, &nf);
-	if (r < 0)
-		return r;
-	return pmc_wire_unpack_response(buf, len, out);
 }
 
 /* Connects to the daemon at @path and says Hello.
@@ -351,7 +314,7 @@ pmc__daemon_connect(const char *path, struct pmc_hello *o)
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 	Pmc__Response *resp = NULL;
-	int r = hello_call(fd, &req, &resp);
+	int r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
 	if (r == 0 && resp->error) {
 		snprintf(o->why, sizeof(o->why), "%s", resp->message);
 		r = -EPROTO;
@@ -412,9 +375,6 @@ pmc__connection_set_locked(int fd, const struct pmc_hello *h)
 void
 pmc__connect_locked(void)
 {
-	/* Another thread says Hello: wait for it as for a round trip (from the budget). */
-	if (atomic_load(&G.state) == ST_CONNECTING)
-		(void)pmc__wait_turn_locked();
 	if (atomic_load(&G.state) != ST_NONE)
 		return;
 	static int once;
@@ -450,20 +410,7 @@ pmc__connect_locked(void)
 	G.path = path;
 
 	struct pmc_hello h;
-	/* Without G.lock: no other thread waits for it behind this round trip (they wait for
-	 * its end, from the budget: pmc__wait_turn_locked()). */
-	atomic_store(&G.state, ST_CONNECTING);
-	pmc__busy_locked(true);
-	pthread_mutex_unlock(&G.lock);
 	int fd = pmc__daemon_connect(path, &h);
-	pthread_mutex_lock(&G.lock);
-	pmc__busy_locked(false);
-	if (atomic_load(&G.state) != ST_CONNECTING) {
-		/* Not reached: only a fork()ed child's state moves meanwhile, in the child. */
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
 	if (fd < 0 && h.failed && *h.why) {
 		/* It answered no (a limit, another protocol): asking again would only be
 		 * refused again. */
@@ -553,177 +500,31 @@ pmc__thread_free(struct pmc_thread *t)
 		free(t);
 }
 
-__thread int pmc__in_service;
-
-/* Called with budget_lock held: brings the budget up to @now. The time since it was last
- * brought up to date is spent once if any thread was in a slice that spends it (however
- * many were), else given back at 1/PMC_WAIT_REFILL of it, up to PMC_WAIT_BUDGET_MS. */
-static void
-budget_update(uint64_t now)
-{
-	const int64_t cap = PMC_WAIT_BUDGET_MS * INT64_C(1000000);
-	if (!G.budget_at)
-		G.budget_ns = cap;
-	else if (now > G.budget_at && G.budget_waiters)
-		G.budget_ns -= (int64_t)(now - G.budget_at);
-	else if (now > G.budget_at)
-		G.budget_ns += (int64_t)((now - G.budget_at) / PMC_WAIT_REFILL);
-	if (G.budget_ns > cap)
-		G.budget_ns = cap;
-	if (now > G.budget_at)
-		G.budget_at = now;
-}
-
-/* Takes a slice of a wait from @t0 for up to @want ns: what lies before @free_until (the
- * first PMC_WAIT_PROMPT_MS of a round trip) costs nothing; past it the slice spends the
- * budget (budget_update()) while more than @keep ns of it are left, nothing of it when less
- * than a tenth of a slice is left; nothing on the background thread, whose waits hold no
- * application thread. Return: the slice (0: the budget is spent), *@charged 1 when the
- * slice spends the budget (budget_settle() ends it). */
-static uint64_t
-budget_take(uint64_t t0, uint64_t want, uint64_t keep, uint64_t free_until, uint64_t *charged)
-{
-	*charged = 0;
-	if (pmc__in_service)
-		return want;
-	uint64_t free = free_until > t0 ? free_until - t0 : 0;
-	if (free >= want)
-		return want;
-	pthread_mutex_lock(&G.budget_lock);
-	budget_update(t0);
-	int64_t left = G.budget_ns - (int64_t)keep;
-	uint64_t more = want - free;
-	if (left >= PMC_WAIT_SLICE_MS * INT64_C(100000)) {
-		*charged = 1;
-		G.budget_waiters++;
-		if (more > (uint64_t)left)
-			more = (uint64_t)left;
-	} else {
-		more = 0;
-	}
-	pthread_mutex_unlock(&G.budget_lock);
-	if (!*charged && !free && !keep) {
-		static atomic_flag warned = ATOMIC_FLAG_INIT;
-		if (!atomic_flag_test_and_set(&warned))
-			fprintf(stderr,
-			        "pmc: the process's threads waited %d ms in all for pmcdaemon "
-			        "(slow, "
-			        "stopped or not answering): no call waits for it any more (10 ms "
-			        "more each second); what is not sent in time is counted as "
-			        "dropped\n",
-			        PMC_WAIT_BUDGET_MS);
-	}
-	return free + more;
-}
-
-/* Ends a slice that budget_take() began at @t0: one that spent the budget (@charged) spent
- * it until now. */
-static void
-budget_settle(uint64_t charged, uint64_t t0, uint64_t free_until)
-{
-	(void)t0;
-	(void)free_until;
-	if (pmc__in_service || !charged)
-		return;
-	pthread_mutex_lock(&G.budget_lock);
-	budget_update(util_now_ns(CLOCK_MONOTONIC));
-	G.budget_waiters--;
-	pthread_mutex_unlock(&G.budget_lock);
-}
-
-/* Waits until @fd is ready for @events or @deadline, in slices (budget_take(), free before
- * @free_until); @unlock: G.lock (held) is released during each slice, and the connection
- * checked after it. Return: as pmc__wait_locked(). */
+/* Milliseconds from now to @deadline (CLOCK_MONOTONIC ns), rounded up; 0 once it passed. */
 static int
-wait_fd(int fd, short events, uint64_t deadline, uint64_t free_until, bool unlock)
-{
-	unsigned conn = G.conn;
-	for (;;) {
-		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC), charged;
-		if (t0 >= deadline)
-			return 0;
-		uint64_t want = deadline - t0;
-		if (want > PMC_WAIT_SLICE_MS * UINT64_C(1000000))
-			want = PMC_WAIT_SLICE_MS * UINT64_C(1000000);
-		uint64_t got = budget_take(t0, want, 0, free_until, &charged);
-		if (!got)
-			return -ETIME;
-		struct pollfd p = {.fd = fd, .events = events};
-		struct timespec ts = {.tv_sec = (time_t)(got / 1000000000u),
-		                      .tv_nsec = (long)(got % 1000000000u)};
-		if (unlock)
-			pthread_mutex_unlock(&G.lock);
-		int n = ppoll(&p, 1, &ts, NULL);
-		int err = errno;
-		if (unlock)
-			pthread_mutex_lock(&G.lock);
-		budget_settle(charged, t0, free_until);
-		if (unlock && (G.conn != conn || atomic_load(&G.state) != ST_ON))
-			return -ESTALE;
-		if (n > 0 || (n < 0 && err != EINTR))
-			return 1;
-	}
-}
-
-int
-pmc__wait_locked(short events, uint64_t deadline, bool unlock)
-{
-	/* Free: a round trip's first PMC_WAIT_PROMPT_MS (G.busy: this thread's), or this
-	 * wait's for room in the queue, PMC_WAIT_ROOM_MS. */
-	uint64_t free_until =
-	        G.busy ? pmc__prompt_until()
-	               : util_now_ns(CLOCK_MONOTONIC) + PMC_WAIT_ROOM_MS * UINT64_C(1000000);
-	return wait_fd(G.fd, events, deadline, free_until, unlock);
-}
-
-int
-pmc__wait_turn_locked(void)
-{
-	while (G.busy) {
-		/* Free while the round trip under way is younger than PMC_WAIT_PROMPT_MS. */
-		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC), charged;
-		uint64_t free_until = pmc__prompt_until();
-		uint64_t got =
-		        budget_take(t0, PMC_WAIT_SLICE_MS * UINT64_C(1000000),
-		                    PMC_WAIT_KEEP_MS * UINT64_C(1000000), free_until, &charged);
-		if (!got)
-			return -ETIME;
-		uint64_t end = t0 + got;
-		struct timespec ts = {.tv_sec = (time_t)(end / 1000000000u),
-		                      .tv_nsec = (long)(end % 1000000000u)};
-		pthread_cond_timedwait(&G.turn, &G.lock, &ts);
-		budget_settle(charged, t0, free_until);
-	}
-	return 0;
-}
-
-/* Called with G.lock held: marks the start (@on) or the end of this thread's round trip. */
-void
-pmc__busy_locked(bool on)
+ms_left(uint64_t deadline)
 {
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-	G.busy = on;
-	G.busy_since = now;
-	if (!on)
-		pthread_cond_broadcast(&G.turn);
-}
-
-uint64_t
-pmc__prompt_until(void)
-{
-	return G.busy_since + PMC_WAIT_PROMPT_MS * UINT64_C(1000000);
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
 /* Called with G.lock held: waits until the daemon's queue has room for a datagram
- * (POLLOUT), or until @deadline, from the wait budget, with G.lock released meanwhile when
- * @unlock (then G.fd may be another socket on return: the caller checks the state again).
- * Return: 0 (room, an error the next send finds, or the connection went), -EAGAIN at
- * @deadline or with the budget spent. */
+ * (POLLOUT), or until @deadline, with G.lock released meanwhile when @unlock (then G.fd may
+ * be another socket on return: the caller checks the state again).
+ * Return: 0 (room, or an error the next send finds), -EAGAIN at @deadline. */
 int
 pmc__wait_room_locked(uint64_t deadline, bool unlock)
 {
-	int r = pmc__wait_locked(POLLOUT, deadline, unlock);
-	return r == 1 || r == -ESTALE ? 0 : -EAGAIN;
+	struct pollfd p = {.fd = G.fd, .events = POLLOUT};
+	int ms = ms_left(deadline);
+	if (!ms)
+		return -EAGAIN;
+	if (unlock)
+		pthread_mutex_unlock(&G.lock);
+	int n = poll(&p, 1, ms);
+	if (unlock)
+		pthread_mutex_lock(&G.lock);
+	return n == 0 ? -EAGAIN : 0;
 }
 
 /*
@@ -807,8 +608,6 @@ thread_pidfd(pid_t tid)
  * not decode); -EBADMSG: the reply does not decode or carries more than PMC_LIMIT_EVENTS
  * fds (closed). After these two the connection is in step: its one reply was read.
  * -EAGAIN: not sent (the queue stayed full); the connection is in step too.
- * -ESTALE: the connection went while G.lock was released to wait (G.fd may be another's).
- * The waits take from the wait budget, G.lock released (pmc__wait_locked()).
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
  */
 static int register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out);
@@ -818,13 +617,9 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
                      Pmc__Response **out)
 {
 	int r;
-	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN) {
-		int w = pmc__wait_locked(POLLOUT, deadline, true);
-		if (w == -ESTALE)
-			return w;
-		if (w != 1)
+	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
+		if (pmc__wait_room_locked(deadline, false) < 0)
 			return -EAGAIN;
-	}
 	if (r < 0)
 		return r;
 	return register_recv_locked(deadline, fds, n_fds, out);
@@ -836,18 +631,16 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
 static int
 register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out)
 {
+	int r;
 	struct pollfd p = {.fd = G.fd, .events = POLLIN};
-	int r = poll(&p, 1, 0);
-	if (r < 0 && errno != EINTR)
-		return -errno;
-	if (r <= 0) {
-		/* G.lock released meanwhile: nothing else reads the socket (G.busy, and G.reg_late
-		 * is 0 while a registration is under way). */
-		r = pmc__wait_locked(POLLIN, deadline, true);
-		if (r == -ESTALE)
-			return r;
-		if (r != 1)
+	for (;;) {
+		r = poll(&p, 1, ms_left(deadline));
+		if (r > 0)
+			break;
+		if (r == 0)
 			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
 	}
 	ssize_t len;
 	int resets = 0;
@@ -908,11 +701,17 @@ refusal_passes(int err)
 	       err == EINTR || err == ETIMEDOUT;
 }
 
-/* pmc__register_locked()'s work, G.busy set. */
-static struct pmc_thread *
-register_locked(bool *fd_starved, bool *transient)
+/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL: then
+ * *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether
+ * it may ask again later (see ST_RETRY). */
+struct pmc_thread *
+pmc__register_locked(bool *fd_starved, bool *transient)
 {
 	pid_t tid = gettid_();
+	*fd_starved = false;
+	*transient = true;
+	if (G.reg_late)
+		return NULL;
 	*transient = false;
 	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
 	 * each, and this process the fds it already has. */
@@ -950,12 +749,6 @@ register_locked(bool *fd_starved, bool *transient)
 	size_t n_fds = 0;
 	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
 	int r = register_call_locked(&req, pidfd, deadline, t->fds, &n_fds, &resp);
-	if (r == -ESTALE) {
-		/* The connection went meanwhile (its reply with it): asks again on the next. */
-		*transient = true;
-		heads_discard(t);
-		return NULL;
-	}
 	bool is_reply =
 	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
 	if (is_reply)
@@ -964,7 +757,7 @@ register_locked(bool *fd_starved, bool *transient)
 		/* The one reply was read: the connection stays, and so do the process's other
 		 * threads. Only a reply that opened counters carries fds: the daemon forgets
 		 * this thread again (ThreadExit of an unknown thread is a no-op). */
-		(void)pmc__thread_exit_send_locked(tid, deadline, true);
+		(void)pmc__thread_exit_send_locked(tid, deadline, false);
 		if (r == -EMFILE) {
 			warn_fd_limit(tid, is_reply ? resp->register_reply->n_events : want, true);
 			*fd_starved = true;
@@ -1031,7 +824,7 @@ register_locked(bool *fd_starved, bool *transient)
 		for (size_t i = 0; i < n_fds; i++)
 			close(t->fds[i]);
 		if (is_reply)
-			(void)pmc__thread_exit_send_locked(tid, deadline, true);
+			(void)pmc__thread_exit_send_locked(tid, deadline, false);
 		pmc__response__free_unpacked(resp, NULL);
 		heads_discard(t);
 		return NULL;
@@ -1118,23 +911,6 @@ register_locked(bool *fd_starved, bool *transient)
 	/* Before the background thread can see the ring: nothing of this is a sample. */
 	pmc__thread_warm_up(t);
 	pmc_list_prepend(&G.threads, &t->link);
-	return t;
-}
-
-/* Called with G.lock held: registers the calling thread, after another thread's round trip
- * (from the wait budget), G.busy meanwhile. Return: the thread, or NULL: then *@fd_starved
- * says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether it may ask
- * again later (see ST_RETRY). */
-struct pmc_thread *
-pmc__register_locked(bool *fd_starved, bool *transient)
-{
-	*fd_starved = false;
-	*transient = true;
-	if (pmc__wait_turn_locked() < 0 || G.reg_late || atomic_load(&G.state) != ST_ON)
-		return NULL;
-	pmc__busy_locked(true);
-	struct pmc_thread *t = register_locked(fd_starved, transient);
-	pmc__busy_locked(false);
 	return t;
 }
 

@@ -391,7 +391,6 @@ service_main(void *arg)
 {
 	(void)arg;
 	unsigned backoff_ms = 100;
-	pmc__in_service = 1;
 	pthread_mutex_lock(&G.lock);
 	for (;;) {
 		int st = atomic_load(&G.state);
@@ -559,14 +558,14 @@ pmc__thread_destroy(void *arg)
 	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
 		if (t->depth)
 			count_loss(t, PMC_LOSS_NESTING, t->depth);
-		/* One deadline for the drain and the ThreadExit: an exit waits 2 s at most for a
-		 * daemon that takes nothing (it waited 2 s for each). */
-		uint64_t deadline =
-		        util_now_ns(CLOCK_MONOTONIC) + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
 		(void)drain_locked(t);
 		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
 		if (on)
-			told = pmc__thread_exit_send_locked(t->tid, deadline, true) == 0;
+			told = pmc__thread_exit_send_locked(t->tid,
+			                                    util_now_ns(CLOCK_MONOTONIC) +
+			                                            PMC_CALL_TIMEOUT_MS *
+			                                                    UINT64_C(1000000),
+			                                    true) == 0;
 		/* What could not be sent is reported by a later batch of another thread; but
 		 * what the daemon was told this thread held, and not that it exited, it counts
 		 * itself as lost when the process goes. */

@@ -89,6 +89,9 @@ run_scale() {
 	setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS="$events" \
 		PMC_FLUSH_MS=0 "$PROG" "$t" "$N" "$TMP/ctl" >"$TMP/out" 2>"$TMP/out.err" &
 	CPID=$!
+	# lib.sh's cleanup ends it when the test fails first: 10,000 threads left orphaned (and
+	# busy) would weigh on every test after.
+	HELPER_PIDS+=($CPID)
 	wait_for created=
 	local rss0 rss1 rss2 c0 c1 s j ns
 	rss0=$(rss_kb)
