@@ -294,13 +294,13 @@ json_t *
 whole_json(const struct whole *w, bool per_thread)
 {
 	json_t *o = jobject();
-	json_t *ev = jobject();
 
 	jset(o, "runs", json_integer(w->runs));
 	if (!w->n) {
 		jset(o, "error", jstr(w->why ? w->why : ""));
 		return o;
 	}
+	json_t *ev = jobject(); /* made only here: one not given to @o would be leaked */
 	for (size_t i = 0; i < w->n; i++)
 		jset(ev, w->names[i], whole_stat_json(&w->ev[i], w->runs, w->scaled[i]));
 	jset(o, "events", ev);
