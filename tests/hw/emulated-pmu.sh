@@ -39,7 +39,7 @@ HOST_PKGS=(qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross cpio cmak
 ARM_PKGS=(busybox-static bash libtinfo6 jq libjq1 libonig5 util-linux libcap-ng0 libc6 libgcc-s1
 	libevent-dev libevent-2.1-7 libevent-core-2.1-7 libevent-extra-2.1-7
 	libevent-pthreads-2.1-7 libevent-openssl-2.1-7 libprotobuf-c-dev libprotobuf-c1
-	libsystemd-dev libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 libzstd1
+	libsystemd-dev libsystemd0 libcap-dev libcap2 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 libzstd1
 	libpfm4-dev libpfm4 libjansson-dev libjansson4 zlib1g-dev zlib1g)
 apt_updated=
 apt_update() {
