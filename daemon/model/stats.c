@@ -174,6 +174,20 @@ stats_hist_add(struct stats *s, unsigned b, uint64_t n, struct stats_budget *bud
 	return n ? hist_add_new(s, b, n, budget) : 0;
 }
 
+/* stats_hist_block() - the block of a group (the layout is this file's: others walk a
+ * histogram with stats_hist_next())
+ * @h: a histogram
+ * @g: the group, below STATS_GROUPS
+ * Return: the group's 16 counters (buckets 16@g..16@g+15), or NULL when it has no block.
+ */
+static inline const uint64_t *
+stats_hist_block(const struct stats_hist *h, unsigned g)
+{
+	unsigned k = h->slot[g];
+
+	return k ? &h->c[8u * k + STATS_GROUP_BUCKETS * g - 16u * STATS_SLOT_BIAS] : NULL;
+}
+
 bool
 stats_hist_next(const struct stats *s, unsigned *b, unsigned *index, uint64_t *count)
 {

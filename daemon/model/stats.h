@@ -57,20 +57,6 @@ struct stats_hist {
 };
 
 /**
- * stats_hist_block() - the block of a group
- * @h: a histogram
- * @g: the group, below STATS_GROUPS
- * Return: the group's 16 counters (buckets 16@g..16@g+15), or NULL when it has no block.
- */
-static inline const uint64_t *
-stats_hist_block(const struct stats_hist *h, unsigned g)
-{
-	unsigned k = h->slot[g];
-
-	return k ? &h->c[8u * k + STATS_GROUP_BUCKETS * g - 16u * STATS_SLOT_BIAS] : NULL;
-}
-
-/**
  * struct stats - streaming aggregate of uint64 samples
  * @count: number of samples added
  * @sum: sum of the samples, saturating at UINT64_MAX instead of wrapping
