@@ -87,6 +87,19 @@
 #define PMC_GAP 4096
 /* Each sample reaches the daemon within this long of its region's end, by default. */
 #define PMC_FLUSH_MS 1000
+/* The wait bound (pmc.h, "Waiting"): over the process's whole life its threads wait for the
+ * daemon at most PMC_WAIT_TOTAL_MS in all beyond PMC_PROMPT_MS of each request, which a
+ * prompt daemon never uses (a registration's round trip: 0.1 to 5 ms). Each wait of an
+ * application's thread (a round trip, room in the daemon's queue) lasts at most
+ * PMC_PROMPT_MS plus what is left of the total (pmc__wait_deadline()), and what it lasted
+ * beyond PMC_PROMPT_MS is charged to the total (pmc__wait_charge()), whoever else waited
+ * meanwhile (a sum: the bound holds however many wait together). A wait given up makes no
+ * thread wait again until the daemon caught up (G.reg_late, G.room_late). Threads waiting
+ * for G.lock wait for its holder, whose wait is bounded so. The background thread is not
+ * the application's: it waits as long as it likes, never charged, with no lock held. */
+#define PMC_WAIT_TOTAL_MS 2000
+#define PMC_PROMPT_MS 100
+/* The background thread's round trips (Hello when it reconnects). */
 #define PMC_CALL_TIMEOUT_MS 2000
 /* How often the background thread looks for a registration's late reply. */
 #define PMC_LATE_POLL_MS 100
@@ -318,6 +331,11 @@ struct pmc_global {
 	 * in time (0: none); no other is sent until its reply is read (pmc__late_reply_locked()).
 	 */
 	pid_t reg_late;
+	/* Under the lock: an application's thread gave up waiting for room in the daemon's
+	 * queue; none waits for room again until a send goes through. */
+	int room_late;
+	/* What the waits of the application's threads were charged, in ns (pmc__wait_charge()). */
+	_Atomic uint64_t wait_spent_ns;
 	/* Late replies read so far: a thread that met one late asks again once this moves,
 	 * without waiting out its back-off. */
 	_Atomic unsigned reg_answered;
@@ -373,9 +391,10 @@ struct pmc_hello {
 	char version[32];
 	char why[256]; /* the daemon's words when it refused */
 };
-/* Connects to the daemon at @path and says Hello. Return: the socket, or -errno, with
- * what the daemon said in *@h either way. */
-int pmc__daemon_connect(const char *path, struct pmc_hello *h);
+/* Connects to the daemon at @path and says Hello, waiting for its answer until @deadline
+ * (CLOCK_MONOTONIC ns). Return: the socket, or -errno, with what the daemon said in *@h
+ * either way. */
+int pmc__daemon_connect(const char *path, uint64_t deadline, struct pmc_hello *h);
 /* Called with G.lock held: @fd, connected by pmc__daemon_connect() with @h, becomes the
  * process's connection (G.fd, a new G.conn) with what its daemon takes. */
 void pmc__connection_set_locked(int fd, const struct pmc_hello *h);
@@ -389,8 +408,19 @@ void pmc__thread_release(struct pmc_thread *t);
 /* Frees @t, the structure of a thread that goes or starts over (registered or not). */
 void pmc__thread_free(struct pmc_thread *t);
 /* Called with G.lock held: waits for room in the daemon's queue until @deadline. Return: 0 or
- * -EAGAIN (at @deadline). */
+ * -EAGAIN (at @deadline). The background thread's; an application's thread calls
+ * pmc__app_wait_room_locked(). */
 int pmc__wait_room_locked(uint64_t deadline, bool unlock);
+/* When a wait of an application's thread for the daemon that begins at @start (CLOCK_MONOTONIC
+ * ns) ends at the latest: PMC_PROMPT_MS after it plus what is left of PMC_WAIT_TOTAL_MS. */
+uint64_t pmc__wait_deadline(uint64_t start);
+/* Charges a wait of an application's thread from @start to @end to the process's total (the
+ * part beyond PMC_PROMPT_MS). */
+void pmc__wait_charge(uint64_t start, uint64_t end);
+/* Called with G.lock held, by an application's thread: as pmc__wait_room_locked() until
+ * pmc__wait_deadline(now), charged; not at all while G.room_late, which a wait given up sets.
+ * Return: 0 (room) or -EAGAIN (none: given up, or not waited for). */
+int pmc__app_wait_room_locked(bool unlock);
 /* Called with G.lock held: registers the calling thread. Return: the thread, or NULL (then
  * *@fd_starved and *@transient say why). */
 struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);

@@ -275,6 +275,9 @@ on_fork_child(void)
 	__atomic_store_n(&G.service, 0, __ATOMIC_RELAXED);
 	G.blocked = 0;
 	G.reg_late = 0;
+	/* The child's wait bound is its own, whole. */
+	G.room_late = 0;
+	atomic_store(&G.wait_spent_ns, 0);
 	G.sent_total = 0;
 	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 		atomic_store(&G.lost[k], 0);
@@ -285,13 +288,50 @@ on_fork_child(void)
 	atomic_fetch_add(&G.gen, 1);
 }
 
-/* Connects to the daemon at @path and says Hello.
+/* Milliseconds from now to @deadline (CLOCK_MONOTONIC ns), rounded up; 0 once it passed. */
+static int
+ms_left(uint64_t deadline)
+{
+	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+uint64_t
+pmc__wait_deadline(uint64_t start)
+{
+	const uint64_t total = PMC_WAIT_TOTAL_MS * UINT64_C(1000000);
+	uint64_t spent = atomic_load_explicit(&G.wait_spent_ns, memory_order_relaxed);
+	return start + PMC_PROMPT_MS * UINT64_C(1000000) + (spent < total ? total - spent : 0);
+}
+
+void
+pmc__wait_charge(uint64_t start, uint64_t end)
+{
+	uint64_t free_to = start + PMC_PROMPT_MS * UINT64_C(1000000);
+	if (end > free_to)
+		atomic_fetch_add_explicit(&G.wait_spent_ns, end - free_to, memory_order_relaxed);
+}
+
+int
+pmc__app_wait_room_locked(bool unlock)
+{
+	if (G.room_late)
+		return -EAGAIN;
+	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
+	int r = pmc__wait_room_locked(pmc__wait_deadline(start), unlock);
+	pmc__wait_charge(start, util_now_ns(CLOCK_MONOTONIC));
+	if (r < 0)
+		G.room_late = 1;
+	return r;
+}
+
+/* Connects to the daemon at @path and says Hello, waiting for its answer until @deadline.
  * Return: the socket (non-blocking), or -errno; *@o says what the daemon answered: a failed
  * Hello (o->failed) from a failed connect, the daemon's words when it refused (o->why), and
  * what it takes. Only that is ever sent to it: a daemon of before a field ignores it, but
  * one of before an fd a request carries closes the connection. */
 int
-pmc__daemon_connect(const char *path, struct pmc_hello *o)
+pmc__daemon_connect(const char *path, uint64_t deadline, struct pmc_hello *o)
 {
 	memset(o, 0, sizeof(*o));
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
@@ -314,7 +354,8 @@ pmc__daemon_connect(const char *path, struct pmc_hello *o)
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 	Pmc__Response *resp = NULL;
-	int r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+	int ms = ms_left(deadline);
+	int r = pmc_wire_call(fd, &req, ms ? ms : 1, NULL, 0, NULL, &resp);
 	if (r == 0 && resp->error) {
 		snprintf(o->why, sizeof(o->why), "%s", resp->message);
 		r = -EPROTO;
@@ -410,7 +451,10 @@ pmc__connect_locked(void)
 	G.path = path;
 
 	struct pmc_hello h;
-	int fd = pmc__daemon_connect(path, &h);
+	/* An application's thread waits for Hello as for any answer (the wait bound). */
+	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
+	int fd = pmc__daemon_connect(path, pmc__wait_deadline(start), &h);
+	pmc__wait_charge(start, util_now_ns(CLOCK_MONOTONIC));
 	if (fd < 0 && h.failed && *h.why) {
 		/* It answered no (a limit, another protocol): asking again would only be
 		 * refused again. */
@@ -498,14 +542,6 @@ pmc__thread_free(struct pmc_thread *t)
 		pmc__thread_release(t);
 	else
 		free(t);
-}
-
-/* Milliseconds from now to @deadline (CLOCK_MONOTONIC ns), rounded up; 0 once it passed. */
-static int
-ms_left(uint64_t deadline)
-{
-	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
 /* Called with G.lock held: waits until the daemon's queue has room for a datagram
@@ -618,8 +654,10 @@ register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int 
 {
 	int r;
 	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
-		if (pmc__wait_room_locked(deadline, false) < 0)
+		if (G.room_late || pmc__wait_room_locked(deadline, false) < 0) {
+			G.room_late = 1;
 			return -EAGAIN;
+		}
 	if (r < 0)
 		return r;
 	return register_recv_locked(deadline, fds, n_fds, out);
@@ -747,8 +785,12 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	req.register_thread = &rt;
 	Pmc__Response *resp = NULL;
 	size_t n_fds = 0;
-	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
+	/* The wait bound: this round trip's share of it, charged when it ends. */
+	uint64_t start = util_now_ns(CLOCK_MONOTONIC), deadline = pmc__wait_deadline(start);
 	int r = register_call_locked(&req, pidfd, deadline, t->fds, &n_fds, &resp);
+	uint64_t end = util_now_ns(CLOCK_MONOTONIC);
+	pmc__wait_charge(start, end);
+	int waited_ms = (int)((end - start) / 1000000);
 	bool is_reply =
 	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
 	if (is_reply)
@@ -774,9 +816,9 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		/* Nothing was sent: the connection is in step. */
 		pmc__warn_once(
 		        "thread %d not profiled for now: pmcdaemon took no request for %d ms "
-		        "(its queue stayed full); it asks again later, its regions counted "
-		        "meanwhile (reason %s)",
-		        (int)tid, PMC_CALL_TIMEOUT_MS, pmc_loss_name(PMC_LOSS_UNREGISTERED));
+		        "(its queue stayed full); no thread waits for room again until it takes "
+		        "one, and each asks again later, its regions counted meanwhile (reason %s)",
+		        (int)tid, waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		*transient = true;
 		heads_discard(t);
 		return NULL;
@@ -789,8 +831,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		               "registration within %d ms; no thread waits for it again until it "
 		               "answers, and each asks again later, its regions counted meanwhile "
 		               "(reason %s)",
-		               (int)t->tid, PMC_CALL_TIMEOUT_MS,
-		               pmc_loss_name(PMC_LOSS_UNREGISTERED));
+		               (int)t->tid, waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		G.reg_late = tid;
 		*transient = true;
 		(void)pmc__service_start_locked();

@@ -16,7 +16,8 @@
 #include "lib/client-internal.h"
 
 /* Called with G.lock held: tells the daemon that thread @tid is gone (it closes its copies
- * of the thread's fds), waiting until @deadline for room in its queue (@unlock: as
+ * of the thread's fds), waiting until @deadline for room in its queue (0: as an
+ * application's thread waits, pmc__app_wait_room_locked(); @unlock: as
  * pmc__wait_room_locked()). Return: 0 or -errno. */
 int
 pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
@@ -28,7 +29,9 @@ pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
 	req.thread_exit = &te;
 	int r;
 	while ((r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
-	       pmc__wait_room_locked(deadline, unlock) == 0 && atomic_load(&G.state) == ST_ON)
+	       (deadline ? pmc__wait_room_locked(deadline, unlock)
+	                 : pmc__app_wait_room_locked(unlock)) == 0 &&
+	       atomic_load(&G.state) == ST_ON)
 		;
 	return r;
 }
@@ -77,8 +80,10 @@ send_locked(const uint8_t *buf, size_t len)
 	if (len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
 	for (;;) {
-		if (send(G.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+		if (send(G.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+			G.room_late = 0; /* the daemon takes datagrams again */
 			return 0;
+		}
 		if (errno != EINTR)
 			return -errno;
 	}
@@ -353,17 +358,16 @@ drained_locked(void)
 }
 
 /*
- * Called with G.lock held: sends what @t holds (NULL: what every registered thread holds
- * now), waiting, with the lock released, while the daemon's queue is full: a daemon behind
- * (a burst of clients) is back-pressure, not a reason to drop. Gives up after
- * PMC_CALL_TIMEOUT_MS in which no sample went out (a daemon that stopped reading).
+ * Called with G.lock held, by an application's thread: sends what @t holds (NULL: what every
+ * registered thread holds now), waiting, with the lock released, while the daemon's queue is
+ * full: a daemon behind (a burst of clients) is back-pressure, not a reason to drop. Each
+ * wait for room is bounded and charged as a round trip is (pmc__app_wait_room_locked()):
+ * given up, no thread waits for room again until a send goes through.
  * Return: 0, -EAGAIN (given up: the samples stay), or consume_locked()'s error.
  */
 static int
 drain_locked(struct pmc_thread *t)
 {
-	const uint64_t wait_ns = PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
-	uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns, sent = G.sent_total;
 	struct pmc_thread *o;
 	if (!t)
 		pmc_list_for_each(o, &G.threads, link)
@@ -373,11 +377,7 @@ drain_locked(struct pmc_thread *t)
 		/* Threads that run on meanwhile add samples: only those of now are waited for. */
 		if (r != -EAGAIN || (!t && drained_locked()))
 			return r == -EAGAIN ? 0 : r;
-		if (G.sent_total != sent) {
-			sent = G.sent_total;
-			deadline = util_now_ns(CLOCK_MONOTONIC) + wait_ns;
-		}
-		if (pmc__wait_room_locked(deadline, true) < 0)
+		if (pmc__app_wait_room_locked(true) < 0)
 			return -EAGAIN;
 	}
 }
@@ -421,7 +421,11 @@ service_main(void *arg)
 			const char *path = G.path;
 			struct pmc_hello h;
 			pthread_mutex_unlock(&G.lock);
-			int fd = pmc__daemon_connect(path, &h);
+			int fd =
+			        pmc__daemon_connect(path,
+			                            util_now_ns(CLOCK_MONOTONIC) +
+			                                    PMC_CALL_TIMEOUT_MS * UINT64_C(1000000),
+			                            &h);
 			pthread_mutex_lock(&G.lock);
 			if (fd < 0) {
 				if (backoff_ms < 1000)
@@ -561,11 +565,7 @@ pmc__thread_destroy(void *arg)
 		(void)drain_locked(t);
 		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
 		if (on)
-			told = pmc__thread_exit_send_locked(t->tid,
-			                                    util_now_ns(CLOCK_MONOTONIC) +
-			                                            PMC_CALL_TIMEOUT_MS *
-			                                                    UINT64_C(1000000),
-			                                    true) == 0;
+			told = pmc__thread_exit_send_locked(t->tid, 0, true) == 0;
 		/* What could not be sent is reported by a later batch of another thread; but
 		 * what the daemon was told this thread held, and not that it exited, it counts
 		 * itself as lost when the process goes. */

@@ -94,7 +94,9 @@
  *                    threads), "max_call_ms=", "exits_ms=", "max_exit_ms=", "atexit_ms=",
  *                    "total_ms=" (the three sums), "calls_off_cpu_ms=" (of calls_ms, the time
  *                    off the CPU: CLOCK_THREAD_CPUTIME_ID around each call too), "waited_ms="
- *                    (calls_off_cpu_ms + exits_ms + atexit_ms: the calls' own work left out)
+ *                    (calls_off_cpu_ms + exits_ms + atexit_ms: the calls' own work left out),
+ *                    "union_ms=" (the time during which any thread was in a timed call, an
+ *                    exit or exit(): the process's wait, however many waited together)
  *   retry K          (for a daemon with --max-threads 1) thread A runs region "a" once and
  *                    holds its registration; thread B then runs region "b" (refused:
  *                    EMFILE); A exits; B runs "b" every 20 ms until pmc_enabled() says 1
@@ -229,13 +231,53 @@ static pthread_barrier_t timed_meet;
 static uint64_t mono_ns(void);
 static uint64_t thread_cpu_ns(void);
 
+/* Every timed interval, for the time during which any thread was inside the library (their
+ * union: "the whole process", however many threads waited together). */
+#define TIMED_IV (1 << 17)
+static struct timed_iv {
+	uint64_t t0, t1;
+} timed_iv[TIMED_IV];
+static _Atomic size_t timed_n_iv;
+
 static void
 timed_add(_Atomic uint64_t *sum, _Atomic uint64_t *max, uint64_t t0)
 {
-	uint64_t d = mono_ns() - t0, m = atomic_load(max);
+	uint64_t t1 = mono_ns(), d = t1 - t0, m = atomic_load(max);
 	atomic_fetch_add(sum, d);
 	while (d > m && !atomic_compare_exchange_weak(max, &m, d))
 		;
+	size_t i = atomic_fetch_add(&timed_n_iv, 1);
+	if (i < TIMED_IV)
+		timed_iv[i] = (struct timed_iv){t0, t1};
+}
+
+static int
+timed_iv_cmp(const void *a, const void *b)
+{
+	const struct timed_iv *x = a, *y = b;
+	return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* The union of the timed intervals, in ns (UINT64_MAX: more than were kept). */
+static uint64_t
+timed_union_ns(void)
+{
+	size_t n = atomic_load(&timed_n_iv);
+	if (n > TIMED_IV)
+		return UINT64_MAX;
+	qsort(timed_iv, n, sizeof(*timed_iv), timed_iv_cmp);
+	uint64_t sum = 0, a = 0, b = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i && timed_iv[i].t0 <= b) {
+			if (timed_iv[i].t1 > b)
+				b = timed_iv[i].t1;
+			continue;
+		}
+		sum += b - a;
+		a = timed_iv[i].t0;
+		b = timed_iv[i].t1;
+	}
+	return sum + (b - a);
 }
 
 /* Runs after the library's destructor (a key made after the library's: glibc runs them in
@@ -254,7 +296,11 @@ timed_report(void)
 {
 	if (!timed_main_end)
 		return;
-	uint64_t ax = mono_ns() - timed_main_end;
+	uint64_t now = mono_ns(), ax = now - timed_main_end;
+	size_t i = atomic_fetch_add(&timed_n_iv, 1);
+	if (i < TIMED_IV)
+		timed_iv[i] = (struct timed_iv){timed_main_end, now};
+	uint64_t u = timed_union_ns();
 	uint64_t calls = atomic_load(&timed_calls), exits = atomic_load(&timed_exits);
 	uint64_t off = atomic_load(&timed_off);
 	printf("enabled=%ld\nflush_failed=%ld\ncalls_ms=%.1f\nmax_call_ms=%.1f\nexits_ms=%.1f\n"
@@ -263,6 +309,8 @@ timed_report(void)
 	       atomic_load(&timed_enabled), atomic_load(&timed_flush_failed), calls / 1e6,
 	       atomic_load(&timed_max_call) / 1e6, exits / 1e6, atomic_load(&timed_max_exit) / 1e6,
 	       ax / 1e6, (calls + exits + ax) / 1e6, off / 1e6, (off + exits + ax) / 1e6);
+	if (u != UINT64_MAX)
+		printf("union_ms=%.1f\n", u / 1e6);
 	fflush(stdout);
 }
 

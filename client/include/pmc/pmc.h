@@ -41,17 +41,29 @@
  * names refused, threads with no room for their fds) it counts as dropped, per reason, in
  * the daemon's figures, and says so once per reason on stderr.
  *
- * Waiting: the library waits only where it talks to the daemon. A thread's first region
- * (pmc_begin(), PMC_SCOPE, PMC_REGION, or pmc_enabled()) connects when the process is not
- * connected yet and registers the thread: a round trip each, at most about 2 s each when
- * the daemon does not answer; and pmc_flush(), a thread's exit and exit() wait while the
- * daemon's queue is full, until it has taken nothing for 2 s. Nothing else waits for the
- * daemon: pmc_end() never does, nor pmc_begin() on a thread already registered or refused
- * for good. A thread whose registration failed for a while (no answer in time, a daemon
- * restarting or at a limit) asks again at a region it begins after a back-off (0.5 s
- * doubled up to 16 s), which waits as a first region does. The first pmc_region() of a
- * new name takes the library's lock, which another thread's registration holds for as
- * long as that round trip.
+ * Waiting: the library waits only where it talks to the daemon, and for the whole process
+ * (all its threads together, not each) at most 2 s in all beyond the first 0.1 s of each
+ * request, whatever the daemon does: slow, hung at Hello or in a registration, stopped
+ * while batches flow. A prompt daemon answers a request in 0.1 to 5 ms and uses none of
+ * the 2 s; each wait for a slower one lasts at most 0.1 s plus what is left of the 2 s, and
+ * what it lasted beyond 0.1 s is taken from them, for good. A wait given up (the thread
+ * runs unprofiled, its regions counted as lost, reason "unregistered"; or the samples stay
+ * in its buffer) makes no thread wait for the daemon again until it answered that request
+ * or took a datagram again. The calls that may wait:
+ *   - a thread's first region (pmc_begin(), PMC_SCOPE, PMC_REGION, or pmc_enabled()):
+ *     connects when the process is not connected yet (Hello) and registers the thread, a
+ *     round trip each; a thread whose registration failed for a while (no answer in time,
+ *     a daemon restarting or at a limit) asks again at a region it begins after a back-off
+ *     (0.5 s doubled up to 16 s), which waits as a first region does;
+ *   - pmc_flush(), a thread's exit and exit(), while the daemon's queue is full (each
+ *     wait for room, until the daemon takes a datagram, as a request);
+ *   - the first pmc_region() of a new name, and any of these calls, for the library's
+ *     lock while another thread holds it over one of these waits (so within the same
+ *     bound).
+ * Nothing else waits for the daemon: pmc_end() never does, nor pmc_begin() on a thread
+ * already registered or refused for good. Registering N threads at once takes N round trips
+ * one after another (10,000 threads: about 20 s on a 2-CPU machine), which a prompt
+ * daemon's requests do not take from the 2 s.
  *
  * Threads: every function may be called from any number of threads at once. pmc_begin(),
  * pmc_end(), pmc_flush(), pmc_enabled() and pmc_thread_uses_rdpmc() act on the calling
@@ -106,7 +118,8 @@ typedef uint32_t pmc_region_t;
  * Thread-safe, not async-signal-safe; the same name always returns the same id for the
  * life of the process, on every thread. A name already interned is found without a lock
  * or an allocation (a hash of the name and a comparison); the first call with a new name
- * takes a lock and copies it (it may wait for another thread's registration: "Waiting").
+ * takes a lock and copies it (it may wait for another thread's registration, within the
+ * process's wait bound: "Waiting").
  * In a hot loop keep the id rather than look the name up on every pass. Names are
  * interned also while no daemon is up, so that the id counts once one is.
  * Return: the id, or 0 when @name is NULL or empty, or profiling is disabled, or the
@@ -129,9 +142,10 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * regions open around it, up to 32: pmcctl query --tree) as well as under its name. The
  * first time a thread nests deeper than 32 (64, ...), this call allocates its deeper frames.
  * The first call on a thread registers it
- * with the daemon (one round trip, at most about 2 s when the daemon is unresponsive;
- * then the thread stays unprofiled), and connects the process first if no thread did (one
- * more round trip, as long at most); with no daemon up yet, the first call after it is.
+ * with the daemon (one round trip; a daemon not answering in time leaves the thread
+ * unprofiled), and connects the process first if no thread did (one more round trip): both
+ * within the process's wait bound ("Waiting" above); with no daemon up yet, the first call
+ * after it is.
  * Later calls do not wait (but a thread asking again after a failed registration:
  * "Waiting" above). With rdpmc available it takes no lock, allocates nothing and
  * makes no syscall (but for a call path new to the process: one lock, to intern it).
@@ -167,12 +181,12 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
  * daemon counts as lost those a batch said were still held, no others).
  * A daemon behind (a burst of clients) is back-pressure: while its queue is full,
  * pmc_flush() waits for room, as thread exit and exit() do, for as long as the daemon
- * takes samples, and gives up after 2 s in which it took none: about 2 s at most when the
- * daemon stopped reading, longer while it keeps taking a few. Thread-safe: it sends the
+ * takes a datagram within 0.1 s of each wait, and gives up within the process's wait bound
+ * ("Waiting" above) on one that does not. Thread-safe: it sends the
  * calling thread's samples (each thread flushes its own; the background thread sends all
  * of them); not async-signal-safe.
  * Return: 0 (also when there was nothing to send, or PMC_DISABLE turned profiling off),
- * -EAGAIN when the daemon took nothing for 2 s (the samples are kept and sent later),
+ * -EAGAIN when it gave up waiting for room (the samples are kept and sent later),
  * -ENOTCONN when no daemon is connected (the samples are kept, up to 4096 per thread,
  * for when it is up), or another negative errno from sending.
  */
