@@ -221,54 +221,53 @@ struct scrape {
 };
 
 static inline bool
-past_deadline(const struct scrape *s)
+metrics_past_deadline(const struct scrape *s)
 {
 	return util_now_ns(CLOCK_MONOTONIC) >= s->deadline;
 }
 
 /* metrics.c */
 
-/** gate_pass() - the condition of @g happened @n times: true when it is to be logged now (one
- * line every METRICS_LOG_INTERVAL_S seconds at most: log_gate_pass() with a burst of 1), with
+/** metrics_gate_pass() - the condition of @g happened @n times: true when it is to be logged now
+ * (one line every METRICS_LOG_INTERVAL_S seconds at most: log_gate_pass() with a burst of 1), with
  * *@more the times it was not logged since the last line */
-bool gate_pass(struct log_gate *g, unsigned long n, unsigned long *more);
+bool metrics_gate_pass(struct log_gate *g, unsigned long n, unsigned long *more);
 
-/** reply_text() - answer @req with @code, @reason and a plain-text body @text */
-void reply_text(struct evhttp_request *req, int code, const char *reason, const char *text);
+/** metrics_reply_text() - answer @req with @code, @reason and a plain-text body @text */
+void metrics_reply_text(struct evhttp_request *req, int code, const char *reason, const char *text);
 
 /* metrics-scrape.c */
 
-/** scrape_start() - answer GET /metrics on connection @c (NULL: one evhttp made itself):
+/** metrics_scrape_start() - answer GET /metrics on connection @c (NULL: one evhttp made itself):
  * queued, then built and written step by step; 503 past METRICS_MAX_SCRAPES, 500 without
  * memory */
-void scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req);
+void metrics_scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req);
 
-/** scrape_abort() - the connection of @s went away (on_close()): forget @s, and free its
+/** metrics_scrape_abort() - the connection of @s went away (on_close()): forget @s, and free its
  * request when evhttp left it to us */
-void scrape_abort(struct scrape *s);
+void metrics_scrape_abort(struct scrape *s);
 
-/** scrape_free() - forget @s, whose request is evhttp's or answered already; starts the
+/** metrics_scrape_free() - forget @s, whose request is evhttp's or answered already; starts the
  * next queued scrape when @s was being built */
-void scrape_free(struct scrape *s);
+void metrics_scrape_free(struct scrape *s);
 
 /**
- * scrape_page() - the whole page of @m at once, SNAPSHOT to WRITE one step after another
+ * metrics_scrape_page() - the whole page of @m at once, SNAPSHOT to WRITE one step after another
  * without the loop, as a scrape builds it: for tests, which feed it a registry of their own
  * @m: its srv, max_series and label_container set; no scrape being built
  * @out: the page is appended to it
  * Return: 0, or -ENOMEM (@out may hold part of the page), -EBUSY (a scrape is being built).
  */
-int scrape_page(struct metrics *m, struct evbuffer *out);
+int metrics_scrape_page(struct metrics *m, struct evbuffer *out);
 
 /* metrics-page.c */
 
-/** render_daemon() - the daemon's own figures (pmc_build_info, pmc_uptime_seconds,
+/** metrics_render_daemon() - the daemon's own figures (pmc_build_info, pmc_uptime_seconds,
  * pmc_clients...) onto @pg */
-void render_daemon(struct page *pg, const struct server *srv);
+void metrics_render_daemon(struct page *pg, const struct server *srv);
 
 /**
- * write_some() - write the page of @s on from (fam, idx, sub) until the chunk is full or the
- * step's time is up
- * Return: 1 when the page is complete, 0 when there is more, or -ENOMEM.
+ * metrics_write_some() - write the page of @s on from (fam, idx, sub) until the chunk is full or
+ * the step's time is up Return: 1 when the page is complete, 0 when there is more, or -ENOMEM.
  */
-int write_some(struct scrape *s, struct page *pg);
+int metrics_write_some(struct scrape *s, struct page *pg);

@@ -107,7 +107,7 @@ daemon_u64(struct page *pg, const char *name, const char *type, const char *help
 }
 
 void
-render_daemon(struct page *pg, const struct server *srv)
+metrics_render_daemon(struct page *pg, const struct server *srv)
 {
 	family_head(pg, "pmc_build_info", "gauge", "Version of this pmcdaemon (always 1).");
 	page_str(pg, "pmc_build_info{version=\"");
@@ -256,15 +256,15 @@ static const struct {
 };
 
 int
-write_some(struct scrape *s, struct page *pg)
+metrics_write_some(struct scrape *s, struct page *pg)
 {
 	while (s->fam < F_END && evbuffer_get_length(pg->b) < METRICS_CHUNK_BYTES && !pg->err &&
-	       !past_deadline(s)) {
+	       !metrics_past_deadline(s)) {
 		const struct oentry *o = s->idx < s->n_kept ? &s->kept[s->idx] : NULL;
 		const char *name = families[s->fam].name;
 
 		if (s->fam == F_DAEMON) {
-			render_daemon(pg, s->m->srv);
+			metrics_render_daemon(pg, s->m->srv);
 			family_head(
 			        pg, "pmc_metrics_series_dropped", "gauge",
 			        "Series of regions left off this page to stay within "

@@ -217,10 +217,12 @@ step_snapshot(struct scrape *s)
 	s->groups = arena_alloc(&s->small, (max + 1) * sizeof(*s->groups));
 	if (!s->procs || !s->by_addr || !s->groups)
 		return -ENOMEM;
-	for (struct process *p = registry_first(reg); p && n < reg->n_procs; p = process_next(p))
+	for (struct process *p = registry_first(reg); p && n < reg->n_procs;
+	     p = registry_process_next(p))
 		s->procs[n++] =
 		        (struct sproc){.p = p, .pid = p->pid, .uid = p->uid, .start = p->start};
-	for (struct process *p = registry_first_retired(reg); p && n < max; p = process_next(p))
+	for (struct process *p = registry_first_retired(reg); p && n < max;
+	     p = registry_process_next(p))
 		s->procs[n++] = (struct sproc){
 		        .p = p, .pid = p->pid, .uid = p->uid, .start = p->start, .retired = true};
 	s->n_procs = n;
@@ -300,7 +302,7 @@ step_map(struct scrape *s)
 			memcpy(g->events, s->uni, s->n_uni * sizeof(*g->events));
 			g->n_events = s->n_uni;
 		}
-		if (past_deadline(s)) {
+		if (metrics_past_deadline(s)) {
 			s->cur++;
 			return 0;
 		}
@@ -751,7 +753,7 @@ step_scan(struct scrape *s)
 			while (s->cur_region < sp->p->n_regions) {
 				if ((r = scan_region(s, sp, sp->p->regions[s->cur_region++])) < 0)
 					return r;
-				if (++work % 64 == 0 && past_deadline(s))
+				if (++work % 64 == 0 && metrics_past_deadline(s))
 					return 0;
 			}
 		}
@@ -764,7 +766,7 @@ step_scan(struct scrape *s)
 			s->total_series += e->series;
 			if ((r = heap_offer(s, e)) < 0)
 				return r;
-			if (++work % 64 == 0 && past_deadline(s))
+			if (++work % 64 == 0 && metrics_past_deadline(s))
 				return 0;
 		}
 		s->g_state = 0;
@@ -785,7 +787,7 @@ heap_sort_some(struct scrape *s, struct eheap *h)
 		h->v[0] = h->v[--h->n];
 		h->v[h->n] = t;
 		sift_down(s, h, 0, h->n);
-		if (++work % 256 == 0 && past_deadline(s))
+		if (++work % 256 == 0 && metrics_past_deadline(s))
 			return 0;
 	}
 	h->n = 0;
@@ -828,7 +830,7 @@ step_sort(struct scrape *s)
 		for (size_t i = s->page.n / 2; i-- > 0;)
 			sift_down(s, &s->page, i, s->page.n);
 		s->sort_stage = 2;
-		if (past_deadline(s))
+		if (metrics_past_deadline(s))
 			return 0;
 	}
 	return heap_sort_some(s, &s->page);
@@ -948,7 +950,7 @@ step_gather(struct scrape *s)
 
 		if (r < 0)
 			return r;
-		if (past_deadline(s)) {
+		if (metrics_past_deadline(s)) {
 			s->cur++;
 			return 0;
 		}
@@ -1009,7 +1011,7 @@ scrape_kick(struct metrics *m)
 
 /* Forgets @s; its request is evhttp's or answered already. */
 void
-scrape_free(struct scrape *s)
+metrics_scrape_free(struct scrape *s)
 {
 	struct metrics *m = s->m;
 	bool building = m->building == s;
@@ -1046,11 +1048,11 @@ scrape_detach(struct scrape *s)
 /* The connection of @s went away (on_close()). On a network error or timeout evhttp left
  * the request to us, without its connection; otherwise evhttp frees it. */
 void
-scrape_abort(struct scrape *s)
+metrics_scrape_abort(struct scrape *s)
 {
 	if (!evhttp_request_get_connection(s->req))
 		evhttp_request_free(s->req);
-	scrape_free(s);
+	metrics_scrape_free(s);
 }
 
 /* evhttp wrote the last chunk out: the next one, in a step of its own. */
@@ -1073,7 +1075,7 @@ scrape_write(struct scrape *s)
 		evhttp_send_reply_start(s->req, HTTP_OK, "OK");
 		s->started = true;
 	}
-	r = write_some(s, &pg);
+	r = metrics_write_some(s, &pg);
 	if (r < 0) {
 		/* Cut short, the page must not look complete: close the connection (on_close()
 		 * frees the scrape). */
@@ -1088,7 +1090,7 @@ scrape_write(struct scrape *s)
 		 * closed (on_close()) within evhttp_send_reply_end(). */
 		scrape_detach(s);
 		evhttp_send_reply_end(s->req);
-		scrape_free(s);
+		metrics_scrape_free(s);
 		return;
 	}
 	if (evbuffer_get_length(s->buf))
@@ -1150,7 +1152,7 @@ scrape_build(struct scrape *s)
 					m->warned_dropped = true;
 				}
 			}
-			if (past_deadline(s))
+			if (metrics_past_deadline(s))
 				break;
 		}
 	}
@@ -1172,15 +1174,16 @@ on_step(evutil_socket_t fd, short what, void *arg)
 	if (r < 0) {
 		log_errno(r, "metrics: cannot build the page");
 		scrape_detach(s);
-		reply_text(s->req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
-		scrape_free(s);
+		metrics_reply_text(s->req, HTTP_INTERNAL, "Internal Server Error",
+		                   "out of memory\n");
+		metrics_scrape_free(s);
 		return;
 	}
 	scrape_arm(s);
 }
 
 /* A scrape of @m, QUEUED at the end of its queue (in order of arrival); NULL without memory
- * (its buffers may be NULL: scrape_free() it). */
+ * (its buffers may be NULL: metrics_scrape_free() it). */
 static struct scrape *
 scrape_new(struct metrics *m)
 {
@@ -1201,26 +1204,26 @@ scrape_new(struct metrics *m)
 
 /* Answers GET /metrics on connection @c: queued, then built and written step by step. */
 void
-scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req)
+metrics_scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req)
 {
 	struct scrape *s;
 
 	if (!c || c->scrape) {
 		/* A connection evhttp made itself (on_new_bev() had no memory): untracked, it
 		 * could not tell when it goes away. */
-		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		metrics_reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
 		return;
 	}
 	if (m->n_scrapes >= METRICS_MAX_SCRAPES) {
 		unsigned long more;
 
-		if (gate_pass(&m->gate_busy, 1, &more))
+		if (metrics_gate_pass(&m->gate_busy, 1, &more))
 			log_warn("metrics: over %d scrapes at once: answered 503 (%lu more since "
 			         "the last such line)",
 			         METRICS_MAX_SCRAPES, more);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-		reply_text(req, 503, "Service Unavailable",
-		           "busy: pmcdaemon serves a few scrapes at once; try again\n");
+		metrics_reply_text(req, 503, "Service Unavailable",
+		                   "busy: pmcdaemon serves a few scrapes at once; try again\n");
 		return;
 	}
 	s = scrape_new(m);
@@ -1232,16 +1235,16 @@ scrape_start(struct metrics *m, struct conn *c, struct evhttp_request *req)
 	}
 	if (!s || !s->step_ev || !s->buf || !s->labels) {
 		if (s)
-			scrape_free(s);
+			metrics_scrape_free(s);
 		log_errno(-ENOMEM, "metrics: cannot build the page");
-		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		metrics_reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
 		return;
 	}
 	scrape_kick(m);
 }
 
 int
-scrape_page(struct metrics *m, struct evbuffer *out)
+metrics_scrape_page(struct metrics *m, struct evbuffer *out)
 {
 	struct scrape *s;
 	int r;
@@ -1251,7 +1254,7 @@ scrape_page(struct metrics *m, struct evbuffer *out)
 	s = scrape_new(m);
 	if (!s || !s->buf || !s->labels) {
 		if (s)
-			scrape_free(s);
+			metrics_scrape_free(s);
 		return -ENOMEM;
 	}
 	m->building = s;
@@ -1264,12 +1267,12 @@ scrape_page(struct metrics *m, struct evbuffer *out)
 		struct page pg = {.b = s->buf};
 
 		s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
-		r = write_some(s, &pg);
+		r = metrics_write_some(s, &pg);
 		if (evbuffer_add_buffer(out, s->buf) < 0)
 			r = -ENOMEM;
 		if (r == 1)
 			break;
 	}
-	scrape_free(s);
+	metrics_scrape_free(s);
 	return r < 0 ? r : 0;
 }

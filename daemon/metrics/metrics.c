@@ -238,7 +238,7 @@ conn_remove(struct conn_list *l, struct conn *c)
 }
 
 bool
-gate_pass(struct log_gate *g, unsigned long n, unsigned long *more)
+metrics_gate_pass(struct log_gate *g, unsigned long n, unsigned long *more)
 {
 	return log_gate_pass(g, util_now_ns(CLOCK_MONOTONIC),
 	                     METRICS_LOG_INTERVAL_S * 1000000000ull, 1, n, more, NULL);
@@ -260,7 +260,7 @@ on_close(struct evhttp_connection *evcon, void *arg)
 	struct conn *c = arg;
 
 	if (c->scrape)
-		scrape_abort(c->scrape);
+		metrics_scrape_abort(c->scrape);
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	conn_remove(&c->m->open, c);
 	if (c->header_ev)
@@ -296,7 +296,7 @@ on_header_timeout(evutil_socket_t fd, short what, void *arg)
 	if (c->authed)
 		return;
 	evhttp_connection_free(c->evcon); /* on_close() frees the conn */
-	if (gate_pass(&m->gate_header, 1, &more))
+	if (metrics_gate_pass(&m->gate_header, 1, &more))
 		log_warn("metrics: closed a connection without an authorized request after %d s "
 		         "(%lu more since the last such line)",
 		         METRICS_HEADER_TIMEOUT_S, more);
@@ -363,7 +363,7 @@ on_adopt(evutil_socket_t fd, short what, void *arg)
 	/* The connections just adopted are unauthenticated: there is always one to close. */
 	for (; m->open.n > METRICS_MAX_CONNECTIONS && evict_unauthed(m); evicted++)
 		;
-	if (evicted && gate_pass(&m->gate_evict, evicted, &more))
+	if (evicted && metrics_gate_pass(&m->gate_evict, evicted, &more))
 		log_warn("metrics: over %d connections: closed %lu without an authorized request, "
 		         "unused the longest (%lu more since the last such line)",
 		         METRICS_MAX_CONNECTIONS, evicted, more);
@@ -402,7 +402,7 @@ on_accept_error(struct evconnlistener *l, void *arg)
 		listener_update(m);
 		event_add(m->resume_ev, &pause);
 	}
-	if (!gate_pass(&m->gate_accept, 1, &more))
+	if (!metrics_gate_pass(&m->gate_accept, 1, &more))
 		return;
 	if (evict)
 		log_warn("metrics: cannot accept a connection: %s; closed the one without an "
@@ -418,7 +418,7 @@ on_accept_error(struct evconnlistener *l, void *arg)
 /* ---- HTTP ---- */
 
 void
-reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
+metrics_reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 
@@ -432,7 +432,7 @@ refuse_unauthorized(struct metrics *m, struct evhttp_request *req)
 {
 	unsigned long more;
 
-	if (gate_pass(&m->gate_auth, 1, &more)) {
+	if (metrics_gate_pass(&m->gate_auth, 1, &more)) {
 		char *host = NULL;
 		ev_uint16_t port = 0;
 
@@ -445,9 +445,10 @@ refuse_unauthorized(struct metrics *m, struct evhttp_request *req)
 	                  "Bearer realm=\"pmcdaemon\"");
 	/* Closed once answered: a connection that failed once holds no place. */
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-	reply_text(req, 401, "Unauthorized",
-	           "unauthorized: pmcdaemon's metrics page wants 'Authorization: Bearer TOKEN' "
-	           "with the token of its --metrics-token-file\n");
+	metrics_reply_text(
+	        req, 401, "Unauthorized",
+	        "unauthorized: pmcdaemon's metrics page wants 'Authorization: Bearer TOKEN' "
+	        "with the token of its --metrics-token-file\n");
 }
 
 static void
@@ -479,13 +480,14 @@ on_request(struct evhttp_request *req, void *arg)
 			event_del(c->header_ev);
 	}
 	if (!path || strcmp(path, "/metrics")) {
-		reply_text(req, HTTP_NOTFOUND, "Not Found",
-		           "not found: pmcdaemon serves /metrics only\n");
+		metrics_reply_text(req, HTTP_NOTFOUND, "Not Found",
+		                   "not found: pmcdaemon serves /metrics only\n");
 		return;
 	}
 	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-		reply_text(req, 405, "Method Not Allowed", "/metrics answers GET and HEAD\n");
+		metrics_reply_text(req, 405, "Method Not Allowed",
+		                   "/metrics answers GET and HEAD\n");
 		return;
 	}
 	if (cmd == EVHTTP_REQ_HEAD) {
@@ -495,7 +497,7 @@ on_request(struct evhttp_request *req, void *arg)
 		evhttp_send_reply(req, HTTP_OK, "OK", NULL);
 		return;
 	}
-	scrape_start(m, c, req);
+	metrics_scrape_start(m, c, req);
 }
 
 static void
@@ -626,7 +628,7 @@ metrics_free(struct metrics *m)
 	struct scrape *s;
 	while ((s = pmc_list_first(&m->scrapes, struct scrape, link))) {
 		s->c = NULL;
-		scrape_free(s);
+		metrics_scrape_free(s);
 	}
 	while ((c = pmc_list_first(&m->pending.conns, struct conn, link))) {
 		conn_remove(&m->pending, c);

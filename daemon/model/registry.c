@@ -17,7 +17,7 @@
 static void retired_attach(struct registry *reg, struct process *p);
 
 int
-process_read_start(pid_t pid, uint64_t *start, char comm[17])
+registry_process_read_start(pid_t pid, uint64_t *start, char comm[17])
 {
 	struct procstat st;
 	int r = procstat_read(pid, &st);
@@ -29,7 +29,7 @@ process_read_start(pid_t pid, uint64_t *start, char comm[17])
 }
 
 int
-process_set_cgroup(struct process *p, const char *cgroup)
+registry_process_set_cgroup(struct process *p, const char *cgroup)
 {
 	free(p->cgroup);
 	p->cgroup = NULL;
@@ -44,7 +44,7 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 {
 	uint64_t start;
 	char comm[17];
-	if (process_read_start(pid, &start, comm) < 0)
+	if (registry_process_read_start(pid, &start, comm) < 0)
 		return NULL;
 	struct process *p;
 	pmc_list_for_each(p, &reg->procs, link)
@@ -64,7 +64,7 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	char cgroup[CGROUP_PATH_MAX];
 	/* Unknown when unreadable (a v1-only host, the process gone): it is counted anyway. */
 	if (cgroup_read_path(pid, cgroup) == 0)
-		(void)process_set_cgroup(p, cgroup);
+		(void)registry_process_set_cgroup(p, cgroup);
 	if (cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
 		p->ns_pid = 0;
 	pmc_list_prepend(&reg->procs, &p->link);
@@ -147,7 +147,7 @@ process_region(struct registry *reg, struct process *p, const char *name)
 }
 
 int
-process_event_id(struct process *p, const char *name)
+registry_process_event_id(struct process *p, const char *name)
 {
 	for (size_t i = 0; i < p->n_events; i++)
 		if (!strcmp(p->events[i], name))
@@ -163,7 +163,7 @@ process_event_id(struct process *p, const char *name)
 }
 
 int
-process_event_room(const struct process *p, char *const *names, size_t n)
+registry_process_event_room(const struct process *p, char *const *names, size_t n)
 {
 	size_t add = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -215,7 +215,7 @@ event_sum(const struct process *p, const struct region_agg *r, const char *base,
 }
 
 size_t
-region_derived(const struct process *p, const struct region_agg *r, struct derived *out)
+registry_region_derived(const struct process *p, const struct region_agg *r, struct derived *out)
 {
 	static const struct {
 		const char *name, *num, *den;
@@ -327,7 +327,7 @@ retired_get(struct registry *reg, const struct process *p)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
-	if (reg->retired_by_cgroup && process_set_cgroup(a, p->cgroup) < 0) {
+	if (reg->retired_by_cgroup && registry_process_set_cgroup(a, p->cgroup) < 0) {
 		free(a);
 		return NULL;
 	}
@@ -428,7 +428,7 @@ retired_event_id(struct process *a, const char *name)
 			return (int)i;
 	if (a->n_events >= PROCESS_MAX_EVENTS)
 		return -EMFILE;
-	return process_event_id(a, name);
+	return registry_process_event_id(a, name);
 }
 
 /* Adds the figures of region @r of @p to retired aggregate @a, its histogram blocks charged
@@ -504,7 +504,7 @@ int
 registry_process_load(struct registry *reg, const struct process_saved *saved, struct process **out)
 {
 	struct process *p = calloc(1, sizeof(*p));
-	if (!p || process_set_cgroup(p, saved->cgroup) < 0) {
+	if (!p || registry_process_set_cgroup(p, saved->cgroup) < 0) {
 		free(p);
 		return -ENOMEM;
 	}
@@ -528,7 +528,7 @@ registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const c
 	char c[17];
 	snprintf(c, sizeof(c), "%s", comm);
 	struct process *a = calloc(1, sizeof(*a));
-	if (!a || process_set_cgroup(a, cgroup) < 0) {
+	if (!a || registry_process_set_cgroup(a, cgroup) < 0) {
 		free(a);
 		return -ENOMEM;
 	}

@@ -57,9 +57,10 @@ enum untracked_reason {
 	UNTRACKED_N
 };
 
-/** untracked_reason_name() - the short name of @r ("path-depth", ...; NULL past UNTRACKED_N) */
+/** registry_untracked_reason_name() - the short name of @r ("path-depth", ...; NULL past
+ * UNTRACKED_N) */
 static inline const char *
-untracked_reason_name(unsigned r)
+registry_untracked_reason_name(unsigned r)
 {
 	static const char *const names[UNTRACKED_N] = {
 	        [UNTRACKED_DEPTH] = "path-depth",
@@ -165,9 +166,9 @@ registry_first_retired(const struct registry *reg)
 	return pmc_list_first(&reg->retired, struct process, link);
 }
 
-/** process_next() - the process after @p on its list (older), or NULL; borrowed */
+/** registry_process_next() - the process after @p on its list (older), or NULL; borrowed */
 static inline struct process *
-process_next(const struct process *p)
+registry_process_next(const struct process *p)
 {
 	return pmc_list_entry_or_null(p->link.next, struct process, link);
 }
@@ -216,17 +217,17 @@ struct region_agg *process_path(struct registry *reg, struct process *p, uint32_
                                 const char *name);
 
 /**
- * process_event_id() - the process-wide id of event @name, created on first use
+ * registry_process_event_id() - the process-wide id of event @name, created on first use
  * Return: id >= 0, or -ENOMEM.
  */
-int process_event_id(struct process *p, const char *name);
+int registry_process_event_id(struct process *p, const char *name);
 
 /**
- * process_event_room() - whether @p may count the @n events @names (canonical spellings)
+ * registry_process_event_room() - whether @p may count the @n events @names (canonical spellings)
  * Return: 0, or -EMFILE when those it does not count yet would take it over
  * PROCESS_MAX_EVENTS.
  */
-int process_event_room(const struct process *p, char *const *names, size_t n);
+int registry_process_event_room(const struct process *p, char *const *names, size_t n);
 
 /**
  * region_event() - the figures of process event @id in @r, created on first use
@@ -234,15 +235,15 @@ int process_event_room(const struct process *p, char *const *names, size_t n);
  */
 struct event_agg *region_event(struct region_agg *r, size_t id);
 
-/** process_read_start() - read @pid's start time and comm; 0 or -errno (-ESRCH). */
-int process_read_start(pid_t pid, uint64_t *start, char comm[17]);
+/** registry_process_read_start() - read @pid's start time and comm; 0 or -errno (-ESRCH). */
+int registry_process_read_start(pid_t pid, uint64_t *start, char comm[17]);
 
 /**
- * process_set_cgroup() - make @cgroup (copied, cut to CGROUP_PATH_MAX - 1 bytes; NULL or
+ * registry_process_set_cgroup() - make @cgroup (copied, cut to CGROUP_PATH_MAX - 1 bytes; NULL or
  * "": unknown) the cgroup path of @p
  * Return: 0, or -ENOMEM (then @p's cgroup is unknown).
  */
-int process_set_cgroup(struct process *p, const char *cgroup);
+int registry_process_set_cgroup(struct process *p, const char *cgroup);
 
 /**
  * registry_reset() - clear aggregates matching @pid (0: any) and @region ("" or NULL:
@@ -267,14 +268,15 @@ struct derived {
 #define DERIVED_MAX 3
 
 /**
- * region_derived() - the derived metrics of @r whose two events it counted
+ * registry_region_derived() - the derived metrics of @r whose two events it counted
  * @p: @r's process (names the event ids)
  * @out: DERIVED_MAX slots
  * Events match by base name, whatever their ":u"/":k" modifier. A metric whose
  * denominator sum is 0 is left out.
  * Return: the number of metrics written.
  */
-size_t region_derived(const struct process *p, const struct region_agg *r, struct derived *out);
+size_t registry_region_derived(const struct process *p, const struct region_agg *r,
+                               struct derived *out);
 
 /**
  * registry_process_ended() - @p's last connection closed at @now: keep its figures,

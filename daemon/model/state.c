@@ -721,7 +721,7 @@ load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs
 	int lost = e;
 	for (size_t j = 0; j < rs->n_events; j++) {
 		const Pmc__EventState *es = rs->events[j];
-		int id = process_event_id(p, es->name);
+		int id = registry_process_event_id(p, es->name);
 		if (id < 0)
 			return id;
 		/* More than the daemon lets a process count: not a file it wrote (and each

@@ -17,7 +17,8 @@ ring_unlink(struct sched *sc, struct sched_queue *q)
 }
 
 void
-sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls, struct sched_item *it)
+loop_sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls,
+                struct sched_item *it)
 {
 	pmc_list_append(&q->items, &it->link);
 	it->q = q;
@@ -29,7 +30,7 @@ sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls, struct
 }
 
 void
-sched_remove(struct sched *sc, struct sched_item *it)
+loop_sched_remove(struct sched *sc, struct sched_item *it)
 {
 	struct sched_queue *q = it->q;
 	if (!q)
@@ -53,7 +54,7 @@ sched_pop(struct sched *sc)
 	if (!q)
 		return NULL;
 	struct sched_item *it = pmc_list_first(&q->items, struct sched_item, link);
-	sched_remove(sc, it);
+	loop_sched_remove(sc, it);
 	/* The uid goes to the back of its ring: the other uids' turns come first. */
 	if (q->ringed && q->ring_link.next) {
 		ring_unlink(sc, q);

@@ -47,12 +47,12 @@ struct sched {
 };
 
 /**
- * sched_push() - queue @it at the tail of @q, the queue of its uid for class @cls
+ * loop_sched_push() - queue @it at the tail of @q, the queue of its uid for class @cls
  * @it: borrowed until popped or removed; must not be queued already
  * @q: borrowed; always pushed with the same @cls
  */
-void sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls,
-                struct sched_item *it);
+void loop_sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls,
+                     struct sched_item *it);
 
 /**
  * sched_pop() - take the next connection to serve: the head of the next uid's queue (see
@@ -62,12 +62,12 @@ void sched_push(struct sched *sc, struct sched_queue *q, enum sched_class cls,
  */
 struct sched_item *sched_pop(struct sched *sc);
 
-/** sched_remove() - take @it out of its queue if it is in one (a connection closed) */
-void sched_remove(struct sched *sc, struct sched_item *it);
+/** loop_sched_remove() - take @it out of its queue if it is in one (a connection closed) */
+void loop_sched_remove(struct sched *sc, struct sched_item *it);
 
-/** sched_queued() - whether @it waits in a queue */
+/** loop_sched_queued() - whether @it waits in a queue */
 static inline bool
-sched_queued(const struct sched_item *it)
+loop_sched_queued(const struct sched_item *it)
 {
 	return it->q != NULL;
 }

@@ -476,7 +476,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 			rs->wall_floor = floor.wall;
 			rs->wall_too_short = too_short(&r->wall, floor.wall);
 			struct derived d[DERIVED_MAX];
-			size_t nd = region_derived(p, r, d);
+			size_t nd = registry_region_derived(p, r, d);
 			rs->derived = &b->dvp[b->n_dv];
 			rs->n_derived = nd;
 			for (size_t j = 0; j < nd; j++) {
@@ -507,7 +507,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 			Pmc__ProcessLoss *x = &(*pl)[qr->n_losses + qr->n_untracked];
 			pmc__process_loss__init(x);
 			x->pid = p->pid;
-			x->reason = (char *)untracked_reason_name(k);
+			x->reason = (char *)registry_untracked_reason_name(k);
 			x->count = p->untracked[k];
 			(*plp)[n_pl + 1 + qr->n_untracked++] = x;
 		}

@@ -188,7 +188,7 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 	if (!t.ev_id)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		int id = process_event_id(s->proc, names[i]);
+		int id = registry_process_event_id(s->proc, names[i]);
 		if (id < 0) {
 			free(t.ev_id);
 			return -ENOMEM;
@@ -399,7 +399,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 		        "process %d already has %u registered threads, the daemon's "
 		        "limit (--max-threads)",
 		        (int)s->pid, pol->max_threads);
-	if (!old && process_event_room(s->proc, names, n) < 0)
+	if (!old && registry_process_event_room(s->proc, names, n) < 0)
 		return session_reply_error(
 		        s, EMFILE,
 		        "process %d already counts %d distinct events, the daemon's "
@@ -496,7 +496,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	Pmc__EventDesc descs[PMC_LIMIT_EVENTS], *dp[PMC_LIMIT_EVENTS];
 	r = t.fds && t.ev_id ? 0 : -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		int id = process_event_id(s->proc, ordered[i]);
+		int id = registry_process_event_id(s->proc, ordered[i]);
 		if (id < 0)
 			r = id;
 		else

@@ -529,10 +529,10 @@ session_on_readable(evutil_socket_t fd, short what, void *arg)
 void
 session_ready(struct session *s)
 {
-	if (sched_queued(&s->si))
+	if (loop_sched_queued(&s->si))
 		return;
 	enum sched_class cls = s->bulk || s->qs ? SCHED_BULK : SCHED_CONTROL;
-	sched_push(&s->srv->sched, &s->user->sq[cls], cls, &s->si);
+	loop_sched_push(&s->srv->sched, &s->user->sq[cls], cls, &s->si);
 	server_kick(s->srv);
 }
 
@@ -815,7 +815,7 @@ session_free(struct session *s)
 	if (!s)
 		return;
 	struct server *srv = s->srv;
-	sched_remove(&srv->sched, &s->si);
+	loop_sched_remove(&srv->sched, &s->si);
 	session_query_end(s);
 	session_define_abort(s);
 	for (size_t i = 0; i < s->n_threads; i++)

@@ -11,7 +11,7 @@ pmc_test_add_runs_to(struct registry *reg, struct process *p, const char *name, 
                      uint64_t v, struct stats_budget *budget)
 {
 	struct region_agg *r = process_region(reg, p, name);
-	int id = process_event_id(p, "page-faults");
+	int id = registry_process_event_id(p, "page-faults");
 	CHECK(r && id >= 0);
 	struct event_agg *ev = region_event(r, (size_t)id);
 	CHECK(ev);

@@ -677,7 +677,7 @@ test_losses_counted(void)
 	} else {
 		struct process *p = registry_first(&srv->reg);
 		CHECK(WEXITSTATUS(st) == 0 && seen && !srv->n_sessions);
-		CHECK(p && p->pid == child && !process_next(p));
+		CHECK(p && p->pid == child && !registry_process_next(p));
 		CHECK(srv->samples == 4);
 		CHECK(srv->dropped == 3 + 7);
 		CHECK(p->dropped[PMC_LOSS_DEPTH] == 2 && p->dropped[PMC_LOSS_NESTING] == 1);

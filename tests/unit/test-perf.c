@@ -101,14 +101,14 @@ test_derived(void)
 	const char *names[] = {"instructions:u", "cycles", "cache-misses", "branches"};
 	uint64_t sums[] = {300, 200, 5, 0};
 	for (size_t i = 0; i < 4; i++) {
-		int id = process_event_id(p, names[i]);
+		int id = registry_process_event_id(p, names[i]);
 		CHECK(id == (int)i);
 		struct event_agg *e = region_event(r, (size_t)id);
 		CHECK(e && stats_add(&e->st, sums[i], NULL) == 0);
 	}
 	struct derived d[DERIVED_MAX];
 	/* ipc from instructions:u and cycles; no cache-references; branches sum 0. */
-	CHECK(region_derived(p, r, d) == 1);
+	CHECK(registry_region_derived(p, r, d) == 1);
 	CHECK(!strcmp(d[0].name, "ipc") && d[0].value == 1.5);
 	registry_free(&reg);
 }

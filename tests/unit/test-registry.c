@@ -109,13 +109,13 @@ test_events_and_owners(void)
 	char name[32], *one[1] = {name};
 	for (int i = 0; i < PROCESS_MAX_EVENTS; i++) {
 		snprintf(name, sizeof(name), "event-%d", i);
-		CHECK(process_event_room(p, one, 1) == 0);
-		CHECK(process_event_id(p, name) == i);
+		CHECK(registry_process_event_room(p, one, 1) == 0);
+		CHECK(registry_process_event_id(p, name) == i);
 	}
 	snprintf(name, sizeof(name), "event-%d", 3);
-	CHECK(process_event_room(p, one, 1) == 0); /* already counted */
+	CHECK(registry_process_event_room(p, one, 1) == 0); /* already counted */
 	snprintf(name, sizeof(name), "event-%d", PROCESS_MAX_EVENTS);
-	CHECK(process_event_room(p, one, 1) == -EMFILE);
+	CHECK(registry_process_event_room(p, one, 1) == -EMFILE);
 	/* The same pid and start under another uid (an exec'd setuid program) is apart. */
 	struct process *q = registry_process(&reg, getpid(), 0);
 	CHECK(q && q != p && q->uid == 0 && p->uid == 65534);
@@ -243,7 +243,7 @@ test_retired_by_cgroup(void)
 	char comm[17], cg[CGROUP_PATH_MAX];
 	uint64_t start;
 
-	CHECK(process_read_start(getpid(), &start, comm) == 0);
+	CHECK(registry_process_read_start(getpid(), &start, comm) == 0);
 	if (cgroup_read_path(getpid(), cg) < 0)
 		cg[0] = '\0';
 	CHECK(registry_retired_load(&reg, 1000, comm, "/elsewhere.slice/x.scope", &other) == 0);
@@ -395,7 +395,7 @@ test_retired_bound(void)
 	CHECK(reg.retired_dropped == 3 && reg.n_retired == 3);
 	/* A's aggregate is gone (no process of A is left); B's holds its region. */
 	unsigned n = 0;
-	for (struct process *r = registry_first_retired(&reg); r; r = process_next(r), n++)
+	for (struct process *r = registry_first_retired(&reg); r; r = registry_process_next(r), n++)
 		CHECK(r->uid == 2000 || (!strcmp(r->comm, "pmc-other-comm") && r->n_regions == 1 &&
 		                         region_find(r, "y0")));
 	CHECK(n == 2);
@@ -422,7 +422,7 @@ test_process_load(void)
 	char comm[17];
 	uint64_t start;
 
-	CHECK(process_read_start(getpid(), &start, comm) == 0);
+	CHECK(registry_process_read_start(getpid(), &start, comm) == 0);
 	/* A process saved before a reboot (start UINT64_MAX) matches no live one. */
 	CHECK(registry_process_load(&reg,
 	                            &(struct process_saved){.pid = getpid(),
@@ -445,7 +445,8 @@ test_process_load(void)
 	                                                    .ns_pid = 9},
 	                            &saved) == 0);
 	CHECK(saved != old && saved->ns_pid == 9 && !saved->cgroup);
-	CHECK(reg.n_procs == 2 && registry_first(&reg) == saved && process_next(saved) == old);
+	CHECK(reg.n_procs == 2 && registry_first(&reg) == saved &&
+	      registry_process_next(saved) == old);
 	/* This process, connecting again: its saved figures, connected now. */
 	live = registry_process(&reg, getpid(), getuid());
 	CHECK(live == saved && !saved->ended && reg.n_procs == 2);

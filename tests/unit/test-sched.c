@@ -18,7 +18,7 @@ static struct sched_queue uids[4][SCHED_CLASSES];
 static void
 push(struct sched *sc, struct conn *c, enum sched_class cls)
 {
-	sched_push(sc, &uids[c->uid][cls], cls, &c->it);
+	loop_sched_push(sc, &uids[c->uid][cls], cls, &c->it);
 }
 
 static struct conn *
@@ -53,8 +53,8 @@ test_uid_fair(void)
 		struct conn *h = a->uid == 0 ? a : b;
 		CHECK(h == &hog[round + 1]); /* the hog's connections in turn, too */
 		push(&sc, h, SCHED_BULK);
-		sched_remove(&sc, &victim.it); /* not queued now: no-op */
-		CHECK(!sched_queued(&victim.it));
+		loop_sched_remove(&sc, &victim.it); /* not queued now: no-op */
+		CHECK(!loop_sched_queued(&victim.it));
 	}
 	while (pop(&sc))
 		;
@@ -109,9 +109,9 @@ test_remove_queued(void)
 	push(&sc, &b, SCHED_CONTROL);
 	push(&sc, &c, SCHED_BULK);
 	/* Closed while queued: the middle of a queue, then a uid's last connection. */
-	sched_remove(&sc, &a.it);
-	CHECK(!sched_queued(&a.it) && sc.n == 2);
-	sched_remove(&sc, &c.it);
+	loop_sched_remove(&sc, &a.it);
+	CHECK(!loop_sched_queued(&a.it) && sc.n == 2);
+	loop_sched_remove(&sc, &c.it);
 	CHECK(pmc_list_empty(&sc.ring[SCHED_BULK]) && !uids[1][SCHED_BULK].ringed);
 	CHECK(pop(&sc) == &b);
 	CHECK(pop(&sc) == NULL && sc.n == 0);

@@ -1,5 +1,5 @@
 /* The metrics page's scrape (daemon/metrics/metrics-scrape.c, metrics-page.c) over a registry this
- * test builds by hand, as test-registry.c does, without HTTP or the loop (scrape_page()):
+ * test builds by hand, as test-registry.c does, without HTTP or the loop (metrics_scrape_page()):
  * the series of each (program, uid, region), label values escaped, a forgotten process's
  * figures kept in its program's series, and --metrics-max-series leaving off the regions
  * with the fewest runs, counted in pmc_metrics_series_dropped. */
@@ -21,7 +21,7 @@ page_of(struct server *srv, size_t max_series)
 	struct metrics m = {.srv = srv, .max_series = max_series};
 	struct evbuffer *b = evbuffer_new();
 	CHECK(b);
-	CHECK(scrape_page(&m, b) == 0);
+	CHECK(metrics_scrape_page(&m, b) == 0);
 	CHECK(m.n_scrapes == 0 && pmc_list_empty(&m.scrapes) && !m.building);
 	size_t n = evbuffer_get_length(b);
 	char *text = malloc(n + 1);

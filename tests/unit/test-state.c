@@ -46,7 +46,7 @@ fill(struct server *srv)
 	CHECK(p);
 	struct region_agg *r = process_region(&srv->reg, p, "parse");
 	CHECK(r);
-	int id = process_event_id(p, "page-faults");
+	int id = registry_process_event_id(p, "page-faults");
 	CHECK(id == 0);
 	struct event_agg *e = region_event(r, 0);
 	CHECK(e);
@@ -147,7 +147,7 @@ test_state_from_another_boot(void)
 	      registry_first(&b.reg)->regions[0]->count == 100); /* figures kept */
 	/* ... but the same (pid, start time) is now another process: a new record. */
 	struct process *p = registry_process(&b.reg, getpid(), getuid());
-	CHECK(p && p != process_next(registry_first(&b.reg)) && p->n_regions == 0);
+	CHECK(p && p != registry_process_next(registry_first(&b.reg)) && p->n_regions == 0);
 	CHECK(b.reg.n_procs == 2);
 	registry_free(&a.reg);
 	registry_free(&b.reg);
@@ -159,7 +159,7 @@ add_region(struct registry *reg, struct process *p, const char *name, uint64_t n
 {
 	struct region_agg *r = process_region(reg, p, name);
 	CHECK(r);
-	int id = process_event_id(p, "page-faults");
+	int id = registry_process_event_id(p, "page-faults");
 	CHECK(id >= 0);
 	struct event_agg *e = region_event(r, (size_t)id);
 	CHECK(e);
@@ -476,7 +476,8 @@ add_node(struct registry *reg, struct process *p, uint32_t parent, const char *n
 {
 	struct region_agg *r = process_path(reg, p, parent, name);
 	CHECK(r);
-	int pf = process_event_id(p, "page-faults"), cy = process_event_id(p, "cycles");
+	int pf = registry_process_event_id(p, "page-faults"),
+	    cy = registry_process_event_id(p, "cycles");
 	CHECK(pf >= 0 && cy >= 0);
 	for (uint64_t v = 1; v <= n; v++) {
 		CHECK(stats_add(&r->wall, 100 * v, NULL) == 0);
@@ -635,7 +636,7 @@ test_state_paths_old_file(void)
 	fill(&a);
 	/* Nor the cgroup and ns_pid (fields 11, 12): those of a process are saved only when
 	 * known. */
-	CHECK(process_set_cgroup(registry_first(&a.reg), NULL) == 0);
+	CHECK(registry_process_set_cgroup(registry_first(&a.reg), NULL) == 0);
 	registry_first(&a.reg)->ns_pid = 0;
 	uint8_t *buf;
 	size_t len;
@@ -696,7 +697,7 @@ test_state_origin(void)
 	static const char cg[] =
 	        "/system.slice/docker-"
 	        "3f4e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f.scope";
-	CHECK(process_set_cgroup(p, cg) == 0);
+	CHECK(registry_process_set_cgroup(p, cg) == 0);
 	p->ns_pid = 7;
 	uint8_t *buf;
 	size_t len;
@@ -710,7 +711,7 @@ test_state_origin(void)
 	static char long_cg[CGROUP_PATH_MAX + 100];
 	memset(long_cg, 'x', sizeof(long_cg) - 1);
 	long_cg[0] = '/';
-	CHECK(process_set_cgroup(p, NULL) == 0);
+	CHECK(registry_process_set_cgroup(p, NULL) == 0);
 	p->cgroup = long_cg; /* as a file may hold it */
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
 	p->cgroup = NULL;
@@ -968,7 +969,7 @@ fill_big(struct server *srv, unsigned procs, unsigned regions)
 		struct process *p = registry_process(&srv->reg, getpid(), 100000 + i);
 		CHECK(p);
 		for (unsigned k = 0; k < 4; k++)
-			CHECK(process_event_id(p, events[k]) == (int)k);
+			CHECK(registry_process_event_id(p, events[k]) == (int)k);
 		for (unsigned n = 0; n < regions; n++) {
 			char name[32];
 			snprintf(name, sizeof(name), "region-%u", n);
@@ -1035,7 +1036,7 @@ read_all(struct server *srv)
 			for (size_t k = 0; k < r->n_ev; k++)
 				x += stats_quantile(&r->ev[k].st, 0.5) + stats_stddev(&r->ev[k].st);
 			struct derived d[DERIVED_MAX];
-			(void)region_derived(p, r, d);
+			(void)registry_region_derived(p, r, d);
 			(void)x;
 		}
 }
@@ -1325,7 +1326,7 @@ test_state_retired_hostile(void)
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(b.reg.n_retired == 2 && b.reg.retired_dropped == 1 + 64);
 	CHECK(registry_first_retired(&b.reg) && registry_first_retired(&b.reg)->uid == UINT32_MAX &&
-	      !process_next(registry_first_retired(&b.reg)));
+	      !registry_process_next(registry_first_retired(&b.reg)));
 	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 2);
 	registry_free(&b.reg);
 	/* Cut short, or a byte flipped: loaded or refused whole. */
@@ -1509,7 +1510,7 @@ write_seeds(const char *out)
 	CHECK(p);
 	static const char *const ev[] = {"cycles:u", "instructions", "task-clock"};
 	for (unsigned k = 0; k < 3; k++)
-		CHECK(process_event_id(p, ev[k]) == (int)k);
+		CHECK(registry_process_event_id(p, ev[k]) == (int)k);
 	for (unsigned n = 0; n < 3; n++) {
 		char name[16];
 		snprintf(name, sizeof(name), "region-%u", n);

@@ -624,7 +624,7 @@ make_region(struct registry *reg, struct process *p, const char *name)
 static struct stats *
 make_event(struct process *p, struct region_agg *r, const char *name)
 {
-	int id = process_event_id(p, name);
+	int id = registry_process_event_id(p, name);
 	struct event_agg *e;
 
 	CHECK(id >= 0);
