@@ -15,11 +15,14 @@
  * reached through the GOT or the PLT.
  *
  * Locks. G.lock guards the connection (G.fd, G.conn, G.state once it left ST_NONE), the list
- * of threads (G.threads), every thread's ring tail and what a batch has reported, and the
- * name table's writers; it is taken to connect, intern a new name, register a thread and
- * send, never by the hot path, whose thread only tries it (pmc__flush_try()) and never waits
- * for it. G.path_lock is taken to intern a path only, never held over a round trip, never
- * taken with G.lock held but across fork() (both, G.lock first). Nothing else is locked:
+ * of threads (G.threads), every thread's ring tail and what a batch has reported; it is
+ * taken to connect, register a thread and send, never by the hot path, whose thread only
+ * tries it (pmc__flush_try()) and never waits for it; whoever holds it waits for the daemon
+ * only within the wait bound (PMC_WAIT_TOTAL_MS). G.name_lock guards the name table's
+ * writers, taken alone or inside G.lock, never held over a round trip. G.path_lock is taken
+ * to intern a path only, never held over a round trip, never taken with G.lock held but
+ * across fork() (all four, G.lock, G.path_lock, G.name_lock, G.wait.mu in that order).
+ * Nothing else is locked:
  * the name and path tables are read without a lock (each entry written before its id is
  * published, release/acquire), a thread's ring has one writer, its thread, and one reader,
  * whoever holds G.lock (see struct pmc_thread).
@@ -87,18 +90,18 @@
 #define PMC_GAP 4096
 /* Each sample reaches the daemon within this long of its region's end, by default. */
 #define PMC_FLUSH_MS 1000
-/* The wait bound (pmc.h, "Waiting"): over the process's whole life its threads wait for the
- * daemon at most PMC_WAIT_TOTAL_MS in all beyond PMC_PROMPT_MS of each request, which a
- * prompt daemon never uses (a registration's round trip: 0.1 to 5 ms). Each wait of an
- * application's thread (a round trip, room in the daemon's queue) lasts at most
- * PMC_PROMPT_MS plus what is left of the total (pmc__wait_deadline()), and what it lasted
- * beyond PMC_PROMPT_MS is charged to the total (pmc__wait_charge()), whoever else waited
- * meanwhile (a sum: the bound holds however many wait together). A wait given up makes no
- * thread wait again until the daemon caught up (G.reg_late, G.room_late). Threads waiting
- * for G.lock wait for its holder, whose wait is bounded so. The background thread is not
- * the application's: it waits as long as it likes, never charged, with no lock held. */
-#define PMC_WAIT_TOTAL_MS 2000
-#define PMC_PROMPT_MS 100
+/* The wait bound (pmc.h, "Waiting"): over the process's whole life its application threads
+ * wait for the daemon at most PMC_WAIT_TOTAL_MS in all beyond the first PMC_PROMPT_MS of each
+ * request, which a prompt daemon never passes (a registration's round trip: 0.1 to 5 ms).
+ * Each wait (pmc__wait_fd(): an answer, room in the daemon's queue) polls PMC_PROMPT_MS
+ * uncharged, then charged: the time during which any thread is in a charged wait is taken
+ * from the total (struct pmc_wait: once however many wait together), and every charged wait
+ * ends at the same moment, when the total is spent. A wait given up makes no thread wait
+ * again until the daemon caught up (G.reg_late, G.room_late). Threads waiting for G.lock
+ * wait for a holder whose wait is so bounded. The background thread is not the
+ * application's: it waits as long as it likes, never charged, with no lock held. */
+#define PMC_WAIT_TOTAL_MS 10000
+#define PMC_PROMPT_MS 10
 /* The background thread's round trips (Hello when it reconnects). */
 #define PMC_CALL_TIMEOUT_MS 2000
 /* How often the background thread looks for a registration's late reply. */
@@ -305,6 +308,9 @@ struct pmc_global {
 	/* Call paths: path_parent[id] and path_region[id] are written once, under the lock,
 	 * before the id is published (release) in path_slots or path_slots_big, as names are. */
 	pthread_mutex_t path_lock; /* taken to intern a path: never held over a round trip */
+	/* Taken to intern a name (pmc_region()), alone or inside G.lock, never held over a
+	 * round trip: a new name never waits for another thread's registration. */
+	pthread_mutex_t name_lock;
 	_Atomic uint32_t n_paths;  /* stored (release) after the new path's entries */
 	_Atomic uint32_t path_max; /* the daemon's bound on path ids (HelloReply.max_path_id) */
 	uint32_t path_parent[PMC_MAX_PATHS];
@@ -334,8 +340,14 @@ struct pmc_global {
 	/* Under the lock: an application's thread gave up waiting for room in the daemon's
 	 * queue; none waits for room again until a send goes through. */
 	int room_late;
-	/* What the waits of the application's threads were charged, in ns (pmc__wait_charge()). */
-	_Atomic uint64_t wait_spent_ns;
+	/* The wait bound's clock (pmc__wait_fd()): under its own mutex, held for a few
+	 * instructions only (taken last of all locks): the charged waits going on now (n), since
+	 * when one has been (since, CLOCK_MONOTONIC ns), and the total spent before (spent). */
+	struct pmc_wait {
+		pthread_mutex_t mu;
+		unsigned n;
+		uint64_t since, spent;
+	} wait;
 	/* Late replies read so far: a thread that met one late asks again once this moves,
 	 * without waiting out its back-off. */
 	_Atomic unsigned reg_answered;
@@ -391,10 +403,10 @@ struct pmc_hello {
 	char version[32];
 	char why[256]; /* the daemon's words when it refused */
 };
-/* Connects to the daemon at @path and says Hello, waiting for its answer until @deadline
- * (CLOCK_MONOTONIC ns). Return: the socket, or -errno, with what the daemon said in *@h
- * either way. */
-int pmc__daemon_connect(const char *path, uint64_t deadline, struct pmc_hello *h);
+/* Connects to the daemon at @path and says Hello, waiting for its answer within the wait bound
+ * when @app (an application's thread), else up to PMC_CALL_TIMEOUT_MS. Return: the socket, or
+ * -errno, with what the daemon said in *@h either way. */
+int pmc__daemon_connect(const char *path, bool app, struct pmc_hello *h);
 /* Called with G.lock held: @fd, connected by pmc__daemon_connect() with @h, becomes the
  * process's connection (G.fd, a new G.conn) with what its daemon takes. */
 void pmc__connection_set_locked(int fd, const struct pmc_hello *h);
@@ -411,15 +423,14 @@ void pmc__thread_free(struct pmc_thread *t);
  * -EAGAIN (at @deadline). The background thread's; an application's thread calls
  * pmc__app_wait_room_locked(). */
 int pmc__wait_room_locked(uint64_t deadline, bool unlock);
-/* When a wait of an application's thread for the daemon that begins at @start (CLOCK_MONOTONIC
- * ns) ends at the latest: PMC_PROMPT_MS after it plus what is left of PMC_WAIT_TOTAL_MS. */
-uint64_t pmc__wait_deadline(uint64_t start);
-/* Charges a wait of an application's thread from @start to @end to the process's total (the
- * part beyond PMC_PROMPT_MS). */
-void pmc__wait_charge(uint64_t start, uint64_t end);
-/* Called with G.lock held, by an application's thread: as pmc__wait_room_locked() until
- * pmc__wait_deadline(now), charged; not at all while G.room_late, which a wait given up sets.
- * Return: 0 (room) or -EAGAIN (none: given up, or not waited for). */
+/* By an application's thread: polls @fd for @events within the wait bound (PMC_PROMPT_MS,
+ * then charged until the process's total is spent), with G.lock released meanwhile when
+ * @unlock (held by the caller; taken again before the return). A signal does not restart
+ * it. Return: 1 (ready), 0 (given up), or -errno from poll(). */
+int pmc__wait_fd(int fd, short events, bool unlock);
+/* Called with G.lock held, by an application's thread: waits for room in the daemon's queue
+ * (pmc__wait_fd()); not at all while G.room_late, which a wait given up sets. Return: 0
+ * (room, or an error the next send finds) or -EAGAIN (none: given up, or not waited for). */
 int pmc__app_wait_room_locked(bool unlock);
 /* Called with G.lock held: registers the calling thread. Return: the thread, or NULL (then
  * *@fd_starved and *@transient say why). */

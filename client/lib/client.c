@@ -23,6 +23,8 @@
 
 struct pmc_global G = {.lock = PTHREAD_MUTEX_INITIALIZER,
                        .path_lock = PTHREAD_MUTEX_INITIALIZER,
+                       .name_lock = PTHREAD_MUTEX_INITIALIZER,
+                       .wait = {.mu = PTHREAD_MUTEX_INITIALIZER},
                        .path_max = PMC_MAX_PATHS - 1,
                        .fd = -1,
                        .heads_fd = -1,

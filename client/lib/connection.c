@@ -137,11 +137,15 @@ on_fork_prepare(void)
 {
 	pthread_mutex_lock(&G.lock);
 	pthread_mutex_lock(&G.path_lock);
+	pthread_mutex_lock(&G.name_lock);
+	pthread_mutex_lock(&G.wait.mu);
 }
 
 static void
 on_fork_parent(void)
 {
+	pthread_mutex_unlock(&G.wait.mu);
+	pthread_mutex_unlock(&G.name_lock);
 	pthread_mutex_unlock(&G.path_lock);
 	pthread_mutex_unlock(&G.lock);
 }
@@ -268,6 +272,8 @@ on_fork_child(void)
 	heads_fork_child();
 	pthread_mutex_init(&G.lock, NULL);
 	pthread_mutex_init(&G.path_lock, NULL);
+	pthread_mutex_init(&G.name_lock, NULL);
+	pthread_mutex_init(&G.wait.mu, NULL);
 	wake_init();
 	memset(G.announced, 0, sizeof(G.announced));
 	G.path_defined = 0;
@@ -277,7 +283,8 @@ on_fork_child(void)
 	G.reg_late = 0;
 	/* The child's wait bound is its own, whole. */
 	G.room_late = 0;
-	atomic_store(&G.wait_spent_ns, 0);
+	G.wait.n = 0;
+	G.wait.spent = 0;
 	G.sent_total = 0;
 	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 		atomic_store(&G.lost[k], 0);
@@ -296,20 +303,71 @@ ms_left(uint64_t deadline)
 	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
-uint64_t
-pmc__wait_deadline(uint64_t start)
+/* The wait bound's clock: a charged wait begins or ends at @now. */
+static void
+wait_enter(uint64_t now)
 {
-	const uint64_t total = PMC_WAIT_TOTAL_MS * UINT64_C(1000000);
-	uint64_t spent = atomic_load_explicit(&G.wait_spent_ns, memory_order_relaxed);
-	return start + PMC_PROMPT_MS * UINT64_C(1000000) + (spent < total ? total - spent : 0);
+	pthread_mutex_lock(&G.wait.mu);
+	if (G.wait.n++ == 0)
+		G.wait.since = now;
+	pthread_mutex_unlock(&G.wait.mu);
 }
 
-void
-pmc__wait_charge(uint64_t start, uint64_t end)
+static void
+wait_leave(uint64_t now)
 {
-	uint64_t free_to = start + PMC_PROMPT_MS * UINT64_C(1000000);
-	if (end > free_to)
-		atomic_fetch_add_explicit(&G.wait_spent_ns, end - free_to, memory_order_relaxed);
+	pthread_mutex_lock(&G.wait.mu);
+	if (--G.wait.n == 0)
+		G.wait.spent += now - G.wait.since;
+	pthread_mutex_unlock(&G.wait.mu);
+}
+
+/* When every charged wait going on now ends: the total spent then. */
+static uint64_t
+wait_end(void)
+{
+	const uint64_t total = PMC_WAIT_TOTAL_MS * UINT64_C(1000000);
+	pthread_mutex_lock(&G.wait.mu);
+	uint64_t end = G.wait.since + (G.wait.spent < total ? total - G.wait.spent : 0);
+	pthread_mutex_unlock(&G.wait.mu);
+	return end;
+}
+
+int
+pmc__wait_fd(int fd, short events, bool unlock)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+	const uint64_t free_to = now + PMC_PROMPT_MS * UINT64_C(1000000);
+	bool charged = false;
+	int r;
+	if (unlock)
+		pthread_mutex_unlock(&G.lock);
+	for (;;) {
+		uint64_t until = free_to;
+		if (now >= free_to) {
+			if (!charged)
+				wait_enter(now);
+			charged = true;
+			until = wait_end();
+			if (now >= until) {
+				r = 0;
+				break;
+			}
+		}
+		r = poll(&p, 1, ms_left(until));
+		if (r > 0 || (r < 0 && errno != EINTR)) {
+			r = r > 0 ? 1 : -errno;
+			break;
+		}
+		/* Timed out (the deadline is looked at again) or a signal: not started over. */
+		now = util_now_ns(CLOCK_MONOTONIC);
+	}
+	if (charged)
+		wait_leave(util_now_ns(CLOCK_MONOTONIC));
+	if (unlock)
+		pthread_mutex_lock(&G.lock);
+	return r;
 }
 
 int
@@ -317,21 +375,19 @@ pmc__app_wait_room_locked(bool unlock)
 {
 	if (G.room_late)
 		return -EAGAIN;
-	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
-	int r = pmc__wait_room_locked(pmc__wait_deadline(start), unlock);
-	pmc__wait_charge(start, util_now_ns(CLOCK_MONOTONIC));
-	if (r < 0)
-		G.room_late = 1;
-	return r;
+	if (pmc__wait_fd(G.fd, POLLOUT, unlock) != 0)
+		return 0;
+	G.room_late = 1;
+	return -EAGAIN;
 }
 
-/* Connects to the daemon at @path and says Hello, waiting for its answer until @deadline.
- * Return: the socket (non-blocking), or -errno; *@o says what the daemon answered: a failed
- * Hello (o->failed) from a failed connect, the daemon's words when it refused (o->why), and
- * what it takes. Only that is ever sent to it: a daemon of before a field ignores it, but
- * one of before an fd a request carries closes the connection. */
+/* Connects to the daemon at @path and says Hello, waiting for its answer within the wait bound
+ * when @app, else up to PMC_CALL_TIMEOUT_MS. Return: the socket (non-blocking), or -errno; *@o says
+ * what the daemon answered: a failed Hello (o->failed) from a failed connect, the daemon's words
+ * when it refused (o->why), and what it takes. Only that is ever sent to it: a daemon of before a
+ * field ignores it, but one of before an fd a request carries closes the connection. */
 int
-pmc__daemon_connect(const char *path, uint64_t deadline, struct pmc_hello *o)
+pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 {
 	memset(o, 0, sizeof(*o));
 	/* Non-blocking: a daemon whose backlog is full fails the connect at once. */
@@ -354,8 +410,24 @@ pmc__daemon_connect(const char *path, uint64_t deadline, struct pmc_hello *o)
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 	Pmc__Response *resp = NULL;
-	int ms = ms_left(deadline);
-	int r = pmc_wire_call(fd, &req, ms ? ms : 1, NULL, 0, NULL, &resp);
+	int r;
+	if (app) {
+		/* As pmc_wire_call(), its wait within the wait bound. */
+		r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
+		bool answered = r == -EPIPE || r == -ECONNRESET; /* its refusal may be there */
+		if (r == 0 || answered) {
+			int w = answered ? 1 : pmc__wait_fd(fd, POLLIN, false);
+			_cleanup_free_ uint8_t *buf = NULL;
+			size_t len;
+			r = w < 0    ? w
+			    : w == 0 ? -ETIMEDOUT
+			             : pmc_wire_wait(fd, 0, &buf, &len, NULL, 0, NULL);
+			if (r == 0)
+				r = pmc_wire_unpack_response(buf, len, &resp);
+		}
+	} else {
+		r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+	}
 	if (r == 0 && resp->error) {
 		snprintf(o->why, sizeof(o->why), "%s", resp->message);
 		r = -EPROTO;
@@ -406,6 +478,7 @@ pmc__connection_set_locked(int fd, const struct pmc_hello *h)
 {
 	G.fd = fd;
 	G.conn++;
+	G.room_late = 0; /* a new connection's queue is empty */
 	G.call_paths = h->call_paths;
 	G.heads_conn = h->heads ? G.conn : 0;
 	G.takes_pidfd = h->pidfd;
@@ -437,7 +510,9 @@ pmc__connect_locked(void)
 		for (size_t i = 0; i < PMC_PATH_SLOTS; i += 1024)
 			atomic_store_explicit(&G.path_slots[i], 0, memory_order_relaxed);
 		G.path_parent[0] = G.path_region[0] = 0;
+		pthread_mutex_lock(&G.name_lock);
 		(void)pmc__name_copy_locked("", 0);
+		pthread_mutex_unlock(&G.name_lock);
 		wake_init();
 		heads_init();
 		G.key_ok = pthread_key_create(&G.key, pmc__thread_destroy) == 0;
@@ -452,9 +527,7 @@ pmc__connect_locked(void)
 
 	struct pmc_hello h;
 	/* An application's thread waits for Hello as for any answer (the wait bound). */
-	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
-	int fd = pmc__daemon_connect(path, pmc__wait_deadline(start), &h);
-	pmc__wait_charge(start, util_now_ns(CLOCK_MONOTONIC));
+	int fd = pmc__daemon_connect(path, true, &h);
 	if (fd < 0 && h.failed && *h.why) {
 		/* It answered no (a limit, another protocol): asking again would only be
 		 * refused again. */
@@ -552,15 +625,17 @@ int
 pmc__wait_room_locked(uint64_t deadline, bool unlock)
 {
 	struct pollfd p = {.fd = G.fd, .events = POLLOUT};
-	int ms = ms_left(deadline);
+	int ms = ms_left(deadline), n;
 	if (!ms)
 		return -EAGAIN;
 	if (unlock)
 		pthread_mutex_unlock(&G.lock);
-	int n = poll(&p, 1, ms);
+	/* A signal does not start it over. */
+	while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR && (ms = ms_left(deadline)) > 0)
+		;
 	if (unlock)
 		pthread_mutex_lock(&G.lock);
-	return n == 0 ? -EAGAIN : 0;
+	return n == 0 || (n < 0 && !ms) ? -EAGAIN : 0;
 }
 
 /*
@@ -636,8 +711,8 @@ thread_pidfd(pid_t tid)
 
 /*
  * Called with G.lock held (nothing else may read the socket meanwhile): sends the
- * RegisterThread @req and receives its reply before @deadline, with the fds it carries in
- * @fds (PMC_LIMIT_EVENTS slots). A full queue delays the request until then.
+ * RegisterThread @req and receives its reply within the wait bound, with the fds it carries in
+ * @fds (PMC_LIMIT_EVENTS slots). A full queue delays the request, within the bound too.
  * Return: 0 with *@out (freed by the caller) and *@n_fds fds, the caller's;
  * -EMFILE: the reply came with fewer fds than it carried (MSG_CTRUNC: no room for them
  * under RLIMIT_NOFILE), those that came are closed, *@out is the reply (NULL when it does
@@ -646,40 +721,41 @@ thread_pidfd(pid_t tid)
  * -EAGAIN: not sent (the queue stayed full); the connection is in step too.
  * Another -errno (-ETIMEDOUT: no reply in time): the connection is out of step.
  */
-static int register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out);
+static int register_recv_locked(bool wait, int *fds, size_t *n_fds, Pmc__Response **out);
 
 static int
-register_call_locked(const Pmc__Request *req, int pidfd, uint64_t deadline, int *fds, size_t *n_fds,
+register_call_locked(const Pmc__Request *req, int pidfd, int *fds, size_t *n_fds,
                      Pmc__Response **out)
 {
 	int r;
 	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
-		if (G.room_late || pmc__wait_room_locked(deadline, false) < 0) {
-			G.room_late = 1;
+		if (pmc__app_wait_room_locked(false) < 0)
 			return -EAGAIN;
-		}
 	if (r < 0)
 		return r;
-	return register_recv_locked(deadline, fds, n_fds, out);
+	G.room_late = 0; /* the daemon takes datagrams again */
+	return register_recv_locked(true, fds, n_fds, out);
 }
 
 /* register_call_locked()'s receiving half: the reply to the one RegisterThread in flight,
- * waited for until @deadline (passed: only looked for). Return: as register_call_locked(),
- * -ETIMEDOUT when it did not come (the request is still in flight). */
+ * waited for within the wait bound when @wait (else only looked for). Return: as
+ * register_call_locked(), -ETIMEDOUT when it did not come (the request is still in flight). */
 static int
-register_recv_locked(uint64_t deadline, int *fds, size_t *n_fds, Pmc__Response **out)
+register_recv_locked(bool wait, int *fds, size_t *n_fds, Pmc__Response **out)
 {
 	int r;
-	struct pollfd p = {.fd = G.fd, .events = POLLIN};
-	for (;;) {
-		r = poll(&p, 1, ms_left(deadline));
-		if (r > 0)
-			break;
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
+	if (wait) {
+		r = pmc__wait_fd(G.fd, POLLIN, false);
+	} else {
+		struct pollfd p = {.fd = G.fd, .events = POLLIN};
+		while ((r = poll(&p, 1, 0)) < 0 && errno == EINTR)
+			;
+		r = r < 0 ? -errno : r;
 	}
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return -ETIMEDOUT;
 	ssize_t len;
 	int resets = 0;
 	/* As pmc_wire_wait(): a daemon that closed reports ECONNRESET once before its last words.
@@ -785,12 +861,10 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	req.register_thread = &rt;
 	Pmc__Response *resp = NULL;
 	size_t n_fds = 0;
-	/* The wait bound: this round trip's share of it, charged when it ends. */
-	uint64_t start = util_now_ns(CLOCK_MONOTONIC), deadline = pmc__wait_deadline(start);
-	int r = register_call_locked(&req, pidfd, deadline, t->fds, &n_fds, &resp);
-	uint64_t end = util_now_ns(CLOCK_MONOTONIC);
-	pmc__wait_charge(start, end);
-	int waited_ms = (int)((end - start) / 1000000);
+	/* Within the wait bound (pmc__wait_fd()). */
+	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
+	int r = register_call_locked(&req, pidfd, t->fds, &n_fds, &resp);
+	int waited_ms = (int)((util_now_ns(CLOCK_MONOTONIC) - start) / 1000000);
 	bool is_reply =
 	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
 	if (is_reply)
@@ -799,7 +873,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		/* The one reply was read: the connection stays, and so do the process's other
 		 * threads. Only a reply that opened counters carries fds: the daemon forgets
 		 * this thread again (ThreadExit of an unknown thread is a no-op). */
-		(void)pmc__thread_exit_send_locked(tid, deadline, false);
+		(void)pmc__thread_exit_send_locked(tid, util_now_ns(CLOCK_MONOTONIC), false);
 		if (r == -EMFILE) {
 			warn_fd_limit(tid, is_reply ? resp->register_reply->n_events : want, true);
 			*fd_starved = true;
@@ -865,7 +939,8 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		for (size_t i = 0; i < n_fds; i++)
 			close(t->fds[i]);
 		if (is_reply)
-			(void)pmc__thread_exit_send_locked(tid, deadline, false);
+			(void)pmc__thread_exit_send_locked(tid, util_now_ns(CLOCK_MONOTONIC),
+			                                   false);
 		pmc__response__free_unpacked(resp, NULL);
 		heads_discard(t);
 		return NULL;
@@ -964,7 +1039,7 @@ pmc__late_reply_locked(void)
 	int fds[PMC_LIMIT_EVENTS];
 	size_t n_fds = 0;
 	Pmc__Response *resp = NULL;
-	int r = register_recv_locked(0, fds, &n_fds, &resp);
+	int r = register_recv_locked(false, fds, &n_fds, &resp);
 	if (r == -ETIMEDOUT)
 		return;
 	if (r < 0 && r != -EMFILE && r != -EBADMSG) {

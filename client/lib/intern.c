@@ -1,6 +1,6 @@
 /* libpmcclient's name and path tables: a region name interned as its id (pmc_region()), a
  * (parent path, region) pair as its path id. Both are open-addressing tables read without a
- * lock, written under one (G.lock for names, G.path_lock for paths), a small one first and a
+ * lock, written under one (G.name_lock for names, G.path_lock for paths), a small one first and a
  * big one once the small one is full. */
 #include <errno.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ name_find(const char *name, uint32_t h)
 	return big ? name_probe(big, PMC_NAME_SLOTS_BIG, name, h) : 0;
 }
 
-/* Called with G.lock held: a copy of @name (@len bytes), in chunks of 4 KiB written through
+/* Called with G.name_lock held: a copy of @name (@len bytes), in chunks of 4 KiB written through
  * when made (the first at start), so that a name first seen in a region costs it no page
  * fault of the allocator's. Never freed, as names are not. */
 char *
@@ -131,7 +131,7 @@ name_hash_of(uint32_t id)
 static const struct table names = {G.name_slots,      PMC_NAME_SLOTS,     PMC_NAMES_SMALL,
                                    &G.name_slots_big, PMC_NAME_SLOTS_BIG, name_hash_of};
 
-/* Called with G.lock held: interns @name (not there yet), or 0 when the table is full (then
+/* Called with G.name_lock held: interns @name (not there yet), or 0 when the table is full (then
  * G.names_full) or memory is short. */
 static pmc_region_t
 name_add_locked(const char *name, size_t len, uint32_t h)
@@ -198,11 +198,11 @@ pmc_region(const char *name)
 		return id;
 	if (atomic_load_explicit(&G.names_full, memory_order_relaxed))
 		return name_refused(PMC_LOSS_NAMES, name);
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.name_lock);
 	id = name_find(name, h);
 	if (!id)
 		id = name_add_locked(name, len, h);
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&G.name_lock);
 	return id ? id : name_refused(PMC_LOSS_NAMES, name);
 }
 

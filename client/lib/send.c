@@ -421,11 +421,7 @@ service_main(void *arg)
 			const char *path = G.path;
 			struct pmc_hello h;
 			pthread_mutex_unlock(&G.lock);
-			int fd =
-			        pmc__daemon_connect(path,
-			                            util_now_ns(CLOCK_MONOTONIC) +
-			                                    PMC_CALL_TIMEOUT_MS * UINT64_C(1000000),
-			                            &h);
+			int fd = pmc__daemon_connect(path, false, &h);
 			pthread_mutex_lock(&G.lock);
 			if (fd < 0) {
 				if (backoff_ms < 1000)
@@ -554,6 +550,14 @@ pmc__thread_destroy(void *arg)
 	struct pmc_thread *t = arg;
 	if (!t)
 		return;
+	if (t->state != ST_ON) {
+		/* Never registered here (refused, asking again, a fork()'s): on no list, nothing
+		 * to send; its exit takes no lock, so never waits for another thread's. */
+		if (T == t)
+			T = NULL;
+		pmc__thread_free(t);
+		return;
+	}
 	pthread_mutex_lock(&G.lock);
 	/* Off G.threads first, so that the background thread never sees it again (unless a
 	 * fork() emptied the list since: the child's starts empty). */

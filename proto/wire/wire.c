@@ -250,15 +250,25 @@ pmc_wire_wait(int sock, int timeout_ms, uint8_t **buf, size_t *len, int *fds, si
               size_t *n_fds)
 {
 	struct pollfd p = {.fd = sock, .events = POLLIN};
-	int r;
+	int r, ms = timeout_ms;
+	/* A signal does not start the wait over: what is left of @timeout_ms after it. */
+	uint64_t deadline = timeout_ms > 0 ? util_now_ns(CLOCK_MONOTONIC) +
+	                                             (uint64_t)timeout_ms * UINT64_C(1000000)
+	                                   : 0;
 	for (;;) {
-		r = poll(&p, 1, timeout_ms);
+		r = poll(&p, 1, ms);
 		if (r > 0)
 			break;
 		if (r == 0)
 			return timeout_ms == 0 ? -ECONNRESET : -ETIMEDOUT;
 		if (errno != EINTR)
 			return -errno;
+		if (deadline) {
+			uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			ms = (int)((deadline - now + 999999) / 1000000);
+		}
 	}
 
 	/* Peek the size first: replies to queries may be large. */

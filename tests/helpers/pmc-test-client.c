@@ -94,7 +94,9 @@
  *                    threads), "max_call_ms=", "exits_ms=", "max_exit_ms=", "atexit_ms=",
  *                    "total_ms=" (the three sums), "calls_off_cpu_ms=" (of calls_ms, the time
  *                    off the CPU: CLOCK_THREAD_CPUTIME_ID around each call too), "waited_ms="
- *                    (calls_off_cpu_ms + exits_ms + atexit_ms: the calls' own work left out),
+ *                    (calls_off_cpu_ms + exits_ms + atexit_ms: the calls' own work left out);
+ *                    with PMC_TEST_ALARM_US=N set, a SIGALRM (a handler that does nothing)
+ *                    every N us all along,
  *                    "union_ms=" (the time during which any thread was in a timed call, an
  *                    exit or exit(): the process's wait, however many waited together)
  *   retry K          (for a daemon with --max-threads 1) thread A runs region "a" once and
@@ -106,6 +108,7 @@
 #include <dirent.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -114,6 +117,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -323,6 +327,12 @@ timed_report(void)
 		timed_add(&timed_calls, &timed_max_call, t0_);                                     \
 		atomic_fetch_add(&timed_off, w_ > c_ ? w_ - c_ : 0);                               \
 	} while (0)
+
+static void
+timed_on_alarm(int sig)
+{
+	(void)sig;
+}
 
 static void *
 timed_main(void *p)
@@ -1010,6 +1020,16 @@ main(int argc, char **argv)
 		if (t < 1 || t > 64)
 			return 2;
 		atexit(timed_report);
+		/* A program's periodic signal (a profiler's SIGPROF, a runtime's timer): every
+		 * wait of the library's must end in its bound all the same. */
+		const char *alarm_us = getenv("PMC_TEST_ALARM_US");
+		if (alarm_us && atol(alarm_us) > 0) {
+			struct sigaction sa = {.sa_handler = timed_on_alarm};
+			sigemptyset(&sa.sa_mask);
+			sigaction(SIGALRM, &sa, NULL);
+			struct itimerval it = {{0, atol(alarm_us)}, {0, atol(alarm_us)}};
+			setitimer(ITIMER_REAL, &it, NULL);
+		}
 		TIMED(r = pmc_region("timed"));
 		(void)r;
 		if (pthread_key_create(&timed_key, timed_thread_gone))

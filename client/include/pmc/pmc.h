@@ -42,28 +42,32 @@
  * the daemon's figures, and says so once per reason on stderr.
  *
  * Waiting: the library waits only where it talks to the daemon, and for the whole process
- * (all its threads together, not each) at most 2 s in all beyond the first 0.1 s of each
+ * (all its threads together, not each) at most 10 s in all beyond the first 10 ms of each
  * request, whatever the daemon does: slow, hung at Hello or in a registration, stopped
- * while batches flow. A prompt daemon answers a request in 0.1 to 5 ms and uses none of
- * the 2 s; each wait for a slower one lasts at most 0.1 s plus what is left of the 2 s, and
- * what it lasted beyond 0.1 s is taken from them, for good. A wait given up (the thread
- * runs unprofiled, its regions counted as lost, reason "unregistered"; or the samples stay
- * in its buffer) makes no thread wait for the daemon again until it answered that request
- * or took a datagram again. The calls that may wait:
+ * while batches flow. A prompt daemon answers a request in 0.1 to 5 ms and uses none of the
+ * 10 s. Past its first 10 ms a wait is charged: the time during which any thread is in a
+ * charged wait is taken from the 10 s for good, once however many wait together, and every
+ * charged wait ends when they are spent. A wait given up (the thread runs unprofiled, its
+ * regions counted as lost, reason "unregistered"; or the samples stay in its buffer) makes
+ * no thread wait for the daemon again until it answered that request or took a datagram
+ * again. A signal that interrupts a wait does not start it over. The calls that may wait:
+ *   - the process's first pmc_region(), pmc_begin(), PMC_SCOPE, PMC_REGION or
+ *     pmc_enabled(): connects (Hello, a round trip);
  *   - a thread's first region (pmc_begin(), PMC_SCOPE, PMC_REGION, or pmc_enabled()):
- *     connects when the process is not connected yet (Hello) and registers the thread, a
- *     round trip each; a thread whose registration failed for a while (no answer in time,
- *     a daemon restarting or at a limit) asks again at a region it begins after a back-off
- *     (0.5 s doubled up to 16 s), which waits as a first region does;
- *   - pmc_flush(), a thread's exit and exit(), while the daemon's queue is full (each
- *     wait for room, until the daemon takes a datagram, as a request);
- *   - the first pmc_region() of a new name, and any of these calls, for the library's
- *     lock while another thread holds it over one of these waits (so within the same
- *     bound).
+ *     registers the thread, a round trip; a thread whose registration failed for a while
+ *     (no answer in time, a daemon restarting or at a limit) asks again at a region it
+ *     begins after a back-off (0.5 s doubled up to 16 s), which waits as a first region
+ *     does;
+ *   - pmc_flush(), the exit of a registered thread and exit(), while the daemon's queue is
+ *     full (each wait for room, until the daemon takes a datagram, as a request);
+ *   - any of these and fork(), for the library's lock while another thread holds it over
+ *     one of these waits (so within the same bound).
  * Nothing else waits for the daemon: pmc_end() never does, nor pmc_begin() on a thread
- * already registered or refused for good. Registering N threads at once takes N round trips
- * one after another (10,000 threads: about 20 s on a 2-CPU machine), which a prompt
- * daemon's requests do not take from the 2 s.
+ * already registered or refused for good, nor pmc_region() of a new name once connected (it
+ * takes a lock that no one holds over a round trip), nor the exit of a thread that was not
+ * registered. Registering N threads at once takes N round trips one after another (10,000
+ * threads: about 20 s on a 2-CPU machine), which a prompt daemon's requests do not take
+ * from the 10 s.
  *
  * Threads: every function may be called from any number of threads at once. pmc_begin(),
  * pmc_end(), pmc_flush(), pmc_enabled() and pmc_thread_uses_rdpmc() act on the calling
@@ -118,8 +122,8 @@ typedef uint32_t pmc_region_t;
  * Thread-safe, not async-signal-safe; the same name always returns the same id for the
  * life of the process, on every thread. A name already interned is found without a lock
  * or an allocation (a hash of the name and a comparison); the first call with a new name
- * takes a lock and copies it (it may wait for another thread's registration, within the
- * process's wait bound: "Waiting").
+ * takes a lock and copies it; that lock is never held over a round trip (the process's first
+ * call connects: "Waiting").
  * In a hot loop keep the id rather than look the name up on every pass. Names are
  * interned also while no daemon is up, so that the id counts once one is.
  * Return: the id, or 0 when @name is NULL or empty, or profiling is disabled, or the
@@ -181,7 +185,7 @@ PMC_EXPORT void pmc_end(pmc_region_t region);
  * daemon counts as lost those a batch said were still held, no others).
  * A daemon behind (a burst of clients) is back-pressure: while its queue is full,
  * pmc_flush() waits for room, as thread exit and exit() do, for as long as the daemon
- * takes a datagram within 0.1 s of each wait, and gives up within the process's wait bound
+ * takes a datagram within 10 ms of each wait, and gives up within the process's wait bound
  * ("Waiting" above) on one that does not. Thread-safe: it sends the
  * calling thread's samples (each thread flushes its own; the background thread sends all
  * of them); not async-signal-safe.
