@@ -723,9 +723,15 @@ void query_table(const Pmc__QueryReply *q, const char *why);
  */
 char *filters_text(const struct opts *o, bool names);
 
+struct jw;
+
 /** region_json() - the object query's "regions" lists for @r (name, pid, comm, uid, count,
  * wall_ns, events, derived), new (the caller's reference); exits on allocation failure */
 json_t *region_json(const Pmc__RegionStats *r);
+
+/** region_write() - region_json()'s text of @r, written by @w as it goes (an object where
+ * the caller placed it, indented from @w->indent) */
+void region_write(struct jw *w, const Pmc__RegionStats *r);
 
 /** query_csv_fields() - print to stdout the fields of query's CSV row of @r's event @e
  * (NULL: the wall time row), without ending the row: the caller adds its own, then
@@ -843,8 +849,12 @@ struct jw {
 	FILE *f;
 	int indent;
 	bool first;
+	char *buf; /* NULL: each piece written to @f at once; else @cap bytes kept until full */
+	size_t len, cap;
 };
 
+/** jw_flush() - write to @w->f what @w's buffer holds: before anything else writes to it */
+void jw_flush(struct jw *w);
 /** jw_raw() - write @s as it is */
 void jw_raw(struct jw *w, const char *s);
 /** jw_string() - write @s as a JSON string, escaped (escape_text()) */
@@ -866,6 +876,20 @@ void jw_u64(struct jw *w, const char *key, uint64_t v);
 void jw_real(struct jw *w, const char *key, double v);
 /** jw_bool() - member @key, true or false */
 void jw_bool(struct jw *w, const char *key, bool v);
+/** jw_u64_value() - an unsigned integer where the caller placed it (an array's element) */
+void jw_u64_value(struct jw *w, uint64_t v);
+
+/* Bytes of the longest text json_real_text() writes, with its NUL. */
+#define JSON_REAL_MAX 40
+
+/**
+ * json_real_text() - @v (finite) as jansson writes a real: "%.17g", a ".0" where that shows
+ * no fraction nor exponent, the exponent without '+' or leading zeros; without printf where
+ * that is fixed notation (1e-4 <= |v| < 1e17)
+ * @buf: JSON_REAL_MAX bytes
+ * Return: the length of the text (NUL-terminated) in @buf.
+ */
+size_t json_real_text(char *buf, double v);
 
 /* Numbers for tables, written to @buf (@len bytes); "-" when not finite. */
 
