@@ -5,9 +5,12 @@
  *   silent SOCK     accepts every connection ("accept"), reads nothing, answers nothing
  *   hello SOCK      answers each Hello ("hello"); each RegisterThread is printed
  *                   ("register tid=N") and never answered; anything else is read and dropped
- *   stream SOCK N   answers each Hello; answers a Query with parts of N regions of one
+ *   stream SOCK N [PARTS]
+ *                   answers each Hello; answers a Query with parts of N regions of one
  *                   process, each marked `more`, for ever ("query" once, then "part K" every
- *                   1,000 parts), until the client goes
+ *                   1,000 parts), until the client goes; with PARTS, PARTS parts and the
+ *                   reply ends, its call path nodes a tree 20 levels deep (node K under
+ *                   K / 2), not a chain (bench/pprof-diff.sh)
  *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
  *                   came on): answers Hello ("hello"), answers each RegisterThread with one
  *                   counter (task-clock of that thread, opened here: root) ("register
@@ -107,9 +110,10 @@ answer_register(int fd, pid_t tid)
 	return r;
 }
 
-/* Query parts of @n regions of pid 4242, one event each, until the client goes or a stop. */
+/* Query parts of @n regions of pid 4242, one event each, until the client goes or a stop,
+ * or @parts parts (0: no end). */
 static void
-stream_forever(int fd, unsigned n)
+stream_forever(int fd, unsigned n, unsigned long parts)
 {
 	Pmc__Stats st = PMC__STATS__INIT;
 	Pmc__EventStats ev = PMC__EVENT_STATS__INIT;
@@ -124,7 +128,7 @@ stream_forever(int fd, unsigned n)
 	st.mean = 1000;
 	ev.name = (char *)"page-faults";
 	ev.stats = &st;
-	for (unsigned long part = 1; !stop; part++) {
+	for (unsigned long part = 1; !stop && (!parts || part <= parts); part++) {
 		Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
 		Pmc__Response resp = PMC__RESPONSE__INIT;
 
@@ -141,12 +145,12 @@ stream_forever(int fd, unsigned n)
 			/* Tree nodes, each under the one before: query --tree and flamegraph
 			 * keep every node of a process until the process ends. */
 			rs[i].path = (uint32_t)((part - 1) * n + i + 1);
-			rs[i].parent = rs[i].path - 1;
+			rs[i].parent = parts ? rs[i].path / 2 : rs[i].path - 1;
 			v[i] = &rs[i];
 		}
 		qr.n_regions = n;
 		qr.regions = v;
-		qr.more = true;
+		qr.more = !parts || part < parts;
 		resp.body_case = PMC__RESPONSE__BODY_QUERY;
 		resp.query = &qr;
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -373,9 +377,9 @@ main(int argc, char **argv)
 	if (argc < 3 ||
 	    (strcmp(argv[1], "silent") && strcmp(argv[1], "hello") && strcmp(argv[1], "stream") &&
 	     strcmp(argv[1], "plant") && strcmp(argv[1], "slow") && strcmp(argv[1], "fixed")) ||
-	    ((!strcmp(argv[1], "stream") || !strcmp(argv[1], "plant") || !strcmp(argv[1], "slow") ||
-	      !strcmp(argv[1], "fixed")) &&
-	     argc != 4)) {
+	    ((!strcmp(argv[1], "plant") || !strcmp(argv[1], "slow") || !strcmp(argv[1], "fixed")) &&
+	     argc != 4) ||
+	    (!strcmp(argv[1], "stream") && argc != 4 && argc != 5)) {
 		fprintf(stderr, "usage: see the top of pmc-fake-daemon.c\n");
 		return 2;
 	}
@@ -452,7 +456,8 @@ main(int argc, char **argv)
 			} else if (req->body_case == PMC__REQUEST__BODY_QUERY &&
 			           !strcmp(mode, "stream")) {
 				printf("query\n");
-				stream_forever(p[i].fd, (unsigned)atoi(argv[3]));
+				stream_forever(p[i].fd, (unsigned)atoi(argv[3]),
+				               argc > 4 ? strtoul(argv[4], NULL, 10) : 0);
 			} else if (req->body_case == PMC__REQUEST__BODY_QUERY &&
 			           !strcmp(mode, "fixed")) {
 				printf("query\n");
