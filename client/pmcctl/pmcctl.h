@@ -689,6 +689,24 @@ char *tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryRe
 
 /* call.c */
 
+/* An arena for what protobuf-c unpacks: blocks of @block_size bytes at least (0: 1 MiB), all
+ * freed at once, none per message. */
+struct arena {
+	char **block;
+	size_t n_block;
+	char *at; /* room left in the last block */
+	size_t left, block_size;
+};
+
+/** arena_allocator() - protobuf-c's allocator taking from @a (borrowed: it must outlive what
+ * is unpacked); freeing one message through it does nothing, arena_free() frees them all.
+ * Exits on allocation failure. */
+ProtobufCAllocator arena_allocator(struct arena *a);
+/** arena_reset() - forget what @a holds (its first block kept, for the next message) */
+void arena_reset(struct arena *a);
+/** arena_free() - free what @a holds; it is then empty */
+void arena_free(struct arena *a);
+
 /** response_freep() - cleanup helper: free *@r (NULL ok), protobuf-c's unpacked Response */
 void response_freep(Pmc__Response **r);
 

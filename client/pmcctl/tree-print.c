@@ -124,53 +124,6 @@ pending_pack(struct tree_printer *p)
 	p->n_pending = 0;
 }
 
-/* The nodes of a tree unpacked: one arena, in blocks sized from the packed bytes, freed at
- * once (protobuf-c's allocator: no allocation per message or string). */
-struct arena {
-	char **block;
-	size_t n_block;
-	char *at;
-	size_t left, block_size;
-};
-
-static void *
-arena_alloc(void *data, size_t size)
-{
-	struct arena *a = data;
-
-	size = (size + 15) & ~(size_t)15;
-	if (size > a->left) {
-		size_t n = size > a->block_size ? size : a->block_size;
-		char **b = reallocarray(a->block, a->n_block + 1, sizeof(*b));
-
-		if (!b || !(a->at = malloc(n)))
-			oom();
-		a->block = b;
-		a->block[a->n_block++] = a->at;
-		a->left = n;
-	}
-	void *out = a->at;
-	a->at += size;
-	a->left -= size;
-	return out;
-}
-
-static void
-arena_free_one(void *data, void *ptr)
-{
-	(void)data;
-	(void)ptr; /* freed with the arena */
-}
-
-static void
-arena_free(struct arena *a)
-{
-	for (size_t i = 0; i < a->n_block; i++)
-		free(a->block[i]);
-	free(a->block);
-	memset(a, 0, sizeof(*a));
-}
-
 /* Every pending node, in the reply's order, in *@out (the caller frees it and @a): those of
  * earlier parts unpacked into @a, whose packed bytes are then forgotten. */
 static size_t
@@ -178,14 +131,14 @@ pending_all(struct tree_printer *p, struct arena *a, Pmc__RegionStats ***out)
 {
 	size_t n = pending_count(p), from = 0;
 	Pmc__RegionStats **all = calloc(n ? n : 1, sizeof(*all));
-	ProtobufCAllocator alloc = {
-	        .alloc = arena_alloc, .free = arena_free_one, .allocator_data = a};
+	ProtobufCAllocator alloc;
 
 	if (!all)
 		oom();
 	/* Unpacked, a node takes some 4 times its packed bytes (its messages' structs): blocks
 	 * of an eighth of that, 1 MiB at least. */
 	a->block_size = p->n_packed / 2 < (1u << 20) ? (1u << 20) : p->n_packed / 2;
+	alloc = arena_allocator(a);
 	for (size_t i = 0; i < p->n_packed_nodes; i++) {
 		all[i] = pmc__region_stats__unpack(&alloc, p->packed_end[i] - from,
 		                                   p->packed + from);
