@@ -146,7 +146,8 @@ pending_all(struct tree_printer *p, struct arena *a, Pmc__RegionStats ***out)
 			oom();
 		from = p->packed_end[i];
 	}
-	memcpy(all + p->n_packed_nodes, p->pending, p->n_pending * sizeof(*all));
+	if (p->n_pending)
+		memcpy(all + p->n_packed_nodes, p->pending, p->n_pending * sizeof(*all));
 	free(p->packed);
 	p->packed = NULL;
 	p->n_packed = p->cap_packed = 0;
