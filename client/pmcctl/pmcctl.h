@@ -1,6 +1,8 @@
 /* pmcctl: what its rooms share. main.c: the command line, the command table and the help;
- * call.c: talking to pmcdaemon (connecting, Hello, calls, the Query and its filters);
+ * call.c: talking to pmcdaemon (connecting, Hello, calls, the Query and its filters, the
+ * arena a reply's parts are unpacked into);
  * output.c: the aligned table, CSV and JSON writers, escaping and number formatting;
+ * jread.c: JSON read in place, value by value (diff's files), taking what jansson takes;
  * tree.c: call path trees built from a Query.tree reply, self figures, folded stacks;
  * tree-print.c: a Query.tree reply read process by process, its trees printed (query --tree
  * and dump's trees: table, JSON, CSV);
