@@ -203,14 +203,25 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 	else if (r < 0)
 		call_failed(what, r);
 	uint64_t taken = 0, regions = 0;
+	/* Each part unpacked into one arena, emptied for the next: no allocation per message,
+	 * as many as the reply has figures. The last part is unpacked again on its own, for
+	 * the caller to free as any Response. */
+	struct arena arena = {.block_size = 1 << 18};
+	ProtobufCAllocator alloc = arena_allocator(&arena);
 
 	for (bool first = true;; first = false) {
 		_cleanup_free_ uint8_t *buf = NULL;
 		size_t len;
 		Pmc__Response *resp = NULL;
 
-		if ((r = pmc_wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0 ||
-		    (r = pmc_wire_unpack_response(buf, len, &resp)) < 0)
+		arena_reset(&arena);
+		if ((r = pmc_wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0)
+			call_failed(what, r);
+		resp = pmc__response__unpack(&alloc, len, buf);
+		if (resp && (resp->error || resp->body_case != PMC__RESPONSE__BODY_QUERY ||
+		             !resp->query || !resp->query->more))
+			resp = NULL; /* (the arena keeps it: forgotten at its reset) */
+		if (!resp && (r = pmc_wire_unpack_response(buf, len, &resp)) < 0)
 			call_failed(what, r);
 		check_response(what, resp, PMC__RESPONSE__BODY_QUERY);
 		/* Each part is charged at least PART_MIN_BYTES: a stream of empty parts that never
@@ -218,7 +229,7 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 		taken += len > PART_MIN_BYTES ? len : PART_MIN_BYTES;
 		regions += resp->query->n_regions;
 		if (o->max_reply && taken > o->max_reply && resp->query->more) {
-			pmc__response__free_unpacked(resp, NULL);
+			arena_free(&arena);
 			fail("%s: the reply of pmcdaemon passed --max-reply (%" PRIu64
 			     " MiB, %" PRIu64 " regions) and goes on: narrow the query with --pid, "
 			     "--comm or --region, or raise --max-reply if the daemon really holds "
@@ -229,10 +240,71 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 		if (first && !resp->query->more)
 			query_check_filters(what, resp->query, q, o);
 		on_part(resp->query, ctx);
-		if (!resp->query->more)
+		if (!resp->query->more) {
+			arena_free(&arena);
 			return resp;
-		pmc__response__free_unpacked(resp, NULL);
+		}
 	}
+}
+
+/* ---- an arena for what protobuf-c unpacks ---- */
+
+static void *
+arena_alloc(void *data, size_t size)
+{
+	struct arena *a = data;
+
+	size = (size + 15) & ~(size_t)15;
+	if (size > a->left) {
+		size_t n = size > a->block_size ? size : a->block_size;
+		char **b = reallocarray(a->block, a->n_block + 1, sizeof(*b));
+
+		if (!b || !(a->at = malloc(n)))
+			oom();
+		a->block = b;
+		a->block[a->n_block++] = a->at;
+		a->left = n;
+	}
+	void *out = a->at;
+	a->at += size;
+	a->left -= size;
+	return out;
+}
+
+static void
+arena_free_one(void *data, void *ptr)
+{
+	(void)data;
+	(void)ptr; /* freed with the arena */
+}
+
+ProtobufCAllocator
+arena_allocator(struct arena *a)
+{
+	if (!a->block_size)
+		a->block_size = 1 << 20;
+	return (ProtobufCAllocator){
+	        .alloc = arena_alloc, .free = arena_free_one, .allocator_data = a};
+}
+
+void
+arena_reset(struct arena *a)
+{
+	/* The first block stays, for the next message: a block holds a part of a reply. */
+	for (size_t i = 1; i < a->n_block; i++)
+		free(a->block[i]);
+	a->n_block = a->n_block ? 1 : 0;
+	a->at = a->n_block ? a->block[0] : NULL;
+	a->left = a->n_block ? a->block_size : 0;
+}
+
+void
+arena_free(struct arena *a)
+{
+	for (size_t i = 0; i < a->n_block; i++)
+		free(a->block[i]);
+	free(a->block);
+	memset(a, 0, sizeof(*a));
 }
 
 /* The parts of a streamed reply, each QueryReply's bytes one after the other: protobuf merges

@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +35,7 @@
 
 /* One event (or the wall time) of a region, over the processes of its program. */
 struct dstats {
-	const char *name; /* borrowed from the JSON */
+	const char *name; /* borrowed from its diff_file (names_of) */
 	double n, sum, sumsq;
 	double min, max;
 	double p50, p99; /* of the first process; from the buckets when several */
@@ -61,45 +60,402 @@ struct dfile {
 	bool by_path;
 };
 
-struct diff_file {
-	json_t *root;
-	struct dfile names, paths;
-	bool has_paths; /* some node listed */
-	char *why;      /* what is wrong with it */
-	jmp_buf bad;    /* where a reader that finds it wrong goes back to */
+/* The names a file's figures borrow (events), kept until the file is freed: blocks of 64 KiB
+ * and more, never moved. */
+struct strstore {
+	char **block;
+	size_t n_block;
+	char *at; /* room left in the last block */
+	size_t left;
 };
 
-/* Says what is wrong with @f's file and leaves the reading (diff_file_parse()). */
-static void __attribute__((noreturn, format(printf, 2, 3)))
-bad_input(struct dfile *f, const char *fmt, ...)
+static const char *
+strstore_add(struct strstore *s, const char *str, size_t n)
+{
+	if (n + 1 > s->left) {
+		size_t size = n + 1 > 65536 ? n + 1 : 65536;
+		char **b = reallocarray(s->block, s->n_block + 1, sizeof(*b));
+
+		if (!b || !(s->at = malloc(size)))
+			oom();
+		s->block = b;
+		s->block[s->n_block++] = s->at;
+		s->left = size;
+	}
+	char *out = s->at;
+	memcpy(out, str, n);
+	out[n] = '\0';
+	s->at += n + 1;
+	s->left -= n + 1;
+	return out;
+}
+
+static void
+strstore_free(struct strstore *s)
+{
+	for (size_t i = 0; i < s->n_block; i++)
+		free(s->block[i]);
+	free(s->block);
+}
+
+struct diff_file {
+	struct dfile names, paths;
+	bool has_paths;           /* some node listed */
+	char *why;                /* what is wrong with it */
+	struct strstore names_of; /* the names its figures borrow */
+};
+
+/* A sentence saying what is wrong with a file, the caller's to free. */
+static char *__attribute__((format(printf, 1, 2))) bad_text(const char *fmt, ...)
 {
 	va_list ap;
+	char *why;
 
 	va_start(ap, fmt);
-	if (vasprintf(&f->file->why, fmt, ap) < 0)
+	if (vasprintf(&why, fmt, ap) < 0)
 		oom();
 	va_end(ap);
-	longjmp(f->file->bad, 1);
+	return why;
 }
 
-static double
-jnum(const json_t *o, const char *key)
-{
-	const json_t *v = json_object_get(o, key);
+/* ---- a file read: its regions' figures as the JSON gives them ---- */
 
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
+/* A STATS object (a "wall_ns", or an event's) as read: NAN where a figure is missing or not
+ * a number. */
+struct jstats {
+	bool object;
+	double sum, mean, sd, min, max, p50, p99;
+	bool buckets;       /* it has a "buckets" array */
+	bool bad_row;       /* a row of it is not [low, high, count] */
+	size_t row, n_rows; /* its rows, in its jregion's */
+};
 
-/* Adds the STATS object @st of a region of @calls runs to @d. */
+/* An event (or a derived ratio) of a region as read: its name in the jregion's text. */
+struct jevent {
+	size_t name, len;
+	struct jstats st;
+	bool number; /* derived: a number (else null, or anything else) */
+	double value;
+};
+
+/* A region object (or a call path node) as read, its figures ready for dfile_add(). */
+struct jregion {
+	bool object;
+	bool has_name, has_comm, has_count, events_object;
+	size_t name, comm; /* in @text */
+	int64_t count;
+	struct jstats wall;
+	struct jevent *ev, *dv; /* events, derived ratios, in the file's order */
+	size_t n_ev, cap_ev, n_dv, cap_dv;
+	char *text; /* the names, each NUL-terminated */
+	size_t n_text, cap_text;
+	struct bucket *row;
+	size_t n_row, cap_row;
+};
+
 static void
-dstats_add(struct dfile *f, struct dstats *d, const json_t *st, uint64_t calls)
+jregion_reset(struct jregion *g)
 {
-	double sum = jnum(st, "sum"), mean = jnum(st, "mean"), sd = jnum(st, "stddev");
-	double min = jnum(st, "min"), max = jnum(st, "max");
+	g->object = g->has_name = g->has_comm = g->has_count = g->events_object = false;
+	memset(&g->wall, 0, sizeof(g->wall));
+	g->n_ev = g->n_dv = g->n_text = g->n_row = 0;
+}
 
-	if (!json_is_object(st) || !isfinite(sum) || !isfinite(mean) || !isfinite(min) ||
-	    !isfinite(max) || sum < 0)
-		bad_input(f, "a figure of '%s' has no sum, mean, min or max", d->name);
+static void
+jregion_free(struct jregion *g)
+{
+	free(g->ev);
+	free(g->dv);
+	free(g->text);
+	free(g->row);
+}
+
+static void *
+grow(void *v, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return v;
+	size_t c = *cap ? 2 * *cap : 16;
+	while (c < need)
+		c *= 2;
+	v = reallocarray(v, c, size);
+	if (!v)
+		oom();
+	*cap = c;
+	return v;
+}
+
+/* Keeps the @n bytes at @s in @g's text; return: where. */
+static size_t
+jregion_text(struct jregion *g, const char *s, size_t n)
+{
+	size_t at = g->n_text;
+
+	g->text = grow(g->text, &g->cap_text, g->n_text + n + 1, 1);
+	memcpy(g->text + at, s, n);
+	g->text[at + n] = '\0';
+	g->n_text += n + 1;
+	return at;
+}
+
+static bool
+key_is(const char *key, size_t n, const char *want)
+{
+	return strlen(want) == n && !memcmp(key, want, n);
+}
+
+/* The next value as a double, NAN when it is not a number (jnum()'s reading). */
+static double
+jr_figure(struct jr *r)
+{
+	int64_t i;
+	double d;
+
+	if (jr_peek(r) != JR_NUMBER) {
+		jr_skip(r);
+		return NAN;
+	}
+	return jr_number(r, &i, &d) == JR_NONE ? NAN : d;
+}
+
+/* The next value as an integer (jansson's json_is_integer()); false when it is not one. */
+static bool
+jr_integer(struct jr *r, int64_t *v)
+{
+	double d;
+
+	if (jr_peek(r) != JR_NUMBER) {
+		jr_skip(r);
+		return false;
+	}
+	return jr_number(r, v, &d) == JR_INT;
+}
+
+/* "buckets": [[low, high, count], ...] into @g's rows. */
+static void
+read_buckets(struct jr *r, struct jregion *g, struct jstats *st)
+{
+	if (jr_peek(r) != JR_ARRAY) {
+		jr_skip(r);
+		return;
+	}
+	st->buckets = true;
+	st->row = g->n_row;
+	jr_array(r);
+	while (jr_element(r)) {
+		int64_t v[3];
+		size_t k = 0;
+		bool ok = jr_peek(r) == JR_ARRAY;
+
+		if (!ok) {
+			jr_skip(r);
+		} else {
+			jr_array(r);
+			for (; jr_element(r); k++)
+				if (k >= 3)
+					jr_skip(r);
+				else if (!jr_integer(r, &v[k]))
+					ok = false;
+			ok = ok && k >= 3 && v[0] >= 0 && v[1] >= v[0] && v[2] >= 0;
+		}
+		if (!ok) {
+			st->bad_row = true;
+			continue;
+		}
+		if (st->bad_row)
+			continue;
+		g->row = grow(g->row, &g->cap_row, g->n_row + 1, sizeof(*g->row));
+		g->row[g->n_row++] =
+		        (struct bucket){(uint64_t)v[0], (uint64_t)v[1], (uint64_t)v[2]};
+		st->n_rows++;
+	}
+}
+
+/* A STATS value into @st (any value: a figure of it missing is NAN). */
+static void
+read_stats(struct jr *r, struct jregion *g, struct jstats *st)
+{
+	const char *key;
+	size_t n;
+
+	memset(st, 0, sizeof(*st));
+	st->sum = st->mean = st->sd = st->min = st->max = st->p50 = st->p99 = NAN;
+	if (jr_peek(r) != JR_OBJECT) {
+		jr_skip(r);
+		return;
+	}
+	st->object = true;
+	jr_object(r);
+	while (jr_member(r, &key, &n)) {
+		if (key_is(key, n, "sum"))
+			st->sum = jr_figure(r);
+		else if (key_is(key, n, "mean"))
+			st->mean = jr_figure(r);
+		else if (key_is(key, n, "stddev"))
+			st->sd = jr_figure(r);
+		else if (key_is(key, n, "min"))
+			st->min = jr_figure(r);
+		else if (key_is(key, n, "max"))
+			st->max = jr_figure(r);
+		else if (key_is(key, n, "p50"))
+			st->p50 = jr_figure(r);
+		else if (key_is(key, n, "p99"))
+			st->p99 = jr_figure(r);
+		else if (key_is(key, n, "buckets"))
+			read_buckets(r, g, st);
+		else
+			jr_skip(r);
+	}
+}
+
+/* "events" (@derived false) or "derived": each member, in the file's order. */
+static void
+read_events(struct jr *r, struct jregion *g, bool derived)
+{
+	const char *key;
+	size_t n;
+
+	jr_object(r);
+	while (jr_member(r, &key, &n)) {
+		struct jevent *e;
+
+		if (derived) {
+			g->dv = grow(g->dv, &g->cap_dv, g->n_dv + 1, sizeof(*g->dv));
+			e = &g->dv[g->n_dv++];
+		} else {
+			g->ev = grow(g->ev, &g->cap_ev, g->n_ev + 1, sizeof(*g->ev));
+			e = &g->ev[g->n_ev++];
+		}
+		memset(e, 0, sizeof(*e));
+		e->name = jregion_text(g, key, n);
+		e->len = n;
+		if (!derived) {
+			read_stats(r, g, &e->st);
+		} else if (jr_peek(r) == JR_NUMBER) {
+			e->value = jr_figure(r);
+			e->number = true;
+		} else {
+			jr_skip(r);
+		}
+	}
+}
+
+static bool
+jr_text(struct jr *r, struct jregion *g, size_t *at)
+{
+	const char *s;
+	size_t n;
+
+	if (jr_peek(r) != JR_STRING) {
+		jr_skip(r);
+		return false;
+	}
+	if (!jr_string(r, &s, &n))
+		return false;
+	*at = jregion_text(g, s, n);
+	return true;
+}
+
+struct reader;
+static void read_nodes(struct reader *rd, unsigned level);
+
+/* ---- a file read into its views ---- */
+
+/* What reading one file keeps: a jregion per level of call path nodes open (regions: 0). */
+struct reader {
+	struct jr r;
+	struct diff_file *df;
+	struct jregion **g; /* each allocated apart: a level's stays where it is */
+	size_t n_g;
+	char *regions_why; /* the first region found wrong (regions are read no further) */
+	char *nodes_why;   /* the call path node found wrong first in the file's order */
+	size_t nodes_why_at;
+};
+
+static void
+reader_free(struct reader *rd)
+{
+	for (size_t i = 0; i < rd->n_g; i++) {
+		jregion_free(rd->g[i]);
+		free(rd->g[i]);
+	}
+	free(rd->g);
+	free(rd->regions_why);
+	free(rd->nodes_why);
+	jr_free(&rd->r);
+}
+
+/* The jregion of nesting @level, emptied. */
+static struct jregion *
+reader_level(struct reader *rd, unsigned level)
+{
+	if (level >= rd->n_g) {
+		struct jregion **g = reallocarray(rd->g, level + 1, sizeof(*g));
+
+		if (!g)
+			oom();
+		rd->g = g;
+		for (; rd->n_g <= level; rd->n_g++)
+			if (!(rd->g[rd->n_g] = calloc(1, sizeof(**rd->g))))
+				oom();
+	}
+	jregion_reset(rd->g[level]);
+	return rd->g[level];
+}
+
+/* A region object (@node false) or a call path node: its members into @g, and a node's
+ * children read (and added) as they come. */
+static void
+read_region(struct reader *rd, struct jregion *g, bool node, unsigned level)
+{
+	struct jr *r = &rd->r;
+	const char *key;
+	size_t n;
+
+	if (jr_peek(r) != JR_OBJECT) {
+		jr_skip(r);
+		return;
+	}
+	g->object = true;
+	jr_object(r);
+	while (jr_member(r, &key, &n)) {
+		if (key_is(key, n, node ? "path" : "name")) {
+			g->has_name = jr_text(r, g, &g->name);
+		} else if (key_is(key, n, "comm")) {
+			g->has_comm = jr_text(r, g, &g->comm);
+		} else if (key_is(key, n, "count")) {
+			g->has_count = jr_integer(r, &g->count);
+		} else if (key_is(key, n, "wall_ns")) {
+			read_stats(r, g, &g->wall);
+		} else if (key_is(key, n, "events") || key_is(key, n, "derived")) {
+			bool derived = n == 7;
+
+			bool object = jr_peek(r) == JR_OBJECT;
+
+			if (object)
+				read_events(r, g, derived);
+			else
+				jr_skip(r);
+			if (!derived)
+				g->events_object = object;
+		} else if (node && key_is(key, n, "children")) {
+			read_nodes(rd, level + 1);
+		} else {
+			jr_skip(r);
+		}
+	}
+}
+
+/* A STATS of @g read into the figures @d of a region of @calls runs. Return: NULL, or what is
+ * wrong (the caller's to free). */
+static char *
+dstats_add(struct dstats *d, const struct jregion *g, const struct jstats *st, uint64_t calls)
+{
+	double sum = st->sum, mean = st->mean, sd = st->sd, min = st->min, max = st->max;
+
+	if (!st->object || !isfinite(sum) || !isfinite(mean) || !isfinite(min) || !isfinite(max) ||
+	    sum < 0)
+		return bad_text("a figure of '%s' has no sum, mean, min or max", d->name);
 	if (!isfinite(sd))
 		sd = 0;
 	if (!d->procs || min < d->min)
@@ -107,62 +463,80 @@ dstats_add(struct dfile *f, struct dstats *d, const json_t *st, uint64_t calls)
 	if (!d->procs || max > d->max)
 		d->max = max;
 	if (!d->procs) {
-		d->p50 = jnum(st, "p50");
-		d->p99 = jnum(st, "p99");
+		d->p50 = st->p50;
+		d->p99 = st->p99;
 	}
 	d->n += (double)calls;
 	d->sum += sum;
 	d->sumsq += (double)calls * (sd * sd + mean * mean);
 	d->procs++;
-
-	const json_t *b = json_object_get(st, "buckets");
-	size_t i;
-	const json_t *row;
-	if (!json_is_array(b)) {
+	if (!st->buckets) {
 		d->no_buckets = true;
-		return;
+		return NULL;
 	}
-	json_array_foreach(b, i, row)
-	{
-		const json_t *lo = json_array_get(row, 0), *hi = json_array_get(row, 1),
-		             *c = json_array_get(row, 2);
+	for (size_t i = 0; i < st->n_rows; i++) {
+		const struct bucket *b = &g->row[st->row + i];
 
-		if (!json_is_integer(lo) || !json_is_integer(hi) || !json_is_integer(c) ||
-		    json_integer_value(lo) < 0 || json_integer_value(hi) < json_integer_value(lo) ||
-		    json_integer_value(c) < 0)
-			bad_input(f, "a bucket of '%s' is not [low, high, count]", d->name);
-		hist_push(&d->h, (uint64_t)json_integer_value(lo), (uint64_t)json_integer_value(hi),
-		          (uint64_t)json_integer_value(c));
+		hist_push(&d->h, b->low, b->high, b->count);
 	}
+	if (st->bad_row)
+		return bad_text("a bucket of '%s' is not [low, high, count]", d->name);
+	return NULL;
 }
 
 static struct dstats *
-dentry_event(struct dentry *e, const char *name)
+dentry_event(struct dfile *f, struct dentry *e, const char *name, size_t len)
 {
 	for (size_t i = 0; i < e->n_ev; i++)
-		if (!strcmp(e->ev[i].name, name))
+		if (strlen(e->ev[i].name) == len && !memcmp(e->ev[i].name, name, len))
 			return &e->ev[i];
 	struct dstats *g = reallocarray(e->ev, e->n_ev + 1, sizeof(*g));
 	if (!g)
 		oom();
 	e->ev = g;
 	memset(&e->ev[e->n_ev], 0, sizeof(*e->ev));
-	e->ev[e->n_ev].name = name;
+	e->ev[e->n_ev].name = strstore_add(&f->file->names_of, name, len);
 	return &e->ev[e->n_ev++];
 }
 
-/* Adds a region object (or a call path node) @r of @f under "comm;@name". */
-static void
-dfile_add(struct dfile *f, const json_t *r, const char *name)
+/* Adds the region (or call path node) @g read from @f's file as entry @slot, under
+ * "comm;name". Return: NULL, or what is wrong (the caller's to free). */
+static char *
+dfile_add(struct dfile *f, const struct jregion *g, size_t slot)
 {
-	const char *comm = json_string_value(json_object_get(r, "comm"));
-	const json_t *count = json_object_get(r, "count");
-	const json_t *events = json_object_get(r, "events");
+	char *why = NULL;
 
-	if (!name || !comm || !json_is_integer(count) || json_integer_value(count) < 0 ||
-	    !json_is_object(events))
-		bad_input(f, "a region without name, comm, count or events: not a file of "
-		             "'pmcctl dump --format json'");
+	if (!g->object || !g->has_name || !g->has_comm || !g->has_count || g->count < 0 ||
+	    !g->events_object)
+		return bad_text("a region without name, comm, count or events: not a file of "
+		                "'pmcctl dump --format json'");
+	struct dentry *e = &f->e[slot];
+	if (asprintf(&e->key, "%s;%s", g->text + g->comm, g->text + g->name) < 0)
+		oom();
+	e->calls = (uint64_t)g->count;
+	why = dstats_add(dentry_event(f, e, "wall", 4), g, &g->wall, e->calls);
+	for (size_t i = 0; i < g->n_ev && !why; i++)
+		why = dstats_add(dentry_event(f, e, g->text + g->ev[i].name, g->ev[i].len), g,
+		                 &g->ev[i].st, e->calls);
+	/* Derived ratios (ipc, miss ratios): one value per process. */
+	for (size_t i = 0; i < g->n_dv && !why; i++) {
+		struct dstats *d = dentry_event(f, e, g->text + g->dv[i].name, g->dv[i].len);
+
+		if (!g->dv[i].number)
+			continue; /* null: not finite */
+		d->ratio = d->no_buckets = true;
+		d->n += (double)e->calls;
+		d->sum += g->dv[i].value * (double)e->calls;
+		d->p50 = d->p99 = NAN;
+		d->procs++;
+	}
+	return why;
+}
+
+/* A new entry of @f, its place taken in the file's order (parents before their children). */
+static size_t
+dfile_slot(struct dfile *f)
+{
 	if (f->n == f->cap) {
 		f->cap = f->cap ? 2 * f->cap : 64;
 		struct dentry *g = reallocarray(f->e, f->cap, sizeof(*g));
@@ -170,43 +544,64 @@ dfile_add(struct dfile *f, const json_t *r, const char *name)
 			oom();
 		f->e = g;
 	}
-	struct dentry *e = &f->e[f->n++];
-	memset(e, 0, sizeof(*e));
-	if (asprintf(&e->key, "%s;%s", comm, name) < 0)
-		oom();
-	e->calls = (uint64_t)json_integer_value(count);
-	dstats_add(f, dentry_event(e, "wall"), json_object_get(r, "wall_ns"), e->calls);
-	const char *ev;
-	const json_t *st;
-	json_object_foreach((json_t *)events, ev, st)
-	        dstats_add(f, dentry_event(e, ev), st, e->calls);
-	/* Derived ratios (ipc, miss ratios): one value per process. */
-	json_object_foreach(json_object_get(r, "derived"), ev, st)
-	{
-		struct dstats *d = dentry_event(e, ev);
+	memset(&f->e[f->n], 0, sizeof(*f->e));
+	return f->n++;
+}
 
-		if (!json_is_number(st))
-			continue; /* null: not finite */
-		d->ratio = d->no_buckets = true;
-		d->n += (double)e->calls;
-		d->sum += json_number_value(st) * (double)e->calls;
-		d->p50 = d->p99 = NAN;
-		d->procs++;
+/* The array of call path nodes next (anything else is left out), at nesting @level. */
+static void
+read_nodes(struct reader *rd, unsigned level)
+{
+	struct jr *r = &rd->r;
+	struct dfile *f = &rd->df->paths;
+
+	if (jr_peek(r) != JR_ARRAY) {
+		jr_skip(r);
+		return;
+	}
+	jr_array(r);
+	while (jr_element(r)) {
+		/* Its place before its children's: a node is added after them, in its own. */
+		size_t slot = dfile_slot(f);
+		struct jregion *g = reader_level(rd, level);
+
+		read_region(rd, g, true, level);
+		char *why = dfile_add(f, g, slot);
+		/* What is wrong with a node is said before what is wrong below it. */
+		if (why && (!rd->nodes_why || slot < rd->nodes_why_at)) {
+			free(rd->nodes_why);
+			rd->nodes_why = why;
+			rd->nodes_why_at = slot;
+		} else {
+			free(why);
+		}
 	}
 }
 
+/* The member "tree": an array of processes, each with its "tree" of nodes. */
 static void
-dfile_add_nodes(struct dfile *f, const json_t *nodes)
+read_trees(struct reader *rd)
 {
-	size_t i;
-	const json_t *nd;
+	struct jr *r = &rd->r;
+	const char *key;
+	size_t n;
 
-	if (!json_is_array(nodes))
+	if (jr_peek(r) != JR_ARRAY) {
+		jr_skip(r);
 		return;
-	json_array_foreach(nodes, i, nd)
-	{
-		dfile_add(f, nd, json_string_value(json_object_get(nd, "path")));
-		dfile_add_nodes(f, json_object_get(nd, "children"));
+	}
+	jr_array(r);
+	while (jr_element(r)) {
+		if (jr_peek(r) != JR_OBJECT) {
+			jr_skip(r);
+			continue;
+		}
+		jr_object(r);
+		while (jr_member(r, &key, &n))
+			if (key_is(key, n, "tree"))
+				read_nodes(rd, 0);
+			else
+				jr_skip(r);
 	}
 }
 
@@ -251,7 +646,8 @@ dfile_merge(struct dfile *f)
 		struct dentry *to = &f->e[n - 1];
 		to->calls += e->calls;
 		for (size_t k = 0; k < e->n_ev; k++) {
-			struct dstats *s = &e->ev[k], *d = dentry_event(to, s->name);
+			struct dstats *s = &e->ev[k],
+			              *d = dentry_event(f, to, s->name, strlen(s->name));
 
 			if (!d->procs) {
 				*d = *s;
@@ -304,45 +700,77 @@ diff_file_free(struct diff_file *df)
 		return;
 	dfile_free(&df->names);
 	dfile_free(&df->paths);
-	json_decref(df->root);
+	strstore_free(&df->names_of);
 	free(df->why);
 	free(df);
 }
 
-/* Reads @df->root into its views; what is wrong goes back to diff_file_parse(). */
-static void
-diff_file_read(struct diff_file *df)
+/* Reads @rd's text into its file's views; what is wrong is said in df->why, in the order
+ * the file's parts were checked in before: its top, its regions, its call path nodes. Return:
+ * false when the text is not JSON as jansson takes it (nothing said). */
+static bool
+diff_file_read(struct reader *rd)
 {
+	struct jr *r = &rd->r;
+	struct diff_file *df = rd->df;
 	struct dfile *f = &df->names;
-	const json_t *regions = json_object_get(df->root, "regions");
-	if (!json_is_array(regions))
-		bad_input(f, "no \"regions\" array: not a file of 'pmcctl dump --format json' "
-		             "or 'pmcctl run --format json'");
-	const json_t *version = json_object_get(df->root, "format_version");
-	if (version && (!json_is_integer(version) || json_integer_value(version) < 1))
-		bad_input(f, "\"format_version\" is not a version number");
-	if (version && json_integer_value(version) > PMC_JSON_FORMAT_VERSION)
-		bad_input(f,
-		          "written by a newer pmcctl (format version %" JSON_INTEGER_FORMAT
-		          "; this one reads up to %d): compare it with that pmcctl",
-		          json_integer_value(version), PMC_JSON_FORMAT_VERSION);
+	bool regions = false, has_version = false, version_int = false;
+	int64_t version = 0;
+	const char *key;
+	size_t n;
 
-	size_t i;
-	const json_t *t;
-	json_array_foreach(regions, i, t)
-	        dfile_add(f, t, json_string_value(json_object_get(t, "name")));
+	if (jr_peek(r) == JR_ARRAY) {
+		jr_skip(r);
+	} else if (jr_object(r)) {
+		while (jr_member(r, &key, &n)) {
+			if (key_is(key, n, "regions") && jr_peek(r) == JR_ARRAY) {
+				regions = true;
+				jr_array(r);
+				while (jr_element(r)) {
+					struct jregion *g = reader_level(rd, 0);
+
+					read_region(rd, g, false, 0);
+					if (!rd->regions_why)
+						rd->regions_why = dfile_add(f, g, dfile_slot(f));
+				}
+			} else if (key_is(key, n, "format_version")) {
+				has_version = true;
+				version_int = jr_integer(r, &version);
+			} else if (key_is(key, n, "tree")) {
+				read_trees(rd);
+			} else {
+				jr_skip(r);
+			}
+		}
+	}
+	if (!jr_end(r))
+		return false;
+	if (!regions)
+		df->why =
+		        bad_text("no \"regions\" array: not a file of 'pmcctl dump --format json' "
+		                 "or 'pmcctl run --format json'");
+	else if (has_version && (!version_int || version < 1))
+		df->why = bad_text("\"format_version\" is not a version number");
+	else if (has_version && version > PMC_JSON_FORMAT_VERSION)
+		df->why = bad_text("written by a newer pmcctl (format version %" PRId64
+		                   "; this one reads up to %d): compare it with that pmcctl",
+		                   version, PMC_JSON_FORMAT_VERSION);
+	else if (rd->regions_why)
+		df->why = TAKE_PTR(rd->regions_why);
+	else if (rd->nodes_why)
+		df->why = TAKE_PTR(rd->nodes_why);
+	if (df->why)
+		return true;
 	dfile_merge(f);
-	json_array_foreach(json_object_get(df->root, "tree"), i, t)
-	        dfile_add_nodes(&df->paths, json_object_get(t, "tree"));
 	df->has_paths = df->paths.n > 0;
 	dfile_merge(&df->paths);
+	return true;
 }
 
 int
 diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
 {
 	const unsigned char *c = buf;
-	json_error_t err;
 	struct diff_file *df = calloc(1, sizeof(*df));
 
 	if (!df)
@@ -350,23 +778,30 @@ diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
 	df->names.file = df->paths.file = df;
 	df->paths.by_path = true;
 	if (len > DIFF_MAX_FILE) {
-		if (asprintf(&df->why, "%zu bytes, over the %llu that diff reads", len,
-		             DIFF_MAX_FILE) < 0)
-			oom();
+		df->why = bad_text("%zu bytes, over the %llu that diff reads", len, DIFF_MAX_FILE);
 	} else if (len >= 2 && c[0] == 0x1f && c[1] == 0x8b) {
-		df->why = strdup("gzip-compressed (a pprof profile?): diff reads the JSON of "
-		                 "'pmcctl dump --format json'; for pprof profiles: go tool pprof "
-		                 "-diff_base");
-		if (!df->why)
-			oom();
-	} else if (!(df->root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err))) {
-		if (asprintf(&df->why, "not valid JSON (line %d, column %d: %s)", err.line,
-		             err.column, err.text) < 0)
-			oom();
-	} else if (!setjmp(df->bad)) {
-		diff_file_read(df);
-		*out = df;
-		return 0;
+		df->why = bad_text("gzip-compressed (a pprof profile?): diff reads the JSON of "
+		                   "'pmcctl dump --format json'; for pprof profiles: go tool pprof "
+		                   "-diff_base");
+	} else {
+		struct reader rd = {.df = df};
+		json_error_t err;
+
+		jr_init(&rd.r, buf, len);
+		bool json = diff_file_read(&rd);
+		reader_free(&rd);
+		/* What is wrong with text that is not JSON, in jansson's words. */
+		json_t *root = json ? NULL : json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+		if (root)
+			df->why = bad_text("not JSON as pmcctl reads it");
+		else if (!json)
+			df->why = bad_text("not valid JSON (line %d, column %d: %s)", err.line,
+			                   err.column, err.text);
+		json_decref(root);
+		if (!df->why) {
+			*out = df;
+			return 0;
+		}
 	}
 	*why = TAKE_PTR(df->why);
 	diff_file_free(df);
@@ -545,10 +980,21 @@ static const char *const diff_csv_head[] = {"status",   "region",    "event",   
 struct diff_out {
 	const struct opts *o;
 	struct table t;
-	json_t *rows;
+	struct jw w;   /* JSON: the rows written as they come */
+	size_t n_rows; /* JSON: written */
 	bool failed;
 	size_t n_failed;
 };
+
+/* Opens the next row of the JSON's "regions", as jansson lays out an array of objects. */
+static struct jw *
+json_row(struct diff_out *d)
+{
+	jw_raw(&d->w, d->n_rows++ ? ",\n    " : "\n    ");
+	d->w.indent = 4;
+	jw_open(&d->w, NULL);
+	return &d->w;
+}
 
 static void
 fmt_value(char *buf, size_t len, const char *event, double v)
@@ -577,27 +1023,29 @@ out_row(struct diff_out *d, const struct dentry *ea, const struct dentry *eb,
 	const char *region = ea->key;
 
 	if (d->o->format == FORMAT_JSON) {
-		json_t *row = jobject(), *base = jobject(), *cur = jobject();
+		struct jw *w = json_row(d);
 
-		jset(row, "status", jstr("both"));
-		jset(row, "region", jstr(region));
-		jset(row, "event", jstr(a->name));
-		jset(base, "calls", ju64(ea->calls));
-		jset(base, "mean", jreal(dstats_mean(a)));
-		jset(base, "p50", jreal(a->p50));
-		jset(base, "p99", jreal(a->p99));
-		jset(cur, "calls", ju64(eb->calls));
-		jset(cur, "mean", jreal(dstats_mean(b)));
-		jset(cur, "p50", jreal(b->p50));
-		jset(cur, "p99", jreal(b->p99));
-		jset(row, "base", base);
-		jset(row, "current", cur);
-		jset(row, "change_pct", jreal(v->change_pct));
-		jset(row, "z", jreal(v->z));
-		jset(row, "test", jstr(v->test));
-		jset(row, "beyond_noise", json_boolean(v->beyond));
-		jset(row, "failed", json_boolean(fails));
-		jappend(d->rows, row);
+		jw_str(w, "status", "both");
+		jw_str(w, "region", region);
+		jw_str(w, "event", a->name);
+		jw_open(w, "base");
+		jw_u64(w, "calls", ea->calls);
+		jw_real(w, "mean", dstats_mean(a));
+		jw_real(w, "p50", a->p50);
+		jw_real(w, "p99", a->p99);
+		jw_close(w);
+		jw_open(w, "current");
+		jw_u64(w, "calls", eb->calls);
+		jw_real(w, "mean", dstats_mean(b));
+		jw_real(w, "p50", b->p50);
+		jw_real(w, "p99", b->p99);
+		jw_close(w);
+		jw_real(w, "change_pct", v->change_pct);
+		jw_real(w, "z", v->z);
+		jw_str(w, "test", v->test);
+		jw_bool(w, "beyond_noise", v->beyond);
+		jw_bool(w, "failed", fails);
+		jw_close(w);
 	} else if (d->o->format == FORMAT_CSV) {
 		csv_str("both");
 		csv_str(region);
@@ -643,12 +1091,12 @@ static void
 out_alone(struct diff_out *d, const struct dentry *e, const char *status)
 {
 	if (d->o->format == FORMAT_JSON) {
-		json_t *row = jobject();
+		struct jw *w = json_row(d);
 
-		jset(row, "status", jstr(status));
-		jset(row, "region", jstr(e->key));
-		jset(row, "calls", ju64(e->calls));
-		jappend(d->rows, row);
+		jw_str(w, "status", status);
+		jw_str(w, "region", e->key);
+		jw_u64(w, "calls", e->calls);
+		jw_close(w);
 	} else if (d->o->format == FORMAT_CSV) {
 		csv_str(status);
 		csv_str(e->key);
@@ -703,6 +1151,30 @@ diff_entry(struct diff_out *d, const struct dentry *ea, const struct dentry *eb,
 	}
 }
 
+/* Whether a region of both @a and @b counted --event (diff_entry()'s "seen"). */
+static bool
+diff_seen(const struct dfile *a, const struct dfile *b, const char *event)
+{
+	size_t i = 0, j = 0;
+
+	while (i < a->n && j < b->n) {
+		int c = strcmp(a->e[i].key, b->e[j].key);
+
+		if (c) {
+			i += c < 0;
+			j += c > 0;
+			continue;
+		}
+		for (size_t k = 0; k < a->e[i].n_ev; k++)
+			if (event_is(a->e[i].ev[k].name, event) &&
+			    find_event(&b->e[j], a->e[i].ev[k].name))
+				return true;
+		i++;
+		j++;
+	}
+	return false;
+}
+
 int
 diff_compare(const struct diff_file *base, const struct diff_file *cur, const struct opts *o)
 {
@@ -710,15 +1182,26 @@ diff_compare(const struct diff_file *base, const struct diff_file *cur, const st
 	bool by_path = base->has_paths && cur->has_paths;
 	const struct dfile *a = by_path ? &base->paths : &base->names;
 	const struct dfile *b = by_path ? &cur->paths : &cur->names;
+	static char buf[1 << 16];
 	struct diff_out d = {
 	        .o = o,
-	        .t = {.ncols = ARRAY_SIZE(diff_head), .head = diff_head, .right = diff_right}};
+	        .t = {.ncols = ARRAY_SIZE(diff_head), .head = diff_head, .right = diff_right},
+	        .w = {.f = stdout, .buf = buf, .cap = sizeof(buf)}};
 	bool seen = false;
 
-	if (o->format == FORMAT_JSON)
-		d.rows = jarray();
-	else if (o->format == FORMAT_CSV)
+	/* JSON is written as it goes: nothing at all when the event is not found. */
+	if (o->format == FORMAT_JSON && o->event && !diff_seen(a, b, o->event))
+		goto not_seen;
+	if (o->format == FORMAT_JSON) {
+		jw_open(&d.w, NULL);
+		jw_int(&d.w, "format_version", PMC_JSON_FORMAT_VERSION);
+		jw_str(&d.w, "by", by_path ? "call_path" : "name");
+		jw_real(&d.w, "noise_z", DIFF_Z);
+		jw_key(&d.w, "regions");
+		jw_raw(&d.w, "[");
+	} else if (o->format == FORMAT_CSV) {
 		csv_header(diff_csv_head, ARRAY_SIZE(diff_csv_head));
+	}
 	size_t i = 0, j = 0;
 	while (i < a->n || j < b->n) {
 		int c = i >= a->n ? 1 : j >= b->n ? -1 : strcmp(a->e[i].key, b->e[j].key);
@@ -730,26 +1213,16 @@ diff_compare(const struct diff_file *base, const struct diff_file *cur, const st
 		else
 			diff_entry(&d, &a->e[i++], &b->e[j++], &seen);
 	}
-	if (o->event && !seen) {
-		_cleanup_free_ char *ev = escape_text(o->event);
-
-		fprintf(stderr,
-		        "pmcctl: diff: no region of both files counted event '%s' (wall is the "
-		        "wall time)\n",
-		        ev);
-		table_free(&d.t);
-		json_decref(d.rows);
-		return DIFF_EXIT_BAD_INPUT;
-	}
+	if (o->event && !seen)
+		goto not_seen;
 	if (o->format == FORMAT_JSON) {
-		json_t *root = jobject();
-
-		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
-		jset(root, "by", jstr(by_path ? "call_path" : "name"));
-		jset(root, "noise_z", jreal(DIFF_Z));
-		jset(root, "regions", d.rows);
-		jset(root, "failed", json_boolean(d.failed));
-		json_print(root);
+		jw_raw(&d.w, d.n_rows ? "\n  ]" : "]");
+		d.w.indent = 2;
+		d.w.first = false;
+		jw_bool(&d.w, "failed", d.failed);
+		jw_close(&d.w);
+		jw_raw(&d.w, "\n");
+		jw_flush(&d.w);
 	} else if (o->format == FORMAT_TABLE) {
 		printf("regions compared by %s: BASE -> CURRENT; beyond the noise: |z| >= %.0f "
 		       "(rank test over the histograms), or any change of an exact count\n\n",
@@ -764,6 +1237,16 @@ diff_compare(const struct diff_file *base, const struct diff_file *cur, const st
 	}
 	table_free(&d.t);
 	return d.failed ? EXIT_FAIL : 0;
+
+not_seen:;
+	_cleanup_free_ char *ev = escape_text(o->event);
+
+	fprintf(stderr,
+	        "pmcctl: diff: no region of both files counted event '%s' (wall is the wall "
+	        "time)\n",
+	        ev);
+	table_free(&d.t);
+	return DIFF_EXIT_BAD_INPUT;
 }
 
 int

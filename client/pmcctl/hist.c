@@ -25,7 +25,7 @@ void
 hist_push(struct hist *h, uint64_t low, uint64_t high, uint64_t count)
 {
 	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 64;
+		size_t cap = h->cap ? 2 * h->cap : 4;
 		struct bucket *v = reallocarray(h->v, cap, sizeof(*v));
 
 		if (!v)

@@ -679,6 +679,12 @@ parsed:
 		cmd = &pprof_cmd;
 	}
 
+	/* Into a pipe or a file, large writes: a query of 100,000 regions prints some 100 MB,
+	 * which stdio's default buffer (a page for a pipe) writes 4 KiB at a time. */
+	static char out_buf[1 << 20];
+	if (!isatty(STDOUT_FILENO))
+		setvbuf(stdout, out_buf, _IOFBF, sizeof(out_buf));
+
 	int r;
 	if (cmd->standalone || cmd->files) {
 		r = cmd->run(-1, cmd, &o);

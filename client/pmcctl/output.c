@@ -345,44 +345,126 @@ json_print_indented(json_t *v, int indent)
 
 /* ---- JSON written as it goes ---- */
 
+/* Text written as it goes is most of what a large query or diff prints: no allocation, no
+ * printf, runs of bytes written at once. */
+
+static const char jw_spaces[] = "                                ";
+
+void
+jw_flush(struct jw *w)
+{
+	if (w->len)
+		fwrite_unlocked(w->buf, 1, w->len, w->f);
+	w->len = 0;
+}
+
+static inline void
+jw_put(struct jw *w, const char *s, size_t n)
+{
+	if (!w->buf) {
+		fwrite_unlocked(s, 1, n, w->f);
+		return;
+	}
+	if (w->len + n > w->cap) {
+		jw_flush(w);
+		if (n > w->cap) {
+			fwrite_unlocked(s, 1, n, w->f);
+			return;
+		}
+	}
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+static inline void
+jw_putc(struct jw *w, char c)
+{
+	if (!w->buf) {
+		putc_unlocked(c, w->f);
+		return;
+	}
+	if (w->len == w->cap)
+		jw_flush(w);
+	w->buf[w->len++] = c;
+}
+
+static void
+jw_indent(struct jw *w, int n)
+{
+	for (; n > 0; n -= (int)sizeof(jw_spaces) - 1)
+		jw_put(w, jw_spaces,
+		       n < (int)sizeof(jw_spaces) - 1 ? (size_t)n : sizeof(jw_spaces) - 1);
+}
+
 void
 jw_raw(struct jw *w, const char *s)
 {
-	fputs_unlocked(s, w->f);
+	jw_put(w, s, strlen(s));
+}
+
+/* A byte that is written as it is: printable ASCII but '"' and '\\'. */
+static inline bool
+jw_plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* An escape of escape_next() ("\x1b"), as jansson writes it: its backslash doubled. */
+static void
+jw_escape(struct jw *w, const char *esc)
+{
+	for (; *esc; esc++) {
+		if (*esc == '\\' || *esc == '"')
+			jw_putc(w, '\\');
+		jw_putc(w, *esc);
+	}
 }
 
 void
 jw_string(struct jw *w, const char *s)
 {
-	_cleanup_free_ char *safe = escape_text(s);
-	FILE *f = w->f;
+	size_t n = strlen(s);
 
-	/* What jansson writes: '"' and '\\' escaped, control characters too (escape_text()
-	 * left none), the rest as it is (UTF-8). */
-	putc_unlocked('"', f);
-	for (const char *c = safe; *c; c++) {
-		unsigned char u = (unsigned char)*c;
+	/* What jansson writes of escape_text(@s): each character escape_next() hides as its
+	 * visible escape, then '"' and '\\' escaped (no control character is left), the rest
+	 * (UTF-8) as it is. */
+	jw_putc(w, '"');
+	while (n) {
+		size_t k = 0;
 
-		if (u == '"' || u == '\\') {
-			putc_unlocked('\\', f);
-			putc_unlocked(*c, f);
-		} else if (u < 0x20) {
-			fprintf(f, "\\u%04x", u);
+		while (k < n && jw_plain((unsigned char)s[k]))
+			k++;
+		if (k) {
+			jw_put(w, s, k);
+		} else if (*s == '"' || *s == '\\') {
+			jw_putc(w, '\\');
+			jw_putc(w, *s);
+			k = 1;
 		} else {
-			putc_unlocked(*c, f);
+			char esc[ESCAPE_MAX];
+
+			k = escape_next(s, n, esc);
+			if (*esc)
+				jw_escape(w, esc);
+			else
+				jw_put(w, s, k);
 		}
+		s += k;
+		n -= k;
 	}
-	putc_unlocked('"', f);
+	jw_putc(w, '"');
 }
 
 void
 jw_key(struct jw *w, const char *key)
 {
-	fputs_unlocked(w->first ? "\n" : ",\n", w->f);
-	for (int i = 0; i < w->indent; i++)
-		putc_unlocked(' ', w->f);
+	if (w->first)
+		jw_putc(w, '\n');
+	else
+		jw_put(w, ",\n", 2);
+	jw_indent(w, w->indent);
 	jw_string(w, key);
-	fputs_unlocked(": ", w->f);
+	jw_put(w, ": ", 2);
 	w->first = false;
 }
 
@@ -391,7 +473,7 @@ jw_open(struct jw *w, const char *key)
 {
 	if (key)
 		jw_key(w, key);
-	putc_unlocked('{', w->f);
+	jw_putc(w, '{');
 	w->indent += 2;
 	w->first = true;
 }
@@ -401,11 +483,10 @@ jw_close(struct jw *w)
 {
 	w->indent -= 2;
 	if (!w->first) {
-		putc_unlocked('\n', w->f);
-		for (int i = 0; i < w->indent; i++)
-			putc_unlocked(' ', w->f);
+		jw_putc(w, '\n');
+		jw_indent(w, w->indent);
 	}
-	putc_unlocked('}', w->f);
+	jw_putc(w, '}');
 	w->first = false;
 }
 
@@ -416,34 +497,181 @@ jw_str(struct jw *w, const char *key, const char *v)
 	jw_string(w, v);
 }
 
-void
-jw_int(struct jw *w, const char *key, int64_t v)
-{
-	char buf[24], *e = buf + sizeof(buf), *p = e;
-	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+static const char digit_pairs[201] = "00010203040506070809"
+                                     "10111213141516171819"
+                                     "20212223242526272829"
+                                     "30313233343536373839"
+                                     "40414243444546474849"
+                                     "50515253545556575859"
+                                     "60616263646566676869"
+                                     "70717273747576777879"
+                                     "80818283848586878889"
+                                     "90919293949596979899";
 
-	jw_key(w, key);
-	do
-		*--p = (char)('0' + u % 10);
-	while (u /= 10);
-	if (v < 0)
-		*--p = '-';
-	fwrite_unlocked(p, 1, (size_t)(e - p), w->f);
+/* @v in decimal, written backwards to end at @end. Return: where it begins. */
+static char *
+u64_text(char *end, uint64_t v)
+{
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+
+		v /= 100;
+		*--end = digit_pairs[d + 1];
+		*--end = digit_pairs[d];
+	}
+	if (v >= 10) {
+		*--end = digit_pairs[v * 2 + 1];
+		*--end = digit_pairs[v * 2];
+	} else {
+		*--end = (char)('0' + v);
+	}
+	return end;
 }
 
 void
-jw_real(struct jw *w, const char *key, double v)
+jw_u64_value(struct jw *w, uint64_t v)
 {
-	char buf[40];
+	char buf[24], *e = buf + sizeof(buf), *p = u64_text(e, v);
+
+	jw_put(w, p, (size_t)(e - p));
+}
+
+void
+jw_int(struct jw *w, const char *key, int64_t v)
+{
+	char buf[24], *e = buf + sizeof(buf), *p;
 
 	jw_key(w, key);
-	if (!isfinite(v)) {
-		fputs_unlocked("null", w->f);
-		return;
+	p = u64_text(e, v < 0 ? -(uint64_t)v : (uint64_t)v);
+	if (v < 0)
+		*--p = '-';
+	jw_put(w, p, (size_t)(e - p));
+}
+
+/* 10^k, 0 <= k <= 22. */
+static unsigned __int128
+pow10_u128(int k)
+{
+	static const uint64_t p[20] = {1,
+	                               10,
+	                               100,
+	                               1000,
+	                               10000,
+	                               100000,
+	                               1000000,
+	                               10000000,
+	                               100000000,
+	                               1000000000,
+	                               10000000000,
+	                               100000000000,
+	                               1000000000000,
+	                               10000000000000,
+	                               100000000000000,
+	                               1000000000000000,
+	                               10000000000000000,
+	                               100000000000000000,
+	                               1000000000000000000,
+	                               10000000000000000000u};
+
+	return k < 20 ? p[k] : (unsigned __int128)p[19] * p[k - 19];
+}
+
+/* The rounding of |@v| * 10^@k to an integer, as printf rounds it (to nearest, ties to
+ * even), for 1e-5 < |v| < 1e17 and 0 <= k <= 22: exact in 128 bits (|v| = m * 2^e, m below
+ * 2^53, m * 10^22 below 2^127). */
+static uint64_t
+scaled_round(uint64_t m, int e, int k)
+{
+	unsigned __int128 x = (unsigned __int128)m * pow10_u128(k);
+
+	if (e >= 0)
+		return (uint64_t)(x << e);
+	unsigned __int128 q = x >> -e, rem = x & (((unsigned __int128)1 << -e) - 1);
+	unsigned __int128 half = (unsigned __int128)1 << (-e - 1);
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	return (uint64_t)q;
+}
+
+/* "%.17g" of @v as glibc writes it where that is fixed notation (17 significant digits,
+ * trailing zeros dropped), then ".0" where no fraction is left, as jansson writes a real;
+ * into @buf (32 bytes at least), without its NUL. Return: its length; 0 where @v needs an
+ * exponent (below 1e-4, from 1e17 on) or is not finite: the caller asks snprintf(). */
+static size_t
+real17_fixed(char *buf, double v)
+{
+	uint64_t bits, m;
+	char *p = buf;
+
+	memcpy(&bits, &v, sizeof(bits));
+	if (bits << 1 == 0) { /* 0 and -0 */
+		if (bits)
+			*p++ = '-';
+		memcpy(p, "0.0", 3);
+		return (size_t)(p + 3 - buf);
+	}
+	double a = fabs(v);
+	if (!(a > 1e-5 && a < 1e17))
+		return 0;
+	int be = (int)((bits >> 52) & 0x7ff);
+	m = (bits & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+	int e = be - 1075;
+	/* The decimal exponent: floor(log10(2^(be - 1023))) or one off, set right below. */
+	int d = (int)(((int64_t)(be - 1023) * 78913) >> 18);
+	uint64_t q;
+	for (;;) {
+		if (d < -5 || d > 16)
+			return 0;
+		q = scaled_round(m, e, 16 - d);
+		if (q >= UINT64_C(100000000000000000))
+			d++;
+		else if (q < UINT64_C(10000000000000000))
+			d--;
+		else
+			break;
+	}
+	if (d < -4)
+		return 0;
+	char dig[17];
+	u64_text(dig + 17, q);
+	int last = 16; /* the last digit written: trailing zeros after the point dropped */
+	while (last > d && last > 0 && dig[last] == '0')
+		last--;
+	if (v < 0)
+		*p++ = '-';
+	if (d >= 0) {
+		memcpy(p, dig, (size_t)d + 1);
+		p += d + 1;
+		*p++ = '.';
+		if (last > d) {
+			memcpy(p, dig + d + 1, (size_t)(last - d));
+			p += last - d;
+		} else {
+			*p++ = '0'; /* jansson's ".0" where the text shows no fraction */
+		}
+	} else {
+		*p++ = '0';
+		*p++ = '.';
+		for (int z = -1; z > d; z--)
+			*p++ = '0';
+		memcpy(p, dig, (size_t)last + 1);
+		p += last + 1;
+	}
+	return (size_t)(p - buf);
+}
+
+size_t
+json_real_text(char *buf, double v)
+{
+	size_t n = real17_fixed(buf, v);
+
+	if (n) {
+		buf[n] = '\0';
+		return n;
 	}
 	/* jansson's form: 17 significant digits, a ".0" where that shows no fraction or
 	 * exponent, and an exponent with no '+' or leading zeros (1e20, 1.5e-7). */
-	snprintf(buf, sizeof(buf), "%.17g", v);
+	snprintf(buf, JSON_REAL_MAX, "%.17g", v);
 	char *exp = strchr(buf, 'e');
 	if (!exp && !strchr(buf, '.')) {
 		strcat(buf, ".0");
@@ -457,7 +685,20 @@ jw_real(struct jw *w, const char *key, double v)
 			from++;
 		memmove(to, from, strlen(from) + 1);
 	}
-	fputs_unlocked(buf, w->f);
+	return strlen(buf);
+}
+
+void
+jw_real(struct jw *w, const char *key, double v)
+{
+	char buf[JSON_REAL_MAX];
+
+	jw_key(w, key);
+	if (!isfinite(v)) {
+		jw_put(w, "null", 4);
+		return;
+	}
+	jw_put(w, buf, json_real_text(buf, v));
 }
 
 void
@@ -473,7 +714,10 @@ void
 jw_bool(struct jw *w, const char *key, bool v)
 {
 	jw_key(w, key);
-	fputs_unlocked(v ? "true" : "false", w->f);
+	if (v)
+		jw_put(w, "true", 4);
+	else
+		jw_put(w, "false", 5);
 }
 
 /* ---- numbers ---- */

@@ -1,6 +1,8 @@
 /* pmcctl: what its rooms share. main.c: the command line, the command table and the help;
- * call.c: talking to pmcdaemon (connecting, Hello, calls, the Query and its filters);
+ * call.c: talking to pmcdaemon (connecting, Hello, calls, the Query and its filters, the
+ * arena a reply's parts are unpacked into);
  * output.c: the aligned table, CSV and JSON writers, escaping and number formatting;
+ * jread.c: JSON read in place, value by value (diff's files), taking what jansson takes;
  * tree.c: call path trees built from a Query.tree reply, self figures, folded stacks;
  * tree-print.c: a Query.tree reply read process by process, its trees printed (query --tree
  * and dump's trees: table, JSON, CSV);
@@ -408,6 +410,74 @@ void diff_file_free(struct diff_file *f);
  */
 int diff_compare(const struct diff_file *base, const struct diff_file *cur, const struct opts *o);
 
+/* jread.c: JSON read in place, value by value, for diff: exactly what jansson's json_loadb()
+ * takes with JSON_REJECT_DUPLICATES, so that a reader leaves the text it refuses to jansson
+ * for the message. Once the text is found bad, every call fails at once. */
+
+enum jr_type {
+	JR_NONE, /* the end, or not a value */
+	JR_OBJECT,
+	JR_ARRAY,
+	JR_STRING,
+	JR_NUMBER,
+	JR_BOOL,
+	JR_NULL,
+	JR_INT, /* jr_number(): an integer (within int64_t) */
+	JR_REAL,
+};
+
+struct jr_key {
+	const char *s;
+	size_t n;
+};
+
+/* A text being read; the buffer is borrowed, never written. */
+struct jr {
+	const char *p, *end;
+	unsigned depth;      /* containers open */
+	bool first;          /* none read yet in the container open now */
+	bool bad;            /* not JSON as jansson takes it */
+	struct jr_key *keys; /* those of the objects open (duplicates) */
+	size_t n_keys, cap_keys;
+	size_t *frames; /* where each open object's keys start */
+	size_t n_frames, cap_frames;
+	char *text; /* the last string with escapes, decoded */
+	size_t n_text, cap_text;
+	char **owned; /* keys with escapes, decoded */
+	size_t n_owned;
+};
+
+/** jr_init() - start reading the @len bytes at @buf (borrowed: it must outlive @r) */
+void jr_init(struct jr *r, const void *buf, size_t len);
+/** jr_free() - free what @r holds; the strings it gave are then gone */
+void jr_free(struct jr *r);
+/** jr_peek() - the type of the next value (JR_NUMBER for both kinds), nothing taken */
+enum jr_type jr_peek(struct jr *r);
+/** jr_object() - take the '{' of the next value; false (bad) when it is not an object */
+bool jr_object(struct jr *r);
+/**
+ * jr_member() - the next member of the object open now: its key in *@key, *@n bytes, valid
+ * until the object ends (not NUL-terminated unless it had escapes); its value is next, for
+ * the caller to take (jr_skip() at least)
+ * Return: false at the object's end (taken), or when the text is bad.
+ */
+bool jr_member(struct jr *r, const char **key, size_t *n);
+/** jr_array() - take the '[' of the next value; false (bad) when it is not an array */
+bool jr_array(struct jr *r);
+/** jr_element() - whether an element of the array open now is next (the caller takes it);
+ * false at the array's end (taken), or when the text is bad */
+bool jr_element(struct jr *r);
+/** jr_string() - take the next value, a string: *@s (valid until the next string is taken;
+ * NUL-terminated only when it had escapes) and its length *@n; false when it is not one */
+bool jr_string(struct jr *r, const char **s, size_t *n);
+/** jr_number() - take the next value, a number: JR_INT (*@i, and *@d the same as a double)
+ * or JR_REAL (*@d); JR_NONE (bad) when it is not one, or past int64_t or a double */
+enum jr_type jr_number(struct jr *r, int64_t *i, double *d);
+/** jr_skip() - take the next value, whatever it is, checking it whole */
+void jr_skip(struct jr *r);
+/** jr_end() - whether nothing but white space is left and the text was good */
+bool jr_end(struct jr *r);
+
 /* tree.c: the call path nodes of one process, from a Query.tree reply */
 
 /* A call path node: one RegionStats of the reply (inclusive figures), linked to its parent
@@ -621,6 +691,24 @@ char *tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryRe
 
 /* call.c */
 
+/* An arena for what protobuf-c unpacks: blocks of @block_size bytes at least (0: 1 MiB), all
+ * freed at once, none per message. */
+struct arena {
+	char **block;
+	size_t n_block;
+	char *at; /* room left in the last block */
+	size_t left, block_size;
+};
+
+/** arena_allocator() - protobuf-c's allocator taking from @a (borrowed: it must outlive what
+ * is unpacked); freeing one message through it does nothing, arena_free() frees them all.
+ * Exits on allocation failure. */
+ProtobufCAllocator arena_allocator(struct arena *a);
+/** arena_reset() - forget what @a holds (its first block kept, for the next message) */
+void arena_reset(struct arena *a);
+/** arena_free() - free what @a holds; it is then empty */
+void arena_free(struct arena *a);
+
 /** response_freep() - cleanup helper: free *@r (NULL ok), protobuf-c's unpacked Response */
 void response_freep(Pmc__Response **r);
 
@@ -723,9 +811,15 @@ void query_table(const Pmc__QueryReply *q, const char *why);
  */
 char *filters_text(const struct opts *o, bool names);
 
+struct jw;
+
 /** region_json() - the object query's "regions" lists for @r (name, pid, comm, uid, count,
  * wall_ns, events, derived), new (the caller's reference); exits on allocation failure */
 json_t *region_json(const Pmc__RegionStats *r);
+
+/** region_write() - region_json()'s text of @r, written by @w as it goes (an object where
+ * the caller placed it, indented from @w->indent) */
+void region_write(struct jw *w, const Pmc__RegionStats *r);
 
 /** query_csv_fields() - print to stdout the fields of query's CSV row of @r's event @e
  * (NULL: the wall time row), without ending the row: the caller adds its own, then
@@ -843,8 +937,12 @@ struct jw {
 	FILE *f;
 	int indent;
 	bool first;
+	char *buf; /* NULL: each piece written to @f at once; else @cap bytes kept until full */
+	size_t len, cap;
 };
 
+/** jw_flush() - write to @w->f what @w's buffer holds: before anything else writes to it */
+void jw_flush(struct jw *w);
 /** jw_raw() - write @s as it is */
 void jw_raw(struct jw *w, const char *s);
 /** jw_string() - write @s as a JSON string, escaped (escape_text()) */
@@ -866,6 +964,20 @@ void jw_u64(struct jw *w, const char *key, uint64_t v);
 void jw_real(struct jw *w, const char *key, double v);
 /** jw_bool() - member @key, true or false */
 void jw_bool(struct jw *w, const char *key, bool v);
+/** jw_u64_value() - an unsigned integer where the caller placed it (an array's element) */
+void jw_u64_value(struct jw *w, uint64_t v);
+
+/* Bytes of the longest text json_real_text() writes, with its NUL. */
+#define JSON_REAL_MAX 40
+
+/**
+ * json_real_text() - @v (finite) as jansson writes a real: "%.17g", a ".0" where that shows
+ * no fraction nor exponent, the exponent without '+' or leading zeros; without printf where
+ * that is fixed notation (1e-4 <= |v| < 1e17)
+ * @buf: JSON_REAL_MAX bytes
+ * Return: the length of the text (NUL-terminated) in @buf.
+ */
+size_t json_real_text(char *buf, double v);
 
 /* Numbers for tables, written to @buf (@len bytes); "-" when not finite. */
 

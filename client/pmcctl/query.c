@@ -203,15 +203,21 @@ stats_write(struct jw *w, const char *key, const Pmc__Stats *s)
 	if (s->n_buckets) {
 		jw_key(w, "buckets");
 		jw_raw(w, "[");
-		for (size_t i = 0; i < s->n_buckets; i++)
-			fprintf(w->f, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", i ? ", " : "",
-			        s->buckets[i]->low, s->buckets[i]->high, s->buckets[i]->count);
+		for (size_t i = 0; i < s->n_buckets; i++) {
+			jw_raw(w, i ? ", [" : "[");
+			jw_u64_value(w, s->buckets[i]->low);
+			jw_raw(w, ", ");
+			jw_u64_value(w, s->buckets[i]->high);
+			jw_raw(w, ", ");
+			jw_u64_value(w, s->buckets[i]->count);
+			jw_raw(w, "]");
+		}
 		jw_raw(w, "]");
 	}
 }
 
 /* region_json() written as it goes: the same text, without building it first. */
-static void
+void
 region_write(struct jw *w, const Pmc__RegionStats *r)
 {
 	jw_open(w, NULL);
@@ -566,13 +572,15 @@ query_print_part(const Pmc__QueryReply *q, void *ctx)
 	struct query_printer *p = ctx;
 
 	if (p->o->format == FORMAT_JSON) {
-		struct jw w = {.f = stdout, .indent = 4};
+		static char buf[1 << 16];
+		struct jw w = {.f = stdout, .indent = 4, .buf = buf, .cap = sizeof(buf)};
 
 		flockfile(stdout);
 		for (size_t i = 0; i < q->n_regions; i++) {
-			fputs_unlocked(p->n_regions + i ? ",\n    " : "\n    ", stdout);
+			jw_raw(&w, p->n_regions + i ? ",\n    " : "\n    ");
 			region_write(&w, q->regions[i]);
 		}
+		jw_flush(&w);
 		funlockfile(stdout);
 		losses_json(p->losses, q);
 	} else if (p->o->format == FORMAT_CSV) {

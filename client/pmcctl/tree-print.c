@@ -37,16 +37,22 @@ struct untracked {
 };
 
 /* A tree reply printed (or handed to @on_tree) process by process as its parts arrive. The
- * nodes of the process not finished yet are kept, copied since each part is freed after its
- * callback, until a node of another process or the end of the reply; a process's untracked
- * samples come in the part that lists its last node, as its losses do. */
+ * nodes of the process not finished yet are kept until a node of another process or the end
+ * of the reply: those of the part at hand as they are, those of earlier parts (each part is
+ * freed after its callback) packed as the wire had them, one buffer for all, about the
+ * reply's own size; a process's untracked samples come in the part that lists its last
+ * node, as its losses do. */
 struct tree_printer {
 	const struct opts *o;
 	bool dump;                  /* after dump's regions (JSON: the member "tree") */
 	bool old_daemon;            /* a node without an id: the daemon knows no Query.tree */
-	Pmc__RegionStats **pending; /* the nodes of the process not finished yet */
-	bool *owned;                /* each: a copy, to free */
+	Pmc__RegionStats **pending; /* the nodes of the process not finished yet, of this part */
 	size_t n_pending, cap_pending;
+	uint8_t *packed; /* its nodes of earlier parts, each packed (RegionStats), end to end */
+	size_t n_packed, cap_packed;
+	size_t *packed_end; /* where each ends in @packed */
+	size_t n_packed_nodes, cap_packed_nodes;
+	int32_t pending_pid; /* the pid of those nodes, when there are */
 	struct untracked *untracked;
 	size_t n_untracked, cap_untracked;
 	size_t n_nodes, n_selected; /* listed, and in the subtrees --region selects */
@@ -65,50 +71,88 @@ static const char *const tree_csv_head[] = {
         "running_ratio", "floor", "too_short", "cgroup", "ns_pid", "path", "self",
 };
 
-/* What a part of a reply lives on in: a deep copy of @r, which the caller frees. */
-static Pmc__RegionStats *
-region_copy(const Pmc__RegionStats *r)
+/* @v (@cap items of @size) grown to hold @need, by half again at least. */
+static void *
+grow_to(void *v, size_t *cap, size_t need, size_t size)
 {
-	size_t n = pmc__region_stats__get_packed_size(r);
-	_cleanup_free_ uint8_t *buf = malloc(n ? n : 1);
-	Pmc__RegionStats *copy;
-
-	if (!buf)
+	if (need <= *cap)
+		return v;
+	size_t c = *cap < 64 ? 64 : *cap + *cap / 2;
+	if (c < need)
+		c = need;
+	v = reallocarray(v, c, size);
+	if (!v)
 		oom();
-	pmc__region_stats__pack(r, buf);
-	copy = pmc__region_stats__unpack(NULL, n, buf);
-	if (!copy)
-		oom();
-	return copy;
+	*cap = c;
+	return v;
 }
 
-/* Forgets the pending nodes, freeing the copies. */
+static size_t
+pending_count(const struct tree_printer *p)
+{
+	return p->n_packed_nodes + p->n_pending;
+}
+
+/* Forgets the pending nodes. */
 static void
 pending_clear(struct tree_printer *p)
 {
-	for (size_t i = 0; i < p->n_pending; i++)
-		if (p->owned[i])
-			pmc__region_stats__free_unpacked(p->pending[i], NULL);
-	p->n_pending = 0;
+	p->n_pending = p->n_packed = p->n_packed_nodes = 0;
 }
 
 static void
 pending_add(struct tree_printer *p, Pmc__RegionStats *r)
 {
-	if (p->n_pending == p->cap_pending) {
-		size_t cap = p->cap_pending ? 2 * p->cap_pending : 64;
-		Pmc__RegionStats **v = reallocarray(p->pending, cap, sizeof(*v));
-		bool *owned = v ? reallocarray(p->owned, cap, sizeof(*owned)) : NULL;
-
-		if (v)
-			p->pending = v;
-		if (!owned)
-			oom();
-		p->owned = owned;
-		p->cap_pending = cap;
-	}
-	p->owned[p->n_pending] = false;
+	p->pending = grow_to(p->pending, &p->cap_pending, p->n_pending + 1, sizeof(*p->pending));
+	p->pending_pid = r->pid;
 	p->pending[p->n_pending++] = r;
+}
+
+/* The part at hand is freed after its callback: its pending nodes packed, to live on. */
+static void
+pending_pack(struct tree_printer *p)
+{
+	for (size_t i = 0; i < p->n_pending; i++) {
+		size_t n = pmc__region_stats__get_packed_size(p->pending[i]);
+
+		p->packed = grow_to(p->packed, &p->cap_packed, p->n_packed + n, 1);
+		p->packed_end = grow_to(p->packed_end, &p->cap_packed_nodes, p->n_packed_nodes + 1,
+		                        sizeof(*p->packed_end));
+		p->n_packed += pmc__region_stats__pack(p->pending[i], p->packed + p->n_packed);
+		p->packed_end[p->n_packed_nodes++] = p->n_packed;
+	}
+	p->n_pending = 0;
+}
+
+/* Every pending node, in the reply's order, in *@out (the caller frees it and @a): those of
+ * earlier parts unpacked into @a, whose packed bytes are then forgotten. */
+static size_t
+pending_all(struct tree_printer *p, struct arena *a, Pmc__RegionStats ***out)
+{
+	size_t n = pending_count(p), from = 0;
+	Pmc__RegionStats **all = calloc(n ? n : 1, sizeof(*all));
+	ProtobufCAllocator alloc;
+
+	if (!all)
+		oom();
+	/* Unpacked, a node takes some 4 times its packed bytes (its messages' structs): blocks
+	 * of an eighth of that, 1 MiB at least. */
+	a->block_size = p->n_packed / 2 < (1u << 20) ? (1u << 20) : p->n_packed / 2;
+	alloc = arena_allocator(a);
+	for (size_t i = 0; i < p->n_packed_nodes; i++) {
+		all[i] = pmc__region_stats__unpack(&alloc, p->packed_end[i] - from,
+		                                   p->packed + from);
+		if (!all[i])
+			oom();
+		from = p->packed_end[i];
+	}
+	if (p->n_pending)
+		memcpy(all + p->n_packed_nodes, p->pending, p->n_pending * sizeof(*all));
+	free(p->packed);
+	p->packed = NULL;
+	p->n_packed = p->cap_packed = 0;
+	*out = all;
+	return n;
 }
 
 static void
@@ -150,7 +194,8 @@ tree_printer_free(struct tree_printer *p)
 {
 	pending_clear(p);
 	free(p->pending);
-	free(p->owned);
+	free(p->packed);
+	free(p->packed_end);
 	for (size_t i = 0; i < p->n_untracked; i++)
 		free(p->untracked[i].reason);
 	free(p->untracked);
@@ -550,10 +595,14 @@ untracked_flush(struct tree_printer *p, const int32_t *pending)
 static void
 tree_flush(struct tree_printer *p)
 {
-	for (size_t i = 0; i < p->n_pending;) {
+	struct arena a = {0};
+	Pmc__RegionStats **all;
+	size_t n = pending_all(p, &a, &all);
+
+	for (size_t i = 0; i < n;) {
 		struct tree t;
 
-		i += tree_build(&t, p->pending + i, p->n_pending - i);
+		i += tree_build(&t, all + i, n - i);
 		size_t selected = tree_select(&t, p->o->regions, p->o->n_regions);
 
 		p->n_nodes += t.n;
@@ -563,6 +612,8 @@ tree_flush(struct tree_printer *p)
 		untracked_forget(p, t.pid);
 		tree_free(&t);
 	}
+	free(all);
+	arena_free(&a);
 	pending_clear(p);
 }
 
@@ -583,18 +634,12 @@ tree_part(const Pmc__QueryReply *q, void *ctx)
 			pending_clear(p);
 			return;
 		}
-		if (p->n_pending && r->pid != p->pending[0]->pid)
+		if (pending_count(p) && r->pid != p->pending_pid)
 			tree_flush(p);
 		pending_add(p, r);
 	}
-	untracked_flush(p, p->n_pending ? &p->pending[0]->pid : NULL);
-	/* The part is freed after this: what is still pending lives on in copies. */
-	for (size_t i = 0; i < p->n_pending; i++) {
-		if (!p->owned[i]) {
-			p->pending[i] = region_copy(p->pending[i]);
-			p->owned[i] = true;
-		}
-	}
+	untracked_flush(p, pending_count(p) ? &p->pending_pid : NULL);
+	pending_pack(p);
 }
 
 /* Asks for the call path nodes of the processes @o selects and prints their trees (or hands

@@ -2,7 +2,8 @@
  * and what it read compared (diff_compare()) in every output format, with and without a
  * gate. The first byte chooses the format and the gate; the rest is the BASE file, up to a
  * NUL byte, then the CURRENT one (none: BASE against itself). A file refused must come
- * with a reason; one read, compared against itself, must trip no gate. A crash, a leak or a
+ * with a reason; one read, compared against itself, must trip no gate; the reader (jread.c)
+ * must take exactly the JSON that jansson's json_loadb() takes. A crash, a leak or a
  * sanitizer report fails.
  *
  * Seeds: tests/fuzz/corpus-diff (files of dump and run --format json, each behind a
@@ -18,13 +19,23 @@ parse(const uint8_t *data, size_t len)
 {
 	struct diff_file *f = NULL;
 	char *why = NULL;
+	json_error_t err;
+	json_t *root = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &err);
+	bool gzip = len >= 2 && data[0] == 0x1f && data[1] == 0x8b;
 
+	json_decref(root);
 	if (diff_file_parse(data, len, &f, &why) < 0) {
 		if (!why || !why[0])
 			abort(); /* a refusal says why */
+		/* The reader takes the JSON jansson takes, no more, no less. */
+		if (!gzip && (!strncmp(why, "not valid JSON", 14) != !root ||
+		              !strncmp(why, "not JSON as pmcctl reads it", 27)))
+			abort();
 		free(why);
 		return NULL;
 	}
+	if (!root)
+		abort();
 	return f;
 }
 

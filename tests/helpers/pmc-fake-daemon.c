@@ -5,14 +5,24 @@
  *   silent SOCK     accepts every connection ("accept"), reads nothing, answers nothing
  *   hello SOCK      answers each Hello ("hello"); each RegisterThread is printed
  *                   ("register tid=N") and never answered; anything else is read and dropped
- *   stream SOCK N   answers each Hello; answers a Query with parts of N regions of one
+ *   stream SOCK N [PARTS]
+ *                   answers each Hello; answers a Query with parts of N regions of one
  *                   process, each marked `more`, for ever ("query" once, then "part K" every
- *                   1,000 parts), until the client goes
+ *                   1,000 parts), until the client goes; with PARTS, PARTS parts and the
+ *                   reply ends, its call path nodes a tree 20 levels deep (node K under
+ *                   K / 2), not a chain (bench/pprof-diff.sh)
  *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
  *                   came on): answers Hello ("hello"), answers each RegisterThread with one
  *                   counter (task-clock of that thread, opened here: root) ("register
  *                   tid=N"), reads and counts the rest: each SampleBatch ("batch n=SAMPLES
  *                   dropped=D"); MS 0 answers at once (a test stops it with SIGSTOP)
+ *   fixed SOCK SEED answers each Hello; answers each Query with the same made-up reply, in
+ *                   parts: 3 processes of 7 regions (names with quotes, escapes, bytes that
+ *                   are not UTF-8), 0 to 4 events each with histograms, derived ratios,
+ *                   floors, multiplexed figures, losses; with Query.tree, their call path
+ *                   nodes. SEED picks the figures (the names are the same for every
+ *                   SEED but one region each); the byte-exact outputs of pmcctl are checked
+ *                   against it (e2e-json-fixed)
  *   plant DIR TARGET
  *                   no daemon: watches DIR (inotify) and replaces each directory made
  *                   there by a symlink to TARGET as soon as it appears (renamed away:
@@ -100,9 +110,10 @@ answer_register(int fd, pid_t tid)
 	return r;
 }
 
-/* Query parts of @n regions of pid 4242, one event each, until the client goes or a stop. */
+/* Query parts of @n regions of pid 4242, one event each, until the client goes or a stop,
+ * or @parts parts (0: no end). */
 static void
-stream_forever(int fd, unsigned n)
+stream_forever(int fd, unsigned n, unsigned long parts)
 {
 	Pmc__Stats st = PMC__STATS__INIT;
 	Pmc__EventStats ev = PMC__EVENT_STATS__INIT;
@@ -117,7 +128,7 @@ stream_forever(int fd, unsigned n)
 	st.mean = 1000;
 	ev.name = (char *)"page-faults";
 	ev.stats = &st;
-	for (unsigned long part = 1; !stop; part++) {
+	for (unsigned long part = 1; !stop && (!parts || part <= parts); part++) {
 		Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
 		Pmc__Response resp = PMC__RESPONSE__INIT;
 
@@ -134,12 +145,12 @@ stream_forever(int fd, unsigned n)
 			/* Tree nodes, each under the one before: query --tree and flamegraph
 			 * keep every node of a process until the process ends. */
 			rs[i].path = (uint32_t)((part - 1) * n + i + 1);
-			rs[i].parent = rs[i].path - 1;
+			rs[i].parent = parts ? rs[i].path / 2 : rs[i].path - 1;
 			v[i] = &rs[i];
 		}
 		qr.n_regions = n;
 		qr.regions = v;
-		qr.more = true;
+		qr.more = !parts || part < parts;
 		resp.body_case = PMC__RESPONSE__BODY_QUERY;
 		resp.query = &qr;
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -156,6 +167,175 @@ stream_forever(int fd, unsigned n)
 	free(rs);
 	free(v);
 	free(names);
+}
+
+/* fixed: splitmix64, the figures' deterministic stream. */
+static uint64_t
+fixed_rng(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+#define FIXED_PROCS 3
+#define FIXED_REGIONS 7
+#define FIXED_N (FIXED_PROCS * FIXED_REGIONS)
+#define FIXED_EVENTS 4
+
+/* One made-up reply: its regions and what they point to. */
+struct fixed {
+	Pmc__RegionStats r[FIXED_N], *rp[FIXED_N];
+	Pmc__Stats st[FIXED_N][1 + FIXED_EVENTS];
+	Pmc__Bucket b[FIXED_N][1 + FIXED_EVENTS][3], *bp[FIXED_N][1 + FIXED_EVENTS][3];
+	Pmc__EventStats ev[FIXED_N][FIXED_EVENTS], *evp[FIXED_N][FIXED_EVENTS];
+	Pmc__Derived dv[FIXED_N], *dvp[FIXED_N];
+	Pmc__ProcessLoss loss[2], *lossp[2], untracked[1], *untrackedp[1];
+	char names[FIXED_N][48];
+};
+
+static void
+fixed_stats(Pmc__Stats *s, Pmc__Bucket *b, Pmc__Bucket **bp, uint64_t count, uint64_t *rng)
+{
+	uint64_t low = 100 + fixed_rng(rng) % 5000, step = 1 + fixed_rng(rng) % 900;
+
+	pmc__stats__init(s);
+	s->n_buckets = count ? 1 + fixed_rng(rng) % 3 : 0;
+	s->buckets = bp;
+	uint64_t left = count;
+	for (size_t i = 0; i < s->n_buckets; i++) {
+		pmc__bucket__init(&b[i]);
+		b[i].low = low + 2 * i * step;
+		b[i].high = b[i].low + step - 1;
+		b[i].count = i + 1 == s->n_buckets ? left : left / 2;
+		left -= b[i].count;
+		bp[i] = &b[i];
+		s->sum += b[i].count * (b[i].low + step / 3);
+	}
+	s->min = count ? low : 0;
+	s->max = count ? b[s->n_buckets - 1].high : 0;
+	s->mean = count ? (double)s->sum / (double)count : 0;
+	s->stddev = (double)(fixed_rng(rng) % 100000) / 7.0;
+	s->p50 = s->mean * 0.97;
+	s->p90 = s->mean * 1.3;
+	s->p99 = s->mean * 1.99;
+}
+
+/* The made-up reply of @seed in @f; @tree: as call path nodes, each under one before it. */
+static void
+fixed_make(struct fixed *f, unsigned seed, bool tree)
+{
+	static const char *const event[FIXED_EVENTS] = {"task-clock", "page-faults", "cycles",
+	                                                "instructions"};
+	static const char *const odd[FIXED_REGIONS] = {"main",
+	                                               "parse \"quoted\"",
+	                                               "back\\slash",
+	                                               "esc\x1b[31mred",
+	                                               "rtl\xe2\x80\xae"
+	                                               "abc",
+	                                               "bad\xffutf8",
+	                                               "caf\xc3\xa9 \xf0\x9f\x98\x80"};
+	uint64_t rng = seed;
+
+	memset(f, 0, sizeof(*f));
+	for (size_t i = 0; i < FIXED_N; i++) {
+		Pmc__RegionStats *r = &f->r[i];
+		size_t proc = i / FIXED_REGIONS, k = i % FIXED_REGIONS;
+
+		pmc__region_stats__init(r);
+		/* The same names for every seed, but the last region of each process. */
+		snprintf(f->names[i], sizeof(f->names[i]), "%s%s", odd[k],
+		         k == FIXED_REGIONS - 1 && seed > 1 ? "-new" : "");
+		r->name = f->names[i];
+		r->pid = (int32_t)(1000 + proc);
+		r->comm = proc == 2 ? (char *)"other\tcomm" : (char *)"app";
+		r->cgroup = (char *)"/system.slice/app.service";
+		r->ns_pid = proc == 1 ? 7 : 0;
+		r->uid = 1000;
+		r->count = k == 3 ? 0 : 1 + fixed_rng(&rng) % 100000;
+		fixed_stats(&f->st[i][0], f->b[i][0], f->bp[i][0], r->count, &rng);
+		r->wall_ns = &f->st[i][0];
+		if (k == 2) {
+			r->wall_floor = 120;
+			r->wall_too_short = true;
+		}
+		r->n_events = k % (FIXED_EVENTS + 1);
+		r->events = f->evp[i];
+		for (size_t j = 0; j < r->n_events; j++) {
+			Pmc__EventStats *e = &f->ev[i][j];
+
+			pmc__event_stats__init(e);
+			e->name = (char *)event[j];
+			fixed_stats(&f->st[i][1 + j], f->b[i][1 + j], f->bp[i][1 + j], r->count,
+			            &rng);
+			e->stats = &f->st[i][1 + j];
+			if (j == 2) {
+				e->scaled_count = r->count / 3;
+				e->scaled_ratio = 0.4 + (double)(fixed_rng(&rng) % 1000) / 2000;
+			}
+			e->floor = r->wall_floor ? 30 + j : 0;
+			e->too_short = r->wall_floor && j == 1;
+			f->evp[i][j] = e;
+		}
+		if (r->n_events >= 4) {
+			pmc__derived__init(&f->dv[i]);
+			f->dv[i].name = (char *)"ipc";
+			f->dv[i].value = (double)f->st[i][4].sum / (double)(f->st[i][3].sum + 1);
+			f->dvp[i] = &f->dv[i];
+			r->n_derived = 1;
+			r->derived = &f->dvp[i];
+		}
+		if (tree) {
+			r->path = (uint32_t)(k + 1);
+			r->parent = k ? (uint32_t)(k + 1) / 2 : 0;
+		}
+		f->rp[i] = r;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		pmc__process_loss__init(&f->loss[i]);
+		f->loss[i].pid = (int32_t)(1000 + i);
+		f->loss[i].reason = i ? (char *)"queue-full" : (char *)"thread-limit";
+		f->loss[i].count = 1 + fixed_rng(&rng) % 50;
+		f->lossp[i] = &f->loss[i];
+	}
+	pmc__process_loss__init(&f->untracked[0]);
+	f->untracked[0].pid = 1001;
+	f->untracked[0].reason = (char *)"path-depth";
+	f->untracked[0].count = 3;
+	f->untrackedp[0] = &f->untracked[0];
+}
+
+/* fixed: the reply of @seed to @q, in parts of 5 regions. */
+static void
+fixed_answer(int fd, const Pmc__Query *q, unsigned seed)
+{
+	static struct fixed f;
+
+	fixed_make(&f, seed, q->tree);
+	for (size_t at = 0; at < FIXED_N; at += 5) {
+		Pmc__QueryReply qr = PMC__QUERY_REPLY__INIT;
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		bool last = at + 5 >= FIXED_N;
+
+		qr.regions = f.rp + at;
+		qr.n_regions = last ? FIXED_N - at : 5;
+		qr.more = !last;
+		if (last) {
+			qr.visible = FIXED_N;
+			qr.all_users = true;
+			qr.n_losses = 2;
+			qr.losses = f.lossp;
+			if (q->tree) {
+				qr.n_untracked = 1;
+				qr.untracked = f.untrackedp;
+			}
+		}
+		resp.body_case = PMC__RESPONSE__BODY_QUERY;
+		resp.query = &qr;
+		if (reply(fd, &resp) < 0)
+			return;
+	}
 }
 
 /* plant: what a user who owns @dir can do to a directory someone else makes in it. */
@@ -196,10 +376,10 @@ main(int argc, char **argv)
 {
 	if (argc < 3 ||
 	    (strcmp(argv[1], "silent") && strcmp(argv[1], "hello") && strcmp(argv[1], "stream") &&
-	     strcmp(argv[1], "plant") && strcmp(argv[1], "slow")) ||
-	    ((!strcmp(argv[1], "stream") || !strcmp(argv[1], "plant") ||
-	      !strcmp(argv[1], "slow")) &&
-	     argc != 4)) {
+	     strcmp(argv[1], "plant") && strcmp(argv[1], "slow") && strcmp(argv[1], "fixed")) ||
+	    ((!strcmp(argv[1], "plant") || !strcmp(argv[1], "slow") || !strcmp(argv[1], "fixed")) &&
+	     argc != 4) ||
+	    (!strcmp(argv[1], "stream") && argc != 4 && argc != 5)) {
 		fprintf(stderr, "usage: see the top of pmc-fake-daemon.c\n");
 		return 2;
 	}
@@ -276,7 +456,12 @@ main(int argc, char **argv)
 			} else if (req->body_case == PMC__REQUEST__BODY_QUERY &&
 			           !strcmp(mode, "stream")) {
 				printf("query\n");
-				stream_forever(p[i].fd, (unsigned)atoi(argv[3]));
+				stream_forever(p[i].fd, (unsigned)atoi(argv[3]),
+				               argc > 4 ? strtoul(argv[4], NULL, 10) : 0);
+			} else if (req->body_case == PMC__REQUEST__BODY_QUERY &&
+			           !strcmp(mode, "fixed")) {
+				printf("query\n");
+				fixed_answer(p[i].fd, req->query, (unsigned)atoi(argv[3]));
 			}
 			pmc__request__free_unpacked(req, NULL);
 		}
