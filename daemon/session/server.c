@@ -280,6 +280,14 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	srv->hist_budget.limit = (size_t)pol->max_memory_mib << 20;
 	srv->users.parent = &srv->hist_budget;
 	srv->users.hist_limit = (size_t)pol->max_memory_per_user_mib << 20;
+	if (!pol->max_define_memory_mib)
+		pol->max_define_memory_mib = 32;
+	if (!pol->max_define_memory_per_user_mib)
+		pol->max_define_memory_per_user_mib =
+		        pol->max_define_memory_mib / 4 ? pol->max_define_memory_mib / 4 : 1;
+	srv->define_budget.limit = (size_t)pol->max_define_memory_mib << 20;
+	srv->users.define_parent = &srv->define_budget;
+	srv->users.define_limit = (size_t)pol->max_define_memory_per_user_mib << 20;
 	if (!pol->max_fds_per_user) {
 		size_t room =
 		        srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;

@@ -86,6 +86,10 @@
  *                            connection must be closed; noreg: a Define before any thread
  *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
  * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
+ *   SOCKET names-batch N     register, then send one SampleBatch naming N regions (ids 1 to
+ *                            4,096 in turn, id i named "n<i>": 4,096 names, then the same
+ *                            again) with one sample of region 1 (1000 ns, value 1); then a
+ *                            Status: prints "sent" once it is answered
  *   SOCKET define-flood CONNS PATHS
  *                            CONNS connections agreeing on call paths, each defining 64
  *                            regions, then PATHS call paths (a tree of 64 branches a node:
@@ -95,6 +99,9 @@
  *                            then registers and sends a sample (1000 ns, 1 page fault)
  *                            of path 1 and one of the last path defined on connection 1,
  *                            and calls Status on each: prints "sent"
+ *   SOCKET define-flood CONNS PATHS hold
+ *                            the same, then keeps its connections open until a line
+ *                            comes on stdin (or it ends)
  *   SOCKET command-unread CONNS REQS
  *                            fork a child that never execs; on each of CONNS connections,
  *                            REQS OpenCommands for it (per task, with the anchor), each
@@ -628,7 +635,7 @@ command_unread(const char *path, int n_conns, int n_reqs)
 
 /* define-flood (see the top of the file). */
 static int
-define_flood(const char *path, int n_conns, uint32_t n_paths)
+define_flood(const char *path, int n_conns, uint32_t n_paths, bool hold)
 {
 	enum { REGIONS = 64 };
 	const char *per_env = getenv("PMC_DEFINE_PER");
@@ -687,6 +694,11 @@ define_flood(const char *path, int n_conns, uint32_t n_paths)
 		if (status_served(socks[c]) < 0)
 			return 1;
 	printf("sent\n");
+	fflush(stdout);
+	if (hold) {
+		char line[8];
+		(void)!fgets(line, sizeof(line), stdin);
+	}
 	free(socks);
 	free(id);
 	free(parent);
@@ -790,8 +802,9 @@ main(int argc, char **argv)
 		printf("refused=%d\nclosed=%d\n", refused, closed);
 		return 0;
 	}
-	if (!strcmp(mode, "define-flood") && argc == 5)
-		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10));
+	if (!strcmp(mode, "define-flood") && (argc == 5 || (argc == 6 && !strcmp(argv[5], "hold"))))
+		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10),
+		                    argc == 6);
 	if (!strcmp(mode, "command-unread") && argc == 5)
 		return command_unread(argv[1], atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(mode, "spray") && argc == 5) {
@@ -1066,6 +1079,36 @@ main(int argc, char **argv)
 				printf("name=%s\n", resp->register_reply->events[i]->name);
 		pmc__response__free_unpacked(resp, NULL);
 		return err ? 1 : 0;
+	}
+	if (!strcmp(mode, "names-batch") && argc == 4) {
+		uint32_t n = (uint32_t)strtoul(argv[3], NULL, 10), one = 1;
+		uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
+		char **names = calloc(n ? n : 1, sizeof(*names));
+		char *text = calloc(n ? n : 1, 8);
+		uint64_t wall = 1000, value = 1;
+		if (!ids || !names || !text || register_self(fd) < 0)
+			return 1;
+		for (uint32_t i = 0; i < n; i++) {
+			ids[i] = i % 4096 + 1;
+			names[i] = text + 8 * (size_t)i;
+			snprintf(names[i], 8, "n%u", ids[i]);
+		}
+		struct batch c = {.n = 1,
+		                  .ne = 1,
+		                  .n_def = n,
+		                  .region = &one,
+		                  .def_id = ids,
+		                  .wall = &wall,
+		                  .values = &value,
+		                  .def_name = names};
+		int r = send_batch(fd, &c) < 0 || status_served(fd) < 0;
+		free(ids);
+		free(names);
+		free(text);
+		if (r)
+			return 1;
+		printf("sent\n");
+		return 0;
 	}
 	if (!strcmp(mode, "regions") && argc == 5) {
 		uint32_t n = (uint32_t)atoi(argv[3]);
