@@ -114,6 +114,11 @@
  *                            (at most 253) fds of /dev/null, all at once; wait (60 s at
  *                            most) until the daemon has closed or refused every one; prints
  *                            sent=N (datagrams sent) and closed=N
+ *   SOCKET linger CONNS      open CONNS connections, each saying Hello, and print "ready";
+ *                            once a line comes on stdin, send on each a Status carrying one
+ *                            fd of /dev/null, then wait (60 s at most) until the daemon has
+ *                            closed each (or answered it): prints closed=N, answered=N,
+ *                            unsent=N (closed before its Status could be sent)
  *   SOCKET fill-exit N       fork N processes, each of which says Hello, registers, sends
  *                            batches of 64 samples of region r0 until its socket (1 MiB
  *                            send buffer, as wmem_max allows) is full
@@ -706,6 +711,25 @@ define_flood(const char *path, int n_conns, uint32_t n_paths, bool hold)
 	return 0;
 }
 
+/* Waits (60 s at most) until the daemon closes @fd: 0; with @answer, 1 once it answers
+ * instead (a datagram); -1 when neither came. */
+static int
+wait_closed(int fd, bool answer)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	for (int t = 0; t < 600; t++) {
+		char b[512];
+		if (poll(&p, 1, 100) > 0) {
+			ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+			if (n == 0 || (n < 0 && errno != EAGAIN))
+				return 0;
+			if (n > 0 && answer)
+				return 1;
+		}
+	}
+	return -1;
+}
+
 /* This program plays clients that stop anywhere (an error path, a flood cut short, a
  * daemon that closed on it): what it holds then goes with the process, no leak of pmc's.
  * LeakSanitizer's documented hook, for the sanitized builds (e2e-fd-spray, e2e-closer-fuse,
@@ -855,22 +879,48 @@ main(int argc, char **argv)
 				continue;
 			}
 			/* Closed, or refused: an answer (an error), then closed. */
-			struct pollfd p = {.fd = socks[i], .events = POLLIN};
-			for (int t = 0; t < 600; t++) {
-				char b[512];
-				if (poll(&p, 1, 100) > 0) {
-					ssize_t n = recv(socks[i], b, sizeof(b), MSG_DONTWAIT);
-					if (n == 0 || (n < 0 && errno != EAGAIN)) {
-						closed++;
-						break;
-					}
-				}
-			}
+			closed += wait_closed(socks[i], false) == 0;
 			close(socks[i]);
 		}
 		printf("sent=%d\nclosed=%d\n", sent, closed);
 		free(socks);
 		free(nulls);
+		return 0;
+	}
+	if (!strcmp(mode, "linger") && argc == 4) {
+		int conns = atoi(argv[3]), closed = 0, answered = 0, unsent = 0;
+		if (conns < 1 || conns > 4096)
+			return 2;
+		int *socks = calloc((size_t)conns, sizeof(int));
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (!socks || null < 0)
+			return 1;
+		for (int i = 0; i < conns; i++)
+			if ((socks[i] = pmc_wire_connect(argv[1])) < 0 || hello(socks[i]) < 0) {
+				printf("connection %d refused\n", i);
+				return 1;
+			}
+		printf("ready\n");
+		fflush(stdout);
+		char line[8];
+		(void)!fgets(line, sizeof(line), stdin);
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		for (int i = 0; i < conns; i++) {
+			if (pmc_wire_send(socks[i], &req.base, &null, 1, MSG_DONTWAIT) < 0) {
+				closed++; /* closed already */
+				unsent++;
+			} else {
+				int r = wait_closed(socks[i], true);
+				closed += r == 0;
+				answered += r == 1;
+			}
+			close(socks[i]);
+		}
+		printf("closed=%d\nanswered=%d\nunsent=%d\n", closed, answered, unsent);
+		free(socks);
 		return 0;
 	}
 	if (!strcmp(mode, "fill-exit") && argc == 4) {
