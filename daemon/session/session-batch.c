@@ -68,6 +68,23 @@ session_region(const struct session *s, uint32_t id)
 	return id > ids_bound(s) && id <= PMC_LIMIT_REGION_ID ? &refused_region : NULL;
 }
 
+/* Says once per uid that @s's uid has no room for a larger table of ids. */
+static void
+warn_define_share(struct session *s)
+{
+	struct user_share *u = s->user;
+	if (u->warned_define)
+		return;
+	u->warned_define = true;
+	log_warn_limited("pid %d: uid %d holds %zu bytes of tables of region and call path ids, "
+	                 "past its share (--max-define-memory-per-user %u MiB) as far as the "
+	                 "other users' shares allow (--max-define-memory %u MiB): samples of its "
+	                 "connections' later new ids are dropped (counted as max-regions)",
+	                 (int)s->pid, (int)s->uid, u->define.used,
+	                 s->srv->policy.max_define_memory_per_user_mib,
+	                 s->srv->policy.max_define_memory_mib);
+}
+
 /* Grows the table *@v of *@n slots of @elem bytes to hold index @id (doubled, up to @max + 1
  * slots), the bytes charged to @s's uid (--max-define-memory-per-user, share.h's rule;
  * --max-define-memory in all). Return: 0, 1 when the share refused them (*@full set: the
@@ -84,20 +101,7 @@ table_grow(struct session *s, void **v, size_t *n, uint32_t id, uint32_t max, si
 	if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
 		grown = want; /* the least that holds @id */
 		if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
-			if (!u->warned_define)
-				log_warn_limited(
-				        "pid %d: uid %d holds %zu bytes of tables of region and "
-				        "call "
-				        "path ids, past its share (--max-define-memory-per-user %u "
-				        "MiB) "
-				        "as far as the other users' shares allow "
-				        "(--max-define-memory "
-				        "%u MiB): samples of its connections' later new ids are "
-				        "dropped (counted as max-regions)",
-				        (int)s->pid, (int)s->uid, u->define.used,
-				        s->srv->policy.max_define_memory_per_user_mib,
-				        s->srv->policy.max_define_memory_mib);
-			u->warned_define = true;
+			warn_define_share(s);
 			*full = true;
 			return 1;
 		}
@@ -547,9 +551,9 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 
 /* @b's region names, from s->batch_next on, DEFINE_STEP at a time until the slice's end
  * (srv->deadline_ns), as a Define's: past it, SESSION_BATCH_MORE (the caller keeps the
- * datagram, handled again at the connection's next slice, which goes on from there), its
- * uid's other connections waiting meanwhile (user_share.defining). Return: 0 once all are
- * defined, SESSION_BATCH_MORE, or < 0 to close the connection. */
+ * request, s->batch_req, handled again at the connection's next slice, which goes on from
+ * there), its uid's other connections waiting meanwhile (user_share.defining). Return: 0 once all
+ * are defined, SESSION_BATCH_MORE, or < 0 to close the connection. */
 static int
 batch_names(struct session *s, const Pmc__SampleBatch *b)
 {
