@@ -16,7 +16,10 @@
                                    region "to-thread" around asyncio.to_thread() of a region
                                    "in-thread" (another thread: its own regions); then a
                                    child task whose region "orphan-inner" is still open when
-                                   its creator's "orphan-outer" ends (orphan=RuntimeError)
+                                   its creator's "orphan-outer" ends (orphan=RuntimeError);
+                                   and a function decorated with region "deco-b" called in a
+                                   task while another's region "holder" is open
+                                   (deco_crossed=RuntimeError, deco_ran=0)
     python-app.py exit K           K regions "unsent", then os._exit(0) at once (what the
                                    library had not sent yet is lost: reason unsent)
 
@@ -78,6 +81,33 @@ async def crossing(k):
 
     await asyncio.gather(task("a"), task("b"))
     return counted, refused
+
+
+async def crossing_call():
+    """A function decorated with pmc.region called in a task while another task's region
+    is open across an await: RuntimeError, and the function is not called."""
+    ran = []
+    opened, done = asyncio.Event(), asyncio.Event()
+
+    @pmc.region("deco-b")
+    def work():
+        ran.append(1)
+
+    async def holder():
+        with pmc.region("holder"):
+            opened.set()
+            await done.wait()
+
+    t = asyncio.create_task(holder())
+    await opened.wait()
+    try:
+        work()
+        verdict = "called"
+    except RuntimeError:
+        verdict = "RuntimeError"
+    done.set()
+    await t
+    return verdict, len(ran)
 
 
 async def nested(k):
@@ -205,6 +235,9 @@ def main():
         print(f"crossed={len(refused)}")
         if refused:
             print(f"message={refused[0]}")
+        verdict, ran = asyncio.run(crossing_call())
+        print(f"deco_crossed={verdict}")
+        print(f"deco_ran={ran}")
         count = asyncio.run(nested(k))
         print(f"orphan={asyncio.run(orphan())}")
     elif mode == "exit":

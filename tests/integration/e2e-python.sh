@@ -10,6 +10,8 @@
 # - two child tasks whose regions end before each await, inside one region of their
 #   creator's: all 2 K counted, under that region in the call tree; a region around
 #   asyncio.to_thread() of a region in the other thread: both counted;
+# - a function decorated with pmc.region called in a task while another task's region is
+#   open: RuntimeError, the function not called;
 # - a child task's region still open when its creator's region ends: that end raises
 #   RuntimeError and the child's region is counted as dropped ("nesting", 1);
 # - PMC_DISABLE=1: nothing raised (regions are no-ops).
@@ -53,6 +55,9 @@ paths=$(pmcctl query --pid "$PID" --tree --format json |
 expect_eq "child tasks' regions nest in their creator's" "$paths" "[[\"gather;step\",$((2 * K))]]"
 expect_eq "a region around to_thread()" "$(count to-thread)" 1
 expect_eq "a region in to_thread()'s thread" "$(count in-thread)" 1
+expect_eq "a decorated call in a task while another's region is open: refused, not called" \
+	"$(kv deco_crossed "$TMP/out") $(kv deco_ran "$TMP/out")" "RuntimeError 0"
+expect_eq "the other's region, counted" "$(count holder)" 1
 expect_eq "a child's region open past its creator's: the end raises" "$(kv orphan "$TMP/out")" RuntimeError
 expect_eq "the creator's region counted" "$(count orphan-outer)" 1
 expect_eq "the child's region counted as dropped, nothing else lost" \
