@@ -94,6 +94,14 @@ usage(FILE *f)
 	        "                            of those, each uid's guaranteed share (default a\n"
 	        "                            quarter; past it as for connections, that uid's\n"
 	        "                            exited processes making room first)\n"
+	        "      --max-define-memory MIB\n"
+	        "                            connections' tables of region and call path ids\n"
+	        "                            (8 bytes an id a Define or batch names; default\n"
+	        "                            32); beyond, later ids are refused, their samples\n"
+	        "                            dropped and counted (max-regions)\n"
+	        "      --max-define-memory-per-user MIB\n"
+	        "                            of that, each uid's guaranteed share (default a\n"
+	        "                            quarter; past it as for connections)\n"
 	        "      --state FILE    keep the aggregates in FILE: restored at start, written\n"
 	        "                      atomically every --state-interval seconds (default 10)\n"
 	        "                      and at SIGTERM, so that they survive a restart\n"
@@ -234,6 +242,11 @@ policy_option(int c, const char *arg, struct policy *p, struct socket_opts *so)
 		return parse_limit("max-memory", arg, &p->max_memory_mib);
 	case 1019:
 		return parse_limit("max-memory-per-user", arg, &p->max_memory_per_user_mib);
+	case 1020:
+		return parse_limit("max-define-memory", arg, &p->max_define_memory_mib);
+	case 1021:
+		return parse_limit("max-define-memory-per-user", arg,
+		                   &p->max_define_memory_per_user_mib);
 	}
 	return -EINVAL;
 }
@@ -352,6 +365,8 @@ main(int argc, char **argv)
 	        {"hello-timeout", required_argument, NULL, 1017},
 	        {"max-memory", required_argument, NULL, 1018},
 	        {"max-memory-per-user", required_argument, NULL, 1019},
+	        {"max-define-memory", required_argument, NULL, 1020},
+	        {"max-define-memory-per-user", required_argument, NULL, 1021},
 	        {"metrics-any", no_argument, NULL, 'A'},
 	        {"metrics-token-file", required_argument, NULL, 'T'},
 	        {"metrics-max-series", required_argument, NULL, 'S'},
@@ -409,7 +424,7 @@ main(int argc, char **argv)
 			if (parse_limit("state-interval", optarg, &state_interval) < 0)
 				return 2;
 			break;
-		case 1011 ... 1019:
+		case 1011 ... 1021:
 		case 1000 ... 1008:
 			if (policy_option(c, optarg, &policy, &sock_opts) < 0) {
 				policy_free(&policy);

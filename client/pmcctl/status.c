@@ -40,6 +40,8 @@ static const char *const status_keys[] = {
         "sys_admin_raised",
         "drain_slices",
         "closes_pending",
+        "define_bytes",
+        "define_slices",
 };
 
 int
@@ -105,6 +107,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		jset(root, "sys_admin_raised", ju64(s->sys_admin_raised));
 		jset(root, "drain_slices", ju64(s->drain_slices));
 		jset(root, "closes_pending", ju64(s->closes_pending));
+		jset(root, "define_bytes", ju64(s->define_bytes));
+		jset(root, "define_slices", ju64(s->define_slices));
 		json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		csv_header(status_keys, ARRAY_SIZE(status_keys));
@@ -139,6 +143,8 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 		csv_u64(s->sys_admin_raised);
 		csv_u64(s->drain_slices);
 		csv_u64(s->closes_pending);
+		csv_u64(s->define_bytes);
+		csv_u64(s->define_slices);
 		csv_end();
 	} else {
 		/* A table only for its sanitizing; printed as "key: value" lines. */
@@ -204,6 +210,11 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 			          "other figure counts them)",
 			          s->histogram_missed);
 		}
+		if (s->define_bytes) {
+			table_add(&t, "id tables:");
+			table_add(&t, "%.1f MiB (the connections' region and call path ids)",
+			          (double)s->define_bytes / 1048576.0);
+		}
 		table_add(&t, "lost samples:");
 		{
 			/* Two kinds: never sent (a process that ended holding them), and sent
@@ -233,6 +244,14 @@ cmd_status(int sock, const struct command *cmd, const struct opts *o)
 			table_add(&t,
 			          "%" PRIu64 " (sent by %s; a file system that does not answer)",
 			          s->closes_pending, s->all_users ? "clients" : "this uid");
+		}
+		if (s->define_slices) {
+			table_add(&t, "define slices:");
+			table_add(&t,
+			          "%" PRIu64
+			          " (turns Defines and batches' names went on past their "
+			          "first)",
+			          s->define_slices);
 		}
 		if (s->drain_slices) {
 			table_add(&t, "drain slices:");

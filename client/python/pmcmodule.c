@@ -9,10 +9,24 @@
  *
  * The GIL is released where the library may wait: the first region of each thread (its
  * registration, a round trip to the daemon) and pmc_flush().
+ *
+ * asyncio: the library's regions nest per thread, and tasks of one event loop share their
+ * thread. A region left open across an await, while another task begins one, would end out
+ * of order (the library drops the inner one: "nesting"), and would count the other task's
+ * work as its own. So the binding keeps, per thread, the regions it opened (an "open"
+ * object each: its parent, its thread) and, in a context variable, the one the running
+ * context opened last: each task runs in a context of its own, which starts as a copy of
+ * its creator's. A region may begin only where the innermost region open on the thread is
+ * the innermost one this context knows of (its own, or one its creator had open: a child
+ * task, asyncio.run() or to_thread() inside a region nest in it); otherwise the enter
+ * raises RuntimeError, naming both regions, and nothing is begun. A region whose end finds
+ * another context's region still open inside it ends that one as dropped (the library's
+ * "nesting") and raises RuntimeError too.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pmc/pmc.h>
+#include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
 
@@ -38,6 +52,155 @@ struct pmcpy_region {
 	int refused; /* the library refused the name (0): each run asks again, and is counted */
 	PyObject *name;
 };
+
+/* One run of a region the binding began: the innermost open one of its thread
+ * (pmcpy_top), and the value of pmcpy_opened in the context that began it. */
+struct pmcpy_open {
+	PyObject_HEAD;
+	struct pmcpy_open *parent; /* what was innermost on the thread when it began (owned) */
+	PyObject *name;            /* the region's name, for the errors (owned) */
+	const void *thread;        /* &pmcpy_top of its thread: who began it */
+	pmc_region_t id;
+	int open; /* 0 once ended (or dropped, ended out of order) */
+};
+
+static PyTypeObject pmcpy_open_type;
+/* PMC_DISABLE set, as the library reads it (secure_getenv, "0" and "" off): regions are
+ * no-ops, never refused. */
+static int pmcpy_disabled;
+/* The innermost region this thread's binding has open (owned; NULL: none). */
+static __thread struct pmcpy_open *pmcpy_top;
+/* Per context: the open object of the region it began last (or its creator had open). */
+static PyObject *pmcpy_opened;
+
+/* The innermost region still open on this thread that the running context knows of
+ * (borrowed; NULL: none), or -1 (an error set). Ended ones and another thread's (a context
+ * copied to a thread: to_thread()) are skipped: what the context began or inherited and
+ * is still open here. */
+static int
+context_innermost(struct pmcpy_open **out)
+{
+	PyObject *v;
+	struct pmcpy_open *o;
+
+	if (PyContextVar_Get(pmcpy_opened, Py_None, &v) < 0)
+		return -1;
+	o = v == Py_None ? NULL : (struct pmcpy_open *)v;
+	while (o && (!o->open || o->thread != &pmcpy_top))
+		o = o->parent;
+	Py_DECREF(v);
+	*out = o;
+	return 0;
+}
+
+/* Sets the running context's innermost open region to @o (NULL: none). 0 or -1. */
+static int
+context_set(struct pmcpy_open *o)
+{
+	PyObject *tok = PyContextVar_Set(pmcpy_opened, o ? (PyObject *)o : Py_None);
+
+	if (!tok)
+		return -1;
+	Py_DECREF(tok);
+	return 0;
+}
+
+static PyObject *
+region_name_of(struct pmcpy_open *o)
+{
+	return o->name ? o->name : Py_None;
+}
+
+/* Begins a region on this thread if the running context may (see the top of this file):
+ * 0, or -1 with RuntimeError (another context's region is open on the thread) or
+ * MemoryError set, and nothing begun. */
+static int
+binding_begin(struct pmcpy_region *r, pmc_region_t id)
+{
+	struct pmcpy_open *mine, *o;
+
+	if (context_innermost(&mine) < 0)
+		return -1;
+	if (mine != pmcpy_top) {
+		PyErr_Format(PyExc_RuntimeError,
+		             "pmc.region(%R) begun while region %R of another asyncio task (or "
+		             "context) is open on this thread, across an await: regions are "
+		             "counted per thread and must end before an await at which other "
+		             "tasks begin regions (end it before the await, or run the work in a "
+		             "thread)",
+		             r->name ? r->name : Py_None, region_name_of(pmcpy_top));
+		return -1;
+	}
+	o = PyObject_New(struct pmcpy_open, &pmcpy_open_type);
+	if (!o)
+		return -1;
+	o->parent = pmcpy_top; /* the thread's reference moves to the new one */
+	Py_XINCREF(r->name);
+	o->name = r->name;
+	o->thread = &pmcpy_top;
+	o->id = id;
+	o->open = 1;
+	if (context_set(o) < 0) {
+		o->parent = NULL;
+		Py_DECREF(o);
+		return -1;
+	}
+	pmcpy_top = o;
+	pmcpy_begin(id);
+	return 0;
+}
+
+/* Ends this context's innermost region of @id: 0, or -1 with RuntimeError when another
+ * context's regions were open inside it (ended as dropped: the library's "nesting"). A
+ * region this context has not open (an end without a begin; one dropped so) ends nothing. */
+static int
+binding_end(pmc_region_t id)
+{
+	struct pmcpy_open *mine, *o;
+	PyObject *v, *inner = NULL;
+	int r;
+
+	if (PyContextVar_Get(pmcpy_opened, Py_None, &v) < 0)
+		return -1;
+	mine = v == Py_None ? NULL : (struct pmcpy_open *)v;
+	if (!mine || mine->thread != &pmcpy_top || mine->id != id) {
+		Py_DECREF(v);
+		return 0;
+	}
+	if (!mine->open) { /* dropped when a region around it ended: already counted */
+		r = context_set(mine->parent);
+		Py_DECREF(v);
+		return r;
+	}
+	pmc_end(id); /* drops what is open inside it, in the library too */
+	if (pmcpy_top != mine) {
+		inner = pmcpy_top->name;
+		Py_XINCREF(inner);
+	}
+	while (pmcpy_top != mine->parent) {
+		o = pmcpy_top;
+		o->open = 0;
+		pmcpy_top = o->parent;
+		Py_XINCREF(pmcpy_top);
+		Py_DECREF(o); /* the thread's reference */
+	}
+	r = context_set(mine->parent);
+	Py_DECREF(v);
+	if (inner) {
+		if (r == 0)
+			PyErr_Format(
+			        PyExc_RuntimeError,
+			        "pmc.region(%R) ended while region %R of another asyncio task "
+			        "(or context), begun inside it, is still open on this thread: "
+			        "that one is dropped (counted as \"nesting\"); regions are counted "
+			        "per thread and must end before an await at which other tasks "
+			        "begin regions",
+			        region_name_of(mine), inner);
+		Py_DECREF(inner);
+		return -1;
+	}
+	return r;
+}
 
 /* A run of region @r whose name the library refused: asked again, so that the library counts
  * this run as dropped (its reason: too long, too many names), as C's PMC_SCOPE is counted at
@@ -114,7 +277,12 @@ region_enter(PyObject *self, PyObject *unused)
 
 	if (__builtin_expect(r->refused, 0))
 		(void)region_id_again(r);
-	pmcpy_begin(r->id);
+	if ((r->id || r->refused) && !pmcpy_disabled) {
+		if (binding_begin(r, r->id) < 0)
+			return NULL;
+	} else {
+		pmcpy_begin(r->id); /* an empty name, or profiling off: nothing to count */
+	}
 	Py_INCREF(self);
 	return self;
 }
@@ -122,7 +290,12 @@ region_enter(PyObject *self, PyObject *unused)
 static PyObject *
 region_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-	pmc_end(((struct pmcpy_region *)self)->id);
+	struct pmcpy_region *r = (struct pmcpy_region *)self;
+
+	if ((!r->id && !r->refused) || pmcpy_disabled)
+		pmc_end(r->id); /* nothing to count */
+	else if (binding_end(r->id) < 0)
+		return NULL;
 	/* False: an exception raised in the region goes on. */
 	Py_RETURN_FALSE;
 }
@@ -185,12 +358,28 @@ function_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObje
 	struct pmcpy_function *f = (struct pmcpy_function *)self;
 	pmc_region_t id = __builtin_expect(f->region->refused, 0) ? region_id_again(f->region)
 	                                                          : f->region->id;
-	PyObject *res;
+	PyObject *res, *et, *ev, *tb;
 
-	pmcpy_begin(id);
+	if ((!id && !f->region->refused) || pmcpy_disabled) { /* nothing to count */
+		pmcpy_begin(id);
+		res = PyObject_Vectorcall(f->func, args, nargsf, kwnames);
+		pmc_end(id);
+		return res;
+	}
+	if (binding_begin(f->region, id) < 0)
+		return NULL;
 	res = PyObject_Vectorcall(f->func, args, nargsf, kwnames);
-	pmc_end(id);
-	return res;
+	if (res) {
+		if (binding_end(id) < 0)
+			Py_CLEAR(res);
+		return res;
+	}
+	/* The function's exception goes on (an end out of order is counted as "nesting"). */
+	PyErr_Fetch(&et, &ev, &tb);
+	if (binding_end(id) < 0)
+		PyErr_Clear();
+	PyErr_Restore(et, ev, tb);
+	return NULL;
 }
 
 static int
@@ -271,10 +460,31 @@ pmcpy_uses_rdpmc(PyObject *mod, PyObject *unused)
 	return PyLong_FromLong(pmc_thread_uses_rdpmc());
 }
 
+static void
+open_dealloc(PyObject *self)
+{
+	struct pmcpy_open *o = (struct pmcpy_open *)self;
+
+	Py_XDECREF(o->parent);
+	Py_XDECREF(o->name);
+	PyObject_Free(self);
+}
+
+static PyTypeObject pmcpy_open_type = {
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pmc._open",
+        .tp_basicsize = sizeof(struct pmcpy_open),
+        .tp_flags = Py_TPFLAGS_DEFAULT,
+        .tp_doc = "A region begun by the binding (the value of its context variable).",
+        .tp_dealloc = open_dealloc,
+};
+
 static PyMethodDef region_methods[] = {
-        {"__enter__", region_enter, METH_NOARGS, "Begin the region on the calling thread."},
+        {"__enter__", region_enter, METH_NOARGS,
+         "Begin the region on the calling thread (RuntimeError, nothing begun: another\n"
+         "asyncio task's region is open on the thread)."},
         {"__exit__", (PyCFunction)(void (*)(void))region_exit, METH_FASTCALL,
-         "End the region (also when an exception leaves it, which goes on)."},
+         "End the region (also when an exception leaves it, which goes on; RuntimeError:\n"
+         "a region of another task, begun inside it, was still open and is dropped)."},
         {NULL, NULL, 0, NULL},
 };
 
@@ -304,7 +514,13 @@ static PyTypeObject pmcpy_region_type = {
                   "    with pmc.region(\"step\"): ...      # the block is the region\n"
                   "    @pmc.region(\"step\")                # each call is the region\n\n"
                   "The name is interned once, when the object is made: keep the object\n"
-                  "(a module-level constant) rather than make one per pass.",
+                  "(a module-level constant) rather than make one per pass. A name with a\n"
+                  "NUL raises ValueError; a name the library refuses (over 127 bytes, too\n"
+                  "many) counts each run as dropped.\n\n"
+                  "Regions nest per thread, which asyncio's tasks share: entering one while\n"
+                  "another task's region is open across an await raises RuntimeError and\n"
+                  "begins nothing; so does ending one while a region of a task it created\n"
+                  "is still open (that one is dropped, \"nesting\").",
         .tp_new = PyType_GenericNew,
         .tp_init = region_init,
         .tp_dealloc = region_dealloc,
@@ -358,8 +574,16 @@ PyInit__pmc(void)
 	PyObject *m;
 
 	pmcpy_function_type.tp_new = NULL;
-	if (PyType_Ready(&pmcpy_region_type) < 0 || PyType_Ready(&pmcpy_function_type) < 0)
+	if (PyType_Ready(&pmcpy_region_type) < 0 || PyType_Ready(&pmcpy_function_type) < 0 ||
+	    PyType_Ready(&pmcpy_open_type) < 0)
 		return NULL;
+	const char *dis = secure_getenv("PMC_DISABLE");
+	pmcpy_disabled = dis && *dis && strcmp(dis, "0");
+	if (!pmcpy_opened) {
+		pmcpy_opened = PyContextVar_New("pmc.opened", NULL);
+		if (!pmcpy_opened)
+			return NULL;
+	}
 	m = PyModule_Create(&pmcpy_module);
 	if (!m)
 		return NULL;

@@ -25,6 +25,7 @@ policy_init(struct policy *p)
 	p->max_total_regions = 262144;
 	p->hello_timeout_s = 10;
 	p->max_memory_mib = 1024;
+	p->max_define_memory_mib = 32;
 }
 
 void

@@ -41,6 +41,10 @@ struct policy {
 	unsigned hello_timeout_s;         /* a connection that says no Hello by then is closed */
 	unsigned max_memory_mib;          /* histogram blocks over every process */
 	unsigned max_memory_per_user_mib; /* of those, one uid's processes' (0: a quarter) */
+	/* Connections' tables of region and call path ids (Define, SampleBatch names) */
+	unsigned max_define_memory_mib;
+	unsigned max_define_memory_per_user_mib; /* of those, one uid's connections' (0: a quarter)
+	                                          */
 };
 
 /** policy_init() - the defaults: no kernel mode for anyone but root, any event. */

@@ -86,21 +86,29 @@ stats_budget_credit(struct stats_budget *b, size_t bytes)
 		b->used = b->used > bytes ? b->used - bytes : 0;
 }
 
-/* Whether @bytes more fit @budget (and its parents; NULL: no budget); charges them if so. */
-static bool
-budget_take(struct stats_budget *budget, size_t bytes)
+bool
+stats_budget_charge(struct stats_budget *budget, size_t bytes)
 {
 	for (struct stats_budget *b = budget; b; b = b->parent)
 		if (b->parent && b->keep != SIZE_MAX
 		            ? !share_allows(b->used, bytes, b->limit, b->parent->used,
 		                            b->parent->limit, b->keep)
-		            : b->used + bytes > b->limit) {
-			budget->missed++;
+		            : bytes > b->limit || b->used > b->limit - bytes)
 			return false;
-		}
 	for (struct stats_budget *b = budget; b; b = b->parent)
 		b->used += bytes;
 	return true;
+}
+
+/* Whether @bytes more fit @budget (and its parents; NULL: no budget); charges them if so,
+ * counts a miss if not. */
+static bool
+budget_take(struct stats_budget *budget, size_t bytes)
+{
+	if (stats_budget_charge(budget, bytes))
+		return true;
+	budget->missed++;
+	return false;
 }
 
 /* The block of group @g, allocated (zeroed, charged to @budget) if @s has none yet; NULL when

@@ -100,6 +100,13 @@ struct stats_budget {
 void stats_budget_credit(struct stats_budget *b, size_t bytes);
 
 /**
+ * stats_budget_charge() - charge @bytes to @b and its parents if they fit all of them (with
+ * a parent and @b->keep other than SIZE_MAX, @b->limit as a share: share_allows())
+ * Return: whether they were charged (nothing is, nor counted in @b->missed, when not).
+ */
+bool stats_budget_charge(struct stats_budget *b, size_t bytes);
+
+/**
  * stats_init() - make @s an empty aggregate
  * @s: the aggregate, caller-owned; any previous contents are overwritten, not freed
  *

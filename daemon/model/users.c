@@ -39,6 +39,9 @@ users_get(struct users *u, uid_t uid)
 	s->hist.parent = u->parent;
 	/* Set before each charge to it (session-batch.c, before a batch is counted). */
 	s->hist.keep = 0;
+	s->define.limit = u->define_limit ? u->define_limit : SIZE_MAX;
+	s->define.parent = u->define_parent;
+	s->define.keep = 0; /* as hist's: set before each charge (session-batch.c) */
 	u->v[u->n++] = s;
 	return s;
 }
@@ -52,6 +55,7 @@ users_others_unused(const struct users *u, uid_t uid, enum users_resource what, 
 		size_t held = what == USERS_CONNECTIONS  ? s->connections
 		              : what == USERS_FDS        ? s->fds
 		              : what == USERS_FDS_UNREAD ? s->fds_unread
+		              : what == USERS_DEFINE     ? s->define.used
 		                                         : s->hist.used;
 		if (s->uid != uid && held)
 			sum += share_unused(held, share);

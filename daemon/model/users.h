@@ -43,6 +43,11 @@ struct user_share {
 	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
 	struct session *defining; /* its connection whose Define goes on in later slices */
 	struct stats_budget hist; /* its processes' histogram blocks */
+	/* Its connections' tables of region and call path ids (what their Defines and
+	 * SampleBatches' names make them hold: 8 bytes an id) */
+	struct stats_budget define;
+	bool warned_define;     /* logged once that its tables reached their share */
+	uint64_t define_slices; /* slices past the first its Defines and batches' names took */
 	/* Of its evicted processes, those of its last USERS_RUN_TAGS pmcctl runs, by their
 	 * run tag (users_tag_evicted()): so that a run can say how many of its command's
 	 * processes it cannot list. Keyed by tag within the uid: another uid's tags, even the
@@ -59,6 +64,9 @@ struct users {
 	size_t n, cap;
 	struct stats_budget *parent; /* the daemon's budget, parent of each user's */
 	size_t hist_limit;           /* each user's share of it */
+	struct stats_budget
+	        *define_parent; /* the daemon's budget of id tables, parent of each user's */
+	size_t define_limit;    /* each user's share of it */
 };
 
 /**
@@ -76,6 +84,7 @@ enum users_resource {
 	USERS_FDS,
 	USERS_FDS_UNREAD,
 	USERS_HISTOGRAMS,
+	USERS_DEFINE,
 };
 
 /**

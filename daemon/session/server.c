@@ -237,6 +237,14 @@ server_use_state(struct server *srv, const char *path, unsigned interval_s)
 	return 0;
 }
 
+/* A per-user share left 0 (the default): a quarter of the @whole, 1 at least. */
+static void
+quarter_of(unsigned *share, unsigned whole)
+{
+	if (!*share)
+		*share = whole / 4 ? whole / 4 : 1;
+}
+
 int
 server_new(int listen_fd, const struct policy *policy, struct server **out)
 {
@@ -269,17 +277,18 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	/* One user's share of each thing every user needs: a quarter, so that one user alone
 	 * never takes it all. */
 	struct policy *pol = &srv->policy;
-	if (!pol->max_clients_per_user)
-		pol->max_clients_per_user = pol->max_clients / 4 ? pol->max_clients / 4 : 1;
-	if (!pol->max_regions_per_user)
-		pol->max_regions_per_user =
-		        pol->max_total_regions / 4 ? pol->max_total_regions / 4 : 1;
-	if (!pol->max_memory_per_user_mib)
-		pol->max_memory_per_user_mib =
-		        pol->max_memory_mib / 4 ? pol->max_memory_mib / 4 : 1;
+	quarter_of(&pol->max_clients_per_user, pol->max_clients);
+	quarter_of(&pol->max_regions_per_user, pol->max_total_regions);
+	quarter_of(&pol->max_memory_per_user_mib, pol->max_memory_mib);
 	srv->hist_budget.limit = (size_t)pol->max_memory_mib << 20;
 	srv->users.parent = &srv->hist_budget;
 	srv->users.hist_limit = (size_t)pol->max_memory_per_user_mib << 20;
+	if (!pol->max_define_memory_mib)
+		pol->max_define_memory_mib = 32;
+	quarter_of(&pol->max_define_memory_per_user_mib, pol->max_define_memory_mib);
+	srv->define_budget.limit = (size_t)pol->max_define_memory_mib << 20;
+	srv->users.define_parent = &srv->define_budget;
+	srv->users.define_limit = (size_t)pol->max_define_memory_per_user_mib << 20;
 	if (!pol->max_fds_per_user) {
 		size_t room =
 		        srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;

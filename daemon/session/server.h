@@ -43,6 +43,8 @@ struct server {
 	struct registry reg;
 	struct users users;              /* what each uid holds, and its figures */
 	struct stats_budget hist_budget; /* every histogram block (--max-memory) */
+	/* every connection's tables of region and call path ids (--max-define-memory) */
+	struct stats_budget define_budget;
 	uint64_t started_ns;
 	struct policy policy;
 	uint64_t samples, batches, dropped, rejected, refused_clients, lost;

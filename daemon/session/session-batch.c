@@ -48,6 +48,16 @@ session_max_id(const struct session *s)
 	return s->srv->policy.max_regions > 4096 ? s->srv->policy.max_regions : 4096;
 }
 
+/* The highest client region id @s keeps: session_max_id(), or less once its uid's share of
+ * id tables refused it a larger table. */
+static uint32_t
+ids_bound(const struct session *s)
+{
+	if (s->ids_full && s->n_ids <= session_max_id(s))
+		return s->n_ids ? (uint32_t)s->n_ids - 1 : 0;
+	return session_max_id(s);
+}
+
 /* The aggregate of client region @id; &refused_region for every id past the table's bound;
  * NULL for an id never defined. */
 static struct region_agg *
@@ -55,7 +65,69 @@ session_region(const struct session *s, uint32_t id)
 {
 	if (id < s->n_ids && s->ids[id])
 		return s->ids[id];
-	return id > session_max_id(s) && id <= PMC_LIMIT_REGION_ID ? &refused_region : NULL;
+	return id > ids_bound(s) && id <= PMC_LIMIT_REGION_ID ? &refused_region : NULL;
+}
+
+/* Says once per uid that @s's uid has no room for a larger table of ids. */
+static void
+warn_define_share(struct session *s)
+{
+	struct user_share *u = s->user;
+	if (u->warned_define)
+		return;
+	u->warned_define = true;
+	log_warn_limited("pid %d: uid %d holds %zu bytes of tables of region and call path ids, "
+	                 "past its share (--max-define-memory-per-user %u MiB) as far as the "
+	                 "other users' shares allow (--max-define-memory %u MiB): samples of its "
+	                 "connections' later new ids are dropped (counted as max-regions)",
+	                 (int)s->pid, (int)s->uid, u->define.used,
+	                 s->srv->policy.max_define_memory_per_user_mib,
+	                 s->srv->policy.max_define_memory_mib);
+}
+
+/* Grows the table *@v of *@n slots of @elem bytes to hold index @id (doubled, up to @max + 1
+ * slots), the bytes charged to @s's uid (--max-define-memory-per-user, share.h's rule;
+ * --max-define-memory in all). Return: 0, 1 when the share refused them (*@full set: the
+ * table stays as it is, logged once per uid), or -ENOMEM. */
+static int
+table_grow(struct session *s, void **v, size_t *n, uint32_t id, uint32_t max, size_t elem,
+           bool *full)
+{
+	struct user_share *u = s->user;
+	size_t want = (size_t)id + 1, grown = 2 * *n > want ? 2 * *n : want;
+	if (grown > (size_t)max + 1)
+		grown = (size_t)max + 1 > want ? (size_t)max + 1 : want;
+	u->define.keep = users_others_unused(&s->srv->users, s->uid, USERS_DEFINE, u->define.limit);
+	if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
+		grown = want; /* the least that holds @id */
+		if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
+			warn_define_share(s);
+			*full = true;
+			return 1;
+		}
+	}
+	void *nv = realloc(*v, grown * elem);
+	if (!nv) {
+		stats_budget_credit(&u->define, (grown - *n) * elem);
+		return -ENOMEM;
+	}
+	memset((char *)nv + *n * elem, 0, (grown - *n) * elem);
+	*v = nv;
+	*n = grown;
+	return 0;
+}
+
+void
+session_tables_free(struct session *s)
+{
+	if (s->user)
+		stats_budget_credit(&s->user->define,
+		                    s->n_ids * sizeof(*s->ids) + s->n_paths * sizeof(*s->paths));
+	free(s->ids);
+	free(s->paths);
+	s->ids = NULL;
+	s->paths = NULL;
+	s->n_ids = s->n_paths = 0;
 }
 
 /* Client region @def_id[i] is named @def_name[i] (@n_id and @n_name of them). *@full: a
@@ -74,7 +146,9 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 		if (id == 0 || id > PMC_LIMIT_REGION_ID || len == 0 || len > PMC_LIMIT_NAME_MAX)
 			return -EBADMSG;
 		struct process *p = s->proc;
-		if (id > session_max_id(s)) {
+		if (id > ids_bound(s)) {
+			if (s->ids_full) /* its uid's share of id tables: logged there */
+				continue;
 			/* More names than --max-regions allows: the library may hold more. */
 			if (!p->warned_regions)
 				log_warn_limited(
@@ -85,13 +159,12 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		if (id >= s->n_ids) {
-			size_t n = id + 1 > 2 * s->n_ids ? id + 1 : 2 * s->n_ids;
-			struct region_agg **v = realloc(s->ids, n * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			memset(v + s->n_ids, 0, (n - s->n_ids) * sizeof(*v));
-			s->ids = v;
-			s->n_ids = n;
+			int r = table_grow(s, (void **)&s->ids, &s->n_ids, id, session_max_id(s),
+			                   sizeof(*s->ids), &s->ids_full);
+			if (r < 0)
+				return r;
+			if (r > 0)
+				continue; /* past the table now: refused */
 		}
 		struct region_agg *r = region_find(p, name);
 		if (!r && p->n_regions >= s->srv->policy.max_regions) {
@@ -168,6 +241,16 @@ session_max_path(const struct session *s)
 	return n < PMC_LIMIT_REGION_ID ? n : PMC_LIMIT_REGION_ID;
 }
 
+/* The highest call path id @s keeps: session_max_path(), or less once its uid's share of id
+ * tables refused it a larger table. */
+static uint32_t
+paths_bound(const struct session *s)
+{
+	if (s->paths_full && s->n_paths <= session_max_path(s))
+		return s->n_paths ? (uint32_t)s->n_paths - 1 : 0;
+	return session_max_path(s);
+}
+
 /* Client call path @id is region @region begun in path @parent (0: none). *@full: a limit
  * refused a node earlier in the message (then no new one is asked for: each asking walks
  * every process). */
@@ -176,10 +259,12 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 {
 	struct region_agg *name = session_region(s, region);
 	if (!id || id > PMC_LIMIT_REGION_ID || !name || parent > PMC_LIMIT_REGION_ID ||
-	    (parent && parent <= session_max_path(s) &&
+	    (parent && parent <= paths_bound(s) &&
 	     (parent >= s->n_paths || !s->paths[parent].depth)))
 		return -EBADMSG;
-	if (id > session_max_path(s) || parent > session_max_path(s)) {
+	if (id > paths_bound(s) || parent > paths_bound(s)) {
+		if (s->paths_full) /* its uid's share of id tables: logged there */
+			return 0;
 		if (!s->proc->warned_paths)
 			log_warn_limited(
 			        "pid %d: call path ids past %u: samples of those paths are "
@@ -192,13 +277,10 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 	if (up && up->depth >= PMC_LIMIT_PATH_DEPTH)
 		return -EBADMSG;
 	if (id >= s->n_paths) {
-		size_t n = id + 1 > 2 * s->n_paths ? id + 1 : 2 * s->n_paths;
-		struct session_path *v = realloc(s->paths, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memset(v + s->n_paths, 0, (n - s->n_paths) * sizeof(*v));
-		s->paths = v;
-		s->n_paths = n;
+		int r = table_grow(s, (void **)&s->paths, &s->n_paths, id, session_max_path(s),
+		                   sizeof(*s->paths), &s->paths_full);
+		if (r != 0)
+			return r < 0 ? r : 0; /* 1: past the table now, as those past the bound */
 		up = parent ? &s->paths[parent] : NULL;
 	}
 	struct session_path sp = {.name_id = (uint16_t)region,
@@ -226,14 +308,11 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
  * node asks for room, which walks the processes). */
 #define DEFINE_STEP 256
 
-/* @s's Define is done: its uid's other connections are read again. @owned: it outlived
- * its dispatch (session_define_step()), so it is freed here. */
+/* @s's definitions (a Define, or a SampleBatch's names) are done: its uid's other
+ * connections are read again. */
 static void
-define_end(struct session *s, bool owned)
+defining_end(struct session *s)
 {
-	if (owned)
-		pmc__request__free_unpacked(s->def, NULL);
-	s->def = NULL;
 	s->user->defining = NULL;
 	struct session *o;
 	pmc_list_for_each(o, &s->srv->sessions, link)
@@ -243,11 +322,28 @@ define_end(struct session *s, bool owned)
 		}
 }
 
+/* @s's Define is done: its uid's other connections are read again. @owned: it outlived
+ * its dispatch (session_define_step()), so it is freed here. */
+static void
+define_end(struct session *s, bool owned)
+{
+	if (owned)
+		pmc__request__free_unpacked(s->def, NULL);
+	s->def = NULL;
+	defining_end(s);
+}
+
 void
 session_define_abort(struct session *s)
 {
 	if (s->def)
 		define_end(s, true);
+	if (s->batch_req) {
+		pmc__request__free_unpacked(s->batch_req, NULL);
+		s->batch_req = NULL;
+	}
+	if (s->user && s->user->defining == s)
+		defining_end(s); /* a SampleBatch's names */
 }
 
 /* Handles @s's Define from s->def_next on: its names, then its paths, until the slice's end
@@ -269,8 +365,10 @@ define_step(struct session *s)
 			                                  d->path_region[j], &s->def_full_paths);
 		}
 		if (r == 0 && s->def_next < n &&
-		    util_now_ns(CLOCK_MONOTONIC) >= s->srv->deadline_ns)
+		    util_now_ns(CLOCK_MONOTONIC) >= s->srv->deadline_ns) {
+			s->user->define_slices = util_sat_add(s->user->define_slices, 1);
 			return SESSION_STEP_MORE;
+		}
 	}
 	if (r == -EBADMSG)
 		log_warn_limited("pid %d: malformed Define: closing the connection", (int)s->pid);
@@ -339,7 +437,7 @@ path_sample(const struct session *s, uint32_t id, uint32_t *name, uint32_t *key,
 		if (session_region(s, *name) != &refused_region)
 			untracked[id & PMC__PATH_LIMITS__PATH_FLAG_DEEP ? UNTRACKED_DEPTH
 			                                                : UNTRACKED_LIMIT]++;
-	} else if (id > session_max_path(s) && id <= PMC_LIMIT_REGION_ID) {
+	} else if (id > paths_bound(s) && id <= PMC_LIMIT_REGION_ID) {
 		*name = PMC_LIMIT_REGION_ID; /* past the table: a refused region */
 	} else if (!id || id >= s->n_paths || !s->paths[id].depth) {
 		return false;
@@ -451,6 +549,34 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 	}
 }
 
+/* @b's region names, from s->batch_next on, DEFINE_STEP at a time until the slice's end
+ * (srv->deadline_ns), as a Define's: past it, SESSION_BATCH_MORE (the caller keeps the
+ * request, s->batch_req, handled again at the connection's next slice, which goes on from
+ * there), its uid's other connections waiting meanwhile (user_share.defining). Return: 0 once all
+ * are defined, SESSION_BATCH_MORE, or < 0 to close the connection. */
+static int
+batch_names(struct session *s, const Pmc__SampleBatch *b)
+{
+	size_t n = b->n_def_id;
+	int r = 0;
+	while (r == 0 && s->batch_next < n) {
+		size_t i = s->batch_next, end = i + DEFINE_STEP < n ? i + DEFINE_STEP : n;
+		r = define_regions(s, end - i, &b->def_id[i], end - i, &b->def_name[i],
+		                   &s->batch_full);
+		s->batch_next = end;
+		if (r == 0 && end < n && util_now_ns(CLOCK_MONOTONIC) >= s->srv->deadline_ns) {
+			s->user->defining = s;
+			s->user->define_slices = util_sat_add(s->user->define_slices, 1);
+			return SESSION_BATCH_MORE;
+		}
+	}
+	s->batch_next = 0;
+	s->batch_full = false;
+	if (s->user->defining == s)
+		defining_end(s);
+	return r;
+}
+
 static int
 handle_batch(struct session *s, const Pmc__SampleBatch *b)
 {
@@ -463,11 +589,11 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	if (!t)
 		return -EBADMSG;
 	size_t n = b->n_region, ne = t->n;
-	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n))
+	if (b->n_wall_ns != n || b->n_values != n * ne || (b->n_scaled && b->n_scaled != n) ||
+	    b->n_def_id != b->n_def_name)
 		return -EBADMSG;
-	bool full = false;
-	int r = define_regions(s, b->n_def_id, b->def_id, b->n_def_name, b->def_name, &full);
-	if (r < 0)
+	int r = batch_names(s, b);
+	if (r != 0)
 		return r;
 	/* Check the whole batch before counting any of it. On a call path connection, each
 	 * sample's key (batch_key()) in keys, and what no node counts in untracked. */
@@ -553,6 +679,17 @@ out:
 	if (keys != b->region && keys != stack_keys)
 		free(keys);
 	return r;
+}
+
+int
+session_batch_step(struct session *s)
+{
+	int r = session_handle_sample_batch(s, s->batch_req);
+	if (r == SESSION_BATCH_MORE)
+		return SESSION_STEP_MORE;
+	pmc__request__free_unpacked(s->batch_req, NULL);
+	s->batch_req = NULL;
+	return r < 0 ? r : SESSION_STEP_DONE;
 }
 
 int

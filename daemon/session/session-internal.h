@@ -173,6 +173,10 @@ void session_define_abort(struct session *s);
  * the library) */
 uint32_t session_max_path(const struct session *s);
 
+/** session_tables_free() - free @s's tables of region and call path ids, their bytes given
+ * back to its uid's share (--max-define-memory-per-user) */
+void session_tables_free(struct session *s);
+
 /* session-query.c: the handlers of Query, Reset, Status and ListEvents */
 
 int session_handle_query(struct session *s, const Pmc__Request *req);
@@ -185,6 +189,16 @@ int session_handle_list_events(struct session *s, const Pmc__Request *req);
 #define SESSION_STEP_MORE 1 /* the slice's time is up: queue it again */
 #define SESSION_STEP_WAIT 2 /* its socket is full: its write event queues it again */
 #define SESSION_STEP_HELD 3 /* its request waits for exited clients' queues: queue it again */
+/* A handler's: the slice ended before a SampleBatch's names were all defined (the request
+ * is kept, s->batch_req, and goes on at the connection's next slice: session_batch_step()) */
+#define SESSION_BATCH_MORE 4
+
+/**
+ * session_batch_step() - go on with @s's SampleBatch whose names took more than a slice
+ * (@s->batch_req) until the slice's end (srv->deadline_ns); then count its samples
+ * Return: SESSION_STEP_DONE (s->batch_req freed), SESSION_STEP_MORE, or < 0 to close @s.
+ */
+int session_batch_step(struct session *s);
 
 /**
  * session_query_step() - build and send @s's Query reply (@s->qs) until @deadline_ns

@@ -795,10 +795,13 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.lost_unsent = srv->lost_unsent;
 		st.evicted = srv->reg.evicted;
 		st.histogram_bytes = srv->hist_budget.used;
+		st.define_bytes = srv->define_budget.used;
 		for (size_t i = 0; i < srv->users.n; i++) {
 			st.histogram_missed += srv->users.v[i]->hist.missed;
 			st.drain_slices =
 			        util_sat_add(st.drain_slices, srv->users.v[i]->drain_slices);
+			st.define_slices =
+			        util_sat_add(st.define_slices, srv->users.v[i]->define_slices);
 		}
 		struct pmc_fdcheck_stats fs;
 		pmc_fdcheck_stats(&fs);
@@ -823,6 +826,8 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.lost_unsent = u->lost_unsent;
 		st.evicted = u->evicted;
 		st.histogram_bytes = u->hist.used;
+		st.define_bytes = u->define.used;
+		st.define_slices = u->define_slices;
 		st.histogram_missed = u->hist.missed;
 		st.drain_slices = u->drain_slices;
 		st.closes_pending = pmc_fdcheck_pending((unsigned)s->uid);

@@ -277,7 +277,7 @@ drain_one(struct session *o, unsigned max, uint64_t deadline, unsigned *n)
 {
 	int r = 0;
 	unsigned i = 0;
-	while (i < max && !o->qs && !o->def) {
+	while (i < max && !o->qs && !o->def && !o->batch_req) {
 		r = session_dispatch_one(o);
 		if (r < 0)
 			break;
@@ -340,8 +340,8 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 			}
 			if (r < 0 && r != -EAGAIN)
 				session_close(o, r);
-			else if (o->def)
-				session_ready(o); /* its Define goes on in its own slices */
+			else if (o->def || o->batch_req)
+				session_ready(o); /* its Define, a batch's names: in its slices */
 		}
 	}
 	srv->deadline_ns = slice_end;
@@ -444,6 +444,12 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 	} else {
 		r = handlers[c].fn(s, req);
 	}
+	if (r == SESSION_BATCH_MORE) {
+		/* Its names go on in its next slices (a batch with names is decoded by
+		 * protobuf-c: the request is its own), the connection read no further meanwhile. */
+		s->batch_req = req;
+		r = 0;
+	}
 	if (s->rx_fd >= 0) {
 		pmc_fdcheck_close(TAKE_FD(s->rx_fd), (unsigned)s->uid);
 		/* Its uid's fds wait to be closed (a file whose FUSE server does not answer):
@@ -451,7 +457,7 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
 			r = -EMFILE;
 	}
-	if (req != &fast && req != s->def)
+	if (req != &fast && req != s->def && req != s->batch_req)
 		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;
 }
@@ -557,7 +563,7 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 		 * its full socket get room for many at once (a registration among them), not
 		 * for one at a time (under ASan, e2e-burst's registrations waited past the
 		 * client's 2 s more often with slices of a datagram or two). */
-		if (s->qs || s->def || s->bulk != bulk ||
+		if (s->qs || s->def || s->batch_req || s->bulk != bulk ||
 		    (s->rx_bytes - rx0 >= SESSION_SLICE_BYTES &&
 		     util_now_ns(CLOCK_MONOTONIC) >= deadline_ns))
 			return 1;
@@ -569,13 +575,14 @@ void
 session_serve(struct session *s, uint64_t deadline_ns)
 {
 	s->srv->deadline_ns = deadline_ns;
-	if (!s->def && s->user->defining) {
-		s->def_waits = true; /* define_end() queues it again */
+	if (s->user->defining && s->user->defining != s) {
+		s->def_waits = true; /* defining_end() queues it again */
 		return;
 	}
-	int r = s->def  ? session_define_step(s)
-	        : s->qs ? session_query_step(s, deadline_ns)
-	                : session_read_slice(s, deadline_ns);
+	int r = s->def         ? session_define_step(s)
+	        : s->batch_req ? session_batch_step(s)
+	        : s->qs        ? session_query_step(s, deadline_ns)
+	                       : session_read_slice(s, deadline_ns);
 	if (r < 0) {
 		session_close(s, r);
 		return;
@@ -586,7 +593,7 @@ session_serve(struct session *s, uint64_t deadline_ns)
 	}
 	/* Its reply waits for room in the socket (its write event is armed), or all is done:
 	 * the next request wakes it. */
-	if (!s->qs && !s->def && event_add(s->ev, NULL) < 0)
+	if (!s->qs && !s->def && !s->batch_req && event_add(s->ev, NULL) < 0)
 		session_close(s, -ENOMEM);
 }
 
@@ -613,9 +620,10 @@ session_pump(struct session *s, unsigned max)
 {
 	s->srv->deadline_ns = UINT64_MAX;
 	for (unsigned i = 0; i < max; i++) {
-		int r = s->def  ? session_define_step(s)
-		        : s->qs ? session_query_step(s, UINT64_MAX)
-		                : session_dispatch_one(s);
+		int r = s->def         ? session_define_step(s)
+		        : s->batch_req ? session_batch_step(s)
+		        : s->qs        ? session_query_step(s, UINT64_MAX)
+		                       : session_dispatch_one(s);
 		if (r == -EAGAIN || r == SESSION_STEP_WAIT)
 			return 0;
 		/* A request that waits for exited clients' queues: their turns, not this call's. */
@@ -821,8 +829,7 @@ session_free(struct session *s)
 	for (size_t i = 0; i < s->n_threads; i++)
 		session_thread_close(s, &s->threads[i]);
 	free(s->threads);
-	free(s->ids);
-	free(s->paths);
+	session_tables_free(s);
 	if (s->heads)
 		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
 	pmc_list_remove(&srv->sessions, &s->link);

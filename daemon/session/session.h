@@ -72,6 +72,9 @@ struct session {
 	bool call_paths;
 	size_t n_paths;
 	struct session_path *paths;
+	/* Its uid's share of id tables (--max-define-memory-per-user) refused ids a larger table:
+	 * ids past n_ids (paths past n_paths) are refused as those past the bound are. */
+	bool ids_full, paths_full;
 	struct query_stream *qs; /* a Query reply being built or sent (nothing read until it is) */
 	struct sched_item si;    /* its place in the server's queue while it has work */
 	bool bulk;               /* it has sent batches: queued as bulk */
@@ -84,6 +87,12 @@ struct session {
 	struct Pmc__Request *def;
 	size_t def_next;
 	bool def_full_names, def_full_paths, def_waits;
+	/* A SampleBatch whose names take more than a slice (session-batch.c): the request
+	 * (owned), the names defined so far, and whether a limit refused one; its uid's other
+	 * connections wait meanwhile (user_share.defining). */
+	struct Pmc__Request *batch_req;
+	size_t batch_next;
+	bool batch_full;
 	char run_tag[33]; /* Hello.run_tag, when well-formed */
 	int same_ns;      /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
 	int rx_fd;        /* the fd the request being handled carried (a pidfd), -1: none; a handler

@@ -46,9 +46,16 @@ pmc_fdcheck_kind(int fd)
  * allocator's lock at that moment would hold the clone). */
 struct owner_q {
 	unsigned owner;
-	bool busy; /* a closer thread closes fds[head] */
+	bool busy; /* a closer thread closes fds[head], a socket of buf, or the pair */
 	size_t head, n, cap;
 	int *fds;
+	/* Sockets deferred while a close was under way: gathered in buf, then parked, in one
+	 * datagram each FDCHECK_PARK_BATCH, in the pair pair[1] -> pair[0] (-1: none yet), to be
+	 * closed all at once with pair[0] when all else is closed (pmc_fdcheck_defer()). */
+	size_t n_buf, parked;
+	size_t closing; /* taken out of buf or the pair, their close under way */
+	int pair[2];
+	int buf[FDCHECK_PARK_BATCH];
 };
 
 /* The closers: per owner queues, at most FDCHECK_MAX_THREADS threads, each taking the
@@ -99,7 +106,7 @@ pick(void)
 	for (size_t k = 0; k < C.n_q; k++) {
 		size_t i = (C.next + k) % C.n_q;
 		struct owner_q *q = C.q[i];
-		if (q->n && !q->busy) {
+		if ((q->n || q->n_buf || q->pair[0] >= 0) && !q->busy) {
 			C.next = i + 1;
 			return q;
 		}
@@ -121,6 +128,29 @@ closer(void *arg)
 			continue;
 		}
 		q->busy = true;
+		if (!q->n) {
+			/* A socket gathered, or else the parked ones: the pair's read end, whose
+			 * queue holds them, closed last (its close releases them, here). Taken
+			 * out of q now (closing counts them), so that what comes meanwhile goes
+			 * to a buffer and a pair of its own. */
+			int fd = q->n_buf ? q->buf[--q->n_buf] : q->pair[1];
+			int r = fd == q->pair[1] ? q->pair[0] : -1;
+			if (r >= 0) {
+				q->closing = q->parked;
+				q->parked = 0;
+				q->pair[0] = q->pair[1] = -1;
+			} else {
+				q->closing = 1;
+			}
+			pthread_mutex_unlock(&C.lock);
+			close(fd);
+			if (r >= 0)
+				close(r); /* may block, as any of the owner's closes */
+			pthread_mutex_lock(&C.lock);
+			q->closing = 0;
+			q->busy = false;
+			continue;
+		}
 		int fd = q->fds[q->head];
 		pthread_mutex_unlock(&C.lock);
 		close(fd); /* may block: this thread is for that, and serves no one else meanwhile
@@ -144,7 +174,7 @@ find(unsigned owner, bool add)
 		struct owner_q *q = C.q[i];
 		if (q->owner == owner) {
 			found = q;
-		} else if (add && !q->n && !q->busy) {
+		} else if (add && !q->n && !q->busy && !q->n_buf && !q->parked && q->pair[0] < 0) {
 			free(q->fds);
 			free(q);
 			C.q[i] = C.q[--C.n_q];
@@ -166,6 +196,7 @@ find(unsigned owner, bool add)
 	if (!q)
 		return NULL;
 	q->owner = owner;
+	q->pair[0] = q->pair[1] = -1;
 	C.q[C.n_q++] = q;
 	return q;
 }
@@ -212,13 +243,66 @@ start_thread(void)
 	pthread_attr_destroy(&a);
 }
 
+/* @q's full buffer of sockets sent in one datagram into its pair (made if need be), and the
+ * table's references dropped: 0, or -errno (nothing sent: they stay in the buffer). Under
+ * the lock; allocates nothing. */
+static int
+park(struct owner_q *q)
+{
+	if (q->pair[0] < 0 &&
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, q->pair) < 0) {
+		q->pair[0] = q->pair[1] = -1;
+		return -errno;
+	}
+	union {
+		char buf[CMSG_SPACE(sizeof(q->buf))];
+		struct cmsghdr align;
+	} ctrl;
+	char byte = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov,
+	                    .msg_iovlen = 1,
+	                    .msg_control = ctrl.buf,
+	                    .msg_controllen = sizeof(ctrl.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(q->buf));
+	memcpy(CMSG_DATA(c), q->buf, sizeof(q->buf));
+	ssize_t k;
+	do
+		k = sendmsg(q->pair[1], &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return -errno;
+	/* Sockets have no flush: with the datagram's reference, these closes wait for
+	 * nothing. */
+	for (size_t i = 0; i < FDCHECK_PARK_BATCH; i++)
+		close(q->buf[i]);
+	q->n_buf = 0;
+	q->parked += FDCHECK_PARK_BATCH;
+	return 0;
+}
+
 void
 pmc_fdcheck_defer(int fd, unsigned owner)
 {
 	if (fd < 0)
 		return;
+	/* Read before the lock: a readlink() of /proc, which waits for nothing. */
+	bool sock = pmc_fdcheck_kind(fd) == FDCHECK_SOCKET;
 	pthread_mutex_lock(&C.lock);
 	struct owner_q *q = find(owner, true);
+	if (q && sock && q->busy && q->n_buf < FDCHECK_PARK_BATCH) {
+		/* Its close under way may never return: gathered, parked once the buffer is full
+		 * (kept in the table where it cannot be: the ring takes what comes next). */
+		q->buf[q->n_buf++] = fd;
+		C.deferred++;
+		if (q->n_buf == FDCHECK_PARK_BATCH)
+			(void)park(q);
+		pthread_mutex_unlock(&C.lock);
+		return;
+	}
 	if (!q || grow(q) < 0) {
 		C.leaked++;
 		pthread_mutex_unlock(&C.lock);
@@ -357,7 +441,7 @@ pmc_fdcheck_pending(unsigned owner)
 {
 	pthread_mutex_lock(&C.lock);
 	struct owner_q *q = find(owner, false);
-	size_t k = q ? q->n : 0;
+	size_t k = q ? q->n + q->n_buf + q->parked + q->closing : 0;
 	pthread_mutex_unlock(&C.lock);
 	return k;
 }
@@ -378,9 +462,12 @@ pmc_fdcheck_stats(struct pmc_fdcheck_stats *st)
 	*st = (struct pmc_fdcheck_stats){
 	        .threads = C.threads, .leaked = C.leaked, .deferred = C.deferred};
 	for (size_t i = 0; i < C.n_q; i++) {
-		st->pending += C.q[i]->n;
-		st->owners += C.q[i]->n > 0;
-		st->busy += C.q[i]->busy;
+		const struct owner_q *q = C.q[i];
+		size_t n = q->n + q->n_buf + q->parked + q->closing;
+		st->pending += n;
+		st->parked += q->parked;
+		st->owners += n > 0;
+		st->busy += q->busy;
 	}
 	pthread_mutex_unlock(&C.lock);
 }

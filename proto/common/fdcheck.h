@@ -54,8 +54,19 @@ void pmc_fdcheck_close(int fd, unsigned owner);
  * FDCHECK_MAX_THREADS; past that, a queue waits for a thread to come free (FDCHECK_MAX_THREADS
  * owners whose closes all hang hold every thread). A queue grows as needed: the caller
  * bounds it, refusing more from an owner whose pmc_fdcheck_pending() is too high (a queued fd
- * is an open fd: the process's RLIMIT_NOFILE bounds them all). Only when memory for the
- * queue runs out is @fd left open, and counted (pmc_fdcheck_leaked()). Closer threads block every
+ * is an open fd: the process's RLIMIT_NOFILE bounds them all). Sockets are bounded here too:
+ * while an owner's close is under way (it may never return), the sockets it defers (those
+ * whose queues hold fds: a connection closed with requests unread) gather in a buffer of
+ * FDCHECK_PARK_BATCH, sent, once full, in one datagram into a socket pair of the owner's,
+ * where they hold no slot of the fd table (a socket has no flush: dropping the table's
+ * reference while the datagram holds one waits for nothing); so such an owner holds at most
+ * FDCHECK_PARK_BATCH sockets and the pair (two fds) in the table, however many it makes the
+ * caller close. Parked sockets count against the kernel's bound on the caller's fds in
+ * flight (its RLIMIT_NOFILE, without CAP_SYS_RESOURCE) and the pair's queue
+ * (net.unix.max_dgram_qlen datagrams): past those they wait in the table. They are closed
+ * all at once, by closing the pair in the owner's closer thread once its queue is empty.
+ * Only when memory for the queue runs out is @fd left open, and counted
+ * (pmc_fdcheck_leaked()). Closer threads block every
  * signal, allocate nothing and log nothing. After fork() the child has no queue and no
  * thread (the fds queued are the parent's to close). Async-signal unsafe; thread-safe.
  */
@@ -63,6 +74,9 @@ void pmc_fdcheck_defer(int fd, unsigned owner);
 
 /* Most closer threads (each serves one owner at a time). */
 #define FDCHECK_MAX_THREADS 16
+/* Sockets of an owner whose close is under way parked at once (pmc_fdcheck_defer()): the
+ * most fds a datagram carries (SCM_MAX_FD). */
+#define FDCHECK_PARK_BATCH 253
 
 /**
  * pmc_fdcheck_pending() - fds of @owner not yet closed by a closer thread (the one whose close
@@ -78,7 +92,8 @@ size_t pmc_fdcheck_leaked(void);
 
 /* What the closers hold now (pmc_fdcheck_stats()). */
 struct pmc_fdcheck_stats {
-	size_t pending;  /* fds waiting to be closed, of all owners */
+	size_t pending;  /* fds waiting to be closed, of all owners (parked ones included) */
+	size_t parked;   /* of those, sockets parked: in flight, in no slot of the fd table */
 	size_t owners;   /* owners with fds waiting */
 	size_t busy;     /* closes under way (one per thread at work) */
 	size_t threads;  /* closer threads started */

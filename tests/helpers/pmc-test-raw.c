@@ -86,6 +86,10 @@
  *                            connection must be closed; noreg: a Define before any thread
  *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
  * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
+ *   SOCKET names-batch N     register, then send one SampleBatch naming N regions (ids 1 to
+ *                            4,096 in turn, id i named "n<i>": 4,096 names, then the same
+ *                            again) with one sample of region 1 (1000 ns, value 1); then a
+ *                            Status: prints "sent" once it is answered
  *   SOCKET define-flood CONNS PATHS
  *                            CONNS connections agreeing on call paths, each defining 64
  *                            regions, then PATHS call paths (a tree of 64 branches a node:
@@ -95,6 +99,9 @@
  *                            then registers and sends a sample (1000 ns, 1 page fault)
  *                            of path 1 and one of the last path defined on connection 1,
  *                            and calls Status on each: prints "sent"
+ *   SOCKET define-flood CONNS PATHS hold
+ *                            the same, then keeps its connections open until a line
+ *                            comes on stdin (or it ends)
  *   SOCKET command-unread CONNS REQS
  *                            fork a child that never execs; on each of CONNS connections,
  *                            REQS OpenCommands for it (per task, with the anchor), each
@@ -107,6 +114,11 @@
  *                            (at most 253) fds of /dev/null, all at once; wait (60 s at
  *                            most) until the daemon has closed or refused every one; prints
  *                            sent=N (datagrams sent) and closed=N
+ *   SOCKET linger CONNS      open CONNS connections, each saying Hello, and print "ready";
+ *                            once a line comes on stdin, send on each a Status carrying one
+ *                            fd of /dev/null, then wait (60 s at most) until the daemon has
+ *                            closed each (or answered it): prints closed=N, answered=N,
+ *                            unsent=N (closed before its Status could be sent)
  *   SOCKET fill-exit N       fork N processes, each of which says Hello, registers, sends
  *                            batches of 64 samples of region r0 until its socket (1 MiB
  *                            send buffer, as wmem_max allows) is full
@@ -628,7 +640,7 @@ command_unread(const char *path, int n_conns, int n_reqs)
 
 /* define-flood (see the top of the file). */
 static int
-define_flood(const char *path, int n_conns, uint32_t n_paths)
+define_flood(const char *path, int n_conns, uint32_t n_paths, bool hold)
 {
 	enum { REGIONS = 64 };
 	const char *per_env = getenv("PMC_DEFINE_PER");
@@ -687,11 +699,35 @@ define_flood(const char *path, int n_conns, uint32_t n_paths)
 		if (status_served(socks[c]) < 0)
 			return 1;
 	printf("sent\n");
+	fflush(stdout);
+	if (hold) {
+		char line[8];
+		(void)!fgets(line, sizeof(line), stdin);
+	}
 	free(socks);
 	free(id);
 	free(parent);
 	free(region);
 	return 0;
+}
+
+/* Waits (60 s at most) until the daemon closes @fd: 0; with @answer, 1 once it answers
+ * instead (a datagram); -1 when neither came. */
+static int
+wait_closed(int fd, bool answer)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	for (int t = 0; t < 600; t++) {
+		char b[512];
+		if (poll(&p, 1, 100) > 0) {
+			ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+			if (n == 0 || (n < 0 && errno != EAGAIN))
+				return 0;
+			if (n > 0 && answer)
+				return 1;
+		}
+	}
+	return -1;
 }
 
 /* This program plays clients that stop anywhere (an error path, a flood cut short, a
@@ -790,8 +826,9 @@ main(int argc, char **argv)
 		printf("refused=%d\nclosed=%d\n", refused, closed);
 		return 0;
 	}
-	if (!strcmp(mode, "define-flood") && argc == 5)
-		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10));
+	if (!strcmp(mode, "define-flood") && (argc == 5 || (argc == 6 && !strcmp(argv[5], "hold"))))
+		return define_flood(argv[1], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10),
+		                    argc == 6);
 	if (!strcmp(mode, "command-unread") && argc == 5)
 		return command_unread(argv[1], atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(mode, "spray") && argc == 5) {
@@ -842,22 +879,48 @@ main(int argc, char **argv)
 				continue;
 			}
 			/* Closed, or refused: an answer (an error), then closed. */
-			struct pollfd p = {.fd = socks[i], .events = POLLIN};
-			for (int t = 0; t < 600; t++) {
-				char b[512];
-				if (poll(&p, 1, 100) > 0) {
-					ssize_t n = recv(socks[i], b, sizeof(b), MSG_DONTWAIT);
-					if (n == 0 || (n < 0 && errno != EAGAIN)) {
-						closed++;
-						break;
-					}
-				}
-			}
+			closed += wait_closed(socks[i], false) == 0;
 			close(socks[i]);
 		}
 		printf("sent=%d\nclosed=%d\n", sent, closed);
 		free(socks);
 		free(nulls);
+		return 0;
+	}
+	if (!strcmp(mode, "linger") && argc == 4) {
+		int conns = atoi(argv[3]), closed = 0, answered = 0, unsent = 0;
+		if (conns < 1 || conns > 4096)
+			return 2;
+		int *socks = calloc((size_t)conns, sizeof(int));
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (!socks || null < 0)
+			return 1;
+		for (int i = 0; i < conns; i++)
+			if ((socks[i] = pmc_wire_connect(argv[1])) < 0 || hello(socks[i]) < 0) {
+				printf("connection %d refused\n", i);
+				return 1;
+			}
+		printf("ready\n");
+		fflush(stdout);
+		char line[8];
+		(void)!fgets(line, sizeof(line), stdin);
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		for (int i = 0; i < conns; i++) {
+			if (pmc_wire_send(socks[i], &req.base, &null, 1, MSG_DONTWAIT) < 0) {
+				closed++; /* closed already */
+				unsent++;
+			} else {
+				int r = wait_closed(socks[i], true);
+				closed += r == 0;
+				answered += r == 1;
+			}
+			close(socks[i]);
+		}
+		printf("closed=%d\nanswered=%d\nunsent=%d\n", closed, answered, unsent);
+		free(socks);
 		return 0;
 	}
 	if (!strcmp(mode, "fill-exit") && argc == 4) {
@@ -1066,6 +1129,36 @@ main(int argc, char **argv)
 				printf("name=%s\n", resp->register_reply->events[i]->name);
 		pmc__response__free_unpacked(resp, NULL);
 		return err ? 1 : 0;
+	}
+	if (!strcmp(mode, "names-batch") && argc == 4) {
+		uint32_t n = (uint32_t)strtoul(argv[3], NULL, 10), one = 1;
+		uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
+		char **names = calloc(n ? n : 1, sizeof(*names));
+		char *text = calloc(n ? n : 1, 8);
+		uint64_t wall = 1000, value = 1;
+		if (!ids || !names || !text || register_self(fd) < 0)
+			return 1;
+		for (uint32_t i = 0; i < n; i++) {
+			ids[i] = i % 4096 + 1;
+			names[i] = text + 8 * (size_t)i;
+			snprintf(names[i], 8, "n%u", ids[i]);
+		}
+		struct batch c = {.n = 1,
+		                  .ne = 1,
+		                  .n_def = n,
+		                  .region = &one,
+		                  .def_id = ids,
+		                  .wall = &wall,
+		                  .values = &value,
+		                  .def_name = names};
+		int r = send_batch(fd, &c) < 0 || status_served(fd) < 0;
+		free(ids);
+		free(names);
+		free(text);
+		if (r)
+			return 1;
+		printf("sent\n");
+		return 0;
 	}
 	if (!strcmp(mode, "regions") && argc == 5) {
 		uint32_t n = (uint32_t)atoi(argv[3]);

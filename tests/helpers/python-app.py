@@ -8,11 +8,27 @@
     python-app.py refused K        a name with a NUL (ValueError: prints nul=ValueError), then
                                    a 1 MiB name used K times with "with" and K times as a
                                    decorator: 2 K runs refused (name-too-long), each counted
+    python-app.py asyncio K        asyncio on one thread: two tasks whose regions "task-a" and
+                                   "task-b" span an await, K times each (prints crossed=: the
+                                   enters refused with RuntimeError, counted_a=, counted_b=);
+                                   then two tasks whose regions "step" do not, K times each,
+                                   inside one region "gather" (child tasks nest in it); then a
+                                   region "to-thread" around asyncio.to_thread() of a region
+                                   "in-thread" (another thread: its own regions); then a
+                                   child task whose region "orphan-inner" is still open when
+                                   its creator's "orphan-outer" ends (orphan=RuntimeError);
+                                   and a function decorated with region "deco-b" called in a
+                                   task while another's region "holder" is open
+                                   (deco_crossed=RuntimeError, deco_ran=0)
+    python-app.py exit K           K regions "unsent", then os._exit(0) at once (what the
+                                   library had not sent yet is lost: reason unsent)
 
 Prints key=value lines: enabled, count, flush, and child=PID for fork.
 """
+import asyncio
 import mmap
 import multiprocessing
+import os
 import sys
 import threading
 
@@ -44,6 +60,94 @@ def pages(n, k, region=PAGES):
         m.close()
         done += 1
     return done
+
+
+async def crossing(k):
+    """Two tasks whose regions span an await: each enter that finds the other task's region
+    open is refused (RuntimeError); the counts of what was not."""
+    counted = {"a": 0, "b": 0}
+    refused = []
+
+    async def task(name):
+        reg = pmc.region("task-" + name)
+        for _ in range(k):
+            try:
+                with reg:
+                    await asyncio.sleep(0)
+                counted[name] += 1
+            except RuntimeError as e:
+                refused.append(str(e))
+                await asyncio.sleep(0)
+
+    await asyncio.gather(task("a"), task("b"))
+    return counted, refused
+
+
+async def crossing_call():
+    """A function decorated with pmc.region called in a task while another task's region
+    is open across an await: RuntimeError, and the function is not called."""
+    ran = []
+    opened, done = asyncio.Event(), asyncio.Event()
+
+    @pmc.region("deco-b")
+    def work():
+        ran.append(1)
+
+    async def holder():
+        with pmc.region("holder"):
+            opened.set()
+            await done.wait()
+
+    t = asyncio.create_task(holder())
+    await opened.wait()
+    try:
+        work()
+        verdict = "called"
+    except RuntimeError:
+        verdict = "RuntimeError"
+    done.set()
+    await t
+    return verdict, len(ran)
+
+
+async def nested(k):
+    """Regions that end before each await, in two child tasks inside one open region."""
+    step = pmc.region("step")
+
+    async def task():
+        for _ in range(k):
+            with step:
+                pass
+            await asyncio.sleep(0)
+        return k
+
+    with pmc.region("gather"):
+        done = await asyncio.gather(task(), task())
+    with pmc.region("to-thread"):
+        await asyncio.to_thread(lambda: pmc.region("in-thread").__enter__().__exit__(None, None, None))
+    return sum(done)
+
+
+async def orphan():
+    """A child task begun inside a region keeps its own open past that region's end: the
+    end raises RuntimeError and drops the child's (counted as nesting)."""
+    began, done = asyncio.Event(), asyncio.Event()
+
+    async def child():
+        with pmc.region("orphan-inner"):
+            began.set()
+            await done.wait()
+
+    try:
+        with pmc.region("orphan-outer"):
+            t = asyncio.create_task(child())
+            await began.wait()
+        ended = "ok"
+    except RuntimeError:
+        ended = "RuntimeError"
+    done.set()
+    await t
+    return ended
 
 
 def child(n, k, q):
@@ -123,6 +227,26 @@ def main():
 
         for _ in range(k):
             count += run()
+    elif mode == "asyncio":
+        k = int(sys.argv[2])
+        counted, refused = asyncio.run(crossing(k))
+        print(f"counted_a={counted['a']}")
+        print(f"counted_b={counted['b']}")
+        print(f"crossed={len(refused)}")
+        if refused:
+            print(f"message={refused[0]}")
+        verdict, ran = asyncio.run(crossing_call())
+        print(f"deco_crossed={verdict}")
+        print(f"deco_ran={ran}")
+        count = asyncio.run(nested(k))
+        print(f"orphan={asyncio.run(orphan())}")
+    elif mode == "exit":
+        unsent = pmc.region("unsent")
+        for _ in range(int(sys.argv[2])):
+            with unsent:
+                pass
+        print(f"enabled={int(enabled)}", flush=True)
+        os._exit(0)
     else:
         sys.exit(f"unknown mode {mode}")
     print(f"enabled={int(enabled)}")

@@ -8,6 +8,12 @@
 # victim's uid from its 65th program on), the fds the attacker sent are counted against it
 # alone (closes_pending), the daemon's fd count comes back to what it was once the programs
 # have ended, and to what it was before the attack once the file system's server ends.
+# Then uid 65534's 600 connections, opened before, each send a Status with an fd: the daemon,
+# the uid's closes pending, closes them unread, each socket (its fd queued inside) deferred
+# to the uid's closer: each counted against it (closes_pending), but the daemon's fd table
+# holds at most 253 of them and a socket pair, the rest parked in flight in that pair (issue
+# 31, item 1's gap: before, one socket each stayed in the table, 600 fds, bounded only by
+# RLIMIT_NOFILE); a program of uid 1001 is still counted.
 . "$(dirname "$0")/../lib/lib.sh"
 : "${PMC_TEST_IDENTITY_BIN:?set by ctest}" "${PMC_TEST_FUSE_BIN:?set by ctest}" "${PMC_TEST_CLIENT_BIN:?set by ctest}"
 command -v jq >/dev/null || skip "jq is missing"
@@ -17,6 +23,13 @@ chmod a+rx "$TMP/bin/identity"
 start_daemon
 pmcctl status >/dev/null # the daemon at rest: what its first request opens is open
 before=$(daemon_fds)
+L=600
+mkfifo "$TMP/linger.in"
+chmod 666 "$TMP/linger.in"
+as_user "$PMC_TEST_RAW_BIN" "$SOCK" linger $L <"$TMP/linger.in" >"$TMP/linger.out" 2>&1 &
+LINGER=$!
+exec 8>"$TMP/linger.in"
+wait_until "uid 65534's $L connections" 60 grep -qx ready "$TMP/linger.out"
 
 # The attack: two such files on a Status of uid 65534; the daemon tries to close the first.
 fuse_attach "uid 65534" as_user "$TMP/bin/identity"
@@ -43,6 +56,25 @@ n=$(daemon_fds)
 [ "$n" -le $((held + 253 + 9)) ] || fail "the daemon holds $n fds (at most $((held + 253 + 9)) expected: $held, the first datagram's 253 fds, 9 sockets)"
 pass "the daemon holds $n fds while uid 65534's closer waits (at most $held + 253 + 9)"
 expect_eq "a program of uid 1001 after the spray" "$(victim "$PMC_TEST_CLIENT_BIN" named after-spray 2 3 >/dev/null && pmcctl query --region after-spray --format json | jq '.regions[0].count')" 3
+
+# The $L connections, each closed with an fd queued.
+n1=$(daemon_fds)
+p1=$(pmcctl status --format json | jq .closes_pending) # every uid's: uid 65534's alone have any
+echo >&8
+exec 8>&-
+wait $LINGER || fail "linger: $(cat "$TMP/linger.out")"
+expect_eq "uid 65534's connections closed by the daemon" "$(kv closed "$TMP/linger.out")" $L
+# (A Status of root's reads every connection's queue first, and the daemon closes those of
+# uid 65534 it reads, unread: some were closed while their client had sent nothing, at once.)
+unsent=$(kv unsent "$TMP/linger.out")
+expect_eq "their sockets with a Status queued, each counted against uid 65534 (closes_pending)" \
+	$(($(pmcctl status --format json | jq .closes_pending) - p1)) $((L - unsent))
+n2=$(daemon_fds)
+# Each connection held two fds (its socket and its peer's pidfd).
+[ "$n2" -le $((n1 - 2 * L + 253 + 2)) ] ||
+	fail "the daemon holds $n2 fds: at most $n1 - 2 x $L (the connections' sockets and pidfds) + 253 sockets gathered + 2 (the pair) expected"
+pass "the daemon holds $n2 fds, $n1 with the $L connections open (at most $((n1 - 2 * L + 253 + 2)): their sockets parked in flight but 253 at most)"
+expect_eq "a program of uid 1001 after them" "$(victim "$PMC_TEST_CLIENT_BIN" named after-linger 2 3 >/dev/null && pmcctl query --region after-linger --format json | jq '.regions[0].count')" 3
 
 # The file system's server ends: its flushes fail, the closes end, every fd is closed.
 kill -TERM "$FUSE"

@@ -19,6 +19,13 @@ is counted as a process of its own. An exception leaving a region ends it and go
 With no daemon every region is a no-op after one warning line on stderr; PMC_DISABLE=1
 turns everything off. Environment: PMC_SOCKET, PMC_EVENTS, PMC_FLUSH_MS, PMC_DISABLE, as
 for C. The figures: pmcctl query --pid PID.
+
+A name with a NUL character raises ValueError. asyncio: regions nest per thread, which the
+tasks of an event loop share. While a region is open across an await, another task's region
+may not begin: its `with` raises RuntimeError (naming both) and begins nothing; end regions
+before such awaits, or use asyncio.to_thread(). Tasks created inside a region nest in it; a
+region of theirs still open when it ends is dropped (counted as "nesting") and that end
+raises RuntimeError. Nothing is checked with PMC_DISABLE=1.
 """
 import threading as _threading
 
