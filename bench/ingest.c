@@ -34,6 +34,15 @@
  *	time: the issue's measure; per daemon CPU-second: what the other work took of the
  *	daemon's time, whatever else ran on its CPU).
  *
+ *   pmc-bench-ingest decode REPS SECONDS
+ *	The daemon's work on one batch, in this process, without the wire: the steady batch of
+ *	ingest (512 samples over 8 call paths, 4 events) counted into a registry of its own (8
+ *	regions, a root path each) by the daemon's code in place (batch_scan() and
+ *	ingest_batch() reading the columns where they lie), decoded into arrays first (the
+ *	columns copied, then counted as before the in-place path), and unpacked (and freed) by
+ *	protobuf-c alone; REPS times, each for SECONDS / 3, in rotating order, CPU time. Prints
+ *	the medians in ns per batch and the median per-repetition ratios to protobuf-c's.
+ *
  *   pmc-bench-ingest query SOCKET
  *	The whole of a streamed Query (every region of every process), each part read and
  *	unpacked, nothing printed of it: a reader as fast as the daemon can stream. Prints the
@@ -90,6 +99,9 @@
 #include "bench.h"
 #include "common/procstat.h"
 #include "common/util.h"
+#include "model/batch.h"
+#include "model/ingest.h"
+#include "model/registry.h"
 #include "wire/wire.h"
 
 #define BATCH 512
@@ -596,6 +608,114 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	printf("ingest_ratio=%.3f\n", bench_median(ratio, (size_t)reps));
 	free(steady.buf);
 	close(fd);
+	return 0;
+}
+
+/* The regions and paths of cmd_decode()'s registry: key k (1..N_REGIONS) is path k. */
+struct decode_ctx {
+	struct region_agg *reg[N_REGIONS + 1], *node[N_REGIONS + 1];
+};
+
+static struct region_agg *
+decode_resolve(void *ctx, uint32_t key, struct region_agg **node)
+{
+	struct decode_ctx *d = ctx;
+
+	*node = key <= N_REGIONS ? d->node[key] : NULL;
+	return key <= N_REGIONS ? d->reg[key] : NULL;
+}
+
+/* One batch counted by the daemon's code: in place (@in_place), or decoded first. */
+static void
+decode_count(const struct batch *bt, struct decode_ctx *d, const uint32_t *ev_id, size_t ne,
+             struct stats_budget *budget, int in_place)
+{
+	Pmc__SampleBatch b;
+	struct batch_cols cols;
+	int r = in_place ? batch_scan(bt->buf, bt->len, &b, &cols)
+	                 : batch_decode(bt->buf, bt->len, &b);
+
+	if (r < 0 || b.n_values != b.n_region * ne)
+		die("the daemon's decoder refuses the batch");
+	struct ingest g = {.b = &b,
+	                   .cols = in_place && cols.in_place ? &cols : NULL,
+	                   .keys = b.region,
+	                   .ev_id = ev_id,
+	                   .ne = ne,
+	                   .resolve = decode_resolve,
+	                   .ctx = d,
+	                   .budget = budget};
+	if (ingest_batch(&g) < 0 || g.counted != b.n_region)
+		die("ingest_batch() failed");
+}
+
+static int
+cmd_decode(int reps, double seconds)
+{
+	struct events e;
+	struct registry reg = {0};
+	struct decode_ctx d;
+	struct stats_budget budget = {.limit = SIZE_MAX, .keep = SIZE_MAX};
+	uint32_t ev_id[BENCH_MAX_EVENTS];
+	static double ns[3][MAX_REPS], ratio[3][MAX_REPS];
+	const char *names[3] = {"inplace", "arrays", "unpack"};
+
+	events_get(&e);
+	struct process *p = registry_process(&reg, getpid(), getuid());
+	if (!p)
+		die("out of memory");
+	for (uint32_t k = 1; k <= N_REGIONS; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "bench-ingest-%u", k - 1);
+		d.reg[k] = process_region(&reg, p, name);
+		d.node[k] = d.reg[k] ? process_path(&reg, p, 0, name) : NULL;
+		if (!d.node[k])
+			die("out of memory");
+	}
+	for (size_t j = 0; j < e.n; j++) {
+		int id = process_event_id(p, e.names[j]);
+		if (id < 0)
+			die("process_event_id: %s", strerror(-id));
+		ev_id[j] = (uint32_t)id;
+	}
+	struct batch bt = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	for (int rep = -1; rep < reps; rep++) {
+		for (int k = 0; k < 3; k++) {
+			int v = (rep + 1 + k) % 3;
+			uint64_t c0 = bench_cpu_ns(), end = bench_now_ns() + (uint64_t)(seconds / 3 * 1e9);
+			uint64_t n = 0;
+
+			do {
+				for (int i = 0; i < 16; i++) {
+					if (v < 2) {
+						decode_count(&bt, &d, ev_id, e.n, &budget, v == 0);
+						continue;
+					}
+					Pmc__Request *req =
+					        pmc__request__unpack(NULL, bt.len, bt.buf);
+					if (!req)
+						die("protobuf-c cannot unpack the batch");
+					sink += req->sample_batch->n_region;
+					pmc__request__free_unpacked(req, NULL);
+				}
+				n += 16;
+			} while (bench_now_ns() < end);
+			if (rep >= 0)
+				ns[v][rep] = (double)(bench_cpu_ns() - c0) / (double)n;
+		}
+		if (rep >= 0)
+			for (int v = 0; v < 3; v++)
+				ratio[v][rep] = ns[2][rep] / ns[v][rep];
+	}
+	printf("reps=%d\nbatch_samples=%d\nbatch_bytes=%zu\n", reps, BATCH, bt.len);
+	for (int v = 0; v < 3; v++) {
+		printf("%s_ns_per_batch=%.0f\n", names[v], bench_median(ns[v], (size_t)reps));
+		if (v < 2)
+			printf("%s_speed_vs_unpack=%.3f\n", names[v],
+			       bench_median(ratio[v], (size_t)reps));
+	}
+	free(bt.buf);
+	registry_free(&reg);
 	return 0;
 }
 
@@ -1114,6 +1234,13 @@ main(int argc, char **argv)
 			die("rtt: N in 1..10000000");
 		return cmd_rtt(argv[2], n, atoi(argv[4]), argv[5]);
 	}
+	if (argc == 4 && !strcmp(argv[1], "decode")) {
+		int reps = atoi(argv[2]);
+
+		if (reps < 1 || reps > MAX_REPS || !(atof(argv[3]) > 0))
+			die("decode: REPS in 1..%d, SECONDS > 0", MAX_REPS);
+		return cmd_decode(reps, atof(argv[3]));
+	}
 	if (argc == 3 && !strcmp(argv[1], "query"))
 		return cmd_query(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "load"))
@@ -1150,6 +1277,7 @@ main(int argc, char **argv)
 	fprintf(stderr, "usage: pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS\n"
 	                "       pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...\n"
 	                "       pmc-bench-ingest clients SOCKET N\n"
+	                "       pmc-bench-ingest decode REPS SECONDS\n"
 	                "       pmc-bench-ingest load SOCKET SECONDS\n"
 	                "       pmc-bench-ingest query SOCKET\n"
 	                "       pmc-bench-ingest rtt SOCKET N PID REGION\n"

@@ -377,14 +377,18 @@ static int
 handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, size_t n_fds,
                 bool drained)
 {
-	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
+	/* The hot request, a plain SampleBatch, is decoded by hand, its long columns read in
+	 * place when it is counted; the rest by protobuf-c. */
 	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
 	Pmc__SampleBatch fast_batch;
+	struct batch_cols cols;
 	int r = 0;
-	if (!n_fds && batch_decode(buf, len, &fast_batch) == 0) {
+	s->rx_cols = NULL;
+	if (!n_fds && batch_scan(buf, len, &fast_batch, &cols) == 0) {
 		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		fast.sample_batch = &fast_batch;
 		req = &fast;
+		s->rx_cols = cols.in_place ? &cols : NULL;
 	} else if ((r = pmc_wire_unpack_request(buf, len, &req)) < 0) {
 		if (n_fds)
 			pmc_fdcheck_close(fds[0], (unsigned)s->uid);
@@ -451,6 +455,7 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
 			r = -EMFILE;
 	}
+	s->rx_cols = NULL;
 	if (req != &fast && req != s->def)
 		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;

@@ -10,6 +10,8 @@
 #include "kernel/creds.h"
 #include "session/loop-sched.h"
 
+struct batch_cols;
+
 struct server;
 
 struct session_thread {
@@ -88,6 +90,9 @@ struct session {
 	int same_ns;      /* the peer is in the daemon's pid namespace: 1, 0, -1 not known yet */
 	int rx_fd;        /* the fd the request being handled carried (a pidfd), -1: none; a handler
 	                   * that keeps it sets -1 */
+	/* The request being handled is a SampleBatch whose wall times and values lie in the
+	 * datagram (batch_scan()), or NULL. */
+	const struct batch_cols *rx_cols;
 	/* The client's heads table (HeadsTable), mapped read-only: n_heads words, each a
 	 * thread's count of published samples. NULL: none. */
 	const uint64_t *heads;
