@@ -133,7 +133,9 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 {
 	if (s->peer_gone)
 		return 0;
-	int r = reply_room(s);
+	/* Seen empty while this request is handled (its fds settled): no look again. */
+	int r = s->outq_empty ? 0 : reply_room(s);
+	s->outq_empty = false;
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
@@ -149,6 +151,7 @@ session_send_packed(struct session *s, const uint8_t *buf, size_t len)
 	if (s->peer_gone)
 		return 0;
 	int r = reply_room(s);
+	s->outq_empty = false;
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, len);
@@ -384,6 +387,7 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 	struct batch_cols cols;
 	int r = 0;
 	s->rx_cols = NULL;
+	s->outq_empty = false;
 	if (!n_fds && batch_scan(buf, len, &fast_batch, &cols) == 0) {
 		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		fast.sample_batch = &fast_batch;
@@ -573,6 +577,17 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 void
 session_serve(struct session *s, uint64_t deadline_ns)
 {
+	/* Streaming a reply while others wait: a share of the time since its last slice, so
+	 * that a reader of whole queries takes a bounded part of the loop from the connections
+	 * sending batches (it gets the loop's whole time while nothing else waits). */
+	bool query = s->qs != NULL;
+	s->outq_empty = false;
+	if (query && s->srv->sched.n) {
+		uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+		uint64_t share =
+		        now > s->qs_yield_ns ? (now - s->qs_yield_ns) / SESSION_QUERY_SHARE : 0;
+		deadline_ns = now + share < deadline_ns ? now + share : deadline_ns;
+	}
 	s->srv->deadline_ns = deadline_ns;
 	if (!s->def && s->user->defining) {
 		s->def_waits = true; /* define_end() queues it again */
@@ -585,6 +600,8 @@ session_serve(struct session *s, uint64_t deadline_ns)
 		session_close(s, r);
 		return;
 	}
+	if (query)
+		s->qs_yield_ns = util_now_ns(CLOCK_MONOTONIC);
 	if (r == SESSION_STEP_MORE) {
 		session_ready(s);
 		return;
