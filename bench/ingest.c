@@ -682,7 +682,8 @@ cmd_decode(int reps, double seconds)
 	for (int rep = -1; rep < reps; rep++) {
 		for (int k = 0; k < 3; k++) {
 			int v = (rep + 1 + k) % 3;
-			uint64_t c0 = bench_cpu_ns(), end = bench_now_ns() + (uint64_t)(seconds / 3 * 1e9);
+			uint64_t c0 = bench_cpu_ns(),
+			         end = bench_now_ns() + (uint64_t)(seconds / 3 * 1e9);
 			uint64_t n = 0;
 
 			do {

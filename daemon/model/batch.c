@@ -330,13 +330,11 @@ batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_c
 	if (cols->in_place)
 		return 0;
 	/* A wide column: both decoded (checked by the scan: unpack_u64() takes them). */
-	if (cols->wall &&
-	    unpack_u64(cols->wall, cols->wall_end, end, store.wall_ns, BATCH_MAX_SAMPLES,
-	               &out->n_wall_ns) < 0)
+	if (cols->wall && unpack_u64(cols->wall, cols->wall_end, end, store.wall_ns,
+	                             BATCH_MAX_SAMPLES, &out->n_wall_ns) < 0)
 		return -EAGAIN;
-	if (cols->values &&
-	    unpack_u64(cols->values, cols->values_end, end, store.values, BATCH_MAX_VALUES,
-	               &out->n_values) < 0)
+	if (cols->values && unpack_u64(cols->values, cols->values_end, end, store.values,
+	                               BATCH_MAX_VALUES, &out->n_values) < 0)
 		return -EAGAIN;
 	out->wall_ns = out->n_wall_ns ? store.wall_ns : NULL;
 	out->values = out->n_values ? store.values : NULL;

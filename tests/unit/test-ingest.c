@@ -122,7 +122,8 @@ random_batch(uint64_t *seed, size_t n, size_t ne, int wide, int scaled, size_t *
 		for (size_t j = 0; j < ne; j++)
 			values[i * ne + j] = value(seed, wide);
 		if (scaled && rng(seed) % 3 == 0) {
-			sc[i] = (uint32_t)rng(seed) & (ne < 32 ? (UINT32_C(1) << ne) - 1 : UINT32_MAX);
+			sc[i] = (uint32_t)rng(seed) &
+			        (ne < 32 ? (UINT32_C(1) << ne) - 1 : UINT32_MAX);
 			for (int k = __builtin_popcount(sc[i]); k > 0; k--)
 				ratio[n_ratio++] = (float)(rng(seed) % 1200) / 1000.0f;
 		}
@@ -156,7 +157,7 @@ test_random_batches(void)
 {
 	uint64_t seed = 7;
 	unsigned long counted = cmp_counted, in_place = cmp_in_place;
-	for (unsigned k = 0; k < 1500; k++) {
+	for (unsigned k = 0; k < 800; k++) {
 		size_t n = (size_t)(rng(&seed) % (k % 10 ? 64 : 700));
 		size_t ne = (size_t)(rng(&seed) % 9);
 		int wide = rng(&seed) % 4 == 0, scaled = rng(&seed) % 3 == 0;
@@ -177,7 +178,7 @@ test_random_batches(void)
 	free(buf);
 	printf("# %lu batches counted both ways, %lu of them in place\n", cmp_counted - counted,
 	       cmp_in_place - in_place);
-	CHECK(cmp_in_place - in_place > 1000 && cmp_counted - cmp_in_place > 50);
+	CHECK(cmp_in_place - in_place > 500 && cmp_counted - cmp_in_place > 30);
 }
 
 /* Appends the varint @v to @p. */
@@ -294,7 +295,8 @@ test_hostile(void)
 	b[n++] = 0x85;
 	CHECK(cmp_datagram(d, wrap(d, b, n)) == 0);
 	/* Wrong wire types: values as a varint, region as 64-bit, wall_ns as 32-bit. */
-	static const uint8_t wt[] = {(4u << 3) | 0u, (2u << 3) | 1u, (3u << 3) | 5u, (4u << 3) | 3u};
+	static const uint8_t wt[] = {(4u << 3) | 0u, (2u << 3) | 1u, (3u << 3) | 5u,
+	                             (4u << 3) | 3u};
 	for (size_t k = 0; k < sizeof(wt); k++) {
 		n = body(b, "123");
 		b[n++] = wt[k];
@@ -373,7 +375,7 @@ test_corpus(void)
 				len = (size_t)size - at;
 			records++;
 			counted += (unsigned)cmp_datagram(data + at, len);
-			mutate(data + at, len, 300, &seed);
+			mutate(data + at, len, 100, &seed);
 			at += len;
 		}
 		free(data);
