@@ -81,7 +81,7 @@ cmp_init(void)
 	}
 }
 
-static void
+static inline void
 cmp_free(void)
 {
 	registry_free(&cmp_side[0].reg);
