@@ -65,6 +65,15 @@
  *	costs, a Status request and its reply on the same connection. Alternating blocks of
  *	ITERS, REPS times.
  *
+ *   pmc-bench-ingest register-parts ITERS
+ *	What a registration costs beyond its round trip and its opens, part by part, in this
+ *	process (no daemon): a datagram sent and read on a SOCK_SEQPACKET socketpair with no fd
+ *	and with the 4 fds of a perf group attached (SCM_RIGHTS; the received copies closed);
+ *	the identity proof (pidfd_open() of this thread, pidfd_send_signal(0), PIDFD_GET_INFO
+ *	twice, close); a stat() of /proc/PID/task/TID; a poll() of a pidfd; packing and
+ *	unpacking a RegisterThread and a RegisterReply of 4 events. ITERS of each, alternating,
+ *	7 times; prints the medians in ns.
+ *
  *   pmc-bench-ingest register-lat SOCKET N GAP_US
  *	A new client's control path, N times, one every GAP_US: connect, Hello, RegisterThread
  *	(with the thread's pidfd) and its reply; prints the p50, p99 and max round trip (for
@@ -81,6 +90,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -88,9 +98,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1083,6 +1095,124 @@ cmd_register(const char *path, int reps, long iters)
 	return 0;
 }
 
+/* One part of register-parts: @k selects it. */
+static void
+part_once(int k, int sv[2], const int *group, size_t n_ev, const struct events *e)
+{
+	uint8_t buf[256];
+	int fds[BENCH_MAX_EVENTS];
+	size_t len, n_fds = 0;
+
+	switch (k) {
+	case 0: /* a datagram, no fd */
+	case 1: /* the same with the group's fds */
+	{
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		if (pmc_wire_send(sv[0], &req.base, k ? group : NULL, k ? n_ev : 0, 0) < 0 ||
+		    pmc_wire_recv(sv[1], buf, sizeof(buf), fds, BENCH_MAX_EVENTS, &n_fds, 0) < 0)
+			die("socketpair: %s", strerror(errno));
+		for (size_t i = 0; i < n_fds; i++)
+			close(fds[i]);
+		break;
+	}
+	case 2: { /* the identity proof */
+		struct {
+			uint64_t mask, cgroupid;
+			uint32_t pid, tgid, rest[9];
+			int32_t exit_code;
+		} info = {.mask = 1};
+		int pfd = pidfd_self();
+		if (pfd < 0 || syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) < 0)
+			die("pidfd: %s", strerror(errno));
+		(void)ioctl(pfd, _IOWR(0xFF, 11, info), &info);
+		(void)ioctl(pfd, _IOWR(0xFF, 11, info), &info);
+		close(pfd);
+		break;
+	}
+	case 3: { /* a /proc look at the thread */
+		char path[64];
+		struct stat st;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)getpid(), (int)gettid_());
+		if (stat(path, &st) < 0)
+			die("stat %s: %s", path, strerror(errno));
+		break;
+	}
+	case 4: { /* a poll of a pidfd (the peer's) */
+		static int pfd = -1;
+		if (pfd < 0)
+			pfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		(void)poll(&p, 1, 0);
+		break;
+	}
+	default: { /* the encoding: RegisterThread and RegisterReply, packed and unpacked */
+		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+		rt.tid = 1234;
+		rt.n_events = e->n;
+		rt.events = (char **)e->names;
+		rt.pidfd = 1;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+		req.register_thread = &rt;
+		len = pmc__request__pack(&req, buf);
+		Pmc__Request *r = pmc__request__unpack(NULL, len, buf);
+		Pmc__EventDesc d[BENCH_MAX_EVENTS], *dp[BENCH_MAX_EVENTS];
+		for (size_t i = 0; i < e->n; i++) {
+			pmc__event_desc__init(&d[i]);
+			d[i].name = e->names[i];
+			dp[i] = &d[i];
+		}
+		Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+		rr.tid = 1234;
+		rr.n_events = e->n;
+		rr.events = dp;
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+		resp.register_reply = &rr;
+		len = pmc__response__pack(&resp, buf);
+		Pmc__Response *q = pmc__response__unpack(NULL, len, buf);
+		if (!r || !q)
+			die("protobuf-c");
+		pmc__request__free_unpacked(r, NULL);
+		pmc__response__free_unpacked(q, NULL);
+	}
+	}
+}
+
+static int
+cmd_register_parts(long iters)
+{
+	enum { PARTS = 6, REPS = 7 };
+	static const char *const names[PARTS] = {"datagram_no_fd", "datagram_4_fds", "pidfd_proof",
+	                                         "proc_task_stat", "pidfd_poll",     "encoding"};
+	static double ns[PARTS][REPS];
+	struct events e;
+	int sv[2], group[BENCH_MAX_EVENTS];
+
+	events_get(&e);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		die("socketpair: %s", strerror(errno));
+	int r = bench_open_group(e.ev, (int)e.n, group);
+	if (r < 0)
+		die("perf_event_open: %s", strerror(-r));
+	for (int rep = -1; rep < REPS; rep++)
+		for (int j = 0; j < PARTS; j++) {
+			int k = (rep + 1 + j) % PARTS;
+			uint64_t t0 = bench_now_ns();
+			for (long i = 0; i < iters; i++)
+				part_once(k, sv, group, e.n, &e);
+			if (rep >= 0)
+				ns[k][rep] = (double)(bench_now_ns() - t0) / (double)iters;
+		}
+	printf("iters=%ld\nevents=%zu\n", iters, e.n);
+	for (int k = 0; k < PARTS; k++)
+		printf("%s_ns=%.0f\n", names[k], bench_median(ns[k], REPS));
+	return 0;
+}
+
 struct mem {
 	double rss, data; /* VmRSS and VmData, bytes */
 };
@@ -1253,6 +1383,13 @@ main(int argc, char **argv)
 			die("register-lat: N in 1..1000000");
 		return cmd_register_lat(argv[2], n, atoi(argv[4]));
 	}
+	if (argc == 3 && !strcmp(argv[1], "register-parts")) {
+		long iters = atol(argv[2]);
+
+		if (iters < 1)
+			die("register-parts: ITERS >= 1");
+		return cmd_register_parts(iters);
+	}
 	if (argc == 5 && !strcmp(argv[1], "register")) {
 		int reps = atoi(argv[3]);
 		long iters = atol(argv[4]);
@@ -1283,6 +1420,7 @@ main(int argc, char **argv)
 	                "       pmc-bench-ingest query SOCKET\n"
 	                "       pmc-bench-ingest rtt SOCKET N PID REGION\n"
 	                "       pmc-bench-ingest register SOCKET REPS ITERS\n"
+	                "       pmc-bench-ingest register-parts ITERS\n"
 	                "       pmc-bench-ingest register-lat SOCKET N GAP_US\n"
 	                "       pmc-bench-ingest regions SOCKET NREGIONS\n");
 	return 2;
