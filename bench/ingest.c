@@ -34,6 +34,15 @@
  *	time: the issue's measure; per daemon CPU-second: what the other work took of the
  *	daemon's time, whatever else ran on its CPU).
  *
+ *   pmc-bench-ingest decode REPS SECONDS
+ *	The daemon's work on one batch, in this process, without the wire: the steady batch of
+ *	ingest (512 samples over 8 call paths, 4 events) counted into a registry of its own (8
+ *	regions, a root path each) by the daemon's code in place (batch_scan() and
+ *	ingest_batch() reading the columns where they lie), decoded into arrays first (the
+ *	columns copied, then counted as before the in-place path), and unpacked (and freed) by
+ *	protobuf-c alone; REPS times, each for SECONDS / 3, in rotating order, CPU time. Prints
+ *	the medians in ns per batch and the median per-repetition ratios to protobuf-c's.
+ *
  *   pmc-bench-ingest query SOCKET
  *	The whole of a streamed Query (every region of every process), each part read and
  *	unpacked, nothing printed of it: a reader as fast as the daemon can stream. Prints the
@@ -56,6 +65,15 @@
  *	costs, a Status request and its reply on the same connection. Alternating blocks of
  *	ITERS, REPS times.
  *
+ *   pmc-bench-ingest register-parts ITERS
+ *	What a registration costs beyond its round trip and its opens, part by part, in this
+ *	process (no daemon): a datagram sent and read on a SOCK_SEQPACKET socketpair with no fd
+ *	and with the 4 fds of a perf group attached (SCM_RIGHTS; the received copies closed);
+ *	the identity proof (pidfd_open() of this thread, pidfd_send_signal(0), PIDFD_GET_INFO
+ *	twice, close); a stat() of /proc/PID/task/TID; a poll() of a pidfd; packing and
+ *	unpacking a RegisterThread and a RegisterReply of 4 events. ITERS of each, alternating,
+ *	7 times; prints the medians in ns.
+ *
  *   pmc-bench-ingest register-lat SOCKET N GAP_US
  *	A new client's control path, N times, one every GAP_US: connect, Hello, RegisterThread
  *	(with the thread's pidfd) and its reply; prints the p50, p99 and max round trip (for
@@ -72,6 +90,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -79,9 +98,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -90,6 +111,9 @@
 #include "bench.h"
 #include "common/procstat.h"
 #include "common/util.h"
+#include "model/batch.h"
+#include "model/ingest.h"
+#include "model/registry.h"
 #include "wire/wire.h"
 
 #define BATCH 512
@@ -599,6 +623,115 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	return 0;
 }
 
+/* The regions and paths of cmd_decode()'s registry: key k (1..N_REGIONS) is path k. */
+struct decode_ctx {
+	struct region_agg *reg[N_REGIONS + 1], *node[N_REGIONS + 1];
+};
+
+static struct region_agg *
+decode_resolve(void *ctx, uint32_t key, struct region_agg **node)
+{
+	struct decode_ctx *d = ctx;
+
+	*node = key <= N_REGIONS ? d->node[key] : NULL;
+	return key <= N_REGIONS ? d->reg[key] : NULL;
+}
+
+/* One batch counted by the daemon's code: in place (@in_place), or decoded first. */
+static void
+decode_count(const struct batch *bt, struct decode_ctx *d, const uint32_t *ev_id, size_t ne,
+             struct stats_budget *budget, int in_place)
+{
+	Pmc__SampleBatch b;
+	struct batch_cols cols;
+	int r = in_place ? batch_scan(bt->buf, bt->len, &b, &cols)
+	                 : batch_decode(bt->buf, bt->len, &b);
+
+	if (r < 0 || b.n_values != b.n_region * ne)
+		die("the daemon's decoder refuses the batch");
+	struct ingest g = {.b = &b,
+	                   .cols = in_place && cols.in_place ? &cols : NULL,
+	                   .keys = b.region,
+	                   .ev_id = ev_id,
+	                   .ne = ne,
+	                   .resolve = decode_resolve,
+	                   .ctx = d,
+	                   .budget = budget};
+	if (ingest_batch(&g) < 0 || g.counted != b.n_region)
+		die("ingest_batch() failed");
+}
+
+static int
+cmd_decode(int reps, double seconds)
+{
+	struct events e;
+	struct registry reg = {0};
+	struct decode_ctx d;
+	struct stats_budget budget = {.limit = SIZE_MAX, .keep = SIZE_MAX};
+	uint32_t ev_id[BENCH_MAX_EVENTS];
+	static double ns[3][MAX_REPS], ratio[3][MAX_REPS];
+	const char *names[3] = {"inplace", "arrays", "unpack"};
+
+	events_get(&e);
+	struct process *p = registry_process(&reg, getpid(), getuid());
+	if (!p)
+		die("out of memory");
+	for (uint32_t k = 1; k <= N_REGIONS; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "bench-ingest-%u", k - 1);
+		d.reg[k] = process_region(&reg, p, name);
+		d.node[k] = d.reg[k] ? process_path(&reg, p, 0, name) : NULL;
+		if (!d.node[k])
+			die("out of memory");
+	}
+	for (size_t j = 0; j < e.n; j++) {
+		int id = process_event_id(p, e.names[j]);
+		if (id < 0)
+			die("process_event_id: %s", strerror(-id));
+		ev_id[j] = (uint32_t)id;
+	}
+	struct batch bt = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	for (int rep = -1; rep < reps; rep++) {
+		for (int k = 0; k < 3; k++) {
+			int v = (rep + 1 + k) % 3;
+			uint64_t c0 = bench_cpu_ns(),
+			         end = bench_now_ns() + (uint64_t)(seconds / 3 * 1e9);
+			uint64_t n = 0;
+
+			do {
+				for (int i = 0; i < 16; i++) {
+					if (v < 2) {
+						decode_count(&bt, &d, ev_id, e.n, &budget, v == 0);
+						continue;
+					}
+					Pmc__Request *req =
+					        pmc__request__unpack(NULL, bt.len, bt.buf);
+					if (!req)
+						die("protobuf-c cannot unpack the batch");
+					sink += req->sample_batch->n_region;
+					pmc__request__free_unpacked(req, NULL);
+				}
+				n += 16;
+			} while (bench_now_ns() < end);
+			if (rep >= 0)
+				ns[v][rep] = (double)(bench_cpu_ns() - c0) / (double)n;
+		}
+		if (rep >= 0)
+			for (int v = 0; v < 3; v++)
+				ratio[v][rep] = ns[2][rep] / ns[v][rep];
+	}
+	printf("reps=%d\nbatch_samples=%d\nbatch_bytes=%zu\n", reps, BATCH, bt.len);
+	for (int v = 0; v < 3; v++) {
+		printf("%s_ns_per_batch=%.0f\n", names[v], bench_median(ns[v], (size_t)reps));
+		if (v < 2)
+			printf("%s_speed_vs_unpack=%.3f\n", names[v],
+			       bench_median(ratio[v], (size_t)reps));
+	}
+	free(bt.buf);
+	registry_free(&reg);
+	return 0;
+}
+
 /* Starts /bin/sh, in a process group of its own, running @cmd again and again (its output
  * to /dev/null), writing one byte to a pipe after each run: *@count_fd is its read end.
  * Return: the shell's pid. */
@@ -962,6 +1095,124 @@ cmd_register(const char *path, int reps, long iters)
 	return 0;
 }
 
+/* One part of register-parts: @k selects it. */
+static void
+part_once(int k, int sv[2], const int *group, size_t n_ev, const struct events *e)
+{
+	uint8_t buf[256];
+	int fds[BENCH_MAX_EVENTS];
+	size_t len, n_fds = 0;
+
+	switch (k) {
+	case 0: /* a datagram, no fd */
+	case 1: /* the same with the group's fds */
+	{
+		Pmc__Status st = PMC__STATUS__INIT;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_STATUS;
+		req.status = &st;
+		if (pmc_wire_send(sv[0], &req.base, k ? group : NULL, k ? n_ev : 0, 0) < 0 ||
+		    pmc_wire_recv(sv[1], buf, sizeof(buf), fds, BENCH_MAX_EVENTS, &n_fds, 0) < 0)
+			die("socketpair: %s", strerror(errno));
+		for (size_t i = 0; i < n_fds; i++)
+			close(fds[i]);
+		break;
+	}
+	case 2: { /* the identity proof */
+		struct {
+			uint64_t mask, cgroupid;
+			uint32_t pid, tgid, rest[9];
+			int32_t exit_code;
+		} info = {.mask = 1};
+		int pfd = pidfd_self();
+		if (pfd < 0 || syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) < 0)
+			die("pidfd: %s", strerror(errno));
+		(void)ioctl(pfd, _IOWR(0xFF, 11, info), &info);
+		(void)ioctl(pfd, _IOWR(0xFF, 11, info), &info);
+		close(pfd);
+		break;
+	}
+	case 3: { /* a /proc look at the thread */
+		char path[64];
+		struct stat st;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)getpid(), (int)gettid_());
+		if (stat(path, &st) < 0)
+			die("stat %s: %s", path, strerror(errno));
+		break;
+	}
+	case 4: { /* a poll of a pidfd (the peer's) */
+		static int pfd = -1;
+		if (pfd < 0)
+			pfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		(void)poll(&p, 1, 0);
+		break;
+	}
+	default: { /* the encoding: RegisterThread and RegisterReply, packed and unpacked */
+		Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
+		rt.tid = 1234;
+		rt.n_events = e->n;
+		rt.events = (char **)e->names;
+		rt.pidfd = 1;
+		Pmc__Request req = PMC__REQUEST__INIT;
+		req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
+		req.register_thread = &rt;
+		len = pmc__request__pack(&req, buf);
+		Pmc__Request *r = pmc__request__unpack(NULL, len, buf);
+		Pmc__EventDesc d[BENCH_MAX_EVENTS], *dp[BENCH_MAX_EVENTS];
+		for (size_t i = 0; i < e->n; i++) {
+			pmc__event_desc__init(&d[i]);
+			d[i].name = e->names[i];
+			dp[i] = &d[i];
+		}
+		Pmc__RegisterReply rr = PMC__REGISTER_REPLY__INIT;
+		rr.tid = 1234;
+		rr.n_events = e->n;
+		rr.events = dp;
+		Pmc__Response resp = PMC__RESPONSE__INIT;
+		resp.body_case = PMC__RESPONSE__BODY_REGISTER_REPLY;
+		resp.register_reply = &rr;
+		len = pmc__response__pack(&resp, buf);
+		Pmc__Response *q = pmc__response__unpack(NULL, len, buf);
+		if (!r || !q)
+			die("protobuf-c");
+		pmc__request__free_unpacked(r, NULL);
+		pmc__response__free_unpacked(q, NULL);
+	}
+	}
+}
+
+static int
+cmd_register_parts(long iters)
+{
+	enum { PARTS = 6, REPS = 7 };
+	static const char *const names[PARTS] = {"datagram_no_fd", "datagram_4_fds", "pidfd_proof",
+	                                         "proc_task_stat", "pidfd_poll",     "encoding"};
+	static double ns[PARTS][REPS];
+	struct events e;
+	int sv[2], group[BENCH_MAX_EVENTS];
+
+	events_get(&e);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		die("socketpair: %s", strerror(errno));
+	int r = bench_open_group(e.ev, (int)e.n, group);
+	if (r < 0)
+		die("perf_event_open: %s", strerror(-r));
+	for (int rep = -1; rep < REPS; rep++)
+		for (int j = 0; j < PARTS; j++) {
+			int k = (rep + 1 + j) % PARTS;
+			uint64_t t0 = bench_now_ns();
+			for (long i = 0; i < iters; i++)
+				part_once(k, sv, group, e.n, &e);
+			if (rep >= 0)
+				ns[k][rep] = (double)(bench_now_ns() - t0) / (double)iters;
+		}
+	printf("iters=%ld\nevents=%zu\n", iters, e.n);
+	for (int k = 0; k < PARTS; k++)
+		printf("%s_ns=%.0f\n", names[k], bench_median(ns[k], REPS));
+	return 0;
+}
+
 struct mem {
 	double rss, data; /* VmRSS and VmData, bytes */
 };
@@ -1114,6 +1365,13 @@ main(int argc, char **argv)
 			die("rtt: N in 1..10000000");
 		return cmd_rtt(argv[2], n, atoi(argv[4]), argv[5]);
 	}
+	if (argc == 4 && !strcmp(argv[1], "decode")) {
+		int reps = atoi(argv[2]);
+
+		if (reps < 1 || reps > MAX_REPS || !(atof(argv[3]) > 0))
+			die("decode: REPS in 1..%d, SECONDS > 0", MAX_REPS);
+		return cmd_decode(reps, atof(argv[3]));
+	}
 	if (argc == 3 && !strcmp(argv[1], "query"))
 		return cmd_query(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "load"))
@@ -1124,6 +1382,13 @@ main(int argc, char **argv)
 		if (n < 1 || n > 1000000)
 			die("register-lat: N in 1..1000000");
 		return cmd_register_lat(argv[2], n, atoi(argv[4]));
+	}
+	if (argc == 3 && !strcmp(argv[1], "register-parts")) {
+		long iters = atol(argv[2]);
+
+		if (iters < 1)
+			die("register-parts: ITERS >= 1");
+		return cmd_register_parts(iters);
 	}
 	if (argc == 5 && !strcmp(argv[1], "register")) {
 		int reps = atoi(argv[3]);
@@ -1150,10 +1415,12 @@ main(int argc, char **argv)
 	fprintf(stderr, "usage: pmc-bench-ingest ingest SOCKET NPROC REPS SECONDS\n"
 	                "       pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...\n"
 	                "       pmc-bench-ingest clients SOCKET N\n"
+	                "       pmc-bench-ingest decode REPS SECONDS\n"
 	                "       pmc-bench-ingest load SOCKET SECONDS\n"
 	                "       pmc-bench-ingest query SOCKET\n"
 	                "       pmc-bench-ingest rtt SOCKET N PID REGION\n"
 	                "       pmc-bench-ingest register SOCKET REPS ITERS\n"
+	                "       pmc-bench-ingest register-parts ITERS\n"
 	                "       pmc-bench-ingest register-lat SOCKET N GAP_US\n"
 	                "       pmc-bench-ingest regions SOCKET NREGIONS\n");
 	return 2;

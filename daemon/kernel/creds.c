@@ -96,11 +96,11 @@ creds_may_count(const struct creds_peer *peer, pid_t pid, pid_t tid, char *why, 
 	uint64_t prm, eff;
 	struct stat st;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
-	if (stat(path, &st) < 0)
-		return -ESRCH;
-	if (peer->ptrace_capable)
-		return 0;
+	if (peer->ptrace_capable) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+		return stat(path, &st) < 0 ? -ESRCH : 0;
+	}
+	/* Its status says whether it is there too: no stat() first. */
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	int r = creds_read_file(path, buf, sizeof(buf));
 	if (r < 0)

@@ -70,30 +70,6 @@ get_varint(const uint8_t **p, const uint8_t *end, unsigned max_bytes, uint64_t *
 	return -1;
 }
 
-/*
- * A varint of 2 to 8 bytes at @p without a branch on its length: the 8 bytes from @p must be
- * readable. Returns its length (0 when it is longer than 8 bytes) and the value in *@v.
- */
-static inline size_t
-get_varint8(const uint8_t *p, uint64_t *v)
-{
-	uint64_t x, stop;
-	unsigned bits;
-
-	memcpy(&x, p, sizeof(x)); /* little-endian: byte i in bits 8i..8i+7 */
-	stop = ~x & UINT64_C(0x8080808080808080);
-	if (!stop)
-		return 0;
-	bits = (unsigned)__builtin_ctzll(stop) + 1u; /* 8 x the length */
-	x &= UINT64_C(0x7f7f7f7f7f7f7f7f) >> (64u - bits);
-	/* Close the gaps of the 7-bit groups: pairs, then quads, then all eight. */
-	x = (x & UINT64_C(0x007f007f007f007f)) | ((x & UINT64_C(0x7f007f007f007f00)) >> 1);
-	x = (x & UINT64_C(0x00003fff00003fff)) | ((x & UINT64_C(0x3fff00003fff0000)) >> 2);
-	x = (x & UINT64_C(0x000000000fffffff)) | ((x & UINT64_C(0x0fffffff00000000)) >> 4);
-	*v = x;
-	return bits / 8u;
-}
-
 /* Packed uint64 varints in [@p, @end) into @out (room for @cap); their number in *@n. Bytes
  * up to @limit (>= @end) may be read. */
 static int
@@ -109,7 +85,7 @@ unpack_u64(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t 
 			out[k++] = *p++;
 			continue;
 		}
-		if (limit - p >= 8 && (len = get_varint8(p, &out[k])) != 0) {
+		if (limit - p >= 8 && (len = batch_varint8(p, &out[k])) != 0) {
 			if (len > (size_t)(end - p))
 				return -1;
 			p += len;
@@ -120,6 +96,60 @@ unpack_u64(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t 
 			return -1;
 	}
 	*n = k;
+	return 0;
+}
+
+/* What the bytes' top bits of @x (flags at bits 7, 15, ...) add to a column's scan: its
+ * varints' ends counted in *@n, the longest run of bytes without one in *@max_gap, the run
+ * still open in *@gap. */
+static inline void
+scan_word(uint64_t t, size_t *n, unsigned *gap, unsigned *max_gap)
+{
+	if (!t) {
+		*gap += 8;
+		return;
+	}
+	/* One at most per byte: a multiply sums the bytes' flags. */
+	*n += (size_t)(((t >> 7) * UINT64_C(0x0101010101010101)) >> 56);
+	*gap += (unsigned)__builtin_ctzll(t) >> 3; /* the bytes before the first end */
+	if (*gap > *max_gap)
+		*max_gap = *gap;
+	*gap = (unsigned)__builtin_clzll(t) >> 3; /* those after the last (runs between two
+	                                           * ends of one word are shorter than 7) */
+}
+
+/*
+ * Packed uint64 varints in [@p, @end), checked and counted without decoding them: 8 bytes at
+ * a time, the ends of varints (bytes below 0x80) counted, and the longest varint measured.
+ * Takes what unpack_u64() takes (varints of at most 9 bytes, at most @cap of them, the last
+ * one whole): their number in *@n, and in *@wide whether one is longer than
+ * BATCH_INPLACE_BYTES. Returns 0 or -1.
+ */
+static int
+scan_u64(const uint8_t *p, const uint8_t *end, size_t cap, size_t *n, bool *wide)
+{
+	const uint64_t top = UINT64_C(0x8080808080808080);
+	unsigned gap = 0, max_gap = 0;
+	size_t k = 0;
+	uint64_t x;
+
+	if (p < end && (end[-1] & 0x80))
+		return -1;
+	for (; end - p >= 8; p += 8) {
+		memcpy(&x, p, sizeof(x));
+		scan_word(~x & top, &k, &gap, &max_gap);
+	}
+	if (p < end) {
+		size_t r = (size_t)(end - p);
+		x = 0;
+		memcpy(&x, p, r);
+		scan_word(~x & top & ((UINT64_C(1) << (8 * r)) - 1), &k, &gap, &max_gap);
+	}
+	/* max_gap continuation bytes make a varint of max_gap + 1. */
+	if (max_gap >= 9 || k > cap)
+		return -1;
+	*n = k;
+	*wide = max_gap >= BATCH_INPLACE_BYTES;
 	return 0;
 }
 
@@ -183,12 +213,14 @@ u64_field(Pmc__SampleBatch *b, unsigned field)
 	}
 }
 
-/* The body of a SampleBatch in [@p, @end). */
+/* The body of a SampleBatch in [@p, @end): wall_ns and values checked and counted, their
+ * places in @cols (in place unless one is wide). */
 static int
-decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b)
+decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct batch_cols *cols)
 {
 	unsigned seen = 0;
 	uint64_t v, *u64;
+	bool wide;
 
 	while (p < end) {
 		unsigned tag = *p++, field, wt;
@@ -227,15 +259,18 @@ decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b)
 			b->region = b->n_region ? store.region : NULL;
 			break;
 		case F_WALL_NS:
-			if (unpack_u64(p, q, end, store.wall_ns, BATCH_MAX_SAMPLES, &b->n_wall_ns) <
-			    0)
+			if (scan_u64(p, q, BATCH_MAX_SAMPLES, &b->n_wall_ns, &wide) < 0)
 				return -1;
-			b->wall_ns = b->n_wall_ns ? store.wall_ns : NULL;
+			cols->in_place &= !wide;
+			cols->wall = b->n_wall_ns ? p : NULL;
+			cols->wall_end = b->n_wall_ns ? q : NULL;
 			break;
 		case F_VALUES:
-			if (unpack_u64(p, q, end, store.values, BATCH_MAX_VALUES, &b->n_values) < 0)
+			if (scan_u64(p, q, BATCH_MAX_VALUES, &b->n_values, &wide) < 0)
 				return -1;
-			b->values = b->n_values ? store.values : NULL;
+			cols->in_place &= !wide;
+			cols->values = b->n_values ? p : NULL;
+			cols->values_end = b->n_values ? q : NULL;
 			break;
 		case F_SCALED:
 			if (unpack_u32(p, q, store.scaled, BATCH_MAX_SAMPLES, &b->n_scaled) < 0)
@@ -257,8 +292,27 @@ decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b)
 	return 0;
 }
 
+/* A column in place, decoded into @out. */
+static void
+decode_col(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t *out)
+{
+	while (p < end)
+		*out++ = batch_varint_at(&p, limit);
+}
+
+void
+batch_cols_decode(const struct batch_cols *cols, Pmc__SampleBatch *out)
+{
+	if (!cols->in_place)
+		return;
+	decode_col(cols->wall, cols->wall_end, cols->limit, store.wall_ns);
+	decode_col(cols->values, cols->values_end, cols->limit, store.values);
+	out->wall_ns = out->n_wall_ns ? store.wall_ns : NULL;
+	out->values = out->n_values ? store.values : NULL;
+}
+
 int
-batch_decode(const uint8_t *buf, size_t len, Pmc__SampleBatch *out)
+batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_cols *cols)
 {
 	const uint8_t *p = buf, *end = buf + len;
 	uint64_t n;
@@ -270,7 +324,32 @@ batch_decode(const uint8_t *buf, size_t len, Pmc__SampleBatch *out)
 	    n != (uint64_t)(end - p))
 		return -EAGAIN;
 	pmc__sample_batch__init(out);
-	if (decode_batch(p, end, out) < 0)
+	*cols = (struct batch_cols){.in_place = true, .limit = end};
+	if (decode_batch(p, end, out, cols) < 0)
 		return -EAGAIN;
+	if (cols->in_place)
+		return 0;
+	/* A wide column: both decoded (checked by the scan: unpack_u64() takes them). */
+	if (cols->wall && unpack_u64(cols->wall, cols->wall_end, end, store.wall_ns,
+	                             BATCH_MAX_SAMPLES, &out->n_wall_ns) < 0)
+		return -EAGAIN;
+	if (cols->values && unpack_u64(cols->values, cols->values_end, end, store.values,
+	                               BATCH_MAX_VALUES, &out->n_values) < 0)
+		return -EAGAIN;
+	out->wall_ns = out->n_wall_ns ? store.wall_ns : NULL;
+	out->values = out->n_values ? store.values : NULL;
+	*cols = (struct batch_cols){.in_place = false};
 	return 0;
+}
+
+int
+batch_decode(const uint8_t *buf, size_t len, Pmc__SampleBatch *out)
+{
+	struct batch_cols cols;
+	int r = batch_scan(buf, len, out, &cols);
+
+	/* Through the reader ingest uses in place: what it reads, protobuf-c must read too. */
+	if (r == 0)
+		batch_cols_decode(&cols, out);
+	return r;
 }

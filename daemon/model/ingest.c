@@ -84,7 +84,7 @@ struct batch_region {
 	uint32_t start, end;     /* where they are in the grouped order */
 };
 
-/* Key -> 1 + its index in count_accumulated()'s regions; all 0 outside it (the daemon is one
+/* Key -> 1 + its index in a batch's groups (group_keys()); all 0 outside it (the daemon is one
  * thread, and no batch is handled inside another). */
 static uint32_t batch_slot[INGEST_KEYS];
 
@@ -107,6 +107,98 @@ batch_fits_acc(const Pmc__SampleBatch *b)
 	return (all | x[0] | x[1] | x[2] | x[3]) <= STATS_ACC_MAX_VALUE;
 }
 
+/* A batch's distinct keys, in the order they first come (group_keys()). */
+struct batch_groups {
+	struct batch_region stack[BATCH_STACK_REGIONS], *br;
+	size_t n, cap;
+};
+
+/* Groups @g's samples by key: each distinct key resolved once, its samples counted, its
+ * index + 1 in batch_slot. 0 or -ENOMEM (then ungroup() still undoes what was done). */
+static int
+group_keys(struct ingest *g, struct batch_groups *gr)
+{
+	const uint32_t *keys = g->keys;
+	gr->br = gr->stack;
+	gr->n = 0;
+	gr->cap = BATCH_STACK_REGIONS;
+	for (size_t i = 0; i < g->b->n_region; i++) {
+		uint32_t id = keys[i];
+		if (batch_slot[id]) {
+			gr->br[batch_slot[id] - 1u].n++;
+			continue;
+		}
+		if (gr->n == gr->cap) {
+			size_t cap = 2 * gr->cap;
+			struct batch_region *v = gr->br == gr->stack
+			                                 ? malloc(cap * sizeof(*v))
+			                                 : realloc(gr->br, cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			if (gr->br == gr->stack)
+				memcpy(v, gr->stack, sizeof(gr->stack));
+			gr->br = v;
+			gr->cap = cap;
+		}
+		struct region_agg *node, *reg = g->resolve(g->ctx, id, &node);
+		gr->br[gr->n] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
+		batch_slot[id] = (uint32_t)++gr->n;
+	}
+	return 0;
+}
+
+static void
+ungroup(struct batch_groups *gr)
+{
+	for (size_t x = 0; x < gr->n; x++)
+		batch_slot[gr->br[x].id] = 0;
+	if (gr->br != gr->stack)
+		free(gr->br);
+}
+
+/* The event slots of every group's region and node, created before anything is counted.
+ * 0 or -ENOMEM. */
+static int
+groups_slots(const struct ingest *g, const struct batch_groups *gr)
+{
+	for (size_t x = 0; x < gr->n; x++)
+		if (gr->br[x].reg && batch_slots(g, gr->br[x].reg, gr->br[x].node) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Each group's samples counted in its region and node (their statistics aside), and in
+ * @g->counted or @g->refused; then the scaled events of every sample. */
+static void
+count_groups(struct ingest *g, const struct batch_groups *gr)
+{
+	const Pmc__SampleBatch *b = g->b;
+	for (size_t x = 0; x < gr->n; x++) {
+		const struct batch_region *br = &gr->br[x];
+		if (!br->reg) {
+			g->refused += br->n;
+			continue;
+		}
+		g->counted += br->n;
+		br->reg->count += br->n;
+		if (br->node)
+			br->node->count += br->n;
+	}
+	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
+		uint32_t scaled = b->scaled[i];
+		const struct batch_region *grp = &gr->br[batch_slot[g->keys[i]] - 1u];
+		size_t kk = k;
+		if (!scaled)
+			continue;
+		if (grp->node)
+			count_scaled(g, grp->node, scaled, &kk);
+		if (grp->reg)
+			count_scaled(g, grp->reg, scaled, &k);
+		else
+			k += (size_t)__builtin_popcount(scaled);
+	}
+}
+
 /*
  * Counts a checked batch key by key (the resolver): the samples are grouped by key (a counting
  * sort), then the values of each key and column go through one stats_acc, opened on the
@@ -121,43 +213,27 @@ count_accumulated(struct ingest *g)
 {
 	const Pmc__SampleBatch *b = g->b;
 	const uint32_t *keys = g->keys;
-	struct batch_region stack_br[BATCH_STACK_REGIONS], *br = stack_br;
+	struct batch_groups gr;
 	struct stats_acc stack_acc[BATCH_STACK_ACCS], *acc = stack_acc;
 	uint32_t stack_order[BATCH_STACK_SAMPLES], *order = stack_order;
-	size_t n = b->n_region, ne = g->ne, na = ne + 1, nr = 0, cap = BATCH_STACK_REGIONS;
+	size_t n = b->n_region, ne = g->ne, na = ne + 1, nr;
+	struct batch_region *br;
 	int r = -EAGAIN;
 
 	if (!batch_fits_acc(b))
 		return -EAGAIN;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t id = keys[i];
-		if (batch_slot[id]) {
-			br[batch_slot[id] - 1u].n++;
-			continue;
-		}
-		if (nr == cap) {
-			struct batch_region *v = br == stack_br ? malloc(2 * cap * sizeof(*v))
-			                                        : realloc(br, 2 * cap * sizeof(*v));
-			if (!v)
-				goto out;
-			if (br == stack_br)
-				memcpy(v, stack_br, sizeof(stack_br));
-			br = v;
-			cap *= 2;
-		}
-		struct region_agg *node, *reg = g->resolve(g->ctx, id, &node);
-		br[nr] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
-		batch_slot[id] = (uint32_t)++nr;
-	}
+	if (group_keys(g, &gr) < 0)
+		goto out;
+	nr = gr.n;
+	br = gr.br;
 	if (n > BATCH_STACK_SAMPLES && !(order = malloc(n * sizeof(*order))))
 		goto out;
 	if (nr * na > BATCH_STACK_ACCS && !(acc = malloc(nr * na * sizeof(*acc))))
 		goto out;
-	for (size_t x = 0; x < nr; x++)
-		if (br[x].reg && batch_slots(g, br[x].reg, br[x].node) < 0) {
-			r = -ENOMEM;
-			goto out;
-		}
+	if (groups_slots(g, &gr) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
 	/* The samples grouped by key, each group in batch order. */
 	for (size_t x = 0, at = 0; x < nr; x++) {
 		br[x].start = br[x].end = (uint32_t)at;
@@ -191,34 +267,15 @@ count_accumulated(struct ingest *g)
 	}
 
 	for (size_t x = 0; x < nr; x++) {
-		struct region_agg *reg = br[x].reg;
 		struct stats_acc *a = acc + x * na;
 		const uint32_t *rows = order + br[x].start;
-		if (!reg) {
-			g->refused += br[x].n;
+		if (!br[x].reg)
 			continue;
-		}
-		g->counted += br[x].n;
-		reg->count += br[x].n;
-		if (br[x].node)
-			br[x].node->count += br[x].n;
 		stats_acc_gather(&a[0], b->wall_ns, 1, rows, br[x].n);
 		for (size_t j = 0; j < ne; j++)
 			stats_acc_gather(&a[1 + j], b->values + j, ne, rows, br[x].n);
 	}
-	for (size_t i = 0, k = 0; i < b->n_scaled; i++) {
-		uint32_t scaled = b->scaled[i];
-		const struct batch_region *grp = &br[batch_slot[keys[i]] - 1u];
-		size_t kk = k;
-		if (!scaled)
-			continue;
-		if (grp->node)
-			count_scaled(g, grp->node, scaled, &kk);
-		if (grp->reg)
-			count_scaled(g, grp->reg, scaled, &k);
-		else
-			k += (size_t)__builtin_popcount(scaled);
-	}
+	count_groups(g, &gr);
 	for (size_t x = 0; x < nr; x++) {
 		struct region_agg *reg = br[x].reg, *node = br[x].node;
 		const struct stats_acc *a = acc + x * na;
@@ -233,10 +290,7 @@ count_accumulated(struct ingest *g)
 	}
 	r = 0;
 out:
-	for (size_t x = 0; x < nr; x++)
-		batch_slot[br[x].id] = 0;
-	if (br != stack_br)
-		free(br);
+	ungroup(&gr);
 	if (acc != stack_acc)
 		free(acc);
 	if (order != stack_order)
@@ -244,10 +298,97 @@ out:
 	return r;
 }
 
+/*
+ * Counts a checked batch whose wall times and values lie in place (g->cols), in one pass over
+ * them: each sample, as it is read, goes into the tallies of its key's region (stats.h: one
+ * per column, kept in memory, the region's and its node's histograms counting each value at
+ * once), which are folded in at the end. No value is copied; nothing is allocated but a
+ * histogram block the first time a value falls in its power of two (and, past 32 distinct
+ * keys in one batch, the groups' tables). Returns 0, -ENOMEM, or -EAGAIN (nothing counted)
+ * when memory is short.
+ */
+static int
+count_in_place(struct ingest *g)
+{
+	const struct batch_cols *c = g->cols;
+	const uint32_t *keys = g->keys;
+	struct batch_groups gr;
+	struct stats_tally stack_t[BATCH_STACK_ACCS], *tal = stack_t;
+	size_t n = g->b->n_region, ne = g->ne, na = ne + 1;
+	int r = -EAGAIN;
+
+	_Static_assert(BATCH_MAX_SAMPLES <= STATS_TALLY_MAX_COUNT, "a batch fits the tallies");
+	_Static_assert(BATCH_INPLACE_BYTES * 7 <= 49, "a value in place fits the tallies");
+	if (group_keys(g, &gr) < 0)
+		goto out;
+	if (gr.n * na > BATCH_STACK_ACCS && !(tal = malloc(gr.n * na * sizeof(*tal))))
+		goto out;
+	if (groups_slots(g, &gr) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* From here on nothing fails (stats.h): the batch is counted whole. */
+	for (size_t x = 0; x < gr.n; x++) {
+		struct region_agg *reg = gr.br[x].reg, *node = gr.br[x].node;
+		struct region_agg *first = node ? node : reg, *also = node ? reg : NULL;
+		struct stats_tally *t = tal + x * na;
+		if (!reg)
+			continue;
+		stats_tally_begin(&t[0], &first->wall, also ? &also->wall : NULL, g->budget);
+		for (size_t j = 0; j < ne; j++) {
+			size_t e = g->ev_id[j];
+			stats_tally_begin(&t[1 + j], &first->ev[e].st,
+			                  also ? &also->ev[e].st : NULL, g->budget);
+		}
+	}
+	const uint8_t *pw = c->wall, *pv = c->values, *limit = c->limit;
+	for (size_t i = 0; i < n; i++) {
+		size_t x = batch_slot[keys[i]] - 1u;
+		struct stats_tally *t = tal + x * na;
+		if (__builtin_expect(!gr.br[x].reg, 0)) {
+			/* Refused: read past. */
+			(void)batch_varint_at(&pw, limit);
+			for (size_t j = 0; j < ne; j++)
+				(void)batch_varint_at(&pv, limit);
+			continue;
+		}
+		stats_tally_add(&t[0], batch_varint_at(&pw, limit));
+		for (size_t j = 0; j < ne; j++)
+			stats_tally_add(&t[1 + j], batch_varint_at(&pv, limit));
+	}
+	count_groups(g, &gr);
+	for (size_t x = 0; x < gr.n; x++) {
+		if (!gr.br[x].reg)
+			continue;
+		for (size_t j = 0; j < na; j++)
+			stats_tally_fold(&tal[x * na + j], gr.br[x].n);
+	}
+	r = 0;
+out:
+	ungroup(&gr);
+	if (tal != stack_t)
+		free(tal);
+	return r;
+}
+
 int
 ingest_batch(struct ingest *g)
 {
-	int r = count_accumulated(g);
+	int r = -EAGAIN;
+	if (g->cols && g->cols->in_place) {
+		r = count_in_place(g);
+		if (r != -EAGAIN)
+			return r;
+		/* Memory short: the columns decoded, counted sample by sample. */
+		const Pmc__SampleBatch *b = g->b;
+		Pmc__SampleBatch copy = *b;
+		batch_cols_decode(g->cols, &copy);
+		g->b = &copy;
+		r = count_samples(g);
+		g->b = b;
+		return r;
+	}
+	r = count_accumulated(g);
 	if (r == -EAGAIN)
 		r = count_samples(g);
 	return r;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/batch.h"
 #include "model/registry.h"
 #include "model/stats.h"
 #include "pmc.pb-c.h"
@@ -20,6 +21,9 @@
  * @b: the batch, borrowed, checked by the caller: n_wall_ns == n_region, n_values ==
  *     n_region * @ne, n_scaled 0 or n_region with no bit at or past @ne, n_scale_ratio the
  *     bits set in scaled
+ * @cols: NULL, or where the batch's wall times and values lie when batch_scan() left them
+ *        in place (then @b's arrays of them are not read): each sample is then counted as
+ *        it is read, in one pass over them
  * @keys: each sample's key, below INGEST_KEYS (n_region of them), borrowed
  * @ev_id: the aggregate's event slot of each of the batch's @ne columns (region_event())
  * @ne: the batch's events
@@ -33,6 +37,7 @@
  */
 struct ingest {
 	const Pmc__SampleBatch *b;
+	const struct batch_cols *cols;
 	const uint32_t *keys;
 	const uint32_t *ev_id;
 	size_t ne;

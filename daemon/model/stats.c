@@ -576,3 +576,34 @@ stats_memory(const struct stats *s)
 {
 	return s->hist ? sizeof(*s->hist) + s->hist->n * BLOCK_BYTES : 0;
 }
+
+void
+stats_tally_fold(const struct stats_tally *t, uint64_t count)
+{
+	uint64_t zeros = count - t->nonzero;
+
+	if (count == 0)
+		return;
+	if (zeros) {
+		(void)stats_hist_add(t->s, 0, zeros, t->budget);
+		if (t->s2)
+			(void)stats_hist_add(t->s2, 0, zeros, t->budget);
+	}
+	/*
+	 * An accumulator of the same samples, shifted by their mean (rounded down: within their
+	 * range): sum((v - m)^2) = sum(v^2) - 2 m sum(v) + n m^2, exact modulo 2^128 and so
+	 * exact, the true value being below 2^128.
+	 */
+	uint64_t m = t->sum / count;
+	struct stats_acc a = {
+	        .sum = t->sum,
+	        .sq = t->sq - 2 * (stats_u128)m * t->sum + (stats_u128)count * m * m,
+	        .shift = m,
+	        .count = count,
+	        .min = zeros ? 0 : t->min,
+	        .max = t->max,
+	};
+	stats_acc_fold(t->s, &a);
+	if (t->s2)
+		stats_acc_fold(t->s2, &a);
+}

@@ -421,3 +421,97 @@ void stats_acc_gather(struct stats_acc *a, const uint64_t *base, size_t stride, 
  * in 64-bit precision and, while @s's sum has not saturated, from @s's exact sum.
  */
 void stats_acc_fold(struct stats *s, const struct stats_acc *a);
+
+/*
+ * Tallies: the accumulator for samples that come interleaved, each of another aggregate than
+ * the one before (a batch read in one pass, its regions' samples mixed). Its sums stay in
+ * memory between samples instead of registers; a zero, the common value of rare events, costs
+ * a test only (the zeros are what the count given to stats_tally_fold() leaves over):
+ *
+ *	stats_tally_begin(&t, &s, NULL, budget);
+ *	stats_tally_add(&t, v);			(for each sample v)
+ *	stats_tally_fold(&t, count);		(count: the samples added, zeros included)
+ *
+ * Values at most STATS_TALLY_MAX_VALUE, at most STATS_TALLY_MAX_COUNT in one tally: the sum
+ * fits 64 bits and the sum of squares 128. Nothing fails, as with the accumulators: the
+ * histogram counts each value at once (a block that cannot be allocated misses its samples),
+ * the rest at the fold.
+ */
+#define STATS_TALLY_MAX_VALUE ((UINT64_C(1) << 49) - 1u)
+#define STATS_TALLY_MAX_COUNT (UINT64_C(1) << 13)
+
+/**
+ * struct stats_tally - the nonzero samples of one aggregate (and a second), not yet folded in
+ * @sum: their sum
+ * @nonzero: how many
+ * @min: the smallest (UINT64_MAX while none)
+ * @max: the largest (0 while none)
+ * @sq: the sum of their squares
+ * @s: the aggregate, whose histogram counts them as they come
+ * @s2: NULL, or a second aggregate counting the same samples
+ * @budget: what the histogram blocks they allocate are charged to
+ */
+struct stats_tally {
+	uint64_t sum, nonzero, min, max;
+	stats_u128 sq;
+	struct stats *s, *s2;
+	struct stats_budget *budget;
+};
+
+/**
+ * stats_tally_begin() - open an empty tally for @s (and @s2 unless NULL) charged to @budget;
+ * allocates nothing. The aggregates must not be freed or moved until stats_tally_fold().
+ */
+static inline void
+stats_tally_begin(struct stats_tally *t, struct stats *s, struct stats *s2,
+                  struct stats_budget *budget)
+{
+	*t = (struct stats_tally){.min = UINT64_MAX, .s = s, .s2 = s2, .budget = budget};
+}
+
+/* Counts @v in bucket @b of @s's histogram: in place where its block is, else through
+ * stats_hist_add() (which allocates it, or misses @v). */
+static inline void
+stats_hist_inc(struct stats *s, unsigned b, struct stats_budget *budget)
+{
+	struct stats_hist *h = s->hist;
+	unsigned k = h ? h->slot[b / STATS_GROUP_BUCKETS] : 0;
+
+	if (__builtin_expect(k != 0, 1))
+		h->c[8u * k + b - 16u * STATS_SLOT_BIAS]++;
+	else
+		(void)stats_hist_add(s, b, 1, budget);
+}
+
+/**
+ * stats_tally_add() - gather sample @v (at most STATS_TALLY_MAX_VALUE) in @t: a zero only
+ * in the count stats_tally_fold() is given; another in the sums and the histograms at once.
+ */
+static inline void
+stats_tally_add(struct stats_tally *t, uint64_t v)
+{
+	if (!v)
+		return;
+	unsigned b = stats_bucket(v);
+	t->nonzero++;
+	t->sum += v;
+	t->sq += (stats_u128)v * v;
+	if (v < t->min)
+		t->min = v;
+	if (v > t->max)
+		t->max = v;
+	stats_hist_inc(t->s, b, t->budget);
+	if (t->s2)
+		stats_hist_inc(t->s2, b, t->budget);
+}
+
+/**
+ * stats_tally_fold() - add what @t gathered to its aggregates
+ * @t: the tally
+ * @count: the samples given to stats_tally_add(), zeros included (at least @t->nonzero);
+ *         0: nothing changes
+ *
+ * As stats_acc_fold() of an accumulator of the same samples (zeros counted in the histograms
+ * here), into @t->s, then @t->s2.
+ */
+void stats_tally_fold(const struct stats_tally *t, uint64_t count);

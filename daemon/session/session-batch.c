@@ -578,7 +578,7 @@ batch_names(struct session *s, const Pmc__SampleBatch *b)
 }
 
 static int
-handle_batch(struct session *s, const Pmc__SampleBatch *b)
+handle_batch(struct session *s, const Pmc__SampleBatch *b, const struct batch_cols *cols)
 {
 	struct session_thread *t = session_find_thread(s, b->tid);
 	if (!t && session_thread_refused(s, b->tid)) {
@@ -646,6 +646,7 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b)
 	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
 	struct ingest g = {
 	        .b = b,
+	        .cols = cols,
 	        .keys = keys,
 	        .ev_id = t->ev_id,
 	        .ne = ne,
@@ -695,7 +696,7 @@ session_batch_step(struct session *s)
 int
 session_handle_sample_batch(struct session *s, const Pmc__Request *req)
 {
-	int r = handle_batch(s, req->sample_batch);
+	int r = handle_batch(s, req->sample_batch, s->rx_cols);
 	if (r == -EBADMSG)
 		log_warn_limited("pid %d: malformed sample batch (tid %d): closing the connection",
 		                 (int)s->pid, (int)req->sample_batch->tid);

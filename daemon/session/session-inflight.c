@@ -64,6 +64,7 @@ settle(struct session *s)
 	if (s->fds_unread && all_read(s->fd)) {
 		release(s->srv, s->user, s->fds_unread);
 		s->fds_unread = 0;
+		s->outq_empty = true;
 	}
 	return s->fds_unread == 0;
 }

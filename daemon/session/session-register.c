@@ -203,6 +203,15 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 	return 0;
 }
 
+/* The refusal of a registration on a connection whose process has exited. */
+static int
+orphan_refused(struct session *s)
+{
+	return session_reply_error(s, ESRCH,
+	                           "process %d has exited: its connection may not register threads",
+	                           (int)s->pid);
+}
+
 /* The thread @rt is for, in the daemon's pid namespace: proven by the pidfd it carries,
  * or found among the peer's own threads by the id it claims (threadid.h). Return: the
  * thread id, or 0 once the refusal is sent (*@refused: what the handler returns). */
@@ -216,6 +225,12 @@ thread_identify(struct session *s, const Pmc__RegisterThread *rt, char *why, siz
 	            : rt->tid > 0 ? threadid_claimed(s->pid, s->same_ns > 0, rt->tid, why, len)
 	                          : (snprintf(why, len, "thread id %d is not valid", (int)rt->tid),
 	                             -EPERM);
+	/* A pidfd refused: the peer may have exited (a child registering on the connection it
+	 * inherited), which the refusal says. */
+	if (tid < 0 && rt->pidfd && s->pidfd >= 0 && !session_peer_alive(s)) {
+		*refused = orphan_refused(s);
+		return 0;
+	}
 	if (tid == -ESRCH) {
 		*refused = session_reply_error(s, ESRCH, "thread %d has exited", (int)rt->tid);
 		return 0;
@@ -344,10 +359,10 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 {
 	char why[384];
 
-	if (s->pidfd >= 0 && !session_peer_alive(s))
-		return session_reply_error(
-		        s, ESRCH, "process %d has exited: its connection may not register threads",
-		        (int)s->pid);
+	/* A live thread of the peer, which a pidfd proves (threadid_from_pidfd()), proves the
+	 * peer alive: its pidfd is polled first only for a registration by id. */
+	if (!rt->pidfd && s->pidfd >= 0 && !session_peer_alive(s))
+		return orphan_refused(s);
 	/* tid: the thread in the daemon's namespace; ctid: as the client names it. */
 	int r = 0;
 	pid_t ctid = rt->tid, tid = thread_identify(s, rt, why, sizeof(why), &r);
@@ -369,7 +384,11 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 {
 	char *const *names = rt->events;
 	size_t n = rt->n_events;
-	int r = creds_may_count(&s->creds, s->pid, tid, why, why_len);
+	/* A peer that may count anyone needs only its thread alive, which a pidfd proved
+	 * (thread_identify(), then thread_still() after the open): creds_may_count() would
+	 * only look again. */
+	bool proven = pidfd >= 0 && s->creds.ptrace_capable;
+	int r = proven ? 0 : creds_may_count(&s->creds, s->pid, tid, why, why_len);
 	if (r == -ESRCH)
 		return session_reply_error(s, ESRCH, "thread %d has exited", (int)ctid);
 	if (r < 0) {
@@ -462,7 +481,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	}
 	/* And its credentials: it may have exec'd a setuid program since the check (the
 	 * kernel detaches counters opened before such an exec, not those opened after). */
-	if (r == 0 && (r = creds_may_count(&s->creds, s->pid, tid, why, why_len)) < 0) {
+	if (r == 0 && !proven && (r = creds_may_count(&s->creds, s->pid, tid, why, why_len)) < 0) {
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		if (r == -ESRCH)

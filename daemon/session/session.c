@@ -133,7 +133,9 @@ session_reply(struct session *s, Pmc__Response *resp, const int *fds, size_t n_f
 {
 	if (s->peer_gone)
 		return 0;
-	int r = reply_room(s);
+	/* Seen empty while this request is handled (its fds settled): no look again. */
+	int r = s->outq_empty ? 0 : reply_room(s);
+	s->outq_empty = false;
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, pmc__response__get_packed_size(resp));
@@ -149,6 +151,7 @@ session_send_packed(struct session *s, const uint8_t *buf, size_t len)
 	if (s->peer_gone)
 		return 0;
 	int r = reply_room(s);
+	s->outq_empty = false;
 	if (r < 0)
 		return r;
 	session_sndbuf_fit(s, len);
@@ -377,14 +380,19 @@ static int
 handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, size_t n_fds,
                 bool drained)
 {
-	/* The hot request, a plain SampleBatch, is decoded by hand; the rest by protobuf-c. */
+	/* The hot request, a plain SampleBatch, is decoded by hand, its long columns read in
+	 * place when it is counted; the rest by protobuf-c. */
 	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
 	Pmc__SampleBatch fast_batch;
+	struct batch_cols cols;
 	int r = 0;
-	if (!n_fds && batch_decode(buf, len, &fast_batch) == 0) {
+	s->rx_cols = NULL;
+	s->outq_empty = false;
+	if (!n_fds && batch_scan(buf, len, &fast_batch, &cols) == 0) {
 		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		fast.sample_batch = &fast_batch;
 		req = &fast;
+		s->rx_cols = cols.in_place ? &cols : NULL;
 	} else if ((r = pmc_wire_unpack_request(buf, len, &req)) < 0) {
 		if (n_fds)
 			pmc_fdcheck_close(fds[0], (unsigned)s->uid);
@@ -457,6 +465,7 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 		if (r == 0 && pmc_fdcheck_pending((unsigned)s->uid) >= SESSION_MAX_PENDING_CLOSES)
 			r = -EMFILE;
 	}
+	s->rx_cols = NULL;
 	if (req != &fast && req != s->def && req != s->batch_req)
 		pmc__request__free_unpacked(req, NULL);
 	return r == -EAGAIN ? -EPIPE : r;
@@ -574,6 +583,17 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 void
 session_serve(struct session *s, uint64_t deadline_ns)
 {
+	/* Streaming a reply while others wait: a share of the time since its last slice, so
+	 * that a reader of whole queries takes a bounded part of the loop from the connections
+	 * sending batches (it gets the loop's whole time while nothing else waits). */
+	bool query = s->qs != NULL;
+	s->outq_empty = false;
+	if (query && s->srv->sched.n) {
+		uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+		uint64_t share =
+		        now > s->qs_yield_ns ? (now - s->qs_yield_ns) / SESSION_QUERY_SHARE : 0;
+		deadline_ns = now + share < deadline_ns ? now + share : deadline_ns;
+	}
 	s->srv->deadline_ns = deadline_ns;
 	if (s->user->defining && s->user->defining != s) {
 		s->def_waits = true; /* defining_end() queues it again */
@@ -587,6 +607,8 @@ session_serve(struct session *s, uint64_t deadline_ns)
 		session_close(s, r);
 		return;
 	}
+	if (query)
+		s->qs_yield_ns = util_now_ns(CLOCK_MONOTONIC);
 	if (r == SESSION_STEP_MORE) {
 		session_ready(s);
 		return;

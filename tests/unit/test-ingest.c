@@ -1,0 +1,399 @@
+/* Unit tests for daemon/model/ingest.c's counting in place against protobuf-c: every batch of
+ * the fuzzer's seed corpus, random batches as clients send them (values of every length,
+ * scaled events, refused regions, call path nodes), their random mutations, and hostile
+ * batches made by hand (truncated varints, wrong wire types, huge lengths, fields repeated
+ * or out of order, unknown fields). Each is decoded and counted both ways
+ * (tests/lib/pmc-test-ingest.h): every aggregate must be the same. Prints "ok N - name" per
+ * test; exits 1 at the first failed check. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmc-test.h"
+
+#define INGEST_CHECK(expr) CHECK(expr)
+#include "pmc-test-ingest.h"
+
+#ifndef PMC_FUZZ_CORPUS
+#define PMC_FUZZ_CORPUS "tests/fuzz/corpus"
+#endif
+
+#define rng pmc_test_rng
+
+static uint8_t *
+pack_batch(Pmc__SampleBatch *b, size_t *len)
+{
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = b;
+	*len = pmc__request__get_packed_size(&req);
+	uint8_t *buf = malloc(*len + 1);
+	CHECK(buf);
+	CHECK(pmc__request__pack(&req, buf) == *len);
+	return buf;
+}
+
+/* A value of 1 to 9 varint bytes: zeros and small counts most often, as rare events give. */
+static uint64_t
+value(uint64_t *seed, int wide)
+{
+	uint64_t r = rng(seed);
+	switch (r % 8) {
+	case 0:
+	case 1:
+		return 0;
+	case 2:
+		return r >> 61;
+	case 3:
+	case 4:
+		return 1000 + (r >> 8) % 50000;
+	case 5:
+		return rng(seed) >> (15 + (r >> 58) % 49); /* up to 2^49 */
+	case 6:
+		return wide ? rng(seed) >> (1 + (r >> 58) % 16) : (r >> 20) % 100000000;
+	default:
+		return (r >> 8) % 5;
+	}
+}
+
+/* Flipped bits, changed, inserted and removed bytes, truncation; each result compared. */
+static void
+mutate(const uint8_t *buf, size_t len, unsigned rounds, uint64_t *seed)
+{
+	uint8_t *m = malloc(len + 16);
+	CHECK(m);
+	for (unsigned k = 0; k < rounds; k++) {
+		size_t n = len;
+		memcpy(m, buf, len);
+		for (unsigned e = 1 + (unsigned)(rng(seed) % 3); e; e--) {
+			uint64_t r = rng(seed);
+			size_t at = n ? (size_t)(r >> 8) % n : 0;
+			switch (r % 6) {
+			case 0:
+				if (n)
+					m[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
+				break;
+			case 1:
+				if (n)
+					m[at] = (uint8_t)(r >> 48);
+				break;
+			case 2:
+				if (n < len + 16) {
+					memmove(m + at + 1, m + at, n - at);
+					m[at] = (uint8_t)(r >> 48);
+					n++;
+				}
+				break;
+			case 3:
+				if (n) {
+					memmove(m + at, m + at + 1, n - at - 1);
+					n--;
+				}
+				break;
+			case 4:
+				n = at;
+				break;
+			default:
+				if (n)
+					m[at] = (uint8_t)(0x80 | (r >> 48));
+			}
+		}
+		cmp_datagram(m, n);
+	}
+	free(m);
+}
+
+/* A batch as the session counts it: @n samples of @ne events over a few regions. */
+static uint8_t *
+random_batch(uint64_t *seed, size_t n, size_t ne, int wide, int scaled, size_t *len)
+{
+	uint32_t *region = calloc(n + 1, sizeof(*region)), *sc = calloc(n + 1, sizeof(*sc));
+	uint64_t *wall = calloc(n + 1, sizeof(*wall)), *values = calloc(n * ne + 1, 8);
+	float *ratio = calloc(n * ne + 1, sizeof(*ratio));
+	size_t n_ratio = 0;
+	uint32_t keys = 1 + (uint32_t)(rng(seed) % 40);
+	CHECK(region && sc && wall && values && ratio);
+	for (size_t i = 0; i < n; i++) {
+		region[i] = 1 + (uint32_t)(rng(seed) % keys);
+		wall[i] = value(seed, wide);
+		for (size_t j = 0; j < ne; j++)
+			values[i * ne + j] = value(seed, wide);
+		if (scaled && rng(seed) % 3 == 0) {
+			sc[i] = (uint32_t)rng(seed) &
+			        (ne < 32 ? (UINT32_C(1) << ne) - 1 : UINT32_MAX);
+			for (int k = __builtin_popcount(sc[i]); k > 0; k--)
+				ratio[n_ratio++] = (float)(rng(seed) % 1200) / 1000.0f;
+		}
+	}
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = (int32_t)(rng(seed) % 100000);
+	b.n_region = b.n_wall_ns = n;
+	b.region = region;
+	b.wall_ns = wall;
+	b.n_values = n * ne;
+	b.values = values;
+	if (scaled) {
+		b.n_scaled = n;
+		b.scaled = sc;
+		b.n_scale_ratio = n_ratio;
+		b.scale_ratio = ratio;
+	}
+	b.dropped = rng(seed) % 3 ? 0 : rng(seed) % 1000;
+	b.pending = rng(seed) % 100;
+	uint8_t *buf = pack_batch(&b, len);
+	free(region);
+	free(sc);
+	free(wall);
+	free(values);
+	free(ratio);
+	return buf;
+}
+
+static void
+test_random_batches(void)
+{
+	uint64_t seed = 7;
+	unsigned long counted = cmp_counted, in_place = cmp_in_place;
+	for (unsigned k = 0; k < 800; k++) {
+		size_t n = (size_t)(rng(&seed) % (k % 10 ? 64 : 700));
+		size_t ne = (size_t)(rng(&seed) % 9);
+		int wide = rng(&seed) % 4 == 0, scaled = rng(&seed) % 3 == 0;
+		size_t len;
+		uint8_t *buf = random_batch(&seed, n, ne, wide, scaled, &len);
+		CHECK(cmp_datagram(buf, len) == 1);
+		if (k % 8 == 0)
+			mutate(buf, len, 30, &seed);
+		free(buf);
+	}
+	/* The largest batch a decode holds, and one event of 32. */
+	size_t len;
+	uint8_t *buf = random_batch(&seed, BATCH_MAX_SAMPLES, 4, 0, 1, &len);
+	CHECK(cmp_datagram(buf, len) == 1);
+	free(buf);
+	buf = random_batch(&seed, 100, 32, 0, 1, &len);
+	CHECK(cmp_datagram(buf, len) == 1);
+	free(buf);
+	printf("# %lu batches counted both ways, %lu of them in place\n", cmp_counted - counted,
+	       cmp_in_place - in_place);
+	CHECK(cmp_in_place - in_place > 500 && cmp_counted - cmp_in_place > 30);
+}
+
+/* Appends the varint @v to @p. */
+static uint8_t *
+put_varint(uint8_t *p, uint64_t v)
+{
+	for (; v >= 0x80; v >>= 7)
+		*p++ = (uint8_t)(v | 0x80);
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* A Request { sample_batch } around the SampleBatch body @body (@n bytes). */
+static size_t
+wrap(uint8_t *out, const uint8_t *body, size_t n)
+{
+	uint8_t *p = out;
+	*p++ = (3u << 3) | 2u;
+	p = put_varint(p, n);
+	memcpy(p, body, n);
+	return (size_t)(p - out) + n;
+}
+
+/* A body of 3 samples, 2 events; its fields in @order (a string of field numbers: 2 region,
+ * 3 wall_ns, 4 values, 1 tid, 'u' an unknown field 30, 'v' an unknown varint field 29). */
+static size_t
+body(uint8_t *out, const char *order)
+{
+	uint8_t *p = out;
+	for (const char *f = order; *f; f++) {
+		switch (*f) {
+		case '1':
+			*p++ = (1u << 3);
+			p = put_varint(p, 77);
+			break;
+		case '2':
+			*p++ = (2u << 3) | 2u;
+			*p++ = 3;
+			*p++ = 1;
+			*p++ = 2;
+			*p++ = 1;
+			break;
+		case '3': {
+			uint8_t col[32], *q = col;
+			q = put_varint(q, 1500);
+			q = put_varint(q, 0);
+			q = put_varint(q, UINT64_C(1) << 40);
+			*p++ = (3u << 3) | 2u;
+			*p++ = (uint8_t)(q - col);
+			memcpy(p, col, (size_t)(q - col));
+			p += q - col;
+			break;
+		}
+		case '4': {
+			uint8_t col[64], *q = col;
+			for (int i = 0; i < 6; i++)
+				q = put_varint(q, i % 2 ? 0 : (uint64_t)300 << (7 * i));
+			*p++ = (4u << 3) | 2u;
+			*p++ = (uint8_t)(q - col);
+			memcpy(p, col, (size_t)(q - col));
+			p += q - col;
+			break;
+		}
+		case 'u':
+			*p++ = (uint8_t)((30u << 3) | 2u);
+			*p++ = 1; /* a second tag byte: 30 > 15 */
+			*p++ = 2;
+			*p++ = 0xaa;
+			*p++ = 0xbb;
+			break;
+		case 'v':
+			*p++ = (uint8_t)((29u << 3) | 0x80);
+			*p++ = 1;
+			*p++ = 5;
+			break;
+		}
+	}
+	return (size_t)(p - out);
+}
+
+static void
+test_hostile(void)
+{
+	uint8_t b[256], d[300];
+	size_t n, len;
+	unsigned long refused = cmp_refused;
+
+	/* The plain batch, then its fields in other orders: both ways count the same. */
+	static const char *const orders[] = {"1234", "4321", "3142", "2413", "234"};
+	for (size_t k = 0; k < sizeof(orders) / sizeof(*orders); k++) {
+		n = body(b, orders[k]);
+		CHECK(cmp_datagram(d, wrap(d, b, n)) == 1);
+	}
+	/* A field repeated (protobuf-c joins packed fields; the hand decoder refuses), unknown
+	 * fields: refused in place, or the same. */
+	static const char *const odd[] = {"12342", "12344", "12334", "1234u", "u1234", "12v34"};
+	for (size_t k = 0; k < sizeof(odd) / sizeof(*odd); k++) {
+		n = body(b, odd[k]);
+		cmp_datagram(d, wrap(d, b, n));
+	}
+	/* Every truncation of the plain batch, its outer length kept right or not. */
+	n = body(b, "1234");
+	for (size_t cut = 0; cut < n; cut++) {
+		cmp_datagram(d, wrap(d, b, cut));
+		len = wrap(d, b, n);
+		cmp_datagram(d, len - (n - cut));
+	}
+	/* A varint cut at the end of the values (its last byte with the top bit). */
+	n = body(b, "123");
+	b[n++] = (4u << 3) | 2u;
+	b[n++] = 3;
+	b[n++] = 0x05;
+	b[n++] = 0x85;
+	b[n++] = 0x85;
+	CHECK(cmp_datagram(d, wrap(d, b, n)) == 0);
+	/* Wrong wire types: values as a varint, region as 64-bit, wall_ns as 32-bit. */
+	static const uint8_t wt[] = {(4u << 3) | 0u, (2u << 3) | 1u, (3u << 3) | 5u,
+	                             (4u << 3) | 3u};
+	for (size_t k = 0; k < sizeof(wt); k++) {
+		n = body(b, "123");
+		b[n++] = wt[k];
+		for (int i = 0; i < 8; i++)
+			b[n++] = 1;
+		CHECK(cmp_datagram(d, wrap(d, b, n)) == 0);
+	}
+	/* Huge lengths: a field's past the datagram, in 5 bytes and in 10. */
+	n = body(b, "123");
+	b[n++] = (4u << 3) | 2u;
+	uint8_t *p = put_varint(b + n, UINT32_MAX);
+	n = (size_t)(p - b);
+	b[n++] = 1;
+	CHECK(cmp_datagram(d, wrap(d, b, n)) == 0);
+	n = body(b, "123");
+	b[n++] = (4u << 3) | 2u;
+	p = put_varint(b + n, UINT64_MAX);
+	n = (size_t)(p - b);
+	CHECK(cmp_datagram(d, wrap(d, b, n)) == 0);
+	/* Varints of 8, 9, 10 and 11 bytes in the values: decoded into arrays up to 9, to
+	 * protobuf-c past. */
+	for (int extra = 0; extra < 4; extra++) {
+		n = body(b, "123");
+		uint8_t col[64], *q = col;
+		for (int i = 0; i < 6; i++) {
+			q = put_varint(q, i == 3 ? UINT64_C(1) << 49 : 9);
+			if (i == 3)
+				for (int x = 0; x < extra; x++) {
+					q[-1] |= 0x80;
+					*q++ = 0;
+				}
+		}
+		b[n++] = (4u << 3) | 2u;
+		b[n++] = (uint8_t)(q - col);
+		memcpy(b + n, col, (size_t)(q - col));
+		n += (size_t)(q - col);
+		cmp_datagram(d, wrap(d, b, n));
+	}
+	/* The hostile ones above, mutated. */
+	uint64_t seed = 3;
+	for (size_t k = 0; k < sizeof(odd) / sizeof(*odd); k++) {
+		n = body(b, odd[k]);
+		mutate(d, wrap(d, b, n), 500, &seed);
+	}
+	printf("# %lu hostile datagrams refused by the hand decoder\n", cmp_refused - refused);
+	CHECK(cmp_refused - refused > 20);
+}
+
+/* The fuzzer's seed corpus: records of a 2-byte little-endian length and a datagram. */
+static void
+test_corpus(void)
+{
+	DIR *dir = opendir(PMC_FUZZ_CORPUS);
+	struct dirent *e;
+	unsigned records = 0, counted = 0;
+	uint64_t seed = 11;
+	CHECK(dir);
+	while ((e = readdir(dir))) {
+		char path[4096];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", PMC_FUZZ_CORPUS, e->d_name);
+		FILE *f = fopen(path, "rb");
+		CHECK(f);
+		CHECK(fseek(f, 0, SEEK_END) == 0);
+		long size = ftell(f);
+		CHECK(size >= 0 && fseek(f, 0, SEEK_SET) == 0);
+		uint8_t *data = malloc((size_t)size + 1);
+		CHECK(data);
+		CHECK(fread(data, 1, (size_t)size, f) == (size_t)size);
+		fclose(f);
+		for (size_t at = 0; at + 2 <= (size_t)size;) {
+			size_t len = data[at] | (size_t)data[at + 1] << 8;
+			at += 2;
+			if (len > (size_t)size - at)
+				len = (size_t)size - at;
+			records++;
+			counted += (unsigned)cmp_datagram(data + at, len);
+			mutate(data + at, len, 100, &seed);
+			at += len;
+		}
+		free(data);
+	}
+	closedir(dir);
+	printf("# corpus: %u datagrams, %u batches counted both ways\n", records, counted);
+	CHECK(records > 0 && counted > 0);
+}
+
+int
+main(void)
+{
+	int fds = pmc_test_count_fds();
+	cmp_init();
+	PMC_TEST_RUN(test_random_batches);
+	PMC_TEST_RUN(test_hostile);
+	PMC_TEST_RUN(test_corpus);
+	cmp_free();
+	CHECK(pmc_test_count_fds() == fds);
+	return 0;
+}
