@@ -685,9 +685,9 @@ cmd_decode(int reps, double seconds)
 			die("out of memory");
 	}
 	for (size_t j = 0; j < e.n; j++) {
-		int id = process_event_id(p, e.names[j]);
+		int id = registry_process_event_id(p, e.names[j]);
 		if (id < 0)
-			die("process_event_id: %s", strerror(-id));
+			die("registry_process_event_id: %s", strerror(-id));
 		ev_id[j] = (uint32_t)id;
 	}
 	struct batch bt = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);

@@ -74,7 +74,7 @@ cmp_init(void)
 		}
 		for (uint32_t j = 0; j < CMP_EVENTS; j++) {
 			snprintf(name, sizeof(name), "e%u", j);
-			int id = process_event_id(c->p, name);
+			int id = registry_process_event_id(c->p, name);
 			INGEST_CHECK(id >= 0);
 			cmp_ev_id[j] = (uint32_t)id;
 		}
