@@ -481,10 +481,12 @@ keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, cons
 			keys[to] = keys[i];
 		b->region[to] = b->region[i];
 		b->wall_ns[to] = b->wall_ns[i];
-		memmove(b->values + to * ne, b->values + i * ne, ne * sizeof(*b->values));
+		if (ne)
+			memmove(b->values + to * ne, b->values + i * ne, ne * sizeof(*b->values));
 		if (b->n_scaled)
 			b->scaled[to] = sc;
-		memmove(b->scale_ratio + rto, b->scale_ratio + rfrom, nr * sizeof(float));
+		if (nr) /* scale_ratio is NULL in a batch with none */
+			memmove(b->scale_ratio + rto, b->scale_ratio + rfrom, nr * sizeof(float));
 		rto += nr;
 		rfrom += nr;
 		to++;
