@@ -33,6 +33,8 @@ for ua in 1 0; do
 		PMC_SOCKET=$SOCK PMC_EVENTS=$list "$REGION" instructions 3 4096 >"$TMP/out"
 		# Blocks of 256 regions, the smallest of 4: one without a batch sent (every 512).
 		PMC_SOCKET=$SOCK PMC_EVENTS=$list "$REGION" instructions 4 256 >"$TMP/nobatch"
+		# One block of 4096 (8 batches), wherever the batches were packed.
+		PMC_SOCKET=$SOCK PMC_EVENTS=$list "$REGION" instructions 1 4096 >"$TMP/one"
 		kv() { sed -n "s/^$1=//p" "${2:-$TMP/out}"; }
 		echo "bench: perf_user_access=$ua, $n event(s) ($list), pmc $(kv pmc_kind)," \
 			"floor $(kv floor_kind): pmc_begin+pmc_end $(kv pmc_instr_user) [$(kv pmc_instr_kernel)]," \
@@ -46,6 +48,15 @@ for ua in 1 0; do
 			echo "bench: perf_user_access=$ua, $n event(s): minimal floor (floor-min.h)" \
 				"$(kv floor_min_instr_user): pmc_begin+pmc_end $(kv pmc_instr_user_min_ratio)x" \
 				"that; without the batches $(kv pmc_instr_user_min_ratio "$TMP/nobatch")x"
+		fi
+		# Issue 33's F3 (bench/floor-f3.h): only the passes, compiler barriers, the deltas.
+		if [ -n "$(kv floor_f3_instr_user)" ]; then
+			echo "bench: perf_user_access=$ua, $n event(s): F3 (floor-f3.h)" \
+				"$(kv floor_f3_instr_user): pmc_begin+pmc_end $(kv pmc_instr_user_f3_ratio)x" \
+				"that (batches amortized, the least of 3 blocks of 4096); without the batches" \
+				"$(kv pmc_instr_user "$TMP/nobatch") = $(kv pmc_instr_user_f3_ratio "$TMP/nobatch")x;" \
+				"one block of 4096 (after one unmeasured): $(kv pmc_instr_user "$TMP/one")" \
+				"= $(kv pmc_instr_user_f3_ratio "$TMP/one")x"
 		fi
 		# Where pmc takes the wall time from the page: the floor without its clock_gettime.
 		if [ -n "$(kv floor_page_instr_user)" ]; then

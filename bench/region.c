@@ -35,7 +35,9 @@
  *	page gives its counter and the leader's the clock, the minimal floor (floor_min_*,
  *	bench/floor-min.h, written apart from the library's reader): one seqlock pass per event
  *	and region end, the leader's with the clock and its enabled/running times, and the
- *	deltas; pmc_instr_*_min_ratio is the library against it.
+ *	deltas; pmc_instr_*_min_ratio is the library against it. And F3 (floor_f3_*,
+ *	bench/floor-f3.h): issue 33's floor, the same passes with compiler barriers only, the
+ *	counter by a computed branch, the deltas into an accumulator; pmc_instr_*_f3_ratio.
  *
  *   pmc-bench-region memory NTHREADS
  *	Heap (malloc accounting, one arena) and resident memory that NTHREADS threads add while
@@ -48,6 +50,7 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,7 @@
 #include <pmc/pmc.h>
 
 #include "bench.h"
+#include "floor-f3.h"
 #include "floor-min.h"
 #include "lib/reader.h"
 
@@ -167,21 +171,22 @@ run_floor_page(const struct floor *f, long iters)
 	sink = acc;
 }
 
-/* The minimal floor (floor-min.h): both ends' passes, and the deltas a sample holds. */
-static void
-run_floor_min(const struct floor *f, long iters)
+/* The minimal floor (floor-min.h), or with @f3 issue 33's F3 (floor-f3.h): both ends' passes,
+ * and the deltas a sample holds added into an accumulator. */
+static inline __attribute__((always_inline)) void
+run_floor_min(const struct floor *f, long iters, bool f3)
 {
 	uint64_t a[BENCH_MAX_EVENTS], b[BENCH_MAX_EVENTS], ta[3], tb[3], acc = 0;
 	int n = f->n;
 
 	for (long i = 0; i < iters; i++) {
-		a[0] = fm_leader(f->pages[0], ta);
+		a[0] = f3 ? f3_leader(f->pages[0], ta) : fm_leader(f->pages[0], ta);
 		for (int j = 1; j < n; j++)
-			a[j] = fm_count(f->pages[j]);
+			a[j] = f3 ? f3_count(f->pages[j]) : fm_count(f->pages[j]);
 		__asm__ __volatile__("" ::: "memory");
-		b[0] = fm_leader(f->pages[0], tb);
+		b[0] = f3 ? f3_leader(f->pages[0], tb) : fm_leader(f->pages[0], tb);
 		for (int j = 1; j < n; j++)
-			b[j] = fm_count(f->pages[j]);
+			b[j] = f3 ? f3_count(f->pages[j]) : fm_count(f->pages[j]);
 		acc += (tb[0] - ta[0]) + (tb[1] - ta[1]) + (tb[2] - ta[2]);
 		for (int j = 0; j < n; j++)
 			acc += b[j] - a[j];
@@ -438,7 +443,7 @@ icount_close(struct icount *c)
 	close(c->fd[1]);
 }
 
-enum { I_EMPTY = V_COUNT, I_FLOOR_PAGE, I_FLOOR_MIN, I_COUNT };
+enum { I_EMPTY = V_COUNT, I_FLOOR_PAGE, I_FLOOR_MIN, I_FLOOR_F3, I_COUNT };
 
 static void
 run_empty(long iters)
@@ -471,7 +476,12 @@ icount_variant(const struct icount *c, int v, const struct floor *f, pmc_region_
 			run_floor_page(f, iters);
 			break;
 		case I_FLOOR_MIN:
-			run_floor_min(f, iters);
+		case I_FLOOR_F3:
+			/* A constant per call: each loop compiled for its floor alone. */
+			if (v == I_FLOOR_F3)
+				run_floor_min(f, iters, true);
+			else
+				run_floor_min(f, iters, false);
 			break;
 		default:
 			run_empty(iters);
@@ -490,7 +500,7 @@ struct icount_floor {
 	long iters;
 	int r, rdpmc, page_clock;
 	int min_ok; /* floor_min_usable() */
-	uint64_t floor[2], floor_page[2], floor_min[2], empty[2];
+	uint64_t floor[2], floor_page[2], floor_min[2], floor_f3[2], empty[2];
 };
 
 static void *
@@ -517,6 +527,8 @@ icount_floor_main(void *arg)
 		if (p->min_ok) {
 			icount_variant(&c, I_FLOOR_MIN, &f, 0, 1, p->iters, p->floor_min);
 			icount_variant(&c, I_FLOOR_MIN, &f, 0, p->reps, p->iters, p->floor_min);
+			icount_variant(&c, I_FLOOR_F3, &f, 0, 1, p->iters, p->floor_f3);
+			icount_variant(&c, I_FLOOR_F3, &f, 0, p->reps, p->iters, p->floor_f3);
 		}
 		for (int i = 0; i < f.n; i++)
 			close(f.fds[i]);
@@ -587,6 +599,9 @@ cmd_instructions(int reps, long iters)
 			double m = ((double)fl.floor_min[k] - (double)fl.empty[k]) / (double)iters;
 			printf("floor_min_instr_%s=%.1f\n", mode[k], m);
 			printf("pmc_instr_%s_min_ratio=%.3f\n", mode[k], m > 0 ? x / m : 0);
+			double f3 = ((double)fl.floor_f3[k] - (double)fl.empty[k]) / (double)iters;
+			printf("floor_f3_instr_%s=%.1f\n", mode[k], f3);
+			printf("pmc_instr_%s_f3_ratio=%.3f\n", mode[k], f3 > 0 ? x / f3 : 0);
 		}
 		if (fl.page_clock) {
 			double x = ((double)in[V_PMC][k] - (double)in[I_EMPTY][k]) / (double)iters;

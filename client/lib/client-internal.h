@@ -168,6 +168,11 @@ ring_slot(const struct ring *r, uint64_t k)
 	return (struct pmc_sample *)(void *)(r->slots + (size_t)(k & (r->cap - 1)) * r->stride);
 }
 
+/* Set in an open frame's id when a path began for the first time on its thread inside it
+ * (path_slow()): the region's sample counted that look-up, and is sent kept out of the figures
+ * (PMC_SAMPLE_FIRST_PATH). The usual end finds the id changed and takes the general way. */
+#define PMC_FRAME_FIRST_PATH (UINT32_C(1) << 31)
+
 struct frame {
 	pmc_region_t id;
 	uint32_t path; /* the call path it began in: what its sample is sent as */

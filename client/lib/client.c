@@ -245,10 +245,14 @@ pcache_key(uint32_t parent, pmc_region_t region)
 
 /* The path of @region begun on @t at depth @d (open frames) in path @parent, past the
  * thread's cache: deeper than PMC_PATH_DEPTH, or in a path that is not one, it is its region
- * flagged; else interned (flagged PMC_PATH_FLAG_FULL when the table is full). Cached. */
+ * flagged; else interned (flagged PMC_PATH_FLAG_FULL when the table is full). Cached. The
+ * regions open on @t counted this look-up: each one's sample is kept out of the figures, as a
+ * first sample of a new path (PMC_FRAME_FIRST_PATH). */
 static uint32_t __attribute__((noinline))
-path_slow(struct pcache *c, uint32_t parent, pmc_region_t region, unsigned d)
+path_slow(struct pmc_thread *t, struct pcache *c, uint32_t parent, pmc_region_t region, unsigned d)
 {
+	for (unsigned i = 0; i < d; i++)
+		t->stack[i].id |= PMC_FRAME_FIRST_PATH;
 	uint32_t path;
 	if (region == PMC_WARMUP_REGION)
 		path = 0; /* cached, so that the warm-up's begin is a usual one */
@@ -274,7 +278,14 @@ path_get(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
 	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
 	if (likely(c->key == pcache_key(parent, region)))
 		return c->path;
-	return path_slow(c, parent, region, d);
+	return path_slow(t, c, parent, region, d);
+}
+
+/* Whether @f is the frame of @region (PMC_FRAME_FIRST_PATH aside). */
+static inline bool
+frame_is(const struct frame *f, pmc_region_t region)
+{
+	return !((f->id ^ region) & ~PMC_FRAME_FIRST_PATH);
 }
 
 /* @cap frames and, before them, the parent of the outermost (path 0, id 0), zeroed. Return:
@@ -382,7 +393,17 @@ region_begin_any(struct pmc_thread *t, pmc_region_t region, bool fast_failed)
 	if (unlikely(d >= t->begin_cap) && !begin_slow(t))
 		return;
 	struct frame *f = &t->stack[d];
-	f->path = path_get(t, d ? f[-1].path : 0, region, d);
+	/* The path as the usual begin finds it, in the memo (one load and one compare, whatever
+	 * other paths there are), put there first where it is not. */
+	uint32_t parent = f[-1].path, path;
+	const struct pcache *m = &t->memo[region & t->memo_mask];
+	if (likely(m->key == pcache_key(parent, region))) {
+		path = m->path;
+	} else {
+		path = path_get(t, parent, region, d);
+		memo_put(t, parent, region, path); /* no memory: looked up again next time */
+	}
+	f->path = path;
 	struct reading x = fast_failed ? read_counters_slow(t, f->v, 0) : read_counters(t, f->v, 0);
 	f->t0 = x.clock;
 	if (unlikely(x.r < 0)) {
@@ -415,14 +436,47 @@ static void __attribute__((noinline)) unprofiled_region(void)
 static void begin_other(pmc_region_t region);
 static void begin_general(struct pmc_thread *t, pmc_region_t region);
 
-/* The usual begin (pmc_begin(), and the macros' inline): a thread that reads its group through
- * the pages, with room in its frames, and a region that begins in the same path as last time
- * (its memo slot): one pass over each page (pmc_reader_pass_leader(), _count()) into the frame.
- * Every other case, and a pass that cannot be made, goes the general way (begin_general(),
+/* The usual begin (pmc_begin(), and the macros' scope_begin_id()): a thread that reads its group
+ * through the pages, with room in its frames, and a region that begins in the same path as last
+ * time (its memo slot): one pass over each page (pmc_reader_pass_leader(), _count()) into the
+ * frame. Every other case, and a pass that cannot be made, goes the general way (begin_general(),
  * region_begin_any()) with a tail call; a thread that registers, a path new to the memo or frames
  * that must grow are prepared there and begun again through this code, so that the instructions
  * after the read are the same for every region: what a region counts of the library's own is
  * one constant. */
+enum { BEGUN, BEGIN_GENERAL, BEGIN_REREAD };
+
+/* begin_fast() on registered @t: BEGUN; BEGIN_GENERAL where it is not the usual way (nothing
+ * read: begin_general()); BEGIN_REREAD where a pass could not be made (region_begin_any() with
+ * fast_failed). */
+static inline __attribute__((always_inline)) int
+begin_try(struct pmc_thread *t, pmc_region_t region)
+{
+	unsigned d = t->depth;
+	if (unlikely(d >= t->fast_cap || !region))
+		return BEGIN_GENERAL;
+	struct frame *f = &t->stack[d];
+	const struct pcache *m = &t->memo[region & t->memo_mask];
+	if (unlikely(m->key != pcache_key(f[-1].path, region)))
+		return BEGIN_GENERAL;
+	size_t n = t->n;
+	uint64_t *v = f->v;
+	struct pmc_reading rd;
+	if (unlikely(pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd) < 0))
+		return BEGIN_REREAD;
+	v[0] = rd.value;
+	v[n] = rd.enabled;
+	v[2 * n] = rd.running;
+	f->t0 = rd.clock;
+	for (size_t i = 1; i < n; i++)
+		if (unlikely(pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &v[i]) < 0))
+			return BEGIN_REREAD;
+	f->path = m->path;
+	f->id = region;
+	t->depth = d + 1;
+	return BEGUN;
+}
+
 static inline __attribute__((always_inline)) void
 begin_fast(pmc_region_t region)
 {
@@ -431,43 +485,11 @@ begin_fast(pmc_region_t region)
 		begin_other(region);
 		return;
 	}
-	unsigned d = t->depth;
-	if (unlikely(d >= t->fast_cap || !region)) {
+	int r = begin_try(t, region);
+	if (unlikely(r == BEGIN_GENERAL))
 		begin_general(t, region);
-		return;
-	}
-	struct frame *f = &t->stack[d];
-	const struct pcache *m = &t->memo[region & t->memo_mask];
-	if (unlikely(m->key != pcache_key(f[-1].path, region))) {
-		begin_general(t, region);
-		return;
-	}
-	size_t n = t->n;
-	uint64_t *v = f->v;
-	struct pmc_reading rd;
-	if (unlikely(pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd) < 0)) {
+	else if (unlikely(r == BEGIN_REREAD))
 		region_begin_any(t, region, true);
-		return;
-	}
-	v[0] = rd.value;
-	v[n] = rd.enabled;
-	v[2 * n] = rd.running;
-	f->t0 = rd.clock;
-	for (size_t i = 1; i < n; i++)
-		if (unlikely(pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &v[i]) < 0)) {
-			region_begin_any(t, region, true);
-			return;
-		}
-	f->path = m->path;
-	f->id = region;
-	t->depth = d + 1;
-}
-
-/* pmc_begin(), inlined into the macros' begin too (no call through the PLT). */
-static inline __attribute__((always_inline)) void
-begin_id(pmc_region_t region)
-{
-	begin_fast(region);
 }
 
 PMC_EXPORT void
@@ -538,8 +560,8 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 	if (read)
 		x = read_counters_slow(t, now, 1);
 	unsigned d = t->depth;
-	if (unlikely(t->stack[d - 1].id != region)) {
-		while (d > 0 && t->stack[d - 1].id != region)
+	if (unlikely(!frame_is(&t->stack[d - 1], region))) {
+		while (d > 0 && !frame_is(&t->stack[d - 1], region))
 			d--;
 		if (unlikely(!d))
 			return;
@@ -598,6 +620,9 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 			s->values[j] = dv;
 		}
 	}
+	/* A region inside which a path began for the first time on the thread: kept out. */
+	if (unlikely(f->id != region))
+		scaled |= PMC_SAMPLE_FIRST_PATH;
 	s->region = f->path;
 	s->scaled = scaled;
 	s->wall = wall;
@@ -754,6 +779,63 @@ pmc__thread_warm_up(struct pmc_thread *t)
 		atomic_store(&t->lost[k], 0);
 }
 
+static pmc_region_t scope_begin_slow(struct pmc_thread *t, pmc_region_t region);
+
+/* scope_begin_id() where a pass could not be made: a tail call, so that the usual way saves no
+ * register. */
+static pmc_region_t __attribute__((noinline))
+scope_begin_reread(struct pmc_thread *t, pmc_region_t region)
+{
+	region_begin_any(t, region, true);
+	return region;
+}
+
+/* The macros' begin of @region, however their call site found its id: one copy of the usual
+ * begin for every call site, name and way to the id (inlined into scope_begin(), gcc gave each
+ * way to the id a copy of its own, whose registers differ: a name chosen at run time counted
+ * one instruction more in the samples that looked it up than in the others), and every case
+ * the usual begin does not take is prepared by scope_begin_slow() and begun again here (a
+ * tail call), so that what runs after the read, the return of the id included, is the same
+ * for every sample: a region's first on the thread too. Return: @region. */
+static pmc_region_t __attribute__((noinline, noclone)) scope_begin_id(pmc_region_t region)
+{
+	struct pmc_thread *t = T;
+	if (likely(t)) {
+		int r = begin_try(t, region);
+		if (likely(r == BEGUN))
+			return region;
+		if (r == BEGIN_REREAD)
+			return scope_begin_reread(t, region);
+	}
+	return scope_begin_slow(t, region);
+}
+
+/* scope_begin_id() off the usual way: begin_general() and begin_other(), but a begin they
+ * prepare is made again by scope_begin_id(). */
+static pmc_region_t __attribute__((noinline))
+scope_begin_slow(struct pmc_thread *t, pmc_region_t region)
+{
+	if (unlikely(!region))
+		return region;
+	if (!t || t->state != ST_ON) {
+		if (likely(thread_get() != NULL))
+			return scope_begin_id(region);
+		unprofiled_region();
+		return region;
+	}
+	if (!t->fast) {
+		region_begin_any(t, region, false);
+		return region;
+	}
+	int r = begin_ready(t, region);
+	thread_fast_cap(t);
+	if (r > 0 && t->depth < t->fast_cap)
+		return scope_begin_id(region);
+	if (r >= 0)
+		region_begin_any(t, region, false);
+	return region;
+}
+
 /* The macros' begin. The call site's slot holds the id its name had last time: a name
  * that changes at run time (a buffer, a pointer to one of several names) is compared on
  * every call, never taken for the first one. Whatever id another thread left there is
@@ -769,8 +851,7 @@ scope_begin(pmc_region_t *slot, const char *name, bool literal)
 		if (id)
 			__atomic_store_n(slot, id, __ATOMIC_RELEASE);
 	}
-	begin_id(id);
-	return id;
+	return scope_begin_id(id);
 }
 
 PMC_EXPORT pmc_region_t

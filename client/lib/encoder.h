@@ -28,8 +28,11 @@
  * @values: k values (k: the thread's events), then k floats, running/enabled of each
  *          extrapolated value (the others unset); pmc_sample_ratio()
  *
- * A ring slot is pmc_sample_size(k) bytes.
+ * A ring slot is pmc_sample_size(k) bytes. @scaled's bit PMC_SAMPLE_FIRST_PATH (above any event's)
+ * marks a sample kept out of the figures: a region inside which a call path began for the first
+ * time on its thread (SampleBatch.first_path).
  */
+#define PMC_SAMPLE_FIRST_PATH (UINT32_C(1) << 31)
 struct pmc_sample {
 	uint32_t region;
 	uint32_t scaled;
@@ -103,11 +106,12 @@ struct pmc_batch {
 #define PMC_BATCH_HEAD 6
 
 /* The most bytes pmc_batch_encode() writes for @n samples of @k values whose region names
- * are at most @name_max bytes long: per sample its region, wall and scaled varints, values
- * and ratios, and a definition; then 20 fields' tags, lengths and varints at most. */
+ * are at most @name_max bytes long: per sample its region, wall, scaled and first_path
+ * varints, values and ratios, and a definition; then 21 fields' tags, lengths and varints at
+ * most. */
 #define PMC_BATCH_BOUND(n, k, name_max)                                                            \
-	(PMC_BATCH_HEAD + 20 * 16 + 16 +                                                           \
-	 (size_t)(n) * (5 + 10 + 5 + (size_t)(k) * (10 + sizeof(float)) + 5 + 1 + 5 +              \
+	(PMC_BATCH_HEAD + 21 * 16 + 16 +                                                           \
+	 (size_t)(n) * (5 + 10 + 5 + 5 + (size_t)(k) * (10 + sizeof(float)) + 5 + 1 + 5 +          \
 	                (size_t)(name_max)))
 
 static inline uint8_t *
@@ -276,13 +280,15 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 			p = pmc_put_bytes(p, 4, values, (size_t)(v - values));
 	}
 	/* scaled: left out, as the ratios are, when no value was extrapolated. */
-	uint32_t any_scaled = 0;
+	uint32_t any_scaled = 0, any_first = 0;
 	if (n && b->maybe_scaled) {
 		pay = pmc_open_field(p, n * 5);
 		uint8_t *q = pay;
 		for (size_t i = 0; i < n; i++) {
 			uint32_t sc = pmc_sample_at(s0, stride, i)->scaled;
 
+			any_first |= sc & PMC_SAMPLE_FIRST_PATH;
+			sc &= ~PMC_SAMPLE_FIRST_PATH;
 			q = pmc_put_varint(q, sc);
 			any_scaled |= sc;
 		}
@@ -314,7 +320,8 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 			const struct pmc_sample *s = pmc_sample_at(s0, stride, i);
 			const float *ratio = (const float *)(const void *)(s->values + k);
 
-			for (uint32_t sc = s->scaled, j = 0; sc; sc >>= 1, j++) {
+			for (uint32_t sc = s->scaled & ~PMC_SAMPLE_FIRST_PATH, j = 0; sc;
+			     sc >>= 1, j++) {
 				if (!(sc & 1))
 					continue;
 				uint32_t bits;
@@ -339,6 +346,22 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 	p = pmc_put_field(p, 20, b->dropped_unregistered);
 	p = pmc_put_field(p, 21, b->dropped_no_daemon);
 	p = pmc_put_field(p, 22, b->end);
+	if (any_first) {
+		/* first_path (field 60, a two-byte tag): the samples kept out, by index. */
+		const unsigned tag = 60 << 3 | 2;
+		uint8_t *q = p + 2 + pmc_varint_len(n * 5);
+
+		pay = q;
+		for (size_t i = 0; i < n; i++)
+			if (pmc_sample_at(s0, stride, i)->scaled & PMC_SAMPLE_FIRST_PATH)
+				q = pmc_put_varint(q, i);
+		size_t flen = (size_t)(q - pay);
+		p[0] = (uint8_t)(tag | 0x80);
+		p[1] = (uint8_t)(tag >> 7);
+		uint8_t *at = pmc_put_varint(p + 2, flen);
+		memmove(at, pay, flen);
+		p = at + flen;
+	}
 
 	/* Request.sample_batch (field 3) around it, its header just before it. */
 	size_t len = (size_t)(p - (buf + PMC_BATCH_HEAD));

@@ -172,6 +172,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	struct event_names counted = {0}, drawn = {0};
 	_cleanup_free_ int32_t *pids = calloc(qr->n_regions + 1, sizeof(*pids));
 	size_t n_pids = 0;
+	uint64_t kept = 0; /* first samples of new paths: runs, not in the histogram */
 
 	if (!pids)
 		oom();
@@ -186,6 +187,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 			continue;
 		hist_add(&h, s);
 		h.regions++;
+		kept += r->first_path_samples;
 		/* What the aggregates are: regions of names, in processes. */
 		event_names_add(&drawn, r->name);
 		while (k < n_pids && pids[k] != r->pid)
@@ -214,6 +216,8 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 		jw_u64(&w, "region_names", drawn.n);
 		jw_u64(&w, "processes", n_pids);
 		jw_u64(&w, "count", h.count);
+		if (kept)
+			jw_u64(&w, "first_path_samples", kept);
 		jw_key(&w, "buckets");
 		jw_raw(&w, "[");
 		for (size_t i = 0; i < h.n; i++) {
@@ -246,11 +250,15 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s'%s'",
 			         i ? ", " : "", o->regions[i]);
 		_cleanup_free_ char *safe = escape_text(names);
-		printf("%s of region %s: %" PRIu64 " runs of %zu region%s in %zu process%s (bounds "
-		       "of the daemon's histogram: exact below 16, then 16 to each power of two)"
-		       "\n\n",
-		       tree_is_wall(event) ? "wall time" : event, safe, h.count, drawn.n,
+		printf("%s of region %s: %" PRIu64 " runs of %zu region%s in %zu process%s (",
+		       tree_is_wall(event) ? "wall time" : event, safe, h.count + kept, drawn.n,
 		       drawn.n == 1 ? "" : "s", n_pids, n_pids == 1 ? "" : "es");
+		if (kept)
+			printf("%" PRIu64
+			       " of them first samples of new paths, kept out of the chart; ",
+			       kept);
+		printf("bounds of the daemon's histogram: exact below 16, then 16 to each power of "
+		       "two)\n\n");
 		print_chart(&h, ns);
 	}
 	event_names_free(&drawn);

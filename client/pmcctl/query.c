@@ -160,6 +160,10 @@ region_json(const Pmc__RegionStats *r)
 	jset(reg, "ns_pid", json_integer(r->ns_pid));
 	jset(reg, "uid", json_integer(r->uid));
 	jset(reg, "count", ju64(r->count));
+	/* Kept out of count and every figure: a region's samples that counted the look-up of a
+	 * call path new to their thread. */
+	if (r->first_path_samples)
+		jset(reg, "first_path_samples", ju64(r->first_path_samples));
 	jset(reg, "wall_ns", wall);
 	jset(reg, "events", events);
 	for (size_t j = 0; j < r->n_events; j++) {
@@ -228,6 +232,8 @@ region_write(struct jw *w, const Pmc__RegionStats *r)
 	jw_int(w, "ns_pid", r->ns_pid);
 	jw_int(w, "uid", r->uid);
 	jw_u64(w, "count", r->count);
+	if (r->first_path_samples)
+		jw_u64(w, "first_path_samples", r->first_path_samples);
 	stats_write(w, "wall_ns", r->wall_ns);
 	/* Wall time is read from the clock, never extrapolated. */
 	jw_bool(w, "scaled", false);
@@ -503,6 +509,19 @@ query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *
 			for (int k = 0; k < 5; k++)
 				table_add(t, "-");
 		}
+	}
+	/* Under the table, with the losses: each region's samples kept out of its figures. */
+	for (size_t i = 0; i < q->n_regions; i++) {
+		const Pmc__RegionStats *r = q->regions[i];
+		if (!r->first_path_samples)
+			continue;
+		if (!n->f && !(n->f = open_memstream(&n->losses, &n->losses_len)))
+			oom();
+		_cleanup_free_ char *safe = escape_text(r->name);
+		fprintf(n->f,
+		        "pid %" PRId32 ": %s: %" PRIu64 " first samples of new paths, kept out of "
+		        "its figures (each counted a call path's first look-up on its thread)\n",
+		        r->pid, safe, r->first_path_samples);
 	}
 	if (!q->n_losses)
 		return;

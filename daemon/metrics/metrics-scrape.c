@@ -472,7 +472,7 @@ scan_region(struct scrape *s, const struct sproc *sp, const struct region_agg *r
 
 	if (!e)
 		return -ENOMEM;
-	e->count += r->count;
+	e->count += r->count + r->first_path; /* as pmcctl query counts */
 	v = min_of(&r->wall);
 	if (v < e->wall_min)
 		e->wall_min = v;
@@ -903,7 +903,7 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 
 		if (!ra)
 			continue;
-		o->count += ra->count;
+		o->count += ra->count + ra->first_path;
 		coarse_add(s->coarse, &ra->wall);
 		o->h[0].count += ra->wall.count;
 		o->h[0].sum = util_sat_add(o->h[0].sum, ra->wall.sum);

@@ -2,6 +2,7 @@
 #include "model/batch.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Field numbers of SampleBatch (proto/pmc.proto) and the wire types used here. */
@@ -29,6 +30,7 @@ enum {
 	F_DROPPED_NO_DAEMON = 21,
 	F_END = 22,
 	F_LAST = F_END,
+	F_FIRST_PATH = 60, /* past the others: seen apart */
 };
 _Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
@@ -41,6 +43,7 @@ static struct {
 	uint32_t region[BATCH_MAX_SAMPLES];
 	uint64_t wall_ns[BATCH_MAX_SAMPLES];
 	uint32_t scaled[BATCH_MAX_SAMPLES];
+	uint32_t first_path[BATCH_MAX_SAMPLES];
 	uint64_t values[BATCH_MAX_VALUES];
 	float scale_ratio[BATCH_MAX_VALUES];
 } store;
@@ -219,6 +222,7 @@ static int
 decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct batch_cols *cols)
 {
 	unsigned seen = 0;
+	bool seen_first = false;
 	uint64_t v, *u64;
 	bool wide;
 
@@ -235,6 +239,17 @@ decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct b
 		}
 		field = tag >> 3;
 		wt = tag & 7u;
+		if (field == F_FIRST_PATH) {
+			if (seen_first || wt != WT_LEN || get_varint(&p, end, 5, &v) < 0 ||
+			    v > (uint64_t)(end - p) ||
+			    unpack_u32(p, p + v, store.first_path, BATCH_MAX_SAMPLES,
+			               &b->n_first_path) < 0)
+				return -1;
+			seen_first = true;
+			b->first_path = b->n_first_path ? store.first_path : NULL;
+			p += v;
+			continue;
+		}
 		if (field < F_TID || field > F_LAST || (seen & (1u << field)))
 			return -1;
 		seen |= 1u << field;

@@ -240,11 +240,13 @@ static void
 region_clear(struct region_agg *r)
 {
 	r->count = 0;
+	r->first_path = r->first_path_wall = 0;
 	stats_reset(&r->wall);
 	for (size_t i = 0; i < r->n_ev; i++) {
 		stats_reset(&r->ev[i].st);
 		r->ev[i].scaled = 0;
 		r->ev[i].ratio_sum = 0;
+		r->ev[i].first_path_sum = 0;
 	}
 }
 
@@ -264,7 +266,7 @@ region_memory(const struct region_agg *r)
 static bool
 region_has_figures(const struct region_agg *r)
 {
-	if (r->count || r->wall.count)
+	if (r->count || r->first_path || r->wall.count)
 		return true;
 	for (size_t i = 0; i < r->n_ev; i++)
 		if (r->ev[i].st.count || r->ev[i].scaled)
@@ -450,9 +452,11 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 	/* A histogram block that cannot be had loses its counts: the region is counted. */
 	bool lost = stats_merge(&d->wall, &r->wall, b) < 0;
 	d->count += r->count;
+	d->first_path += r->first_path;
+	d->first_path_wall += r->first_path_wall;
 	for (size_t i = 0; i < r->n_ev && i < p->n_events; i++) {
 		const struct event_agg *e = &r->ev[i];
-		if (!e->st.count && !e->scaled)
+		if (!e->st.count && !e->scaled && !e->first_path_sum)
 			continue;
 		int id = p->events[i] ? retired_event_id(a, p->events[i]) : -EINVAL;
 		struct event_agg *de = id >= 0 ? region_event(d, (size_t)id) : NULL;
@@ -463,6 +467,7 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 		lost |= stats_merge(&de->st, &e->st, b) < 0;
 		de->scaled += e->scaled;
 		de->ratio_sum += e->ratio_sum;
+		de->first_path_sum += e->first_path_sum;
 	}
 	reg->retired_dropped += lost;
 }

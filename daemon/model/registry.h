@@ -24,8 +24,9 @@
 /** Figures of one event in one region. */
 struct event_agg {
 	struct stats st;
-	uint64_t scaled;  /* samples whose value was extrapolated */
-	double ratio_sum; /* sum of running/enabled over those samples */
+	uint64_t scaled;         /* samples whose value was extrapolated */
+	double ratio_sum;        /* sum of running/enabled over those samples */
+	uint64_t first_path_sum; /* the values of the region's first_path samples */
 };
 
 /* Distinct events per process (the names kept, and slots in each of its regions). */
@@ -40,6 +41,11 @@ struct region_agg {
 	uint32_t depth;  /* a node: regions in its path (1 for a root) */
 	uint32_t id;     /* a node: 1 + its index in paths */
 	uint64_t count;
+	/* Samples kept out of st's figures (first samples of new paths: SampleBatch.first_path),
+	 * counted in the totals a query gives alone (count, the sums): their number and wall
+	 * time here, their values in each event_agg's first_path_sum. */
+	uint64_t first_path;
+	uint64_t first_path_wall;
 	struct stats wall;
 	size_t n_ev;          /* slots in ev, indexed by process event id */
 	struct event_agg *ev; /* slot i is in use when ev[i].st.count or seen[i] */

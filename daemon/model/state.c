@@ -191,6 +191,8 @@ save_region(struct alloc_list *a, const struct process *p, const struct region_a
 	pmc__region_state__init(rs);
 	rs->name = r->name;
 	rs->count = r->count;
+	rs->first_path_samples = r->first_path;
+	rs->first_path_wall = r->first_path_wall;
 	rs->wall = save_stats(a, &r->wall);
 	rs->events = alloc_list_add(a, r->n_ev * sizeof(*rs->events));
 	for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
@@ -205,6 +207,7 @@ save_region(struct alloc_list *a, const struct process *p, const struct region_a
 		es->stats = save_stats(a, &r->ev[j].st);
 		es->scaled = r->ev[j].scaled;
 		es->ratio_sum = r->ev[j].ratio_sum;
+		es->first_path_sum = r->ev[j].first_path_sum;
 	}
 	return rs;
 }
@@ -714,6 +717,8 @@ load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs
              struct stats_budget *budget)
 {
 	r->count = rs->count;
+	r->first_path = rs->first_path_samples;
+	r->first_path_wall = rs->first_path_wall;
 	stats_free(&r->wall);
 	int e = load_stats(&r->wall, rs->wall, true, budget);
 	if (e < 0)
@@ -741,6 +746,7 @@ load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs
 		lost |= e;
 		ev->scaled = es->scaled;
 		ev->ratio_sum = es->ratio_sum;
+		ev->first_path_sum = es->first_path_sum;
 	}
 	return lost;
 }

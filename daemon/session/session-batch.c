@@ -577,8 +577,55 @@ batch_names(struct session *s, const Pmc__SampleBatch *b)
 	return r;
 }
 
+/* The samples SampleBatch.first_path names (indices checked: ascending, below n_region), kept
+ * out: each counts in its region's and node's first_path alone, and the batch's columns
+ * (and @keys, where they are not its regions) are closed up over them. */
+static void
+keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, const uint32_t *ev_id,
+                    size_t ne)
+{
+	size_t n = b->n_region, to = 0, rto = 0, rfrom = 0, x = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t sc = b->n_scaled ? b->scaled[i] : 0;
+		size_t nr = (size_t)__builtin_popcount(sc);
+		if (x < b->n_first_path && b->first_path[x] == i) {
+			struct region_agg *node, *reg = batch_key(s, keys[i], &node);
+			for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
+				a->first_path++;
+				a->first_path_wall += b->wall_ns[i];
+				for (size_t j = 0; j < ne; j++) {
+					struct event_agg *e = region_event(a, ev_id[j]);
+					if (e)
+						e->first_path_sum += b->values[i * ne + j];
+				}
+			}
+			x++;
+			rfrom += nr;
+			continue;
+		}
+		if (keys != b->region)
+			keys[to] = keys[i];
+		b->region[to] = b->region[i];
+		b->wall_ns[to] = b->wall_ns[i];
+		if (ne)
+			memmove(b->values + to * ne, b->values + i * ne, ne * sizeof(*b->values));
+		if (b->n_scaled)
+			b->scaled[to] = sc;
+		if (nr) /* scale_ratio is NULL in a batch with none */
+			memmove(b->scale_ratio + rto, b->scale_ratio + rfrom, nr * sizeof(float));
+		rto += nr;
+		rfrom += nr;
+		to++;
+	}
+	b->n_region = b->n_wall_ns = to;
+	b->n_values = to * ne;
+	if (b->n_scaled)
+		b->n_scaled = to;
+	b->n_scale_ratio = rto;
+}
+
 static int
-handle_batch(struct session *s, const Pmc__SampleBatch *b, const struct batch_cols *cols)
+handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *cols)
 {
 	struct session_thread *t = session_find_thread(s, b->tid);
 	if (!t && session_thread_refused(s, b->tid)) {
@@ -628,6 +675,11 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b, const struct batch_co
 		r = -EBADMSG;
 		goto out;
 	}
+	for (size_t x = 0; x < b->n_first_path; x++)
+		if (b->first_path[x] >= n || (x && b->first_path[x] <= b->first_path[x - 1])) {
+			r = -EBADMSG;
+			goto out;
+		}
 
 	count_reported(s, b);
 	account_sent(s, b);
@@ -639,6 +691,8 @@ handle_batch(struct session *s, const Pmc__SampleBatch *b, const struct batch_co
 		goto out;
 	}
 
+	if (b->n_first_path)
+		keep_out_first_path(s, b, keys, t->ev_id, ne);
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
 	/* Its share of the histograms, or more while the others' stay free (share.h). */

@@ -274,7 +274,7 @@ query_items(const struct process *p, const Pmc__Query *q, size_t *n)
 static bool
 query_listed(const struct region_agg *r, const Pmc__Query *q)
 {
-	return r->count || q->tree;
+	return r->count || r->first_path || q->tree;
 }
 
 /* Whether a tree query lists @p's untracked counts (even with no node listed). */
@@ -442,13 +442,16 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 				rs->cgroup = p->cgroup;
 			rs->ns_pid = p->ns_pid;
 			rs->name = r->name;
-			rs->count = r->count;
+			/* The totals count the samples kept out of the figures too. */
+			rs->count = r->count + r->first_path;
+			rs->first_path_samples = r->first_path;
 			if (q->tree) {
 				rs->path = r->id;
 				rs->parent = r->parent;
 			}
 			rs->wall_ns = &b->st[b->n_st++];
 			fill_stats(rs->wall_ns, &r->wall);
+			rs->wall_ns->sum += r->first_path_wall;
 			if (q->hist && fill_buckets(rs->wall_ns, &r->wall, b) < 0)
 				return -ENOMEM;
 			rs->events = &b->esp[b->n_es];
@@ -462,6 +465,7 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 				es->name = p->events[j];
 				es->stats = &b->st[b->n_st++];
 				fill_stats(es->stats, &r->ev[j].st);
+				es->stats->sum += r->ev[j].first_path_sum;
 				if (q->hist && fill_buckets(es->stats, &r->ev[j].st, b) < 0)
 					return -ENOMEM;
 				es->scaled_count = r->ev[j].scaled;

@@ -61,6 +61,28 @@ same_constant() {
 	pass "$1: the same constant, $C"
 }
 
+# run_pairs_check WHAT PREFIX: 80 nested pairs PREFIX-oI { PREFIX-iI { 10^5 iterations } }, 3
+# rounds: every inner region's samples the same, outer = inner + one D for every pair and sample,
+# and each outer's first sample (its inner path new to the thread) kept out of the figures and
+# counted as first_path_samples, that one only.
+run_pairs_check() {
+	local what=$1 prefix=$2 pairs ds
+	run_client "$TMP/$prefix" env PMC_EVENTS=instructions "$HW" pairs "$prefix" 80 100000 3
+	pairs=$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c --arg p "$prefix-" '[.regions[] | select(.name | startswith($p))
+		| {key: .name, value: [.count, .events.instructions.min, .events.instructions.max, .events.instructions.sum, (.first_path_samples // 0)]}] | from_entries')
+	expect_eq "$what: regions" "$(jq 'length' <<<"$pairs")" 160
+	jq -e --arg o "$prefix-o" --arg i "$prefix-i" '[to_entries[] | select((.key | startswith($o)) and (.value[0] != 3 or .value[4] != 1)
+		or (.key | startswith($i)) and (.value[0] != 3 or .value[4] != 0))] | length == 0' <<<"$pairs" >/dev/null ||
+		fail "$what: want 3 samples (count) and 1 first_path_samples of each outer region, 3 and 0 of each inner: $pairs"
+	pass "$what: each outer region's first sample (its inner path new) kept out, counted as first_path_samples"
+	[ "$EXACT" = 1 ] || return 0
+	jq -e '[to_entries[] | .value | select(.[1] != .[2])] | length == 0' <<<"$pairs" >/dev/null ||
+		fail "$what: a region's samples vary: $pairs"
+	ds=$(jq -c --arg p "$prefix" '. as $x | [range(80) | tostring | [$x[$p + "-o" + .], $x[$p + "-i" + .]] | .[0][1] - .[1][1]] | unique' <<<"$pairs")
+	[ "$(jq length <<<"$ds")" = 1 ] || fail "$what: outer - inner differs between pairs: $ds"
+	pass "$what: 80 nested pairs: outer = inner + $(jq '.[0]' <<<"$ds") in every sample"
+}
+
 # check_wall WHAT REGION PID OUT K: the K regions REGION of PID were all counted, none lost
 # (two ends on different clocks would be, as read-failed), and the wall times pmc reports lie
 # between what the program timed with CLOCK_MONOTONIC_RAW inside each region and around it
@@ -115,6 +137,9 @@ if [ "$ARCH" = aarch64 ] && [ -w "$UA" ]; then
 	C_READ=$C
 	run_client "$TMP/ua0w" env PMC_EVENTS=instructions "$HW" wall wall-read 1000000 5
 	check_wall "perf_user_access 0, read() path" wall-read "$CLIENT_PID" "$TMP/ua0w" 5
+	# The path look-up inside a region costs the same whatever other paths exist, on this
+	# path too.
+	run_pairs_check "perf_user_access 0, read() path: nested pairs" pair-read
 	echo 1 >"$UA"
 	expect_eq "pmcctl status: user_reads with perf_user_access 1" \
 		"$(pmcctl status --format json | jq .user_reads)" true
@@ -188,33 +213,37 @@ expect_eq "4 threads: every thread's path" "$(kv rdpmc "$TMP/thr")" $want_rdpmc
 # the same code as every other begin: it counts the same constant, in the process's first
 # thread and in new ones. No LD_BIND_NOW: pmc-test-hw links pmc::client, whose link options
 # (as pkg-config's Libs) bind pmc_end() at load, not inside the first region.
-run_client "$TMP/cold" env PMC_EVENTS=instructions "$HW" cold loop loop-cold 1000000 3
-check_loop "a thread's first region (it registers the thread)" loop-cold "$CLIENT_PID" 1000000
-same_constant "a thread's first region"
-run_client "$TMP/coldt" env PMC_EVENTS=instructions "$HW" cold threads 4 loop-cold-t 1000000 3
-check_loop "4 threads, each one's first region registering it" loop-cold-t "$CLIENT_PID" 1000000
-same_constant "4 threads' first regions"
+# The same where pmc_enabled() registered each thread before its first region (early), 10 ms
+# before it.
+for how in cold early; do
+	what="a thread's first region (it registers the thread)"
+	[ $how = early ] && what="a thread's first region after pmc_enabled() registered it"
+	run_client "$TMP/$how" env PMC_EVENTS=instructions "$HW" $how loop loop-$how 1000000 3
+	check_loop "$what" loop-$how "$CLIENT_PID" 1000000
+	same_constant "$what"
+	run_client "$TMP/${how}t" env PMC_EVENTS=instructions "$HW" $how threads 4 loop-$how-t 1000000 3
+	check_loop "4 threads: $what" loop-$how-t "$CLIENT_PID" 1000000
+	same_constant "4 threads: $what"
+done
+
+# A PMC_SCOPE whose name is chosen at run time at one call site (two names, each after itself
+# and after the other; the first sample of each looks its name up and begins a path new to
+# the thread): every sample of both counts one constant. A literal name's call site too (its
+# constant its own: the program's instructions around another call site are others).
+run_client "$TMP/rtnames" env PMC_EVENTS=instructions "$HW" names rt 1000000 10
+check_loop "run-time names at one call site: the first" rt-a "$CLIENT_PID" 1000000
+C_SCOPE=$C
+check_loop "run-time names at one call site: the second" rt-b "$CLIENT_PID" 1000000
+[ "$EXACT" != 1 ] || expect_eq "run-time names at one call site: one constant" "$C" "$C_SCOPE"
+check_loop "PMC_SCOPE of a literal name" names-literal "$CLIENT_PID" 1000000
 
 # Nested pairs, 80 of them (160 names, more paths than the thread's 64-slot cache; 160 samples
 # a round, sent between rounds: fewer than the 256 at which a region's end wakes the background
 # thread, which would count inside the outer region): each outer region counts its inner one
-# plus one constant D, whatever the names. The first sample of each outer region also counts
-# the inner path's first begin on the thread (its look-up in the process's table), and only
-# that one (README: "Limits").
-run_client "$TMP/pairs" env PMC_EVENTS=instructions "$HW" pairs pair 80 100000 3
-pairs=$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[] | select(.name | startswith("pair-"))
-	| {key: .name, value: [.count, .events.instructions.min, .events.instructions.max, .events.instructions.sum]}] | from_entries')
-expect_eq "nested pairs: regions" "$(jq 'length' <<<"$pairs")" 160
-if [ "$EXACT" = 1 ]; then
-	jq -e '[to_entries[] | select(.key | startswith("pair-i")) | .value | select(.[1] != .[2])] | length == 0' <<<"$pairs" >/dev/null ||
-		fail "nested pairs: an inner region's samples vary: $pairs"
-	ds=$(jq -c '. as $p | [range(80) | tostring | [$p["pair-o" + .], $p["pair-i" + .]] | .[0][1] - .[1][1]] | unique' <<<"$pairs")
-	[ "$(jq length <<<"$ds")" = 1 ] || fail "nested pairs: outer - inner differs between pairs: $ds"
-	jq -e '[to_entries[] | select(.key | startswith("pair-o")) | .value | select(.[3] - .[2] != (.[0] - 1) * .[1])] | length == 0' <<<"$pairs" >/dev/null ||
-		fail "nested pairs: an outer region's samples other than its first vary: $pairs"
-	pass "80 nested pairs: outer = inner + $(jq '.[0]' <<<"$ds") in every sample but each outer's first (+$(jq -c '[to_entries[] | select(.key | startswith("pair-o")) | .value | .[2] - .[1]] | [min, max]' <<<"$pairs"): the inner path's first begin)"
-fi
-
+# plus one constant D, whatever the names. The first sample of each outer region, inside which
+# the inner path began for the first time on the thread (its look-up in the process's table),
+# is kept out of the figures and counted as the region's first_path_samples (README: "Limits").
+run_pairs_check "nested pairs" pair
 # pmcctl's floor (what the thread's warm-up region measured) is what a program's empty region
 # counts of the library: pmc_begin(); pmc_end(), called as a program calls them.
 run_client "$TMP/empty" env PMC_EVENTS=instructions "$HW" empty empty 5

@@ -26,6 +26,13 @@
  *                        counts of its own, which pmcctl's floor must equal
  *   cold MODE ...        MODE (loop or threads) without the warm-up: each thread registers in
  *                        the pmc_begin() of its first region NAME
+ *   early MODE ...       MODE (loop or threads) without the warm-up, each thread registered
+ *                        by pmc_enabled() before its first region NAME (the process's first
+ *                        thread before it looks its name up), which follows 10 ms later
+ *   names NAME N K       K regions of N iterations at one PMC_SCOPE call site whose name is
+ *                        chosen at run time (a buffer): NAME-a or NAME-b, each after itself
+ *                        and after the other (a a b b b a a b b b ...); then K regions
+ *                        PMC_SCOPE("names-literal") of N iterations
  *
  * Exit 0 on success, 1 on a failure (said on stderr), 2 on a usage error.
  */
@@ -51,14 +58,19 @@ struct work {
 	int rdpmc;
 };
 
-/* "cold": no warm-up region, the first region registers the thread. */
-static int cold;
+/* "cold": no warm-up region, the first region registers the thread; "early": no warm-up
+ * region, pmc_enabled() registers the thread before its first region. */
+static int cold, early;
 
 /* One region "warm-up", as each process and thread runs first (but "cold"). */
 static void
 warm_up(void)
 {
-	if (cold)
+	if (early) {
+		pmc_enabled();
+		nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+	}
+	if (cold || early)
 		return;
 	pmc_region_t warm = pmc_region("warm-up");
 
@@ -172,6 +184,26 @@ run_pairs(const struct work *w, long p)
 	return 0;
 }
 
+/* K regions at one call site whose name is chosen at run time, then K of a literal name. */
+static void
+run_names(const struct work *w)
+{
+	char name[2][128];
+
+	snprintf(name[0], sizeof(name[0]), "%s-a", w->name);
+	snprintf(name[1], sizeof(name[1]), "%s-b", w->name);
+	warm_up();
+	for (long i = 0; i < w->k; i++) {
+		PMC_SCOPE(name[i % 5 >= 2]);
+		hw_loop2(w->n);
+	}
+	for (long i = 0; i < w->k; i++) {
+		PMC_SCOPE("names-literal");
+		hw_loop2(w->n);
+	}
+	printf("rdpmc=%d\n", pmc_thread_uses_rdpmc());
+}
+
 /* K empty regions. */
 static void
 run_empty(const char *name, long k)
@@ -212,8 +244,8 @@ parse_u64(const char *s, uint64_t min)
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: pmc-test-hw [cold] loop|fork|exec|deep|wall NAME N K | [cold] "
-	                "threads T NAME N K | pairs NAME P N K | empty NAME K\n");
+	fprintf(stderr, "usage: pmc-test-hw [cold|early] loop|fork|exec|deep|wall|names NAME N K | "
+	                "[cold|early] threads T NAME N K | pairs NAME P N K | empty NAME K\n");
 	return 2;
 }
 
@@ -223,8 +255,11 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2)
 		return usage();
-	if (!strcmp(argv[1], "cold")) {
-		cold = 1;
+	if (!strcmp(argv[1], "cold") || !strcmp(argv[1], "early")) {
+		cold = !strcmp(argv[1], "cold");
+		early = !cold;
+		if (early)
+			pmc_enabled();
 		argv++;
 		argc--;
 		if (argc < 2)
@@ -264,6 +299,11 @@ main(int argc, char **argv)
 
 	if (!strcmp(mode, "wall")) {
 		run_walls(&w);
+		return 0;
+	}
+	if (!strcmp(mode, "names")) {
+		printf("instructions=%" PRIu64 "\n", 2 * w.n);
+		run_names(&w);
 		return 0;
 	}
 	if (!strcmp(mode, "deep")) {

@@ -76,12 +76,14 @@ check_random_batch(int with_defs, int paths)
 	static uint8_t buf[PMC_BATCH_BOUND(MAX_N, MAX_K, NAME_MAX_)];
 	static uint8_t ref[sizeof(buf)];
 	static uint32_t region[MAX_N], scaled[MAX_N], def_id[MAX_N], ref_def_id[MAX_N];
+	static uint32_t first[MAX_N];
 	static uint64_t wall[MAX_N], values[MAX_N * MAX_K];
 	static float ratio[MAX_N * MAX_K];
 	static char *def_name[MAX_N];
 	uint8_t announced[N_IDS], ref_announced[N_IDS];
 	size_t n = pmc_test_rng(&rng) % 8 == 0 ? 0 : pmc_test_rng(&rng) % (MAX_N + 1);
 	size_t k = pmc_test_rng(&rng) % (MAX_K + 1), stride = pmc_sample_size(k), nr = 0, nd = 0;
+	size_t nf = 0;
 	int scale = pmc_test_rng(&rng) % 3 == 0;
 
 	for (unsigned i = 0; i < N_IDS; i++)
@@ -103,6 +105,11 @@ check_random_batch(int with_defs, int paths)
 		s->scaled = scaled[i] = scale && pmc_test_rng(&rng) % 4 == 0 && k
 		                                ? (uint32_t)pmc_test_rng(&rng) & ((1u << k) - 1)
 		                                : 0;
+		/* A first sample of a new path: its mark beside the scaled bits, sent apart. */
+		if (scale && pmc_test_rng(&rng) % 5 == 0) {
+			s->scaled |= PMC_SAMPLE_FIRST_PATH;
+			first[nf++] = (uint32_t)i;
+		}
 		for (size_t j = 0; j < k; j++) {
 			s->values[j] = values[i * k + j] = rand_value();
 			float r = (float)(pmc_test_rng(&rng) % 1000000) / 1e6f;
@@ -169,6 +176,8 @@ check_random_batch(int with_defs, int paths)
 	sb.dropped_fd_limit = b.dropped_fd_limit;
 	sb.dropped_unregistered = b.dropped_unregistered;
 	sb.dropped_no_daemon = b.dropped_no_daemon;
+	sb.n_first_path = nf;
+	sb.first_path = first;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 	req.sample_batch = &sb;
@@ -194,6 +203,8 @@ check_random_batch(int with_defs, int paths)
 		CHECK(n * k == 0 || memcmp(out.values, values, n * k * sizeof(*values)) == 0);
 		CHECK(nr == 0 || memcmp(out.scale_ratio, ratio, nr * sizeof(*ratio)) == 0);
 		CHECK(out.dropped == b.dropped && out.pending == b.pending);
+		CHECK(out.n_first_path == nf);
+		CHECK(nf == 0 || memcmp(out.first_path, first, nf * sizeof(*first)) == 0);
 	}
 }
 
