@@ -96,13 +96,14 @@
  * Each wait (pmc__wait_fd(): an answer, room in the daemon's queue) polls PMC_PROMPT_MS
  * uncharged, then charged: the time during which any thread is in a charged wait is taken
  * from the total (struct pmc_wait: once however many wait together), and every charged wait
- * ends at the same moment, when the total is spent. A wait given up makes no thread wait
- * again until the daemon caught up (G.reg_late, G.room_late). Threads waiting for G.lock
- * wait for a holder whose wait is so bounded. The background thread is not the
+ * ends at the same moment, when the total is spent, or PMC_CALL_TIMEOUT_MS after it began. A wait
+ * given up makes no thread wait again until the daemon caught up (G.reg_late, G.room_late). Threads
+ * waiting for G.lock wait for a holder whose wait is so bounded. The background thread is not the
  * application's: it waits as long as it likes, never charged, with no lock held. */
 #define PMC_WAIT_TOTAL_MS 10000
 #define PMC_PROMPT_MS 10
-/* The background thread's round trips (Hello when it reconnects). */
+/* The longest one request of an application's thread waits (within the wait bound), and
+ * the background thread's round trips (Hello when it reconnects). */
 #define PMC_CALL_TIMEOUT_MS 2000
 /* How often the background thread looks for a registration's late reply. */
 #define PMC_LATE_POLL_MS 100

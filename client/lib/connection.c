@@ -339,6 +339,8 @@ pmc__wait_fd(int fd, short events, bool unlock)
 	struct pollfd p = {.fd = fd, .events = events};
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
 	const uint64_t free_to = now + PMC_PROMPT_MS * UINT64_C(1000000);
+	/* One request never waits longer than PMC_CALL_TIMEOUT_MS, whatever is left. */
+	const uint64_t cap = now + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
 	bool charged = false;
 	int r;
 	if (unlock)
@@ -350,6 +352,8 @@ pmc__wait_fd(int fd, short events, bool unlock)
 				wait_enter(now);
 			charged = true;
 			until = wait_end();
+			if (until > cap)
+				until = cap;
 			if (now >= until) {
 				r = 0;
 				break;

@@ -2,7 +2,7 @@
 # The wait bound (issue "Trust, round four", item 4; pmc.h "Waiting"): whatever the daemon
 # does, the application's threads wait for it at most 10 s in all (PMC_WAIT_TOTAL_MS) beyond
 # the first 10 ms of each request they wait on (PMC_PROMPT_MS), for the whole process, not
-# per thread; a wait given up makes no thread wait again until the daemon caught up; a
+# per thread, and one request 2 s at most; a wait given up makes no thread wait again until the daemon caught up; a
 # signal that interrupts a wait does not start it over.
 # Checked from inside the client (pmc-test-client timed): the time during which any of its
 # threads was inside a library call that may wait, its exit or exit() (union_ms: once
@@ -48,9 +48,6 @@ for case in 1900:1 1900:4 1900:64 90:64; do
 	kill "${HELPER_PIDS[-1]}"
 	wait "${HELPER_PIDS[-1]}" 2>/dev/null || true
 done
-# Every region of a thread not profiled is counted lost at exit, never silently.
-grep -q "^pmc: at exit, 0 samples not sent and [0-9]* dropped reached no pmcdaemon" "$TMP/slow-64.err" ||
-	fail "no word at exit of the regions of threads not profiled: $(cat "$TMP/slow-64.err")"
 
 # 2. A daemon hung at Hello (accepts, never reads): the first pmc_region() waits, no other
 # call; and again with a SIGALRM every 20 ms all along.
