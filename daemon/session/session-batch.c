@@ -691,8 +691,15 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 		goto out;
 	}
 
-	if (b->n_first_path)
+	if (b->n_first_path) {
+		/* Closed up over the samples kept out: the columns read in place are decoded
+		 * first (a rare batch: the first samples of new paths). */
+		if (cols && cols->in_place) {
+			batch_cols_decode(cols, b);
+			cols = NULL;
+		}
 		keep_out_first_path(s, b, keys, t->ev_id, ne);
+	}
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
 	/* Its share of the histograms, or more while the others' stay free (share.h). */
