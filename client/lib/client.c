@@ -797,7 +797,12 @@ scope_begin_reread(struct pmc_thread *t, pmc_region_t region)
  * the usual begin does not take is prepared by scope_begin_slow() and begun again here (a
  * tail call), so that what runs after the read, the return of the id included, is the same
  * for every sample: a region's first on the thread too. Return: @region. */
-static pmc_region_t __attribute__((noinline, noclone)) scope_begin_id(pmc_region_t region)
+#ifdef __clang__
+#define SCOPE_BEGIN_ATTRS noinline /* clang has no noclone */
+#else
+#define SCOPE_BEGIN_ATTRS noinline, noclone
+#endif
+static pmc_region_t __attribute__((SCOPE_BEGIN_ATTRS)) scope_begin_id(pmc_region_t region)
 {
 	struct pmc_thread *t = T;
 	if (likely(t)) {

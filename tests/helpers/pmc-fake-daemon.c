@@ -232,8 +232,7 @@ fixed_make(struct fixed *f, unsigned seed, bool tree)
 	                                               "parse \"quoted\"",
 	                                               "back\\slash",
 	                                               "esc\x1b[31mred",
-	                                               "rtl\xe2\x80\xae"
-	                                               "abc",
+	                                               "rtl\342\200\256abc",
 	                                               "bad\xffutf8",
 	                                               "caf\xc3\xa9 \xf0\x9f\x98\x80"};
 	uint64_t rng = seed;
