@@ -579,17 +579,22 @@ batch_names(struct session *s, const Pmc__SampleBatch *b)
 
 /* The samples SampleBatch.first_path names (indices checked: ascending, below n_region), kept
  * out: each counts in its region's and node's first_path alone, and the batch's columns
- * (and @keys, where they are not its regions) are closed up over them. */
-static void
+ * (and @keys, where they are not its regions) are closed up over them. Return: how many of
+ * them are of regions refused, which the caller counts as dropped (nothing else does). */
+static size_t
 keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, const uint32_t *ev_id,
                     size_t ne)
 {
-	size_t n = b->n_region, to = 0, rto = 0, rfrom = 0, x = 0;
+	size_t n = b->n_region, to = 0, rto = 0, rfrom = 0, x = 0, refused = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t sc = b->n_scaled ? b->scaled[i] : 0;
 		size_t nr = (size_t)__builtin_popcount(sc);
 		if (x < b->n_first_path && b->first_path[x] == i) {
 			struct region_agg *node, *reg = batch_key(s, keys[i], &node);
+			/* A region refused (--max-regions, its uid's share): dropped, as
+			 * ingest_batch() counts the others of it. */
+			if (!reg)
+				refused++;
 			for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
 				a->first_path++;
 				a->first_path_wall += b->wall_ns[i];
@@ -622,6 +627,7 @@ keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, cons
 	if (b->n_scaled)
 		b->n_scaled = to;
 	b->n_scale_ratio = rto;
+	return refused;
 }
 
 static int
@@ -698,7 +704,9 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 			batch_cols_decode(cols, b);
 			cols = NULL;
 		}
-		keep_out_first_path(s, b, keys, t->ev_id, ne);
+		size_t refused = keep_out_first_path(s, b, keys, t->ev_id, ne);
+		if (refused)
+			session_count_dropped(s, refused, PMC_LOSS_MAX_REGIONS);
 	}
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;

@@ -572,7 +572,10 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 		 * its full socket get room for many at once (a registration among them), not
 		 * for one at a time (under ASan, e2e-burst's registrations waited past the
 		 * client's 2 s more often with slices of a datagram or two). */
+		/* ... or another connection of its uid took the one Define it may hold (in a
+		 * drain this slice made): this one's wait their turn (session_serve()). */
 		if (s->qs || s->def || s->batch_req || s->bulk != bulk ||
+		    (s->user->defining && s->user->defining != s) ||
 		    (s->rx_bytes - rx0 >= SESSION_SLICE_BYTES &&
 		     util_now_ns(CLOCK_MONOTONIC) >= deadline_ns))
 			return 1;

@@ -53,6 +53,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	same_array(fast.n_scaled, fast.scaled, b->n_scaled, b->scaled, sizeof(*b->scaled));
 	same_array(fast.n_scale_ratio, fast.scale_ratio, b->n_scale_ratio, b->scale_ratio,
 	           sizeof(*b->scale_ratio));
+	same_array(fast.n_first_path, fast.first_path, b->n_first_path, b->first_path,
+	           sizeof(*b->first_path));
+	if (fast.end != b->end)
+		abort();
 	pmc__request__free_unpacked(req, NULL);
 	return 0;
 }
