@@ -8,6 +8,8 @@
  *                    time (CLOCK_THREAD_CPUTIME_ID) spent inside the regions
  *   threads T N K    T threads, registered at once (region "mt-start"), then each:
  *                    region "mt-pages", K calls of N pages
+ *   newpath K        K times region "a", then region "b" holding region "c" (a call path
+ *                    new to the process begins inside "b" the first time)
  *   nested N K       region "outer" writes N pages and holds region "inner", which
  *                    writes N more: outer counts 2N per call, inner N
  *   named NAME N K   like pages, in a region called NAME (any bytes)
@@ -643,6 +645,18 @@ main(int argc, char **argv)
 		for (long i = 0; i < t; i++)
 			pthread_join(th[i], NULL);
 		printf("count=%ld\npage_faults=%ld\n", t * a.k, t * a.n * a.k);
+	} else if (!strcmp(mode, "newpath") && argc == 3) {
+		long k = atol(argv[2]);
+		pmc_region_t a = pmc_region("a"), b = pmc_region("b"), c = pmc_region("c");
+		for (long i = 0; i < k; i++) {
+			pmc_begin(a);
+			pmc_end(a);
+			pmc_begin(b);
+			pmc_begin(c);
+			pmc_end(c);
+			pmc_end(b);
+		}
+		printf("enabled=%d\ncount=%ld\n", pmc_enabled(), 3 * k);
 	} else if (!strcmp(mode, "nested") && argc == 4) {
 		long n = atol(argv[2]), k = atol(argv[3]);
 		pmc_region_t outer = pmc_region("outer"), inner = pmc_region("inner");

@@ -26,3 +26,18 @@ fi
 expect_eq "deep: first samples of new paths" "$(jq .first_path_samples <<<"$j")" 33
 [ -n "${PMC_SANITIZED:-}" ] || expect_eq "deep: the outermost level in the figures" "$(jq '.events["page-faults"].max' <<<"$j")" 7
 daemon_alive
+
+# A first sample of a new path in a region the daemon refuses (--max-regions 1: "a" counted,
+# "b" and "c" refused) is counted as dropped with the rest of that region's (before: the one
+# inside which the path b;c began was counted nowhere, 2 K - 1 dropped).
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+start_daemon --max-regions 1
+K=10
+run_client "$TMP/newpath" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" newpath $K
+hangups_taken
+q=$(pmcctl query --pid "$CLIENT_PID" --format json)
+expect_eq "refused regions' new paths: a counted" "$(jq '[.regions[] | select(.name == "a") | .count] | add' <<<"$q")" $K
+expect_eq "refused regions' new paths: b and c dropped (max-regions)" \
+	"$(jq '[.losses[]? | select(.reason == "max-regions") | .count] | add' <<<"$q")" $((2 * K))
+daemon_alive
