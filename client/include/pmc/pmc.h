@@ -47,11 +47,11 @@
  * while batches flow. A prompt daemon answers a request in 0.1 to 5 ms and uses none of the
  * 10 s. Past its first 10 ms a wait is charged: the time during which any thread is in a
  * charged wait is taken from the 10 s for good, once however many wait together, and every
- * charged wait ends when they are spent, or 2 s after its request began at the latest. A wait given
- *up (the thread runs unprofiled, its regions counted as lost, reason "unregistered"; or the samples
- *stay in its buffer) makes no thread wait for the daemon again until it answered that request or
- *took a datagram again. A signal that interrupts a wait does not start it over. The calls that may
- *wait:
+ * charged wait ends when they are spent, or 2 s after its request began at the latest. A
+ * wait given up (the thread runs unprofiled, its regions counted as lost, reason
+ * "unregistered"; or the samples stay in its buffer) makes no thread wait for the daemon
+ * again until it answered that request or took a datagram again. A signal that interrupts
+ * a wait does not start it over. The calls that may wait:
  *   - the process's first pmc_region(), pmc_begin(), PMC_SCOPE, PMC_REGION or
  *     pmc_enabled(): connects (Hello, a round trip);
  *   - a thread's first region (pmc_begin(), PMC_SCOPE, PMC_REGION, or pmc_enabled()):
