@@ -154,3 +154,47 @@ pmc_test_rng(uint64_t *state)
 	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
 	return z ^ (z >> 31);
 }
+
+/* One random mutation of the @len bytes at @buf into @m (room for @len + 16): 1 to 3 edits,
+ * each a flipped bit, a changed, inserted or removed byte, a truncation, or a byte made a
+ * varint's continuation. Return: the mutated length. */
+static inline size_t
+pmc_test_mutate(uint8_t *m, const uint8_t *buf, size_t len, uint64_t *seed)
+{
+	size_t n = len;
+	memcpy(m, buf, len);
+	for (unsigned e = 1 + (unsigned)(pmc_test_rng(seed) % 3); e; e--) {
+		uint64_t r = pmc_test_rng(seed);
+		size_t at = n ? (size_t)(r >> 8) % n : 0;
+		switch (r % 6) {
+		case 0:
+			if (n)
+				m[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
+			break;
+		case 1:
+			if (n)
+				m[at] = (uint8_t)(r >> 48);
+			break;
+		case 2:
+			if (n < len + 16) {
+				memmove(m + at + 1, m + at, n - at);
+				m[at] = (uint8_t)(r >> 48);
+				n++;
+			}
+			break;
+		case 3:
+			if (n) {
+				memmove(m + at, m + at + 1, n - at - 1);
+				n--;
+			}
+			break;
+		case 4:
+			n = at;
+			break;
+		default:
+			if (n)
+				m[at] = (uint8_t)(0x80 | (r >> 48));
+		}
+	}
+	return n;
+}

@@ -114,44 +114,8 @@ check_mutations(const uint8_t *buf, size_t len, unsigned rounds, uint64_t *seed)
 
 	CHECK(m);
 	for (unsigned k = 0; k < rounds; k++) {
-		size_t n = len;
-		unsigned edits = 1 + (unsigned)(rng_next(seed) % 3);
+		size_t n = pmc_test_mutate(m, buf, len, seed);
 
-		memcpy(m, buf, len);
-		for (unsigned e = 0; e < edits; e++) {
-			uint64_t r = rng_next(seed);
-			size_t at = n ? (size_t)(r >> 8) % n : 0;
-
-			switch (r % 6) {
-			case 0:
-				if (n)
-					m[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
-				break;
-			case 1:
-				if (n)
-					m[at] = (uint8_t)(r >> 48);
-				break;
-			case 2:
-				if (n < len + 16) {
-					memmove(m + at + 1, m + at, n - at);
-					m[at] = (uint8_t)(r >> 48);
-					n++;
-				}
-				break;
-			case 3:
-				if (n) {
-					memmove(m + at, m + at + 1, n - at - 1);
-					n--;
-				}
-				break;
-			case 4:
-				n = at;
-				break;
-			default:
-				if (n)
-					m[at] = (uint8_t)(0x80 | (r >> 48));
-			}
-		}
 		check_decode(m, n, -1);
 	}
 	free(m);
