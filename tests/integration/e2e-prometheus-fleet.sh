@@ -95,12 +95,19 @@ feed "$SOCK" 1 500
 feed "$SOCK" 501 1000
 feed "$SOCK_B" 1000 10000
 wait_for "runs scraped over the fleet" 'sum(pmc_region_count_total{region="fleet"})' 10003
-# One scrape more of each (waited for, not a fixed 2 s): rate() sees the increase between two
-# samples at least.
-scrapes() { promql "count_over_time(up{instance=\"127.0.0.1:$1\"}[5m])"; }
-a0=$(scrapes "$PORT_A") b0=$(scrapes "$PORT_B")
-one_more_each() { [ "$(scrapes "$PORT_A")" -gt "$a0" ] && [ "$(scrapes "$PORT_B")" -gt "$b0" ]; }
-wait_until "a scrape more of each daemon by Prometheus" 60 one_more_each
+# Every query below at one instant T: rate() extrapolates each target's increase from its
+# first scrape to the instant asked, and two instants a scrape apart weigh A and B
+# differently (a run of B weighed 1.31 of A's in the weights and 0.96 in the quantile once,
+# queried a moment apart: p0.04 at 386 for 513). T is the older of the two targets' last
+# scrapes, which Prometheus has stored when it answers: later scrapes change nothing at T.
+# It waits until each target's last scrape at or before T holds all the runs.
+at_t_all_runs() {
+	PROM_TIME=
+	PROM_TIME=$(promql 'min(timestamp(up{job="pmc"}))')
+	[ -n "$PROM_TIME" ] && [ "$(promql 'sum(pmc_region_count_total{region="fleet"})')" = 10003 ]
+}
+wait_until "an instant at which both targets' last scrapes hold all 10003 runs" 60 at_t_all_runs
+echo "note: every query below at the instant $PROM_TIME"
 
 for port in "$PORT_A" "$PORT_B"; do
 	curl -sS -f -o "$TMP/metrics" "http://127.0.0.1:$port/metrics" || fail "GET /metrics"

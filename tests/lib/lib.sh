@@ -263,9 +263,12 @@ start_prometheus() {
 	fail "prometheus found no free port in 5 tries"
 }
 
-# promql QUERY: the value of the query's first sample of $PROM_URL, empty while there is none
+# promql QUERY: the value of the query's first sample of $PROM_URL, empty while there is none;
+# evaluated at the instant $PROM_TIME (Unix seconds) where set, else now
 promql() {
-	curl -sf --get --data-urlencode "query=$1" "$PROM_URL/api/v1/query" | jq -r '.data.result[0].value[1] // empty'
+	local at=()
+	[ -z "${PROM_TIME:-}" ] || at=(--data-urlencode "time=$PROM_TIME")
+	curl -sf --get --data-urlencode "query=$1" "${at[@]}" "$PROM_URL/api/v1/query" | jq -r '.data.result[0].value[1] // empty'
 }
 
 # burst_accounted P T K PIDS...: e2e-burst's figures for P clients (PIDS, their outputs in
