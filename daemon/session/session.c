@@ -633,10 +633,26 @@ session_drain_all(struct server *srv, bool final)
 	 * it keeps the samples for the next daemon, instead of queueing them here to be
 	 * dropped unread. */
 	stopping |= final;
-	struct session *s;
-	if (final)
+	struct session *s, *next;
+	if (final) {
 		pmc_list_for_each(s, &srv->sessions, link)
 			shutdown(s->fd, SHUT_RD);
+		/* A Define or a batch's names that goes on in later slices is finished first, at
+		 * once (no slice's end): the drain reads no connection in the middle of one, nor
+		 * any other of its uid's, and what they queued after it would be lost. */
+		uint64_t slice_end = srv->deadline_ns;
+		srv->deadline_ns = UINT64_MAX;
+		pmc_list_for_each_safe(s, next, &srv->sessions, link) {
+			if (!s->def && !s->batch_req)
+				continue;
+			log_debug("pid %d (uid %d): its %s finished before the final drain",
+			          (int)s->pid, (int)s->uid, s->def ? "Define" : "batch's names");
+			int r = s->def ? session_define_step(s) : session_batch_step(s);
+			if (r < 0)
+				session_close(s, r);
+		}
+		srv->deadline_ns = slice_end;
+	}
 	session_drain_others(srv, NULL, 0);
 }
 

@@ -90,6 +90,11 @@
  *                            4,096 in turn, id i named "n<i>": 4,096 names, then the same
  *                            again) with one sample of region 1 (1000 ns, value 1); then a
  *                            Status: prints "sent" once it is answered
+ *   SOCKET names-batches N K up to K times, a SampleBatch naming N regions (as names-batch)
+ *                            with one sample of region 1 (1000 ns, value 1), then a plain
+ *                            batch with one more, until a send fails (the daemon stopped:
+ *                            shut for reading); prints "started" after the first, then
+ *                            sent=SAMPLES (those whose send succeeded: queued)
  *   SOCKET define-flood CONNS PATHS
  *                            CONNS connections agreeing on call paths, each defining 64
  *                            regions, then PATHS call paths (a tree of 64 branches a node:
@@ -1158,6 +1163,49 @@ main(int argc, char **argv)
 		if (r)
 			return 1;
 		printf("sent\n");
+		return 0;
+	}
+	if (!strcmp(mode, "names-batches") && argc == 5) {
+		/* Up to K times: a SampleBatch naming N regions (as names-batch) with one sample
+		 * of region 1, then a plain batch with one; until a send fails (the daemon
+		 * stops). */
+		uint32_t n = (uint32_t)strtoul(argv[3], NULL, 10), one = 1;
+		unsigned long k = strtoul(argv[4], NULL, 10);
+		uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
+		char **names = calloc(n ? n : 1, sizeof(*names));
+		char *text = calloc(n ? n : 1, 8);
+		uint64_t wall = 1000, value = 1, sent = 0;
+		int sz = 4 << 20;
+		if (!ids || !names || !text || register_self(fd) < 0)
+			return 1;
+		/* Room for several of them queued (as net.core.wmem_max allows). */
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+		for (uint32_t i = 0; i < n; i++) {
+			ids[i] = i % 4096 + 1;
+			names[i] = text + 8 * (size_t)i;
+			snprintf(names[i], 8, "n%u", ids[i]);
+		}
+		for (unsigned long j = 0; j < 2 * k; j++) {
+			struct batch c = {.n = 1,
+			                  .ne = 1,
+			                  .n_def = j % 2 ? 0 : n,
+			                  .region = &one,
+			                  .def_id = ids,
+			                  .wall = &wall,
+			                  .values = &value,
+			                  .def_name = names,
+			                  .sent_before = sent};
+			if (send_batch(fd, &c) < 0)
+				break;
+			if (++sent == 1) {
+				printf("started\n");
+				fflush(stdout);
+			}
+		}
+		printf("sent=%llu\n", (unsigned long long)sent);
+		free(ids);
+		free(names);
+		free(text);
 		return 0;
 	}
 	if (!strcmp(mode, "regions") && argc == 5) {
