@@ -46,6 +46,12 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	char comm[17];
 	if (registry_process_read_start(pid, &start, comm) < 0)
 		return NULL;
+	return registry_process_at(reg, pid, start, comm, uid);
+}
+
+struct process *
+registry_process_at(struct registry *reg, pid_t pid, uint64_t start, const char comm[17], uid_t uid)
+{
 	struct process *p;
 	pmc_list_for_each(p, &reg->procs, link)
 		/* Figures belong to the credentials that sent them: a process that exec'd a
@@ -60,7 +66,8 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	p->pid = pid;
 	p->uid = uid;
 	p->start = start;
-	memcpy(p->comm, comm, sizeof(comm));
+	memcpy(p->comm, comm, sizeof(p->comm));
+	p->comm[sizeof(p->comm) - 1] = 0;
 	char cgroup[CGROUP_PATH_MAX];
 	/* Unknown when unreadable (a v1-only host, the process gone): it is counted anyway. */
 	if (cgroup_read_path(pid, cgroup) == 0)

@@ -199,6 +199,15 @@ uint64_t registry_tag_evicted(const struct registry *reg, uid_t uid, const char 
  */
 struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
 
+/**
+ * registry_process_at() - process @pid of start time @start and comm @comm, created on first
+ * use: registry_process() once they are known, read earlier (a process that may have exited
+ * since: its cgroup and ns_pid are then left unknown)
+ * Return: the process (owned by @reg), or NULL on -ENOMEM.
+ */
+struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t start,
+                                    const char comm[17], uid_t uid);
+
 /** region_find() - region @name of @p, or NULL */
 struct region_agg *region_find(struct process *p, const char *name);
 

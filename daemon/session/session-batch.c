@@ -391,15 +391,8 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 	int r = s->call_paths ? 0 : -EBADMSG;
 	/* Before any thread registered (a library whose reattach the daemon refused goes on
 	 * on that connection): the process gets its aggregates here, as a register would. */
-	if (r == 0 && !s->proc) {
-		if (s->pidfd >= 0 && !session_peer_alive(s))
-			return -ESRCH;
-		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
-		if (!s->proc)
-			return -ESRCH;
-		s->proc->connections++;
-		session_tag_process(s);
-	}
+	if (r == 0 && !session_process(s))
+		return -ESRCH;
 	if (r == 0 && (d->n_def_name != d->n_def_id || d->n_path_parent != d->n_path_id ||
 	               d->n_path_region != d->n_path_id))
 		r = -EBADMSG;

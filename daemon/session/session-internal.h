@@ -142,6 +142,16 @@ int session_handle_register(struct session *s, const Pmc__Request *req);
 int session_handle_thread_exit(struct session *s, const Pmc__Request *req);
 int session_handle_thread_floor(struct session *s, const Pmc__Request *req);
 
+/**
+ * session_process() - the aggregates of @s's process, attached to @s on first use (its
+ * connections count it): the live peer's by its pid and start time read now; once it has
+ * exited, those its connection read as it connected (struct session's peer_start), so that
+ * what it queued before its end still counts
+ * Return: s->proc, or NULL when the peer is gone and was never identified (no pidfd, or it
+ * was gone as it connected), or on -ENOMEM.
+ */
+struct process *session_process(struct session *s);
+
 /** session_tag_process() - give @s's process the run tag of its Hello, when it has none */
 void session_tag_process(struct session *s);
 

@@ -203,6 +203,26 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 	return 0;
 }
 
+struct process *
+session_process(struct session *s)
+{
+	if (s->proc)
+		return s->proc;
+	struct process *p = NULL;
+	bool alive = s->pidfd < 0 || session_peer_alive(s);
+	if (alive)
+		p = registry_process(&s->srv->reg, s->pid, s->uid);
+	/* Gone (now, or while its start was read): the identity its connection read. */
+	if (!p && s->peer_start && !session_peer_alive(s))
+		p = registry_process_at(&s->srv->reg, s->pid, s->peer_start, s->peer_comm, s->uid);
+	if (!p)
+		return NULL;
+	s->proc = p;
+	p->connections++;
+	session_tag_process(s);
+	return p;
+}
+
 /* The refusal of a registration on a connection whose process has exited. */
 static int
 orphan_refused(struct session *s)
@@ -359,6 +379,12 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 {
 	char why[384];
 
+	/* A reattach opens nothing: one read after its process ended (its queue read late) is
+	 * still that process's, which its connection identified as it connected, and so are
+	 * the batches behind it: counted, not refused (e2e-loss, a program that reconnects and
+	 * exits at once). */
+	if (rt->reattach && s->peer_start && !session_peer_alive(s))
+		return register_checked(s, rt, rt->tid, 0, -1, why, sizeof(why));
 	/* A live thread of the peer, which a pidfd proves (threadid_from_pidfd()), proves the
 	 * peer alive: its pidfd is polled first only for a registration by id. */
 	if (!rt->pidfd && s->pidfd >= 0 && !session_peer_alive(s))
@@ -376,8 +402,9 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 	return r;
 }
 
-/* register_thread() once the thread is identified: @tid (daemon's namespace), @ctid (the
- * client's), @pidfd (borrowed; -1: none). */
+/* register_thread() once the thread is identified: @tid (daemon's namespace; 0: unknown, a
+ * reattach of a process that has exited, which opens nothing), @ctid (the client's), @pidfd
+ * (borrowed; -1: none). */
 static int
 register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, pid_t tid, int pidfd,
                  char *why, size_t why_len)
@@ -387,7 +414,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	/* A peer that may count anyone needs only its thread alive, which a pidfd proved
 	 * (thread_identify(), then thread_still() after the open): creds_may_count() would
 	 * only look again. */
-	bool proven = pidfd >= 0 && s->creds.ptrace_capable;
+	bool proven = (pidfd >= 0 && s->creds.ptrace_capable) || !tid;
 	int r = proven ? 0 : creds_may_count(&s->creds, s->pid, tid, why, why_len);
 	if (r == -ESRCH)
 		return session_reply_error(s, ESRCH, "thread %d has exited", (int)ctid);
@@ -404,13 +431,8 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 
 	/* The process gets its aggregates with its first thread: a connection that only
 	 * queries (pmcctl) leaves nothing behind. */
-	if (!s->proc) {
-		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
-		if (!s->proc)
-			return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
-		s->proc->connections++;
-		session_tag_process(s);
-	}
+	if (!session_process(s))
+		return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
 	struct session_thread *old = session_find_thread(s, ctid);
 	if (!old && s->proc->n_threads >= pol->max_threads)
 		return session_reply_error(

@@ -788,6 +788,10 @@ session_new(struct server *srv, int fd)
 	len = sizeof(s->pidfd);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0)
 		s->pidfd = -1;
+	/* Read while the pidfd says the peer lives: then the pid was still its own. */
+	if (s->pidfd < 0 || registry_process_read_start(s->pid, &s->peer_start, s->peer_comm) < 0 ||
+	    !session_peer_alive(s))
+		s->peer_start = 0;
 	/* Unreadable (the peer is gone): no capabilities, which only narrows what it may do. */
 	if (creds_read_peer(s->pid, s->uid, s->gid, &s->creds) < 0 ||
 	    (s->pidfd >= 0 && !session_peer_alive(s)))

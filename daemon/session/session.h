@@ -48,7 +48,11 @@ struct session {
 	uid_t uid;
 	gid_t gid;
 	int hello;
-	int pidfd;               /* the peer process, where SO_PEERPIDFD exists; else -1 */
+	int pidfd; /* the peer process, where SO_PEERPIDFD exists; else -1 */
+	/* The peer's start time and comm, read as it connected (0: unknown, or no pidfd):
+	 * its process's identity once it has exited (session_process()). */
+	uint64_t peer_start;
+	char peer_comm[17];
 	int admin;               /* root or --admin-group: sees all, may reset */
 	struct creds_peer creds; /* what the kernel would let the peer count */
 	struct user_share *user; /* what its uid holds (server's users) */

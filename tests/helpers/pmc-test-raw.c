@@ -38,6 +38,9 @@
  *                            {20,200} not: the daemon must mark page-faults as scaled
  *   SOCKET bad-mask          the same batch with a scaled bit for a third, absent value:
  *                            connection closed
+ *   SOCKET reattach-exit N   say Hello, print "hello" and pid=PID; once a line comes on
+ *                            stdin, reattach this thread (no reply) and send one sample of
+ *                            each of N regions r0... (at most 64), then exit at once
  *   SOCKET exec-then-register PROG
  *                            say Hello and fork; the parent execs PROG (a setuid program
  *                            that sleeps 3 s); the child, holding the connection, then
@@ -1090,6 +1093,19 @@ main(int argc, char **argv)
 		close(p[1]);
 		usleep(200 * 1000);
 		return register_tid(fd, getpid(), NULL) == ESRCH ? 0 : 1;
+	}
+	if (!strcmp(mode, "reattach-exit") && argc == 4) {
+		/* Hello (said above), then, once a line comes on stdin, a reattach of this
+		 * thread and a batch of N regions, and exit without waiting. */
+		uint32_t n = (uint32_t)atoi(argv[3]);
+		printf("hello\npid=%d\n", (int)getpid());
+		fflush(stdout);
+		char line[8];
+		(void)!fgets(line, sizeof(line), stdin);
+		if (n < 1 || n > 64 || reattach_tid(fd, getpid()) < 0 ||
+		    send_regions(fd, 1, n, 1, 0, 0) < 0)
+			return 1;
+		return 0;
 	}
 	if (!strcmp(mode, "exec-then-register") && argc == 4) {
 		pid_t parent = getpid();
