@@ -62,7 +62,7 @@ pmc__warn_once(const char *fmt, ...)
 void
 pmc__warn_loss(unsigned why, const char *fmt, ...)
 {
-	if (atomic_flag_test_and_set(&G.warned[why]))
+	if (atomic_flag_test_and_set(&G.loss.warned[why]))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -77,25 +77,25 @@ parse_events(void)
 	const char *env = env_get("PMC_EVENTS");
 	if (!env || !*env)
 		return;
-	G.events_env = strdup(env);
+	G.env.events_env = strdup(env);
 	size_t max = 1;
 	for (const char *c = env; *c; c++)
 		max += *c == ',';
-	G.events = calloc(max, sizeof(*G.events));
-	if (!G.events_env || !G.events) {
-		free(G.events_env);
-		free(G.events);
-		G.events_env = NULL;
-		G.events = NULL;
+	G.env.events = calloc(max, sizeof(*G.env.events));
+	if (!G.env.events_env || !G.env.events) {
+		free(G.env.events_env);
+		free(G.env.events);
+		G.env.events_env = NULL;
+		G.env.events = NULL;
 		return;
 	}
 	char *save = NULL;
-	for (char *tok = strtok_r(G.events_env, ",", &save); tok;
+	for (char *tok = strtok_r(G.env.events_env, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		while (*tok == ' ')
 			tok++;
 		if (*tok)
-			G.events[G.n_events++] = tok;
+			G.env.events[G.env.n_events++] = tok;
 	}
 }
 
@@ -118,7 +118,7 @@ parse_flush_ms(void)
 			        env, PMC_FLUSH_MS);
 		return;
 	}
-	G.flush_ms = (unsigned)v;
+	G.env.flush_ms = (unsigned)v;
 }
 
 static void
@@ -127,7 +127,7 @@ wake_init(void)
 	pthread_condattr_t a;
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&G.wake, &a);
+	pthread_cond_init(&G.service.wake, &a);
 	pthread_condattr_destroy(&a);
 }
 
@@ -135,9 +135,9 @@ wake_init(void)
 static void
 on_fork_prepare(void)
 {
-	pthread_mutex_lock(&G.lock);
-	pthread_mutex_lock(&G.path_lock);
-	pthread_mutex_lock(&G.name_lock);
+	pthread_mutex_lock(&G.conn.lock);
+	pthread_mutex_lock(&G.paths.lock);
+	pthread_mutex_lock(&G.names.lock);
 	pthread_mutex_lock(&G.wait.mu);
 }
 
@@ -145,9 +145,9 @@ static void
 on_fork_parent(void)
 {
 	pthread_mutex_unlock(&G.wait.mu);
-	pthread_mutex_unlock(&G.name_lock);
-	pthread_mutex_unlock(&G.path_lock);
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&G.names.lock);
+	pthread_mutex_unlock(&G.paths.lock);
+	pthread_mutex_unlock(&G.conn.lock);
 }
 
 /* The heads table (HeadsTable): PMC_HEADS words in a memfd sealed against shrinking, so that
@@ -163,14 +163,14 @@ heads_init(void)
 	void *p = MAP_FAILED;
 	if (ftruncate(fd, (off_t)len) == 0 &&
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
-		p = mmap(G.heads ? (void *)G.heads : NULL, len, PROT_READ | PROT_WRITE,
-		         MAP_SHARED | (G.heads ? MAP_FIXED : 0), fd, 0);
+		p = mmap(G.heads.words ? (void *)G.heads.words : NULL, len, PROT_READ | PROT_WRITE,
+		         MAP_SHARED | (G.heads.words ? MAP_FIXED : 0), fd, 0);
 	if (p == MAP_FAILED) {
 		close(fd);
 		return;
 	}
-	G.heads = p;
-	G.heads_fd = fd;
+	G.heads.words = p;
+	G.heads.fd = fd;
 }
 
 /* A fork()ed child shares its parent's table (a shared mapping): its threads get words of a
@@ -179,34 +179,34 @@ heads_init(void)
 static void
 heads_fork_child(void)
 {
-	if (G.heads_fd >= 0)
-		close(G.heads_fd);
-	G.heads_fd = -1;
-	G.heads_conn = 0;
-	memset(G.heads_used, 0, sizeof(G.heads_used));
-	if (!G.heads)
+	if (G.heads.fd >= 0)
+		close(G.heads.fd);
+	G.heads.fd = -1;
+	G.heads.conn = 0;
+	memset(G.heads.used, 0, sizeof(G.heads.used));
+	if (!G.heads.words)
 		return;
 	heads_init();
-	if (G.heads_fd < 0 &&
-	    mmap((void *)G.heads, PMC_HEADS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+	if (G.heads.fd < 0 &&
+	    mmap((void *)G.heads.words, PMC_HEADS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
 	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-		G.heads = NULL; /* not reached: the mapping is there to replace */
+		G.heads.words = NULL; /* not reached: the mapping is there to replace */
 }
 
-/* Called with G.lock held: a word of the table for @t, its head's (none when the table is
+/* Called with G.conn.lock held: a word of the table for @t, its head's (none when the table is
  * full or missing). */
 static void
 heads_take_locked(struct pmc_thread *t)
 {
-	if (G.heads_fd < 0)
+	if (G.heads.fd < 0)
 		return;
 	for (uint32_t i = 0; i < PMC_HEADS - 1; i++) {
-		uint32_t k = 1 + (G.heads_scan + i) % (PMC_HEADS - 1); /* word 0: the give-ups */
-		if (!__atomic_load_n(&G.heads_used[k], __ATOMIC_ACQUIRE)) {
-			G.heads_used[k] = 1;
-			G.heads_scan = k;
+		uint32_t k = 1 + (G.heads.scan + i) % (PMC_HEADS - 1); /* word 0: the give-ups */
+		if (!__atomic_load_n(&G.heads.used[k], __ATOMIC_ACQUIRE)) {
+			G.heads.used[k] = 1;
+			G.heads.scan = k;
 			t->head_slot = k + 1;
-			t->head_mirror = &G.heads[k];
+			t->head_mirror = &G.heads.words[k];
 			atomic_store_explicit(t->head_mirror, 0, memory_order_relaxed);
 			return;
 		}
@@ -218,7 +218,7 @@ static void
 heads_give_back(struct pmc_thread *t)
 {
 	if (t->head_slot)
-		__atomic_store_n(&G.heads_used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&G.heads.used[t->head_slot - 1], 0, __ATOMIC_RELEASE);
 }
 
 /* Frees @t, a thread whose registration failed, and gives back its word of the table. */
@@ -234,21 +234,21 @@ on_fork_child(void)
 {
 	/* The child shares the parent's socket and counts nothing of its own: start over
 	 * lazily, with a new connection and fresh registrations. */
-	if (G.fd >= 0)
-		close(G.fd);
-	G.fd = -1;
+	if (G.conn.fd >= 0)
+		close(G.conn.fd);
+	G.conn.fd = -1;
 	/* Every registered thread's counters count the parent's threads: close the fds
 	 * now, before the child can reuse their numbers. The user pages are not mapped
 	 * here (the kernel maps perf buffers VM_DONTCOPY): forget them, never munmap()
 	 * what the child may map at those addresses later. The calling thread's structure
 	 * goes at its next region (its generation is old). Those of the threads that did
-	 * not survive the fork stay, as their stacks do, on G.dead: their owners may have
+	 * not survive the fork stay, as their stacks do, on G.threads.dead: their owners may have
 	 * been half-way through changing them, so freeing them is not safe, and untouched
 	 * they stay shared with the parent, copy-on-write. Their samples are the parent's
 	 * to send. */
 	struct pmc_thread *t, *next;
-	struct pmc_list threads = G.threads;
-	G.threads = (struct pmc_list){NULL, NULL};
+	struct pmc_list threads = G.threads.list;
+	G.threads.list = (struct pmc_list){NULL, NULL};
 	pmc_list_for_each_safe(t, next, &threads, link) {
 		t->link.prev = t->link.next = NULL;
 		for (size_t i = 0; i < t->n; i++) {
@@ -263,36 +263,36 @@ on_fork_child(void)
 		if (t->state == ST_ON)
 			t->state = ST_FORKED;
 		if (t != T)
-			pmc_list_prepend(&G.dead, &t->link);
+			pmc_list_prepend(&G.threads.dead, &t->link);
 	}
-	/* A refused thread's structure (not on G.threads) goes at its next region too; it was
+	/* A refused thread's structure (not on G.threads.list) goes at its next region too; it was
 	 * short of fds in the parent, the child's fds are its own. */
 	if (T)
 		T->fd_starved = 0;
 	heads_fork_child();
-	pthread_mutex_init(&G.lock, NULL);
-	pthread_mutex_init(&G.path_lock, NULL);
-	pthread_mutex_init(&G.name_lock, NULL);
+	pthread_mutex_init(&G.conn.lock, NULL);
+	pthread_mutex_init(&G.paths.lock, NULL);
+	pthread_mutex_init(&G.names.lock, NULL);
 	pthread_mutex_init(&G.wait.mu, NULL);
 	wake_init();
-	memset(G.announced, 0, sizeof(G.announced));
-	G.path_defined = 0;
+	memset(G.sent.announced, 0, sizeof(G.sent.announced));
+	G.sent.path_defined = 0;
 	/* The background thread did not survive the fork; the parent's losses are its own. */
-	__atomic_store_n(&G.service, 0, __ATOMIC_RELAXED);
-	G.blocked = 0;
-	G.reg_late = 0;
+	__atomic_store_n(&G.service.running, 0, __ATOMIC_RELAXED);
+	G.service.blocked = 0;
+	G.reg.late = 0;
 	/* The child's wait bound is its own, whole. */
-	G.room_late = 0;
+	G.conn.room_late = 0;
 	G.wait.n = 0;
 	G.wait.spent = 0;
-	G.sent_total = 0;
+	G.sent.total = 0;
 	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
-		atomic_store(&G.lost[k], 0);
-		G.reported[k] = 0;
+		atomic_store(&G.loss.lost[k], 0);
+		G.loss.reported[k] = 0;
 	}
-	if (atomic_load(&G.state) == ST_ON || atomic_load(&G.state) == ST_LOST)
-		atomic_store(&G.state, ST_NONE);
-	atomic_fetch_add(&G.gen, 1);
+	if (atomic_load(&G.conn.state) == ST_ON || atomic_load(&G.conn.state) == ST_LOST)
+		atomic_store(&G.conn.state, ST_NONE);
+	atomic_fetch_add(&G.threads.gen, 1);
 }
 
 /* Milliseconds from now to @deadline (CLOCK_MONOTONIC ns), rounded up; 0 once it passed. */
@@ -344,7 +344,7 @@ pmc__wait_fd(int fd, short events, bool unlock)
 	bool charged = false;
 	int r;
 	if (unlock)
-		pthread_mutex_unlock(&G.lock);
+		pthread_mutex_unlock(&G.conn.lock);
 	for (;;) {
 		uint64_t until = free_to;
 		if (now >= free_to) {
@@ -370,18 +370,18 @@ pmc__wait_fd(int fd, short events, bool unlock)
 	if (charged)
 		wait_leave(util_now_ns(CLOCK_MONOTONIC));
 	if (unlock)
-		pthread_mutex_lock(&G.lock);
+		pthread_mutex_lock(&G.conn.lock);
 	return r;
 }
 
 int
 pmc__app_wait_room_locked(bool unlock)
 {
-	if (G.room_late)
+	if (G.conn.room_late)
 		return -EAGAIN;
-	if (pmc__wait_fd(G.fd, POLLOUT, unlock) != 0)
+	if (pmc__wait_fd(G.conn.fd, POLLOUT, unlock) != 0)
 		return 0;
-	G.room_late = 1;
+	G.conn.room_late = 1;
 	return -EAGAIN;
 }
 
@@ -442,9 +442,9 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 	if (hr) {
 		o->call_paths = hr->call_paths;
 		if (hr->max_path_id)
-			atomic_store(&G.path_max, hr->max_path_id < PMC_MAX_PATHS - 1
-			                                  ? hr->max_path_id
-			                                  : PMC_MAX_PATHS - 1);
+			atomic_store(&G.conn.path_max, hr->max_path_id < PMC_MAX_PATHS - 1
+			                                       ? hr->max_path_id
+			                                       : PMC_MAX_PATHS - 1);
 		table = hr->heads_table;
 		/* Every daemon that takes a heads table (5 Dec 2026 on) took pidfds (4 Dec on),
 		 * before HelloReply said so; 0.1.0's closes the connection at one. */
@@ -465,14 +465,14 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 	}
 	/* The heads table, before any registration that names a word of it (best effort: a
 	 * daemon that does not get it counts as lost what batches announced, as before). */
-	if (table && G.heads_fd >= 0) {
+	if (table && G.heads.fd >= 0) {
 		Pmc__HeadsTable ht = PMC__HEADS_TABLE__INIT;
 		ht.slots = PMC_HEADS;
-		ht.given_up = atomic_load_explicit(&G.heads[0], memory_order_relaxed);
+		ht.given_up = atomic_load_explicit(&G.heads.words[0], memory_order_relaxed);
 		Pmc__Request hreq = PMC__REQUEST__INIT;
 		hreq.body_case = PMC__REQUEST__BODY_HEADS_TABLE;
 		hreq.heads_table = &ht;
-		o->heads = pmc_wire_send(fd, &hreq.base, &G.heads_fd, 1, MSG_DONTWAIT) == 0;
+		o->heads = pmc_wire_send(fd, &hreq.base, &G.heads.fd, 1, MSG_DONTWAIT) == 0;
 	}
 	return fd;
 }
@@ -480,28 +480,28 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 void
 pmc__connection_set_locked(int fd, const struct pmc_hello *h)
 {
-	G.fd = fd;
-	G.conn++;
-	G.room_late = 0; /* a new connection's queue is empty */
-	G.call_paths = h->call_paths;
-	G.heads_conn = h->heads ? G.conn : 0;
-	G.takes_pidfd = h->pidfd;
-	memcpy(G.daemon_version, h->version, sizeof(G.daemon_version));
+	G.conn.fd = fd;
+	G.conn.n++;
+	G.conn.room_late = 0; /* a new connection's queue is empty */
+	G.conn.call_paths = h->call_paths;
+	G.heads.conn = h->heads ? G.conn.n : 0;
+	G.conn.takes_pidfd = h->pidfd;
+	memcpy(G.conn.daemon_version, h->version, sizeof(G.conn.daemon_version));
 }
 
-/* Called with G.lock held. */
+/* Called with G.conn.lock held. */
 void
 pmc__connect_locked(void)
 {
-	if (atomic_load(&G.state) != ST_NONE)
+	if (atomic_load(&G.conn.state) != ST_NONE)
 		return;
 	static int once;
 	if (!once) {
 		once = 1;
 		const char *dis = env_get("PMC_DISABLE");
 		if (dis && *dis && strcmp(dis, "0")) {
-			G.disabled = 1;
-			atomic_store(&G.state, ST_OFF);
+			G.env.disabled = 1;
+			atomic_store(&G.conn.state, ST_OFF);
 			return;
 		}
 		parse_events();
@@ -509,25 +509,25 @@ pmc__connect_locked(void)
 		/* Map the small name table now (32 KiB), so that a name first seen inside a
 		 * region costs that region no page fault of it. */
 		for (size_t i = 0; i < PMC_NAME_SLOTS; i += 1024)
-			atomic_store_explicit(&G.name_slots[i], 0, memory_order_relaxed);
+			atomic_store_explicit(&G.names.slots[i], 0, memory_order_relaxed);
 		/* The same for the small path table and the first 1,023 paths' entries. */
 		for (size_t i = 0; i < PMC_PATH_SLOTS; i += 1024)
-			atomic_store_explicit(&G.path_slots[i], 0, memory_order_relaxed);
-		G.path_parent[0] = G.path_region[0] = 0;
-		pthread_mutex_lock(&G.name_lock);
+			atomic_store_explicit(&G.paths.slots[i], 0, memory_order_relaxed);
+		G.paths.parent[0] = G.paths.region[0] = 0;
+		pthread_mutex_lock(&G.names.lock);
 		(void)pmc__name_copy_locked("", 0);
-		pthread_mutex_unlock(&G.name_lock);
+		pthread_mutex_unlock(&G.names.lock);
 		wake_init();
 		heads_init();
-		G.key_ok = pthread_key_create(&G.key, pmc__thread_destroy) == 0;
+		G.threads.key_ok = pthread_key_create(&G.threads.key, pmc__thread_destroy) == 0;
 		pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 		atexit(pmc__atexit);
 	}
 	const char *path = env_get("PMC_SOCKET");
 	if (!path || !*path)
 		path = PMC_SOCKET_DEFAULT;
-	G.pid = getpid();
-	G.path = path;
+	G.conn.pid = getpid();
+	G.env.path = path;
 
 	struct pmc_hello h;
 	/* An application's thread waits for Hello as for any answer (the wait bound). */
@@ -539,7 +539,7 @@ pmc__connect_locked(void)
 		        "profiling disabled: pmcdaemon at %s refused libpmcclient " PMC_VERSION
 		        ": %s",
 		        path, h.why);
-		atomic_store(&G.state, ST_OFF);
+		atomic_store(&G.conn.state, ST_OFF);
 		return;
 	}
 	if (fd < 0) {
@@ -556,11 +556,11 @@ pmc__connect_locked(void)
 			pmc__warn_once("profiling disabled: no answer from pmcdaemon at %s: %s%s",
 			               path, strerror(-fd),
 			               bg ? "; profiling starts when it answers" : "");
-		atomic_store(&G.state, bg ? ST_LOST : ST_OFF);
+		atomic_store(&G.conn.state, bg ? ST_LOST : ST_OFF);
 		return;
 	}
 	pmc__connection_set_locked(fd, &h);
-	atomic_store(&G.state, ST_ON);
+	atomic_store(&G.conn.state, ST_ON);
 	(void)pmc__service_start_locked();
 }
 
@@ -621,24 +621,24 @@ pmc__thread_free(struct pmc_thread *t)
 		free(t);
 }
 
-/* Called with G.lock held: waits until the daemon's queue has room for a datagram
- * (POLLOUT), or until @deadline, with G.lock released meanwhile when @unlock (then G.fd may
- * be another socket on return: the caller checks the state again).
- * Return: 0 (room, or an error the next send finds), -EAGAIN at @deadline. */
+/* Called with G.conn.lock held: waits until the daemon's queue has room for a datagram
+ * (POLLOUT), or until @deadline, with G.conn.lock released meanwhile when @unlock (then G.conn.fd
+ * may be another socket on return: the caller checks the state again). Return: 0 (room, or an error
+ * the next send finds), -EAGAIN at @deadline. */
 int
 pmc__wait_room_locked(uint64_t deadline, bool unlock)
 {
-	struct pollfd p = {.fd = G.fd, .events = POLLOUT};
+	struct pollfd p = {.fd = G.conn.fd, .events = POLLOUT};
 	int ms = ms_left(deadline), n;
 	if (!ms)
 		return -EAGAIN;
 	if (unlock)
-		pthread_mutex_unlock(&G.lock);
+		pthread_mutex_unlock(&G.conn.lock);
 	/* A signal does not start it over. */
 	while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR && (ms = ms_left(deadline)) > 0)
 		;
 	if (unlock)
-		pthread_mutex_lock(&G.lock);
+		pthread_mutex_lock(&G.conn.lock);
 	return n == 0 || (n < 0 && !ms) ? -EAGAIN : 0;
 }
 
@@ -714,7 +714,7 @@ thread_pidfd(pid_t tid)
 }
 
 /*
- * Called with G.lock held (nothing else may read the socket meanwhile): sends the
+ * Called with G.conn.lock held (nothing else may read the socket meanwhile): sends the
  * RegisterThread @req and receives its reply within the wait bound, with the fds it carries in
  * @fds (PMC_LIMIT_EVENTS slots). A full queue delays the request, within the bound too.
  * Return: 0 with *@out (freed by the caller) and *@n_fds fds, the caller's;
@@ -732,12 +732,13 @@ register_call_locked(const Pmc__Request *req, int pidfd, int *fds, size_t *n_fds
                      Pmc__Response **out)
 {
 	int r;
-	while ((r = pmc_wire_send(G.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) == -EAGAIN)
+	while ((r = pmc_wire_send(G.conn.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) ==
+	       -EAGAIN)
 		if (pmc__app_wait_room_locked(false) < 0)
 			return -EAGAIN;
 	if (r < 0)
 		return r;
-	G.room_late = 0; /* the daemon takes datagrams again */
+	G.conn.room_late = 0; /* the daemon takes datagrams again */
 	return register_recv_locked(true, fds, n_fds, out);
 }
 
@@ -749,9 +750,9 @@ register_recv_locked(bool wait, int *fds, size_t *n_fds, Pmc__Response **out)
 {
 	int r;
 	if (wait) {
-		r = pmc__wait_fd(G.fd, POLLIN, false);
+		r = pmc__wait_fd(G.conn.fd, POLLIN, false);
 	} else {
-		struct pollfd p = {.fd = G.fd, .events = POLLIN};
+		struct pollfd p = {.fd = G.conn.fd, .events = POLLIN};
 		while ((r = poll(&p, 1, 0)) < 0 && errno == EINTR)
 			;
 		r = r < 0 ? -errno : r;
@@ -765,7 +766,7 @@ register_recv_locked(bool wait, int *fds, size_t *n_fds, Pmc__Response **out)
 	/* As pmc_wire_wait(): a daemon that closed reports ECONNRESET once before its last words.
 	 */
 	do
-		len = recv(G.fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+		len = recv(G.conn.fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 	while (len < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
 	if (len < 0)
 		return -errno;
@@ -778,7 +779,7 @@ register_recv_locked(bool wait, int *fds, size_t *n_fds, Pmc__Response **out)
 		return -ENOMEM;
 	size_t nf = 0;
 	bool cut;
-	ssize_t got = pmc_wire_recv_cut(G.fd, buf, (size_t)len, fds, PMC_LIMIT_EVENTS, &nf,
+	ssize_t got = pmc_wire_recv_cut(G.conn.fd, buf, (size_t)len, fds, PMC_LIMIT_EVENTS, &nf,
 	                                MSG_DONTWAIT, &cut);
 	/* More than PMC_LIMIT_EVENTS fds, another control message, the datagram cut short: its
 	 * fds are closed already. */
@@ -819,7 +820,7 @@ refusal_passes(int err)
 	       err == EINTR || err == ETIMEDOUT;
 }
 
-/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL: then
+/* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL: then
  * *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether
  * it may ask again later (see ST_RETRY). */
 struct pmc_thread *
@@ -828,17 +829,17 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	pid_t tid = gettid_();
 	*fd_starved = false;
 	*transient = true;
-	if (G.reg_late)
+	if (G.reg.late)
 		return NULL;
 	*transient = false;
 	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
 	 * each, and this process the fds it already has. */
-	size_t want = G.n_events       ? G.n_events
-	              : G.reply_events ? G.reply_events
-	                               : PMC_DEFAULT_N_EVENTS;
+	size_t want = G.env.n_events       ? G.env.n_events
+	              : G.reg.reply_events ? G.reg.reply_events
+	                                   : PMC_DEFAULT_N_EVENTS;
 	if (want > PMC_LIMIT_EVENTS)
 		want = PMC_LIMIT_EVENTS; /* the daemon refuses more (E2BIG) */
-	if (!fd_room(G.fd, want)) {
+	if (!fd_room(G.conn.fd, want)) {
 		warn_fd_limit(tid, want, false);
 		*fd_starved = true;
 		return NULL;
@@ -847,18 +848,18 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	if (!t)
 		return NULL;
 	t->tid = tid;
-	t->gen = atomic_load(&G.gen);
+	t->gen = atomic_load(&G.threads.gen);
 	t->head_mirror = &t->head_sink;
 	heads_take_locked(t);
 
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
 	rt.tid = t->tid;
-	rt.n_events = G.n_events;
-	rt.events = G.events;
-	if (G.heads_conn == G.conn)
+	rt.n_events = G.env.n_events;
+	rt.events = G.env.events;
+	if (G.heads.conn == G.conn.n)
 		rt.head_slot = t->head_slot;
 	rt.next_sample = 0;
-	_cleanup_close_ int pidfd = G.takes_pidfd ? thread_pidfd(t->tid) : -1;
+	_cleanup_close_ int pidfd = G.conn.takes_pidfd ? thread_pidfd(t->tid) : -1;
 	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
@@ -872,7 +873,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	bool is_reply =
 	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
 	if (is_reply)
-		G.reply_events = resp->register_reply->n_events;
+		G.reg.reply_events = resp->register_reply->n_events;
 	if (r == -EMFILE || r == -EBADMSG) {
 		/* The one reply was read: the connection stays, and so do the process's other
 		 * threads. Only a reply that opened counters carries fds: the daemon forgets
@@ -910,7 +911,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		               "answers, and each asks again later, its regions counted meanwhile "
 		               "(reason %s)",
 		               (int)t->tid, waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
-		G.reg_late = tid;
+		G.reg.late = tid;
 		*transient = true;
 		(void)pmc__service_start_locked();
 		heads_discard(t);
@@ -919,7 +920,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	if (r < 0) {
 		pmc__warn_once("thread %d not profiled: registering with pmcdaemon %s failed "
 		               "(libpmcclient " PMC_VERSION "): %s",
-		               (int)t->tid, G.daemon_version, strerror(-r));
+		               (int)t->tid, G.conn.daemon_version, strerror(-r));
 		/* Out of step (a datagram cut short), or gone: start afresh (in the
 		 * background). */
 		pmc__connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
@@ -952,7 +953,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	t->n = n_fds;
 	int leader = 0;
 	unsigned last_group = UINT32_MAX;
-	t->conn = G.conn;
+	t->conn = G.conn.n;
 	for (size_t i = 0; i < n_fds; i++) {
 		unsigned g = resp->register_reply->events[i]->group;
 		t->ev_groups[i] = g;
@@ -1030,11 +1031,11 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	t->announced = 0;
 	/* Before the background thread can see the ring: nothing of this is a sample. */
 	pmc__thread_warm_up(t);
-	pmc_list_prepend(&G.threads, &t->link);
+	pmc_list_prepend(&G.threads.list, &t->link);
 	return t;
 }
 
-/* Called with G.lock held while the reply to G.reg_late's registration is late: reads it if
+/* Called with G.conn.lock held while the reply to G.reg.late's registration is late: reads it if
  * it came. That thread gave up: the counters it carries are closed and the daemon told so
  * (it forgets them); registrations may go again. */
 void
@@ -1055,46 +1056,46 @@ pmc__late_reply_locked(void)
 	/* As pmc__register_locked(): a reply that may have opened counters is answered ThreadExit.
 	 */
 	if (r == -EMFILE || r == -EBADMSG || (resp && !resp->error))
-		(void)pmc__thread_exit_send_locked(G.reg_late, util_now_ns(CLOCK_MONOTONIC), false);
+		(void)pmc__thread_exit_send_locked(G.reg.late, util_now_ns(CLOCK_MONOTONIC), false);
 	if (resp)
 		pmc__response__free_unpacked(resp, NULL);
-	G.reg_late = 0;
-	atomic_fetch_add_explicit(&G.reg_answered, 1, memory_order_relaxed);
+	G.reg.late = 0;
+	atomic_fetch_add_explicit(&G.reg.answered, 1, memory_order_relaxed);
 }
 
-/* Called with G.lock held after a send failed with @r. A full queue (-EAGAIN) only
+/* Called with G.conn.lock held after a send failed with @r. A full queue (-EAGAIN) only
  * delays the samples; a daemon that went away is reconnected in the background, so
  * that no region ever waits for it. */
 void
 pmc__connection_failed_locked(int r)
 {
-	if (r == -EAGAIN || r == -EMSGSIZE || r == -ENOMEM || atomic_load(&G.state) != ST_ON)
+	if (r == -EAGAIN || r == -EMSGSIZE || r == -ENOMEM || atomic_load(&G.conn.state) != ST_ON)
 		return;
 	if (r != -ECONNRESET && r != -EPIPE) {
 		/* Given up while the daemon may still serve it (no answer in time): at the
 		 * hang-up it counts as lost what each thread said it held. Those are not sent
 		 * again, so that none is counted twice. */
 		struct pmc_thread *t;
-		pmc_list_for_each(t, &G.threads, link)
-			if (t->conn == G.conn && t->announced > atomic_load(&t->tail))
+		pmc_list_for_each(t, &G.threads.list, link)
+			if (t->conn == G.conn.n && t->announced > atomic_load(&t->tail))
 				atomic_store_explicit(&t->tail, t->announced, memory_order_release);
 		/* The heads table says so (word 0), before the hang-up: the daemon then counts
 		 * what the batches announced, not the threads' heads, whose later samples go on
 		 * the next connection. */
-		if (G.heads_conn == G.conn)
-			atomic_fetch_add_explicit(&G.heads[0], 1, memory_order_release);
+		if (G.heads.conn == G.conn.n)
+			atomic_fetch_add_explicit(&G.heads.words[0], 1, memory_order_release);
 	}
 	/* What the daemon queued and nobody read: its fds closed where no close can hold
 	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
-	pmc_wire_close_draining(G.fd, 0);
-	G.fd = -1;
-	G.reg_late = 0; /* its reply went with the connection */
-	atomic_store(&G.state, ST_LOST);
+	pmc_wire_close_draining(G.conn.fd, 0);
+	G.conn.fd = -1;
+	G.reg.late = 0; /* its reply went with the connection */
+	atomic_store(&G.conn.state, ST_LOST);
 	if (pmc__service_start_locked() == 0)
-		pthread_cond_signal(&G.wake);
+		pthread_cond_signal(&G.service.wake);
 }
 
-/* Called with G.lock held: tell a daemon that restarted about this thread, which
+/* Called with G.conn.lock held: tell a daemon that restarted about this thread, which
  * still holds its counters. No reply: the daemon closes the connection if it refuses. */
 int
 pmc__reattach_locked(struct pmc_thread *t)
@@ -1106,17 +1107,17 @@ pmc__reattach_locked(struct pmc_thread *t)
 	rt.reattach = 1;
 	rt.n_groups = t->n;
 	rt.groups = t->ev_groups;
-	if (G.heads_conn == G.conn)
+	if (G.heads.conn == G.conn.n)
 		rt.head_slot = t->head_slot;
 	/* What this connection is to get: the samples not sent, or given up, before. */
 	rt.next_sample = atomic_load_explicit(&t->tail, memory_order_acquire);
-	_cleanup_close_ int pidfd = G.takes_pidfd ? thread_pidfd(t->tid) : -1;
+	_cleanup_close_ int pidfd = G.conn.takes_pidfd ? thread_pidfd(t->tid) : -1;
 	rt.pidfd = pidfd >= 0;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	int r = pmc_wire_send(G.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
+	int r = pmc_wire_send(G.conn.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
 	if (r == 0)
-		t->conn = G.conn;
+		t->conn = G.conn.n;
 	return r;
 }
