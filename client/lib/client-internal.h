@@ -1,13 +1,22 @@
-/* libpmcclient's internals: what its four files share, and the rules they keep.
+/* libpmcclient's internals: what its files share, and the rules they keep. A file per
+ * concern; each of G's members (below) has one of them as its owner.
  *
  *   client.c      the hot path, in one translation unit so that its code is generated as
  *                 one: reading the counters, the thread lookup, the path cache,
  *                 pmc_begin()/pmc_end() and the macros' entry points;
- *   connection.c  the environment, the fork() handlers, connecting (Hello), registering a
- *                 thread, reattaching one to a daemon that restarted, the warnings;
+ *   connection.c  connecting (Hello), the first connect's setup, the state machine's
+ *                 failure edge (G.conn);
+ *   env.c         the PMC_* environment (G.env);
+ *   register.c    registering a thread, a registration's late reply, reattaching a thread
+ *                 to a daemon that restarted (G.reg);
+ *   threads.c     the threads' structures, their rings, their generation (G.threads);
+ *   heads.c       the heads table shared with the daemon (G.heads);
+ *   wait.c        the wait bound: waiting for an answer or for room (G.wait);
+ *   loss.c        the process's losses and the warnings (G.loss);
  *   send.c        Define messages, batches, draining, the background thread, flushing,
- *                 a thread's exit and the process's;
- *   intern.c      the name and path tables (pmc_region()).
+ *                 a thread's exit and the process's (G.sent, G.service);
+ *   intern.c      the name and path tables, pmc_region() (G.names, G.paths);
+ *   fork.c        fork(): each owner's part, in a fixed order.
  *
  * Every function and object one of them shares with another is named pmc__* for the linker
  * (G and T through an asm label) and is hidden: none collides with a program's symbol inside
@@ -33,9 +42,11 @@
  * id is published, release/acquire), a thread's ring has one writer, its thread, and one
  * reader, whoever holds G.conn.lock (see struct pmc_thread).
  *
- * Fork. connection.c's handlers (pthread_atfork()) take all four locks in that order before
- * fork() and give them back after, so that neither side sees a half-done update; in the
- * child they start every member over.
+ * Fork. One pthread_atfork() (fork.c): before fork() it takes the four locks in the lock
+ * order, so that neither side sees a half-done update; the parent gives them back in the
+ * reverse order; in the child, each owner starts its member over (its locks made anew,
+ * pmc__*_fork_child()), in the order connection, registering, threads, heads, names and
+ * paths, wait, sending, losses.
  *
  * The connection (G.conn.state):
  *   ST_NONE  -> ST_ON    the first pmc_region(), begin or pmc_enabled() connected and the
@@ -319,17 +330,19 @@ struct pmc_conn {
 	/* The daemon's bound on path ids (HelloReply.max_path_id), atomic: the path table
 	 * (intern.c) and the batches (send.c) read it without the lock. */
 	_Atomic uint32_t path_max;
-	/* An application's thread gave up waiting for room in the daemon's queue
-	 * (pmc__app_wait_room_locked()); none waits for room again until a send goes through
-	 * (send.c and registering clear it). */
+	/* This connection's daemon has the heads table (sent after its Hello, heads.c). */
+	int heads;
+	/* An application's thread gave up waiting for room in the daemon's queue (set by
+	 * wait.c's pmc__app_wait_room_locked()); none waits for room again until a send goes
+	 * through (cleared by send.c and register.c then, and by a new connection). */
 	int room_late;
 };
 
-/* Registering threads (connection.c): under G.conn.lock but where said. */
+/* Registering threads (register.c): under G.conn.lock but where said. */
 struct pmc_reg {
 	/* The thread whose RegisterThread on this connection went unanswered in time (0:
 	 * none); no other is sent until its reply is read (pmc__late_reply_locked()); cleared
-	 * also when the connection goes (its reply goes with it). */
+	 * also by connection.c when the connection goes (its reply goes with it). */
 	pid_t late;
 	/* Late replies read so far (atomic, read by the hot path's slow way): a thread that met
 	 * one late asks again once this moves, without waiting out its back-off. */
@@ -337,8 +350,8 @@ struct pmc_reg {
 	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
 };
 
-/* The environment (connection.c), read once, at the first connect under G.conn.lock; read
- * without a lock after. */
+/* The environment (env.c), read at the first connect (the socket's path at each), under
+ * G.conn.lock; read without a lock after. */
 struct pmc_env {
 	char *events_env; /* PMC_EVENTS, copied: events point into it */
 	char **events;
@@ -348,14 +361,16 @@ struct pmc_env {
 	const char *path;  /* the socket (PMC_SOCKET) */
 };
 
-/* The registered threads (connection.c): the list under G.conn.lock. */
+/* The registered threads (threads.c): the list under G.conn.lock. */
 struct pmc_threads {
 	/* The generation: moves on in a fork()ed child (atomic: the hot path's slow way reads
 	 * it); a thread's structure of an older one starts over. */
 	_Atomic unsigned gen;
 	pthread_key_t key; /* its destructor is a thread's exit (pmc__thread_destroy()) */
 	int key_ok;
-	struct pmc_list list; /* registered, this generation (pmc_thread.link) */
+	/* Registered, this generation (pmc_thread.link): a thread is put on it by register.c,
+	 * taken off by send.c at its exit. */
+	struct pmc_list list;
 	struct pmc_list dead; /* of threads that did not survive a fork() */
 };
 
@@ -408,7 +423,7 @@ struct pmc_service {
 	int blocked;         /* under G.conn.lock: a send met a full queue: it waits for room */
 };
 
-/* The wait bound's clock (pmc__wait_fd(), connection.c): under its own mutex, held for a few
+/* The wait bound's clock (pmc__wait_fd(), wait.c): under its own mutex, held for a few
  * instructions only (taken last of all locks): the charged waits going on now (n), since when
  * one has been (since, CLOCK_MONOTONIC ns), and the total spent before (spent). */
 struct pmc_wait {
@@ -417,8 +432,8 @@ struct pmc_wait {
 	uint64_t since, spent;
 };
 
-/* Samples lost process-wide, by reason (connection.c's warnings): lost[] any thread adds to
- * (atomic); reported[] is what batches have told the daemon of them (send.c, under
+/* Samples lost process-wide, by reason (loss.c): lost[] any thread adds to (atomic);
+ * reported[] is what batches have told the daemon of them (written by send.c, under
  * G.conn.lock); each reason is said once on stderr (warned[]). */
 struct pmc_losses {
 	_Atomic uint64_t lost[PMC_LOSS_LIB_N];
@@ -426,13 +441,13 @@ struct pmc_losses {
 	atomic_flag warned[PMC_LOSS_LIB_N];
 };
 
-/* The heads table shared with the daemon (HeadsTable; connection.c): PMC_HEADS words in a
- * sealed memfd (fd, -1: none), a word per registered thread (used, taken under G.conn.lock,
- * given back with an atomic store); conn is the connection (G.conn.n) that has it. */
+/* The heads table shared with the daemon (HeadsTable; heads.c): PMC_HEADS words in a sealed
+ * memfd (fd, -1: none), mapped at words, the same address in a fork()ed child; a word per
+ * registered thread (used, taken under G.conn.lock, given back with an atomic store); word 0
+ * counts the connections given up. */
 struct pmc_heads {
 	_Atomic uint64_t *words;
 	int fd;
-	unsigned conn;
 	uint32_t scan; /* where the next search for a free word starts */
 	uint8_t used[PMC_HEADS];
 };
@@ -467,12 +482,11 @@ count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
 	                      memory_order_relaxed);
 }
 
+/* Each owner's part of fork() handling: _child() starts its member over in a fork()ed child
+ * (its locks made anew); fork.c calls them in its order. */
+
 /* connection.c */
 
-/* The one line about connecting or registering (stderr, once per process). */
-void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The one line about samples lost for reason @why (an R_*; once per reason). */
-void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* What a daemon's HelloReply said it takes (pmc__daemon_connect()). */
 struct pmc_hello {
 	int failed;     /* the connect worked, the Hello did not */
@@ -489,17 +503,65 @@ int pmc__daemon_connect(const char *path, bool app, struct pmc_hello *h);
 /* Called with G.conn.lock held: @fd, connected by pmc__daemon_connect() with @h, becomes the
  * process's connection (G.conn.fd, a new G.conn.n) with what its daemon takes. */
 void pmc__connection_set_locked(int fd, const struct pmc_hello *h);
-/* Called with G.conn.lock held: the first time, reads the environment and sets the process up;
- * connects while G.conn.state is ST_NONE. */
+/* Called with G.conn.lock held: the first time, reads the environment and sets the process up
+ * (each owner's _init()); connects while G.conn.state is ST_NONE. */
 void pmc__connect_locked(void);
+/* Called with G.conn.lock held after a send failed with @r: ST_LOST unless @r only delays. */
+void pmc__connection_failed_locked(int r);
+void pmc__conn_fork_child(void);
+
+/* env.c */
+
+/* At the first connect: PMC_DISABLE, PMC_EVENTS and PMC_FLUSH_MS into G.env. Return: false when
+ * PMC_DISABLE turns the library off (G.env.disabled). */
+bool pmc__env_read(void);
+/* At each connect: the socket's path (PMC_SOCKET, else the system's), kept in G.env.path. */
+const char *pmc__env_socket(void);
+/* The pmcctl run this process runs under (PMC_RUN_TAG), or NULL. */
+const char *pmc__env_run_tag(void);
+
+/* register.c */
+
+/* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL (then
+ * *@fd_starved and *@transient say why). */
+struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);
+/* Called with G.conn.lock held while G.reg.late's registration is late: reads its reply if it
+ * came. */
+void pmc__late_reply_locked(void);
+/* Called with G.conn.lock held: tells a daemon that restarted about @t. Return: 0 or -errno. */
+int pmc__reattach_locked(struct pmc_thread *t);
+void pmc__reg_fork_child(void);
+
+/* threads.c */
+
+/* At the first connect: G.threads.key. */
+void pmc__threads_init(void);
 /* An empty ring of @cap samples (a power of two) of @n events, or NULL. */
 struct ring *pmc__ring_new(size_t cap, size_t n);
 /* Frees a registered thread's structure: its counters, pages, frames and rings. */
 void pmc__thread_release(struct pmc_thread *t);
 /* Frees @t, the structure of a thread that goes or starts over (registered or not). */
 void pmc__thread_free(struct pmc_thread *t);
-/* Called with G.conn.lock held: waits for room in the daemon's queue until @deadline. Return: 0 or
- * -EAGAIN (at @deadline). The background thread's; an application's thread calls
+void pmc__threads_fork_child(void);
+
+/* heads.c */
+
+/* At the first connect: the table, where memfd_create() works. */
+void pmc__heads_init(void);
+/* Sends the table on @fd, just connected. Return: whether it was sent. */
+bool pmc__heads_send(int fd);
+/* Called with G.conn.lock held: a word of the table for @t (none when full or missing). */
+void pmc__heads_take_locked(struct pmc_thread *t);
+/* Gives back @t's word of the table, if it has one (no lock: an atomic store). */
+void pmc__heads_give_back(struct pmc_thread *t);
+/* A connection given up while its daemon may still serve it: counted in word 0. */
+void pmc__heads_give_up(void);
+void pmc__heads_fork_child(void);
+
+/* wait.c */
+
+/* Called with G.conn.lock held: waits for room in the daemon's queue until @deadline. Return: 0
+ * or -EAGAIN (at @deadline). The background thread's; an application's thread calls
  * pmc__app_wait_room_locked(). */
 int pmc__wait_room_locked(uint64_t deadline, bool unlock);
 /* By an application's thread: polls @fd for @events within the wait bound (PMC_PROMPT_MS,
@@ -507,27 +569,34 @@ int pmc__wait_room_locked(uint64_t deadline, bool unlock);
  * @unlock (held by the caller; taken again before the return). A signal does not restart
  * it. Return: 1 (ready), 0 (given up), or -errno from poll(). */
 int pmc__wait_fd(int fd, short events, bool unlock);
-/* Called with G.conn.lock held, by an application's thread: waits for room in the daemon's queue
- * (pmc__wait_fd()); not at all while G.conn.room_late, which a wait given up sets. Return: 0
- * (room, or an error the next send finds) or -EAGAIN (none: given up, or not waited for). */
+/* Called with G.conn.lock held, by an application's thread: waits for room in the daemon's
+ * queue (pmc__wait_fd()); not at all while G.conn.room_late, which a wait given up sets.
+ * Return: 0 (room, or an error the next send finds) or -EAGAIN (none: given up, or not waited
+ * for). */
 int pmc__app_wait_room_locked(bool unlock);
-/* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL (then
- * *@fd_starved and *@transient say why). */
-struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);
-/* Called with G.conn.lock held while G.reg.late's registration is late: reads its reply if it came.
- */
-void pmc__late_reply_locked(void);
-/* Called with G.conn.lock held after a send failed with @r: ST_LOST unless @r only delays. */
-void pmc__connection_failed_locked(int r);
-/* Called with G.conn.lock held: tells a daemon that restarted about @t. Return: 0 or -errno. */
-int pmc__reattach_locked(struct pmc_thread *t);
+void pmc__wait_fork_child(void);
+
+/* loss.c */
+
+/* The one line about connecting or registering (stderr, once per process). */
+void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The one line about samples lost for reason @why (a PMC_LOSS_*; once per reason). */
+void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pmc__loss_fork_child(void);
+
+/* fork.c */
+
+/* At the first connect: the fork() handlers (pthread_atfork()). */
+void pmc__fork_init(void);
 
 /* send.c */
 
+/* At the first connect: G.service.wake. */
+void pmc__service_init(void);
 /* Called with G.conn.lock held: tells the daemon that thread @tid is gone. Return: 0 or -errno. */
 int pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock);
-/* Called with G.conn.lock held: starts the background thread unless it runs. Return: 0 or -errno.
- */
+/* Called with G.conn.lock held: starts the background thread unless it runs. Return: 0 or
+ * -errno. */
 int pmc__service_start_locked(void);
 /* By @t's own thread: sends its ring unless another thread holds G.conn.lock (never waits). */
 void pmc__flush_try(struct pmc_thread *t);
@@ -538,14 +607,18 @@ void pmc__batch_due(struct pmc_thread *t);
 void pmc__thread_destroy(void *arg);
 /* atexit(): every thread's samples sent. */
 void pmc__atexit(void);
+void pmc__send_fork_child(void);
 
 /* intern.c */
 
-/* Called with G.conn.lock held: a copy of @name (@len bytes) that is never freed, or NULL. */
+/* At the first connect: the small tables touched, the empty name taken. */
+void pmc__intern_init(void);
+/* Called with G.names.lock held: a copy of @name (@len bytes) that is never freed, or NULL. */
 char *pmc__name_copy_locked(const char *name, size_t len);
 /* The path id of @region begun in path @parent, interned on first use; 0 when the table is
  * full or memory is short. */
 uint32_t pmc__path_intern(uint32_t parent, pmc_region_t region);
+void pmc__intern_fork_child(void);
 
 /* client.c */
 

@@ -1,7 +1,7 @@
-/* libpmcclient's name and path tables: a region name interned as its id (pmc_region()), a
- * (parent path, region) pair as its path id. Both are open-addressing tables read without a
- * lock, written under one (G.names.lock for names, G.paths.lock for paths), a small one first and a
- * big one once the small one is full. */
+/* libpmcclient's name and path tables, owner of G.names and G.paths: a region name interned as
+ * its id (pmc_region()), a (parent path, region) pair as its path id. Both are open-addressing
+ * tables read without a lock, written under one (G.names.lock for names, G.paths.lock for
+ * paths), a small one first and a big one once the small one is full. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,4 +265,28 @@ pmc__path_intern(uint32_t parent, pmc_region_t region)
 	}
 	pthread_mutex_unlock(&G.paths.lock);
 	return id;
+}
+
+/* At the first connect: the small tables mapped now (32 KiB of names, the paths' and the first
+ * 1,023 paths' entries), so that a name or path first seen inside a region costs that region
+ * no page fault of them; the empty name, id 0, taken. */
+void
+pmc__intern_init(void)
+{
+	for (size_t i = 0; i < PMC_NAME_SLOTS; i += 1024)
+		atomic_store_explicit(&G.names.slots[i], 0, memory_order_relaxed);
+	for (size_t i = 0; i < PMC_PATH_SLOTS; i += 1024)
+		atomic_store_explicit(&G.paths.slots[i], 0, memory_order_relaxed);
+	G.paths.parent[0] = G.paths.region[0] = 0;
+	pthread_mutex_lock(&G.names.lock);
+	(void)pmc__name_copy_locked("", 0);
+	pthread_mutex_unlock(&G.names.lock);
+}
+
+/* The tables stay the child's as they are: only their locks start over. */
+void
+pmc__intern_fork_child(void)
+{
+	pthread_mutex_init(&G.paths.lock, NULL);
+	pthread_mutex_init(&G.names.lock, NULL);
 }

@@ -1,8 +1,8 @@
-/* libpmcclient's sending: Define messages (call paths, region names), batches of a thread's
- * samples with the losses not reported yet, draining a ring while the daemon's queue is full,
- * the background thread that sends every ring periodically and reconnects, pmc_flush(), a
- * thread's exit (ThreadExit) and the process's (atexit). Locks and states:
- * client-internal.h. */
+/* libpmcclient's sending, owner of G.sent and G.service: Define messages (call paths, region
+ * names), batches of a thread's samples with the losses not reported yet, draining a ring while
+ * the daemon's queue is full, the background thread that sends every ring periodically and
+ * reconnects, pmc_flush(), a thread's exit (ThreadExit) and the process's (atexit). Locks and
+ * states: client-internal.h. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -222,9 +222,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .def_id = def_id,
 	        .sent_before = G.sent.total,
 	        .pending = hd - end,
-	        .end = G.heads.conn == G.conn.n
-	                       ? end
-	                       : 0, /* an older daemon's fast decoder stops at 21 */
+	        .end = G.conn.heads ? end : 0, /* an older daemon's fast decoder stops at 21 */
 	};
 	if (loss) {
 		b.dropped_depth = loss[PMC_LOSS_DEPTH];
@@ -448,6 +446,17 @@ service_main(void *arg)
 	return NULL;
 }
 
+/* At the first connect: the condition the background thread waits on (CLOCK_MONOTONIC). */
+void
+pmc__service_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&G.service.wake, &a);
+	pthread_condattr_destroy(&a);
+}
+
 /* Called with G.conn.lock held: starts the background thread unless it runs. Return: 0 or -errno.
  */
 int
@@ -632,4 +641,17 @@ pmc__atexit(void)
 			        (unsigned long long)held, (unsigned long long)dropped);
 	}
 	pthread_mutex_unlock(&G.conn.lock);
+}
+
+/* In a fork()ed child: the background thread did not survive the fork (it starts again with
+ * the child's connection), and no connection was sent anything yet. */
+void
+pmc__send_fork_child(void)
+{
+	pmc__service_init();
+	__atomic_store_n(&G.service.running, 0, __ATOMIC_RELAXED);
+	G.service.blocked = 0;
+	memset(G.sent.announced, 0, sizeof(G.sent.announced));
+	G.sent.path_defined = 0;
+	G.sent.total = 0;
 }
