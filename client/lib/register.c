@@ -211,30 +211,41 @@ refusal_passes(int err)
 	       err == EINTR || err == ETIMEDOUT;
 }
 
-/* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL: then
- * *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether
- * it may ask again later (see ST_RETRY). */
-struct pmc_thread *
-pmc__register_locked(bool *fd_starved, bool *transient)
+/* One registration: what was asked, and what came back. */
+struct attempt {
+	pid_t tid;
+	size_t want;          /* the fds its reply is to carry */
+	struct pmc_thread *t; /* the thread's structure, with a word of the heads table */
+	int r;                /* register_call_locked()'s */
+	Pmc__Response *resp;  /* the reply (NULL: none, or none that decodes) */
+	size_t n_fds;         /* the fds it carried, in t->fds */
+	int waited_ms;        /* for it, within the wait bound */
+	bool is_reply;        /* resp is a RegisterReply */
+};
+
+/* Before asking: whether the fds the reply is to carry (a->want) fit under RLIMIT_NOFILE, said
+ * once when not. A reply whose fds cannot all be taken costs the daemon an open of each, and
+ * this process the fds it already has. */
+static bool
+register_fds_fit(struct attempt *a)
 {
-	pid_t tid = gettid_();
-	*fd_starved = false;
-	*transient = true;
-	if (G.reg.late)
-		return NULL;
-	*transient = false;
-	/* Before asking: a reply whose fds cannot all be taken costs the daemon an open of
-	 * each, and this process the fds it already has. */
 	size_t want = G.env.n_events       ? G.env.n_events
 	              : G.reg.reply_events ? G.reg.reply_events
 	                                   : PMC_DEFAULT_N_EVENTS;
 	if (want > PMC_LIMIT_EVENTS)
 		want = PMC_LIMIT_EVENTS; /* the daemon refuses more (E2BIG) */
-	if (!fd_room(G.conn.fd, want)) {
-		warn_fd_limit(tid, want, false);
-		*fd_starved = true;
-		return NULL;
-	}
+	a->want = want;
+	if (fd_room(G.conn.fd, want))
+		return true;
+	warn_fd_limit(a->tid, want, false);
+	return false;
+}
+
+/* Called with G.conn.lock held: a structure for thread @tid, with a word of the heads table
+ * where there is one, or NULL. */
+static struct pmc_thread *
+register_thread_new_locked(pid_t tid)
+{
 	struct pmc_thread *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
@@ -242,7 +253,15 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	t->gen = atomic_load(&G.threads.gen);
 	t->head_mirror = &t->head_sink;
 	pmc__heads_take_locked(t);
+	return t;
+}
 
+/* Called with G.conn.lock held: sends @a's RegisterThread and reads its reply, within the
+ * wait bound (register_call_locked()). */
+static void
+register_ask_locked(struct attempt *a)
+{
+	struct pmc_thread *t = a->t;
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
 	rt.tid = t->tid;
 	rt.n_events = G.env.n_events;
@@ -255,23 +274,33 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	Pmc__Response *resp = NULL;
-	size_t n_fds = 0;
-	/* Within the wait bound (pmc__wait_fd()). */
 	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
-	int r = register_call_locked(&req, pidfd, t->fds, &n_fds, &resp);
-	int waited_ms = (int)((util_now_ns(CLOCK_MONOTONIC) - start) / 1000000);
-	bool is_reply =
-	        resp && !resp->error && resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
-	if (is_reply)
-		G.reg.reply_events = resp->register_reply->n_events;
+	a->r = register_call_locked(&req, pidfd, t->fds, &a->n_fds, &a->resp);
+	a->waited_ms = (int)((util_now_ns(CLOCK_MONOTONIC) - start) / 1000000);
+	a->is_reply = a->resp && !a->resp->error &&
+	              a->resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
+	if (a->is_reply)
+		G.reg.reply_events = a->resp->register_reply->n_events;
+}
+
+/* Called with G.conn.lock held: whether @a failed. If so, it is said once, the daemon told to
+ * forget the thread where it may have opened counters, the connection given up where it is out
+ * of step, the fds that came closed, the reply freed, and *@fd_starved and *@transient say why;
+ * if not, the reply is a RegisterReply for this thread with a counter fd per event. */
+static bool
+register_failed_locked(struct attempt *a, bool *fd_starved, bool *transient)
+{
+	pid_t tid = a->tid;
+	int r = a->r;
+	Pmc__Response *resp = a->resp;
 	if (r == -EMFILE || r == -EBADMSG) {
 		/* The one reply was read: the connection stays, and so do the process's other
 		 * threads. Only a reply that opened counters carries fds: the daemon forgets
 		 * this thread again (ThreadExit of an unknown thread is a no-op). */
 		(void)pmc__thread_exit_send_locked(tid, util_now_ns(CLOCK_MONOTONIC), false);
 		if (r == -EMFILE) {
-			warn_fd_limit(tid, is_reply ? resp->register_reply->n_events : want, true);
+			warn_fd_limit(tid, a->is_reply ? resp->register_reply->n_events : a->want,
+			              true);
 			*fd_starved = true;
 		} else {
 			pmc__warn_once("thread %d not profiled: malformed reply from pmcdaemon",
@@ -279,8 +308,7 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		}
 		if (resp)
 			pmc__response__free_unpacked(resp, NULL);
-		thread_discard(t);
-		return NULL;
+		return true;
 	}
 	if (r == -EAGAIN) {
 		/* Nothing was sent: the connection is in step. */
@@ -288,10 +316,9 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		        "thread %d not profiled for now: pmcdaemon took no request for %d ms "
 		        "(its queue stayed full); no thread waits for room again until it takes "
 		        "one, and each asks again later, its regions counted meanwhile (reason %s)",
-		        (int)tid, waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
+		        (int)tid, a->waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		*transient = true;
-		thread_discard(t);
-		return NULL;
+		return true;
 	}
 	if (r == -ETIMEDOUT) {
 		/* A daemon this slow would make every thread wait as long: no thread asks again
@@ -301,71 +328,84 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		               "registration within %d ms; no thread waits for it again until it "
 		               "answers, and each asks again later, its regions counted meanwhile "
 		               "(reason %s)",
-		               (int)t->tid, waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
+		               (int)tid, a->waited_ms, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		G.reg.late = tid;
 		*transient = true;
 		(void)pmc__service_start_locked();
-		thread_discard(t);
-		return NULL;
+		return true;
 	}
 	if (r < 0) {
 		pmc__warn_once("thread %d not profiled: registering with pmcdaemon %s failed "
 		               "(libpmcclient " PMC_VERSION "): %s",
-		               (int)t->tid, G.conn.daemon_version, strerror(-r));
+		               (int)tid, G.conn.daemon_version, strerror(-r));
 		/* Out of step (a datagram cut short), or gone: start afresh (in the
 		 * background). */
 		pmc__connection_failed_locked(r == -ECONNRESET || r == -EPIPE ? r : -EPROTO);
 		*transient = r == -ECONNRESET || r == -EPIPE;
-		thread_discard(t);
-		return NULL;
+		return true;
 	}
-	if (!is_reply || resp->register_reply->tid != t->tid ||
-	    resp->register_reply->n_events != n_fds || n_fds == 0) {
+	if (!a->is_reply || resp->register_reply->tid != tid ||
+	    resp->register_reply->n_events != a->n_fds || a->n_fds == 0) {
 		*transient =
 		        resp->error && refusal_passes(resp->error < 0 ? -resp->error : resp->error);
 		if (*transient)
 			pmc__warn_once(
 			        "thread %d not profiled for now: %s; it asks again later, its "
 			        "regions counted meanwhile (reason %s)",
-			        (int)t->tid, resp->message, pmc_loss_name(PMC_LOSS_UNREGISTERED));
+			        (int)tid, resp->message, pmc_loss_name(PMC_LOSS_UNREGISTERED));
 		else
-			pmc__warn_once("thread %d not profiled: %s", (int)t->tid,
+			pmc__warn_once("thread %d not profiled: %s", (int)tid,
 			               resp->error ? resp->message
 			                           : "unexpected reply from pmcdaemon");
-		for (size_t i = 0; i < n_fds; i++)
-			close(t->fds[i]);
-		if (is_reply)
+		for (size_t i = 0; i < a->n_fds; i++)
+			close(a->t->fds[i]);
+		if (a->is_reply)
 			(void)pmc__thread_exit_send_locked(tid, util_now_ns(CLOCK_MONOTONIC),
 			                                   false);
 		pmc__response__free_unpacked(resp, NULL);
-		thread_discard(t);
-		return NULL;
+		return true;
 	}
-	t->n = n_fds;
+	return false;
+}
+
+/* @t's @n events as @rr says them (their fds in t->fds already): each one's group, name and
+ * group leader. A name that could not be copied is NULL (thread_alloc() checks). */
+static void
+thread_events_take(struct pmc_thread *t, const Pmc__RegisterReply *rr, size_t n)
+{
 	int leader = 0;
 	unsigned last_group = UINT32_MAX;
-	t->conn = G.conn.n;
-	for (size_t i = 0; i < n_fds; i++) {
-		unsigned g = resp->register_reply->events[i]->group;
+	t->n = n;
+	for (size_t i = 0; i < n; i++) {
+		unsigned g = rr->events[i]->group;
 		t->ev_groups[i] = g;
-		t->ev_names[i] = strdup(resp->register_reply->events[i]->name);
+		t->ev_names[i] = strdup(rr->events[i]->name);
 		if (g != last_group)
 			leader = (int)i;
 		last_group = g;
 		t->group_leader[i] = leader;
 	}
 	t->one_group = leader == 0;
-	pmc__response__free_unpacked(resp, NULL);
+}
 
-	/* The daemon opens leaders disabled; enabling them here, on the counted thread,
-	 * costs no interrupt of another CPU. */
+/* The daemon opens leaders disabled; enabling them here, on the counted thread, costs no
+ * interrupt of another CPU. Return: whether every leader of @t was enabled. */
+static bool
+thread_enable(struct pmc_thread *t)
+{
 	for (size_t i = 0; i < t->n; i++)
 		if (t->group_leader[i] == (int)i &&
-		    ioctl(t->fds[i], PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) < 0) {
-			pmc__thread_release(t);
-			return NULL;
-		}
+		    ioctl(t->fds[i], PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) < 0)
+			return false;
+	return true;
+}
 
+/* Maps @t's counters' pages, and sets how the thread reads them: with rdpmc (t->rdpmc) where
+ * every page lets it (none stays mapped where not), the usual way (t->fast) where its events
+ * are also one group and the leader's page has the clock. */
+static void
+thread_pages_map(struct pmc_thread *t)
+{
 	long pagesz = sysconf(_SC_PAGESIZE);
 	t->rdpmc = PMC_HAVE_RDPMC;
 	for (size_t i = 0; i < t->n && t->rdpmc; i++) {
@@ -398,11 +438,16 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 				munmap(t->pages[i], (size_t)pagesz);
 				t->pages[i] = NULL;
 			}
+}
+
+/* @t's memory: its events' names (copied already), its frames, memo and ring. Return: whether
+ * it has all of it. */
+static bool
+thread_alloc(struct pmc_thread *t)
+{
 	for (size_t i = 0; i < t->n; i++)
-		if (!t->ev_names[i]) {
-			pmc__thread_release(t);
-			return NULL;
-		}
+		if (!t->ev_names[i])
+			return false;
 	t->stack_cap = t->begin_cap = PMC_STACK_START;
 	t->stack = pmc__frames_new(PMC_STACK_START);
 	t->frame_mem = calloc(PMC_STACK_START * 3 * t->n, sizeof(uint64_t));
@@ -411,12 +456,50 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 	t->memo = calloc(t->memo_cap, sizeof(*t->memo));
 	struct ring *ring = pmc__ring_new(PMC_RING, t->n);
 	atomic_store(&t->ring, ring);
-	if (!t->stack || !t->frame_mem || !t->memo || !ring) {
+	if (!t->stack || !t->frame_mem || !t->memo || !ring)
+		return false;
+	for (unsigned d = 0; d < PMC_STACK_START; d++)
+		t->stack[d].v = t->frame_mem + d * 3 * t->n;
+	return true;
+}
+
+/* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL: then
+ * *@fd_starved says whether for want of room for its fds (RLIMIT_NOFILE), *@transient whether
+ * it may ask again later (see ST_RETRY). */
+struct pmc_thread *
+pmc__register_locked(bool *fd_starved, bool *transient)
+{
+	struct attempt a = {.tid = gettid_()};
+	*fd_starved = false;
+	*transient = true;
+	if (G.reg.late)
+		return NULL;
+	*transient = false;
+	if (!register_fds_fit(&a)) {
+		*fd_starved = true;
+		return NULL;
+	}
+	a.t = register_thread_new_locked(a.tid);
+	if (!a.t)
+		return NULL;
+	register_ask_locked(&a);
+	if (register_failed_locked(&a, fd_starved, transient)) {
+		thread_discard(a.t);
+		return NULL;
+	}
+	struct pmc_thread *t = a.t;
+	t->conn = G.conn.n;
+	thread_events_take(t, a.resp->register_reply, a.n_fds);
+	pmc__response__free_unpacked(a.resp, NULL);
+	if (!thread_enable(t)) {
 		pmc__thread_release(t);
 		return NULL;
 	}
-	for (unsigned d = 0; d < PMC_STACK_START; d++)
-		t->stack[d].v = t->frame_mem + d * 3 * t->n;
+	thread_pages_map(t);
+	if (!thread_alloc(t)) {
+		pmc__thread_release(t);
+		return NULL;
+	}
 	t->state = ST_ON;
 	thread_fast_cap(t);
 	t->announced = 0;
