@@ -309,7 +309,10 @@ struct pmc_thread {
 /*
  * The process's state: one object, G, made of members each owned by one file, which alone
  * writes it but where said (others read it), sets it up and puts it right in a fork()ed child
- * (its part of fork handling: see "Fork" above). Each says what guards it.
+ * (its part of fork handling: see "Fork" above). Each says what guards it. What the hot path
+ * (client.c) touches of G, each an access at a fixed displacement from G whatever member
+ * holds it: G.names.name (the macros' begin), and on its slow ways G.conn.state,
+ * G.threads.gen and key, G.reg.answered, G.paths.flagged, G.loss.lost.
  */
 
 /* The connection to the daemon (connection.c): under G.conn.lock but where said. */
@@ -453,17 +456,17 @@ struct pmc_heads {
 };
 
 struct pmc_global {
-	struct pmc_conn conn;
-	struct pmc_reg reg;
-	struct pmc_env env;
-	struct pmc_threads threads;
-	struct pmc_service service;
-	struct pmc_wait wait;
-	struct pmc_losses loss;
-	struct pmc_heads heads;
-	struct pmc_sent sent;
-	struct pmc_names names;
-	struct pmc_paths paths;
+	struct pmc_conn conn;       /* connection.c */
+	struct pmc_reg reg;         /* register.c */
+	struct pmc_env env;         /* env.c */
+	struct pmc_threads threads; /* threads.c */
+	struct pmc_service service; /* send.c */
+	struct pmc_wait wait;       /* wait.c */
+	struct pmc_losses loss;     /* loss.c */
+	struct pmc_heads heads;     /* heads.c */
+	struct pmc_sent sent;       /* send.c */
+	struct pmc_names names;     /* intern.c */
+	struct pmc_paths paths;     /* intern.c */
 };
 
 /* The process's state, G in the library's code and pmc__G to the linker (client.c). */
