@@ -1,41 +1,62 @@
-/* libpmcclient's internals: what its four files share, and the rules they keep.
+/* libpmcclient's internals: what its files share, and the rules they keep. A file per
+ * concern; each of G's members (below) has one of them as its owner.
  *
  *   client.c      the hot path, in one translation unit so that its code is generated as
  *                 one: reading the counters, the thread lookup, the path cache,
  *                 pmc_begin()/pmc_end() and the macros' entry points;
- *   connection.c  the environment, the fork() handlers, connecting (Hello), registering a
- *                 thread, reattaching one to a daemon that restarted, the warnings;
+ *   connection.c  connecting (Hello), the first connect's setup, the state machine's
+ *                 failure edge (G.conn);
+ *   env.c         the PMC_* environment (G.env);
+ *   register.c    registering a thread, a registration's late reply, reattaching a thread
+ *                 to a daemon that restarted (G.reg);
+ *   threads.c     the threads' structures, their rings, their generation (G.threads);
+ *   heads.c       the heads table shared with the daemon (G.heads);
+ *   wait.c        the wait bound: waiting for an answer or for room (G.wait);
+ *   loss.c        the process's losses and the warnings (G.loss);
  *   send.c        Define messages, batches, draining, the background thread, flushing,
- *                 a thread's exit and the process's;
- *   intern.c      the name and path tables (pmc_region()).
+ *                 a thread's exit and the process's (G.sent, G.service);
+ *   intern.c      the name and path tables, pmc_region() (G.names, G.paths);
+ *   fork.c        fork(): each owner's part, in a fixed order.
  *
  * Every function and object one of them shares with another is named pmc__* for the linker
  * (G and T through an asm label) and is hidden: none collides with a program's symbol inside
  * the static library, none is exported by the shared one (libpmcclient.sym), and none is
  * reached through the GOT or the PLT.
  *
- * Locks. G.lock guards the connection (G.fd, G.conn, G.state once it left ST_NONE), the list
- * of threads (G.threads), every thread's ring tail and what a batch has reported; it is
- * taken to connect, register a thread and send, never by the hot path, whose thread only
- * tries it (pmc__flush_try()) and never waits for it; whoever holds it waits for the daemon
- * only within the wait bound (PMC_WAIT_TOTAL_MS). G.name_lock guards the name table's
- * writers, taken alone or inside G.lock, never held over a round trip. G.path_lock is taken
- * to intern a path only, never held over a round trip, never taken with G.lock held but
- * across fork() (all four, G.lock, G.path_lock, G.name_lock, G.wait.mu in that order).
- * Nothing else is locked:
- * the name and path tables are read without a lock (each entry written before its id is
- * published, release/acquire), a thread's ring has one writer, its thread, and one reader,
- * whoever holds G.lock (see struct pmc_thread).
+ * G is made of members, each owned by one file (struct pmc_global says which): the owner
+ * alone writes its member (where another does, the member says so), sets it up, and puts it
+ * right in a fork()ed child.
  *
- * The connection (G.state):
+ * Locks. G.conn.lock, the process lock, guards the connection (G.conn: its fd, its count,
+ * its state once it left ST_NONE), registering (G.reg), the list of threads
+ * (G.threads.list), every thread's ring tail, what batches have reported (G.loss.reported)
+ * and what the connection was sent (G.sent); it is taken to connect, register a thread and
+ * send, never by the hot path, whose thread only tries it (pmc__flush_try()) and never
+ * waits for it; whoever holds it waits for the daemon only within the wait bound
+ * (PMC_WAIT_TOTAL_MS). G.names.lock guards the name table's writers, taken alone or inside
+ * G.conn.lock, never held over a round trip. G.paths.lock is taken to intern a path only,
+ * never held over a round trip, never taken with G.conn.lock held but across fork().
+ * G.wait.mu guards the wait bound's clock, held for a few instructions, taken last of all.
+ * The lock order: G.conn.lock, G.paths.lock, G.names.lock, G.wait.mu. Nothing else is
+ * locked: the name and path tables are read without a lock (each entry written before its
+ * id is published, release/acquire), a thread's ring has one writer, its thread, and one
+ * reader, whoever holds G.conn.lock (see struct pmc_thread).
+ *
+ * Fork. One pthread_atfork() (fork.c): before fork() it takes the four locks in the lock
+ * order, so that neither side sees a half-done update; the parent gives them back in the
+ * reverse order; in the child, each owner starts its member over (its locks made anew,
+ * pmc__*_fork_child()), in the order connection, registering, threads, heads, names and
+ * paths, wait, sending, losses.
+ *
+ * The connection (G.conn.state):
  *   ST_NONE  -> ST_ON    the first pmc_region(), begin or pmc_enabled() connected and the
  *                        daemon answered Hello (pmc__connect_locked());
  *            -> ST_LOST  no daemon answered: the background thread connects once one does;
  *            -> ST_OFF   PMC_DISABLE, the daemon refused Hello, or no background thread;
  *   ST_ON    -> ST_LOST  a send or a registration failed (pmc__connection_failed_locked());
- *   ST_LOST  -> ST_ON    the background thread connected (G.conn counts the connections: a
+ *   ST_LOST  -> ST_ON    the background thread connected (G.conn.n counts the connections: a
  *                        thread registered on an earlier one reattaches at its next send);
- *   ST_ON, ST_LOST -> ST_NONE  in a fork()ed child (G.gen moves on).
+ *   ST_ON, ST_LOST -> ST_NONE  in a fork()ed child (G.threads.gen moves on).
  * A thread (struct pmc_thread.state): ST_ON registered, ST_OFF refused (for good in its
  * generation), ST_RETRY asks again after a back-off, ST_FORKED its counters were the
  * parent's.
@@ -97,9 +118,9 @@
  * uncharged, then charged: the time during which any thread is in a charged wait is taken
  * from the total (struct pmc_wait: once however many wait together), and every charged wait
  * ends at the same moment, when the total is spent, or PMC_CALL_TIMEOUT_MS after it began. A wait
- * given up makes no thread wait again until the daemon caught up (G.reg_late, G.room_late). Threads
- * waiting for G.lock wait for a holder whose wait is so bounded. The background thread is not the
- * application's: it waits as long as it likes, never charged, with no lock held. */
+ * given up makes no thread wait again until the daemon caught up (G.reg.late, G.conn.room_late).
+ * Threads waiting for G.conn.lock wait for a holder whose wait is so bounded. The background thread
+ * is not the application's: it waits as long as it likes, never charged, with no lock held. */
 #define PMC_WAIT_TOTAL_MS 10000
 #define PMC_PROMPT_MS 10
 /* The longest one request of an application's thread waits (within the wait bound), and
@@ -183,20 +204,20 @@ struct frame {
 };
 
 struct pmc_thread {
-	/* G.threads: every registered thread of this generation, for the background thread
+	/* G.threads.list: every registered thread of this generation, for the background thread
 	 * to send their samples and for fork() to close their fds in the child. Under
-	 * G.lock. */
+	 * G.conn.lock. */
 	struct pmc_list_node link;
 	unsigned gen;
 	int state;
 	/* ST_OFF for want of fds (RLIMIT_NOFILE): each of its regions counts as PMC_LOSS_FD_LIMIT.
 	 */
 	int fd_starved;
-	unsigned conn; /* G.conn when this thread last told the daemon about itself */
+	unsigned conn; /* G.conn.n when this thread last told the daemon about itself */
 	char *ev_names[PMC_LIMIT_EVENTS];
 	uint32_t ev_groups[PMC_LIMIT_EVENTS];
 	/* What an empty region measured here (the last warm-up), told to the daemon once, with
-	 * the first batch: the floor under every figure (ThreadFloor). Under G.lock. */
+	 * the first batch: the floor under every figure (ThreadFloor). Under G.conn.lock. */
 	uint64_t floor_v[PMC_LIMIT_EVENTS];
 	uint64_t floor_wall;
 	int floor_pending;
@@ -248,7 +269,7 @@ struct pmc_thread {
 	uint64_t now[3 * PMC_LIMIT_EVENTS];
 	/*
 	 * The ring of samples. The thread writes slot head, then publishes it by storing
-	 * head + 1 (release); a reader, under G.lock, loads head (acquire), then the ring
+	 * head + 1 (release); a reader, under G.conn.lock, loads head (acquire), then the ring
 	 * (acquire), reads slots [tail, head) and frees them by storing tail (release), which
 	 * the thread loads (acquire) before it writes a slot again. The thread alone may
 	 * replace the ring by a larger one (ring_grow()), once, without the lock: the old one
@@ -263,119 +284,189 @@ struct pmc_thread {
 	_Atomic uint64_t scaled_end;
 	uint64_t retry_at; /* the thread's own: head before which it does not try to send again */
 	/* Samples lost, by reason, since the thread started: written by the thread only; a
-	 * reader sends what is new since reported[], its own (under G.lock). */
+	 * reader sends what is new since reported[], its own (under G.conn.lock). */
 	_Atomic uint64_t lost[PMC_LOSS_THREAD_N];
 	uint64_t reported[PMC_LOSS_THREAD_N];
-	/* Under G.lock: the sample after the last one this connection was told of (each batch
+	/* Under G.conn.lock: the sample after the last one this connection was told of (each batch
 	 * says how many it leaves behind): the daemon counts them as lost if the process goes
 	 * without sending them. */
 	uint64_t announced;
-	uint64_t drain_to; /* under G.lock: the head drain_locked() waits for */
+	uint64_t drain_to; /* under G.conn.lock: the head drain_locked() waits for */
 	/* ST_RETRY: when it may ask again (CLOCK_MONOTONIC_COARSE ns), and the back-off that
 	 * set it (doubled at each failure, up to PMC_RETRY_MAX_MS). Last: the hot path's
 	 * fields keep their places. */
 	uint64_t retry_ns;
 	unsigned backoff_ms;
-	unsigned answered; /* G.reg_answered when it failed */
+	unsigned answered; /* G.reg.answered when it failed */
 	/* Where the thread writes its head after each sample it publishes, for the daemon to
-	 * see when the process ends: its word in G.heads (head_slot, 1-based), or head_sink
+	 * see when the process ends: its word in G.heads.words (head_slot, 1-based), or head_sink
 	 * where it has none. */
 	_Atomic uint64_t *head_mirror;
 	_Atomic uint64_t head_sink;
 	uint32_t head_slot;
 };
 
-/* The process's state: one object, G (see the locks above). */
-struct pmc_global {
+/*
+ * The process's state: one object, G, made of members each owned by one file, which alone
+ * writes it but where said (others read it), sets it up and puts it right in a fork()ed child
+ * (its part of fork handling: see "Fork" above). Each says what guards it. What the hot path
+ * (client.c) touches of G, each an access at a fixed displacement from G whatever member
+ * holds it: G.names.name (the macros' begin), and on its slow ways G.conn.state,
+ * G.threads.gen and key, G.reg.answered, G.paths.flagged, G.loss.lost.
+ */
+
+/* The connection to the daemon (connection.c): under G.conn.lock but where said. */
+struct pmc_conn {
+	/* The lock of the connection, of the list of threads, of every thread's ring tail and
+	 * of what batches have reported: the process lock (see "Locks" above). */
 	pthread_mutex_t lock;
-	pthread_cond_t wake; /* the background thread waits on it (CLOCK_MONOTONIC) */
-	_Atomic int state;
-	_Atomic unsigned gen;
-	int fd;
+	_Atomic int state; /* ST_*: the state machine above (atomic: read without the lock) */
+	int fd;            /* the socket, -1: none */
 	pid_t pid;
-	char *events_env;
-	char **events;
-	size_t n_events;
-	pthread_key_t key;
-	int key_ok;
-	unsigned flush_ms; /* PMC_FLUSH_MS; 0: no periodic send */
-	uint32_t n_regions;
-	/* names[id] and hashes[id] are written once, under the lock, before the id is
-	 * published (release) in name_slots or name_slots_big; read without the lock after
-	 * an acquire. */
-	char *names[PMC_MAX_REGIONS];
-	uint32_t hashes[PMC_MAX_REGIONS];
-	_Atomic uint32_t name_slots[PMC_NAME_SLOTS];
-	_Atomic uint32_t *_Atomic name_slots_big; /* PMC_NAME_SLOTS_BIG, never freed */
-	_Atomic int names_full;
-	char *name_pool; /* where the next name is copied: the rest of a chunk, touched */
-	size_t name_pool_left;
-	uint8_t announced[PMC_MAX_REGIONS];
-	/* Call paths: path_parent[id] and path_region[id] are written once, under the lock,
-	 * before the id is published (release) in path_slots or path_slots_big, as names are. */
-	pthread_mutex_t path_lock; /* taken to intern a path: never held over a round trip */
-	/* Taken to intern a name (pmc_region()), alone or inside G.lock, never held over a
-	 * round trip: a new name never waits for another thread's registration. */
-	pthread_mutex_t name_lock;
-	_Atomic uint32_t n_paths;  /* stored (release) after the new path's entries */
-	_Atomic uint32_t path_max; /* the daemon's bound on path ids (HelloReply.max_path_id) */
-	uint32_t path_parent[PMC_MAX_PATHS];
-	pmc_region_t path_region[PMC_MAX_PATHS];
-	_Atomic uint32_t path_slots[PMC_PATH_SLOTS];
-	_Atomic uint32_t *_Atomic path_slots_big; /* PMC_PATH_SLOTS_BIG, never freed */
-	/* Under the lock: paths 1 to path_defined are defined on this connection (ids grow, a
-	 * parent's below its children's: each is defined after its parent). */
-	uint32_t path_defined;
-	/* Set once a sample carries a region flagged instead of a path: from then on each
-	 * batch is searched for the names of such regions (they are in no path). */
-	_Atomic int flagged;
-	int call_paths; /* under the lock: this connection's daemon takes call paths */
-	/* Under the lock: this connection's daemon takes a pidfd with RegisterThread (older
-	 * ones close a connection whose requests carry any fd), and its version as its
-	 * HelloReply said it ("" before any), for the lines that name both sides. */
+	unsigned n; /* connections made so far (a thread's conn says on which it registered) */
+	/* This connection's daemon takes call paths; a pidfd with RegisterThread (older ones
+	 * close a connection whose requests carry any fd); its version as its HelloReply said
+	 * it ("" before any), for the lines that name both sides. */
+	int call_paths;
 	int takes_pidfd;
 	char daemon_version[32];
-	unsigned conn;       /* connections made so far */
-	uint64_t sent_total; /* samples sent in batches, to any daemon */
-	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
-	int blocked;         /* a send met a full queue: the background thread waits for room */
-	/* Under the lock: the thread whose RegisterThread on this connection went unanswered
-	 * in time (0: none); no other is sent until its reply is read (pmc__late_reply_locked()).
-	 */
-	pid_t reg_late;
-	/* Under the lock: an application's thread gave up waiting for room in the daemon's
-	 * queue; none waits for room again until a send goes through. */
+	/* The daemon's bound on path ids (HelloReply.max_path_id), atomic: the path table
+	 * (intern.c) and the batches (send.c) read it without the lock. */
+	_Atomic uint32_t path_max;
+	/* This connection's daemon has the heads table (sent after its Hello, heads.c). */
+	int heads;
+	/* An application's thread gave up waiting for room in the daemon's queue (set by
+	 * wait.c's pmc__app_wait_room_locked()); none waits for room again until a send goes
+	 * through (cleared by send.c and register.c then, and by a new connection). */
 	int room_late;
-	/* The wait bound's clock (pmc__wait_fd()): under its own mutex, held for a few
-	 * instructions only (taken last of all locks): the charged waits going on now (n), since
-	 * when one has been (since, CLOCK_MONOTONIC ns), and the total spent before (spent). */
-	struct pmc_wait {
-		pthread_mutex_t mu;
-		unsigned n;
-		uint64_t since, spent;
-	} wait;
-	/* Late replies read so far: a thread that met one late asks again once this moves,
-	 * without waiting out its back-off. */
-	_Atomic unsigned reg_answered;
-	/* Samples lost process-wide, by reason (any thread adds); reported[] is what batches
-	 * have told the daemon of them (under the lock). */
+};
+
+/* Registering threads (register.c): under G.conn.lock but where said. */
+struct pmc_reg {
+	/* The thread whose RegisterThread on this connection went unanswered in time (0:
+	 * none); no other is sent until its reply is read (pmc__late_reply_locked()); cleared
+	 * also by connection.c when the connection goes (its reply goes with it). */
+	pid_t late;
+	/* Late replies read so far (atomic, read by the hot path's slow way): a thread that met
+	 * one late asks again once this moves, without waiting out its back-off. */
+	_Atomic unsigned answered;
+	size_t reply_events; /* events in the last RegisterReply (0: none yet) */
+};
+
+/* The environment (env.c), read at the first connect (the socket's path at each), under
+ * G.conn.lock; read without a lock after. */
+struct pmc_env {
+	char *events_env; /* PMC_EVENTS, copied: events point into it */
+	char **events;
+	size_t n_events;
+	unsigned flush_ms; /* PMC_FLUSH_MS; 0: no periodic send */
+	int disabled;      /* PMC_DISABLE: off on purpose */
+	const char *path;  /* the socket (PMC_SOCKET) */
+};
+
+/* The registered threads (threads.c): the list under G.conn.lock. */
+struct pmc_threads {
+	/* The generation: moves on in a fork()ed child (atomic: the hot path's slow way reads
+	 * it); a thread's structure of an older one starts over. */
+	_Atomic unsigned gen;
+	pthread_key_t key; /* its destructor is a thread's exit (pmc__thread_destroy()) */
+	int key_ok;
+	/* Registered, this generation (pmc_thread.link): a thread is put on it by register.c,
+	 * taken off by send.c at its exit. */
+	struct pmc_list list;
+	struct pmc_list dead; /* of threads that did not survive a fork() */
+};
+
+/* The name table (intern.c): its writers under G.names.lock. name[id] and hash[id] are
+ * written once, before the id is published (release) in slots or slots_big; read without
+ * the lock after an acquire. */
+struct pmc_names {
+	/* Taken to intern a name (pmc_region()), alone or inside G.conn.lock, never held over a
+	 * round trip: a new name never waits for another thread's registration. */
+	pthread_mutex_t lock;
+	uint32_t n; /* names interned */
+	char *name[PMC_MAX_REGIONS];
+	uint32_t hash[PMC_MAX_REGIONS];
+	_Atomic uint32_t slots[PMC_NAME_SLOTS];
+	_Atomic uint32_t *_Atomic slots_big; /* PMC_NAME_SLOTS_BIG, never freed */
+	_Atomic int full;
+	char *pool; /* where the next name is copied: the rest of a chunk, touched */
+	size_t pool_left;
+};
+
+/* The path table (intern.c): its writers under G.paths.lock. parent[id] and region[id] are
+ * written once, before the id is published (release) in slots or slots_big, as names are. */
+struct pmc_paths {
+	pthread_mutex_t lock; /* taken to intern a path: never held over a round trip */
+	_Atomic uint32_t n;   /* stored (release) after the new path's entries */
+	uint32_t parent[PMC_MAX_PATHS];
+	pmc_region_t region[PMC_MAX_PATHS];
+	_Atomic uint32_t slots[PMC_PATH_SLOTS];
+	_Atomic uint32_t *_Atomic slots_big; /* PMC_PATH_SLOTS_BIG, never freed */
+	/* Set once a sample carries a region flagged instead of a path (by the hot path's
+	 * path_slow(), client.c): from then on each batch is searched for the names of such
+	 * regions (they are in no path). */
+	_Atomic int flagged;
+};
+
+/* What this connection was sent (send.c), under G.conn.lock; started over at each new
+ * connection. */
+struct pmc_sent {
+	uint8_t announced[PMC_MAX_REGIONS]; /* the names it was told */
+	/* Paths 1 to path_defined are defined on this connection (ids grow, a parent's below its
+	 * children's: each is defined after its parent). */
+	uint32_t path_defined;
+	uint64_t total; /* samples sent in batches, to any daemon (not started over) */
+};
+
+/* The background thread (send.c). */
+struct pmc_service {
+	pthread_cond_t wake; /* it waits on it (CLOCK_MONOTONIC), with G.conn.lock */
+	int running;         /* it runs (atomic accesses: the hot path's thread reads it) */
+	int blocked;         /* under G.conn.lock: a send met a full queue: it waits for room */
+};
+
+/* The wait bound's clock (pmc__wait_fd(), wait.c): under its own mutex, held for a few
+ * instructions only (taken last of all locks): the charged waits going on now (n), since when
+ * one has been (since, CLOCK_MONOTONIC ns), and the total spent before (spent). */
+struct pmc_wait {
+	pthread_mutex_t mu;
+	unsigned n;
+	uint64_t since, spent;
+};
+
+/* Samples lost process-wide, by reason (loss.c): lost[] any thread adds to (atomic);
+ * reported[] is what batches have told the daemon of them (written by send.c, under
+ * G.conn.lock); each reason is said once on stderr (warned[]). */
+struct pmc_losses {
 	_Atomic uint64_t lost[PMC_LOSS_LIB_N];
 	uint64_t reported[PMC_LOSS_LIB_N];
-	atomic_flag warned[PMC_LOSS_LIB_N]; /* each reason is said once on stderr */
-	const char *path;
-	int service;             /* the background thread runs */
-	int disabled;            /* PMC_DISABLE: off on purpose */
-	struct pmc_list threads; /* registered, this generation (pmc_thread.link) */
-	struct pmc_list dead;    /* of threads that did not survive a fork() */
-	/* The heads table shared with the daemon (HeadsTable): PMC_HEADS words in a sealed
-	 * memfd (heads_fd, -1: none), a word per registered thread (heads_used, taken under
-	 * the lock, given back with an atomic store); heads_conn is the connection (G.conn)
-	 * that has it. */
-	_Atomic uint64_t *heads;
-	int heads_fd;
-	unsigned heads_conn;
-	uint32_t heads_scan; /* where the next search for a free word starts */
-	uint8_t heads_used[PMC_HEADS];
+	atomic_flag warned[PMC_LOSS_LIB_N];
+};
+
+/* The heads table shared with the daemon (HeadsTable; heads.c): PMC_HEADS words in a sealed
+ * memfd (fd, -1: none), mapped at words, the same address in a fork()ed child; a word per
+ * registered thread (used, taken under G.conn.lock, given back with an atomic store); word 0
+ * counts the connections given up. */
+struct pmc_heads {
+	_Atomic uint64_t *words;
+	int fd;
+	uint32_t scan; /* where the next search for a free word starts */
+	uint8_t used[PMC_HEADS];
+};
+
+struct pmc_global {
+	struct pmc_conn conn;       /* connection.c */
+	struct pmc_reg reg;         /* register.c */
+	struct pmc_env env;         /* env.c */
+	struct pmc_threads threads; /* threads.c */
+	struct pmc_service service; /* send.c */
+	struct pmc_wait wait;       /* wait.c */
+	struct pmc_losses loss;     /* loss.c */
+	struct pmc_heads heads;     /* heads.c */
+	struct pmc_sent sent;       /* send.c */
+	struct pmc_names names;     /* intern.c */
+	struct pmc_paths paths;     /* intern.c */
 };
 
 /* The process's state, G in the library's code and pmc__G to the linker (client.c). */
@@ -394,12 +485,11 @@ count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
 	                      memory_order_relaxed);
 }
 
+/* Each owner's part of fork() handling: _child() starts its member over in a fork()ed child
+ * (its locks made anew); fork.c calls them in its order. */
+
 /* connection.c */
 
-/* The one line about connecting or registering (stderr, once per process). */
-void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The one line about samples lost for reason @why (an R_*; once per reason). */
-void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* What a daemon's HelloReply said it takes (pmc__daemon_connect()). */
 struct pmc_hello {
 	int failed;     /* the connect worked, the Hello did not */
@@ -413,68 +503,129 @@ struct pmc_hello {
  * when @app (an application's thread), else up to PMC_CALL_TIMEOUT_MS. Return: the socket, or
  * -errno, with what the daemon said in *@h either way. */
 int pmc__daemon_connect(const char *path, bool app, struct pmc_hello *h);
-/* Called with G.lock held: @fd, connected by pmc__daemon_connect() with @h, becomes the
- * process's connection (G.fd, a new G.conn) with what its daemon takes. */
+/* Called with G.conn.lock held: @fd, connected by pmc__daemon_connect() with @h, becomes the
+ * process's connection (G.conn.fd, a new G.conn.n) with what its daemon takes. */
 void pmc__connection_set_locked(int fd, const struct pmc_hello *h);
-/* Called with G.lock held: the first time, reads the environment and sets the process up;
- * connects while G.state is ST_NONE. */
+/* Called with G.conn.lock held: the first time, reads the environment and sets the process up
+ * (each owner's _init()); connects while G.conn.state is ST_NONE. */
 void pmc__connect_locked(void);
+/* Called with G.conn.lock held after a send failed with @r: ST_LOST unless @r only delays. */
+void pmc__connection_failed_locked(int r);
+void pmc__conn_fork_child(void);
+
+/* env.c */
+
+/* At the first connect: PMC_DISABLE, PMC_EVENTS and PMC_FLUSH_MS into G.env. Return: false when
+ * PMC_DISABLE turns the library off (G.env.disabled). */
+bool pmc__env_read(void);
+/* At each connect: the socket's path (PMC_SOCKET, else the system's), kept in G.env.path. */
+const char *pmc__env_socket(void);
+/* The pmcctl run this process runs under (PMC_RUN_TAG), or NULL. */
+const char *pmc__env_run_tag(void);
+
+/* register.c */
+
+/* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL (then
+ * *@fd_starved and *@transient say why). */
+struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);
+/* Called with G.conn.lock held while G.reg.late's registration is late: reads its reply if it
+ * came. */
+void pmc__late_reply_locked(void);
+/* Called with G.conn.lock held: tells a daemon that restarted about @t. Return: 0 or -errno. */
+int pmc__reattach_locked(struct pmc_thread *t);
+void pmc__reg_fork_child(void);
+
+/* threads.c */
+
+/* At the first connect: G.threads.key. */
+void pmc__threads_init(void);
 /* An empty ring of @cap samples (a power of two) of @n events, or NULL. */
 struct ring *pmc__ring_new(size_t cap, size_t n);
 /* Frees a registered thread's structure: its counters, pages, frames and rings. */
 void pmc__thread_release(struct pmc_thread *t);
 /* Frees @t, the structure of a thread that goes or starts over (registered or not). */
 void pmc__thread_free(struct pmc_thread *t);
-/* Called with G.lock held: waits for room in the daemon's queue until @deadline. Return: 0 or
- * -EAGAIN (at @deadline). The background thread's; an application's thread calls
+void pmc__threads_fork_child(void);
+
+/* heads.c */
+
+/* At the first connect: the table, where memfd_create() works. */
+void pmc__heads_init(void);
+/* Sends the table on @fd, just connected. Return: whether it was sent. */
+bool pmc__heads_send(int fd);
+/* Called with G.conn.lock held: a word of the table for @t (none when full or missing). */
+void pmc__heads_take_locked(struct pmc_thread *t);
+/* Gives back @t's word of the table, if it has one (no lock: an atomic store). */
+void pmc__heads_give_back(struct pmc_thread *t);
+/* A connection given up while its daemon may still serve it: counted in word 0. */
+void pmc__heads_give_up(void);
+void pmc__heads_fork_child(void);
+
+/* wait.c */
+
+/* Called with G.conn.lock held: waits for room in the daemon's queue until @deadline. Return: 0
+ * or -EAGAIN (at @deadline). The background thread's; an application's thread calls
  * pmc__app_wait_room_locked(). */
 int pmc__wait_room_locked(uint64_t deadline, bool unlock);
 /* By an application's thread: polls @fd for @events within the wait bound (PMC_PROMPT_MS,
- * then charged until the process's total is spent), with G.lock released meanwhile when
+ * then charged until the process's total is spent), with G.conn.lock released meanwhile when
  * @unlock (held by the caller; taken again before the return). A signal does not restart
  * it. Return: 1 (ready), 0 (given up), or -errno from poll(). */
 int pmc__wait_fd(int fd, short events, bool unlock);
-/* Called with G.lock held, by an application's thread: waits for room in the daemon's queue
- * (pmc__wait_fd()); not at all while G.room_late, which a wait given up sets. Return: 0
- * (room, or an error the next send finds) or -EAGAIN (none: given up, or not waited for). */
+/* Called with G.conn.lock held, by an application's thread: waits for room in the daemon's
+ * queue (pmc__wait_fd()); not at all while G.conn.room_late, which a wait given up sets.
+ * Return: 0 (room, or an error the next send finds) or -EAGAIN (none: given up, or not waited
+ * for). */
 int pmc__app_wait_room_locked(bool unlock);
-/* Called with G.lock held: registers the calling thread. Return: the thread, or NULL (then
- * *@fd_starved and *@transient say why). */
-struct pmc_thread *pmc__register_locked(bool *fd_starved, bool *transient);
-/* Called with G.lock held while G.reg_late's registration is late: reads its reply if it came. */
-void pmc__late_reply_locked(void);
-/* Called with G.lock held after a send failed with @r: ST_LOST unless @r only delays. */
-void pmc__connection_failed_locked(int r);
-/* Called with G.lock held: tells a daemon that restarted about @t. Return: 0 or -errno. */
-int pmc__reattach_locked(struct pmc_thread *t);
+void pmc__wait_fork_child(void);
+
+/* loss.c */
+
+/* The one line about connecting or registering (stderr, once per process). */
+void pmc__warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The one line about samples lost for reason @why (a PMC_LOSS_*; once per reason). */
+void pmc__warn_loss(unsigned why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pmc__loss_fork_child(void);
+
+/* fork.c */
+
+/* At the first connect: the fork() handlers (pthread_atfork()). */
+void pmc__fork_init(void);
 
 /* send.c */
 
-/* Called with G.lock held: tells the daemon that thread @tid is gone. Return: 0 or -errno. */
+/* At the first connect: G.service.wake. */
+void pmc__service_init(void);
+/* Called with G.conn.lock held: tells the daemon that thread @tid is gone. Return: 0 or -errno. */
 int pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock);
-/* Called with G.lock held: starts the background thread unless it runs. Return: 0 or -errno. */
+/* Called with G.conn.lock held: starts the background thread unless it runs. Return: 0 or
+ * -errno. */
 int pmc__service_start_locked(void);
-/* By @t's own thread: sends its ring unless another thread holds G.lock (never waits). */
+/* By @t's own thread: sends its ring unless another thread holds G.conn.lock (never waits). */
 void pmc__flush_try(struct pmc_thread *t);
 /* By @t's own thread, when its ring holds PMC_KICK samples: wakes the background thread to
  * send them, or sends them itself (pmc__flush_try()) where none runs or the ring is 3/4 full. */
 void pmc__batch_due(struct pmc_thread *t);
-/* The destructor of G.key: a thread's exit (its samples sent, the daemon told). */
+/* The destructor of G.threads.key: a thread's exit (its samples sent, the daemon told). */
 void pmc__thread_destroy(void *arg);
 /* atexit(): every thread's samples sent. */
 void pmc__atexit(void);
+void pmc__send_fork_child(void);
 
 /* intern.c */
 
-/* Called with G.lock held: a copy of @name (@len bytes) that is never freed, or NULL. */
+/* At the first connect: the small tables touched, the empty name taken. */
+void pmc__intern_init(void);
+/* Called with G.names.lock held: a copy of @name (@len bytes) that is never freed, or NULL. */
 char *pmc__name_copy_locked(const char *name, size_t len);
 /* The path id of @region begun in path @parent, interned on first use; 0 when the table is
  * full or memory is short. */
 uint32_t pmc__path_intern(uint32_t parent, pmc_region_t region);
+void pmc__intern_fork_child(void);
 
 /* client.c */
 
-/* Unrecorded regions on @t (not on G.threads yet) through the hot path's code, which set its
+/* Unrecorded regions on @t (not on G.threads.list yet) through the hot path's code, which set its
  * floor. */
 void pmc__thread_warm_up(struct pmc_thread *t);
 /* @cap frames and, before them, the parent of the outermost (path 0, id 0), zeroed. Return:
@@ -501,13 +652,13 @@ thread_fast_cap(struct pmc_thread *t)
 static inline int
 ensure_connected(void)
 {
-	int st = atomic_load_explicit(&G.state, memory_order_acquire);
+	int st = atomic_load_explicit(&G.conn.state, memory_order_acquire);
 	if (likely(st != ST_NONE))
 		return st;
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.conn.lock);
 	pmc__connect_locked();
-	pthread_mutex_unlock(&G.lock);
-	return atomic_load(&G.state);
+	pthread_mutex_unlock(&G.conn.lock);
+	return atomic_load(&G.conn.state);
 }
 
 #pragma GCC visibility pop

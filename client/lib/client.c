@@ -21,14 +21,13 @@
 #include "lib/client-internal.h"
 #include "lib/reader.h"
 
-struct pmc_global G = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                       .path_lock = PTHREAD_MUTEX_INITIALIZER,
-                       .name_lock = PTHREAD_MUTEX_INITIALIZER,
-                       .wait = {.mu = PTHREAD_MUTEX_INITIALIZER},
-                       .path_max = PMC_MAX_PATHS - 1,
-                       .fd = -1,
-                       .heads_fd = -1,
-                       .flush_ms = PMC_FLUSH_MS};
+struct pmc_global G = {
+        .conn = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .path_max = PMC_MAX_PATHS - 1},
+        .env = {.flush_ms = PMC_FLUSH_MS},
+        .wait = {.mu = PTHREAD_MUTEX_INITIALIZER},
+        .heads = {.fd = -1},
+        .names = {.lock = PTHREAD_MUTEX_INITIALIZER},
+        .paths = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
 __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
 
@@ -36,7 +35,7 @@ PMC_EXPORT int
 pmc_thread_uses_rdpmc(void)
 {
 	struct pmc_thread *t = T;
-	if (!t || t->state != ST_ON || t->gen != atomic_load(&G.gen))
+	if (!t || t->state != ST_ON || t->gen != atomic_load(&G.threads.gen))
 		return -1;
 	/* The usual way reads with rdpmc and leaves last_rdpmc as it is: a sample published after
 	 * the general way's last fallback to read() was the usual way's. */
@@ -157,42 +156,42 @@ thread_slow(void)
 	struct pmc_thread *t = T;
 	/* Waiting to ask again: a coarse clock (no system call) until the back-off is over, or
 	 * until the daemon answered the request that was late. */
-	if (t && t->state == ST_RETRY && t->gen == atomic_load(&G.gen) &&
+	if (t && t->state == ST_RETRY && t->gen == atomic_load(&G.threads.gen) &&
 	    util_now_ns(CLOCK_MONOTONIC_COARSE) < t->retry_ns &&
-	    atomic_load_explicit(&G.reg_answered, memory_order_relaxed) == t->answered)
+	    atomic_load_explicit(&G.reg.answered, memory_order_relaxed) == t->answered)
 		return NULL;
 	if (ensure_connected() != ST_ON)
 		return NULL;
 	unsigned backoff = 0;
-	if (t && (t->gen != atomic_load(&G.gen) || t->state == ST_RETRY)) {
+	if (t && (t->gen != atomic_load(&G.threads.gen) || t->state == ST_RETRY)) {
 		/* Inherited across fork() (the fds count the parent's thread), or asking
 		 * again. */
-		if (t->state == ST_RETRY && t->gen == atomic_load(&G.gen))
+		if (t->state == ST_RETRY && t->gen == atomic_load(&G.threads.gen))
 			backoff = t->backoff_ms;
-		if (G.key_ok)
-			pthread_setspecific(G.key, NULL);
+		if (G.threads.key_ok)
+			pthread_setspecific(G.threads.key, NULL);
 		pmc__thread_free(t);
 		T = t = NULL;
 	}
 	if (t)
 		return t->state == ST_ON ? t : NULL;
 	bool fd_starved = false, transient = false;
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.conn.lock);
 	pmc__connect_locked();
-	if (atomic_load(&G.state) == ST_ON)
+	if (atomic_load(&G.conn.state) == ST_ON)
 		t = pmc__register_locked(&fd_starved, &transient);
 	else
-		transient = atomic_load(&G.state) == ST_LOST;
+		transient = atomic_load(&G.conn.state) == ST_LOST;
 	/* Under the lock: a late reply read after this is one this thread may wait for. */
-	unsigned answered = atomic_load(&G.reg_answered);
-	pthread_mutex_unlock(&G.lock);
+	unsigned answered = atomic_load(&G.reg.answered);
+	pthread_mutex_unlock(&G.conn.lock);
 	if (!t) {
 		/* Remember the failure so that this thread never retries on the hot path: for
 		 * good when refused, until a deadline when the failure may pass. */
 		t = calloc(1, sizeof(*t));
 		if (!t)
 			return NULL;
-		t->gen = atomic_load(&G.gen);
+		t->gen = atomic_load(&G.threads.gen);
 		t->state = transient ? ST_RETRY : ST_OFF;
 		t->fd_starved = fd_starved;
 		if (transient) {
@@ -205,8 +204,8 @@ thread_slow(void)
 		}
 	}
 	T = t;
-	if (G.key_ok)
-		pthread_setspecific(G.key, t);
+	if (G.threads.key_ok)
+		pthread_setspecific(G.threads.key, t);
 	return t->state == ST_ON ? t : NULL;
 }
 
@@ -218,7 +217,7 @@ thread_get(void)
 	struct pmc_thread *t = T;
 	if (likely(t && t->state == ST_ON))
 		return t;
-	if (t && t->state == ST_OFF && t->gen == atomic_load(&G.gen))
+	if (t && t->state == ST_OFF && t->gen == atomic_load(&G.threads.gen))
 		return NULL;
 	return thread_slow();
 }
@@ -264,7 +263,7 @@ path_slow(struct pmc_thread *t, struct pcache *c, uint32_t parent, pmc_region_t 
 		path = PMC_PATH_FLAG_FULL | region;
 	/* Before the sample is published (release): its batch will look for the name. */
 	if (path & PMC_PATH_FLAGS)
-		atomic_store_explicit(&G.flagged, 1, memory_order_relaxed);
+		atomic_store_explicit(&G.paths.flagged, 1, memory_order_relaxed);
 	c->key = pcache_key(parent, region);
 	c->path = path;
 	return path;
@@ -424,13 +423,15 @@ static void __attribute__((noinline)) unprofiled_region(void)
 {
 	struct pmc_thread *t = T;
 	if (t && t->fd_starved)
-		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_FD_LIMIT], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&G.loss.lost[PMC_LOSS_FD_LIMIT], 1, memory_order_relaxed);
 	else if (t && t->state == ST_RETRY)
-		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_UNREGISTERED], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&G.loss.lost[PMC_LOSS_UNREGISTERED], 1,
+		                          memory_order_relaxed);
 	else if ((!t || t->state != ST_OFF) &&
-	         atomic_load_explicit(&G.state, memory_order_relaxed) == ST_LOST)
+	         atomic_load_explicit(&G.conn.state, memory_order_relaxed) == ST_LOST)
 		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
-		atomic_fetch_add_explicit(&G.lost[PMC_LOSS_NO_DAEMON], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&G.loss.lost[PMC_LOSS_NO_DAEMON], 1,
+		                          memory_order_relaxed);
 }
 
 static void begin_other(pmc_region_t region);
@@ -851,7 +852,7 @@ scope_begin(pmc_region_t *slot, const char *name, bool literal)
 	pmc_region_t id = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	/* A name pmc_region() refused (0) takes it on every call, which counts each as a
 	 * dropped sample: one per run of the region. */
-	if (unlikely(!id || (!literal && (!name || strcmp(G.names[id], name))))) {
+	if (unlikely(!id || (!literal && (!name || strcmp(G.names.name[id], name))))) {
 		id = pmc_region(name);
 		if (id)
 			__atomic_store_n(slot, id, __ATOMIC_RELEASE);

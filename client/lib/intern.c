@@ -1,7 +1,7 @@
-/* libpmcclient's name and path tables: a region name interned as its id (pmc_region()), a
- * (parent path, region) pair as its path id. Both are open-addressing tables read without a
- * lock, written under one (G.name_lock for names, G.path_lock for paths), a small one first and a
- * big one once the small one is full. */
+/* libpmcclient's name and path tables, owner of G.names and G.paths: a region name interned as
+ * its id (pmc_region()), a (parent path, region) pair as its path id. Both are open-addressing
+ * tables read without a lock, written under one (G.names.lock for names, G.paths.lock for
+ * paths), a small one first and a big one once the small one is full. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +25,7 @@ name_hash(const char *name, size_t *len)
 static inline bool
 name_is(pmc_region_t id, const char *name)
 {
-	const char *s = G.names[id];
+	const char *s = G.names.name[id];
 	for (size_t i = 0; i < PMC_REGION_NAME_MAX; i++) {
 		if (s[i] != name[i])
 			return false;
@@ -43,7 +43,7 @@ name_probe(_Atomic uint32_t *slots, uint32_t n, const char *name, uint32_t h)
 		uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
 		if (!id)
 			return 0;
-		if (G.hashes[id] == h && name_is(id, name))
+		if (G.names.hash[id] == h && name_is(id, name))
 			return id;
 	}
 }
@@ -52,33 +52,33 @@ name_probe(_Atomic uint32_t *slots, uint32_t n, const char *name, uint32_t h)
 static pmc_region_t
 name_find(const char *name, uint32_t h)
 {
-	pmc_region_t id = name_probe(G.name_slots, PMC_NAME_SLOTS, name, h);
+	pmc_region_t id = name_probe(G.names.slots, PMC_NAME_SLOTS, name, h);
 	if (likely(id))
 		return id;
-	_Atomic uint32_t *big = atomic_load_explicit(&G.name_slots_big, memory_order_acquire);
+	_Atomic uint32_t *big = atomic_load_explicit(&G.names.slots_big, memory_order_acquire);
 	return big ? name_probe(big, PMC_NAME_SLOTS_BIG, name, h) : 0;
 }
 
-/* Called with G.name_lock held: a copy of @name (@len bytes), in chunks of 4 KiB written through
+/* Called with G.names.lock held: a copy of @name (@len bytes), in chunks of 4 KiB written through
  * when made (the first at start), so that a name first seen in a region costs it no page
  * fault of the allocator's. Never freed, as names are not. */
 char *
 pmc__name_copy_locked(const char *name, size_t len)
 {
-	if (G.name_pool_left < len + 1) {
+	if (G.names.pool_left < len + 1) {
 		size_t sz = 4096;
 		char *chunk = malloc(sz);
 		if (!chunk)
 			return NULL;
 		memset(chunk, 0, sz);
-		G.name_pool = chunk;
-		G.name_pool_left = sz;
+		G.names.pool = chunk;
+		G.names.pool_left = sz;
 	}
-	char *copy = G.name_pool;
+	char *copy = G.names.pool;
 	memcpy(copy, name, len);
 	copy[len] = 0;
-	G.name_pool += len + 1;
-	G.name_pool_left -= len + 1;
+	G.names.pool += len + 1;
+	G.names.pool_left -= len + 1;
 	return copy;
 }
 
@@ -125,31 +125,31 @@ table_slots_locked(const struct table *tb, uint32_t id, uint32_t *n)
 static uint32_t
 name_hash_of(uint32_t id)
 {
-	return G.hashes[id];
+	return G.names.hash[id];
 }
 
-static const struct table names = {G.name_slots,      PMC_NAME_SLOTS,     PMC_NAMES_SMALL,
-                                   &G.name_slots_big, PMC_NAME_SLOTS_BIG, name_hash_of};
+static const struct table names = {G.names.slots,      PMC_NAME_SLOTS,     PMC_NAMES_SMALL,
+                                   &G.names.slots_big, PMC_NAME_SLOTS_BIG, name_hash_of};
 
-/* Called with G.name_lock held: interns @name (not there yet), or 0 when the table is full (then
- * G.names_full) or memory is short. */
+/* Called with G.names.lock held: interns @name (not there yet), or 0 when the table is full (then
+ * G.names.full) or memory is short. */
 static pmc_region_t
 name_add_locked(const char *name, size_t len, uint32_t h)
 {
-	if (G.n_regions + 1 >= PMC_MAX_REGIONS) {
-		atomic_store(&G.names_full, 1);
+	if (G.names.n + 1 >= PMC_MAX_REGIONS) {
+		atomic_store(&G.names.full, 1);
 		return 0;
 	}
 	uint32_t n;
-	_Atomic uint32_t *slots = table_slots_locked(&names, G.n_regions + 1, &n);
+	_Atomic uint32_t *slots = table_slots_locked(&names, G.names.n + 1, &n);
 	if (!slots)
 		return 0;
 	char *copy = pmc__name_copy_locked(name, len);
 	if (!copy)
 		return 0;
-	pmc_region_t id = ++G.n_regions;
-	G.names[id] = copy;
-	G.hashes[id] = h;
+	pmc_region_t id = ++G.names.n;
+	G.names.name[id] = copy;
+	G.names.hash[id] = h;
 	table_insert(slots, n, h, id);
 	return id;
 }
@@ -159,8 +159,8 @@ name_add_locked(const char *name, size_t len, uint32_t h)
 static pmc_region_t
 name_refused(unsigned why, const char *name)
 {
-	atomic_fetch_add_explicit(&G.lost[why], 1, memory_order_relaxed);
-	if (why == PMC_LOSS_NAMES && !atomic_load(&G.names_full))
+	atomic_fetch_add_explicit(&G.loss.lost[why], 1, memory_order_relaxed);
+	if (why == PMC_LOSS_NAMES && !atomic_load(&G.names.full))
 		pmc__warn_loss(why,
 		               "out of memory interning region name '%.40s': refused (pmc_region() "
 		               "returns 0), counted by pmcdaemon as a dropped sample (reason %s)",
@@ -196,13 +196,13 @@ pmc_region(const char *name)
 	pmc_region_t id = name_find(name, h);
 	if (likely(id))
 		return id;
-	if (atomic_load_explicit(&G.names_full, memory_order_relaxed))
+	if (atomic_load_explicit(&G.names.full, memory_order_relaxed))
 		return name_refused(PMC_LOSS_NAMES, name);
-	pthread_mutex_lock(&G.name_lock);
+	pthread_mutex_lock(&G.names.lock);
 	id = name_find(name, h);
 	if (!id)
 		id = name_add_locked(name, len, h);
-	pthread_mutex_unlock(&G.name_lock);
+	pthread_mutex_unlock(&G.names.lock);
 	return id ? id : name_refused(PMC_LOSS_NAMES, name);
 }
 
@@ -214,7 +214,7 @@ path_probe(_Atomic uint32_t *slots, uint32_t n, uint32_t parent, pmc_region_t re
 		uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
 		if (!id)
 			return 0;
-		if (G.path_parent[id] == parent && G.path_region[id] == region)
+		if (G.paths.parent[id] == parent && G.paths.region[id] == region)
 			return id;
 	}
 }
@@ -228,41 +228,65 @@ path_hash(uint32_t parent, pmc_region_t region)
 static uint32_t
 path_hash_of(uint32_t id)
 {
-	return path_hash(G.path_parent[id], G.path_region[id]);
+	return path_hash(G.paths.parent[id], G.paths.region[id]);
 }
 
-static const struct table paths = {G.path_slots,      PMC_PATH_SLOTS,     PMC_PATHS_SMALL,
-                                   &G.path_slots_big, PMC_PATH_SLOTS_BIG, path_hash_of};
+static const struct table paths = {G.paths.slots,      PMC_PATH_SLOTS,     PMC_PATHS_SMALL,
+                                   &G.paths.slots_big, PMC_PATH_SLOTS_BIG, path_hash_of};
 
 /* The path id of region @region begun in path @parent (0: none), interned on first use
- * (under G.path_lock, which no one holds for long); 0 when the table is full (or past the
+ * (under G.paths.lock, which no one holds for long); 0 when the table is full (or past the
  * daemon's bound) or memory is short. */
 uint32_t
 pmc__path_intern(uint32_t parent, pmc_region_t region)
 {
 	uint32_t h = path_hash(parent, region);
-	uint32_t id = path_probe(G.path_slots, PMC_PATH_SLOTS, parent, region, h);
-	_Atomic uint32_t *big = atomic_load_explicit(&G.path_slots_big, memory_order_acquire);
+	uint32_t id = path_probe(G.paths.slots, PMC_PATH_SLOTS, parent, region, h);
+	_Atomic uint32_t *big = atomic_load_explicit(&G.paths.slots_big, memory_order_acquire);
 	if (!id && big)
 		id = path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h);
 	if (id)
 		return id;
-	pthread_mutex_lock(&G.path_lock);
-	big = atomic_load_explicit(&G.path_slots_big, memory_order_relaxed);
+	pthread_mutex_lock(&G.paths.lock);
+	big = atomic_load_explicit(&G.paths.slots_big, memory_order_relaxed);
 	id = big ? path_probe(big, PMC_PATH_SLOTS_BIG, parent, region, h)
-	         : path_probe(G.path_slots, PMC_PATH_SLOTS, parent, region, h);
-	uint32_t n = atomic_load_explicit(&G.n_paths, memory_order_relaxed);
+	         : path_probe(G.paths.slots, PMC_PATH_SLOTS, parent, region, h);
+	uint32_t n = atomic_load_explicit(&G.paths.n, memory_order_relaxed);
 	uint32_t n_slots;
 	_Atomic uint32_t *slots;
-	if (!id && n + 1 < PMC_MAX_PATHS && n + 1 <= atomic_load(&G.path_max) &&
+	if (!id && n + 1 < PMC_MAX_PATHS && n + 1 <= atomic_load(&G.conn.path_max) &&
 	    (slots = table_slots_locked(&paths, n + 1, &n_slots))) {
 		id = n + 1;
-		G.path_parent[id] = parent;
-		G.path_region[id] = region;
+		G.paths.parent[id] = parent;
+		G.paths.region[id] = region;
 		/* Before the id is found (its slot) or defined (n_paths): its entries. */
-		atomic_store_explicit(&G.n_paths, id, memory_order_release);
+		atomic_store_explicit(&G.paths.n, id, memory_order_release);
 		table_insert(slots, n_slots, h, id);
 	}
-	pthread_mutex_unlock(&G.path_lock);
+	pthread_mutex_unlock(&G.paths.lock);
 	return id;
+}
+
+/* At the first connect: the small tables mapped now (32 KiB of names, the paths' and the first
+ * 1,023 paths' entries), so that a name or path first seen inside a region costs that region
+ * no page fault of them; the empty name, id 0, taken. */
+void
+pmc__intern_init(void)
+{
+	for (size_t i = 0; i < PMC_NAME_SLOTS; i += 1024)
+		atomic_store_explicit(&G.names.slots[i], 0, memory_order_relaxed);
+	for (size_t i = 0; i < PMC_PATH_SLOTS; i += 1024)
+		atomic_store_explicit(&G.paths.slots[i], 0, memory_order_relaxed);
+	G.paths.parent[0] = G.paths.region[0] = 0;
+	pthread_mutex_lock(&G.names.lock);
+	(void)pmc__name_copy_locked("", 0);
+	pthread_mutex_unlock(&G.names.lock);
+}
+
+/* The tables stay the child's as they are: only their locks start over. */
+void
+pmc__intern_fork_child(void)
+{
+	pthread_mutex_init(&G.paths.lock, NULL);
+	pthread_mutex_init(&G.names.lock, NULL);
 }

@@ -1,8 +1,8 @@
-/* libpmcclient's sending: Define messages (call paths, region names), batches of a thread's
- * samples with the losses not reported yet, draining a ring while the daemon's queue is full,
- * the background thread that sends every ring periodically and reconnects, pmc_flush(), a
- * thread's exit (ThreadExit) and the process's (atexit). Locks and states:
- * client-internal.h. */
+/* libpmcclient's sending, owner of G.sent and G.service: Define messages (call paths, region
+ * names), batches of a thread's samples with the losses not reported yet, draining a ring while
+ * the daemon's queue is full, the background thread that sends every ring periodically and
+ * reconnects, pmc_flush(), a thread's exit (ThreadExit) and the process's (atexit). Locks and
+ * states: client-internal.h. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -15,7 +15,7 @@
 
 #include "lib/client-internal.h"
 
-/* Called with G.lock held: tells the daemon that thread @tid is gone (it closes its copies
+/* Called with G.conn.lock held: tells the daemon that thread @tid is gone (it closes its copies
  * of the thread's fds), waiting until @deadline for room in its queue (0: as an
  * application's thread waits, pmc__app_wait_room_locked(); @unlock: as
  * pmc__wait_room_locked()). Return: 0 or -errno. */
@@ -28,10 +28,10 @@ pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
 	req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
 	req.thread_exit = &te;
 	int r;
-	while ((r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
+	while ((r = pmc_wire_send(G.conn.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
 	       (deadline ? pmc__wait_room_locked(deadline, unlock)
 	                 : pmc__app_wait_room_locked(unlock)) == 0 &&
-	       atomic_load(&G.state) == ST_ON)
+	       atomic_load(&G.conn.state) == ST_ON)
 		;
 	return r;
 }
@@ -73,15 +73,15 @@ warn_losses(const struct pmc_thread *t, const uint64_t *loss)
 		        pmc_loss_name(PMC_LOSS_EXITED));
 }
 
-/* Called with G.lock held: sends the @len bytes at @buf as one datagram, without waiting. */
+/* Called with G.conn.lock held: sends the @len bytes at @buf as one datagram, without waiting. */
 static int
 send_locked(const uint8_t *buf, size_t len)
 {
 	if (len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
 	for (;;) {
-		if (send(G.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
-			G.room_late = 0; /* the daemon takes datagrams again */
+		if (send(G.conn.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+			G.conn.room_late = 0; /* the daemon takes datagrams again */
 			return 0;
 		}
 		if (errno != EINTR)
@@ -89,7 +89,7 @@ send_locked(const uint8_t *buf, size_t len)
 	}
 }
 
-/* Called with G.lock held: what define_locked() is putting in one Define. */
+/* Called with G.conn.lock held: what define_locked() is putting in one Define. */
 struct defs {
 	Pmc__Define d;
 	uint32_t def_id[PMC_DEFINE_MAX];
@@ -99,7 +99,7 @@ struct defs {
 	        first_p; /* the first path this message defines, or names the region of (0: none) */
 };
 
-/* Called with G.lock held: sends @m's Define; on failure its paths and names are not
+/* Called with G.conn.lock held: sends @m's Define; on failure its paths and names are not
  * announced. Return: 0 or -errno. */
 static int
 defs_send_locked(struct defs *m)
@@ -109,12 +109,12 @@ defs_send_locked(struct defs *m)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_DEFINE;
 	req.define = &m->d;
-	int r = pmc_wire_send(G.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	int r = pmc_wire_send(G.conn.fd, &req.base, NULL, 0, MSG_DONTWAIT);
 	if (r < 0) {
 		for (size_t i = 0; i < m->d.n_def_id; i++)
-			G.announced[m->def_id[i]] = 0;
+			G.sent.announced[m->def_id[i]] = 0;
 		if (m->first_p)
-			G.path_defined = m->first_p - 1;
+			G.sent.path_defined = m->first_p - 1;
 	}
 	m->first_p = 0;
 	m->d.n_def_id = m->d.n_def_name = 0;
@@ -122,24 +122,24 @@ defs_send_locked(struct defs *m)
 	return r;
 }
 
-/* Called with G.lock held: adds the name of region @id to @m unless announced. */
+/* Called with G.conn.lock held: adds the name of region @id to @m unless announced. */
 static int
 defs_name_locked(struct defs *m, pmc_region_t id)
 {
-	if (G.announced[id])
+	if (G.sent.announced[id])
 		return 0;
 	if (m->d.n_def_id == PMC_DEFINE_MAX) {
 		int r = defs_send_locked(m);
 		if (r < 0)
 			return r;
 	}
-	G.announced[id] = 1;
+	G.sent.announced[id] = 1;
 	m->def_id[m->d.n_def_id++] = id;
-	m->def_name[m->d.n_def_name++] = G.names[id];
+	m->def_name[m->d.n_def_name++] = G.names.name[id];
 	return 0;
 }
 
-/* Called with G.lock held: defines (Define) the paths interned since the last (each after
+/* Called with G.conn.lock held: defines (Define) the paths interned since the last (each after
  * its parent, with their regions' names), and the names of the regions that samples [@start,
  * @end) of ring @rg carry flagged (in no path), before the batch that uses them. Costs nothing
  * per sample while no sample was flagged (paths deeper than 32 regions, or past the table).
@@ -158,11 +158,11 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 	int r = 0;
 	/* Paths past the daemon's bound (interned for an earlier daemon, whose bound was
 	 * higher) go as their regions, flagged (the encoder): only their names are defined. */
-	uint32_t n_paths = atomic_load_explicit(&G.n_paths, memory_order_acquire);
-	uint32_t keep = atomic_load(&G.path_max);
-	while (r == 0 && G.path_defined < n_paths) {
-		uint32_t p = G.path_defined + 1;
-		r = defs_name_locked(&m, G.path_region[p]);
+	uint32_t n_paths = atomic_load_explicit(&G.paths.n, memory_order_acquire);
+	uint32_t keep = atomic_load(&G.conn.path_max);
+	while (r == 0 && G.sent.path_defined < n_paths) {
+		uint32_t p = G.sent.path_defined + 1;
+		r = defs_name_locked(&m, G.paths.region[p]);
 		if (r == 0 && !m.first_p)
 			m.first_p = p;
 		if (r == 0 && p <= keep && m.d.n_path_id == PMC_DEFINE_MAX)
@@ -173,12 +173,12 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 			m.first_p = p;
 		if (p <= keep) {
 			m.path_id[m.d.n_path_id++] = p;
-			m.path_parent[m.d.n_path_parent++] = G.path_parent[p];
-			m.path_region[m.d.n_path_region++] = G.path_region[p];
+			m.path_parent[m.d.n_path_parent++] = G.paths.parent[p];
+			m.path_region[m.d.n_path_region++] = G.paths.region[p];
 		}
-		G.path_defined = p;
+		G.sent.path_defined = p;
 	}
-	if (atomic_load_explicit(&G.flagged, memory_order_relaxed)) {
+	if (atomic_load_explicit(&G.paths.flagged, memory_order_relaxed)) {
 		uint32_t last = 0;
 		for (uint64_t k = start; k < end && r == 0; k++) {
 			uint32_t id = ring_slot(rg, k)->region;
@@ -191,7 +191,7 @@ define_locked(const struct ring *rg, uint64_t start, uint64_t end)
 	return r < 0 ? r : r2;
 }
 
-/* Called with G.lock held: sends samples [@start, @end) of @t, which do not wrap around its
+/* Called with G.conn.lock held: sends samples [@start, @end) of @t, which do not wrap around its
  * ring @rg, as one batch, with @loss (PMC_LOSS_LIB_N counts, or NULL) as its losses. */
 static int
 send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, uint64_t end,
@@ -201,7 +201,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	uint32_t def_id[PMC_BATCH];
 	size_t n = (size_t)(end - start);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
-	if (G.call_paths) {
+	if (G.conn.call_paths) {
 		int r = define_locked(rg, start, end);
 		if (r < 0)
 			return r;
@@ -214,16 +214,15 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .n = n,
 	        .k = t->n,
 	        .maybe_scaled = atomic_load_explicit(&t->scaled_end, memory_order_relaxed) > start,
-	        .announced = G.call_paths ? NULL : G.announced,
-	        .names = G.names,
-	        .path_region = G.path_region,
-	        .path_keep = G.call_paths ? atomic_load(&G.path_max) : 0,
-	        .paths = G.call_paths,
+	        .announced = G.conn.call_paths ? NULL : G.sent.announced,
+	        .names = G.names.name,
+	        .path_region = G.paths.region,
+	        .path_keep = G.conn.call_paths ? atomic_load(&G.conn.path_max) : 0,
+	        .paths = G.conn.call_paths,
 	        .def_id = def_id,
-	        .sent_before = G.sent_total,
+	        .sent_before = G.sent.total,
 	        .pending = hd - end,
-	        .end = G.heads_conn == G.conn ? end
-	                                      : 0, /* an older daemon's fast decoder stops at 21 */
+	        .end = G.conn.heads ? end : 0, /* an older daemon's fast decoder stops at 21 */
 	};
 	if (loss) {
 		b.dropped_depth = loss[PMC_LOSS_DEPTH];
@@ -251,28 +250,28 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		Pmc__Request fr = PMC__REQUEST__INIT;
 		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
 		fr.thread_floor = &f;
-		if (pmc_wire_send(G.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
+		if (pmc_wire_send(G.conn.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
 			t->floor_pending = 0;
 	}
 	int r = send_locked(msg, len);
 	if (r < 0) {
 		for (size_t i = 0; i < b.n_def; i++)
-			G.announced[def_id[i]] = 0;
+			G.sent.announced[def_id[i]] = 0;
 		return r;
 	}
-	G.sent_total += n;
+	G.sent.total += n;
 	t->announced = hd;
 	return 0;
 }
 
-/* Called with G.lock held: sends what @t's ring holds, oldest first, in batches of at most
+/* Called with G.conn.lock held: sends what @t's ring holds, oldest first, in batches of at most
  * PMC_BATCH, and the losses not reported yet (its own, and the process's) with the first.
  * What is not sent stays in the ring. Return: 0, or -errno (-ENOTCONN: no daemon now;
  * -EAGAIN: its queue is full). */
 static int
 consume_locked(struct pmc_thread *t)
 {
-	if (atomic_load(&G.state) != ST_ON || t->gen != atomic_load(&G.gen))
+	if (atomic_load(&G.conn.state) != ST_ON || t->gen != atomic_load(&G.threads.gen))
 		return -ENOTCONN;
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
@@ -280,7 +279,8 @@ consume_locked(struct pmc_thread *t)
 	uint64_t tloss[PMC_LOSS_THREAD_N], gloss[PMC_LOSS_LIB_N], loss[PMC_LOSS_LIB_N];
 	bool any = false;
 	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
-		gloss[k] = atomic_load_explicit(&G.lost[k], memory_order_relaxed) - G.reported[k];
+		gloss[k] = atomic_load_explicit(&G.loss.lost[k], memory_order_relaxed) -
+		           G.loss.reported[k];
 		loss[k] = gloss[k];
 		if (k < PMC_LOSS_THREAD_N) {
 			tloss[k] = atomic_load_explicit(&t->lost[k], memory_order_relaxed) -
@@ -291,7 +291,7 @@ consume_locked(struct pmc_thread *t)
 	}
 	if (tl == hd && !any)
 		return 0;
-	if (t->conn != G.conn) {
+	if (t->conn != G.conn.n) {
 		int r = pmc__reattach_locked(t);
 		if (r < 0) {
 			pmc__connection_failed_locked(r);
@@ -310,16 +310,16 @@ consume_locked(struct pmc_thread *t)
 		if (r < 0) {
 			/* A full queue: the samples stay; the background thread sends them as
 			 * soon as it has room. */
-			if (r == -EAGAIN && !G.blocked) {
-				G.blocked = 1;
-				pthread_cond_signal(&G.wake);
+			if (r == -EAGAIN && !G.service.blocked) {
+				G.service.blocked = 1;
+				pthread_cond_signal(&G.service.wake);
 			}
 			pmc__connection_failed_locked(r);
 			return r;
 		}
 		if (any) {
 			for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
-				G.reported[k] += gloss[k];
+				G.loss.reported[k] += gloss[k];
 				if (k < PMC_LOSS_THREAD_N)
 					t->reported[k] += tloss[k];
 			}
@@ -331,34 +331,35 @@ consume_locked(struct pmc_thread *t)
 	return 0;
 }
 
-/* Called with G.lock held: every registered thread's samples.
+/* Called with G.conn.lock held: every registered thread's samples.
  * Return: 0, or -EAGAIN when some stayed for the daemon's queue was full. */
 static int
 consume_all_locked(void)
 {
 	int full = 0;
 	struct pmc_thread *t;
-	pmc_list_for_each(t, &G.threads, link) {
-		if (atomic_load(&G.state) != ST_ON)
+	pmc_list_for_each(t, &G.threads.list, link) {
+		if (atomic_load(&G.conn.state) != ST_ON)
 			break;
 		full |= consume_locked(t) == -EAGAIN;
 	}
 	return full ? -EAGAIN : 0;
 }
 
-/* Called with G.lock held: whether every thread sent what it held when drain_locked() began. */
+/* Called with G.conn.lock held: whether every thread sent what it held when drain_locked() began.
+ */
 static bool
 drained_locked(void)
 {
 	struct pmc_thread *t;
-	pmc_list_for_each(t, &G.threads, link)
+	pmc_list_for_each(t, &G.threads.list, link)
 		if (atomic_load_explicit(&t->tail, memory_order_relaxed) < t->drain_to)
 			return false;
 	return true;
 }
 
 /*
- * Called with G.lock held, by an application's thread: sends what @t holds (NULL: what every
+ * Called with G.conn.lock held, by an application's thread: sends what @t holds (NULL: what every
  * registered thread holds now), waiting, with the lock released, while the daemon's queue is
  * full: a daemon behind (a burst of clients) is back-pressure, not a reason to drop. Each
  * wait for room is bounded and charged as a round trip is (pmc__app_wait_room_locked()):
@@ -370,7 +371,7 @@ drain_locked(struct pmc_thread *t)
 {
 	struct pmc_thread *o;
 	if (!t)
-		pmc_list_for_each(o, &G.threads, link)
+		pmc_list_for_each(o, &G.threads.list, link)
 			o->drain_to = atomic_load_explicit(&o->head, memory_order_acquire);
 	for (;;) {
 		int r = t ? consume_locked(t) : consume_all_locked();
@@ -391,21 +392,21 @@ service_main(void *arg)
 {
 	(void)arg;
 	unsigned backoff_ms = 100;
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.conn.lock);
 	for (;;) {
-		int st = atomic_load(&G.state);
-		unsigned ms = st == ST_LOST ? backoff_ms : (G.flush_ms + 1) / 2;
-		if (G.reg_late && (!ms || ms > PMC_LATE_POLL_MS))
+		int st = atomic_load(&G.conn.state);
+		unsigned ms = st == ST_LOST ? backoff_ms : (G.env.flush_ms + 1) / 2;
+		if (G.reg.late && (!ms || ms > PMC_LATE_POLL_MS))
 			ms = PMC_LATE_POLL_MS;
-		if (st == ST_ON && G.blocked) {
+		if (st == ST_ON && G.service.blocked) {
 			/* The queue was full: send again once it has room, not a period later. */
-			G.blocked = 0;
+			G.service.blocked = 0;
 			(void)pmc__wait_room_locked(util_now_ns(CLOCK_MONOTONIC) +
 			                                    (ms ? ms : PMC_FLUSH_MS / 2) *
 			                                            UINT64_C(1000000),
 			                            true);
-		} else if (st != ST_LOST && !G.flush_ms && !G.reg_late) {
-			pthread_cond_wait(&G.wake, &G.lock);
+		} else if (st != ST_LOST && !G.env.flush_ms && !G.reg.late) {
+			pthread_cond_wait(&G.service.wake, &G.conn.lock);
 		} else {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -415,41 +416,53 @@ service_main(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			pthread_cond_timedwait(&G.wake, &G.lock, &ts);
+			pthread_cond_timedwait(&G.service.wake, &G.conn.lock, &ts);
 		}
-		if (atomic_load(&G.state) == ST_LOST) {
-			const char *path = G.path;
+		if (atomic_load(&G.conn.state) == ST_LOST) {
+			const char *path = G.env.path;
 			struct pmc_hello h;
-			pthread_mutex_unlock(&G.lock);
+			pthread_mutex_unlock(&G.conn.lock);
 			int fd = pmc__daemon_connect(path, false, &h);
-			pthread_mutex_lock(&G.lock);
+			pthread_mutex_lock(&G.conn.lock);
 			if (fd < 0) {
 				if (backoff_ms < 1000)
 					backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2;
 				continue;
 			}
-			if (atomic_load(&G.state) != ST_LOST) {
+			if (atomic_load(&G.conn.state) != ST_LOST) {
 				close(fd);
 				continue;
 			}
 			pmc__connection_set_locked(fd, &h);
-			memset(G.announced, 0, sizeof(G.announced));
-			G.path_defined = 0;
-			atomic_store(&G.state, ST_ON);
+			memset(G.sent.announced, 0, sizeof(G.sent.announced));
+			G.sent.path_defined = 0;
+			atomic_store(&G.conn.state, ST_ON);
 			backoff_ms = 100;
 		}
-		if (G.reg_late && atomic_load(&G.state) == ST_ON)
+		if (G.reg.late && atomic_load(&G.conn.state) == ST_ON)
 			pmc__late_reply_locked();
 		(void)consume_all_locked();
 	}
 	return NULL;
 }
 
-/* Called with G.lock held: starts the background thread unless it runs. Return: 0 or -errno. */
+/* At the first connect: the condition the background thread waits on (CLOCK_MONOTONIC). */
+void
+pmc__service_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&G.service.wake, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* Called with G.conn.lock held: starts the background thread unless it runs. Return: 0 or -errno.
+ */
 int
 pmc__service_start_locked(void)
 {
-	if (G.service)
+	if (G.service.running)
 		return 0;
 	pthread_attr_t attr;
 	pthread_t th;
@@ -461,7 +474,7 @@ pmc__service_start_locked(void)
 	if (pthread_attr_init(&attr) == 0) {
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&th, &attr, service_main, NULL) == 0) {
-			__atomic_store_n(&G.service, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&G.service.running, 1, __ATOMIC_RELAXED);
 			r = 0;
 		}
 		pthread_attr_destroy(&attr);
@@ -502,9 +515,9 @@ pmc__batch_due(struct pmc_thread *t)
 {
 	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
-	if (__atomic_load_n(&G.service, __ATOMIC_RELAXED) &&
+	if (__atomic_load_n(&G.service.running, __ATOMIC_RELAXED) &&
 	    h - tl < atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 4 * 3) {
-		pthread_cond_signal(&G.wake);
+		pthread_cond_signal(&G.service.wake);
 		t->retry_at = h + PMC_KICK / 4;
 		return;
 	}
@@ -517,9 +530,9 @@ void
 pmc__flush_try(struct pmc_thread *t)
 {
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
-	if (pthread_mutex_trylock(&G.lock) == 0) {
+	if (pthread_mutex_trylock(&G.conn.lock) == 0) {
 		(void)consume_locked(t);
-		pthread_mutex_unlock(&G.lock);
+		pthread_mutex_unlock(&G.conn.lock);
 	}
 	uint64_t left = hd - atomic_load_explicit(&t->tail, memory_order_acquire);
 	/* The daemon away or behind, or the lock taken: hold more until it can be sent. */
@@ -533,14 +546,14 @@ pmc_flush(void)
 {
 	struct pmc_thread *t = T;
 	if (!t || t->state != ST_ON) {
-		int st = atomic_load(&G.state);
-		return st == ST_ON || st == ST_NONE || G.disabled ? 0 : -ENOTCONN;
+		int st = atomic_load(&G.conn.state);
+		return st == ST_ON || st == ST_NONE || G.env.disabled ? 0 : -ENOTCONN;
 	}
-	if (t->gen != atomic_load(&G.gen))
+	if (t->gen != atomic_load(&G.threads.gen))
 		return -ENOTCONN;
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.conn.lock);
 	int r = drain_locked(t);
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&G.conn.lock);
 	return r;
 }
 
@@ -558,16 +571,16 @@ pmc__thread_destroy(void *arg)
 		pmc__thread_free(t);
 		return;
 	}
-	pthread_mutex_lock(&G.lock);
-	/* Off G.threads first, so that the background thread never sees it again (unless a
+	pthread_mutex_lock(&G.conn.lock);
+	/* Off G.threads.list first, so that the background thread never sees it again (unless a
 	 * fork() emptied the list since: the child's starts empty). */
-	if (pmc_list_linked(&G.threads, &t->link))
-		pmc_list_remove(&G.threads, &t->link);
-	if (t->state == ST_ON && t->gen == atomic_load(&G.gen)) {
+	if (pmc_list_linked(&G.threads.list, &t->link))
+		pmc_list_remove(&G.threads.list, &t->link);
+	if (t->state == ST_ON && t->gen == atomic_load(&G.threads.gen)) {
 		if (t->depth)
 			count_loss(t, PMC_LOSS_NESTING, t->depth);
 		(void)drain_locked(t);
-		int told = 0, on = atomic_load(&G.state) == ST_ON && t->conn == G.conn;
+		int told = 0, on = atomic_load(&G.conn.state) == ST_ON && t->conn == G.conn.n;
 		if (on)
 			told = pmc__thread_exit_send_locked(t->tid, 0, true) == 0;
 		/* What could not be sent is reported by a later batch of another thread; but
@@ -576,7 +589,7 @@ pmc__thread_destroy(void *arg)
 		uint64_t tl = atomic_load(&t->tail), left = atomic_load(&t->head) - tl;
 		if (on && !told && t->announced > tl)
 			left -= t->announced - tl < left ? t->announced - tl : left;
-		atomic_fetch_add(&G.lost[PMC_LOSS_EXITED], left);
+		atomic_fetch_add(&G.loss.lost[PMC_LOSS_EXITED], left);
 		/* The daemon keeps a thread it was not told of, and reads its word when the
 		 * process goes: the word says what it was told (so that nothing counts twice),
 		 * and stays this thread's (never reused under the daemon's stale entry). */
@@ -586,9 +599,10 @@ pmc__thread_destroy(void *arg)
 			t->head_slot = 0;
 		}
 		for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
-			atomic_fetch_add(&G.lost[k], atomic_load(&t->lost[k]) - t->reported[k]);
+			atomic_fetch_add(&G.loss.lost[k],
+			                 atomic_load(&t->lost[k]) - t->reported[k]);
 	}
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&G.conn.lock);
 	if (T == t)
 		T = NULL;
 	pmc__thread_free(t);
@@ -604,20 +618,20 @@ pmc__thread_destroy(void *arg)
 void
 pmc__atexit(void)
 {
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.conn.lock);
 	(void)drain_locked(NULL);
-	if (G.conn) {
+	if (G.conn.n) {
 		uint64_t held = 0, dropped = 0;
-		bool on = atomic_load(&G.state) == ST_ON;
+		bool on = atomic_load(&G.conn.state) == ST_ON;
 		struct pmc_thread *t;
-		pmc_list_for_each(t, &G.threads, link) {
+		pmc_list_for_each(t, &G.threads.list, link) {
 			if (!on)
 				held += atomic_load(&t->head) - atomic_load(&t->tail);
 			for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 				dropped += atomic_load(&t->lost[k]) - t->reported[k];
 		}
 		for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
-			dropped += atomic_load(&G.lost[k]) - G.reported[k];
+			dropped += atomic_load(&G.loss.lost[k]) - G.loss.reported[k];
 		/* Its own line (at exit, once), beside the one about connecting. */
 		if (held || dropped)
 			fprintf(stderr,
@@ -626,5 +640,18 @@ pmc__atexit(void)
 			        "nowhere\n",
 			        (unsigned long long)held, (unsigned long long)dropped);
 	}
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&G.conn.lock);
+}
+
+/* In a fork()ed child: the background thread did not survive the fork (it starts again with
+ * the child's connection), and no connection was sent anything yet. */
+void
+pmc__send_fork_child(void)
+{
+	pmc__service_init();
+	__atomic_store_n(&G.service.running, 0, __ATOMIC_RELAXED);
+	G.service.blocked = 0;
+	memset(G.sent.announced, 0, sizeof(G.sent.announced));
+	G.sent.path_defined = 0;
+	G.sent.total = 0;
 }

@@ -117,10 +117,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pthread_condattr_t a;
 		pthread_condattr_init(&a);
 		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-		pthread_cond_init(&G.wake, &a);
+		pthread_cond_init(&G.service.wake, &a);
 		pthread_condattr_destroy(&a);
-		G.path = "/nonexistent/pmc.sock";
-		G.service = 1;
+		G.env.path = "/nonexistent/pmc.sock";
+		G.service.running = 1;
 	}
 	int lowest = lowest_free_fd();
 	int sv[2];
@@ -147,30 +147,30 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!n)
 		harness_send(sv[1], (const uint8_t *)"", 0, 0, false), n = 1;
 
-	pthread_mutex_lock(&G.lock);
-	G.fd = sv[0];
-	G.conn++;
-	G.reg_late = 0;
-	atomic_store(&G.state, ST_ON);
+	pthread_mutex_lock(&G.conn.lock);
+	G.conn.fd = sv[0];
+	G.conn.n++;
+	G.reg.late = 0;
+	atomic_store(&G.conn.state, ST_ON);
 	bool fd_starved, transient;
 	struct pmc_thread *t = pmc__register_locked(&fd_starved, &transient);
 	if (t) {
-		pmc_list_remove(&G.threads, &t->link);
+		pmc_list_remove(&G.threads.list, &t->link);
 		pmc__thread_release(t);
 	}
 	/* The rest, each as the late reply to a registration given up. */
-	for (unsigned i = 1; i < n && atomic_load(&G.state) == ST_ON; i++) {
-		G.reg_late = harness_tid();
+	for (unsigned i = 1; i < n && atomic_load(&G.conn.state) == ST_ON; i++) {
+		G.reg.late = harness_tid();
 		pmc__late_reply_locked();
-		if (G.reg_late)
+		if (G.reg.late)
 			break; /* nothing more came */
 	}
-	if (G.fd >= 0)
-		close(G.fd);
-	G.fd = -1;
-	G.reg_late = 0;
-	atomic_store(&G.state, ST_NONE);
-	pthread_mutex_unlock(&G.lock);
+	if (G.conn.fd >= 0)
+		close(G.conn.fd);
+	G.conn.fd = -1;
+	G.reg.late = 0;
+	atomic_store(&G.conn.state, ST_NONE);
+	pthread_mutex_unlock(&G.conn.lock);
 	close(sv[1]);
 	if (lowest_free_fd() != lowest)
 		abort(); /* an fd of this input's left open */

@@ -32,12 +32,12 @@ main(int argc, char **argv)
 		pmc_begin(r);
 		pmc_end(r);
 	}
-	pthread_mutex_lock(&G.lock);
+	pthread_mutex_lock(&G.conn.lock);
 	pmc__connection_failed_locked(-ENOBUFS);
-	pthread_mutex_unlock(&G.lock);
-	for (int i = 0; i < 50 && atomic_load(&G.state) != ST_ON; i++)
+	pthread_mutex_unlock(&G.conn.lock);
+	for (int i = 0; i < 50 && atomic_load(&G.conn.state) != ST_ON; i++)
 		usleep(100000);
-	int st = atomic_load(&G.state);
+	int st = atomic_load(&G.conn.state);
 	if (pmc_flush() < 0)
 		return 1;
 	printf("count=%ld\nstate=%d\n", n + m, st);
