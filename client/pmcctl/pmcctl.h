@@ -106,14 +106,14 @@ struct command {
 
 /* main.c */
 
-/** usage_error() - print "pmcctl: " and the printf @fmt, point to --help; exit EXIT_USAGE */
-void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/** pmcctl_usage_error() - print "pmcctl: " and the printf @fmt, point to --help; exit EXIT_USAGE */
+void pmcctl_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
-/** fail() - print "pmcctl: " and the printf @fmt on stderr; exit EXIT_FAIL */
-void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/** pmcctl_fail() - print "pmcctl: " and the printf @fmt on stderr; exit EXIT_FAIL */
+void pmcctl_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
-/** oom() - say "out of memory" and exit EXIT_FAIL, like fail() */
-void oom(void) __attribute__((noreturn));
+/** pmcctl_oom() - say "out of memory" and exit EXIT_FAIL, like pmcctl_fail() */
+void pmcctl_oom(void) __attribute__((noreturn));
 
 /*
  * The commands, which main() runs once the options suit them (struct command):
@@ -132,9 +132,9 @@ int cmd_status(int sock, const struct command *cmd, const struct opts *o);
 int cmd_query(int sock, const struct command *cmd, const struct opts *o);
 int cmd_reset(int sock, const struct command *cmd, const struct opts *o);
 
-/** event_counts_ns() - whether event @name counts nanoseconds (perf's software clocks,
+/** query_event_counts_ns() - whether event @name counts nanoseconds (perf's software clocks,
  * with any ":u"/":k") */
-bool event_counts_ns(const char *name);
+bool query_event_counts_ns(const char *name);
 
 /* flamegraph.c: the folded stacks of the call path trees, for flamegraph.pl, inferno,
  * speedscope (--event chooses the weight, --region the subtrees); exits 1 when nothing is
@@ -233,45 +233,45 @@ struct whole {
 };
 
 /**
- * whole_open() - ask the daemon on @sock (Hello said, borrowed) for counters of @child, a
+ * run_whole_open() - ask the daemon on @sock (Hello said, borrowed) for counters of @child, a
  * child of pmcctl that waits before its exec: @events (comma-separated; NULL: the daemon's
  * default set), inherited by all it starts, enabled at its exec
  * The first call names @w's events; later calls (the next runs) take the same ones.
  * Return: 0, the fds in @w; or -errno: the daemon's refusal (its message in @w->why, to free
- * with whole_free()), or a failure to talk to it (-EBADMSG: an answer not understood, such
+ * with run_whole_free()), or a failure to talk to it (-EBADMSG: an answer not understood, such
  * as an older daemon's closing of the connection).
  */
-int whole_open(struct whole *w, int sock, pid_t child, const char *events);
+int run_whole_open(struct whole *w, int sock, pid_t child, const char *events);
 
-/** whole_read() - read and close @w's counters once the command (which ran @wall_ns) and
+/** run_whole_read() - read and close @w's counters once the command (which ran @wall_ns) and
  * all it started have ended, and add them to the runs' figures */
-void whole_read(struct whole *w, uint64_t wall_ns);
+void run_whole_read(struct whole *w, uint64_t wall_ns);
 
-/** whole_table() - print @w's figures as a table on @f (or why there are none), then those
- * per process (tasks_table(); per thread with @per_thread) */
-void whole_table(const struct whole *w, bool per_thread, FILE *f);
+/** run_whole_table() - print @w's figures as a table on @f (or why there are none), then those
+ * per process (run_tasks_table(); per thread with @per_thread) */
+void run_whole_table(const struct whole *w, bool per_thread, FILE *f);
 
-/** whole_json() - @w's figures as a JSON object (new reference), with those per process
- * (and per thread with @per_thread: tasks_json()) */
-json_t *whole_json(const struct whole *w, bool per_thread);
+/** run_whole_json() - @w's figures as a JSON object (new reference), with those per process
+ * (and per thread with @per_thread: run_tasks_json()) */
+json_t *run_whole_json(const struct whole *w, bool per_thread);
 
 /**
- * whole_csv() - @w's figures as CSV rows with query's columns (a header printed before):
+ * run_whole_csv() - @w's figures as CSV rows with query's columns (a header printed before):
  * region "(whole program)" with pid @pid and @comm (borrowed), count the runs, sum the
  * figure of a run (their mean), min, max, mean and stddev over the runs, wall_ns last;
- * then those of tasks_csv()
+ * then those of run_tasks_csv()
  */
-void whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread);
+void run_whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread);
 
-/** whole_csv_row() - one such row, of event @event's figures @s over @runs runs */
-void whole_csv_row(int64_t pid, const char *comm, const char *region, unsigned runs,
-                   const char *event, const struct whole_stat *s, bool scaled);
+/** run_whole_csv_row() - one such row, of event @event's figures @s over @runs runs */
+void run_whole_csv_row(int64_t pid, const char *comm, const char *region, unsigned runs,
+                       const char *event, const struct whole_stat *s, bool scaled);
 
-/** whole_close() - close @w's counters of this run (none open: nothing) */
-void whole_close(struct whole *w);
+/** run_whole_close() - close @w's counters of this run (none open: nothing) */
+void run_whole_close(struct whole *w);
 
-/** whole_free() - close and free what @w holds; it is then empty */
-void whole_free(struct whole *w);
+/** run_whole_free() - close and free what @w holds; it is then empty */
+void run_whole_free(struct whole *w);
 
 /* run -r N: each region (by program and region name) merged over the runs. */
 struct merged_region {
@@ -289,74 +289,75 @@ struct merged {
 };
 
 /**
- * merge_runs() - merge the regions of @runs runs into @m: @replies[r] holds run r's
+ * run_whole_merge() - merge the regions of @runs runs into @m: @replies[r] holds run r's
  * processes (borrowed: they must outlive @m); @keep (NULL: all) whether process @pid's
  * regions in @replies[r] belong to run r (@ctx passed on). A region's figures in a run
  * (calls, wall time, each event's sum) are added up over the run's processes, 0 in a run
  * where it did not run; @m holds their mean, spread, min and max over the runs. Free @m with
- * merged_free(). Exits on allocation failure.
+ * run_whole_merged_free(). Exits on allocation failure.
  */
-void merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned runs,
-                bool (*keep)(int32_t pid, unsigned run, void *ctx), void *ctx);
+void run_whole_merge(struct merged *m, const Pmc__QueryReply *const *replies, unsigned runs,
+                     bool (*keep)(int32_t pid, unsigned run, void *ctx), void *ctx);
 
-/** merged_free() - free what @m holds (not the replies it borrows); it is then empty */
-void merged_free(struct merged *m);
+/** run_whole_merged_free() - free what @m holds (not the replies it borrows); it is then empty */
+void run_whole_merged_free(struct merged *m);
 
-/** merged_table() - print @m on @f: a row per region and figure (calls, wall, each event):
- * the mean, +- the standard deviation in % of it, min and max, as whole_table() over runs */
-void merged_table(const struct merged *m, FILE *f);
+/** run_whole_merged_table() - print @m on @f: a row per region and figure (calls, wall, each
+ * event): the mean, +- the standard deviation in % of it, min and max, as run_whole_table() over
+ * runs */
+void run_whole_merged_table(const struct merged *m, FILE *f);
 
-/** merged_json() - @m as a JSON array (new reference): per region comm, name, runs, and
+/** run_whole_merged_json() - @m as a JSON array (new reference): per region comm, name, runs, and
  * calls, wall_ns and each event's {value (the mean), stddev, min, max, scaled} */
-json_t *merged_json(const struct merged *m);
+json_t *run_whole_merged_json(const struct merged *m);
 
-/** merged_csv() - @m as CSV rows with query's columns (a header printed before), as
- * whole_csv_row() writes them: pid @pid (the last run's command), count the runs, event
+/** run_whole_merged_csv() - @m as CSV rows with query's columns (a header printed before), as
+ * run_whole_csv_row() writes them: pid @pid (the last run's command), count the runs, event
  * calls, wall_ns, then each event */
-void merged_csv(const struct merged *m, pid_t pid);
+void run_whole_merged_csv(const struct merged *m, pid_t pid);
 
 /* run-tasks.c: the whole-program figures per process and per thread, of the last run */
 
 /**
- * tasks_start() - after whole_open() of a run of @child (its command @comm, borrowed): map
+ * run_tasks_start() - after run_whole_open() of a run of @child (its command @comm, borrowed): map
  * the ring buffer of @w's counters, where the daemon opened them per task (@w->per_task);
  * on failure say why in @w->task_why and go on without (exits on allocation failure)
  */
-void tasks_start(struct whole *w, pid_t child, const char *comm);
+void run_tasks_start(struct whole *w, pid_t child, const char *comm);
 
-/** tasks_drain() - take the records the ring of @w holds (each ended task's counts, names,
+/** run_tasks_drain() - take the records the ring of @w holds (each ended task's counts, names,
  * forks, losses), freeing its room; call it often while the command runs */
-void tasks_drain(struct whole *w);
+void run_tasks_drain(struct whole *w);
 
-/** tasks_end() - once the command has ended and its counters' sums @total (by event, as
- * whole_read() read them) are known: drain the ring and give the command's own task what
+/** run_tasks_end() - once the command has ended and its counters' sums @total (by event, as
+ * run_whole_read() read them) are known: drain the ring and give the command's own task what
  * the other tasks leave of the sums */
-void tasks_end(struct whole *w, const double *total);
+void run_tasks_end(struct whole *w, const double *total);
 
-/** tasks_free() - unmap and free what run-tasks.c holds in @w */
-void tasks_free(struct whole *w);
+/** run_tasks_free() - unmap and free what run-tasks.c holds in @w */
+void run_tasks_free(struct whole *w);
 
-/** tasks_processes() - the processes of @w's tasks (those whose figures came), each with
+/** run_tasks_processes() - the processes of @w's tasks (those whose figures came), each with
  * its threads' counts added up, in *@out (the caller frees it), *@n_out of them */
-void tasks_processes(const struct whole *w, struct whole_proc **out, size_t *n_out);
+void run_tasks_processes(const struct whole *w, struct whole_proc **out, size_t *n_out);
 
-/** tasks_table() - print on @f the figures per process of @w where the command ran more than
+/** run_tasks_table() - print on @f the figures per process of @w where the command ran more than
  * one (per thread with @per_thread), or why there are none */
-void tasks_table(const struct whole *w, bool per_thread, FILE *f);
+void run_tasks_table(const struct whole *w, bool per_thread, FILE *f);
 
-/** tasks_csv() - @w's figures per process as CSV rows of region "(process)", and with
- * @per_thread per thread ("(thread TID)"), as whole_csv_row() writes them (of the last run) */
-void tasks_csv(const struct whole *w, bool per_thread);
+/** run_tasks_csv() - @w's figures per process as CSV rows of region "(process)", and with
+ * @per_thread per thread ("(thread TID)"), as run_whole_csv_row() writes them (of the last run) */
+void run_tasks_csv(const struct whole *w, bool per_thread);
 
-/** tasks_json() - add to @o (whole_json()'s) "processes" (and with @per_thread "threads")
+/** run_tasks_json() - add to @o (run_whole_json()'s) "processes" (and with @per_thread "threads")
  * and "lost_tasks", or "per_process_error" */
-void tasks_json(const struct whole *w, bool per_thread, json_t *o);
+void run_tasks_json(const struct whole *w, bool per_thread, json_t *o);
 
 /* pprof.c: query, dump and run with --format pprof */
 
-/** cmd_pprof() - query and dump with --format pprof: the regions and call path trees of the
+/** pprof_cmd() - query and dump with --format pprof: the regions and call path trees of the
  * processes @o selects written to stdout as a gzip-compressed pprof profile (pprof_write()) */
-int cmd_pprof(int sock, const struct command *cmd, const struct opts *o);
+int pprof_cmd(int sock, const struct command *cmd, const struct opts *o);
 
 /**
  * pprof_write() - write to stdout a gzip-compressed pprof profile.proto of @tree's call path
@@ -422,7 +423,7 @@ enum jr_type {
 	JR_NUMBER,
 	JR_BOOL,
 	JR_NULL,
-	JR_INT, /* jr_number(): an integer (within int64_t) */
+	JR_INT, /* jread_number(): an integer (within int64_t) */
 	JR_REAL,
 };
 
@@ -447,36 +448,36 @@ struct jr {
 	size_t n_owned;
 };
 
-/** jr_init() - start reading the @len bytes at @buf (borrowed: it must outlive @r) */
-void jr_init(struct jr *r, const void *buf, size_t len);
-/** jr_free() - free what @r holds; the strings it gave are then gone */
-void jr_free(struct jr *r);
-/** jr_peek() - the type of the next value (JR_NUMBER for both kinds), nothing taken */
-enum jr_type jr_peek(struct jr *r);
-/** jr_object() - take the '{' of the next value; false (bad) when it is not an object */
-bool jr_object(struct jr *r);
+/** jread_init() - start reading the @len bytes at @buf (borrowed: it must outlive @r) */
+void jread_init(struct jr *r, const void *buf, size_t len);
+/** jread_free() - free what @r holds; the strings it gave are then gone */
+void jread_free(struct jr *r);
+/** jread_peek() - the type of the next value (JR_NUMBER for both kinds), nothing taken */
+enum jr_type jread_peek(struct jr *r);
+/** jread_object() - take the '{' of the next value; false (bad) when it is not an object */
+bool jread_object(struct jr *r);
 /**
- * jr_member() - the next member of the object open now: its key in *@key, *@n bytes, valid
+ * jread_member() - the next member of the object open now: its key in *@key, *@n bytes, valid
  * until the object ends (not NUL-terminated unless it had escapes); its value is next, for
- * the caller to take (jr_skip() at least)
+ * the caller to take (jread_skip() at least)
  * Return: false at the object's end (taken), or when the text is bad.
  */
-bool jr_member(struct jr *r, const char **key, size_t *n);
-/** jr_array() - take the '[' of the next value; false (bad) when it is not an array */
-bool jr_array(struct jr *r);
-/** jr_element() - whether an element of the array open now is next (the caller takes it);
+bool jread_member(struct jr *r, const char **key, size_t *n);
+/** jread_array() - take the '[' of the next value; false (bad) when it is not an array */
+bool jread_array(struct jr *r);
+/** jread_element() - whether an element of the array open now is next (the caller takes it);
  * false at the array's end (taken), or when the text is bad */
-bool jr_element(struct jr *r);
-/** jr_string() - take the next value, a string: *@s (valid until the next string is taken;
+bool jread_element(struct jr *r);
+/** jread_string() - take the next value, a string: *@s (valid until the next string is taken;
  * NUL-terminated only when it had escapes) and its length *@n; false when it is not one */
-bool jr_string(struct jr *r, const char **s, size_t *n);
-/** jr_number() - take the next value, a number: JR_INT (*@i, and *@d the same as a double)
+bool jread_string(struct jr *r, const char **s, size_t *n);
+/** jread_number() - take the next value, a number: JR_INT (*@i, and *@d the same as a double)
  * or JR_REAL (*@d); JR_NONE (bad) when it is not one, or past int64_t or a double */
-enum jr_type jr_number(struct jr *r, int64_t *i, double *d);
-/** jr_skip() - take the next value, whatever it is, checking it whole */
-void jr_skip(struct jr *r);
-/** jr_end() - whether nothing but white space is left and the text was good */
-bool jr_end(struct jr *r);
+enum jr_type jread_number(struct jr *r, int64_t *i, double *d);
+/** jread_skip() - take the next value, whatever it is, checking it whole */
+void jread_skip(struct jr *r);
+/** jread_end() - whether nothing but white space is left and the text was good */
+bool jread_end(struct jr *r);
 
 /* tree.c: the call path nodes of one process, from a Query.tree reply */
 
@@ -547,7 +548,7 @@ const struct tree_node *tree_next(const struct tree_node *nd, const struct tree_
 
 /**
  * tree_path() - "outer;inner": the names of @nd's ancestors, then its own, joined by ';',
- * each escaped (escape_text()) and its own ';' written "\x3b"
+ * each escaped (output_escape_text()) and its own ';' written "\x3b"
  * Return: the text, the caller's to free; exits on allocation failure.
  */
 char *tree_path(const struct tree_node *nd);
@@ -568,26 +569,27 @@ bool tree_self_of(const struct tree_node *nd, const char *event, int64_t *self);
 /* event-name.c: --event against the names the daemon counted (hist, flamegraph) */
 
 /**
- * tree_event_index() - the index in @r->events of --event @event, -1 when @r has none: the
+ * event_name_index() - the index in @r->events of --event @event, -1 when @r has none: the
  * event named @event exactly, else one that is @event in another spelling of its mode:
  * without a mode, "page-faults" names "page-faults:u" too (as PMC_EVENTS); with one, the
  * counted name whose modes are the same, the default mode unsaid as pmcdaemon reports it
  * ("cycles:u" is "cycles", "page-faults:uk" "page-faults"; "page-faults:u" is not
  * "page-faults", which counts kernel mode too)
  */
-ssize_t tree_event_index(const Pmc__RegionStats *r, const char *event);
+ssize_t event_name_index(const Pmc__RegionStats *r, const char *event);
 
-/** event_is_software() - whether @name (any mode) is one of perf's software events
+/** event_name_is_software() - whether @name (any mode) is one of perf's software events
  * (task-clock, page-faults, ...), which the kernel never multiplexes */
-bool event_is_software(const char *name);
+bool event_name_is_software(const char *name);
 
 /**
- * event_scaled() - @value of event @name, counted @running of the @enabled ns (over CPUs:
+ * event_name_scaled() - @value of event @name, counted @running of the @enabled ns (over CPUs:
  * their values and times running added up, the time enabled the longest), extrapolated to
  * @enabled when it was multiplexed (running less than enabled, beyond 0.1 %; never a
  * software event), as perf stat does; sets *@scaled then
  */
-double event_scaled(const char *name, double value, double enabled, double running, bool *scaled);
+double event_name_scaled(const char *name, double value, double enabled, double running,
+                         bool *scaled);
 
 /* The names of the events counted in what was selected, each once, for messages. */
 struct event_names {
@@ -595,20 +597,20 @@ struct event_names {
 	size_t n;
 };
 
-/** event_names_add() - add a copy of @name to @v unless it is there; exits on allocation
+/** event_name_add() - add a copy of @name to @v unless it is there; exits on allocation
  * failure */
-void event_names_add(struct event_names *v, const char *name);
+void event_name_add(struct event_names *v, const char *name);
 
-/** event_names_free() - free the names of @v and empty it */
-void event_names_free(struct event_names *v);
+/** event_name_free() - free the names of @v and empty it */
+void event_name_free(struct event_names *v);
 
 /**
- * event_not_counted() - exit 1 saying that --event @event was not counted in the @n @what
+ * event_name_not_counted() - exit 1 saying that --event @event was not counted in the @n @what
  * (such as "region", "call path node") selected, listing the events they have (@v, and
  * wall), and where one of them is @event counted in other modes, which and how to name it
  */
-void event_not_counted(const char *event, size_t n, const char *what, const struct event_names *v)
-        __attribute__((noreturn));
+void event_name_not_counted(const char *event, size_t n, const char *what,
+                            const struct event_names *v) __attribute__((noreturn));
 
 /* Folded stacks ("comm (uid U);outer;inner WEIGHT"), one line per node. */
 struct folded_line {
@@ -630,42 +632,42 @@ struct folded {
  */
 size_t tree_fold(const struct tree *t, const char *event, struct folded *f);
 
-/** folded_merge() - sort the lines of @f by stack and add up the weights of equal stacks
+/** tree_folded_merge() - sort the lines of @f by stack and add up the weights of equal stacks
  * (processes of one comm) into one line */
-void folded_merge(struct folded *f);
+void tree_folded_merge(struct folded *f);
 
-/** folded_free() - free the lines of @f and empty it */
-void folded_free(struct folded *f);
+/** tree_folded_free() - free the lines of @f and empty it */
+void tree_folded_free(struct folded *f);
 
 /* tree-print.c: a Query.tree reply read process by process, and its trees printed */
 
 /**
- * tree_query() - query --tree: ask @sock (borrowed) for the call path nodes of the processes
+ * tree_print_query() - query --tree: ask @sock (borrowed) for the call path nodes of the processes
  * @o selects and print the tree of each, the subtrees --region selects, in @o->format, as
  * the reply's parts arrive; when none is shown, say why (on stderr in JSON and CSV)
  * @what: names the command in messages
  * Exits 1 when the daemon records no call paths (older than pmcctl), and on any failure,
  * saying why.
  */
-void tree_query(int sock, const char *what, const struct opts *o);
+void tree_print_query(int sock, const char *what, const struct opts *o);
 
 /**
- * dump_tree() - dump's call path trees, after its regions, in @o->format: a table per
+ * tree_print_dump() - dump's call path trees, after its regions, in @o->format: a table per
  * process (with their notes), or in JSON the member "tree" of the document whose last member
  * was written before without its end (the caller closes it); nothing (JSON: "tree": [])
  * where the daemon lists none, an older daemon's too
- * @sock, @what: as tree_query()'s; exits on any failure, saying why.
+ * @sock, @what: as tree_print_query()'s; exits on any failure, saying why.
  */
-void dump_tree(int sock, const char *what, const struct opts *o);
+void tree_print_dump(int sock, const char *what, const struct opts *o);
 
-/* What a tree reply listed, for messages (tree_empty_reason()). */
+/* What a tree reply listed, for messages (tree_print_empty_reason()). */
 struct tree_counts {
 	size_t nodes;    /* the nodes listed */
 	size_t selected; /* those in the subtrees --region selects */
 };
 
 /**
- * tree_reply_each() - ask @sock (borrowed) for the call path nodes of the processes @o
+ * tree_print_reply_each() - ask @sock (borrowed) for the call path nodes of the processes @o
  * selects and hand the tree of each process with nodes --region selects to
  * @on_tree(t, @ctx) as its last node arrives (after a line on stderr when it has orphans);
  * @t is freed after the callback returns. Nothing is printed to stdout.
@@ -675,19 +677,19 @@ struct tree_counts {
  * (_cleanup_response_); exits 1 when the daemon records no call paths (older than pmcctl),
  * and on any failure, saying why.
  */
-Pmc__Response *tree_reply_each(int sock, const char *what, const struct opts *o,
-                               void (*on_tree)(const struct tree *t, void *ctx), void *ctx,
-                               struct tree_counts *n);
+Pmc__Response *tree_print_reply_each(int sock, const char *what, const struct opts *o,
+                                     void (*on_tree)(const struct tree *t, void *ctx), void *ctx,
+                                     struct tree_counts *n);
 
 /**
- * tree_empty_reason() - why a tree reply shows nothing, with the filters of @o: no node with
+ * tree_print_empty_reason() - why a tree reply shows nothing, with the filters of @o: no node with
  * samples in the subtrees of --region, none with samples at all (they were reset), or no
  * node listed
  * @n_nodes: the nodes listed (struct tree_counts)
  * @end: the reply's last part (its visible and hidden), borrowed
  * Return: a sentence, the caller's to free; exits on allocation failure.
  */
-char *tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *end);
+char *tree_print_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *end);
 
 /* call.c */
 
@@ -700,65 +702,65 @@ struct arena {
 	size_t left, block_size;
 };
 
-/** arena_allocator() - protobuf-c's allocator taking from @a (borrowed: it must outlive what
- * is unpacked); freeing one message through it does nothing, arena_free() frees them all.
+/** call_arena_allocator() - protobuf-c's allocator taking from @a (borrowed: it must outlive what
+ * is unpacked); freeing one message through it does nothing, call_arena_free() frees them all.
  * Exits on allocation failure. */
-ProtobufCAllocator arena_allocator(struct arena *a);
-/** arena_reset() - forget what @a holds (its first block kept, for the next message) */
-void arena_reset(struct arena *a);
-/** arena_free() - free what @a holds; it is then empty */
-void arena_free(struct arena *a);
+ProtobufCAllocator call_arena_allocator(struct arena *a);
+/** call_arena_reset() - forget what @a holds (its first block kept, for the next message) */
+void call_arena_reset(struct arena *a);
+/** call_arena_free() - free what @a holds; it is then empty */
+void call_arena_free(struct arena *a);
 
-/** response_freep() - cleanup helper: free *@r (NULL ok), protobuf-c's unpacked Response */
-void response_freep(Pmc__Response **r);
+/** call_response_freep() - cleanup helper: free *@r (NULL ok), protobuf-c's unpacked Response */
+void call_response_freep(Pmc__Response **r);
 
-#define _cleanup_response_ _cleanup_(response_freep)
+#define _cleanup_response_ _cleanup_(call_response_freep)
 
-/** stats_or_zero() - @s, or all-zero statistics for a reply that left them out (NULL) */
-const Pmc__Stats *stats_or_zero(const Pmc__Stats *s);
+/** call_stats_or_zero() - @s, or all-zero statistics for a reply that left them out (NULL) */
+const Pmc__Stats *call_stats_or_zero(const Pmc__Stats *s);
 
 /**
- * connect_daemon() - connect to pmcdaemon's socket at @path
+ * call_connect() - connect to pmcdaemon's socket at @path
  * Return: the connected fd (O_CLOEXEC), the caller's to close; when nothing answers, says
  * why and exits EX_UNAVAILABLE.
  */
-int connect_daemon(const char *path);
+int call_connect(const char *path);
 
 /**
- * call() - send @req on @sock (borrowed) and wait for the reply, which must have body @want
+ * call_request() - send @req on @sock (borrowed) and wait for the reply, which must have body @want
  * @what: names the call in messages
  * Return: the Response, which the caller frees (pmc__response__free_unpacked(), or
  * _cleanup_response_); when the call fails, times out or the daemon refuses, says why
  * (with the daemon's message) and exits.
  */
-Pmc__Response *call(int sock, const char *what, const Pmc__Request *req,
-                    Pmc__Response__BodyCase want);
+Pmc__Response *call_request(int sock, const char *what, const Pmc__Request *req,
+                            Pmc__Response__BodyCase want);
 
-/** What the daemon of the last hello() said of itself. */
+/** What the daemon of the last call_hello() said of itself. */
 struct hello_said {
 	char version[64]; /* its version, escaped ("(unknown version)" where it said none) */
 	bool commands;    /* it takes OpenCommand (pmcctl run's whole-program figures) */
 };
-extern struct hello_said hello_said;
+extern struct hello_said call_hello_said;
 
-/** hello() - say Hello on @sock (borrowed), what the daemon says of itself in hello_said;
+/** call_hello() - say Hello on @sock (borrowed), what the daemon says of itself in call_hello_said;
  * exits, naming both versions, when the call fails or the daemon speaks another protocol
  * version */
-void hello(int sock);
+void call_hello(int sock);
 
-/** has_glob() - whether @s holds a shell glob character (*, ?, [ or \) */
-bool has_glob(const char *s);
+/** call_has_glob() - whether @s holds a shell glob character (*, ?, [ or \) */
+bool call_has_glob(const char *s);
 
-/** new_filters() - whether @o (or a start time @min_start, from run) asks for more than
+/** call_new_filters() - whether @o (or a start time @min_start, from run) asks for more than
  * pmcdaemon's first Query could match: several names, globs, process names */
-bool new_filters(const struct opts *o, uint64_t min_start);
+bool call_new_filters(const struct opts *o, uint64_t min_start);
 
-/** query_init() - initialise @q with the filters of @o; its strings point into @o, which
+/** call_query_init() - initialise @q with the filters of @o; its strings point into @o, which
  * must outlive it */
-void query_init(Pmc__Query *q, const struct opts *o);
+void call_query_init(Pmc__Query *q, const struct opts *o);
 
 /**
- * query_stream() - send @q on @sock (borrowed), asking for its reply in parts, and hand each
+ * call_query_stream() - send @q on @sock (borrowed), asking for its reply in parts, and hand each
  * part to @on_part(part, @ctx) as it arrives (a daemon that does not stream sends one part;
  * the part is freed after the callback returns)
  * @what: names the call in messages
@@ -766,27 +768,29 @@ void query_init(Pmc__Query *q, const struct opts *o);
  * Return: the last part's Response (its visible and hidden: the whole reply's), which the
  * caller frees; on any failure, or a daemon too old for the filters, says why and exits.
  */
-Pmc__Response *query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
-                            void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx);
+Pmc__Response *call_query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
+                                 void (*on_part)(const Pmc__QueryReply *part, void *ctx),
+                                 void *ctx);
 
 /**
- * query_call() - send @q on @sock (borrowed) and gather its whole reply
+ * call_query() - send @q on @sock (borrowed) and gather its whole reply
  * Return: one Response holding every part's regions and losses, which the caller frees; on
  * any failure, or a daemon too old for the filters of @o, says why and exits.
  */
-Pmc__Response *query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o);
+Pmc__Response *call_query(int sock, const char *what, Pmc__Query *q, const struct opts *o);
 
 /* query.c: what top and run print as query does */
 
-/** region_key_cmp() - qsort()/bsearch() order of Pmc__RegionStats pointers: by pid, then name */
-int region_key_cmp(const void *a, const void *b);
+/** query_region_key_cmp() - qsort()/bsearch() order of Pmc__RegionStats pointers: by pid, then name
+ */
+int query_region_key_cmp(const void *a, const void *b);
 
 /**
- * empty_reason() - why @q lists no region, with the filters of @o
+ * query_empty_reason() - why @q lists no region, with the filters of @o
  * @text: set to a sentence saying why (escaped), the caller's to free
  * Return: its code for JSON, a static string: "no_match", "hidden" or "nothing_recorded".
  */
-const char *empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text);
+const char *query_empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text);
 
 /** query_json() - {"regions":[...],"losses":[...]} of @q, new (the caller's reference); when
  * it lists nothing and @why is not NULL, also "empty" (@why_code), "message" (@why) and
@@ -804,26 +808,26 @@ void query_table(const Pmc__QueryReply *q, const char *why);
  * region's) */
 
 /**
- * filters_text() - the filters of @o as options, for messages: "--pid 12 --comm 'x*'", and
+ * query_filters_text() - the filters of @o as options, for messages: "--pid 12 --comm 'x*'", and
  * each --region too when @names
- * Return: the text, escaped (escape_text()), "" for none, the caller's to free; exits on
+ * Return: the text, escaped (output_escape_text()), "" for none, the caller's to free; exits on
  * allocation failure.
  */
-char *filters_text(const struct opts *o, bool names);
+char *query_filters_text(const struct opts *o, bool names);
 
 struct jw;
 
-/** region_json() - the object query's "regions" lists for @r (name, pid, comm, uid, count,
+/** query_region_json() - the object query's "regions" lists for @r (name, pid, comm, uid, count,
  * wall_ns, events, derived), new (the caller's reference); exits on allocation failure */
-json_t *region_json(const Pmc__RegionStats *r);
+json_t *query_region_json(const Pmc__RegionStats *r);
 
-/** region_write() - region_json()'s text of @r, written by @w as it goes (an object where
- * the caller placed it, indented from @w->indent) */
-void region_write(struct jw *w, const Pmc__RegionStats *r);
+/** query_region_write() - query_region_json()'s text of @r, written by @w as it goes (an object
+ * where the caller placed it, indented from @w->indent) */
+void query_region_write(struct jw *w, const Pmc__RegionStats *r);
 
 /** query_csv_fields() - print to stdout the fields of query's CSV row of @r's event @e
  * (NULL: the wall time row), without ending the row: the caller adds its own, then
- * csv_end() */
+ * output_csv_end() */
 void query_csv_fields(const Pmc__RegionStats *r, const Pmc__EventStats *e);
 
 /** query_csv_derived_fields() - the same for @r's derived metric @d: "derived:NAME" in the
@@ -847,15 +851,15 @@ void query_table_notes(struct table_notes *n);
 /* output.c */
 
 /**
- * escape_text() - copy of @s fit for every output (table, CSV, JSON, messages): each
+ * output_escape_text() - copy of @s fit for every output (table, CSV, JSON, messages): each
  * character that a terminal acts on, and each byte that is not UTF-8, becomes a visible
  * escape ("\x1b", "\u202e")
  * Return: a valid UTF-8 string, the caller's to free.
  */
-char *escape_text(const char *s);
+char *output_escape_text(const char *s);
 
 /* An aligned table: @head, @right and @ncols set by its owner, the rows added cell by cell
- * (table_add()), row by row. */
+ * (output_table_add()), row by row. */
 struct table {
 	size_t ncols;
 	const char *const *head;
@@ -864,74 +868,74 @@ struct table {
 	size_t n, cap;
 };
 
-/** table_free() - forget the rows of @t (its cells), keeping its columns */
-void table_free(struct table *t);
+/** output_table_free() - forget the rows of @t (its cells), keeping its columns */
+void output_table_free(struct table *t);
 
-/** table_add() - add the next cell of @t, the printf @fmt, escaped (escape_text()) */
-void table_add(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** output_table_add() - add the next cell of @t, the printf @fmt, escaped (output_escape_text()) */
+void output_table_add(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/** table_add_container() - add the short name of the container (or service, session) that
+/** output_table_add_container() - add the short name of the container (or service, session) that
  * @r's process runs in as the next cell of @t (cgroup_container_name() of its cgroup; "-"
  * for the root cgroup or none known) */
-void table_add_container(struct table *t, const Pmc__RegionStats *r);
+void output_table_add_container(struct table *t, const Pmc__RegionStats *r);
 
 /**
- * table_print_part() - print the rows of @t to @f, after the header when @head, then forget
- * them (table_free())
+ * output_table_print_part() - print the rows of @t to @f, after the header when @head, then forget
+ * them (output_table_free())
  * @width: t->ncols column widths, zero at first, widened to fit: parts printed later with
  * the same @width line up with the first unless they hold wider cells
  */
-void table_print_part(struct table *t, FILE *f, size_t *width, bool head);
+void output_table_print_part(struct table *t, FILE *f, size_t *width, bool head);
 
-/** table_print() - print @t whole to @f, its header first, and forget its rows */
-void table_print(struct table *t, FILE *f);
+/** output_table_print() - print @t whole to @f, its header first, and forget its rows */
+void output_table_print(struct table *t, FILE *f);
 
-/* CSV rows on stdout (RFC 4180 quoting): one call per field, then csv_end(). */
+/* CSV rows on stdout (RFC 4180 quoting): one call per field, then output_csv_end(). */
 
-/** csv_str() - a text field, escaped; one that starts like a spreadsheet formula gets a
+/** output_csv_str() - a text field, escaped; one that starts like a spreadsheet formula gets a
  * leading single quote */
-void csv_str(const char *str);
-/** csv_u64() - an unsigned integer field */
-void csv_u64(uint64_t v);
-/** csv_i64() - a signed integer field */
-void csv_i64(int64_t v);
-/** csv_real() - a real field, as short as reads back the same; empty when not finite */
-void csv_real(double v);
-/** csv_bool() - "true" or "false" */
-void csv_bool(bool v);
-/** csv_end() - end the row */
-void csv_end(void);
-/** csv_header() - a row of the @n column names @names */
-void csv_header(const char *const *names, size_t n);
+void output_csv_str(const char *str);
+/** output_csv_u64() - an unsigned integer field */
+void output_csv_u64(uint64_t v);
+/** output_csv_i64() - a signed integer field */
+void output_csv_i64(int64_t v);
+/** output_csv_real() - a real field, as short as reads back the same; empty when not finite */
+void output_csv_real(double v);
+/** output_csv_bool() - "true" or "false" */
+void output_csv_bool(bool v);
+/** output_csv_end() - end the row */
+void output_csv_end(void);
+/** output_csv_header() - a row of the @n column names @names */
+void output_csv_header(const char *const *names, size_t n);
 
-/* JSON values: each returns a new reference, the caller's (jset() and jappend() take it);
- * exits on allocation failure. */
+/* JSON values: each returns a new reference, the caller's (output_jset() and output_jappend() take
+ * it); exits on allocation failure. */
 
-/** jstr() - a JSON string of @s, escaped (escape_text()) */
-json_t *jstr(const char *s);
-/** ju64() - a JSON integer, or a (rounded) real above INT64_MAX */
-json_t *ju64(uint64_t v);
-/** jreal() - a JSON real, or null when @v is not finite */
-json_t *jreal(double v);
-/** jset() - set member @key (escaped) of @obj to @v, taking @v (NULL: out of memory) */
-void jset(json_t *obj, const char *key, json_t *v);
-/** jappend() - append @v to @arr, taking @v (NULL: out of memory) */
-void jappend(json_t *arr, json_t *v);
-/** jobject() - a new, empty JSON object */
-json_t *jobject(void);
-/** jarray() - a new, empty JSON array */
-json_t *jarray(void);
-/** json_print() - print @root to stdout, indented, and a newline; takes @root */
-void json_print(json_t *root);
-/** json_print_indented() - print @v to stdout, indented by @indent spaces more than at the
+/** output_jstr() - a JSON string of @s, escaped (output_escape_text()) */
+json_t *output_jstr(const char *s);
+/** output_ju64() - a JSON integer, or a (rounded) real above INT64_MAX */
+json_t *output_ju64(uint64_t v);
+/** output_jreal() - a JSON real, or null when @v is not finite */
+json_t *output_jreal(double v);
+/** output_jset() - set member @key (escaped) of @obj to @v, taking @v (NULL: out of memory) */
+void output_jset(json_t *obj, const char *key, json_t *v);
+/** output_jappend() - append @v to @arr, taking @v (NULL: out of memory) */
+void output_jappend(json_t *arr, json_t *v);
+/** output_jobject() - a new, empty JSON object */
+json_t *output_jobject(void);
+/** output_jarray() - a new, empty JSON array */
+json_t *output_jarray(void);
+/** output_json_print() - print @root to stdout, indented, and a newline; takes @root */
+void output_json_print(json_t *root);
+/** output_json_print_indented() - print @v to stdout, indented by @indent spaces more than at the
  * top level, without a final newline; takes @v */
-void json_print_indented(json_t *v, int indent);
+void output_json_print_indented(json_t *v, int indent);
 
 /*
  * JSON written as it goes, for outputs too large to build first (a query's regions): the
  * same text jansson writes with JSON_INDENT(2) | JSON_PRESERVE_ORDER, objects only. @indent:
  * the spaces before the members of the object open now; @first: none written in it yet.
- * Names and strings are escaped as jstr() escapes them.
+ * Names and strings are escaped as output_jstr() escapes them.
  */
 struct jw {
 	FILE *f;
@@ -941,54 +945,55 @@ struct jw {
 	size_t len, cap;
 };
 
-/** jw_flush() - write to @w->f what @w's buffer holds: before anything else writes to it */
-void jw_flush(struct jw *w);
-/** jw_raw() - write @s as it is */
-void jw_raw(struct jw *w, const char *s);
-/** jw_string() - write @s as a JSON string, escaped (escape_text()) */
-void jw_string(struct jw *w, const char *s);
-/** jw_key() - start the member @key of the object open now */
-void jw_key(struct jw *w, const char *key);
-/** jw_open() - open an object: member @key's value, or (@key NULL) a value where the
+/** output_jw_flush() - write to @w->f what @w's buffer holds: before anything else writes to it */
+void output_jw_flush(struct jw *w);
+/** output_jw_raw() - write @s as it is */
+void output_jw_raw(struct jw *w, const char *s);
+/** output_jw_string() - write @s as a JSON string, escaped (output_escape_text()) */
+void output_jw_string(struct jw *w, const char *s);
+/** output_jw_key() - start the member @key of the object open now */
+void output_jw_key(struct jw *w, const char *key);
+/** output_jw_open() - open an object: member @key's value, or (@key NULL) a value where the
  * caller placed it */
-void jw_open(struct jw *w, const char *key);
-/** jw_close() - close the object open now ("{}" when it has no member) */
-void jw_close(struct jw *w);
-/** jw_str() - member @key, the string @v (escaped) */
-void jw_str(struct jw *w, const char *key, const char *v);
-/** jw_int() - member @key, an integer */
-void jw_int(struct jw *w, const char *key, int64_t v);
-/** jw_u64() - member @key, an integer, or a (rounded) real above INT64_MAX, as ju64() */
-void jw_u64(struct jw *w, const char *key, uint64_t v);
-/** jw_real() - member @key, a real as jansson writes it, null when not finite */
-void jw_real(struct jw *w, const char *key, double v);
-/** jw_bool() - member @key, true or false */
-void jw_bool(struct jw *w, const char *key, bool v);
-/** jw_u64_value() - an unsigned integer where the caller placed it (an array's element) */
-void jw_u64_value(struct jw *w, uint64_t v);
+void output_jw_open(struct jw *w, const char *key);
+/** output_jw_close() - close the object open now ("{}" when it has no member) */
+void output_jw_close(struct jw *w);
+/** output_jw_str() - member @key, the string @v (escaped) */
+void output_jw_str(struct jw *w, const char *key, const char *v);
+/** output_jw_int() - member @key, an integer */
+void output_jw_int(struct jw *w, const char *key, int64_t v);
+/** output_jw_u64() - member @key, an integer, or a (rounded) real above INT64_MAX, as output_ju64()
+ */
+void output_jw_u64(struct jw *w, const char *key, uint64_t v);
+/** output_jw_real() - member @key, a real as jansson writes it, null when not finite */
+void output_jw_real(struct jw *w, const char *key, double v);
+/** output_jw_bool() - member @key, true or false */
+void output_jw_bool(struct jw *w, const char *key, bool v);
+/** output_jw_u64_value() - an unsigned integer where the caller placed it (an array's element) */
+void output_jw_u64_value(struct jw *w, uint64_t v);
 
-/* Bytes of the longest text json_real_text() writes, with its NUL. */
+/* Bytes of the longest text output_json_real_text() writes, with its NUL. */
 #define JSON_REAL_MAX 40
 
 /**
- * json_real_text() - @v (finite) as jansson writes a real: "%.17g", a ".0" where that shows
+ * output_json_real_text() - @v (finite) as jansson writes a real: "%.17g", a ".0" where that shows
  * no fraction nor exponent, the exponent without '+' or leading zeros; without printf where
  * that is fixed notation (1e-4 <= |v| < 1e17)
  * @buf: JSON_REAL_MAX bytes
  * Return: the length of the text (NUL-terminated) in @buf.
  */
-size_t json_real_text(char *buf, double v);
+size_t output_json_real_text(char *buf, double v);
 
 /* Numbers for tables, written to @buf (@len bytes); "-" when not finite. */
 
-/** format_count() - a count with 3 significant digits above 999 (1.23k, 4.56M, 7.89G),
+/** output_format_count() - a count with 3 significant digits above 999 (1.23k, 4.56M, 7.89G),
  * below it whole (@whole) or with 2 decimals under 100
  * Return: whether that rounded it. */
-bool format_count(char *buf, size_t len, double v, bool whole);
-/** format_time() - nanoseconds, 3 significant digits (850ns, 1.23us, 45.6ms, 2.50s)
+bool output_format_count(char *buf, size_t len, double v, bool whole);
+/** output_format_time() - nanoseconds, 3 significant digits (850ns, 1.23us, 45.6ms, 2.50s)
  * Return: whether that rounded it. */
-bool format_time(char *buf, size_t len, double ns);
-/** format_si() - a rate or count for a narrow column: 0, 2.50, 12.3, 1.2k, 45.6M */
-void format_si(char *buf, size_t len, double v);
-/** format_ns() - nanoseconds for a narrow column: 850ns, 1.2us, 45.6ms, 2.50s */
-void format_ns(char *buf, size_t len, double ns);
+bool output_format_time(char *buf, size_t len, double ns);
+/** output_format_si() - a rate or count for a narrow column: 0, 2.50, 12.3, 1.2k, 45.6M */
+void output_format_si(char *buf, size_t len, double v);
+/** output_format_ns() - nanoseconds for a narrow column: 850ns, 1.2us, 45.6ms, 2.50s */
+void output_format_ns(char *buf, size_t len, double ns);
