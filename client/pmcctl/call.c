@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 #include "wire/wire.h"
 

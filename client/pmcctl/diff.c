@@ -27,7 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "pmcctl/diff.h"
+#include "pmcctl/hist.h"
+#include "pmcctl/jread.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
 
 #define DIFF_EXIT_BAD_INPUT 2
 #define DIFF_MAX_FILE (1ull << 30) /* a dump of 262,144 regions is far below */

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
 /* perf's software events (and their aliases): without a mode they count user and kernel

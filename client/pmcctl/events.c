@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/events.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
 static bool

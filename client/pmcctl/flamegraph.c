@@ -9,7 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/flamegraph.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/tree-print.h"
+#include "pmcctl/tree.h"
 
 /* The folded stacks of a reply, gathered process by process and printed at the end. */
 struct flamegraph {

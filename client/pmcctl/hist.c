@@ -6,7 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/hist.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/tree.h"
 
 /* Columns of the longest bar. */
 #define BAR_WIDTH 50

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/escape.h"
+#include "pmcctl/jread.h"
 #include "pmcctl/pmcctl.h"
 
 /* jansson's JSON_PARSER_MAX_DEPTH: a value deeper than this is refused. */

@@ -18,7 +18,20 @@
 #include <unistd.h>
 
 #include "common/suggest.h"
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/diff.h"
+#include "pmcctl/events.h"
+#include "pmcctl/flamegraph.h"
+#include "pmcctl/hist.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
+#include "pmcctl/query.h"
+#include "pmcctl/reset.h"
+#include "pmcctl/run.h"
+#include "pmcctl/status.h"
+#include "pmcctl/top.h"
 #include "wire/pmc-shared.h"
 
 #ifdef PMC_VERSION

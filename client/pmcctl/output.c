@@ -11,6 +11,8 @@
 
 #include "common/cgroup.h"
 #include "common/escape.h"
+#include "common/util.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
 /* Shortest "%g" text that reads back as the same double. */

@@ -20,7 +20,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
+#include "pmcctl/tree.h"
 
 /* The frame of run's whole-program samples, as its tables name the rows. */
 #define PPROF_WHOLE_FRAME "(whole program)"

@@ -17,7 +17,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
 
 /* Data pages of the ring (a power of two): 64 KiB holds about 1,300 ended tasks between two
  * reads, which run's loop makes at least every 10 ms. */

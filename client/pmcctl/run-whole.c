@@ -12,7 +12,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
 #include "wire/wire.h"
 
 #define WHOLE_TIMEOUT_MS 5000

@@ -23,7 +23,15 @@
 #include <unistd.h>
 
 #include "common/procstat.h"
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
+#include "pmcctl/run.h"
 #include "wire/wire.h"
 
 static void

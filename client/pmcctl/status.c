@@ -6,7 +6,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/status.h"
 
 static const char *const status_keys[] = {
         "daemon_version",

@@ -13,7 +13,12 @@
 #include <unistd.h>
 #include <wchar.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/top.h"
 
 /* One Status and one Query, and when they were taken. */
 struct top_snap {

@@ -10,7 +10,13 @@
 #include <string.h>
 
 #include "common/cgroup.h"
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/tree-print.h"
+#include "pmcctl/tree.h"
 
 /* ---- a tree reply, process by process ---- */
 

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/tree.h"
 
 static uint64_t
 sum_of(const Pmc__Stats *s)

@@ -9,11 +9,15 @@
 #define _GNU_SOURCE
 #endif
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
+#include "pmcctl/diff.h"
+#include "pmcctl/jread.h"
 #include "pmcctl/pmcctl.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
-#include "pmcctl/pmcctl.h"
+#include "pmcctl/output.h"
+#include "pmcctl/query.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 

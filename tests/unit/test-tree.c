@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
-#include "pmcctl/pmcctl.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/tree.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 
