@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 #include "wire/wire.h"
 
@@ -18,14 +21,14 @@
 static const Pmc__Stats zero_stats = PMC__STATS__INIT;
 
 void
-response_freep(Pmc__Response **r)
+call_response_freep(Pmc__Response **r)
 {
 	if (*r)
 		pmc__response__free_unpacked(*r, NULL);
 }
 
 const Pmc__Stats *
-stats_or_zero(const Pmc__Stats *s)
+call_stats_or_zero(const Pmc__Stats *s)
 {
 	return s ? s : &zero_stats;
 }
@@ -33,7 +36,7 @@ stats_or_zero(const Pmc__Stats *s)
 /* ---- talking to the daemon ---- */
 
 int
-connect_daemon(const char *path)
+call_connect(const char *path)
 {
 	int fd = pmc_wire_connect(path);
 
@@ -54,10 +57,10 @@ static void
 call_failed(const char *what, int r)
 {
 	if (r == -ETIMEDOUT)
-		fail("%s: pmcdaemon did not answer within %d ms", what, CALL_TIMEOUT_MS);
+		pmcctl_fail("%s: pmcdaemon did not answer within %d ms", what, CALL_TIMEOUT_MS);
 	if (r == -ECONNRESET || r == -EPIPE)
-		fail("%s: pmcdaemon closed the connection", what);
-	fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
+		pmcctl_fail("%s: pmcdaemon closed the connection", what);
+	pmcctl_fail("%s: talking to pmcdaemon: %s", what, strerror(-r));
 }
 
 /* Exits 1, saying why, unless @resp is a success with body @want; frees it then. */
@@ -66,7 +69,7 @@ check_response(const char *what, Pmc__Response *resp, Pmc__Response__BodyCase wa
 {
 	if (resp->error) {
 		int e = resp->error < 0 ? -resp->error : resp->error;
-		_cleanup_free_ char *msg = escape_text(resp->message);
+		_cleanup_free_ char *msg = output_escape_text(resp->message);
 
 		if (msg[0])
 			fprintf(stderr, "pmcctl: %s: %s (%s)\n", what, msg, strerror(e));
@@ -77,14 +80,14 @@ check_response(const char *what, Pmc__Response *resp, Pmc__Response__BodyCase wa
 	}
 	if (resp->body_case != want) {
 		pmc__response__free_unpacked(resp, NULL);
-		fail("%s: unexpected reply from pmcdaemon", what);
+		pmcctl_fail("%s: unexpected reply from pmcdaemon", what);
 	}
 }
 
 /* Sends @req and returns the Response, which has body @want; on any failure says why, naming
  * @what, and exits 1. */
 Pmc__Response *
-call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
+call_request(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCase want)
 {
 	Pmc__Response *resp = NULL;
 	int r = pmc_wire_call(sock, req, CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
@@ -95,10 +98,10 @@ call(int sock, const char *what, const Pmc__Request *req, Pmc__Response__BodyCas
 	return resp;
 }
 
-struct hello_said hello_said;
+struct hello_said call_hello_said;
 
 void
-hello(int sock)
+call_hello(int sock)
 {
 	Pmc__Hello h = PMC__HELLO__INIT;
 	Pmc__Request req = PMC__REQUEST__INIT;
@@ -108,19 +111,20 @@ hello(int sock)
 	req.body_case = PMC__REQUEST__BODY_HELLO;
 	req.hello = &h;
 
-	Pmc__Response *resp = call(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
+	Pmc__Response *resp = call_request(sock, "hello", &req, PMC__RESPONSE__BODY_HELLO);
 	const Pmc__HelloReply *hr = resp->hello;
-	_cleanup_free_ char *version = escape_text(hr->daemon_version);
+	_cleanup_free_ char *version = output_escape_text(hr->daemon_version);
 
-	snprintf(hello_said.version, sizeof(hello_said.version), "%s",
+	snprintf(call_hello_said.version, sizeof(call_hello_said.version), "%s",
 	         version[0] ? version : "(unknown version)");
 	/* Daemons of before the field that take heads tables (5 Dec 2026 on) took commands. */
-	hello_said.commands = hr->open_command || hr->heads_table;
+	call_hello_said.commands = hr->open_command || hr->heads_table;
 	if (hr->version != PMC__PROTOCOL_VERSION__PROTOCOL_VERSION) {
 		fprintf(stderr,
 		        "pmcctl: protocol version mismatch: pmcdaemon %s speaks version %" PRIu32
 		        ", pmcctl " PMC_VERSION " speaks version %d\n",
-		        hello_said.version, hr->version, PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
+		        call_hello_said.version, hr->version,
+		        PMC__PROTOCOL_VERSION__PROTOCOL_VERSION);
 		pmc__response__free_unpacked(resp, NULL);
 		exit(EXIT_FAIL);
 	}
@@ -130,7 +134,7 @@ hello(int sock)
 /* ---- filters ---- */
 
 bool
-has_glob(const char *s)
+call_has_glob(const char *s)
 {
 	return strpbrk(s, "*?[\\") != NULL;
 }
@@ -138,15 +142,15 @@ has_glob(const char *s)
 /* Whether @o asks for more than pmcdaemon's first Query could: several names, globs, process
  * names, or a start time (run). */
 bool
-new_filters(const struct opts *o, uint64_t min_start)
+call_new_filters(const struct opts *o, uint64_t min_start)
 {
 	return o->n_comms || o->n_cgroups || o->n_regions > 1 ||
-	       (o->n_regions == 1 && has_glob(o->regions[0])) || min_start;
+	       (o->n_regions == 1 && call_has_glob(o->regions[0])) || min_start;
 }
 
 /* Query @q for the filters of @o; its strings point into @o. The daemon does the matching. */
 void
-query_init(Pmc__Query *q, const struct opts *o)
+call_query_init(Pmc__Query *q, const struct opts *o)
 {
 	pmc__query__init(q);
 	q->pid = o->pid;
@@ -158,7 +162,7 @@ query_init(Pmc__Query *q, const struct opts *o)
 	q->cgroups = (char **)o->cgroups;
 	q->hist = o->hist;
 	/* A daemon that knows no globs reads this one: the same answer for one plain name. */
-	if (o->n_regions == 1 && !has_glob(o->regions[0]))
+	if (o->n_regions == 1 && !call_has_glob(o->regions[0]))
 		q->region = (char *)o->regions[0];
 }
 
@@ -169,16 +173,18 @@ query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Quer
 {
 	/* Every region listed is one the caller may see, so a daemon that counts them lists no
 	 * more than `visible`; one older than the count ignored the filters it did not know. */
-	if (new_filters(o, q->min_start) && qr->n_regions > qr->visible)
-		fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, several "
-		     "--region nor globs; upgrade it, or give one plain --region",
-		     what);
+	if (call_new_filters(o, q->min_start) && qr->n_regions > qr->visible)
+		pmcctl_fail("%s: this pmcdaemon is older than pmcctl: it matches neither --comm, "
+		            "several "
+		            "--region nor globs; upgrade it, or give one plain --region",
+		            what);
 	/* One that knows no cgroups lists regions without one, which --cgroup never selects. */
 	for (size_t i = 0; o->n_cgroups && i < qr->n_regions; i++)
 		if (!qr->regions[i]->cgroup[0])
-			fail("%s: this pmcdaemon is older than pmcctl: it does not match --cgroup; "
-			     "upgrade it",
-			     what);
+			pmcctl_fail("%s: this pmcdaemon is older than pmcctl: it does not match "
+			            "--cgroup; "
+			            "upgrade it",
+			            what);
 }
 
 /* Sends @q, asking for its reply in parts, and hands each part to @on_part as it arrives
@@ -187,8 +193,8 @@ query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Quer
  * the reply goes on past @o->max_reply bytes (a hostile or broken daemon: what the callers
  * gather stays bounded). */
 Pmc__Response *
-query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
-             void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
+call_query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
+                  void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
 {
 	Pmc__Request req = PMC__REQUEST__INIT;
 
@@ -207,14 +213,14 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 	 * as many as the reply has figures. The last part is unpacked again on its own, for
 	 * the caller to free as any Response. */
 	struct arena arena = {.block_size = 1 << 18};
-	ProtobufCAllocator alloc = arena_allocator(&arena);
+	ProtobufCAllocator alloc = call_arena_allocator(&arena);
 
 	for (bool first = true;; first = false) {
 		_cleanup_free_ uint8_t *buf = NULL;
 		size_t len;
 		Pmc__Response *resp = NULL;
 
-		arena_reset(&arena);
+		call_arena_reset(&arena);
 		if ((r = pmc_wire_wait(sock, timeout, &buf, &len, NULL, 0, NULL)) < 0)
 			call_failed(what, r);
 		resp = pmc__response__unpack(&alloc, len, buf);
@@ -229,19 +235,21 @@ query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
 		taken += len > PART_MIN_BYTES ? len : PART_MIN_BYTES;
 		regions += resp->query->n_regions;
 		if (o->max_reply && taken > o->max_reply && resp->query->more) {
-			arena_free(&arena);
-			fail("%s: the reply of pmcdaemon passed --max-reply (%" PRIu64
-			     " MiB, %" PRIu64 " regions) and goes on: narrow the query with --pid, "
-			     "--comm or --region, or raise --max-reply if the daemon really holds "
-			     "that "
-			     "much (a daemon whose reply never ends is broken or hostile)",
-			     what, o->max_reply >> 20, regions);
+			call_arena_free(&arena);
+			pmcctl_fail("%s: the reply of pmcdaemon passed --max-reply (%" PRIu64
+			            " MiB, %" PRIu64
+			            " regions) and goes on: narrow the query with --pid, "
+			            "--comm or --region, or raise --max-reply if the daemon really "
+			            "holds "
+			            "that "
+			            "much (a daemon whose reply never ends is broken or hostile)",
+			            what, o->max_reply >> 20, regions);
 		}
 		if (first && !resp->query->more)
 			query_check_filters(what, resp->query, q, o);
 		on_part(resp->query, ctx);
 		if (!resp->query->more) {
-			arena_free(&arena);
+			call_arena_free(&arena);
 			return resp;
 		}
 	}
@@ -260,7 +268,7 @@ arena_alloc(void *data, size_t size)
 		char **b = reallocarray(a->block, a->n_block + 1, sizeof(*b));
 
 		if (!b || !(a->at = malloc(n)))
-			oom();
+			pmcctl_oom();
 		a->block = b;
 		a->block[a->n_block++] = a->at;
 		a->left = n;
@@ -279,7 +287,7 @@ arena_free_one(void *data, void *ptr)
 }
 
 ProtobufCAllocator
-arena_allocator(struct arena *a)
+call_arena_allocator(struct arena *a)
 {
 	if (!a->block_size)
 		a->block_size = 1 << 20;
@@ -288,7 +296,7 @@ arena_allocator(struct arena *a)
 }
 
 void
-arena_reset(struct arena *a)
+call_arena_reset(struct arena *a)
 {
 	/* The first block stays, for the next message: a block holds a part of a reply. */
 	for (size_t i = 1; i < a->n_block; i++)
@@ -299,7 +307,7 @@ arena_reset(struct arena *a)
 }
 
 void
-arena_free(struct arena *a)
+call_arena_free(struct arena *a)
 {
 	for (size_t i = 0; i < a->n_block; i++)
 		free(a->block[i]);
@@ -327,17 +335,17 @@ query_collect(const Pmc__QueryReply *part, void *ctx)
 	n = pmc__query_reply__get_packed_size(&copy);
 	_cleanup_free_ uint8_t *tmp = malloc(n ? n : 1);
 	if (!tmp)
-		oom();
+		pmcctl_oom();
 	pmc__query_reply__pack(&copy, tmp);
 	if (fwrite(tmp, 1, n, b->f) != n)
-		oom();
+		pmcctl_oom();
 }
 
 /* Sends @q and returns the whole reply, gathered from its parts (in one Response, as a daemon
  * that does not stream sends it); exits 1 on any failure, or when the daemon is too old for
  * the filters. */
 Pmc__Response *
-query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
+call_query(int sock, const char *what, Pmc__Query *q, const struct opts *o)
 {
 	struct query_bytes b = {0};
 	uint8_t head[16];
@@ -345,14 +353,14 @@ query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
 
 	b.f = open_memstream(&b.buf, &b.len);
 	if (!b.f)
-		oom();
+		pmcctl_oom();
 	/* Response field 12 (query), length-delimited, its length a varint. */
 	head[n++] = 12 << 3 | 2;
 	if (fwrite(head, 1, 16, b.f) != 16)
-		oom();
-	pmc__response__free_unpacked(query_stream(sock, what, q, o, query_collect, &b), NULL);
+		pmcctl_oom();
+	pmc__response__free_unpacked(call_query_stream(sock, what, q, o, query_collect, &b), NULL);
 	if (fclose(b.f))
-		oom();
+		pmcctl_oom();
 	size_t len = b.len - 16;
 	uint64_t x = len;
 	do {
@@ -364,7 +372,7 @@ query_call(int sock, const char *what, Pmc__Query *q, const struct opts *o)
 	Pmc__Response *resp = pmc__response__unpack(NULL, len + n, (uint8_t *)b.buf + 16 - n);
 	free(b.buf);
 	if (!resp || resp->body_case != PMC__RESPONSE__BODY_QUERY)
-		fail("%s: cannot decode the reply of pmcdaemon", what);
+		pmcctl_fail("%s: cannot decode the reply of pmcdaemon", what);
 	query_check_filters(what, resp->query, q, o);
 	return resp;
 }

@@ -27,7 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "pmcctl/diff.h"
+#include "pmcctl/hist.h"
+#include "pmcctl/jread.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
 
 #define DIFF_EXIT_BAD_INPUT 2
 #define DIFF_MAX_FILE (1ull << 30) /* a dump of 262,144 regions is far below */
@@ -77,7 +83,7 @@ strstore_add(struct strstore *s, const char *str, size_t n)
 		char **b = reallocarray(s->block, s->n_block + 1, sizeof(*b));
 
 		if (!b || !(s->at = malloc(size)))
-			oom();
+			pmcctl_oom();
 		s->block = b;
 		s->block[s->n_block++] = s->at;
 		s->left = size;
@@ -113,7 +119,7 @@ static char *__attribute__((format(printf, 1, 2))) bad_text(const char *fmt, ...
 
 	va_start(ap, fmt);
 	if (vasprintf(&why, fmt, ap) < 0)
-		oom();
+		pmcctl_oom();
 	va_end(ap);
 	return why;
 }
@@ -180,7 +186,7 @@ grow(void *v, size_t *cap, size_t need, size_t size)
 		c *= 2;
 	v = reallocarray(v, c, size);
 	if (!v)
-		oom();
+		pmcctl_oom();
 	*cap = c;
 	return v;
 }
@@ -211,11 +217,11 @@ jr_figure(struct jr *r)
 	int64_t i;
 	double d;
 
-	if (jr_peek(r) != JR_NUMBER) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_NUMBER) {
+		jread_skip(r);
 		return NAN;
 	}
-	return jr_number(r, &i, &d) == JR_NONE ? NAN : d;
+	return jread_number(r, &i, &d) == JR_NONE ? NAN : d;
 }
 
 /* The next value as an integer (jansson's json_is_integer()); false when it is not one. */
@@ -224,36 +230,36 @@ jr_integer(struct jr *r, int64_t *v)
 {
 	double d;
 
-	if (jr_peek(r) != JR_NUMBER) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_NUMBER) {
+		jread_skip(r);
 		return false;
 	}
-	return jr_number(r, v, &d) == JR_INT;
+	return jread_number(r, v, &d) == JR_INT;
 }
 
 /* "buckets": [[low, high, count], ...] into @g's rows. */
 static void
 read_buckets(struct jr *r, struct jregion *g, struct jstats *st)
 {
-	if (jr_peek(r) != JR_ARRAY) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_ARRAY) {
+		jread_skip(r);
 		return;
 	}
 	st->buckets = true;
 	st->row = g->n_row;
-	jr_array(r);
-	while (jr_element(r)) {
+	jread_array(r);
+	while (jread_element(r)) {
 		int64_t v[3];
 		size_t k = 0;
-		bool ok = jr_peek(r) == JR_ARRAY;
+		bool ok = jread_peek(r) == JR_ARRAY;
 
 		if (!ok) {
-			jr_skip(r);
+			jread_skip(r);
 		} else {
-			jr_array(r);
-			for (; jr_element(r); k++)
+			jread_array(r);
+			for (; jread_element(r); k++)
 				if (k >= 3)
-					jr_skip(r);
+					jread_skip(r);
 				else if (!jr_integer(r, &v[k]))
 					ok = false;
 			ok = ok && k >= 3 && v[0] >= 0 && v[1] >= v[0] && v[2] >= 0;
@@ -280,13 +286,13 @@ read_stats(struct jr *r, struct jregion *g, struct jstats *st)
 
 	memset(st, 0, sizeof(*st));
 	st->sum = st->mean = st->sd = st->min = st->max = st->p50 = st->p99 = NAN;
-	if (jr_peek(r) != JR_OBJECT) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_OBJECT) {
+		jread_skip(r);
 		return;
 	}
 	st->object = true;
-	jr_object(r);
-	while (jr_member(r, &key, &n)) {
+	jread_object(r);
+	while (jread_member(r, &key, &n)) {
 		if (key_is(key, n, "sum"))
 			st->sum = jr_figure(r);
 		else if (key_is(key, n, "mean"))
@@ -304,7 +310,7 @@ read_stats(struct jr *r, struct jregion *g, struct jstats *st)
 		else if (key_is(key, n, "buckets"))
 			read_buckets(r, g, st);
 		else
-			jr_skip(r);
+			jread_skip(r);
 	}
 }
 
@@ -315,8 +321,8 @@ read_events(struct jr *r, struct jregion *g, bool derived)
 	const char *key;
 	size_t n;
 
-	jr_object(r);
-	while (jr_member(r, &key, &n)) {
+	jread_object(r);
+	while (jread_member(r, &key, &n)) {
 		struct jevent *e;
 
 		if (derived) {
@@ -331,11 +337,11 @@ read_events(struct jr *r, struct jregion *g, bool derived)
 		e->len = n;
 		if (!derived) {
 			read_stats(r, g, &e->st);
-		} else if (jr_peek(r) == JR_NUMBER) {
+		} else if (jread_peek(r) == JR_NUMBER) {
 			e->value = jr_figure(r);
 			e->number = true;
 		} else {
-			jr_skip(r);
+			jread_skip(r);
 		}
 	}
 }
@@ -346,11 +352,11 @@ jr_text(struct jr *r, struct jregion *g, size_t *at)
 	const char *s;
 	size_t n;
 
-	if (jr_peek(r) != JR_STRING) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_STRING) {
+		jread_skip(r);
 		return false;
 	}
-	if (!jr_string(r, &s, &n))
+	if (!jread_string(r, &s, &n))
 		return false;
 	*at = jregion_text(g, s, n);
 	return true;
@@ -382,7 +388,7 @@ reader_free(struct reader *rd)
 	free(rd->g);
 	free(rd->regions_why);
 	free(rd->nodes_why);
-	jr_free(&rd->r);
+	jread_free(&rd->r);
 }
 
 /* The jregion of nesting @level, emptied. */
@@ -393,11 +399,11 @@ reader_level(struct reader *rd, unsigned level)
 		struct jregion **g = reallocarray(rd->g, level + 1, sizeof(*g));
 
 		if (!g)
-			oom();
+			pmcctl_oom();
 		rd->g = g;
 		for (; rd->n_g <= level; rd->n_g++)
 			if (!(rd->g[rd->n_g] = calloc(1, sizeof(**rd->g))))
-				oom();
+				pmcctl_oom();
 	}
 	jregion_reset(rd->g[level]);
 	return rd->g[level];
@@ -412,13 +418,13 @@ read_region(struct reader *rd, struct jregion *g, bool node, unsigned level)
 	const char *key;
 	size_t n;
 
-	if (jr_peek(r) != JR_OBJECT) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_OBJECT) {
+		jread_skip(r);
 		return;
 	}
 	g->object = true;
-	jr_object(r);
-	while (jr_member(r, &key, &n)) {
+	jread_object(r);
+	while (jread_member(r, &key, &n)) {
 		if (key_is(key, n, node ? "path" : "name")) {
 			g->has_name = jr_text(r, g, &g->name);
 		} else if (key_is(key, n, "comm")) {
@@ -430,18 +436,18 @@ read_region(struct reader *rd, struct jregion *g, bool node, unsigned level)
 		} else if (key_is(key, n, "events") || key_is(key, n, "derived")) {
 			bool derived = n == 7;
 
-			bool object = jr_peek(r) == JR_OBJECT;
+			bool object = jread_peek(r) == JR_OBJECT;
 
 			if (object)
 				read_events(r, g, derived);
 			else
-				jr_skip(r);
+				jread_skip(r);
 			if (!derived)
 				g->events_object = object;
 		} else if (node && key_is(key, n, "children")) {
 			read_nodes(rd, level + 1);
 		} else {
-			jr_skip(r);
+			jread_skip(r);
 		}
 	}
 }
@@ -492,7 +498,7 @@ dentry_event(struct dfile *f, struct dentry *e, const char *name, size_t len)
 			return &e->ev[i];
 	struct dstats *g = reallocarray(e->ev, e->n_ev + 1, sizeof(*g));
 	if (!g)
-		oom();
+		pmcctl_oom();
 	e->ev = g;
 	memset(&e->ev[e->n_ev], 0, sizeof(*e->ev));
 	e->ev[e->n_ev].name = strstore_add(&f->file->names_of, name, len);
@@ -512,7 +518,7 @@ dfile_add(struct dfile *f, const struct jregion *g, size_t slot)
 		                "'pmcctl dump --format json'");
 	struct dentry *e = &f->e[slot];
 	if (asprintf(&e->key, "%s;%s", g->text + g->comm, g->text + g->name) < 0)
-		oom();
+		pmcctl_oom();
 	e->calls = (uint64_t)g->count;
 	why = dstats_add(dentry_event(f, e, "wall", 4), g, &g->wall, e->calls);
 	for (size_t i = 0; i < g->n_ev && !why; i++)
@@ -541,7 +547,7 @@ dfile_slot(struct dfile *f)
 		f->cap = f->cap ? 2 * f->cap : 64;
 		struct dentry *g = reallocarray(f->e, f->cap, sizeof(*g));
 		if (!g)
-			oom();
+			pmcctl_oom();
 		f->e = g;
 	}
 	memset(&f->e[f->n], 0, sizeof(*f->e));
@@ -555,12 +561,12 @@ read_nodes(struct reader *rd, unsigned level)
 	struct jr *r = &rd->r;
 	struct dfile *f = &rd->df->paths;
 
-	if (jr_peek(r) != JR_ARRAY) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_ARRAY) {
+		jread_skip(r);
 		return;
 	}
-	jr_array(r);
-	while (jr_element(r)) {
+	jread_array(r);
+	while (jread_element(r)) {
 		/* Its place before its children's: a node is added after them, in its own. */
 		size_t slot = dfile_slot(f);
 		struct jregion *g = reader_level(rd, level);
@@ -586,22 +592,22 @@ read_trees(struct reader *rd)
 	const char *key;
 	size_t n;
 
-	if (jr_peek(r) != JR_ARRAY) {
-		jr_skip(r);
+	if (jread_peek(r) != JR_ARRAY) {
+		jread_skip(r);
 		return;
 	}
-	jr_array(r);
-	while (jr_element(r)) {
-		if (jr_peek(r) != JR_OBJECT) {
-			jr_skip(r);
+	jread_array(r);
+	while (jread_element(r)) {
+		if (jread_peek(r) != JR_OBJECT) {
+			jread_skip(r);
 			continue;
 		}
-		jr_object(r);
-		while (jr_member(r, &key, &n))
+		jread_object(r);
+		while (jread_member(r, &key, &n))
 			if (key_is(key, n, "tree"))
 				read_nodes(rd, 0);
 			else
-				jr_skip(r);
+				jread_skip(r);
 	}
 }
 
@@ -719,14 +725,14 @@ diff_file_read(struct reader *rd)
 	const char *key;
 	size_t n;
 
-	if (jr_peek(r) == JR_ARRAY) {
-		jr_skip(r);
-	} else if (jr_object(r)) {
-		while (jr_member(r, &key, &n)) {
-			if (key_is(key, n, "regions") && jr_peek(r) == JR_ARRAY) {
+	if (jread_peek(r) == JR_ARRAY) {
+		jread_skip(r);
+	} else if (jread_object(r)) {
+		while (jread_member(r, &key, &n)) {
+			if (key_is(key, n, "regions") && jread_peek(r) == JR_ARRAY) {
 				regions = true;
-				jr_array(r);
-				while (jr_element(r)) {
+				jread_array(r);
+				while (jread_element(r)) {
 					struct jregion *g = reader_level(rd, 0);
 
 					read_region(rd, g, false, 0);
@@ -739,11 +745,11 @@ diff_file_read(struct reader *rd)
 			} else if (key_is(key, n, "tree")) {
 				read_trees(rd);
 			} else {
-				jr_skip(r);
+				jread_skip(r);
 			}
 		}
 	}
-	if (!jr_end(r))
+	if (!jread_end(r))
 		return false;
 	if (!regions)
 		df->why =
@@ -774,7 +780,7 @@ diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
 	struct diff_file *df = calloc(1, sizeof(*df));
 
 	if (!df)
-		oom();
+		pmcctl_oom();
 	df->names.file = df->paths.file = df;
 	df->paths.by_path = true;
 	if (len > DIFF_MAX_FILE) {
@@ -787,7 +793,7 @@ diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
 		struct reader rd = {.df = df};
 		json_error_t err;
 
-		jr_init(&rd.r, buf, len);
+		jread_init(&rd.r, buf, len);
 		bool json = diff_file_read(&rd);
 		reader_free(&rd);
 		/* What is wrong with text that is not JSON, in jansson's words. */
@@ -812,7 +818,7 @@ diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
 static struct diff_file *
 diff_file_load(const char *path)
 {
-	_cleanup_free_ char *safe = escape_text(path), *why = NULL, *buf = NULL;
+	_cleanup_free_ char *safe = output_escape_text(path), *why = NULL, *buf = NULL;
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct diff_file *df;
 	struct stat st;
@@ -825,11 +831,11 @@ diff_file_load(const char *path)
 	else if ((uint64_t)st.st_size > DIFF_MAX_FILE &&
 	         asprintf(&why, "%" PRIu64 " bytes, over the %llu that diff reads",
 	                  (uint64_t)st.st_size, DIFF_MAX_FILE) < 0)
-		oom();
+		pmcctl_oom();
 	if (!why) {
 		buf = malloc((size_t)st.st_size + 1);
 		if (!buf)
-			oom();
+			pmcctl_oom();
 		while (len < (size_t)st.st_size) {
 			ssize_t r = read(fd, buf + len, (size_t)st.st_size - len);
 
@@ -845,7 +851,7 @@ diff_file_load(const char *path)
 	if (!why && diff_file_parse(buf, len, &df, &why) == 0)
 		return df;
 	if (!why)
-		oom();
+		pmcctl_oom();
 	fprintf(stderr, "pmcctl: diff: %s: %s\n", safe, why);
 	exit(DIFF_EXIT_BAD_INPUT);
 }
@@ -861,7 +867,7 @@ dstats_mean(const struct dstats *d)
 static bool
 is_time(const char *name)
 {
-	return !strcmp(name, "wall") || event_counts_ns(name);
+	return !strcmp(name, "wall") || query_event_counts_ns(name);
 }
 
 /* Mann-Whitney over the buckets of @a and @b: z of b's rank sum (> 0: b larger). */
@@ -990,9 +996,9 @@ struct diff_out {
 static struct jw *
 json_row(struct diff_out *d)
 {
-	jw_raw(&d->w, d->n_rows++ ? ",\n    " : "\n    ");
+	output_jw_raw(&d->w, d->n_rows++ ? ",\n    " : "\n    ");
 	d->w.indent = 4;
-	jw_open(&d->w, NULL);
+	output_jw_open(&d->w, NULL);
 	return &d->w;
 }
 
@@ -1000,9 +1006,9 @@ static void
 fmt_value(char *buf, size_t len, const char *event, double v)
 {
 	if (is_time(event))
-		format_time(buf, len, v);
+		output_format_time(buf, len, v);
 	else
-		format_count(buf, len, v, false);
+		output_format_count(buf, len, v, false);
 }
 
 static void
@@ -1012,7 +1018,7 @@ out_pair(struct diff_out *d, const char *event, double a, double b)
 
 	fmt_value(x, sizeof(x), event, a);
 	fmt_value(y, sizeof(y), event, b);
-	table_add(&d->t, "%s -> %s", x, y);
+	output_table_add(&d->t, "%s -> %s", x, y);
 }
 
 /* One compared (region, event). @fails: this row trips the gate. */
@@ -1025,64 +1031,64 @@ out_row(struct diff_out *d, const struct dentry *ea, const struct dentry *eb,
 	if (d->o->format == FORMAT_JSON) {
 		struct jw *w = json_row(d);
 
-		jw_str(w, "status", "both");
-		jw_str(w, "region", region);
-		jw_str(w, "event", a->name);
-		jw_open(w, "base");
-		jw_u64(w, "calls", ea->calls);
-		jw_real(w, "mean", dstats_mean(a));
-		jw_real(w, "p50", a->p50);
-		jw_real(w, "p99", a->p99);
-		jw_close(w);
-		jw_open(w, "current");
-		jw_u64(w, "calls", eb->calls);
-		jw_real(w, "mean", dstats_mean(b));
-		jw_real(w, "p50", b->p50);
-		jw_real(w, "p99", b->p99);
-		jw_close(w);
-		jw_real(w, "change_pct", v->change_pct);
-		jw_real(w, "z", v->z);
-		jw_str(w, "test", v->test);
-		jw_bool(w, "beyond_noise", v->beyond);
-		jw_bool(w, "failed", fails);
-		jw_close(w);
+		output_jw_str(w, "status", "both");
+		output_jw_str(w, "region", region);
+		output_jw_str(w, "event", a->name);
+		output_jw_open(w, "base");
+		output_jw_u64(w, "calls", ea->calls);
+		output_jw_real(w, "mean", dstats_mean(a));
+		output_jw_real(w, "p50", a->p50);
+		output_jw_real(w, "p99", a->p99);
+		output_jw_close(w);
+		output_jw_open(w, "current");
+		output_jw_u64(w, "calls", eb->calls);
+		output_jw_real(w, "mean", dstats_mean(b));
+		output_jw_real(w, "p50", b->p50);
+		output_jw_real(w, "p99", b->p99);
+		output_jw_close(w);
+		output_jw_real(w, "change_pct", v->change_pct);
+		output_jw_real(w, "z", v->z);
+		output_jw_str(w, "test", v->test);
+		output_jw_bool(w, "beyond_noise", v->beyond);
+		output_jw_bool(w, "failed", fails);
+		output_jw_close(w);
 	} else if (d->o->format == FORMAT_CSV) {
-		csv_str("both");
-		csv_str(region);
-		csv_str(a->name);
-		csv_u64(ea->calls);
-		csv_u64(eb->calls);
-		csv_real(dstats_mean(a));
-		csv_real(dstats_mean(b));
-		csv_real(v->change_pct);
-		csv_real(a->p50);
-		csv_real(b->p50);
-		csv_real(a->p99);
-		csv_real(b->p99);
-		csv_real(v->z);
-		csv_str(v->test);
-		csv_bool(v->beyond);
-		csv_bool(fails);
-		csv_end();
+		output_csv_str("both");
+		output_csv_str(region);
+		output_csv_str(a->name);
+		output_csv_u64(ea->calls);
+		output_csv_u64(eb->calls);
+		output_csv_real(dstats_mean(a));
+		output_csv_real(dstats_mean(b));
+		output_csv_real(v->change_pct);
+		output_csv_real(a->p50);
+		output_csv_real(b->p50);
+		output_csv_real(a->p99);
+		output_csv_real(b->p99);
+		output_csv_real(v->z);
+		output_csv_str(v->test);
+		output_csv_bool(v->beyond);
+		output_csv_bool(fails);
+		output_csv_end();
 	} else {
-		table_add(&d->t, "%s", region);
-		table_add(&d->t, "%s", a->name);
-		table_add(&d->t, "%" PRIu64 " -> %" PRIu64, ea->calls, eb->calls);
+		output_table_add(&d->t, "%s", region);
+		output_table_add(&d->t, "%s", a->name);
+		output_table_add(&d->t, "%" PRIu64 " -> %" PRIu64, ea->calls, eb->calls);
 		out_pair(d, a->name, dstats_mean(a), dstats_mean(b));
 		if (isfinite(v->change_pct))
-			table_add(&d->t, "%+.1f%%", v->change_pct);
+			output_table_add(&d->t, "%+.1f%%", v->change_pct);
 		else
-			table_add(&d->t, "new");
+			output_table_add(&d->t, "new");
 		out_pair(d, a->name, a->p50, b->p50);
 		out_pair(d, a->name, a->p99, b->p99);
 		if (!strcmp(v->test, "none"))
-			table_add(&d->t, "(ratio)%s", fails ? " FAIL" : "");
+			output_table_add(&d->t, "(ratio)%s", fails ? " FAIL" : "");
 		else if (!strcmp(v->test, "exact"))
-			table_add(&d->t, "%s (exact)%s", v->beyond ? "beyond" : "same",
-			          fails ? " FAIL" : "");
+			output_table_add(&d->t, "%s (exact)%s", v->beyond ? "beyond" : "same",
+			                 fails ? " FAIL" : "");
 		else
-			table_add(&d->t, "%s (z %.1f)%s", v->beyond ? "beyond" : "within", v->z,
-			          fails ? " FAIL" : "");
+			output_table_add(&d->t, "%s (z %.1f)%s", v->beyond ? "beyond" : "within",
+			                 v->z, fails ? " FAIL" : "");
 	}
 }
 
@@ -1093,30 +1099,30 @@ out_alone(struct diff_out *d, const struct dentry *e, const char *status)
 	if (d->o->format == FORMAT_JSON) {
 		struct jw *w = json_row(d);
 
-		jw_str(w, "status", status);
-		jw_str(w, "region", e->key);
-		jw_u64(w, "calls", e->calls);
-		jw_close(w);
+		output_jw_str(w, "status", status);
+		output_jw_str(w, "region", e->key);
+		output_jw_u64(w, "calls", e->calls);
+		output_jw_close(w);
 	} else if (d->o->format == FORMAT_CSV) {
-		csv_str(status);
-		csv_str(e->key);
+		output_csv_str(status);
+		output_csv_str(e->key);
 		for (size_t i = 2; i < ARRAY_SIZE(diff_csv_head); i++)
 			if (i == 3 && !strcmp(status, "gone"))
-				csv_u64(e->calls);
+				output_csv_u64(e->calls);
 			else if (i == 4 && !strcmp(status, "new"))
-				csv_u64(e->calls);
+				output_csv_u64(e->calls);
 			else
-				csv_str("");
-		csv_end();
+				output_csv_str("");
+		output_csv_end();
 	} else {
-		table_add(&d->t, "%s", e->key);
-		table_add(&d->t, "%s", status);
+		output_table_add(&d->t, "%s", e->key);
+		output_table_add(&d->t, "%s", status);
 		if (!strcmp(status, "new"))
-			table_add(&d->t, "- -> %" PRIu64, e->calls);
+			output_table_add(&d->t, "- -> %" PRIu64, e->calls);
 		else
-			table_add(&d->t, "%" PRIu64 " -> -", e->calls);
+			output_table_add(&d->t, "%" PRIu64 " -> -", e->calls);
 		for (size_t i = 3; i < ARRAY_SIZE(diff_head); i++)
-			table_add(&d->t, "%s", "");
+			output_table_add(&d->t, "%s", "");
 	}
 }
 
@@ -1193,14 +1199,14 @@ diff_compare(const struct diff_file *base, const struct diff_file *cur, const st
 	if (o->format == FORMAT_JSON && o->event && !diff_seen(a, b, o->event))
 		goto not_seen;
 	if (o->format == FORMAT_JSON) {
-		jw_open(&d.w, NULL);
-		jw_int(&d.w, "format_version", PMC_JSON_FORMAT_VERSION);
-		jw_str(&d.w, "by", by_path ? "call_path" : "name");
-		jw_real(&d.w, "noise_z", DIFF_Z);
-		jw_key(&d.w, "regions");
-		jw_raw(&d.w, "[");
+		output_jw_open(&d.w, NULL);
+		output_jw_int(&d.w, "format_version", PMC_JSON_FORMAT_VERSION);
+		output_jw_str(&d.w, "by", by_path ? "call_path" : "name");
+		output_jw_real(&d.w, "noise_z", DIFF_Z);
+		output_jw_key(&d.w, "regions");
+		output_jw_raw(&d.w, "[");
 	} else if (o->format == FORMAT_CSV) {
-		csv_header(diff_csv_head, ARRAY_SIZE(diff_csv_head));
+		output_csv_header(diff_csv_head, ARRAY_SIZE(diff_csv_head));
 	}
 	size_t i = 0, j = 0;
 	while (i < a->n || j < b->n) {
@@ -1216,36 +1222,36 @@ diff_compare(const struct diff_file *base, const struct diff_file *cur, const st
 	if (o->event && !seen)
 		goto not_seen;
 	if (o->format == FORMAT_JSON) {
-		jw_raw(&d.w, d.n_rows ? "\n  ]" : "]");
+		output_jw_raw(&d.w, d.n_rows ? "\n  ]" : "]");
 		d.w.indent = 2;
 		d.w.first = false;
-		jw_bool(&d.w, "failed", d.failed);
-		jw_close(&d.w);
-		jw_raw(&d.w, "\n");
-		jw_flush(&d.w);
+		output_jw_bool(&d.w, "failed", d.failed);
+		output_jw_close(&d.w);
+		output_jw_raw(&d.w, "\n");
+		output_jw_flush(&d.w);
 	} else if (o->format == FORMAT_TABLE) {
 		printf("regions compared by %s: BASE -> CURRENT; beyond the noise: |z| >= %.0f "
 		       "(rank test over the histograms), or any change of an exact count\n\n",
 		       by_path ? "call path" : "name", DIFF_Z);
 		if (d.t.n)
-			table_print(&d.t, stdout);
+			output_table_print(&d.t, stdout);
 		else
 			puts("no region in either file");
 		if (d.failed)
 			printf("\n%zu figure%s past --fail-%s: exit 1\n", d.n_failed,
 			       d.n_failed == 1 ? "" : "s", o->fail_above_set ? "above" : "below");
 	}
-	table_free(&d.t);
+	output_table_free(&d.t);
 	return d.failed ? EXIT_FAIL : 0;
 
 not_seen:;
-	_cleanup_free_ char *ev = escape_text(o->event);
+	_cleanup_free_ char *ev = output_escape_text(o->event);
 
 	fprintf(stderr,
 	        "pmcctl: diff: no region of both files counted event '%s' (wall is the wall "
 	        "time)\n",
 	        ev);
-	table_free(&d.t);
+	output_table_free(&d.t);
 	return DIFF_EXIT_BAD_INPUT;
 }
 
@@ -1259,6 +1265,6 @@ cmd_diff(int sock, const struct command *cmd, const struct opts *o)
 	diff_file_free(a);
 	diff_file_free(b);
 	if (fflush(stdout) || ferror(stdout))
-		fail("writing output: %s", strerror(errno));
+		pmcctl_fail("writing output: %s", strerror(errno));
 	return r;
 }

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
 /* perf's software events (and their aliases): without a mode they count user and kernel
@@ -56,7 +59,7 @@ modes_text(int modes)
 }
 
 bool
-event_is_software(const char *name)
+event_name_is_software(const char *name)
 {
 	size_t base;
 
@@ -64,19 +67,19 @@ event_is_software(const char *name)
 }
 
 double
-event_scaled(const char *name, double value, double enabled, double running, bool *scaled)
+event_name_scaled(const char *name, double value, double enabled, double running, bool *scaled)
 {
 	/* A software event is never multiplexed; a per-CPU counter runs only while its task
 	 * is on that CPU, so that its time running is less than its time enabled by nature:
 	 * the CPUs' sums tell (perf stat scales the same way). */
-	if (event_is_software(name) || !running || running >= enabled * (1 - 1e-3))
+	if (event_name_is_software(name) || !running || running >= enabled * (1 - 1e-3))
 		return value;
 	*scaled = true;
 	return value * enabled / running;
 }
 
 ssize_t
-tree_event_index(const Pmc__RegionStats *r, const char *event)
+event_name_index(const Pmc__RegionStats *r, const char *event)
 {
 	size_t base, cbase;
 	int modes = event_modes(event, &base);
@@ -98,21 +101,21 @@ tree_event_index(const Pmc__RegionStats *r, const char *event)
 }
 
 void
-event_names_add(struct event_names *v, const char *name)
+event_name_add(struct event_names *v, const char *name)
 {
 	for (size_t i = 0; i < v->n; i++)
 		if (!strcmp(v->name[i], name))
 			return;
 	char **grown = reallocarray(v->name, v->n + 1, sizeof(*grown));
 	if (!grown)
-		oom();
+		pmcctl_oom();
 	v->name = grown;
 	if (!(v->name[v->n++] = strdup(name)))
-		oom();
+		pmcctl_oom();
 }
 
 void
-event_names_free(struct event_names *v)
+event_name_free(struct event_names *v)
 {
 	for (size_t i = 0; i < v->n; i++)
 		free(v->name[i]);
@@ -121,16 +124,16 @@ event_names_free(struct event_names *v)
 }
 
 void
-event_not_counted(const char *event, size_t n, const char *what, const struct event_names *v)
+event_name_not_counted(const char *event, size_t n, const char *what, const struct event_names *v)
 {
 	char *list = NULL;
 	size_t len = 0, base, cbase;
 	FILE *f = open_memstream(&list, &len);
 	int modes = event_modes(event, &base);
-	_cleanup_free_ char *asked = escape_text(event);
+	_cleanup_free_ char *asked = output_escape_text(event);
 
 	if (!f)
-		oom();
+		pmcctl_oom();
 	fputs("wall", f);
 	for (size_t i = 0; i < v->n; i++)
 		fprintf(f, ", %s", v->name[i]);
@@ -145,9 +148,9 @@ event_not_counted(const char *event, size_t n, const char *what, const struct ev
 		break;
 	}
 	if (fclose(f))
-		oom();
-	_cleanup_free_ char *safe = escape_text(list);
+		pmcctl_oom();
+	_cleanup_free_ char *safe = output_escape_text(list);
 	free(list);
-	fail("event '%s' was not counted in the %zu %s%s selected: they have %s", asked, n, what,
-	     n == 1 ? "" : "s", safe);
+	pmcctl_fail("event '%s' was not counted in the %zu %s%s selected: they have %s", asked, n,
+	            what, n == 1 ? "" : "s", safe);
 }

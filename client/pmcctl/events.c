@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/events.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
 static bool
@@ -21,7 +25,7 @@ is_default_event(const Pmc__EventsReply *ev, const char *name)
 static void
 user_reads_note(const char *hint)
 {
-	_cleanup_free_ char *h = escape_text(hint);
+	_cleanup_free_ char *h = output_escape_text(hint);
 
 	printf("hardware counters are read with read() (slower): the kernel does not allow "
 	       "user-space reads%s%s\n",
@@ -38,48 +42,48 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 	req.list_events = &le;
 
 	_cleanup_response_ Pmc__Response *resp =
-	        call(sock, cmd->name, &req, PMC__RESPONSE__BODY_EVENTS);
+	        call_request(sock, cmd->name, &req, PMC__RESPONSE__BODY_EVENTS);
 	const Pmc__EventsReply *ev = resp->events;
 
 	if (o->format == FORMAT_JSON) {
-		json_t *root = jobject();
-		json_t *defaults = jarray();
-		json_t *events = jarray();
+		json_t *root = output_jobject();
+		json_t *defaults = output_jarray();
+		json_t *events = output_jarray();
 
-		jset(root, "hardware_pmu", json_boolean(ev->hardware_pmu));
-		jset(root, "user_reads", json_boolean(ev->user_reads));
-		jset(root, "user_reads_hint", jstr(ev->user_reads_hint));
-		jset(root, "default_events", defaults);
-		jset(root, "events", events);
+		output_jset(root, "hardware_pmu", json_boolean(ev->hardware_pmu));
+		output_jset(root, "user_reads", json_boolean(ev->user_reads));
+		output_jset(root, "user_reads_hint", output_jstr(ev->user_reads_hint));
+		output_jset(root, "default_events", defaults);
+		output_jset(root, "events", events);
 		for (size_t i = 0; i < ev->n_default_events; i++)
-			jappend(defaults, jstr(ev->default_events[i]));
+			output_jappend(defaults, output_jstr(ev->default_events[i]));
 		for (size_t i = 0; i < ev->n_events; i++) {
 			const Pmc__EventInfo *e = ev->events[i];
-			json_t *obj = jobject();
+			json_t *obj = output_jobject();
 
-			jappend(events, obj);
-			jset(obj, "name", jstr(e->name));
-			jset(obj, "description", jstr(e->description));
-			jset(obj, "usable", json_boolean(e->usable));
-			jset(obj, "hardware", json_boolean(e->hardware));
-			jset(obj, "error", jstr(e->error));
+			output_jappend(events, obj);
+			output_jset(obj, "name", output_jstr(e->name));
+			output_jset(obj, "description", output_jstr(e->description));
+			output_jset(obj, "usable", json_boolean(e->usable));
+			output_jset(obj, "hardware", json_boolean(e->hardware));
+			output_jset(obj, "error", output_jstr(e->error));
 		}
-		json_print(root);
+		output_json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		static const char *const head[] = {"name",     "description", "usable",
 		                                   "hardware", "error",       "default"};
 
-		csv_header(head, ARRAY_SIZE(head));
+		output_csv_header(head, ARRAY_SIZE(head));
 		for (size_t i = 0; i < ev->n_events; i++) {
 			const Pmc__EventInfo *e = ev->events[i];
 
-			csv_str(e->name);
-			csv_str(e->description);
-			csv_bool(e->usable);
-			csv_bool(e->hardware);
-			csv_str(e->error);
-			csv_bool(is_default_event(ev, e->name));
-			csv_end();
+			output_csv_str(e->name);
+			output_csv_str(e->description);
+			output_csv_bool(e->usable);
+			output_csv_bool(e->hardware);
+			output_csv_str(e->error);
+			output_csv_bool(is_default_event(ev, e->name));
+			output_csv_end();
 		}
 	} else {
 		static const char *const head[] = {"NAME", "USABLE", "KIND", "DESCRIPTION"};
@@ -99,18 +103,18 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 				hidden++;
 				continue;
 			}
-			table_add(&t, "%s", e->name);
-			table_add(&t, "%s", e->usable ? "yes" : "no");
-			table_add(&t, "%s", e->hardware ? "hardware" : "software");
+			output_table_add(&t, "%s", e->name);
+			output_table_add(&t, "%s", e->usable ? "yes" : "no");
+			output_table_add(&t, "%s", e->hardware ? "hardware" : "software");
 			if (e->usable || !e->error[0])
-				table_add(&t, "%s", e->description);
+				output_table_add(&t, "%s", e->description);
 			else if (e->description[0])
-				table_add(&t, "%s (%s)", e->description, e->error);
+				output_table_add(&t, "%s (%s)", e->description, e->error);
 			else
-				table_add(&t, "%s", e->error);
+				output_table_add(&t, "%s", e->error);
 		}
-		table_print(&t, stdout);
-		table_free(&t);
+		output_table_print(&t, stdout);
+		output_table_free(&t);
 		if (hidden)
 			printf("\n%zu event%s that this machine cannot count %s not listed: "
 			       "'pmcctl events --all' lists them, with why\n",
@@ -119,12 +123,12 @@ cmd_events(int sock, const struct command *cmd, const struct opts *o)
 		/* Reuse the table's sanitizing for the daemon-supplied names. */
 		struct table d = {.ncols = 1};
 		for (size_t i = 0; i < ev->n_default_events; i++)
-			table_add(&d, "%s", ev->default_events[i]);
+			output_table_add(&d, "%s", ev->default_events[i]);
 		fputs("\ndefault events:", stdout);
 		for (size_t i = 0; i < d.n; i++)
 			printf("%s %s", i ? "," : "", d.cell[i]);
 		puts(d.n ? "" : " (none)");
-		table_free(&d);
+		output_table_free(&d);
 		if (!ev->hardware_pmu)
 			puts("no hardware PMU on this machine: only software events can be "
 			     "counted");

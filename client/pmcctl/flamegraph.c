@@ -1,7 +1,7 @@
 /* pmcctl flamegraph: the folded stacks ("comm (uid U);outer;inner WEIGHT") of the call path trees
  * of the processes selected, for flamegraph.pl, inferno or speedscope, weighted by each node's self
  * figure of --event (the wall time by default). The reply is read by tree-print.c
- * (tree_reply_each()), the stacks folded by tree.c (tree_fold()). */
+ * (tree_print_reply_each()), the stacks folded by tree.c (tree_fold()). */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,7 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/flamegraph.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/tree-print.h"
+#include "pmcctl/tree.h"
 
 /* The folded stacks of a reply, gathered process by process and printed at the end. */
 struct flamegraph {
@@ -22,8 +29,8 @@ struct flamegraph {
 static void
 flamegraph_free(struct flamegraph *g)
 {
-	folded_free(&g->folded);
-	event_names_free(&g->events);
+	tree_folded_free(&g->folded);
+	event_name_free(&g->events);
 }
 
 /* Adds @t's folded stacks to @ctx (a struct flamegraph), and the names of the events its
@@ -38,7 +45,7 @@ flamegraph_tree(const struct tree *t, void *ctx)
 		const Pmc__RegionStats *r = t->node[i].r;
 
 		for (size_t j = 0; t->node[i].selected && j < r->n_events; j++)
-			event_names_add(&g->events, r->events[j]->name);
+			event_name_add(&g->events, r->events[j]->name);
 	}
 }
 
@@ -48,21 +55,21 @@ cmd_flamegraph(int sock, const struct command *cmd, const struct opts *o)
 	struct flamegraph g = {.o = o};
 	struct tree_counts n;
 	_cleanup_response_ Pmc__Response *last =
-	        tree_reply_each(sock, cmd->name, o, flamegraph_tree, &g, &n);
+	        tree_print_reply_each(sock, cmd->name, o, flamegraph_tree, &g, &n);
 
 	if (!n.selected) {
-		_cleanup_free_ char *why = tree_empty_reason(o, n.nodes, last->query);
-		_cleanup_free_ char *safe = escape_text(why);
+		_cleanup_free_ char *why = tree_print_empty_reason(o, n.nodes, last->query);
+		_cleanup_free_ char *safe = output_escape_text(why);
 
-		fail("%s", safe);
+		pmcctl_fail("%s", safe);
 	}
 	if (!g.n_counted)
-		event_not_counted(o->event, n.selected, "call path node", &g.events);
-	folded_merge(&g.folded);
+		event_name_not_counted(o->event, n.selected, "call path node", &g.events);
+	tree_folded_merge(&g.folded);
 	for (size_t i = 0; i < g.folded.n; i++)
 		printf("%s %" PRIu64 "\n", g.folded.v[i].stack, g.folded.v[i].weight);
 	flamegraph_free(&g);
 	if (fflush(stdout) || ferror(stdout))
-		fail("cannot write the output: %s", strerror(errno));
+		pmcctl_fail("cannot write the output: %s", strerror(errno));
 	return 0;
 }

@@ -6,7 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/hist.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/tree.h"
 
 /* Columns of the longest bar. */
 #define BAR_WIDTH 50
@@ -29,7 +36,7 @@ hist_push(struct hist *h, uint64_t low, uint64_t high, uint64_t count)
 		struct bucket *v = reallocarray(h->v, cap, sizeof(*v));
 
 		if (!v)
-			oom();
+			pmcctl_oom();
 		h->v = v;
 		h->cap = cap;
 	}
@@ -60,7 +67,7 @@ hist_merge(struct hist *h)
 	h->n = k;
 }
 
-/* The figures of @r that @event names (tree_event_index()): its wall time when @event is
+/* The figures of @r that @event names (event_name_index()): its wall time when @event is
  * NULL, "wall" or "wall_ns" (tree_is_wall()). */
 static const Pmc__Stats *
 pick(const Pmc__RegionStats *r, const char *event)
@@ -69,7 +76,7 @@ pick(const Pmc__RegionStats *r, const char *event)
 
 	if (tree_is_wall(event))
 		return r->wall_ns;
-	j = tree_event_index(r, event);
+	j = event_name_index(r, event);
 	return j < 0 ? NULL : r->events[j]->stats;
 }
 
@@ -77,9 +84,9 @@ static void
 value_text(char *buf, size_t len, uint64_t v, bool ns)
 {
 	if (ns)
-		format_time(buf, len, (double)v);
+		output_format_time(buf, len, (double)v);
 	else
-		format_count(buf, len, (double)v, true);
+		output_format_count(buf, len, (double)v, true);
 }
 
 static void
@@ -91,7 +98,7 @@ print_chart(const struct hist *h, bool ns)
 	uint64_t most = 0;
 
 	if (!rows)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < h->n; i++) {
 		const struct bucket *b = &h->v[i];
 		int k = b->low ? 63 - __builtin_clzll(b->low) : -1;
@@ -112,20 +119,20 @@ print_chart(const struct hist *h, bool ns)
 	                  .right = (const bool[]){true, true, true, true}};
 	char **bars = calloc(n + 1, sizeof(*bars));
 	if (!bars)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < n; i++) {
 		char lo[64], hi[64];
 		size_t w = most ? (size_t)((rows[i].count * BAR_WIDTH + most - 1) / most) : 0;
 
 		value_text(lo, sizeof(lo), rows[i].low, ns);
 		value_text(hi, sizeof(hi), rows[i].high, ns);
-		table_add(&t, "%s", lo);
-		table_add(&t, "%s", hi);
-		table_add(&t, "%" PRIu64, rows[i].count);
-		table_add(&t, "%.1f", 100.0 * (double)rows[i].count / (double)h->count);
+		output_table_add(&t, "%s", lo);
+		output_table_add(&t, "%s", hi);
+		output_table_add(&t, "%" PRIu64, rows[i].count);
+		output_table_add(&t, "%.1f", 100.0 * (double)rows[i].count / (double)h->count);
 		bars[i] = malloc(w + 1);
 		if (!bars[i])
-			oom();
+			pmcctl_oom();
 		memset(bars[i], '#', w);
 		bars[i][w] = '\0';
 	}
@@ -135,10 +142,10 @@ print_chart(const struct hist *h, bool ns)
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
-		oom();
-	table_print(&t, f);
+		pmcctl_oom();
+	output_table_print(&t, f);
 	if (fclose(f))
-		oom();
+		pmcctl_oom();
 	char *line = text, *end = strchr(line, '\n');
 
 	if (end) {
@@ -160,13 +167,14 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 	struct hist h = {0};
 	const char *event = o->event;
-	bool ns = tree_is_wall(event) || event_counts_ns(event);
+	bool ns = tree_is_wall(event) || query_event_counts_ns(event);
 
 	if (!o->n_regions)
-		usage_error("'hist' needs --region NAME: the region whose distribution to draw");
-	query_init(&q, o);
+		pmcctl_usage_error(
+		        "'hist' needs --region NAME: the region whose distribution to draw");
+	call_query_init(&q, o);
 	q.hist = true;
-	_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
+	_cleanup_response_ Pmc__Response *resp = call_query(sock, cmd->name, &q, o);
 	const Pmc__QueryReply *qr = resp->query;
 
 	struct event_names counted = {0}, drawn = {0};
@@ -175,21 +183,21 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	uint64_t kept = 0; /* first samples of new paths: runs, not in the histogram */
 
 	if (!pids)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < qr->n_regions; i++) {
 		const Pmc__RegionStats *r = qr->regions[i];
 		const Pmc__Stats *s = pick(r, event);
 		size_t k = 0;
 
 		for (size_t j = 0; j < r->n_events; j++)
-			event_names_add(&counted, r->events[j]->name);
+			event_name_add(&counted, r->events[j]->name);
 		if (!s)
 			continue;
 		hist_add(&h, s);
 		h.regions++;
 		kept += r->first_path_samples;
 		/* What the aggregates are: regions of names, in processes. */
-		event_names_add(&drawn, r->name);
+		event_name_add(&drawn, r->name);
 		while (k < n_pids && pids[k] != r->pid)
 			k++;
 		if (k == n_pids)
@@ -198,50 +206,50 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 	if (!qr->n_regions) {
 		_cleanup_free_ char *why = NULL;
 
-		empty_reason(qr, o, &why);
-		_cleanup_free_ char *safe = escape_text(why);
-		fail("%s", safe);
+		query_empty_reason(qr, o, &why);
+		_cleanup_free_ char *safe = output_escape_text(why);
+		pmcctl_fail("%s", safe);
 	}
 	if (!h.regions)
-		event_not_counted(event, qr->n_regions, "region", &counted);
-	event_names_free(&counted);
+		event_name_not_counted(event, qr->n_regions, "region", &counted);
+	event_name_free(&counted);
 	hist_merge(&h);
 	if (o->format == FORMAT_JSON) {
 		struct jw w = {.f = stdout};
 
-		jw_open(&w, NULL);
-		jw_str(&w, "event", tree_is_wall(event) ? "wall" : event);
-		jw_str(&w, "unit", ns ? "ns" : "count");
-		jw_u64(&w, "regions", h.regions);
-		jw_u64(&w, "region_names", drawn.n);
-		jw_u64(&w, "processes", n_pids);
-		jw_u64(&w, "count", h.count);
+		output_jw_open(&w, NULL);
+		output_jw_str(&w, "event", tree_is_wall(event) ? "wall" : event);
+		output_jw_str(&w, "unit", ns ? "ns" : "count");
+		output_jw_u64(&w, "regions", h.regions);
+		output_jw_u64(&w, "region_names", drawn.n);
+		output_jw_u64(&w, "processes", n_pids);
+		output_jw_u64(&w, "count", h.count);
 		if (kept)
-			jw_u64(&w, "first_path_samples", kept);
-		jw_key(&w, "buckets");
-		jw_raw(&w, "[");
+			output_jw_u64(&w, "first_path_samples", kept);
+		output_jw_key(&w, "buckets");
+		output_jw_raw(&w, "[");
 		for (size_t i = 0; i < h.n; i++) {
-			jw_raw(&w, i ? ",\n    " : "\n    ");
+			output_jw_raw(&w, i ? ",\n    " : "\n    ");
 			w.indent = 4;
-			jw_open(&w, NULL);
-			jw_u64(&w, "low", h.v[i].low);
-			jw_u64(&w, "high", h.v[i].high);
-			jw_u64(&w, "count", h.v[i].count);
-			jw_close(&w);
+			output_jw_open(&w, NULL);
+			output_jw_u64(&w, "low", h.v[i].low);
+			output_jw_u64(&w, "high", h.v[i].high);
+			output_jw_u64(&w, "count", h.v[i].count);
+			output_jw_close(&w);
 			w.indent = 2;
 		}
-		jw_raw(&w, h.n ? "\n  ]" : "]");
-		jw_close(&w);
-		jw_raw(&w, "\n");
+		output_jw_raw(&w, h.n ? "\n  ]" : "]");
+		output_jw_close(&w);
+		output_jw_raw(&w, "\n");
 	} else if (o->format == FORMAT_CSV) {
 		static const char *const head[] = {"low", "high", "count"};
 
-		csv_header(head, 3);
+		output_csv_header(head, 3);
 		for (size_t i = 0; i < h.n; i++) {
-			csv_u64(h.v[i].low);
-			csv_u64(h.v[i].high);
-			csv_u64(h.v[i].count);
-			csv_end();
+			output_csv_u64(h.v[i].low);
+			output_csv_u64(h.v[i].high);
+			output_csv_u64(h.v[i].count);
+			output_csv_end();
 		}
 	} else {
 		char names[256] = "";
@@ -249,7 +257,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 		for (size_t i = 0; i < o->n_regions; i++)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s'%s'",
 			         i ? ", " : "", o->regions[i]);
-		_cleanup_free_ char *safe = escape_text(names);
+		_cleanup_free_ char *safe = output_escape_text(names);
 		printf("%s of region %s: %" PRIu64 " runs of %zu region%s in %zu process%s (",
 		       tree_is_wall(event) ? "wall time" : event, safe, h.count + kept, drawn.n,
 		       drawn.n == 1 ? "" : "s", n_pids, n_pids == 1 ? "" : "es");
@@ -261,7 +269,7 @@ cmd_hist(int sock, const struct command *cmd, const struct opts *o)
 		       "two)\n\n");
 		print_chart(&h, ns);
 	}
-	event_names_free(&drawn);
+	event_name_free(&drawn);
 	free(h.v);
 	return 0;
 }

@@ -11,13 +11,14 @@
 #include <string.h>
 
 #include "common/escape.h"
+#include "pmcctl/jread.h"
 #include "pmcctl/pmcctl.h"
 
 /* jansson's JSON_PARSER_MAX_DEPTH: a value deeper than this is refused. */
 #define JR_MAX_DEPTH 2048
 
 void
-jr_init(struct jr *r, const void *buf, size_t len)
+jread_init(struct jr *r, const void *buf, size_t len)
 {
 	memset(r, 0, sizeof(*r));
 	r->p = buf;
@@ -25,7 +26,7 @@ jr_init(struct jr *r, const void *buf, size_t len)
 }
 
 void
-jr_free(struct jr *r)
+jread_free(struct jr *r)
 {
 	free(r->keys);
 	free(r->frames);
@@ -51,7 +52,7 @@ jr_space(struct jr *r)
 }
 
 enum jr_type
-jr_peek(struct jr *r)
+jread_peek(struct jr *r)
 {
 	jr_space(r);
 	if (r->bad || r->p == r->end)
@@ -113,7 +114,7 @@ text_put(struct jr *r, const char *s, size_t n)
 			cap *= 2;
 		char *t = realloc(r->text, cap);
 		if (!t)
-			oom();
+			pmcctl_oom();
 		r->text = t;
 		r->cap_text = cap;
 	}
@@ -239,9 +240,9 @@ jr_string_raw(struct jr *r, const char **s, size_t *n)
 }
 
 bool
-jr_string(struct jr *r, const char **s, size_t *n)
+jread_string(struct jr *r, const char **s, size_t *n)
 {
-	if (jr_peek(r) != JR_STRING || !jr_value_starts(r)) {
+	if (jread_peek(r) != JR_STRING || !jr_value_starts(r)) {
 		jr_fail(r);
 		return false;
 	}
@@ -272,11 +273,11 @@ is_digit(const char *p, const char *end)
 }
 
 enum jr_type
-jr_number(struct jr *r, int64_t *i, double *d)
+jread_number(struct jr *r, int64_t *i, double *d)
 {
 	bool integer = true;
 
-	if (jr_peek(r) != JR_NUMBER || !jr_value_starts(r))
+	if (jread_peek(r) != JR_NUMBER || !jr_value_starts(r))
 		goto bad;
 	const char *p = r->p, *start = p;
 	if (*p == '-')
@@ -329,7 +330,7 @@ jr_number(struct jr *r, int64_t *i, double *d)
 	char small[64], *tok = small;
 	size_t n = (size_t)(p - start);
 	if (n >= sizeof(small) && !(tok = malloc(n + 1)))
-		oom();
+		pmcctl_oom();
 	memcpy(tok, start, n);
 	tok[n] = '\0';
 	errno = 0;
@@ -354,7 +355,7 @@ frame_push(struct jr *r)
 		size_t *f = reallocarray(r->frames, cap, sizeof(*f));
 
 		if (!f)
-			oom();
+			pmcctl_oom();
 		r->frames = f;
 		r->cap_frames = cap;
 	}
@@ -400,7 +401,7 @@ key_keep(struct jr *r, const char *s, size_t n, bool copy)
 		struct jr_key *k = reallocarray(r->keys, cap, sizeof(*k));
 
 		if (!k)
-			oom();
+			pmcctl_oom();
 		r->keys = k;
 		r->cap_keys = cap;
 	}
@@ -409,7 +410,7 @@ key_keep(struct jr *r, const char *s, size_t n, bool copy)
 		char **o = reallocarray(r->owned, r->n_owned + 1, sizeof(*o));
 
 		if (!c || !o)
-			oom();
+			pmcctl_oom();
 		memcpy(c, s, n);
 		c[n] = '\0';
 		r->owned = o;
@@ -421,9 +422,9 @@ key_keep(struct jr *r, const char *s, size_t n, bool copy)
 }
 
 bool
-jr_object(struct jr *r)
+jread_object(struct jr *r)
 {
-	if (jr_peek(r) != JR_OBJECT || !jr_value_starts(r)) {
+	if (jread_peek(r) != JR_OBJECT || !jr_value_starts(r)) {
 		jr_fail(r);
 		return false;
 	}
@@ -435,7 +436,7 @@ jr_object(struct jr *r)
 }
 
 bool
-jr_member(struct jr *r, const char **key, size_t *n)
+jread_member(struct jr *r, const char **key, size_t *n)
 {
 	jr_space(r);
 	if (r->bad || r->p == r->end)
@@ -472,9 +473,9 @@ bad:
 }
 
 bool
-jr_array(struct jr *r)
+jread_array(struct jr *r)
 {
-	if (jr_peek(r) != JR_ARRAY || !jr_value_starts(r)) {
+	if (jread_peek(r) != JR_ARRAY || !jr_value_starts(r)) {
 		jr_fail(r);
 		return false;
 	}
@@ -485,7 +486,7 @@ jr_array(struct jr *r)
 }
 
 bool
-jr_element(struct jr *r)
+jread_element(struct jr *r)
 {
 	jr_space(r);
 	if (r->bad || r->p == r->end)
@@ -509,29 +510,29 @@ bad:
 }
 
 void
-jr_skip(struct jr *r)
+jread_skip(struct jr *r)
 {
 	const char *s;
 	size_t n;
 	int64_t i;
 	double d;
 
-	switch (jr_peek(r)) {
+	switch (jread_peek(r)) {
 	case JR_OBJECT:
-		if (jr_object(r))
-			while (jr_member(r, &s, &n))
-				jr_skip(r);
+		if (jread_object(r))
+			while (jread_member(r, &s, &n))
+				jread_skip(r);
 		break;
 	case JR_ARRAY:
-		if (jr_array(r))
-			while (jr_element(r))
-				jr_skip(r);
+		if (jread_array(r))
+			while (jread_element(r))
+				jread_skip(r);
 		break;
 	case JR_STRING:
-		jr_string(r, &s, &n);
+		jread_string(r, &s, &n);
 		break;
 	case JR_NUMBER:
-		jr_number(r, &i, &d);
+		jread_number(r, &i, &d);
 		break;
 	case JR_BOOL:
 		if (!jr_value_starts(r) || !(jr_word(r, "true") || jr_word(r, "false")))
@@ -547,7 +548,7 @@ jr_skip(struct jr *r)
 }
 
 bool
-jr_end(struct jr *r)
+jread_end(struct jr *r)
 {
 	jr_space(r);
 	if (r->p != r->end)

@@ -18,7 +18,20 @@
 #include <unistd.h>
 
 #include "common/suggest.h"
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/diff.h"
+#include "pmcctl/events.h"
+#include "pmcctl/flamegraph.h"
+#include "pmcctl/hist.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
+#include "pmcctl/query.h"
+#include "pmcctl/reset.h"
+#include "pmcctl/run.h"
+#include "pmcctl/status.h"
+#include "pmcctl/top.h"
 #include "wire/pmc-shared.h"
 
 #ifdef PMC_VERSION
@@ -132,7 +145,7 @@ static const char help_tail[] =
         "        exit 1 when a region's page faults per call grew by more than 5 %\n";
 
 void
-usage_error(const char *fmt, ...)
+pmcctl_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -145,7 +158,7 @@ usage_error(const char *fmt, ...)
 }
 
 void
-fail(const char *fmt, ...)
+pmcctl_fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -158,9 +171,9 @@ fail(const char *fmt, ...)
 }
 
 void
-oom(void)
+pmcctl_oom(void)
 {
-	fail("out of memory");
+	pmcctl_fail("out of memory");
 }
 
 /* ---- command line ---- */
@@ -365,7 +378,7 @@ list_add(const char ***v, size_t *n, const char *s)
 	const char **grown = reallocarray(*v, *n + 1, sizeof(**v));
 
 	if (!grown)
-		oom();
+		pmcctl_oom();
 	grown[(*n)++] = s;
 	*v = grown;
 }
@@ -376,8 +389,8 @@ static const char *
 parse_comm(char *s)
 {
 	if (!s[0])
-		usage_error("--comm needs a process name");
-	if (strlen(s) > 15 && !has_glob(s))
+		pmcctl_usage_error("--comm needs a process name");
+	if (strlen(s) > 15 && !call_has_glob(s))
 		s[15] = 0; /* argv is ours to cut */
 	return s;
 }
@@ -391,7 +404,7 @@ parse_pid(const char *s)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (*s < '0' || *s > '9' || errno || *end || v <= 0 || v > INT32_MAX)
-		usage_error("invalid --pid '%s': expected a process id greater than 0", s);
+		pmcctl_usage_error("invalid --pid '%s': expected a process id greater than 0", s);
 	return (int32_t)v;
 }
 
@@ -404,7 +417,8 @@ parse_interval(const char *s)
 	errno = 0;
 	v = strtod(s, &end);
 	if (end == s || *end || errno || !isfinite(v) || v < 0.1 || v > 86400)
-		usage_error("invalid --interval '%s': expected seconds from 0.1 to 86400", s);
+		pmcctl_usage_error("invalid --interval '%s': expected seconds from 0.1 to 86400",
+		                   s);
 	return v;
 }
 
@@ -419,8 +433,9 @@ parse_count(const char *opt, const char *s, unsigned long max)
 	v = strtoul(s, &end, 10);
 	if (*s < '0' || *s > '9' || errno || *end || v == 0 || v > max) {
 		if (max == UINT_MAX)
-			usage_error("invalid %s '%s': expected a count greater than 0", opt, s);
-		usage_error("invalid %s '%s': expected a count from 1 to %lu", opt, s, max);
+			pmcctl_usage_error("invalid %s '%s': expected a count greater than 0", opt,
+			                   s);
+		pmcctl_usage_error("invalid %s '%s': expected a count from 1 to %lu", opt, s, max);
 	}
 	return (unsigned)v;
 }
@@ -435,8 +450,8 @@ parse_max_reply(const char *s)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	if (*s < '0' || *s > '9' || errno || *end || v > (1u << 20))
-		usage_error("invalid --max-reply '%s': expected MiB from 0 (no limit) to 1048576",
-		            s);
+		pmcctl_usage_error(
+		        "invalid --max-reply '%s': expected MiB from 0 (no limit) to 1048576", s);
 	return (uint64_t)v << 20;
 }
 
@@ -451,7 +466,7 @@ parse_format(const char *s)
 		return FORMAT_CSV;
 	if (!strcmp(s, "pprof"))
 		return FORMAT_PPROF;
-	usage_error("invalid --format '%s': expected table, json, csv or pprof", s);
+	pmcctl_usage_error("invalid --format '%s': expected table, json, csv or pprof", s);
 }
 
 static double
@@ -463,8 +478,8 @@ parse_percent(const char *opt, const char *s)
 	errno = 0;
 	v = strtod(s, &end);
 	if (end == s || (*end && strcmp(end, "%")) || errno || !isfinite(v) || v < 0)
-		usage_error("invalid %s '%s': expected a percentage, 0 or more (such as 5)", opt,
-		            s);
+		pmcctl_usage_error("invalid %s '%s': expected a percentage, 0 or more (such as 5)",
+		                   opt, s);
 	return v;
 }
 
@@ -472,7 +487,7 @@ static void
 set_command(const char **command, const char *arg)
 {
 	if (*command)
-		usage_error("unexpected argument '%s' after command '%s'", arg, *command);
+		pmcctl_usage_error("unexpected argument '%s' after command '%s'", arg, *command);
 	*command = arg;
 }
 
@@ -508,7 +523,7 @@ main(int argc, char **argv)
 			break;
 		case OPT_SOCKET:
 			if (!optarg[0])
-				usage_error("--socket needs a path");
+				pmcctl_usage_error("--socket needs a path");
 			o.socket = optarg;
 			break;
 		case OPT_FORMAT:
@@ -520,7 +535,7 @@ main(int argc, char **argv)
 			break;
 		case OPT_REGION:
 			if (!optarg[0])
-				usage_error("--region needs a name");
+				pmcctl_usage_error("--region needs a name");
 			list_add(&o.regions, &o.n_regions, optarg);
 			o.given |= CMD_OPT_REGION;
 			break;
@@ -530,26 +545,29 @@ main(int argc, char **argv)
 			break;
 		case OPT_CGROUP:
 			if (!optarg[0])
-				usage_error("--cgroup needs a cgroup path or a glob, such as "
-				            "'/system.slice/docker-*'");
+				pmcctl_usage_error(
+				        "--cgroup needs a cgroup path or a glob, such as "
+				        "'/system.slice/docker-*'");
 			list_add(&o.cgroups, &o.n_cgroups, optarg);
 			o.given |= CMD_OPT_CGROUP;
 			break;
 		case OPT_EVENTS:
 			if (!optarg[0])
-				usage_error("--events needs a list of events, such as page-faults");
+				pmcctl_usage_error(
+				        "--events needs a list of events, such as page-faults");
 			o.events = optarg;
 			o.given |= CMD_OPT_EVENTS;
 			break;
 		case OPT_EVENT:
 			if (!optarg[0])
-				usage_error("--event needs an event name, such as page-faults");
+				pmcctl_usage_error(
+				        "--event needs an event name, such as page-faults");
 			o.event = optarg;
 			o.given |= CMD_OPT_EVENT;
 			break;
 		case OPT_OUTPUT:
 			if (!optarg[0])
-				usage_error("--output needs a file name");
+				pmcctl_usage_error("--output needs a file name");
 			o.output = optarg;
 			o.given |= CMD_OPT_OUTPUT;
 			break;
@@ -597,11 +615,11 @@ main(int argc, char **argv)
 			puts("pmcctl " PMCCTL_VERSION);
 			return fflush(stdout) ? EXIT_FAIL : 0;
 		case ':':
-			usage_error("option '%s' needs an argument", argv[optind - 1]);
+			pmcctl_usage_error("option '%s' needs an argument", argv[optind - 1]);
 		default:
 			if (!strncmp(argv[optind - 1], "--", 2) || !optopt)
-				usage_error("unknown option '%s'", argv[optind - 1]);
-			usage_error("unknown option '-%c'", optopt);
+				pmcctl_usage_error("unknown option '%s'", argv[optind - 1]);
+			pmcctl_usage_error("unknown option '-%c'", optopt);
 		}
 	}
 	/* After "--": the command of "run", or pmcctl's command. */
@@ -621,8 +639,9 @@ parsed:
 
 	char names[256];
 	if (!command)
-		usage_error("missing command (%s)",
-		            command_list(names, sizeof(names), any_command, 0, false, " or "));
+		pmcctl_usage_error(
+		        "missing command (%s)",
+		        command_list(names, sizeof(names), any_command, 0, false, " or "));
 
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -634,49 +653,53 @@ parsed:
 		for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 			suggest_try(&sg, commands[i].name);
 		const char *near = suggest_result(&sg);
-		_cleanup_free_ char *safe = escape_text(command);
+		_cleanup_free_ char *safe = output_escape_text(command);
 		if (near)
-			usage_error("unknown command '%s' (did you mean '%s'?)", safe, near);
-		usage_error("unknown command '%s' (%s)", safe,
-		            command_list(names, sizeof(names), any_command, 0, false, " or "));
+			pmcctl_usage_error("unknown command '%s' (did you mean '%s'?)", safe, near);
+		pmcctl_usage_error(
+		        "unknown command '%s' (%s)", safe,
+		        command_list(names, sizeof(names), any_command, 0, false, " or "));
 	}
 	/* Each option given that the command's row does not list. */
 	if ((o.given & CMD_OPT_DATA) && !(cmd->opts & CMD_OPT_DATA))
-		usage_error("'%s' %s: --format cannot be json or csv", cmd->name, cmd->only);
+		pmcctl_usage_error("'%s' %s: --format cannot be json or csv", cmd->name, cmd->only);
 	for (size_t i = 0; i < ARRAY_SIZE(opt_labels); i++) {
 		unsigned opt = opt_labels[i].opt;
 
 		if (!(o.given & opt) || (cmd->opts & opt))
 			continue;
-		usage_error(
+		pmcctl_usage_error(
 		        "%s %s for %s only, not '%s'%s", opt_labels[i].label,
 		        opt_labels[i].plural ? "are" : "is",
 		        command_list(names, sizeof(names), takes, opt, true, " and "), cmd->name,
 		        opt == CMD_OPT_TREE && cmd->tree ? " (it prints the trees anyway)" : "");
 	}
 	if (cmd->standalone && !o.argv)
-		usage_error("'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
+		pmcctl_usage_error(
+		        "'run' needs a command: pmcctl run [--events LIST] -- CMD [ARGS...]");
 	if (!cmd->standalone && o.argv)
-		usage_error("unexpected argument '%s' after command '%s'", o.argv[0], cmd->name);
+		pmcctl_usage_error("unexpected argument '%s' after command '%s'", o.argv[0],
+		                   cmd->name);
 	if (cmd->files && o.n_files != 2)
-		usage_error("'diff' compares two files: pmcctl diff BASE CURRENT");
+		pmcctl_usage_error("'diff' compares two files: pmcctl diff BASE CURRENT");
 	if ((o.given & CMD_OPT_FAIL) && !o.event)
-		usage_error("--fail-above and --fail-below need --event NAME (such as page-faults, "
-		            "or wall)");
+		pmcctl_usage_error(
+		        "--fail-above and --fail-below need --event NAME (such as page-faults, "
+		        "or wall)");
 	if (o.format == FORMAT_PPROF && isatty(STDOUT_FILENO) && !o.output)
-		usage_error("--format pprof writes a binary (gzip) profile: redirect stdout "
-		            "to a file%s",
-		            cmd->standalone ? " or give --output FILE" : "");
+		pmcctl_usage_error("--format pprof writes a binary (gzip) profile: redirect stdout "
+		                   "to a file%s",
+		                   cmd->standalone ? " or give --output FILE" : "");
 
 	/* The histograms go in the files diff compares. */
 	o.hist = o.format == FORMAT_JSON && (!strcmp(cmd->name, "dump") || cmd->standalone);
 
 	/* --format pprof: query and dump write the profile instead (pprof.c). */
-	struct command pprof_cmd;
+	struct command pprof_row;
 	if (o.format == FORMAT_PPROF && !cmd->standalone) {
-		pprof_cmd = *cmd;
-		pprof_cmd.run = cmd_pprof;
-		cmd = &pprof_cmd;
+		pprof_row = *cmd;
+		pprof_row.run = pprof_cmd;
+		cmd = &pprof_row;
 	}
 
 	/* Into a pipe or a file, large writes: a query of 100,000 regions prints some 100 MB,
@@ -694,14 +717,14 @@ parsed:
 		free(o.cgroups);
 		return r;
 	}
-	_cleanup_close_ int sock = connect_daemon(o.socket);
-	hello(sock);
+	_cleanup_close_ int sock = call_connect(o.socket);
+	call_hello(sock);
 	r = cmd->run(sock, cmd, &o);
 	free(o.regions);
 	free(o.comms);
 	free(o.cgroups);
 
 	if (fflush(stdout) || ferror(stdout))
-		fail("writing output: %s", strerror(errno));
+		pmcctl_fail("writing output: %s", strerror(errno));
 	return r;
 }

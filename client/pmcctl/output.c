@@ -11,6 +11,8 @@
 
 #include "common/cgroup.h"
 #include "common/escape.h"
+#include "common/util.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
 /* Shortest "%g" text that reads back as the same double. */
@@ -29,13 +31,13 @@ format_real(char *buf, size_t len, double v)
  * result is valid UTF-8 (jansson refuses anything else) with nothing hidden. The daemon's
  * metrics page hides the same (escape_next(), proto/common/escape.h). */
 char *
-escape_text(const char *s)
+output_escape_text(const char *s)
 {
 	size_t n = strlen(s);
 	char *out = malloc(4 * n + 1);
 
 	if (!out)
-		oom();
+		pmcctl_oom();
 	escape_copy(out, s, n);
 	return out;
 }
@@ -43,7 +45,7 @@ escape_text(const char *s)
 /* ---- aligned tables ---- */
 
 void
-table_free(struct table *t)
+output_table_free(struct table *t)
 {
 	for (size_t i = 0; i < t->n; i++)
 		free(t->cell[i]);
@@ -53,24 +55,24 @@ table_free(struct table *t)
 }
 
 void
-table_add(struct table *t, const char *fmt, ...)
+output_table_add(struct table *t, const char *fmt, ...)
 {
 	va_list ap;
 	char *s;
 
 	va_start(ap, fmt);
 	if (vasprintf(&s, fmt, ap) < 0)
-		oom();
+		pmcctl_oom();
 	va_end(ap);
 	/* Names reach the operator's terminal: nothing in them may act on it. */
-	char *safe = escape_text(s);
+	char *safe = output_escape_text(s);
 	free(s);
 	s = safe;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : 64;
 		char **c = reallocarray(t->cell, cap, sizeof(*c));
 		if (!c)
-			oom();
+			pmcctl_oom();
 		t->cell = c;
 		t->cap = cap;
 	}
@@ -78,11 +80,11 @@ table_add(struct table *t, const char *fmt, ...)
 }
 
 void
-table_add_container(struct table *t, const Pmc__RegionStats *r)
+output_table_add_container(struct table *t, const Pmc__RegionStats *r)
 {
 	char name[CGROUP_NAME_MAX];
 
-	table_add(t, "%s", cgroup_container_name(r->cgroup, name, sizeof(name)));
+	output_table_add(t, "%s", cgroup_container_name(r->cgroup, name, sizeof(name)));
 }
 
 /* Columns the text takes on a terminal; bytes that do not decode count one each. */
@@ -131,7 +133,7 @@ print_padded(FILE *f, const char *s, size_t width, bool right, bool last)
  * that a table printed part by part keeps only one part. Parts printed later line up
  * with the first unless they hold wider cells. */
 void
-table_print_part(struct table *t, FILE *f, size_t *width, bool head)
+output_table_print_part(struct table *t, FILE *f, size_t *width, bool head)
 {
 	for (size_t c = 0; c < t->ncols; c++) {
 		size_t w = display_width(t->head[c]);
@@ -156,18 +158,18 @@ table_print_part(struct table *t, FILE *f, size_t *width, bool head)
 		if (c + 1 == t->ncols)
 			fputc('\n', f);
 	}
-	table_free(t);
+	output_table_free(t);
 }
 
 /* Prints @t whole, its header first, and forgets its rows. */
 void
-table_print(struct table *t, FILE *f)
+output_table_print(struct table *t, FILE *f)
 {
 	_cleanup_free_ size_t *width = calloc(t->ncols, sizeof(*width));
 
 	if (!width)
-		oom();
-	table_print_part(t, f, width, true);
+		pmcctl_oom();
+	output_table_print_part(t, f, width, true);
 }
 
 /* ---- CSV (RFC 4180 quoting) ---- */
@@ -185,9 +187,9 @@ csv_sep(void)
 /* A field that starts like a spreadsheet formula gets a leading single quote, which the
  * spreadsheet shows as text (OWASP's rule against CSV injection). */
 void
-csv_str(const char *str)
+output_csv_str(const char *str)
 {
-	_cleanup_free_ char *s = escape_text(str);
+	_cleanup_free_ char *s = output_escape_text(str);
 	const char *formula = str[0] && strchr("=+-@\t\r", str[0]) ? "'" : "";
 
 	csv_sep();
@@ -205,14 +207,14 @@ csv_str(const char *str)
 }
 
 void
-csv_u64(uint64_t v)
+output_csv_u64(uint64_t v)
 {
 	csv_sep();
 	printf("%" PRIu64, v);
 }
 
 void
-csv_i64(int64_t v)
+output_csv_i64(int64_t v)
 {
 	csv_sep();
 	printf("%" PRId64, v);
@@ -220,7 +222,7 @@ csv_i64(int64_t v)
 
 /* Non-finite values become empty fields: CSV has no spelling for them. */
 void
-csv_real(double v)
+output_csv_real(double v)
 {
 	char buf[64];
 
@@ -232,39 +234,39 @@ csv_real(double v)
 }
 
 void
-csv_bool(bool v)
+output_csv_bool(bool v)
 {
-	csv_str(v ? "true" : "false");
+	output_csv_str(v ? "true" : "false");
 }
 
 void
-csv_end(void)
+output_csv_end(void)
 {
 	putchar('\n');
 	csv_mid_row = false;
 }
 
 void
-csv_header(const char *const *names, size_t n)
+output_csv_header(const char *const *names, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		csv_str(names[i]);
-	csv_end();
+		output_csv_str(names[i]);
+	output_csv_end();
 }
 
 /* ---- JSON ---- */
 
 json_t *
-jstr(const char *s)
+output_jstr(const char *s)
 {
-	_cleanup_free_ char *safe = escape_text(s);
+	_cleanup_free_ char *safe = output_escape_text(s);
 
 	return json_string_nocheck(safe);
 }
 
 /* jansson integers are signed 64-bit: larger counts fall back to a (rounded) real. */
 json_t *
-ju64(uint64_t v)
+output_ju64(uint64_t v)
 {
 	if (v <= INT64_MAX)
 		return json_integer((json_int_t)v);
@@ -273,68 +275,68 @@ ju64(uint64_t v)
 
 /* JSON has no NaN or infinity; null says "no value". */
 json_t *
-jreal(double v)
+output_jreal(double v)
 {
 	return isfinite(v) ? json_real(v) : json_null();
 }
 
 /* Steals @v, like json_object_set_new(). */
 void
-jset(json_t *obj, const char *key, json_t *v)
+output_jset(json_t *obj, const char *key, json_t *v)
 {
-	_cleanup_free_ char *safe = escape_text(key);
+	_cleanup_free_ char *safe = output_escape_text(key);
 
 	if (!v || json_object_set_new_nocheck(obj, safe, v) < 0)
-		oom();
+		pmcctl_oom();
 }
 
 void
-jappend(json_t *arr, json_t *v)
+output_jappend(json_t *arr, json_t *v)
 {
 	if (!v || json_array_append_new(arr, v) < 0)
-		oom();
+		pmcctl_oom();
 }
 
 json_t *
-jobject(void)
+output_jobject(void)
 {
 	json_t *o = json_object();
 
 	if (!o)
-		oom();
+		pmcctl_oom();
 	return o;
 }
 
 json_t *
-jarray(void)
+output_jarray(void)
 {
 	json_t *a = json_array();
 
 	if (!a)
-		oom();
+		pmcctl_oom();
 	return a;
 }
 
 void
-json_print(json_t *root)
+output_json_print(json_t *root)
 {
 	int r = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
 	json_decref(root);
 	if (r < 0)
-		fail("cannot write JSON");
+		pmcctl_fail("cannot write JSON");
 	putchar('\n');
 }
 
 /* Writes @v, indented by @indent spaces more than jansson would at the top level. */
 void
-json_print_indented(json_t *v, int indent)
+output_json_print_indented(json_t *v, int indent)
 {
 	_cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
 	json_decref(v);
 	if (!text)
-		fail("cannot write JSON");
+		pmcctl_fail("cannot write JSON");
 	for (char *line = text, *end; line; line = end) {
 		end = strchr(line, '\n');
 		if (end)
@@ -351,7 +353,7 @@ json_print_indented(json_t *v, int indent)
 static const char jw_spaces[] = "                                ";
 
 void
-jw_flush(struct jw *w)
+output_jw_flush(struct jw *w)
 {
 	if (w->len)
 		fwrite_unlocked(w->buf, 1, w->len, w->f);
@@ -366,7 +368,7 @@ jw_put(struct jw *w, const char *s, size_t n)
 		return;
 	}
 	if (w->len + n > w->cap) {
-		jw_flush(w);
+		output_jw_flush(w);
 		if (n > w->cap) {
 			fwrite_unlocked(s, 1, n, w->f);
 			return;
@@ -384,7 +386,7 @@ jw_putc(struct jw *w, char c)
 		return;
 	}
 	if (w->len == w->cap)
-		jw_flush(w);
+		output_jw_flush(w);
 	w->buf[w->len++] = c;
 }
 
@@ -397,7 +399,7 @@ jw_indent(struct jw *w, int n)
 }
 
 void
-jw_raw(struct jw *w, const char *s)
+output_jw_raw(struct jw *w, const char *s)
 {
 	jw_put(w, s, strlen(s));
 }
@@ -421,11 +423,11 @@ jw_escape(struct jw *w, const char *esc)
 }
 
 void
-jw_string(struct jw *w, const char *s)
+output_jw_string(struct jw *w, const char *s)
 {
 	size_t n = strlen(s);
 
-	/* What jansson writes of escape_text(@s): each character escape_next() hides as its
+	/* What jansson writes of output_escape_text(@s): each character escape_next() hides as its
 	 * visible escape, then '"' and '\\' escaped (no control character is left), the rest
 	 * (UTF-8) as it is. */
 	jw_putc(w, '"');
@@ -456,30 +458,30 @@ jw_string(struct jw *w, const char *s)
 }
 
 void
-jw_key(struct jw *w, const char *key)
+output_jw_key(struct jw *w, const char *key)
 {
 	if (w->first)
 		jw_putc(w, '\n');
 	else
 		jw_put(w, ",\n", 2);
 	jw_indent(w, w->indent);
-	jw_string(w, key);
+	output_jw_string(w, key);
 	jw_put(w, ": ", 2);
 	w->first = false;
 }
 
 void
-jw_open(struct jw *w, const char *key)
+output_jw_open(struct jw *w, const char *key)
 {
 	if (key)
-		jw_key(w, key);
+		output_jw_key(w, key);
 	jw_putc(w, '{');
 	w->indent += 2;
 	w->first = true;
 }
 
 void
-jw_close(struct jw *w)
+output_jw_close(struct jw *w)
 {
 	w->indent -= 2;
 	if (!w->first) {
@@ -491,10 +493,10 @@ jw_close(struct jw *w)
 }
 
 void
-jw_str(struct jw *w, const char *key, const char *v)
+output_jw_str(struct jw *w, const char *key, const char *v)
 {
-	jw_key(w, key);
-	jw_string(w, v);
+	output_jw_key(w, key);
+	output_jw_string(w, v);
 }
 
 static const char digit_pairs[201] = "00010203040506070809"
@@ -529,7 +531,7 @@ u64_text(char *end, uint64_t v)
 }
 
 void
-jw_u64_value(struct jw *w, uint64_t v)
+output_jw_u64_value(struct jw *w, uint64_t v)
 {
 	char buf[24], *e = buf + sizeof(buf), *p = u64_text(e, v);
 
@@ -537,11 +539,11 @@ jw_u64_value(struct jw *w, uint64_t v)
 }
 
 void
-jw_int(struct jw *w, const char *key, int64_t v)
+output_jw_int(struct jw *w, const char *key, int64_t v)
 {
 	char buf[24], *e = buf + sizeof(buf), *p;
 
-	jw_key(w, key);
+	output_jw_key(w, key);
 	p = u64_text(e, v < 0 ? -(uint64_t)v : (uint64_t)v);
 	if (v < 0)
 		*--p = '-';
@@ -661,7 +663,7 @@ real17_fixed(char *buf, double v)
 }
 
 size_t
-json_real_text(char *buf, double v)
+output_json_real_text(char *buf, double v)
 {
 	size_t n = real17_fixed(buf, v);
 
@@ -689,31 +691,31 @@ json_real_text(char *buf, double v)
 }
 
 void
-jw_real(struct jw *w, const char *key, double v)
+output_jw_real(struct jw *w, const char *key, double v)
 {
 	char buf[JSON_REAL_MAX];
 
-	jw_key(w, key);
+	output_jw_key(w, key);
 	if (!isfinite(v)) {
 		jw_put(w, "null", 4);
 		return;
 	}
-	jw_put(w, buf, json_real_text(buf, v));
+	jw_put(w, buf, output_json_real_text(buf, v));
 }
 
 void
-jw_u64(struct jw *w, const char *key, uint64_t v)
+output_jw_u64(struct jw *w, const char *key, uint64_t v)
 {
 	if (v <= INT64_MAX)
-		jw_int(w, key, (int64_t)v);
+		output_jw_int(w, key, (int64_t)v);
 	else
-		jw_real(w, key, (double)v);
+		output_jw_real(w, key, (double)v);
 }
 
 void
-jw_bool(struct jw *w, const char *key, bool v)
+output_jw_bool(struct jw *w, const char *key, bool v)
 {
-	jw_key(w, key);
+	output_jw_key(w, key);
 	if (v)
 		jw_put(w, "true", 4);
 	else
@@ -749,7 +751,7 @@ format_unit(char *buf, size_t len, double v, bool whole, const char *const *unit
 
 /* Counts: 40, 12.5, 1.23k, 4.56M, 7.89G, 1.00T. */
 bool
-format_count(char *buf, size_t len, double v, bool whole)
+output_format_count(char *buf, size_t len, double v, bool whole)
 {
 	static const char *const unit[] = {"", "k", "M", "G", "T", "P", "E"};
 	static const double step[] = {1e3, 1e3, 1e3, 1e3, 1e3, 1e3};
@@ -759,7 +761,7 @@ format_count(char *buf, size_t len, double v, bool whole)
 
 /* Nanoseconds: 850ns, 1.23us, 45.6ms, 2.50s, 3600s. */
 bool
-format_time(char *buf, size_t len, double ns)
+output_format_time(char *buf, size_t len, double ns)
 {
 	static const char *const unit[] = {"ns", "us", "ms", "s"};
 	static const double step[] = {1e3, 1e3, 1e3};
@@ -769,7 +771,7 @@ format_time(char *buf, size_t len, double ns)
 
 /* 1234, 12.3k, 4.5M...: rates and counts in a narrow column. */
 void
-format_si(char *buf, size_t len, double v)
+output_format_si(char *buf, size_t len, double v)
 {
 	static const char prefix[] = "kMGTPE";
 	int i = -1;
@@ -794,7 +796,7 @@ format_si(char *buf, size_t len, double v)
 }
 
 void
-format_ns(char *buf, size_t len, double ns)
+output_format_ns(char *buf, size_t len, double ns)
 {
 	if (!isfinite(ns))
 		snprintf(buf, len, "-");

@@ -20,7 +20,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
+#include "pmcctl/tree.h"
 
 /* The frame of run's whole-program samples, as its tables name the rows. */
 #define PPROF_WHOLE_FRAME "(whole program)"
@@ -69,7 +76,7 @@ pb_put(struct pb *b, const void *data, size_t len)
 			cap *= 2;
 		uint8_t *grown = realloc(b->p, cap);
 		if (!grown)
-			oom();
+			pmcctl_oom();
 		b->p = grown;
 		b->cap = cap;
 	}
@@ -152,7 +159,7 @@ strtab_rehash(struct strtab *t)
 	uint32_t *slot = calloc(n, sizeof(*slot));
 
 	if (!slot)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < t->n; i++) {
 		size_t h = str_hash(t->s[i]) & (n - 1);
 
@@ -180,7 +187,7 @@ strtab_id(struct strtab *t, const char *s)
 		uint8_t *fn = realloc(t->fn, cap);
 
 		if (!s2 || !fn)
-			oom();
+			pmcctl_oom();
 		memset(fn + t->cap, 0, cap - t->cap);
 		t->s = s2;
 		t->fn = fn;
@@ -188,7 +195,7 @@ strtab_id(struct strtab *t, const char *s)
 	}
 	t->s[t->n] = strdup(s);
 	if (!t->s[t->n])
-		oom();
+		pmcctl_oom();
 	t->slot[h] = (uint32_t)++t->n;
 	return (int64_t)t->n - 1;
 }
@@ -232,7 +239,7 @@ pprof_add_event(struct pprof *p, const char *name)
 		return;
 	char **grown = reallocarray(p->events, p->n_events + 1, sizeof(*grown));
 	if (!grown)
-		oom();
+		pmcctl_oom();
 	p->events = grown;
 	p->events[p->n_events++] = (char *)name; /* borrowed from the reply */
 }
@@ -301,7 +308,7 @@ pprof_stack_room(struct pprof *p, size_t depth)
 		return;
 	uint64_t *grown = reallocarray(p->stack, depth, sizeof(*grown));
 	if (!grown)
-		oom();
+		pmcctl_oom();
 	p->stack = grown;
 	p->stack_cap = depth;
 }
@@ -340,7 +347,7 @@ struct rest {
 static int
 rest_cmp(const void *a, const void *b)
 {
-	return region_key_cmp(&((const struct rest *)a)->r, &((const struct rest *)b)->r);
+	return query_region_key_cmp(&((const struct rest *)a)->r, &((const struct rest *)b)->r);
 }
 
 static void
@@ -352,12 +359,12 @@ rest_take(struct rest *rest, size_t n, const Pmc__RegionStats *node)
 	if (!f)
 		return;
 	f->v[0] -= node->count;
-	f->v[1] -= stats_or_zero(node->wall_ns)->sum;
+	f->v[1] -= call_stats_or_zero(node->wall_ns)->sum;
 	for (size_t e = 0; e < node->n_events; e++) {
 		ssize_t i = tree_event_named(f->r, node->events[e]->name);
 
 		if (i >= 0)
-			f->v[2 + i] -= stats_or_zero(node->events[e]->stats)->sum;
+			f->v[2 + i] -= call_stats_or_zero(node->events[e]->stats)->sum;
 	}
 }
 
@@ -402,7 +409,7 @@ pprof_whole(struct pprof *p, const struct whole *w, const char *argv0)
 	if (!w || !w->n || !w->runs)
 		return;
 	if (w->runs == 1 && !w->lost)
-		tasks_processes(w, &procs, &n_procs);
+		run_tasks_processes(w, &procs, &n_procs);
 	if (n_procs > 1) {
 		for (size_t k = 0; k < n_procs; k++)
 			pprof_whole_sample(p, w, procs[k].comm, procs[k].pid, 1,
@@ -432,9 +439,9 @@ pprof_encode_tail(struct pprof *p)
 	for (size_t i = 0; i < 2 + p->n_events; i++) {
 		const char *type = i == 0 ? "calls" : i == 1 ? "wall" : p->events[i - 2];
 
-		unit = i == 0                                        ? "count"
-		       : i == 1 || event_counts_ns(p->events[i - 2]) ? "nanoseconds"
-		                                                     : "count";
+		unit = i == 0                                              ? "count"
+		       : i == 1 || query_event_counts_ns(p->events[i - 2]) ? "nanoseconds"
+		                                                           : "count";
 		pb_int(&p->tmp, VALUE_TYPE_TYPE, strtab_id(&p->str, type));
 		pb_int(&p->tmp, VALUE_TYPE_UNIT, strtab_id(&p->str, unit));
 		pb_msg(&p->out, PROFILE_SAMPLE_TYPE, &p->tmp);
@@ -503,7 +510,7 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 	_cleanup_free_ struct rest *rest = calloc(flat->n_regions + 1, sizeof(*rest));
 
 	if (!rest)
-		oom();
+		pmcctl_oom();
 	strtab_id(&p.str, "");
 	for (size_t i = 0; i < flat->n_regions; i++) {
 		const Pmc__RegionStats *r = flat->regions[i];
@@ -513,11 +520,11 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 		rest[n_rest].r = r;
 		rest[n_rest].v = calloc(2 + r->n_events, sizeof(uint64_t));
 		if (!rest[n_rest].v)
-			oom();
+			pmcctl_oom();
 		rest[n_rest].v[0] = r->count;
-		rest[n_rest].v[1] = stats_or_zero(r->wall_ns)->sum;
+		rest[n_rest].v[1] = call_stats_or_zero(r->wall_ns)->sum;
 		for (size_t e = 0; e < r->n_events; e++) {
-			rest[n_rest].v[2 + e] = stats_or_zero(r->events[e]->stats)->sum;
+			rest[n_rest].v[2 + e] = call_stats_or_zero(r->events[e]->stats)->sum;
 			pprof_add_event(&p, r->events[e]->name);
 		}
 		n_rest++;
@@ -530,7 +537,7 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 		pprof_add_event(&p, whole->names[i]);
 	p.values = calloc(2 + p.n_events, sizeof(*p.values));
 	if (!p.values)
-		oom();
+		pmcctl_oom();
 	if (whole)
 		pprof_whole(&p, whole, o->argv[0]);
 
@@ -568,7 +575,7 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 	fflush(stdout);
 	int r = gzip_write(STDOUT_FILENO, p.out.p, p.out.n);
 	if (r < 0)
-		fail("writing the pprof profile: %s", strerror(-r));
+		pmcctl_fail("writing the pprof profile: %s", strerror(-r));
 
 	for (size_t s = 0; s < p.str.n; s++)
 		free(p.str.s[s]);
@@ -584,15 +591,15 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 }
 
 int
-cmd_pprof(int sock, const struct command *cmd, const struct opts *o)
+pprof_cmd(int sock, const struct command *cmd, const struct opts *o)
 {
 	Pmc__Query q;
 
-	query_init(&q, o);
-	_cleanup_response_ Pmc__Response *flat = query_call(sock, cmd->name, &q, o);
-	query_init(&q, o);
+	call_query_init(&q, o);
+	_cleanup_response_ Pmc__Response *flat = call_query(sock, cmd->name, &q, o);
+	call_query_init(&q, o);
 	q.tree = true;
-	_cleanup_response_ Pmc__Response *tree = query_call(sock, cmd->name, &q, o);
+	_cleanup_response_ Pmc__Response *tree = call_query(sock, cmd->name, &q, o);
 	pprof_write(flat->query, tree->query, o, NULL, NULL, NULL);
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* pmcctl query, dump and reset, and the printers of a query's reply (table, CSV, JSON,
+/* pmcctl query and dump, and the printers of a query's reply (table, CSV, JSON,
  * and why it lists nothing), which top and run use too; tree-print.c prints a call path
  * node's figures with them. The call path trees of query --tree and of dump are
  * tree-print.c's. */
@@ -10,11 +10,16 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/tree-print.h"
 
 /* Orders regions by (pid, name). */
 int
-region_key_cmp(const void *a, const void *b)
+query_region_key_cmp(const void *a, const void *b)
 {
 	const Pmc__RegionStats *x = *(const Pmc__RegionStats *const *)a;
 	const Pmc__RegionStats *y = *(const Pmc__RegionStats *const *)b;
@@ -26,14 +31,14 @@ region_key_cmp(const void *a, const void *b)
 
 /* "--pid 12 --comm 'x*'": the filters of @o, for messages; @names: --region too. */
 char *
-filters_text(const struct opts *o, bool names)
+query_filters_text(const struct opts *o, bool names)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
-		oom();
+		pmcctl_oom();
 	if (o->pid)
 		fprintf(f, " --pid %" PRId32, o->pid);
 	for (size_t i = 0; i < o->n_comms; i++)
@@ -43,8 +48,8 @@ filters_text(const struct opts *o, bool names)
 	for (size_t i = 0; names && i < o->n_regions; i++)
 		fprintf(f, " --region '%s'", o->regions[i]);
 	if (fclose(f))
-		oom();
-	char *safe = escape_text(text[0] ? text + 1 : text);
+		pmcctl_oom();
+	char *safe = output_escape_text(text[0] ? text + 1 : text);
 	free(text);
 	return safe;
 }
@@ -52,10 +57,10 @@ filters_text(const struct opts *o, bool names)
 /* Why @q lists no region: its code for JSON ("no_match", "hidden", "nothing_recorded") and
  * a sentence in *@text (the caller frees it). */
 const char *
-empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
+query_empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
 {
-	_cleanup_free_ char *all = filters_text(o, true);
-	_cleanup_free_ char *procs = filters_text(o, false);
+	_cleanup_free_ char *all = query_filters_text(o, true);
+	_cleanup_free_ char *procs = query_filters_text(o, false);
 	const char *code;
 	int r;
 
@@ -103,7 +108,7 @@ empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
 			             others);
 	}
 	if (r < 0)
-		oom();
+		pmcctl_oom();
 	return code;
 }
 
@@ -112,28 +117,28 @@ empty_reason(const Pmc__QueryReply *q, const struct opts *o, char **text)
 static json_t *
 stats_json(const Pmc__Stats *s)
 {
-	json_t *o = jobject();
+	json_t *o = output_jobject();
 
-	s = stats_or_zero(s);
-	jset(o, "sum", ju64(s->sum));
-	jset(o, "min", ju64(s->min));
-	jset(o, "max", ju64(s->max));
-	jset(o, "mean", jreal(s->mean));
-	jset(o, "stddev", jreal(s->stddev));
-	jset(o, "p50", jreal(s->p50));
-	jset(o, "p90", jreal(s->p90));
-	jset(o, "p99", jreal(s->p99));
+	s = call_stats_or_zero(s);
+	output_jset(o, "sum", output_ju64(s->sum));
+	output_jset(o, "min", output_ju64(s->min));
+	output_jset(o, "max", output_ju64(s->max));
+	output_jset(o, "mean", output_jreal(s->mean));
+	output_jset(o, "stddev", output_jreal(s->stddev));
+	output_jset(o, "p50", output_jreal(s->p50));
+	output_jset(o, "p90", output_jreal(s->p90));
+	output_jset(o, "p99", output_jreal(s->p99));
 	if (s->n_buckets) {
-		json_t *b = jarray();
+		json_t *b = output_jarray();
 
-		jset(o, "buckets", b);
+		output_jset(o, "buckets", b);
 		for (size_t i = 0; i < s->n_buckets; i++) {
-			json_t *row = jarray();
+			json_t *row = output_jarray();
 
-			jappend(row, ju64(s->buckets[i]->low));
-			jappend(row, ju64(s->buckets[i]->high));
-			jappend(row, ju64(s->buckets[i]->count));
-			jappend(b, row);
+			output_jappend(row, output_ju64(s->buckets[i]->low));
+			output_jappend(row, output_ju64(s->buckets[i]->high));
+			output_jappend(row, output_ju64(s->buckets[i]->count));
+			output_jappend(b, row);
 		}
 	}
 	return o;
@@ -141,129 +146,129 @@ stats_json(const Pmc__Stats *s)
 
 /* One region's figures, as "regions" lists them. */
 json_t *
-region_json(const Pmc__RegionStats *r)
+query_region_json(const Pmc__RegionStats *r)
 {
-	json_t *reg = jobject();
-	json_t *events = jobject();
+	json_t *reg = output_jobject();
+	json_t *events = output_jobject();
 	json_t *wall = stats_json(r->wall_ns);
 
 	/* Wall time is read from the clock, never extrapolated. */
-	jset(wall, "scaled", json_false());
+	output_jset(wall, "scaled", json_false());
 	if (r->wall_floor) {
-		jset(wall, "floor", ju64(r->wall_floor));
-		jset(wall, "too_short", json_boolean(r->wall_too_short));
+		output_jset(wall, "floor", output_ju64(r->wall_floor));
+		output_jset(wall, "too_short", json_boolean(r->wall_too_short));
 	}
-	jset(reg, "name", jstr(r->name));
-	jset(reg, "pid", json_integer(r->pid));
-	jset(reg, "comm", jstr(r->comm));
-	jset(reg, "cgroup", jstr(r->cgroup));
-	jset(reg, "ns_pid", json_integer(r->ns_pid));
-	jset(reg, "uid", json_integer(r->uid));
-	jset(reg, "count", ju64(r->count));
+	output_jset(reg, "name", output_jstr(r->name));
+	output_jset(reg, "pid", json_integer(r->pid));
+	output_jset(reg, "comm", output_jstr(r->comm));
+	output_jset(reg, "cgroup", output_jstr(r->cgroup));
+	output_jset(reg, "ns_pid", json_integer(r->ns_pid));
+	output_jset(reg, "uid", json_integer(r->uid));
+	output_jset(reg, "count", output_ju64(r->count));
 	/* Kept out of count and every figure: a region's samples that counted the look-up of a
 	 * call path new to their thread. */
 	if (r->first_path_samples)
-		jset(reg, "first_path_samples", ju64(r->first_path_samples));
-	jset(reg, "wall_ns", wall);
-	jset(reg, "events", events);
+		output_jset(reg, "first_path_samples", output_ju64(r->first_path_samples));
+	output_jset(reg, "wall_ns", wall);
+	output_jset(reg, "events", events);
 	for (size_t j = 0; j < r->n_events; j++) {
 		const Pmc__EventStats *e = r->events[j];
 		json_t *st = stats_json(e->stats);
 
-		jset(st, "scaled", json_boolean(e->scaled_count > 0));
+		output_jset(st, "scaled", json_boolean(e->scaled_count > 0));
 		/* What an empty region measures here (its thread's calibration). */
 		if (r->wall_floor) {
-			jset(st, "floor", ju64(e->floor));
-			jset(st, "too_short", json_boolean(e->too_short));
+			output_jset(st, "floor", output_ju64(e->floor));
+			output_jset(st, "too_short", json_boolean(e->too_short));
 		}
 		if (e->scaled_count > 0) {
-			jset(st, "scaled_samples", ju64(e->scaled_count));
-			jset(st, "running_ratio", jreal(e->scaled_ratio));
+			output_jset(st, "scaled_samples", output_ju64(e->scaled_count));
+			output_jset(st, "running_ratio", output_jreal(e->scaled_ratio));
 		}
-		jset(events, e->name, st);
+		output_jset(events, e->name, st);
 	}
 	/* Ratios of event sums, where both events were counted (ipc, miss ratios). */
-	json_t *derived = jobject();
-	jset(reg, "derived", derived);
+	json_t *derived = output_jobject();
+	output_jset(reg, "derived", derived);
 	for (size_t j = 0; j < r->n_derived; j++)
-		jset(derived, r->derived[j]->name, jreal(r->derived[j]->value));
+		output_jset(derived, r->derived[j]->name, output_jreal(r->derived[j]->value));
 	return reg;
 }
 
 static void
 stats_write(struct jw *w, const char *key, const Pmc__Stats *s)
 {
-	s = stats_or_zero(s);
-	jw_open(w, key);
-	jw_u64(w, "sum", s->sum);
-	jw_u64(w, "min", s->min);
-	jw_u64(w, "max", s->max);
-	jw_real(w, "mean", s->mean);
-	jw_real(w, "stddev", s->stddev);
-	jw_real(w, "p50", s->p50);
-	jw_real(w, "p90", s->p90);
-	jw_real(w, "p99", s->p99);
+	s = call_stats_or_zero(s);
+	output_jw_open(w, key);
+	output_jw_u64(w, "sum", s->sum);
+	output_jw_u64(w, "min", s->min);
+	output_jw_u64(w, "max", s->max);
+	output_jw_real(w, "mean", s->mean);
+	output_jw_real(w, "stddev", s->stddev);
+	output_jw_real(w, "p50", s->p50);
+	output_jw_real(w, "p90", s->p90);
+	output_jw_real(w, "p99", s->p99);
 	/* [[low, high, count], ...]: the histogram's non-empty buckets (dump, for diff) */
 	if (s->n_buckets) {
-		jw_key(w, "buckets");
-		jw_raw(w, "[");
+		output_jw_key(w, "buckets");
+		output_jw_raw(w, "[");
 		for (size_t i = 0; i < s->n_buckets; i++) {
-			jw_raw(w, i ? ", [" : "[");
-			jw_u64_value(w, s->buckets[i]->low);
-			jw_raw(w, ", ");
-			jw_u64_value(w, s->buckets[i]->high);
-			jw_raw(w, ", ");
-			jw_u64_value(w, s->buckets[i]->count);
-			jw_raw(w, "]");
+			output_jw_raw(w, i ? ", [" : "[");
+			output_jw_u64_value(w, s->buckets[i]->low);
+			output_jw_raw(w, ", ");
+			output_jw_u64_value(w, s->buckets[i]->high);
+			output_jw_raw(w, ", ");
+			output_jw_u64_value(w, s->buckets[i]->count);
+			output_jw_raw(w, "]");
 		}
-		jw_raw(w, "]");
+		output_jw_raw(w, "]");
 	}
 }
 
-/* region_json() written as it goes: the same text, without building it first. */
+/* query_region_json() written as it goes: the same text, without building it first. */
 void
-region_write(struct jw *w, const Pmc__RegionStats *r)
+query_region_write(struct jw *w, const Pmc__RegionStats *r)
 {
-	jw_open(w, NULL);
-	jw_str(w, "name", r->name);
-	jw_int(w, "pid", r->pid);
-	jw_str(w, "comm", r->comm);
-	jw_str(w, "cgroup", r->cgroup);
-	jw_int(w, "ns_pid", r->ns_pid);
-	jw_int(w, "uid", r->uid);
-	jw_u64(w, "count", r->count);
+	output_jw_open(w, NULL);
+	output_jw_str(w, "name", r->name);
+	output_jw_int(w, "pid", r->pid);
+	output_jw_str(w, "comm", r->comm);
+	output_jw_str(w, "cgroup", r->cgroup);
+	output_jw_int(w, "ns_pid", r->ns_pid);
+	output_jw_int(w, "uid", r->uid);
+	output_jw_u64(w, "count", r->count);
 	if (r->first_path_samples)
-		jw_u64(w, "first_path_samples", r->first_path_samples);
+		output_jw_u64(w, "first_path_samples", r->first_path_samples);
 	stats_write(w, "wall_ns", r->wall_ns);
 	/* Wall time is read from the clock, never extrapolated. */
-	jw_bool(w, "scaled", false);
+	output_jw_bool(w, "scaled", false);
 	if (r->wall_floor) {
-		jw_u64(w, "floor", r->wall_floor);
-		jw_bool(w, "too_short", r->wall_too_short);
+		output_jw_u64(w, "floor", r->wall_floor);
+		output_jw_bool(w, "too_short", r->wall_too_short);
 	}
-	jw_close(w);
-	jw_open(w, "events");
+	output_jw_close(w);
+	output_jw_open(w, "events");
 	for (size_t j = 0; j < r->n_events; j++) {
 		const Pmc__EventStats *e = r->events[j];
 
 		stats_write(w, e->name, e->stats);
-		jw_bool(w, "scaled", e->scaled_count > 0);
+		output_jw_bool(w, "scaled", e->scaled_count > 0);
 		if (r->wall_floor) {
-			jw_u64(w, "floor", e->floor);
-			jw_bool(w, "too_short", e->too_short);
+			output_jw_u64(w, "floor", e->floor);
+			output_jw_bool(w, "too_short", e->too_short);
 		}
 		if (e->scaled_count > 0) {
-			jw_u64(w, "scaled_samples", e->scaled_count);
-			jw_real(w, "running_ratio", e->scaled_ratio);
+			output_jw_u64(w, "scaled_samples", e->scaled_count);
+			output_jw_real(w, "running_ratio", e->scaled_ratio);
 		}
-		jw_close(w);
+		output_jw_close(w);
 	}
-	jw_close(w);
-	jw_open(w, "derived");
+	output_jw_close(w);
+	output_jw_open(w, "derived");
 	for (size_t j = 0; j < r->n_derived; j++)
-		jw_real(w, r->derived[j]->name, r->derived[j]->value);
-	jw_close(w);
-	jw_close(w);
+		output_jw_real(w, r->derived[j]->name, r->derived[j]->value);
+	output_jw_close(w);
+	output_jw_close(w);
 }
 
 /* The samples not counted, per process listed and reason, appended to @losses. */
@@ -271,11 +276,11 @@ static void
 losses_json(json_t *losses, const Pmc__QueryReply *q)
 {
 	for (size_t i = 0; i < q->n_losses; i++) {
-		json_t *l = jobject();
-		jset(l, "pid", json_integer(q->losses[i]->pid));
-		jset(l, "reason", jstr(q->losses[i]->reason));
-		jset(l, "count", ju64(q->losses[i]->count));
-		jappend(losses, l);
+		json_t *l = output_jobject();
+		output_jset(l, "pid", json_integer(q->losses[i]->pid));
+		output_jset(l, "reason", output_jstr(q->losses[i]->reason));
+		output_jset(l, "count", output_ju64(q->losses[i]->count));
+		output_jappend(losses, l);
 	}
 }
 
@@ -283,9 +288,9 @@ losses_json(json_t *losses, const Pmc__QueryReply *q)
 static void
 empty_json(json_t *root, const Pmc__QueryReply *q, const char *why_code, const char *why)
 {
-	jset(root, "empty", jstr(why_code));
-	jset(root, "message", jstr(why));
-	jset(root, "hidden_regions", ju64(q->hidden));
+	output_jset(root, "empty", output_jstr(why_code));
+	output_jset(root, "message", output_jstr(why));
+	output_jset(root, "hidden_regions", output_ju64(q->hidden));
 }
 
 /* {"regions":[...],"losses":[...]}, and when it is empty, why ("empty", "message",
@@ -293,14 +298,14 @@ empty_json(json_t *root, const Pmc__QueryReply *q, const char *why_code, const c
 json_t *
 query_json(const Pmc__QueryReply *q, const char *why_code, const char *why)
 {
-	json_t *root = jobject();
-	json_t *regions = jarray();
+	json_t *root = output_jobject();
+	json_t *regions = output_jarray();
 
-	jset(root, "regions", regions);
+	output_jset(root, "regions", regions);
 	for (size_t i = 0; i < q->n_regions; i++)
-		jappend(regions, region_json(q->regions[i]));
-	json_t *losses = jarray();
-	jset(root, "losses", losses);
+		output_jappend(regions, query_region_json(q->regions[i]));
+	json_t *losses = output_jarray();
+	output_jset(root, "losses", losses);
 	losses_json(losses, q);
 	if (!q->n_regions && why)
 		empty_json(root, q, why_code, why);
@@ -319,44 +324,44 @@ static const char *const query_csv_head[] = {
 static void
 query_csv_origin(const Pmc__RegionStats *r)
 {
-	csv_str(r->cgroup);
+	output_csv_str(r->cgroup);
 	if (r->ns_pid)
-		csv_i64(r->ns_pid);
+		output_csv_i64(r->ns_pid);
 	else
-		csv_str("");
+		output_csv_str("");
 }
 
 /* The fields of a row, its end aside; @e is NULL for the wall-clock row. */
 void
 query_csv_fields(const Pmc__RegionStats *r, const Pmc__EventStats *e)
 {
-	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
+	const Pmc__Stats *s = call_stats_or_zero(e ? e->stats : r->wall_ns);
 	bool scaled = e && e->scaled_count > 0;
 
-	csv_i64(r->pid);
-	csv_str(r->comm);
-	csv_str(r->name);
-	csv_u64(r->count);
-	csv_str(e ? e->name : "wall_ns");
-	csv_u64(s->sum);
-	csv_u64(s->min);
-	csv_u64(s->max);
-	csv_real(s->mean);
-	csv_real(s->stddev);
-	csv_real(s->p50);
-	csv_real(s->p90);
-	csv_real(s->p99);
-	csv_bool(scaled);
+	output_csv_i64(r->pid);
+	output_csv_str(r->comm);
+	output_csv_str(r->name);
+	output_csv_u64(r->count);
+	output_csv_str(e ? e->name : "wall_ns");
+	output_csv_u64(s->sum);
+	output_csv_u64(s->min);
+	output_csv_u64(s->max);
+	output_csv_real(s->mean);
+	output_csv_real(s->stddev);
+	output_csv_real(s->p50);
+	output_csv_real(s->p90);
+	output_csv_real(s->p99);
+	output_csv_bool(scaled);
 	if (scaled)
-		csv_real(e->scaled_ratio);
+		output_csv_real(e->scaled_ratio);
 	else
-		csv_str("");
+		output_csv_str("");
 	if (r->wall_floor) {
-		csv_u64(e ? e->floor : r->wall_floor);
-		csv_bool(e ? e->too_short : r->wall_too_short);
+		output_csv_u64(e ? e->floor : r->wall_floor);
+		output_csv_bool(e ? e->too_short : r->wall_too_short);
 	} else {
-		csv_str("");
-		csv_str("");
+		output_csv_str("");
+		output_csv_str("");
 	}
 	query_csv_origin(r);
 }
@@ -365,7 +370,7 @@ static void
 query_csv_row(const Pmc__RegionStats *r, const Pmc__EventStats *e)
 {
 	query_csv_fields(r, e);
-	csv_end();
+	output_csv_end();
 }
 
 /* The fields of a derived metric's row: "derived:NAME" in the event column, its value in the
@@ -373,23 +378,23 @@ query_csv_row(const Pmc__RegionStats *r, const Pmc__EventStats *e)
 void
 query_csv_derived_fields(const Pmc__RegionStats *r, const Pmc__Derived *d)
 {
-	csv_i64(r->pid);
-	csv_str(r->comm);
-	csv_str(r->name);
-	csv_u64(r->count);
+	output_csv_i64(r->pid);
+	output_csv_str(r->comm);
+	output_csv_str(r->name);
+	output_csv_u64(r->count);
 	char name[96];
 	snprintf(name, sizeof(name), "derived:%s", d->name);
-	csv_str(name);
-	csv_str("");
-	csv_str("");
-	csv_str("");
-	csv_real(d->value);
+	output_csv_str(name);
+	output_csv_str("");
+	output_csv_str("");
+	output_csv_str("");
+	output_csv_real(d->value);
 	for (int k = 0; k < 4; k++)
-		csv_str("");
-	csv_bool(false);
-	csv_str("");
-	csv_str("");
-	csv_str("");
+		output_csv_str("");
+	output_csv_bool(false);
+	output_csv_str("");
+	output_csv_str("");
+	output_csv_str("");
 	query_csv_origin(r);
 }
 
@@ -397,7 +402,7 @@ static void
 query_csv_derived(const Pmc__RegionStats *r, const Pmc__Derived *d)
 {
 	query_csv_derived_fields(r, d);
-	csv_end();
+	output_csv_end();
 }
 
 /* The rows of @q's regions, the header aside. */
@@ -416,12 +421,12 @@ query_csv_rows(const Pmc__QueryReply *q)
 void
 query_csv(const Pmc__QueryReply *q)
 {
-	csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+	output_csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
 	query_csv_rows(q);
 }
 
 bool
-event_counts_ns(const char *name)
+query_event_counts_ns(const char *name)
 {
 	static const char *const clocks[] = {"task-clock", "cpu-clock", "perf::task-clock",
 	                                     "perf::cpu-clock"};
@@ -441,29 +446,29 @@ table_add_value(struct table *t, double v, bool whole, bool ns, bool *rounded)
 {
 	char buf[64];
 
-	*rounded |=
-	        ns ? format_time(buf, sizeof(buf), v) : format_count(buf, sizeof(buf), v, whole);
-	table_add(t, "%s", buf);
+	*rounded |= ns ? output_format_time(buf, sizeof(buf), v)
+	               : output_format_count(buf, sizeof(buf), v, whole);
+	output_table_add(t, "%s", buf);
 }
 
 static void
 query_table_row(struct table *t, const Pmc__RegionStats *r, const Pmc__EventStats *e, bool *rounded)
 {
-	const Pmc__Stats *s = stats_or_zero(e ? e->stats : r->wall_ns);
-	bool ns = !e || event_counts_ns(e->name);
+	const Pmc__Stats *s = call_stats_or_zero(e ? e->stats : r->wall_ns);
+	bool ns = !e || query_event_counts_ns(e->name);
 	char count[64];
 
-	*rounded |= format_count(count, sizeof(count), (double)r->count, true);
-	table_add(t, "%" PRId32, r->pid);
-	table_add(t, "%s", r->comm);
-	table_add_container(t, r);
-	table_add(t, "%s", r->name);
-	table_add(t, "%s", count);
+	*rounded |= output_format_count(count, sizeof(count), (double)r->count, true);
+	output_table_add(t, "%" PRId32, r->pid);
+	output_table_add(t, "%s", r->comm);
+	output_table_add_container(t, r);
+	output_table_add(t, "%s", r->name);
+	output_table_add(t, "%s", count);
 	if (e)
-		table_add(t, "%s%s%s", e->name, e->scaled_count > 0 ? "*" : "",
-		          e->too_short ? "~" : "");
+		output_table_add(t, "%s%s%s", e->name, e->scaled_count > 0 ? "*" : "",
+		                 e->too_short ? "~" : "");
 	else
-		table_add(t, "wall%s", r->wall_too_short ? "~" : "");
+		output_table_add(t, "wall%s", r->wall_too_short ? "~" : "");
 	table_add_value(t, (double)s->sum, true, ns, rounded);
 	table_add_value(t, s->mean, false, ns, rounded);
 	table_add_value(t, (double)s->min, true, ns, rounded);
@@ -497,17 +502,18 @@ query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *
 		for (size_t j = 0; j < r->n_derived; j++) {
 			char count[64];
 
-			n->rounded |= format_count(count, sizeof(count), (double)r->count, true);
-			table_add(t, "%" PRId32, r->pid);
-			table_add(t, "%s", r->comm);
-			table_add_container(t, r);
-			table_add(t, "%s", r->name);
-			table_add(t, "%s", count);
-			table_add(t, "(%s)", r->derived[j]->name);
-			table_add(t, "-");
-			table_add(t, "%.3f", r->derived[j]->value);
+			n->rounded |=
+			        output_format_count(count, sizeof(count), (double)r->count, true);
+			output_table_add(t, "%" PRId32, r->pid);
+			output_table_add(t, "%s", r->comm);
+			output_table_add_container(t, r);
+			output_table_add(t, "%s", r->name);
+			output_table_add(t, "%s", count);
+			output_table_add(t, "(%s)", r->derived[j]->name);
+			output_table_add(t, "-");
+			output_table_add(t, "%.3f", r->derived[j]->value);
 			for (int k = 0; k < 5; k++)
-				table_add(t, "-");
+				output_table_add(t, "-");
 		}
 	}
 	/* Under the table, with the losses: each region's samples kept out of its figures. */
@@ -516,8 +522,8 @@ query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *
 		if (!r->first_path_samples)
 			continue;
 		if (!n->f && !(n->f = open_memstream(&n->losses, &n->losses_len)))
-			oom();
-		_cleanup_free_ char *safe = escape_text(r->name);
+			pmcctl_oom();
+		_cleanup_free_ char *safe = output_escape_text(r->name);
 		fprintf(n->f,
 		        "pid %" PRId32 ": %s: %" PRIu64 " first samples of new paths, kept out of "
 		        "its figures (each counted a call path's first look-up on its thread)\n",
@@ -526,7 +532,7 @@ query_table_rows(struct table *t, const Pmc__QueryReply *q, struct table_notes *
 	if (!q->n_losses)
 		return;
 	if (!n->f && !(n->f = open_memstream(&n->losses, &n->losses_len)))
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < q->n_losses; i++)
 		fprintf(n->f, "pid %" PRId32 ": %" PRIu64 " samples not counted (%s)\n",
 		        q->losses[i]->pid, q->losses[i]->count, q->losses[i]->reason);
@@ -543,7 +549,7 @@ query_table_notes(struct table_notes *n)
 		puts("* scaled: counts were multiplexed and extrapolated (running/enabled < 1)");
 	if (n->f) {
 		if (fclose(n->f))
-			oom();
+			pmcctl_oom();
 		fputs(n->losses, stdout);
 		free(n->losses);
 	}
@@ -564,13 +570,13 @@ query_table(const Pmc__QueryReply *q, const char *why)
 	struct table_notes n = {0};
 
 	if (!q->n_regions) {
-		_cleanup_free_ char *safe = escape_text(why);
+		_cleanup_free_ char *safe = output_escape_text(why);
 
 		puts(safe);
 		return;
 	}
 	query_table_rows(&t, q, &n);
-	table_print(&t, stdout);
+	output_table_print(&t, stdout);
 	query_table_notes(&n);
 }
 
@@ -596,10 +602,10 @@ query_print_part(const Pmc__QueryReply *q, void *ctx)
 
 		flockfile(stdout);
 		for (size_t i = 0; i < q->n_regions; i++) {
-			jw_raw(&w, p->n_regions + i ? ",\n    " : "\n    ");
-			region_write(&w, q->regions[i]);
+			output_jw_raw(&w, p->n_regions + i ? ",\n    " : "\n    ");
+			query_region_write(&w, q->regions[i]);
 		}
-		jw_flush(&w);
+		output_jw_flush(&w);
 		funlockfile(stdout);
 		losses_json(p->losses, q);
 	} else if (p->o->format == FORMAT_CSV) {
@@ -607,7 +613,7 @@ query_print_part(const Pmc__QueryReply *q, void *ctx)
 	} else {
 		query_table_rows(&p->t, q, &p->notes);
 		if (p->t.n)
-			table_print_part(&p->t, stdout, p->width, !p->n_regions);
+			output_table_print_part(&p->t, stdout, p->width, !p->n_regions);
 	}
 	p->n_regions += q->n_regions;
 }
@@ -624,56 +630,56 @@ query_print_stream(int sock, const char *what, Pmc__Query *q, const struct opts 
 	                                .right = query_table_right}};
 
 	if (o->format == FORMAT_JSON) {
-		p.losses = jarray();
+		p.losses = output_jarray();
 		fputs("{\n  \"regions\": [", stdout);
 	} else if (o->format == FORMAT_CSV) {
-		csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
+		output_csv_header(query_csv_head, ARRAY_SIZE(query_csv_head));
 	}
 	_cleanup_response_ Pmc__Response *last =
-	        query_stream(sock, what, q, o, query_print_part, &p);
+	        call_query_stream(sock, what, q, o, query_print_part, &p);
 	const Pmc__QueryReply *end = last->query;
 	_cleanup_free_ char *why = NULL;
-	const char *code = p.n_regions ? NULL : empty_reason(end, o, &why);
+	const char *code = p.n_regions ? NULL : query_empty_reason(end, o, &why);
 
 	if (o->format == FORMAT_JSON) {
-		json_t *tail = jobject();
+		json_t *tail = output_jobject();
 
 		fputs(p.n_regions ? "\n  ],\n" : "],\n", stdout);
-		jset(tail, "losses", p.losses);
-		jset(tail, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
+		output_jset(tail, "losses", p.losses);
+		output_jset(tail, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
 		if (why)
 			empty_json(tail, end, code, why);
 		/* The tail's members, its "{" left out: the root's are the regions'. */
 		_cleanup_free_ char *text = json_dumps(tail, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		json_decref(tail);
 		if (!text)
-			fail("cannot write JSON");
+			pmcctl_fail("cannot write JSON");
 		if (!tree) {
 			puts(text + 2);
 		} else {
 			/* Its "\n}" too: the trees are the root's last member. */
 			text[strlen(text) - 2] = '\0';
 			fputs(text + 2, stdout);
-			dump_tree(sock, what, o);
+			tree_print_dump(sock, what, o);
 			puts("\n}");
 		}
 	} else if (o->format == FORMAT_CSV) {
 		if (why) {
 			/* The CSV stays a table for the program reading it; the reason is for
 			 * the person running it. */
-			_cleanup_free_ char *safe = escape_text(why);
+			_cleanup_free_ char *safe = output_escape_text(why);
 
 			fprintf(stderr, "pmcctl: %s\n", safe);
 		}
 	} else if (why) {
-		_cleanup_free_ char *safe = escape_text(why);
+		_cleanup_free_ char *safe = output_escape_text(why);
 
 		puts(safe);
 	} else {
 		query_table_notes(&p.notes);
 	}
 	if (tree && o->format == FORMAT_TABLE)
-		dump_tree(sock, what, o);
+		tree_print_dump(sock, what, o);
 }
 
 int
@@ -682,80 +688,12 @@ cmd_query(int sock, const struct command *cmd, const struct opts *o)
 	Pmc__Query q;
 
 	if (o->tree) {
-		tree_query(sock, cmd->name, o);
+		tree_print_query(sock, cmd->name, o);
 	} else {
-		query_init(&q, o);
+		call_query_init(&q, o);
 		query_print_stream(sock, cmd->name, &q, o, cmd->tree);
 	}
 	if (fflush(stdout) || ferror(stdout))
-		fail("cannot write the output: %s", strerror(errno));
-	return 0;
-}
-
-/* ---- reset ---- */
-
-static uint32_t
-reset_one(int sock, int32_t pid, const char *region)
-{
-	Pmc__Reset rs = PMC__RESET__INIT;
-	Pmc__Request req = PMC__REQUEST__INIT;
-
-	rs.pid = pid;
-	rs.region = (char *)(region ? region : "");
-	req.body_case = PMC__REQUEST__BODY_RESET;
-	req.reset = &rs;
-
-	_cleanup_response_ Pmc__Response *resp =
-	        call(sock, "reset", &req, PMC__RESPONSE__BODY_RESET);
-	return resp->reset->cleared;
-}
-
-/* Pids are at most 2^22 (PID_MAX_LIMIT): a reset of this one clears nothing, and is refused
- * like any other to whoever may not reset. */
-#define RESET_NO_PID INT32_MAX
-
-int
-cmd_reset(int sock, const struct command *cmd, const struct opts *o)
-{
-	uint32_t cleared = 0;
-
-	if (!new_filters(o, 0)) {
-		cleared = reset_one(sock, o->pid, o->n_regions ? o->regions[0] : NULL);
-	} else {
-		/* Reset names one exact region: the daemon matches the filters in a query,
-		 * then each region it lists is cleared. Asking first whether we may reset at
-		 * all words a refusal the same for every filter, even one that matches
-		 * nothing. */
-		Pmc__Query q;
-
-		reset_one(sock, RESET_NO_PID, NULL);
-		query_init(&q, o);
-		_cleanup_response_ Pmc__Response *resp = query_call(sock, cmd->name, &q, o);
-		Pmc__QueryReply *qr = resp->query;
-
-		/* A pid may be listed twice (a process that exec'd a setuid program, or a
-		 * recycled pid), and one reset of it clears both: once each. */
-		if (qr->n_regions) /* (none: no array at all) */
-			qsort(qr->regions, qr->n_regions, sizeof(*qr->regions), region_key_cmp);
-		for (size_t i = 0; i < qr->n_regions; i++)
-			if (!i || region_key_cmp(&qr->regions[i - 1], &qr->regions[i]))
-				cleared +=
-				        reset_one(sock, qr->regions[i]->pid, qr->regions[i]->name);
-	}
-
-	if (o->format == FORMAT_JSON) {
-		json_t *root = jobject();
-
-		jset(root, "cleared", ju64(cleared));
-		json_print(root);
-	} else if (o->format == FORMAT_CSV) {
-		static const char *const head[] = {"cleared"};
-
-		csv_header(head, ARRAY_SIZE(head));
-		csv_u64(cleared);
-		csv_end();
-	} else {
-		printf("cleared %" PRIu32 " aggregate(s)\n", cleared);
-	}
+		pmcctl_fail("cannot write the output: %s", strerror(errno));
 	return 0;
 }

@@ -17,7 +17,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
 
 /* Data pages of the ring (a power of two): 64 KiB holds about 1,300 ended tasks between two
  * reads, which run's loop makes at least every 10 ms. */
@@ -35,7 +41,7 @@ task_get(struct whole *w, uint32_t pid, uint32_t tid)
 		struct whole_task *v = reallocarray(w->task, cap, sizeof(*v));
 
 		if (!v)
-			oom();
+			pmcctl_oom();
 		w->task = v;
 		w->cap_task = cap;
 	}
@@ -60,7 +66,7 @@ tasks_give_up(struct whole *w, const char *fmt, int err)
 {
 	free(w->task_why);
 	if (asprintf(&w->task_why, fmt, strerror(err), w->n_groups * w->ring_len / 1024) < 0)
-		oom();
+		pmcctl_oom();
 	w->per_task = false;
 }
 
@@ -74,7 +80,7 @@ tasks_unmap(struct whole *w)
 }
 
 void
-tasks_start(struct whole *w, pid_t child, const char *comm)
+run_tasks_start(struct whole *w, pid_t child, const char *comm)
 {
 	w->n_task = 0;
 	w->lost = 0;
@@ -88,7 +94,7 @@ tasks_start(struct whole *w, pid_t child, const char *comm)
 	w->rings = calloc(w->n_groups + 1, sizeof(*w->rings));
 	w->ids = calloc(w->n_groups * w->n + 1, sizeof(*w->ids));
 	if (!w->rings || !w->ids)
-		oom();
+		pmcctl_oom();
 	/* A ring per CPU, on its first counter; the CPU's others write there too. */
 	for (size_t g = 0; g < w->n_groups; g++) {
 		int lead = w->fds[g * w->n];
@@ -215,25 +221,25 @@ tasks_drain_ring(struct whole *w, struct perf_event_mmap_page *pg)
 }
 
 void
-tasks_drain(struct whole *w)
+run_tasks_drain(struct whole *w)
 {
 	for (size_t g = 0; w->per_task && g < w->n_rings; g++)
 		tasks_drain_ring(w, w->rings[g]);
 }
 
 void
-tasks_end(struct whole *w, const double *total)
+run_tasks_end(struct whole *w, const double *total)
 {
 	if (!w->per_task)
 		return;
-	tasks_drain(w);
+	run_tasks_drain(w);
 	/* Each task's own counts, extrapolated where multiplexed. */
 	for (size_t i = 0; i < w->n_task; i++) {
 		struct whole_task *t = &w->task[i];
 
 		for (size_t k = 0; t->ended && k < w->n; k++)
-			t->v[k] =
-			        event_scaled(w->names[k], t->v[k], t->en[k], t->run[k], &t->scaled);
+			t->v[k] = event_name_scaled(w->names[k], t->v[k], t->en[k], t->run[k],
+			                            &t->scaled);
 	}
 	/* One task sends no record: the one whose context held the counters pmcctl reads when
 	 * it ended: the command's own, whose context the anchor keeps from being swapped with
@@ -268,7 +274,7 @@ tasks_end(struct whole *w, const double *total)
 }
 
 void
-tasks_free(struct whole *w)
+run_tasks_free(struct whole *w)
 {
 	tasks_unmap(w);
 	free(w->rings);
@@ -285,13 +291,13 @@ tasks_free(struct whole *w)
 /* ---- per process ---- */
 
 void
-tasks_processes(const struct whole *w, struct whole_proc **out, size_t *n_out)
+run_tasks_processes(const struct whole *w, struct whole_proc **out, size_t *n_out)
 {
 	struct whole_proc *p = calloc(w->n_task + 1, sizeof(*p));
 	size_t n = 0;
 
 	if (!p)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < w->n_task; i++) {
 		const struct whole_task *t = &w->task[i];
 		size_t j = 0;
@@ -322,11 +328,11 @@ static void
 tasks_cells(struct table *t, const struct whole *w, const double *v, bool scaled)
 {
 	for (size_t k = 0; k < w->n; k++)
-		table_add(t, "%.0f%s", v[k], scaled && w->scaled[k] ? "*" : "");
+		output_table_add(t, "%.0f%s", v[k], scaled && w->scaled[k] ? "*" : "");
 }
 
 void
-tasks_table(const struct whole *w, bool per_thread, FILE *f)
+run_tasks_table(const struct whole *w, bool per_thread, FILE *f)
 {
 	if (!w->runs || !w->n)
 		return;
@@ -338,7 +344,7 @@ tasks_table(const struct whole *w, bool per_thread, FILE *f)
 	_cleanup_free_ struct whole_proc *p = NULL;
 	size_t n_p;
 
-	tasks_processes(w, &p, &n_p);
+	run_tasks_processes(w, &p, &n_p);
 	if (n_p < 2 && !per_thread)
 		return; /* the sum is that process's */
 
@@ -346,15 +352,15 @@ tasks_table(const struct whole *w, bool per_thread, FILE *f)
 	_cleanup_free_ char **head = calloc(ncols, sizeof(*head));
 	_cleanup_free_ bool *right = calloc(ncols, sizeof(*right));
 	if (!head || !right)
-		oom();
+		pmcctl_oom();
 	head[0] = (char *)"PID";
 	head[1] = (char *)(per_thread ? "TID" : "THREADS");
 	head[2] = (char *)"COMM";
 	right[0] = right[1] = true;
 	for (size_t k = 0; k < w->n; k++) {
 		if (asprintf(&head[fixed + k], "%s%s", w->names[k],
-		             event_counts_ns(w->names[k]) ? " (ns)" : "") < 0)
-			oom();
+		             query_event_counts_ns(w->names[k]) ? " (ns)" : "") < 0)
+			pmcctl_oom();
 		right[fixed + k] = true;
 	}
 	struct table t = {.ncols = ncols, .head = (const char *const *)head, .right = right};
@@ -364,24 +370,24 @@ tasks_table(const struct whole *w, bool per_thread, FILE *f)
 
 			if (!k->ended)
 				continue;
-			table_add(&t, "%" PRIu32, k->pid);
-			table_add(&t, "%" PRIu32, k->tid);
-			table_add(&t, "%s", k->comm);
+			output_table_add(&t, "%" PRIu32, k->pid);
+			output_table_add(&t, "%" PRIu32, k->tid);
+			output_table_add(&t, "%s", k->comm);
 			tasks_cells(&t, w, k->v, k->scaled);
 		}
 	} else {
 		for (size_t i = 0; i < n_p; i++) {
-			table_add(&t, "%" PRIu32, p[i].pid);
-			table_add(&t, "%zu", p[i].threads);
-			table_add(&t, "%s", p[i].comm);
+			output_table_add(&t, "%" PRIu32, p[i].pid);
+			output_table_add(&t, "%zu", p[i].threads);
+			output_table_add(&t, "%s", p[i].comm);
 			tasks_cells(&t, w, p[i].v, p[i].scaled);
 		}
 	}
 	fprintf(f, "\nthe whole program per %s (%s%zu process%s; they add up to %s):\n",
 	        per_thread ? "thread" : "process", w->runs > 1 ? "the last run: " : "", n_p,
 	        n_p == 1 ? "" : "es", w->runs > 1 ? "its figures" : "the figures above");
-	table_print(&t, f);
-	table_free(&t);
+	output_table_print(&t, f);
+	output_table_free(&t);
 	for (size_t k = 0; k < w->n; k++)
 		free(head[fixed + k]);
 	if (w->lost)
@@ -395,38 +401,38 @@ tasks_table(const struct whole *w, bool per_thread, FILE *f)
 static json_t *
 tasks_events_json(const struct whole *w, const double *v)
 {
-	json_t *o = jobject();
+	json_t *o = output_jobject();
 
 	for (size_t k = 0; k < w->n; k++)
-		jset(o, w->names[k], ju64((uint64_t)(v[k] + 0.5)));
+		output_jset(o, w->names[k], output_ju64((uint64_t)(v[k] + 0.5)));
 	return o;
 }
 
 void
-tasks_json(const struct whole *w, bool per_thread, json_t *o)
+run_tasks_json(const struct whole *w, bool per_thread, json_t *o)
 {
 	if (!w->per_task) {
 		if (w->task_why)
-			jset(o, "per_process_error", jstr(w->task_why));
+			output_jset(o, "per_process_error", output_jstr(w->task_why));
 		return;
 	}
 	_cleanup_free_ struct whole_proc *p = NULL;
 	size_t n_p;
-	json_t *procs = jarray();
+	json_t *procs = output_jarray();
 
-	tasks_processes(w, &p, &n_p);
+	run_tasks_processes(w, &p, &n_p);
 	for (size_t i = 0; i < n_p; i++) {
-		json_t *po = jobject();
+		json_t *po = output_jobject();
 
-		jset(po, "pid", json_integer(p[i].pid));
-		jset(po, "comm", jstr(p[i].comm));
-		jset(po, "threads", json_integer((json_int_t)p[i].threads));
-		jset(po, "events", tasks_events_json(w, p[i].v));
-		jappend(procs, po);
+		output_jset(po, "pid", json_integer(p[i].pid));
+		output_jset(po, "comm", output_jstr(p[i].comm));
+		output_jset(po, "threads", json_integer((json_int_t)p[i].threads));
+		output_jset(po, "events", tasks_events_json(w, p[i].v));
+		output_jappend(procs, po);
 	}
-	jset(o, "processes", procs);
+	output_jset(o, "processes", procs);
 	if (per_thread) {
-		json_t *threads = jarray();
+		json_t *threads = output_jarray();
 
 		for (size_t i = 0; i < w->n_task; i++) {
 			const struct whole_task *k = &w->task[i];
@@ -434,16 +440,16 @@ tasks_json(const struct whole *w, bool per_thread, json_t *o)
 
 			if (!k->ended)
 				continue;
-			to = jobject();
-			jset(to, "pid", json_integer(k->pid));
-			jset(to, "tid", json_integer(k->tid));
-			jset(to, "comm", jstr(k->comm));
-			jset(to, "events", tasks_events_json(w, k->v));
-			jappend(threads, to);
+			to = output_jobject();
+			output_jset(to, "pid", json_integer(k->pid));
+			output_jset(to, "tid", json_integer(k->tid));
+			output_jset(to, "comm", output_jstr(k->comm));
+			output_jset(to, "events", tasks_events_json(w, k->v));
+			output_jappend(threads, to);
 		}
-		jset(o, "threads", threads);
+		output_jset(o, "threads", threads);
 	}
-	jset(o, "lost_tasks", ju64(w->lost));
+	output_jset(o, "lost_tasks", output_ju64(w->lost));
 }
 
 /* One CSV row a event of the figures @v of a process or thread (@region names which). */
@@ -454,19 +460,19 @@ tasks_csv_rows(const struct whole *w, uint32_t pid, const char *comm, const char
 	for (size_t k = 0; k < w->n; k++) {
 		struct whole_stat s = {.mean = v[k], .min = v[k], .max = v[k], .last = v[k]};
 
-		whole_csv_row(pid, comm, region, 1, w->names[k], &s, scaled && w->scaled[k]);
+		run_whole_csv_row(pid, comm, region, 1, w->names[k], &s, scaled && w->scaled[k]);
 	}
 }
 
 void
-tasks_csv(const struct whole *w, bool per_thread)
+run_tasks_csv(const struct whole *w, bool per_thread)
 {
 	if (!w->per_task)
 		return;
 	_cleanup_free_ struct whole_proc *p = NULL;
 	size_t n_p;
 
-	tasks_processes(w, &p, &n_p);
+	run_tasks_processes(w, &p, &n_p);
 	for (size_t i = 0; i < n_p; i++)
 		tasks_csv_rows(w, p[i].pid, p[i].comm, "(process)", p[i].v, p[i].scaled);
 	for (size_t i = 0; per_thread && i < w->n_task; i++) {

@@ -12,13 +12,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
 #include "wire/wire.h"
 
 #define WHOLE_TIMEOUT_MS 5000
 
 void
-whole_close(struct whole *w)
+run_whole_close(struct whole *w)
 {
 	for (size_t k = 0; k < w->n * w->n_groups; k++)
 		close(w->fds[k]);
@@ -31,13 +38,13 @@ whole_close(struct whole *w)
 }
 
 void
-whole_free(struct whole *w)
+run_whole_free(struct whole *w)
 {
-	whole_close(w);
+	run_whole_close(w);
 	for (size_t i = 0; i < w->n; i++)
 		free(w->names[i]);
 	free(w->why);
-	tasks_free(w);
+	run_tasks_free(w);
 	*w = (struct whole){0};
 }
 
@@ -55,7 +62,7 @@ whole_split(char *copy, char **names, size_t max)
 
 /* One OpenCommand for @w's command (@pidfd, borrowed) from CPU @first_cpu: its fds are
  * appended to @w's, @w->n per group (per CPU when the daemon counts per task). Sets *@next to
- * the CPU to ask from next, or to 0 when there is none left. Return: as whole_open(). */
+ * the CPU to ask from next, or to 0 when there is none left. Return: as run_whole_open(). */
 static int
 whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_names,
                 uint32_t first_cpu, uint32_t *next)
@@ -92,7 +99,7 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 		n_groups = cr->per_task ? cr->n_cpus : 1;
 	bool anchor = cr && cr->anchor;
 	if (r == 0 && resp->error) {
-		w->why = escape_text(resp->message);
+		w->why = output_escape_text(resp->message);
 		r = -(resp->error < 0 ? -resp->error : resp->error);
 	} else if (r == 0 &&
 	           (!cr || !cr->n_events || cr->n_events > WHOLE_MAX_EVENTS ||
@@ -114,12 +121,12 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 		for (size_t i = 0; i < w->n; i++) {
 			w->names[i] = strdup(cr->events[i]);
 			if (!w->names[i])
-				oom();
+				pmcctl_oom();
 		}
 	}
 	int *grown = reallocarray(w->fds, w->n * (w->n_groups + n_groups) + 1, sizeof(*grown));
 	if (!grown)
-		oom();
+		pmcctl_oom();
 	w->fds = grown;
 	memcpy(w->fds + w->n * w->n_groups, fds, (n_fds - anchor) * sizeof(*fds));
 	w->n_groups += n_groups;
@@ -142,7 +149,7 @@ whole_open_part(struct whole *w, int sock, int pidfd, char **names, size_t n_nam
 }
 
 int
-whole_open(struct whole *w, int sock, pid_t child, const char *events)
+run_whole_open(struct whole *w, int sock, pid_t child, const char *events)
 {
 	_cleanup_free_ char *copy = events ? strdup(events) : NULL;
 	char *names[WHOLE_MAX_EVENTS + 1];
@@ -152,26 +159,26 @@ whole_open(struct whole *w, int sock, pid_t child, const char *events)
 	int r;
 
 	if (events && !copy)
-		oom();
-	if (!hello_said.commands) {
+		pmcctl_oom();
+	if (!call_hello_said.commands) {
 		/* 0.1.0's closes the connection at an OpenCommand. */
 		if (!w->why &&
 		    asprintf(&w->why,
 		             "pmcdaemon %s counts no whole command (pmcctl " PMC_VERSION
 		             "'s run needs pmcdaemon 0.2.0 or later); the regions are counted",
-		             hello_said.version) < 0)
-			oom();
+		             call_hello_said.version) < 0)
+			pmcctl_oom();
 		return -EOPNOTSUPP;
 	}
 	if (pidfd < 0)
 		return -errno;
 	n_names = whole_split(copy, names, ARRAY_SIZE(names));
-	whole_close(w);
+	run_whole_close(w);
 	do {
 		r = whole_open_part(w, sock, pidfd, names, n_names, cpu, &cpu);
 	} while (r == 0 && cpu);
 	if (r < 0)
-		whole_close(w);
+		run_whole_close(w);
 	return r;
 }
 
@@ -192,14 +199,14 @@ whole_add(struct whole_stat *s, unsigned runs, double v)
 }
 
 void
-whole_read(struct whole *w, uint64_t wall_ns)
+run_whole_read(struct whole *w, uint64_t wall_ns)
 {
 	double total[WHOLE_MAX_EVENTS] = {0}, en[WHOLE_MAX_EVENTS] = {0},
 	       run[WHOLE_MAX_EVENTS] = {0};
 
 	w->runs++;
 	/* Each event's values and times running added up over its CPUs, its time enabled the
-	 * longest, extrapolated where it was multiplexed (event_scaled()). */
+	 * longest, extrapolated where it was multiplexed (event_name_scaled()). */
 	for (size_t k = 0; k < w->n * w->n_groups; k++) {
 		uint64_t v[4] = {0}; /* value, time enabled, time running (, id: per task) */
 
@@ -211,11 +218,11 @@ whole_read(struct whole *w, uint64_t wall_ns)
 			en[k % w->n] = (double)v[1];
 	}
 	for (size_t i = 0; i < w->n; i++) {
-		total[i] = event_scaled(w->names[i], total[i], en[i], run[i], &w->scaled[i]);
+		total[i] = event_name_scaled(w->names[i], total[i], en[i], run[i], &w->scaled[i]);
 		whole_add(&w->ev[i], w->runs, total[i]);
 	}
-	tasks_end(w, total);
-	whole_close(w);
+	run_tasks_end(w, total);
+	run_whole_close(w);
 	whole_add(&w->wall, w->runs, (double)wall_ns);
 }
 
@@ -234,19 +241,19 @@ static void
 whole_row(struct table *t, const char *region, const char *name, const struct whole_stat *s,
           unsigned runs, bool scaled, bool ns)
 {
-	table_add(t, "%s", region);
-	table_add(t, "%s%s", name, scaled ? "*" : "");
-	table_add(t, "%.0f", s->mean);
-	table_add(t, "%s", ns ? "ns" : "");
+	output_table_add(t, "%s", region);
+	output_table_add(t, "%s%s", name, scaled ? "*" : "");
+	output_table_add(t, "%.0f", s->mean);
+	output_table_add(t, "%s", ns ? "ns" : "");
 	if (runs > 1) {
-		table_add(t, "%.2f%%", whole_spread(s, runs));
-		table_add(t, "%.0f", s->min);
-		table_add(t, "%.0f", s->max);
+		output_table_add(t, "%.2f%%", whole_spread(s, runs));
+		output_table_add(t, "%.0f", s->min);
+		output_table_add(t, "%.0f", s->max);
 	}
 }
 
 void
-whole_table(const struct whole *w, bool per_thread, FILE *f)
+run_whole_table(const struct whole *w, bool per_thread, FILE *f)
 {
 	static const char *const head[] = {"REGION", "EVENT", "COUNT", "UNIT", "+-", "MIN", "MAX"};
 	static const char *const head_mean[] = {"REGION", "EVENT", "MEAN", "UNIT",
@@ -263,84 +270,84 @@ whole_table(const struct whole *w, bool per_thread, FILE *f)
 	}
 	for (size_t i = 0; i < w->n; i++)
 		whole_row(&t, "(whole program)", w->names[i], &w->ev[i], w->runs, w->scaled[i],
-		          event_counts_ns(w->names[i]));
+		          query_event_counts_ns(w->names[i]));
 	whole_row(&t, "(whole program)", "wall", &w->wall, w->runs, false, true);
 	fprintf(f, "\nthe whole program, its threads and the processes it started (exact counts");
 	if (w->runs > 1)
 		fprintf(f, "; the mean of %u runs, +- the standard deviation in %% of it", w->runs);
 	fprintf(f, "):\n");
-	table_print(&t, f);
-	table_free(&t);
-	tasks_table(w, per_thread, f);
+	output_table_print(&t, f);
+	output_table_free(&t);
+	run_tasks_table(w, per_thread, f);
 }
 
 /* One figure of @s in JSON: its value, or over runs its mean, stddev, min and max. */
 static json_t *
 whole_stat_json(const struct whole_stat *s, unsigned runs, bool scaled)
 {
-	json_t *o = jobject();
+	json_t *o = output_jobject();
 
-	jset(o, "value", runs > 1 ? jreal(s->mean) : ju64((uint64_t)s->mean));
-	jset(o, "scaled", json_boolean(scaled));
+	output_jset(o, "value", runs > 1 ? output_jreal(s->mean) : output_ju64((uint64_t)s->mean));
+	output_jset(o, "scaled", json_boolean(scaled));
 	if (runs > 1) {
-		jset(o, "stddev", jreal(sqrt(s->m2 / (runs - 1))));
-		jset(o, "min", jreal(s->min));
-		jset(o, "max", jreal(s->max));
+		output_jset(o, "stddev", output_jreal(sqrt(s->m2 / (runs - 1))));
+		output_jset(o, "min", output_jreal(s->min));
+		output_jset(o, "max", output_jreal(s->max));
 	}
 	return o;
 }
 
 json_t *
-whole_json(const struct whole *w, bool per_thread)
+run_whole_json(const struct whole *w, bool per_thread)
 {
-	json_t *o = jobject();
+	json_t *o = output_jobject();
 
-	jset(o, "runs", json_integer(w->runs));
+	output_jset(o, "runs", json_integer(w->runs));
 	if (!w->n) {
-		jset(o, "error", jstr(w->why ? w->why : ""));
+		output_jset(o, "error", output_jstr(w->why ? w->why : ""));
 		return o;
 	}
-	json_t *ev = jobject(); /* made only here: one not given to @o would be leaked */
+	json_t *ev = output_jobject(); /* made only here: one not given to @o would be leaked */
 	for (size_t i = 0; i < w->n; i++)
-		jset(ev, w->names[i], whole_stat_json(&w->ev[i], w->runs, w->scaled[i]));
-	jset(o, "events", ev);
-	jset(o, "wall_ns", whole_stat_json(&w->wall, w->runs, false));
-	tasks_json(w, per_thread, o);
+		output_jset(ev, w->names[i], whole_stat_json(&w->ev[i], w->runs, w->scaled[i]));
+	output_jset(o, "events", ev);
+	output_jset(o, "wall_ns", whole_stat_json(&w->wall, w->runs, false));
+	run_tasks_json(w, per_thread, o);
 	return o;
 }
 
 void
-whole_csv_row(int64_t pid, const char *comm, const char *region, unsigned runs, const char *event,
-              const struct whole_stat *s, bool scaled)
+run_whole_csv_row(int64_t pid, const char *comm, const char *region, unsigned runs,
+                  const char *event, const struct whole_stat *s, bool scaled)
 {
-	csv_i64(pid);
-	csv_str(comm);
-	csv_str(region);
-	csv_u64(runs);
-	csv_str(event);
-	csv_u64((uint64_t)(s->mean + 0.5)); /* sum: one run's (the mean of the runs) */
-	csv_real(s->min);
-	csv_real(s->max);
-	csv_real(s->mean);
-	csv_real(runs > 1 ? sqrt(s->m2 / (runs - 1)) : 0);
+	output_csv_i64(pid);
+	output_csv_str(comm);
+	output_csv_str(region);
+	output_csv_u64(runs);
+	output_csv_str(event);
+	output_csv_u64((uint64_t)(s->mean + 0.5)); /* sum: one run's (the mean of the runs) */
+	output_csv_real(s->min);
+	output_csv_real(s->max);
+	output_csv_real(s->mean);
+	output_csv_real(runs > 1 ? sqrt(s->m2 / (runs - 1)) : 0);
 	for (int i = 0; i < 3; i++) /* p50, p90, p99 */
-		csv_str("");
-	csv_bool(scaled);
+		output_csv_str("");
+	output_csv_bool(scaled);
 	for (int i = 0; i < 5; i++) /* running_ratio, floor, too_short, cgroup, ns_pid */
-		csv_str("");
-	csv_end();
+		output_csv_str("");
+	output_csv_end();
 }
 
 void
-whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread)
+run_whole_csv(const struct whole *w, pid_t pid, const char *comm, bool per_thread)
 {
 	if (!w->n || !w->runs)
 		return;
 	for (size_t i = 0; i < w->n; i++)
-		whole_csv_row(pid, comm, "(whole program)", w->runs, w->names[i], &w->ev[i],
-		              w->scaled[i]);
-	whole_csv_row(pid, comm, "(whole program)", w->runs, "wall_ns", &w->wall, false);
-	tasks_csv(w, per_thread);
+		run_whole_csv_row(pid, comm, "(whole program)", w->runs, w->names[i], &w->ev[i],
+		                  w->scaled[i]);
+	run_whole_csv_row(pid, comm, "(whole program)", w->runs, "wall_ns", &w->wall, false);
+	run_tasks_csv(w, per_thread);
 }
 
 /* ---- run -r N: each region merged over the runs ---- */
@@ -381,8 +388,8 @@ merge_event(struct merged_region *m, const char *name)
 }
 
 void
-merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned runs,
-           bool (*keep)(int32_t pid, unsigned run, void *ctx), void *ctx)
+run_whole_merge(struct merged *m, const Pmc__QueryReply *const *replies, unsigned runs,
+                bool (*keep)(int32_t pid, unsigned run, void *ctx), void *ctx)
 {
 	size_t n_all = 0, n = 0;
 
@@ -391,7 +398,7 @@ merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned run
 		n_all += replies[r]->n_regions;
 	_cleanup_free_ const Pmc__RegionStats **all = calloc(n_all + 1, sizeof(*all));
 	if (!all)
-		oom();
+		pmcctl_oom();
 	n_all = 0;
 	for (unsigned r = 0; r < runs; r++)
 		for (size_t i = 0; i < replies[r]->n_regions; i++)
@@ -400,7 +407,7 @@ merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned run
 	qsort(all, n_all, sizeof(*all), merge_key_cmp);
 	m->r = calloc(n_all + 1, sizeof(*m->r));
 	if (!m->r)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < n_all; i++)
 		if (!n || merge_key_cmp(&all[i], &all[i - 1])) {
 			m->r[n].comm = all[i]->comm;
@@ -411,7 +418,7 @@ merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned run
 	/* Each run's figures of a region: calls, wall, its events, over the run's processes. */
 	_cleanup_free_ double *cur = calloc(n * (2 + WHOLE_MAX_EVENTS) + 1, sizeof(*cur));
 	if (!cur)
-		oom();
+		pmcctl_oom();
 	for (unsigned r = 0; r < runs; r++) {
 		memset(cur, 0, n * (2 + WHOLE_MAX_EVENTS) * sizeof(*cur));
 		for (size_t i = 0; i < replies[r]->n_regions; i++) {
@@ -423,13 +430,13 @@ merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned run
 			mr = bsearch(rs, m->r, n, sizeof(*m->r), merge_find_cmp);
 			double *c = cur + (size_t)(mr - m->r) * (2 + WHOLE_MAX_EVENTS);
 			c[0] += (double)rs->count;
-			c[1] += (double)stats_or_zero(rs->wall_ns)->sum;
+			c[1] += (double)call_stats_or_zero(rs->wall_ns)->sum;
 			for (size_t e = 0; e < rs->n_events; e++) {
 				ssize_t k = merge_event(mr, rs->events[e]->name);
 
 				if (k < 0)
 					continue;
-				c[2 + k] += (double)stats_or_zero(rs->events[e]->stats)->sum;
+				c[2 + k] += (double)call_stats_or_zero(rs->events[e]->stats)->sum;
 				mr->scaled[k] |= rs->events[e]->scaled_count > 0;
 			}
 		}
@@ -446,14 +453,14 @@ merge_runs(struct merged *m, const Pmc__QueryReply *const *replies, unsigned run
 }
 
 void
-merged_free(struct merged *m)
+run_whole_merged_free(struct merged *m)
 {
 	free(m->r);
 	*m = (struct merged){0};
 }
 
 void
-merged_table(const struct merged *m, FILE *f)
+run_whole_merged_table(const struct merged *m, FILE *f)
 {
 	static const char *const head[] = {"COMM", "REGION", "EVENT", "MEAN",
 	                                   "UNIT", "+-",     "MIN",   "MAX"};
@@ -463,14 +470,14 @@ merged_table(const struct merged *m, FILE *f)
 	for (size_t i = 0; i < m->n; i++) {
 		const struct merged_region *r = &m->r[i];
 
-		table_add(&t, "%s", r->comm);
+		output_table_add(&t, "%s", r->comm);
 		whole_row(&t, r->name, "calls", &r->calls, m->runs, false, false);
-		table_add(&t, "%s", r->comm);
+		output_table_add(&t, "%s", r->comm);
 		whole_row(&t, r->name, "wall", &r->wall, m->runs, false, true);
 		for (size_t k = 0; k < r->n_ev; k++) {
-			table_add(&t, "%s", r->comm);
+			output_table_add(&t, "%s", r->comm);
 			whole_row(&t, r->name, r->ev_name[k], &r->ev[k], m->runs, r->scaled[k],
-			          event_counts_ns(r->ev_name[k]));
+			          query_event_counts_ns(r->ev_name[k]));
 		}
 	}
 	fprintf(f,
@@ -478,42 +485,43 @@ merged_table(const struct merged *m, FILE *f)
 	        "processes, 0 in a run where it did not run; the mean, +- the standard "
 	        "deviation in %% of it, min and max):\n",
 	        m->runs);
-	table_print(&t, f);
-	table_free(&t);
+	output_table_print(&t, f);
+	output_table_free(&t);
 }
 
 json_t *
-merged_json(const struct merged *m)
+run_whole_merged_json(const struct merged *m)
 {
-	json_t *a = jarray();
+	json_t *a = output_jarray();
 
 	for (size_t i = 0; i < m->n; i++) {
 		const struct merged_region *r = &m->r[i];
-		json_t *o = jobject(), *ev = jobject();
+		json_t *o = output_jobject(), *ev = output_jobject();
 
-		jset(o, "comm", jstr(r->comm));
-		jset(o, "name", jstr(r->name));
-		jset(o, "runs", json_integer(m->runs));
-		jset(o, "calls", whole_stat_json(&r->calls, m->runs, false));
-		jset(o, "wall_ns", whole_stat_json(&r->wall, m->runs, false));
+		output_jset(o, "comm", output_jstr(r->comm));
+		output_jset(o, "name", output_jstr(r->name));
+		output_jset(o, "runs", json_integer(m->runs));
+		output_jset(o, "calls", whole_stat_json(&r->calls, m->runs, false));
+		output_jset(o, "wall_ns", whole_stat_json(&r->wall, m->runs, false));
 		for (size_t k = 0; k < r->n_ev; k++)
-			jset(ev, r->ev_name[k], whole_stat_json(&r->ev[k], m->runs, r->scaled[k]));
-		jset(o, "events", ev);
-		jappend(a, o);
+			output_jset(ev, r->ev_name[k],
+			            whole_stat_json(&r->ev[k], m->runs, r->scaled[k]));
+		output_jset(o, "events", ev);
+		output_jappend(a, o);
 	}
 	return a;
 }
 
 void
-merged_csv(const struct merged *m, pid_t pid)
+run_whole_merged_csv(const struct merged *m, pid_t pid)
 {
 	for (size_t i = 0; i < m->n; i++) {
 		const struct merged_region *r = &m->r[i];
 
-		whole_csv_row(pid, r->comm, r->name, m->runs, "calls", &r->calls, false);
-		whole_csv_row(pid, r->comm, r->name, m->runs, "wall_ns", &r->wall, false);
+		run_whole_csv_row(pid, r->comm, r->name, m->runs, "calls", &r->calls, false);
+		run_whole_csv_row(pid, r->comm, r->name, m->runs, "wall_ns", &r->wall, false);
 		for (size_t k = 0; k < r->n_ev; k++)
-			whole_csv_row(pid, r->comm, r->name, m->runs, r->ev_name[k], &r->ev[k],
-			              r->scaled[k]);
+			run_whole_csv_row(pid, r->comm, r->name, m->runs, r->ev_name[k], &r->ev[k],
+			                  r->scaled[k]);
 	}
 }

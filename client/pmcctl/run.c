@@ -23,7 +23,15 @@
 #include <unistd.h>
 
 #include "common/procstat.h"
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
+#include "pmcctl/query.h"
+#include "pmcctl/run-tasks.h"
+#include "pmcctl/run-whole.h"
+#include "pmcctl/run.h"
 #include "wire/wire.h"
 
 static void
@@ -75,7 +83,7 @@ private_show_log(const struct private_daemon *d)
 		_cleanup_free_ char *safe = NULL;
 
 		line[strcspn(line, "\n")] = '\0';
-		safe = escape_text(line);
+		safe = output_escape_text(line);
 		fprintf(stderr, "  %s\n", safe);
 	}
 }
@@ -168,7 +176,7 @@ private_find_daemon(void)
 		                                   "%s/../sbin/pmcdaemon"};
 		for (size_t i = 0; i < ARRAY_SIZE(near); i++) {
 			if (asprintf(&path, near[i], self) < 0)
-				oom();
+				pmcctl_oom();
 			if (is_program(path))
 				return path;
 			free(path);
@@ -176,11 +184,11 @@ private_find_daemon(void)
 	}
 	_cleanup_free_ char *dirs = strdup(env && env[0] ? env : "");
 	if (!dirs)
-		oom();
+		pmcctl_oom();
 	for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
 	     d = strtok_r(NULL, ":", &save)) {
 		if (asprintf(&path, "%s/pmcdaemon", d) < 0)
-			oom();
+			pmcctl_oom();
 		if (is_program(path))
 			return path;
 		free(path);
@@ -258,7 +266,7 @@ private_make_dir(struct private_daemon *d)
 		r = private_safe_base(real, why, sizeof(why));
 		if (r < 0) {
 			if (names[i] && why[0]) {
-				_cleanup_free_ char *safe = escape_text(why);
+				_cleanup_free_ char *safe = output_escape_text(why);
 
 				fprintf(stderr,
 				        "pmcctl: not making the private pmcdaemon's directory in "
@@ -342,7 +350,7 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 	d->pid = fork();
 	if (d->pid < 0) {
 		d->pid = 0;
-		fail("cannot start %s: fork: %s", bin, strerror(errno));
+		pmcctl_fail("cannot start %s: fork: %s", bin, strerror(errno));
 	}
 	if (d->pid == 0) {
 		/* Its own session: Ctrl-C at the terminal is for the command, and the daemon
@@ -385,7 +393,7 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 		int fd = pmc_wire_connect(d->sock);
 		if (fd >= 0) {
 			close(fd);
-			_cleanup_free_ char *safe = escape_text(d->sock);
+			_cleanup_free_ char *safe = output_escape_text(d->sock);
 
 			fprintf(stderr,
 			        "pmcctl: no pmcdaemon answers at %s: counting with a private one "
@@ -396,7 +404,7 @@ private_start(struct private_daemon *d, const char *wanted, int why)
 		usleep(10000);
 	}
 	private_show_log(d);
-	fail("the private pmcdaemon (%s) did not answer within 10 s", bin);
+	pmcctl_fail("the private pmcdaemon (%s) did not answer within 10 s", bin);
 }
 
 /* Pids in ascending order. */
@@ -434,7 +442,7 @@ pidset_add(struct pidset *s, pid_t pid)
 		size_t cap = s->cap ? 2 * s->cap : 64;
 		pid_t *v = reallocarray(s->v, cap, sizeof(*v));
 		if (!v)
-			oom();
+			pmcctl_oom();
 		s->v = v;
 		s->cap = cap;
 	}
@@ -567,18 +575,18 @@ run_user_mode_events(const char *sock_path, const char *events)
 	size_t n = 0;
 
 	if (!f)
-		oom();
+		pmcctl_oom();
 	if (!events || !events[0])
 		events = getenv("PMC_EVENTS");
 	if (!events || !events[0]) {
 		Pmc__ListEvents le = PMC__LIST_EVENTS__INIT;
 		Pmc__Request req = PMC__REQUEST__INIT;
-		_cleanup_close_ int fd = connect_daemon(sock_path);
+		_cleanup_close_ int fd = call_connect(sock_path);
 
-		hello(fd);
+		call_hello(fd);
 		req.body_case = PMC__REQUEST__BODY_LIST_EVENTS;
 		req.list_events = &le;
-		resp = call(fd, "run", &req, PMC__RESPONSE__BODY_EVENTS);
+		resp = call_request(fd, "run", &req, PMC__RESPONSE__BODY_EVENTS);
 		for (size_t i = 0; i < resp->events->n_default_events; i++) {
 			const char *e = resp->events->default_events[i];
 
@@ -589,12 +597,12 @@ run_user_mode_events(const char *sock_path, const char *events)
 	} else {
 		copy = strdup(events);
 		if (!copy)
-			oom();
+			pmcctl_oom();
 		for (char *save = NULL, *e = strtok_r(copy, ",", &save); e;
 		     e = strtok_r(NULL, ",", &save)) {
 			fprintf(f, "%s%s%s", n++ ? "," : "", e, event_has_mode(e) ? "" : ":u");
 			if (event_kernel_only(e)) {
-				_cleanup_free_ char *safe = escape_text(e);
+				_cleanup_free_ char *safe = output_escape_text(e);
 				fprintf(stderr,
 				        "pmcctl: warning: %s happens in kernel mode only: counted "
 				        "in user mode, it reads 0\n",
@@ -603,7 +611,7 @@ run_user_mode_events(const char *sock_path, const char *events)
 		}
 	}
 	if (fclose(f))
-		oom();
+		pmcctl_oom();
 	return list;
 }
 
@@ -643,7 +651,7 @@ argv_text(char **argv)
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; argv[i]; i++) {
 		const char *a = argv[i];
 
@@ -662,8 +670,8 @@ argv_text(char **argv)
 		fputc('\'', f);
 	}
 	if (fclose(f))
-		oom();
-	char *safe = escape_text(text);
+		pmcctl_oom();
+	char *safe = output_escape_text(text);
 	free(text);
 	return safe;
 }
@@ -688,7 +696,7 @@ run_keep(int32_t pid, void *tree)
 	return pidset_has(tree, pid);
 }
 
-/* merge_runs()'s filter where the daemon did not match the tags (one answer holds every
+/* run_whole_merge()'s filter where the daemon did not match the tags (one answer holds every
  * run's processes): those of run @run's tree. */
 static bool
 run_keep_of(int32_t pid, unsigned run, void *trees)
@@ -713,7 +721,7 @@ run_concat(Pmc__Response *const *resps, size_t n, Pmc__QueryReply *view)
 	view->regions = calloc(n_regions + 1, sizeof(*view->regions));
 	view->losses = calloc(n_losses + 1, sizeof(*view->losses));
 	if (!view->regions || !view->losses)
-		oom();
+		pmcctl_oom();
 	view->n_regions = view->n_losses = 0;
 	for (size_t i = 0; i < n; i++) {
 		const Pmc__QueryReply *q = resps[i]->query;
@@ -745,14 +753,14 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 	size_t n = 0;
 
 	if (!kept)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < reply->n_regions; i++)
 		if (!tree || pidset_has(tree, reply->regions[i]->pid))
 			kept[n++] = reply->regions[i];
 	view.regions = kept;
 	view.n_regions = n;
 	/* By pid, then name: the command's own regions come first. */
-	qsort(kept, n, sizeof(*kept), region_key_cmp);
+	qsort(kept, n, sizeof(*kept), query_region_key_cmp);
 	if (!n) {
 		const char *off = getenv("PMC_DISABLE");
 
@@ -764,25 +772,25 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		                       "program's figures follow"
 		                     : " (are they linked with libpmcclient, and do their regions "
 		                       "run?)") < 0)
-			oom();
+			pmcctl_oom();
 	}
 	uint64_t evicted = reply->run_tag_evicted; /* said on stderr too (cmd_run()) */
 	if (o->format == FORMAT_JSON) {
 		json_t *root = query_json(q, "nothing_recorded", why);
-		json_t *argv = jarray();
+		json_t *argv = output_jarray();
 
-		jset(root, "command", argv);
+		output_jset(root, "command", argv);
 		for (size_t i = 0; o->argv[i]; i++)
-			jappend(argv, jstr(o->argv[i]));
-		jset(root, "pid", json_integer(pid));
-		jset(root, "exit_status", json_integer(code));
-		jset(root, "daemon", jstr(private ? "private" : "system"));
-		jset(root, "evicted_processes", ju64(evicted));
-		jset(root, "whole_program", whole_json(whole, o->per_thread));
+			output_jappend(argv, output_jstr(o->argv[i]));
+		output_jset(root, "pid", json_integer(pid));
+		output_jset(root, "exit_status", json_integer(code));
+		output_jset(root, "daemon", output_jstr(private ? "private" : "system"));
+		output_jset(root, "evicted_processes", output_ju64(evicted));
+		output_jset(root, "whole_program", run_whole_json(whole, o->per_thread));
 		if (merged)
-			jset(root, "regions_over_runs", merged_json(merged));
-		jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
-		json_print(root);
+			output_jset(root, "regions_over_runs", run_whole_merged_json(merged));
+		output_jset(root, "format_version", json_integer(PMC_JSON_FORMAT_VERSION));
+		output_json_print(root);
 	} else if (o->format == FORMAT_CSV) {
 		const char *base = strrchr(o->argv[0], '/');
 
@@ -791,22 +799,22 @@ run_print(const Pmc__QueryReply *reply, const struct pidset *tree, const struct 
 		none.n_regions = 0; /* the header only: the merged rows follow */
 		query_csv(merged ? &none : q);
 		if (merged)
-			merged_csv(merged, pid);
-		whole_csv(whole, pid, base ? base + 1 : o->argv[0], o->per_thread);
+			run_whole_merged_csv(merged, pid);
+		run_whole_csv(whole, pid, base ? base + 1 : o->argv[0], o->per_thread);
 		if (why)
 			fprintf(stderr, "pmcctl: %s\n", why);
 	} else {
 		printf("regions of %s (pid %d%s) and the processes it started; exit status %d:\n\n",
 		       cmdline, (int)pid, merged ? ", the last run's" : "", code);
 		if (merged && merged->n)
-			merged_table(merged, stdout);
+			run_whole_merged_table(merged, stdout);
 		else
 			query_table(q, why);
 		char text[256];
 
 		if (evicted)
 			printf("\n%s\n", run_evicted_text(evicted, text, sizeof(text)));
-		whole_table(whole, o->per_thread, stdout);
+		run_whole_table(whole, o->per_thread, stdout);
 	}
 }
 
@@ -822,11 +830,11 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 	int pipefd[2], go[2];
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
-		fail("run: pipe: %s", strerror(errno));
+		pmcctl_fail("run: pipe: %s", strerror(errno));
 	fflush(NULL);
 	*pid = fork();
 	if (*pid < 0)
-		fail("run: fork: %s", strerror(errno));
+		pmcctl_fail("run: fork: %s", strerror(errno));
 	if (*pid == 0) {
 		char c;
 		int e;
@@ -855,7 +863,7 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 	close(pipefd[1]);
 	close(go[0]);
 
-	int r = whole_open(w, sock, *pid, events);
+	int r = run_whole_open(w, sock, *pid, events);
 	bool counted = r == 0;
 	if (r < 0 && w->why && (r == -ENOENT || r == -EINVAL || r == -EACCES || r == -E2BIG)) {
 		kill(*pid, SIGKILL);
@@ -866,7 +874,7 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 	if (r < 0 && !w->why) {
 		w->why = strdup(strerror(-r));
 		if (!w->why)
-			oom();
+			pmcctl_oom();
 	}
 	static bool said; /* once for -r N: the same reason each time */
 	if (r < 0 && !w->runs && !said) {
@@ -874,15 +882,15 @@ run_start(const struct opts *o, const char *sock_path, const char *events, const
 		said = true;
 	}
 	if (counted)
-		tasks_start(w, *pid, o->argv[0]); /* before its first thread can end */
+		run_tasks_start(w, *pid, o->argv[0]); /* before its first thread can end */
 	*wall = util_now_ns(CLOCK_MONOTONIC);
 	if (write(go[1], "g", 1) != 1)
-		fail("run: cannot start the command: %s", strerror(errno));
+		pmcctl_fail("run: cannot start the command: %s", strerror(errno));
 	close(go[1]);
 
 	int e = 0;
 	if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
-		_cleanup_free_ char *name = escape_text(o->argv[0]);
+		_cleanup_free_ char *name = output_escape_text(o->argv[0]);
 
 		waitpid(*pid, NULL, 0);
 		fprintf(stderr, "pmcctl: cannot run '%s': %s\n", name, strerror(e));
@@ -931,7 +939,8 @@ run_wait(pid_t pid, struct pidset *tree, struct private_daemon *priv, const sigs
 		 * in bursts: scripts, make), less when not. */
 		size_t known = tree->n;
 		uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
-		tasks_drain(whole); /* the figures of the tasks that ended, before the ring fills */
+		run_tasks_drain(
+		        whole); /* the figures of the tasks that ended, before the ring fills */
 		if (!private)
 			run_scan(tree, priv->pid);
 		uint64_t took = util_now_ns(CLOCK_MONOTONIC) - t0;
@@ -973,15 +982,15 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		fd = pmc_wire_connect(sock_path);
 	}
 	if (fd < 0)
-		connect_daemon(sock_path); /* says why and exits */
-	hello(fd);
+		call_connect(sock_path); /* says why and exits */
+	call_hello(fd);
 	close(fd);
 	_cleanup_free_ char *user_events = NULL;
 	const char *events = o->events;
 	if (private && priv.user_mode) {
 		user_events = run_user_mode_events(sock_path, o->events);
 		events = user_events;
-		_cleanup_free_ char *safe = escape_text(events);
+		_cleanup_free_ char *safe = output_escape_text(events);
 		fprintf(stderr,
 		        "pmcctl: perf_event_paranoid %d lets a pmcdaemon of uid %d count user mode "
 		        "only: PMC_EVENTS=%s\n",
@@ -1008,15 +1017,15 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	struct pidset *trees = calloc(runs, sizeof(*trees));
 	struct pidset tree = {0}; /* all runs' */
 	if (!tags || !trees)
-		oom();
+		pmcctl_oom();
 	struct whole whole = {0};
 	uint64_t start = 0;
 	struct procstat first;
 	pid_t pid = 0;
 	int status = 0;
 
-	fd = connect_daemon(sock_path);
-	hello(fd);
+	fd = call_connect(sock_path);
+	call_hello(fd);
 	for (unsigned run = 0; run < runs; run++) {
 		uint64_t wall = 0;
 		run_new_tag(tags[run]);
@@ -1031,7 +1040,7 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		for (size_t i = 0; i < trees[run].n; i++)
 			pidset_add(&tree, trees[run].v[i]);
 		if (counted)
-			whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);
+			run_whole_read(&whole, util_now_ns(CLOCK_MONOTONIC) - wall);
 		if (private && !priv.pid)
 			break;
 	}
@@ -1044,15 +1053,15 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		                "region figures\n");
 		private_show_log(&priv);
 		if (o->format == FORMAT_TABLE)
-			whole_table(&whole, o->per_thread, stdout);
+			run_whole_table(&whole, o->per_thread, stdout);
 		else if (o->format == FORMAT_JSON)
-			json_print(whole_json(&whole, o->per_thread));
-		whole_free(&whole);
+			output_json_print(run_whole_json(&whole, o->per_thread));
+		run_whole_free(&whole);
 		run_free_trees(&tree, trees, done, tags);
 		return code;
 	}
 	if (o->output && !freopen(o->output, "w", stdout)) {
-		_cleanup_free_ char *name = escape_text(o->output);
+		_cleanup_free_ char *name = output_escape_text(o->output);
 
 		fprintf(stderr, "pmcctl: cannot write %s: %s\n", name, strerror(errno));
 		run_free_trees(&tree, trees, done, tags);
@@ -1060,20 +1069,20 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 	}
 
 	/* Only processes started since the command was; of those, the command's. */
-	fd = connect_daemon(sock_path);
-	hello(fd);
+	fd = call_connect(sock_path);
+	call_hello(fd);
 	Pmc__Query q;
-	query_init(&q, o);
+	call_query_init(&q, o);
 	q.min_start = start ? start : 1;
 	/* Each run's processes, by its tag; an older daemon, which does not match tags,
 	 * answers with every process since the first run started: the trees tell them apart. */
 	_cleanup_free_ Pmc__Response **resps = calloc(done, sizeof(*resps));
 	size_t n_resp = 0;
 	if (!resps)
-		oom();
+		pmcctl_oom();
 	for (unsigned r = 0; r < done; r++) {
 		q.run_tag = tags[r];
-		resps[n_resp++] = query_call(fd, cmd->name, &q, o);
+		resps[n_resp++] = call_query(fd, cmd->name, &q, o);
 		if (!resps[0]->query->run_tag_matched)
 			break;
 	}
@@ -1091,11 +1100,11 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		Pmc__QueryReply all_trees;
 
 		if (!tresps)
-			oom();
+			pmcctl_oom();
 		q.tree = true;
 		for (size_t r = 0; r < n_resp; r++) {
 			q.run_tag = tags[r];
-			tresps[r] = query_call(fd, cmd->name, &q, o);
+			tresps[r] = call_query(fd, cmd->name, &q, o);
 		}
 		run_concat(tresps, n_resp, &all_trees);
 		pprof_write(&all, &all_trees, o, private || tagged ? NULL : run_keep, &tree,
@@ -1109,18 +1118,18 @@ cmd_run(int no_sock, const struct command *cmd, const struct opts *o)
 		const Pmc__QueryReply **parts = calloc(done + 1, sizeof(*parts));
 
 		if (!parts)
-			oom();
+			pmcctl_oom();
 		for (unsigned r = 0; r < done; r++)
 			parts[r] = resps[tagged ? r : 0]->query;
 		if (done > 1)
-			merge_runs(&merged, parts, done, private || tagged ? NULL : run_keep_of,
-			           trees);
+			run_whole_merge(&merged, parts, done,
+			                private || tagged ? NULL : run_keep_of, trees);
 		run_print(&all, private || tagged ? NULL : &tree, o, pid, code, private, &whole,
 		          done > 1 ? &merged : NULL);
-		merged_free(&merged);
+		run_whole_merged_free(&merged);
 		free(parts);
 	}
-	whole_free(&whole);
+	run_whole_free(&whole);
 	close(fd);
 	free(all.regions);
 	free(all.losses);

@@ -13,7 +13,12 @@
 #include <unistd.h>
 #include <wchar.h>
 
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/top.h"
 
 /* One Status and one Query, and when they were taken. */
 struct top_snap {
@@ -48,19 +53,19 @@ top_fetch(int sock, const struct opts *o, struct top_snap *s)
 
 	req.body_case = PMC__REQUEST__BODY_STATUS;
 	req.status = &st;
-	s->status = call(sock, "top", &req, PMC__RESPONSE__BODY_STATUS);
+	s->status = call_request(sock, "top", &req, PMC__RESPONSE__BODY_STATUS);
 
-	query_init(&q, o);
-	s->query = query_call(sock, "top", &q, o);
+	call_query_init(&q, o);
+	s->query = call_query(sock, "top", &q, o);
 	s->t_ns = util_now_ns(CLOCK_MONOTONIC);
 
 	size_t n = s->query->query->n_regions;
 	s->sorted = calloc(n + 1, sizeof(*s->sorted));
 	if (!s->sorted)
-		oom();
+		pmcctl_oom();
 	if (n)
 		memcpy(s->sorted, s->query->query->regions, n * sizeof(*s->sorted));
-	qsort(s->sorted, n, sizeof(*s->sorted), region_key_cmp);
+	qsort(s->sorted, n, sizeof(*s->sorted), query_region_key_cmp);
 }
 
 static const Pmc__RegionStats *
@@ -71,7 +76,7 @@ top_find(const struct top_snap *s, const Pmc__RegionStats *r)
 	if (!s->query)
 		return NULL;
 	hit = bsearch(&r, s->sorted, s->query->query->n_regions, sizeof(*s->sorted),
-	              region_key_cmp);
+	              query_region_key_cmp);
 	return hit ? *hit : NULL;
 }
 
@@ -100,7 +105,8 @@ top_event_rate(const struct top_row *row, const char *name, double dt)
 
 	if (!e)
 		return NAN;
-	return (double)delta(stats_or_zero(e->stats)->sum, pe ? stats_or_zero(pe->stats)->sum : 0) /
+	return (double)delta(call_stats_or_zero(e->stats)->sum,
+	                     pe ? call_stats_or_zero(pe->stats)->sum : 0) /
 	       dt;
 }
 
@@ -113,7 +119,7 @@ top_row_cmp(const void *a, const void *b)
 		return x->rate > y->rate ? -1 : 1;
 	if (x->r->count != y->r->count)
 		return x->r->count > y->r->count ? -1 : 1;
-	return region_key_cmp(&x->r, &y->r);
+	return query_region_key_cmp(&x->r, &y->r);
 }
 
 /* Writes the first @len bytes of @s, cut to @cols terminal columns, and a newline. */
@@ -203,7 +209,7 @@ top_header(FILE *f, const struct top_snap *cur, const struct top_snap *prev, con
 {
 	const Pmc__StatusReply *s = cur->status->status, *ps = prev->status->status;
 	size_t n_regions = cur->query->query->n_regions;
-	_cleanup_free_ char *version = escape_text(s->daemon_version);
+	_cleanup_free_ char *version = output_escape_text(s->daemon_version);
 	char clock[16], showing[64] = "", rate[32];
 	time_t now = time(NULL);
 	struct tm tm;
@@ -219,7 +225,7 @@ top_header(FILE *f, const struct top_snap *cur, const struct top_snap *prev, con
 	if (n_show < n_regions)
 		snprintf(showing, sizeof(showing), "; showing %zu of %zu regions", n_show,
 		         n_regions);
-	format_si(rate, sizeof(rate), (double)delta(s->samples, ps->samples) / dt);
+	output_format_si(rate, sizeof(rate), (double)delta(s->samples, ps->samples) / dt);
 	fprintf(f,
 	        "clients %" PRIu32 ", threads %" PRIu32 ", processes %" PRIu32 ", regions %" PRIu32
 	        "; samples %" PRIu64 " (%s/s), batches %" PRIu64 ", dropped %" PRIu64
@@ -238,10 +244,10 @@ top_header_lines(const struct top_snap *cur, const struct top_snap *prev, const 
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
-		oom();
+		pmcctl_oom();
 	top_header(f, cur, prev, o, dt, n_show);
 	if (fclose(f))
-		oom();
+		pmcctl_oom();
 	size_t n = put_lines_cut(text, cols, 2, false);
 	free(text);
 	return n;
@@ -259,7 +265,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	FILE *f;
 
 	if (!rows)
-		oom();
+		pmcctl_oom();
 	if (dt <= 0)
 		dt = 1e-9;
 	for (size_t i = 0; i < q->n_regions; i++) {
@@ -270,8 +276,8 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 		/* A count that went down was reset: count it all as new. */
 		row->prev = p && p->count <= row->r->count ? p : NULL;
 		uint64_t runs = delta(row->r->count, row->prev ? row->prev->count : 0);
-		uint64_t wall = delta(stats_or_zero(row->r->wall_ns)->sum,
-		                      row->prev ? stats_or_zero(row->prev->wall_ns)->sum : 0);
+		uint64_t wall = delta(call_stats_or_zero(row->r->wall_ns)->sum,
+		                      row->prev ? call_stats_or_zero(row->prev->wall_ns)->sum : 0);
 		row->rate = (double)runs / dt;
 		row->wall = runs ? (double)wall / (double)runs : NAN;
 	}
@@ -291,7 +297,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	_cleanup_free_ const char **ev = calloc(1, sizeof(*ev));
 	size_t n_ev = 0;
 	if (!ev)
-		oom();
+		pmcctl_oom();
 	for (size_t i = 0; i < n_show; i++)
 		for (size_t j = 0; j < rows[i].r->n_events; j++) {
 			const char *name = rows[i].r->events[j]->name;
@@ -303,7 +309,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 				continue;
 			const char **v = reallocarray(ev, n_ev + 2, sizeof(*ev));
 			if (!v)
-				oom();
+				pmcctl_oom();
 			ev = v;
 			ev[n_ev++] = name;
 		}
@@ -315,7 +321,7 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	_cleanup_free_ char **head = calloc(nf + n_ev, sizeof(*head));
 	_cleanup_free_ bool *right = calloc(nf + n_ev, sizeof(*right));
 	if (!head || !right)
-		oom();
+		pmcctl_oom();
 	for (size_t c = 0; c < nf; c++) {
 		head[c] = (char *)fixed_head[c];
 		right[c] = fixed_right[c];
@@ -323,10 +329,11 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 	/* A clock's nanoseconds per second are a CPU utilization: shown as perf stat's "CPUs
 	 * utilized", in per cent of one CPU (a rate of "7.5M" task-clock ns/s is 0.8 %). */
 	for (size_t k = 0; k < n_ev; k++) {
-		_cleanup_free_ char *name = escape_text(ev[k]);
+		_cleanup_free_ char *name = output_escape_text(ev[k]);
 
-		if (asprintf(&head[nf + k], event_counts_ns(ev[k]) ? "%s %%CPU" : "%s/s", name) < 0)
-			oom();
+		if (asprintf(&head[nf + k], query_event_counts_ns(ev[k]) ? "%s %%CPU" : "%s/s",
+		             name) < 0)
+			pmcctl_oom();
 		right[nf + k] = true;
 	}
 	struct table t = {.ncols = nf + n_ev, .head = (const char *const *)head, .right = right};
@@ -334,45 +341,45 @@ top_print(const struct top_snap *cur, const struct top_snap *prev, const struct 
 		const struct top_row *row = &rows[i];
 		char a[32], b[32];
 
-		format_si(a, sizeof(a), row->rate);
-		format_ns(b, sizeof(b), row->wall);
-		table_add(&t, "%" PRId32, row->r->pid);
-		table_add(&t, "%s", row->r->comm);
-		table_add_container(&t, row->r);
-		table_add(&t, "%s", row->r->name);
-		table_add(&t, "%s", a);
-		table_add(&t, "%" PRIu64, row->r->count);
-		table_add(&t, "%s", b);
+		output_format_si(a, sizeof(a), row->rate);
+		output_format_ns(b, sizeof(b), row->wall);
+		output_table_add(&t, "%" PRId32, row->r->pid);
+		output_table_add(&t, "%s", row->r->comm);
+		output_table_add_container(&t, row->r);
+		output_table_add(&t, "%s", row->r->name);
+		output_table_add(&t, "%s", a);
+		output_table_add(&t, "%" PRIu64, row->r->count);
+		output_table_add(&t, "%s", b);
 		for (size_t k = 0; k < n_ev; k++) {
 			double r = top_event_rate(row, ev[k], dt);
 
-			if (event_counts_ns(ev[k]) && !isnan(r))
+			if (query_event_counts_ns(ev[k]) && !isnan(r))
 				snprintf(a, sizeof(a), "%.1f", r / 1e7);
 			else
-				format_si(a, sizeof(a), r);
-			table_add(&t, "%s", a);
+				output_format_si(a, sizeof(a), r);
+			output_table_add(&t, "%s", a);
 		}
 	}
 
 	f = open_memstream(&text, &text_len);
 	if (!f)
-		oom();
+		pmcctl_oom();
 	top_header(f, cur, prev, o, dt, n_show);
 	fputc('\n', f);
 	if (n_show) {
-		table_print(&t, f);
+		output_table_print(&t, f);
 	} else {
 		_cleanup_free_ char *why = NULL;
 
-		empty_reason(q, o, &why);
-		_cleanup_free_ char *safe = escape_text(why);
+		query_empty_reason(q, o, &why);
+		_cleanup_free_ char *safe = output_escape_text(why);
 		fprintf(f, "%s\n", safe);
 	}
-	table_free(&t);
+	output_table_free(&t);
 	for (size_t k = 0; k < n_ev; k++)
 		free(head[nf + k]);
 	if (fclose(f))
-		oom();
+		pmcctl_oom();
 
 	if (tty) {
 		fputs("\033[H\033[2J", stdout);
@@ -444,7 +451,7 @@ cmd_top(int sock, const struct command *cmd, const struct opts *o)
 			putchar('\n');
 		top_print(&cur, &prev, o, tty, rows, cols);
 		if (fflush(stdout) || ferror(stdout))
-			fail("writing output: %s", strerror(errno));
+			pmcctl_fail("writing output: %s", strerror(errno));
 		top_snap_free(&prev);
 		prev = cur;
 		memset(&cur, 0, sizeof(cur));

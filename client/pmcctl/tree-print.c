@@ -2,7 +2,7 @@
  * arrive (each process's nodes built into a tree by tree.c, its untracked samples kept with
  * it), and each tree printed as query --tree prints it (an indented table with self columns,
  * nested JSON, CSV with path and self) or after dump's regions. flamegraph.c reads the same
- * reply through tree_reply_each(). A node's figures are printed with query.c's writers. */
+ * reply through tree_print_reply_each(). A node's figures are printed with query.c's writers. */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,7 +10,13 @@
 #include <string.h>
 
 #include "common/cgroup.h"
+#include "common/util.h"
+#include "pmcctl/call.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/query.h"
+#include "pmcctl/tree-print.h"
+#include "pmcctl/tree.h"
 
 /* ---- a tree reply, process by process ---- */
 
@@ -82,7 +88,7 @@ grow_to(void *v, size_t *cap, size_t need, size_t size)
 		c = need;
 	v = reallocarray(v, c, size);
 	if (!v)
-		oom();
+		pmcctl_oom();
 	*cap = c;
 	return v;
 }
@@ -134,16 +140,16 @@ pending_all(struct tree_printer *p, struct arena *a, Pmc__RegionStats ***out)
 	ProtobufCAllocator alloc;
 
 	if (!all)
-		oom();
+		pmcctl_oom();
 	/* Unpacked, a node takes some 4 times its packed bytes (its messages' structs): blocks
 	 * of an eighth of that, 1 MiB at least. */
 	a->block_size = p->n_packed / 2 < (1u << 20) ? (1u << 20) : p->n_packed / 2;
-	alloc = arena_allocator(a);
+	alloc = call_arena_allocator(a);
 	for (size_t i = 0; i < p->n_packed_nodes; i++) {
 		all[i] = pmc__region_stats__unpack(&alloc, p->packed_end[i] - from,
 		                                   p->packed + from);
 		if (!all[i])
-			oom();
+			pmcctl_oom();
 		from = p->packed_end[i];
 	}
 	if (p->n_pending)
@@ -163,7 +169,7 @@ untracked_add(struct tree_printer *p, const Pmc__ProcessLoss *l)
 		struct untracked *v = reallocarray(p->untracked, cap, sizeof(*v));
 
 		if (!v)
-			oom();
+			pmcctl_oom();
 		p->untracked = v;
 		p->cap_untracked = cap;
 	}
@@ -171,7 +177,7 @@ untracked_add(struct tree_printer *p, const Pmc__ProcessLoss *l)
 	u->pid = l->pid;
 	u->count = l->count;
 	if (!(u->reason = strdup(l->reason)))
-		oom();
+		pmcctl_oom();
 }
 
 /* Forgets the untracked samples of @pid, once its tree is printed. */
@@ -223,7 +229,7 @@ tree_event_columns(const struct tree *t, size_t *n)
 				continue;
 			const char **grown = reallocarray(names, *n + 1, sizeof(*names));
 			if (!grown)
-				oom();
+				pmcctl_oom();
 			names = grown;
 			names[(*n)++] = r->events[j]->name;
 		}
@@ -236,7 +242,7 @@ tree_event_columns(const struct tree *t, size_t *n)
 static void
 figure_text(char *buf, size_t len, double v, bool ns, bool *rounded)
 {
-	*rounded |= ns ? format_time(buf, len, v) : format_count(buf, len, v, true);
+	*rounded |= ns ? output_format_time(buf, len, v) : output_format_count(buf, len, v, true);
 }
 
 /* A signed figure (a self sum), with @mark after it; sets *@rounded when it lost digits. */
@@ -246,7 +252,7 @@ table_add_signed(struct table *t, int64_t v, bool ns, const char *mark, bool *ro
 	char buf[64];
 
 	figure_text(buf, sizeof(buf), v < 0 ? -(double)v : (double)v, ns, rounded);
-	table_add(t, "%s%s%s", v < 0 ? "-" : "", buf, mark);
+	output_table_add(t, "%s%s%s", v < 0 ? "-" : "", buf, mark);
 }
 
 /* Whether @nd's self figure of event @name was extrapolated: its own, or a child's. */
@@ -271,19 +277,20 @@ tree_table_event(struct tree_printer *p, struct table *t, const struct tree_node
                  const char *name)
 {
 	ssize_t j = tree_event_named(nd->r, name);
-	bool ns = event_counts_ns(name);
+	bool ns = query_event_counts_ns(name);
 	char sum[64];
 
 	if (j < 0) {
-		table_add(t, "-");
-		table_add(t, "-");
+		output_table_add(t, "-");
+		output_table_add(t, "-");
 		return;
 	}
 	const Pmc__EventStats *e = nd->r->events[j];
 	bool scaled = self_scaled(nd, name);
 
-	figure_text(sum, sizeof(sum), (double)stats_or_zero(e->stats)->sum, ns, &p->notes.rounded);
-	table_add(t, "%s%s%s", sum, e->scaled_count > 0 ? "*" : "", e->too_short ? "~" : "");
+	figure_text(sum, sizeof(sum), (double)call_stats_or_zero(e->stats)->sum, ns,
+	            &p->notes.rounded);
+	output_table_add(t, "%s%s%s", sum, e->scaled_count > 0 ? "*" : "", e->too_short ? "~" : "");
 	table_add_signed(t, nd->self[j], ns, scaled ? "*" : "", &p->notes.rounded);
 	p->notes.any_scaled |= scaled;
 	p->notes.any_short |= e->too_short;
@@ -302,15 +309,15 @@ tree_table_row(struct tree_printer *p, struct table *t, const struct tree_node *
 
 	if (nd == top && nd->parent) {
 		_cleanup_free_ char *path = tree_path(nd);
-		table_add(t, "%s", path);
+		output_table_add(t, "%s", path);
 	} else {
-		table_add(t, "%*s%s", (int)(2 * (nd->depth - top->depth)), "", r->name);
+		output_table_add(t, "%*s%s", (int)(2 * (nd->depth - top->depth)), "", r->name);
 	}
 	figure_text(count, sizeof(count), (double)r->count, false, &p->notes.rounded);
-	table_add(t, "%s", count);
-	figure_text(count, sizeof(count), (double)stats_or_zero(r->wall_ns)->sum, true,
+	output_table_add(t, "%s", count);
+	figure_text(count, sizeof(count), (double)call_stats_or_zero(r->wall_ns)->sum, true,
 	            &p->notes.rounded);
-	table_add(t, "%s%s", count, r->wall_too_short ? "~" : "");
+	output_table_add(t, "%s%s", count, r->wall_too_short ? "~" : "");
 	table_add_signed(t, nd->self_wall, true, "", &p->notes.rounded);
 	p->notes.any_short |= r->wall_too_short;
 	p->any_negative |= nd->self_wall < 0;
@@ -324,7 +331,7 @@ untracked_lines(const struct tree_printer *p, int32_t pid)
 {
 	for (size_t i = 0; i < p->n_untracked; i++) {
 		const struct untracked *u = &p->untracked[i];
-		_cleanup_free_ char *reason = escape_text(u->reason);
+		_cleanup_free_ char *reason = output_escape_text(u->reason);
 		const char *why = untracked_text(u->reason);
 
 		if (u->pid != pid)
@@ -343,14 +350,14 @@ tree_table_head(const char *const *ev, size_t n_ev)
 	const char **head = calloc(4 + 2 * n_ev, sizeof(*head));
 
 	if (!head)
-		oom();
+		pmcctl_oom();
 	head[0] = "REGION";
 	head[1] = "COUNT";
 	head[2] = "WALL";
 	head[3] = "SELF";
 	for (size_t c = 0; c < n_ev; c++) {
 		/* Event names come from the programs: the header reaches the terminal too. */
-		head[4 + 2 * c] = escape_text(ev[c]);
+		head[4 + 2 * c] = output_escape_text(ev[c]);
 		head[5 + 2 * c] = "SELF";
 	}
 	return head;
@@ -364,11 +371,11 @@ tree_table(struct tree_printer *p, const struct tree *t)
 	_cleanup_free_ const char **ev = tree_event_columns(t, &n_ev);
 	_cleanup_free_ const char **head = tree_table_head(ev, n_ev);
 	_cleanup_free_ bool *right = calloc(4 + 2 * n_ev, sizeof(*right));
-	_cleanup_free_ char *comm = escape_text(t->comm);
+	_cleanup_free_ char *comm = output_escape_text(t->comm);
 	struct table tab = {.ncols = 4 + 2 * n_ev, .head = head, .right = right};
 
 	if (!right)
-		oom();
+		pmcctl_oom();
 	for (size_t c = 1; c < tab.ncols; c++)
 		right[c] = true;
 	for (size_t i = 0; i < t->n; i++) {
@@ -381,10 +388,10 @@ tree_table(struct tree_printer *p, const struct tree *t)
 	}
 	char container[CGROUP_NAME_MAX];
 	_cleanup_free_ char *where =
-	        escape_text(cgroup_container_name(t->cgroup, container, sizeof(container)));
+	        output_escape_text(cgroup_container_name(t->cgroup, container, sizeof(container)));
 	printf("%spid %" PRId32 " (%s), container %s, uid %" PRIu32 "\n",
 	       p->n_procs || p->dump ? "\n" : "", t->pid, comm, where, t->uid);
-	table_print(&tab, stdout);
+	output_table_print(&tab, stdout);
 	for (size_t c = 0; c < n_ev; c++)
 		free((char *)head[4 + 2 * c]);
 	untracked_lines(p, t->pid);
@@ -409,16 +416,16 @@ tree_table_notes(struct tree_printer *p)
 static json_t *
 tree_node_json(const struct tree_node *nd)
 {
-	json_t *o = region_json(nd->r);
-	json_t *self = jobject();
+	json_t *o = query_region_json(nd->r);
+	json_t *self = output_jobject();
 	_cleanup_free_ char *path = tree_path(nd);
 
-	jset(o, "path", jstr(path));
-	jset(self, "wall_ns", json_integer(nd->self_wall));
+	output_jset(o, "path", output_jstr(path));
+	output_jset(self, "wall_ns", json_integer(nd->self_wall));
 	for (size_t j = 0; j < nd->r->n_events; j++)
-		jset(self, nd->r->events[j]->name, json_integer(nd->self[j]));
-	jset(o, "self", self);
-	jset(o, "children", jarray());
+		output_jset(self, nd->r->events[j]->name, json_integer(nd->self[j]));
+	output_jset(o, "self", self);
+	output_jset(o, "children", output_jarray());
 	return o;
 }
 
@@ -426,23 +433,24 @@ tree_node_json(const struct tree_node *nd)
 static json_t *
 tree_json(const struct tree_printer *p, const struct tree *t)
 {
-	json_t *proc = jobject();
-	json_t *untracked = jobject();
-	json_t *tops = jarray();
+	json_t *proc = output_jobject();
+	json_t *untracked = output_jobject();
+	json_t *tops = output_jarray();
 	_cleanup_free_ json_t **obj = calloc(t->n + 1, sizeof(*obj));
 
 	if (!obj)
-		oom();
-	jset(proc, "pid", json_integer(t->pid));
-	jset(proc, "comm", jstr(t->comm));
-	jset(proc, "cgroup", jstr(t->cgroup));
-	jset(proc, "ns_pid", json_integer(t->ns_pid));
-	jset(proc, "uid", json_integer(t->uid));
+		pmcctl_oom();
+	output_jset(proc, "pid", json_integer(t->pid));
+	output_jset(proc, "comm", output_jstr(t->comm));
+	output_jset(proc, "cgroup", output_jstr(t->cgroup));
+	output_jset(proc, "ns_pid", json_integer(t->ns_pid));
+	output_jset(proc, "uid", json_integer(t->uid));
 	for (size_t i = 0; i < p->n_untracked; i++)
 		if (p->untracked[i].pid == t->pid)
-			jset(untracked, p->untracked[i].reason, ju64(p->untracked[i].count));
-	jset(proc, "untracked", untracked);
-	jset(proc, "tree", tops);
+			output_jset(untracked, p->untracked[i].reason,
+			            output_ju64(p->untracked[i].count));
+	output_jset(proc, "untracked", untracked);
+	output_jset(proc, "tree", tops);
 	/* Parents come first: each node goes into its parent's "children", made before it. */
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tree_node *nd = &t->node[i];
@@ -450,9 +458,10 @@ tree_json(const struct tree_printer *p, const struct tree *t)
 		if (!nd->selected)
 			continue;
 		obj[i] = tree_node_json(nd);
-		jappend(tree_is_top(nd) ? tops
-		                        : json_object_get(obj[nd->parent - t->node], "children"),
-		        obj[i]);
+		output_jappend(tree_is_top(nd)
+		                       ? tops
+		                       : json_object_get(obj[nd->parent - t->node], "children"),
+		               obj[i]);
 	}
 	return proc;
 }
@@ -472,20 +481,20 @@ tree_csv_node(const struct tree_node *nd)
 	_cleanup_free_ char *path = tree_path(nd);
 
 	query_csv_fields(r, NULL);
-	csv_str(path);
-	csv_i64(nd->self_wall);
-	csv_end();
+	output_csv_str(path);
+	output_csv_i64(nd->self_wall);
+	output_csv_end();
 	for (size_t j = 0; j < r->n_events; j++) {
 		query_csv_fields(r, r->events[j]);
-		csv_str(path);
-		csv_i64(nd->self[j]);
-		csv_end();
+		output_csv_str(path);
+		output_csv_i64(nd->self[j]);
+		output_csv_end();
 	}
 	for (size_t j = 0; j < r->n_derived; j++) {
 		query_csv_derived_fields(r, r->derived[j]);
-		csv_str(path);
-		csv_str("");
-		csv_end();
+		output_csv_str(path);
+		output_csv_str("");
+		output_csv_end();
 	}
 }
 
@@ -494,7 +503,7 @@ static void
 tree_csv_head_print(struct tree_printer *p)
 {
 	if (!p->csv_head)
-		csv_header(tree_csv_head, ARRAY_SIZE(tree_csv_head));
+		output_csv_header(tree_csv_head, ARRAY_SIZE(tree_csv_head));
 	p->csv_head = true;
 }
 
@@ -530,7 +539,7 @@ tree_emit(struct tree_printer *p, const struct tree *t)
 			fputs(",\n", stdout);
 		else
 			printf("%s\n", tree_json_open(p));
-		json_print_indented(tree_json(p, t), p->dump ? 4 : 2);
+		output_json_print_indented(tree_json(p, t), p->dump ? 4 : 2);
 	} else if (p->o->format == FORMAT_CSV) {
 		tree_csv(p, t);
 	} else {
@@ -548,21 +557,21 @@ tree_emit_bare(struct tree_printer *p, int32_t pid)
 	if (p->on_tree || p->o->n_regions || p->o->format == FORMAT_CSV)
 		return;
 	if (p->o->format == FORMAT_JSON) {
-		json_t *proc = jobject();
-		json_t *untracked = jobject();
+		json_t *proc = output_jobject();
+		json_t *untracked = output_jobject();
 
-		jset(proc, "pid", json_integer(pid));
+		output_jset(proc, "pid", json_integer(pid));
 		for (size_t i = 0; i < p->n_untracked; i++)
 			if (p->untracked[i].pid == pid)
-				jset(untracked, p->untracked[i].reason,
-				     ju64(p->untracked[i].count));
-		jset(proc, "untracked", untracked);
-		jset(proc, "tree", jarray());
+				output_jset(untracked, p->untracked[i].reason,
+				            output_ju64(p->untracked[i].count));
+		output_jset(proc, "untracked", untracked);
+		output_jset(proc, "tree", output_jarray());
 		if (p->n_procs)
 			fputs(",\n", stdout);
 		else
 			printf("%s\n", tree_json_open(p));
-		json_print_indented(proc, p->dump ? 4 : 2);
+		output_json_print_indented(proc, p->dump ? 4 : 2);
 	} else {
 		printf("%spid %" PRId32 ": no call path node\n", p->n_procs || p->dump ? "\n" : "",
 		       pid);
@@ -613,7 +622,7 @@ tree_flush(struct tree_printer *p)
 		tree_free(&t);
 	}
 	free(all);
-	arena_free(&a);
+	call_arena_free(&a);
 	pending_clear(p);
 }
 
@@ -650,13 +659,13 @@ tree_stream(int sock, const char *what, const struct opts *o, struct tree_printe
 {
 	Pmc__Query q;
 
-	query_init(&q, o);
+	call_query_init(&q, o);
 	/* The daemon lists every node of each process: --region picks the subtrees here. */
 	q.tree = true;
 	q.n_regions = 0;
 	q.regions = NULL;
 	q.region = (char *)protobuf_c_empty_string;
-	Pmc__Response *last = query_stream(sock, what, &q, o, tree_part, p);
+	Pmc__Response *last = call_query_stream(sock, what, &q, o, tree_part, p);
 	tree_flush(p);
 	if (!p->old_daemon)
 		untracked_flush(p, NULL);
@@ -669,13 +678,14 @@ static void tree_old_daemon(const char *what) __attribute__((noreturn));
 static void
 tree_old_daemon(const char *what)
 {
-	fail("%s: this pmcdaemon is older than pmcctl: it records no call paths; upgrade it", what);
+	pmcctl_fail("%s: this pmcdaemon is older than pmcctl: it records no call paths; upgrade it",
+	            what);
 }
 
 /* Why nothing is shown of the @n_nodes listed, @end the reply's last part: no node with
  * samples in the subtrees of --region, none with samples at all, or no node listed. */
 char *
-tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *end)
+tree_print_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *end)
 {
 	struct opts procs = *o;
 	char *why;
@@ -683,31 +693,31 @@ tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *e
 
 	procs.n_regions = 0;
 	if (n_nodes && o->n_regions) {
-		_cleanup_free_ char *all = filters_text(o, true);
+		_cleanup_free_ char *all = query_filters_text(o, true);
 
 		r = asprintf(&why,
 		             "no call path node with samples matches %s (%zu node%s listed: "
 		             "without --region 'pmcctl query --tree' shows them)",
 		             all, n_nodes, n_nodes == 1 ? "" : "s");
 	} else if (n_nodes) {
-		_cleanup_free_ char *sel = filters_text(&procs, false);
+		_cleanup_free_ char *sel = query_filters_text(&procs, false);
 
 		r = asprintf(&why,
 		             "no call path node has samples%s%s: the %zu listed were reset, and "
 		             "have not run since",
 		             sel[0] ? " for " : "", sel, n_nodes);
 	} else if (end->visible) {
-		_cleanup_free_ char *sel = filters_text(&procs, false);
+		_cleanup_free_ char *sel = query_filters_text(&procs, false);
 
 		r = asprintf(&why,
 		             "no call path node of a process that matches %s (%" PRIu32 " node%s "
 		             "recorded that you may see: 'pmcctl query --tree' lists them)",
 		             sel, end->visible, end->visible == 1 ? "" : "s");
 	} else if (end->hidden) {
-		empty_reason(end, &procs, &why);
+		query_empty_reason(end, &procs, &why);
 		return why;
 	} else {
-		_cleanup_free_ char *sel = filters_text(&procs, false);
+		_cleanup_free_ char *sel = query_filters_text(&procs, false);
 
 		r = asprintf(&why,
 		             "no call paths recorded%s%s: no program has sent call paths to this "
@@ -716,21 +726,22 @@ tree_empty_reason(const struct opts *o, size_t n_nodes, const Pmc__QueryReply *e
 		             sel[0] ? " for " : "", sel);
 	}
 	if (r < 0)
-		oom();
+		pmcctl_oom();
 	return why;
 }
 
 /* query --tree: the call path tree of each process @o selects, in @o's format. */
 void
-tree_query(int sock, const char *what, const struct opts *o)
+tree_print_query(int sock, const char *what, const struct opts *o)
 {
 	struct tree_printer p = {.o = o};
 	_cleanup_response_ Pmc__Response *last = tree_stream(sock, what, o, &p);
 
 	if (p.old_daemon)
 		tree_old_daemon(what);
-	_cleanup_free_ char *why = p.n_procs ? NULL : tree_empty_reason(o, p.n_nodes, last->query);
-	_cleanup_free_ char *safe = why ? escape_text(why) : NULL;
+	_cleanup_free_ char *why =
+	        p.n_procs ? NULL : tree_print_empty_reason(o, p.n_nodes, last->query);
+	_cleanup_free_ char *safe = why ? output_escape_text(why) : NULL;
 	if (o->format == FORMAT_JSON) {
 		fputs(p.n_procs ? "\n]\n" : "[]\n", stdout);
 	} else if (o->format == FORMAT_CSV) {
@@ -750,7 +761,7 @@ tree_query(int sock, const char *what, const struct opts *o)
  * member "tree" (the document's last member written before, without its end), a table per
  * process. Nothing (JSON: "tree": []) where the daemon lists none. */
 void
-dump_tree(int sock, const char *what, const struct opts *o)
+tree_print_dump(int sock, const char *what, const struct opts *o)
 {
 	struct tree_printer p = {.o = o, .dump = true};
 
@@ -767,8 +778,9 @@ dump_tree(int sock, const char *what, const struct opts *o)
 
 /* The trees of the processes @o selects handed to @on_tree, for another command to print. */
 Pmc__Response *
-tree_reply_each(int sock, const char *what, const struct opts *o,
-                void (*on_tree)(const struct tree *t, void *ctx), void *ctx, struct tree_counts *n)
+tree_print_reply_each(int sock, const char *what, const struct opts *o,
+                      void (*on_tree)(const struct tree *t, void *ctx), void *ctx,
+                      struct tree_counts *n)
 {
 	struct tree_printer p = {.o = o, .on_tree = on_tree, .ctx = ctx};
 	Pmc__Response *last = tree_stream(sock, what, o, &p);

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/tree.h"
 
 static uint64_t
 sum_of(const Pmc__Stats *s)
@@ -112,7 +116,7 @@ tree_self_alloc(struct tree *t, size_t n_ev)
 {
 	t->self_block = calloc(n_ev + 1, sizeof(*t->self_block));
 	if (!t->self_block)
-		oom();
+		pmcctl_oom();
 	n_ev = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		t->node[i].self = t->self_block + n_ev;
@@ -146,7 +150,7 @@ tree_build(struct tree *t, Pmc__RegionStats *const *r, size_t n)
 	t->node = calloc(n, sizeof(*t->node));
 	m.slot = calloc(m.cap, sizeof(*m.slot));
 	if (!t->node || !m.slot)
-		oom();
+		pmcctl_oom();
 	m.node = t->node;
 	t->pid = r[0]->pid;
 	t->comm = r[0]->comm;
@@ -241,11 +245,12 @@ tree_select(struct tree *t, const char *const *globs, size_t n_globs)
 
 /* ---- paths and events ---- */
 
-/* Writes @name to @f, escaped (escape_text()), its ';' as "\x3b": ';' joins a path's names. */
+/* Writes @name to @f, escaped (output_escape_text()), its ';' as "\x3b": ';' joins a path's names.
+ */
 static void
 name_write(FILE *f, const char *name)
 {
-	_cleanup_free_ char *safe = escape_text(name);
+	_cleanup_free_ char *safe = output_escape_text(name);
 
 	for (const char *c = safe; *c; c++)
 		if (*c == ';')
@@ -276,14 +281,14 @@ path_text(const struct tree *t, const struct tree_node *nd)
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
-		oom();
+		pmcctl_oom();
 	if (t) {
 		name_write(f, t->comm);
 		fprintf(f, " (uid %" PRIu32 ");", t->uid);
 	}
 	path_write(f, nd);
 	if (fclose(f))
-		oom();
+		pmcctl_oom();
 	return text;
 }
 
@@ -308,7 +313,7 @@ tree_self_of(const struct tree_node *nd, const char *event, int64_t *self)
 		*self = nd->self_wall;
 		return true;
 	}
-	j = tree_event_index(nd->r, event);
+	j = event_name_index(nd->r, event);
 	if (j < 0)
 		return false;
 	*self = nd->self[j];
@@ -325,7 +330,7 @@ folded_add(struct folded *f, char *stack, uint64_t weight)
 		struct folded_line *v = reallocarray(f->v, cap, sizeof(*v));
 
 		if (!v)
-			oom();
+			pmcctl_oom();
 		f->v = v;
 		f->cap = cap;
 	}
@@ -361,7 +366,7 @@ folded_cmp(const void *a, const void *b)
 }
 
 void
-folded_merge(struct folded *f)
+tree_folded_merge(struct folded *f)
 {
 	size_t k = 0;
 
@@ -380,7 +385,7 @@ folded_merge(struct folded *f)
 }
 
 void
-folded_free(struct folded *f)
+tree_folded_free(struct folded *f)
 {
 	for (size_t i = 0; i < f->n; i++)
 		free(f->v[i].stack);

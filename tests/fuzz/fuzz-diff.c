@@ -8,10 +8,12 @@
  *
  * Seeds: tests/fuzz/corpus-diff (files of dump and run --format json, each behind a
  * choosing byte). */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pmcctl/diff.h"
 #include "pmcctl/pmcctl.h"
 
 static struct diff_file *

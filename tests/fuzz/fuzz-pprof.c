@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "pmcctl/pmcctl.h"
+#include "pmcctl/pprof.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

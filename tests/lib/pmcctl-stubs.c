@@ -1,6 +1,6 @@
-/* What pmcctl's main.c gives the rest of pmcctl (fail(), oom(), usage_error()), for the
- * tests and fuzzers that link pmcctl's files without it: each aborts, after saying why, as a
- * failure a test must never reach. */
+/* What pmcctl's main.c gives the rest of pmcctl (pmcctl_fail(), pmcctl_oom(),
+ * pmcctl_usage_error()), for the tests and fuzzers that link pmcctl's files without it: each
+ * aborts, after saying why, as a failure a test must never reach. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@ static void __attribute__((noreturn, format(printf, 1, 0))) vdie(const char *fmt
 }
 
 void
-fail(const char *fmt, ...)
+pmcctl_fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -24,7 +24,7 @@ fail(const char *fmt, ...)
 }
 
 void
-usage_error(const char *fmt, ...)
+pmcctl_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -33,7 +33,7 @@ usage_error(const char *fmt, ...)
 }
 
 void
-oom(void)
+pmcctl_oom(void)
 {
-	fail("out of memory");
+	pmcctl_fail("out of memory");
 }

@@ -9,11 +9,15 @@
 #define _GNU_SOURCE
 #endif
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
+#include "pmcctl/diff.h"
+#include "pmcctl/jread.h"
 #include "pmcctl/pmcctl.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
@@ -23,13 +27,13 @@ jr_takes(const char *text, size_t len)
 {
 	struct jr r;
 
-	jr_init(&r, text, len);
-	if (jr_peek(&r) == JR_OBJECT || jr_peek(&r) == JR_ARRAY)
-		jr_skip(&r);
+	jread_init(&r, text, len);
+	if (jread_peek(&r) == JR_OBJECT || jread_peek(&r) == JR_ARRAY)
+		jread_skip(&r);
 	else
-		jr_object(&r); /* (fails: a top value is an object or an array) */
-	bool ok = jr_end(&r);
-	jr_free(&r);
+		jread_object(&r); /* (fails: a top value is an object or an array) */
+	bool ok = jread_end(&r);
+	jread_free(&r);
 	return ok;
 }
 

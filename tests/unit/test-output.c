@@ -1,10 +1,10 @@
 /* Unit tests for pmcctl's JSON written as it goes (client/pmcctl/output.c, query.c's
- * region_write()): the same text as jansson writes of the same values, byte for byte. Reals
- * against jansson's (what jw_real() wrote with printf before: "%.17g", fixed up), strings
- * against jansson's dump of jstr(), whole regions against jansson's dump of region_json(),
- * each on a deterministic random stream of values and names (hidden characters, bytes that
- * are not UTF-8, quotes, huge and tiny figures, NaN). Prints "ok N - name" per test; exits 1
- * at the first failed check. */
+ * query_region_write()): the same text as jansson writes of the same values, byte for byte. Reals
+ * against jansson's (what output_jw_real() wrote with printf before: "%.17g", fixed up), strings
+ * against jansson's dump of output_jstr(), whole regions against jansson's dump of
+ * query_region_json(), each on a deterministic random stream of values and names (hidden
+ * characters, bytes that are not UTF-8, quotes, huge and tiny figures, NaN). Prints "ok N - name"
+ * per test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
-#include "pmcctl/pmcctl.h"
+#include "pmcctl/output.h"
+#include "pmcctl/query.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 
@@ -46,7 +48,7 @@ check_real(double v)
 	if (!isfinite(v))
 		return;
 	memset(got, 'x', sizeof(got));
-	size_t n = json_real_text(got, v);
+	size_t n = output_json_real_text(got, v);
 	_cleanup_free_ char *want = dumped(json_real(v), JSON_ENCODE_ANY);
 	CHECK_STREQ(got, want);
 	CHECK_EQ(n, strlen(want));
@@ -168,7 +170,7 @@ written(void (*fn)(struct jw *w, const void *arg), const void *arg, size_t cap, 
 		w.cap = cap;
 	}
 	fn(&w, arg);
-	jw_flush(&w);
+	output_jw_flush(&w);
 	CHECK(fclose(f) == 0);
 	return text;
 }
@@ -176,7 +178,7 @@ written(void (*fn)(struct jw *w, const void *arg), const void *arg, size_t cap, 
 static void
 write_string(struct jw *w, const void *arg)
 {
-	jw_string(w, arg);
+	output_jw_string(w, arg);
 }
 
 static void
@@ -186,7 +188,7 @@ test_output_strings(void)
 		char name[128];
 
 		any_name(name, sizeof(name));
-		_cleanup_free_ char *want = dumped(jstr(name), JSON_ENCODE_ANY);
+		_cleanup_free_ char *want = dumped(output_jstr(name), JSON_ENCODE_ANY);
 		_cleanup_free_ char *plain = written(write_string, name, 0, 0);
 		_cleanup_free_ char *small = written(write_string, name, 7, 0);
 
@@ -302,7 +304,7 @@ make_region(struct made *m)
 	}
 }
 
-/* jansson's text of @text's "buckets" arrays as region_write() writes them, on one line:
+/* jansson's text of @text's "buckets" arrays as query_region_write() writes them, on one line:
  * "[[low, high, count], ...]". */
 static void
 buckets_inline(char *text)
@@ -334,7 +336,7 @@ buckets_inline(char *text)
 static void
 write_region(struct jw *w, const void *arg)
 {
-	region_write(w, arg);
+	query_region_write(w, arg);
 }
 
 static void
@@ -345,7 +347,7 @@ test_output_regions(void)
 
 		make_region(&m);
 		_cleanup_free_ char *want =
-		        dumped(region_json(&m.r), JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		        dumped(query_region_json(&m.r), JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		_cleanup_free_ char *plain = written(write_region, &m.r, 0, 0);
 		_cleanup_free_ char *small = written(write_region, &m.r, 13, 0);
 		_cleanup_free_ char *large = written(write_region, &m.r, 4096, 0);

@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
-#include "pmcctl/pmcctl.h"
+#include "pmcctl/event-name.h"
+#include "pmcctl/tree.h"
 
 #define RUN(fn) PMC_TEST_RUN(fn)
 
@@ -156,21 +158,21 @@ test_event_names(void)
 	}
 	r.events = evp;
 	r.n_events = ARRAY_SIZE(names);
-	CHECK(tree_event_index(&r, "cycles") == 0);
-	CHECK(tree_event_index(&r, "cycles:u") == 0);
-	CHECK(tree_event_index(&r, "cycles:k") == -1);
-	CHECK(tree_event_index(&r, "page-faults") == 1);
-	CHECK(tree_event_index(&r, "page-faults:uk") == 1);
-	CHECK(tree_event_index(&r, "page-faults:ku") == 1);
-	CHECK(tree_event_index(&r, "page-faults:u") == -1); /* counted in kernel mode too */
-	CHECK(tree_event_index(&r, "instructions") == 2);
-	CHECK(tree_event_index(&r, "instructions:k") == 2);
-	CHECK(tree_event_index(&r, "instructions:u") == -1);
-	CHECK(tree_event_index(&r, "task-clock") == 4); /* exact before any mode */
-	CHECK(tree_event_index(&r, "task-clock:u") == 3);
-	CHECK(tree_event_index(&r, "task-clock:uk") == 4);
-	CHECK(tree_event_index(&r, "task") == -1);
-	CHECK(tree_event_index(&r, "page-faults:x") == -1);
+	CHECK(event_name_index(&r, "cycles") == 0);
+	CHECK(event_name_index(&r, "cycles:u") == 0);
+	CHECK(event_name_index(&r, "cycles:k") == -1);
+	CHECK(event_name_index(&r, "page-faults") == 1);
+	CHECK(event_name_index(&r, "page-faults:uk") == 1);
+	CHECK(event_name_index(&r, "page-faults:ku") == 1);
+	CHECK(event_name_index(&r, "page-faults:u") == -1); /* counted in kernel mode too */
+	CHECK(event_name_index(&r, "instructions") == 2);
+	CHECK(event_name_index(&r, "instructions:k") == 2);
+	CHECK(event_name_index(&r, "instructions:u") == -1);
+	CHECK(event_name_index(&r, "task-clock") == 4); /* exact before any mode */
+	CHECK(event_name_index(&r, "task-clock:u") == 3);
+	CHECK(event_name_index(&r, "task-clock:uk") == 4);
+	CHECK(event_name_index(&r, "task") == -1);
+	CHECK(event_name_index(&r, "page-faults:x") == -1);
 }
 
 /* Children's events are matched by name, whatever their order; one a child lacks counts 0. */
@@ -262,8 +264,8 @@ test_fold_adds_up(void)
 	CHECK(folded_sum(&fp, "app (uid 1000);d") == 5);
 	CHECK(folded_sum(&fp, "app (uid 1000);a") == 100 + 10);
 	CHECK(tree_fold(&t, "cycles", &fp) == 0);
-	folded_free(&fw);
-	folded_free(&fp);
+	tree_folded_free(&fw);
+	tree_folded_free(&fp);
 	tree_free(&t);
 }
 
@@ -299,13 +301,13 @@ test_fold_merge(void)
 	add(&f, 12, 1, 0, "z", 1000000, 0);
 	f.r[4].uid = 65534;
 	CHECK(fold_all(&f, &fw) == 5);
-	folded_merge(&fw);
+	tree_folded_merge(&fw);
 	CHECK(fw.n == 4);
 	CHECK(!strcmp(fw.v[0].stack, "app (uid 1000);semi\\x3bcolon") && fw.v[0].weight == 5);
 	CHECK(!strcmp(fw.v[1].stack, "app (uid 1000);z") && fw.v[1].weight == 30 + 70);
 	CHECK(!strcmp(fw.v[2].stack, "app (uid 1000);z;y") && fw.v[2].weight == 20);
 	CHECK(!strcmp(fw.v[3].stack, "app (uid 65534);z") && fw.v[3].weight == 1000000);
-	folded_free(&fw);
+	tree_folded_free(&fw);
 }
 
 static void
@@ -331,7 +333,7 @@ test_region_subtrees(void)
 	CHECK(tree_select(&t, (const char *const[]){"[de]"}, 1) == 2 &&
 	      tree_is_top(node_of(&t, 5)));
 	CHECK(tree_select(&t, NULL, 0) == 6);
-	folded_free(&fw);
+	tree_folded_free(&fw);
 	tree_free(&t);
 }
 
@@ -355,7 +357,7 @@ test_orphans(void)
 	CHECK(!node_of(&t, 3)->child && node_of(&t, 3)->self_wall == 100);
 	CHECK(tree_is_top(node_of(&t, 1)) && tree_is_top(node_of(&t, 4)));
 	CHECK(tree_fold(&t, NULL, &fw) == 4 && has_line(&fw, "app (uid 1000);early", 10));
-	folded_free(&fw);
+	tree_folded_free(&fw);
 	tree_free(&t);
 }
 
@@ -392,7 +394,7 @@ test_empty_subtrees(void)
 	CHECK(tree_next(top, top) == node_of(&t, 2));
 	CHECK(tree_next(node_of(&t, 2), top) == node_of(&t, 6));
 	CHECK(tree_next(node_of(&t, 6), top) == NULL);
-	folded_free(&fw);
+	tree_folded_free(&fw);
 	tree_free(&t);
 }
 
