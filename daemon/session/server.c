@@ -339,6 +339,7 @@ server_free(struct server *srv)
 		close(srv->listen_fd);
 	registry_free(&srv->reg);
 	users_free(&srv->users);
+	loop_sched_free(&srv->sched);
 	policy_free(&srv->policy);
 	free(srv->state_moved_aside);
 	free(srv->rxbuf);

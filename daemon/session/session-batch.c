@@ -313,7 +313,7 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 static void
 defining_end(struct session *s)
 {
-	s->user->defining = NULL;
+	s->turns->defining = NULL;
 	struct session *o;
 	pmc_list_for_each(o, &s->srv->sessions, link)
 		if (o->user == s->user && o->def_waits) {
@@ -342,7 +342,7 @@ session_define_abort(struct session *s)
 		pmc__request__free_unpacked(s->batch_req, NULL);
 		s->batch_req = NULL;
 	}
-	if (s->user && s->user->defining == s)
+	if (s->turns && s->turns->defining == s)
 		defining_end(s); /* a SampleBatch's names */
 }
 
@@ -414,7 +414,7 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 	s->def = (Pmc__Request *)req;
 	s->def_next = 0;
 	s->def_full_names = s->def_full_paths = false;
-	s->user->defining = s;
+	s->turns->defining = s;
 	r = define_step(s);
 	if (r != SESSION_STEP_MORE)
 		define_end(s, false);
@@ -552,7 +552,7 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 /* @b's region names, from s->batch_next on, DEFINE_STEP at a time until the slice's end
  * (srv->deadline_ns), as a Define's: past it, SESSION_BATCH_MORE (the caller keeps the
  * request, s->batch_req, handled again at the connection's next slice, which goes on from
- * there), its uid's other connections waiting meanwhile (user_share.defining). Return: 0 once all
+ * there), its uid's other connections waiting meanwhile (sched_uid.defining). Return: 0 once all
  * are defined, SESSION_BATCH_MORE, or < 0 to close the connection. */
 static int
 batch_names(struct session *s, const Pmc__SampleBatch *b)
@@ -565,14 +565,14 @@ batch_names(struct session *s, const Pmc__SampleBatch *b)
 		                   &s->batch_full);
 		s->batch_next = end;
 		if (r == 0 && end < n && util_now_ns(CLOCK_MONOTONIC) >= s->srv->deadline_ns) {
-			s->user->defining = s;
+			s->turns->defining = s;
 			s->user->define_slices = util_sat_add(s->user->define_slices, 1);
 			return SESSION_BATCH_MORE;
 		}
 	}
 	s->batch_next = 0;
 	s->batch_full = false;
-	if (s->user->defining == s)
+	if (s->turns->defining == s)
 		defining_end(s);
 	return r;
 }

@@ -618,7 +618,7 @@ session_query_end(struct session *s)
 	if (!building)
 		return;
 	/* The uid's next whole reply, waiting for this one, may start. */
-	s->user->wholes--;
+	s->turns->wholes--;
 	struct session *o;
 	pmc_list_for_each(o, &s->srv->sessions, link)
 		if (o->user == s->user && o->qs && o->qs->whole_reply && !o->qs->building) {
@@ -636,9 +636,9 @@ session_query_step(struct session *s, uint64_t deadline_ns)
 	/* One whole reply of a uid built at a time: its memory is the cap's, however many
 	 * connections ask. The others wait, neither queued nor read, until it ends. */
 	if (qs->whole_reply && !qs->building) {
-		if (s->user->wholes)
+		if (s->turns->wholes)
 			return SESSION_STEP_WAIT;
-		s->user->wholes++;
+		s->turns->wholes++;
 		qs->building = true;
 	}
 	for (;;) {
