@@ -97,7 +97,8 @@ table_grow(struct session *s, void **v, size_t *n, uint32_t id, uint32_t max, si
 	size_t want = (size_t)id + 1, grown = 2 * *n > want ? 2 * *n : want;
 	if (grown > (size_t)max + 1)
 		grown = (size_t)max + 1 > want ? (size_t)max + 1 : want;
-	u->define.keep = users_others_unused(&s->srv->users, s->uid, USERS_DEFINE, u->define.limit);
+	u->define.keep =
+	        users_others_unused(&s->srv->model.users, s->uid, USERS_DEFINE, u->define.limit);
 	if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
 		grown = want; /* the least that holds @id */
 		if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
@@ -178,11 +179,11 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		const struct policy *pol = &s->srv->policy;
-		if (!r && (*full ||
-		           !registry_share_room(&s->srv->reg, p->uid, p, pol->max_regions_per_user,
-		                                pol->max_total_regions, false))) {
+		if (!r && (*full || !registry_share_room(&s->srv->model.reg, p->uid, p,
+		                                         pol->max_regions_per_user,
+		                                         pol->max_total_regions, false))) {
 			*full = true;
-			size_t mine = registry_user_regions(&s->srv->reg, p->uid);
+			size_t mine = registry_user_regions(&s->srv->model.reg, p->uid);
 			if (mine >= pol->max_regions_per_user && !p->warned_user)
 				log_warn_limited("pid %d: uid %d holds %zu regions, past its share "
 				                 "(--max-regions-per-user %u) as far as the other "
@@ -202,7 +203,7 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		if (!r)
-			r = process_region(&s->srv->reg, p, name);
+			r = process_region(&s->srv->model.reg, p, name);
 		if (!r)
 			return -ENOMEM;
 		s->ids[id] = r;
@@ -217,7 +218,7 @@ path_room(struct session *s)
 {
 	const struct policy *pol = &s->srv->policy;
 	struct process *p = s->proc;
-	struct registry *reg = &s->srv->reg;
+	struct registry *reg = &s->srv->model.reg;
 	/* Exited processes make room, those of the same user first, as for regions. */
 	bool room = p->n_paths < pol->max_regions &&
 	            registry_share_room(reg, p->uid, p, pol->max_regions_per_user,
@@ -295,7 +296,7 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 		if (!node && !*full && !path_room(s))
 			*full = true;
 		if (!node && !*full &&
-		    !(node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
+		    !(node = process_path(&s->srv->model.reg, s->proc, pnode, name->name)))
 			return -ENOMEM;
 		sp.node = node ? node->id : 0;
 		sp.why = UNTRACKED_LIMIT;
@@ -394,7 +395,7 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 	if (r == 0 && !s->proc) {
 		if (s->pidfd >= 0 && !session_peer_alive(s))
 			return -ESRCH;
-		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
+		s->proc = registry_process(&s->srv->model.reg, s->pid, s->uid);
 		if (!s->proc)
 			return -ESRCH;
 		s->proc->connections++;
@@ -463,7 +464,7 @@ account_sent(struct session *s, const Pmc__SampleBatch *b)
 	if (b->sent_before > p->received) {
 		uint64_t lost = session_claim(s, b->sent_before - p->received);
 		p->lost = util_sat_add(p->lost, lost);
-		s->srv->lost = util_sat_add(s->srv->lost, lost);
+		s->srv->model.lost = util_sat_add(s->srv->model.lost, lost);
 		s->user->lost = util_sat_add(s->user->lost, lost);
 		if (lost)
 			log_warn_limited("pid %d: %llu samples it sent were lost by an earlier "
@@ -711,8 +712,8 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
 	/* Its share of the histograms, or more while the others' stay free (share.h). */
-	s->user->hist.keep =
-	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
+	s->user->hist.keep = users_others_unused(&s->srv->model.users, s->uid, USERS_HISTOGRAMS,
+	                                         s->user->hist.limit);
 	struct ingest g = {
 	        .b = b,
 	        .cols = cols,
@@ -741,8 +742,8 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	}
 	if (r < 0)
 		goto out;
-	s->srv->samples += counted;
-	s->srv->batches++;
+	s->srv->model.samples += counted;
+	s->srv->model.batches++;
 	s->user->samples += counted;
 	s->user->batches++;
 out:

@@ -104,7 +104,7 @@ fds_allowed(const struct session *s, size_t held, size_t n, const struct session
 	size_t cap = srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;
 	size_t total = srv->n_fds - (old ? old->n_fds : 0);
 	return share_allows(held, n, share, total, cap,
-	                    users_others_unused(&srv->users, s->uid, USERS_FDS, share));
+	                    users_others_unused(&srv->model.users, s->uid, USERS_FDS, share));
 }
 
 /* Threads of @uid that ended without a ThreadExit (a client killed, or one that never says
@@ -405,7 +405,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	/* The process gets its aggregates with its first thread: a connection that only
 	 * queries (pmcctl) leaves nothing behind. */
 	if (!s->proc) {
-		s->proc = registry_process(&s->srv->reg, s->pid, s->uid);
+		s->proc = registry_process(&s->srv->model.reg, s->pid, s->uid);
 		if (!s->proc)
 			return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
 		s->proc->connections++;

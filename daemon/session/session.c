@@ -48,7 +48,7 @@
 void
 session_count_dropped(struct session *s, uint64_t n, enum pmc_loss why)
 {
-	s->srv->dropped = util_sat_add(s->srv->dropped, n);
+	s->srv->model.dropped = util_sat_add(s->srv->model.dropped, n);
 	s->user->dropped = util_sat_add(s->user->dropped, n);
 	if (s->proc)
 		s->proc->dropped[why] = util_sat_add(s->proc->dropped[why], n);
@@ -709,9 +709,9 @@ count_unsent(struct session *s)
 	if (!n)
 		return;
 	s->proc->dropped[PMC_LOSS_UNSENT] = util_sat_add(s->proc->dropped[PMC_LOSS_UNSENT], n);
-	s->srv->lost = util_sat_add(s->srv->lost, n);
+	s->srv->model.lost = util_sat_add(s->srv->model.lost, n);
 	s->user->lost = util_sat_add(s->user->lost, n);
-	s->srv->lost_unsent = util_sat_add(s->srv->lost_unsent, n);
+	s->srv->model.lost_unsent = util_sat_add(s->srv->model.lost_unsent, n);
 	s->user->lost_unsent = util_sat_add(s->user->lost_unsent, n);
 	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "
 	                 "batch, or announced by it): counted as lost (unsent)",
@@ -722,7 +722,7 @@ void
 session_close(struct session *s, int r)
 {
 	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE || r == -ETIMEDOUT) {
-		s->srv->rejected++;
+		s->srv->model.rejected++;
 		s->user->rejected++;
 	}
 	if (r == -ECONNRESET)
@@ -793,7 +793,7 @@ session_new(struct server *srv, int fd)
 	    (s->pidfd >= 0 && !session_peer_alive(s)))
 		s->creds = (struct creds_peer){.uid = s->uid, .gid = s->gid};
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
-	s->user = users_get(&srv->users, s->uid);
+	s->user = users_get(&srv->model.users, s->uid);
 	s->turns = loop_sched_uid(&srv->sched, s->uid);
 	/* Its share, or more while the others' shares and one for a newcomer stay free. The
 	 * connection being served is counted in n_sessions only below; those kept for their
@@ -801,10 +801,11 @@ session_new(struct server *srv, int fd)
 	const struct policy *pol = &srv->policy;
 	if (s->user && s->user->lingering)
 		session_inflight_settle_uid(srv, s->uid);
-	if (s->user && !share_allows(s->user->connections, 1, pol->max_clients_per_user,
-	                             srv->n_sessions + srv->n_lingering, pol->max_clients,
-	                             users_others_unused(&srv->users, s->uid, USERS_CONNECTIONS,
-	                                                 pol->max_clients_per_user))) {
+	if (s->user &&
+	    !share_allows(s->user->connections, 1, pol->max_clients_per_user,
+	                  srv->n_sessions + srv->n_lingering, pol->max_clients,
+	                  users_others_unused(&srv->model.users, s->uid, USERS_CONNECTIONS,
+	                                      pol->max_clients_per_user))) {
 		char msg[300];
 		snprintf(msg, sizeof(msg),
 		         "uid %d holds %u connections, past its share (--max-clients-per-user %u) "
@@ -878,7 +879,7 @@ session_free(struct session *s)
 	pmc_list_remove(&srv->sessions, &s->link);
 	srv->n_sessions--;
 	if (s->proc && --s->proc->connections == 0)
-		registry_process_ended(&srv->reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
+		registry_process_ended(&srv->model.reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
 	event_free(s->ev);
 	event_free(s->hello_ev);
 	s->user->connections--;
