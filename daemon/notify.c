@@ -32,7 +32,8 @@ send_status(const struct server *srv, const char *head)
 {
 	char msg[256];
 	snprintf(msg, sizeof(msg), "%s%sSTATUS=serving %u clients, %u threads; %" PRIu64 " samples",
-	         head ? head : "", head ? "\n" : "", srv->n_sessions, srv->n_threads, srv->samples);
+	         head ? head : "", head ? "\n" : "", srv->n_sessions, srv->n_threads,
+	         srv->model.samples);
 	int r = sd_notify(0, msg);
 	if (r < 0)
 		log_debug("sd_notify: %s", strerror(-r));

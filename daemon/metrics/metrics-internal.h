@@ -14,7 +14,7 @@
 #include "kernel/log.h"
 #include "metrics/arena.h"
 #include "metrics/metrics.h"
-#include "model/registry.h"
+#include "model/model.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -41,7 +41,8 @@ struct conn_list {
 };
 
 struct metrics {
-	struct server *srv;
+	struct server *srv;  /* its loop, and the figures of its connections */
+	struct model *model; /* the figures the page shows (&srv->model) */
 	struct evhttp *http;
 	struct evconnlistener *listener; /* owned by http */
 	struct event *adopt_ev;          /* runs on_adopt() */
@@ -254,7 +255,7 @@ void metrics_scrape_free(struct scrape *s);
 /**
  * metrics_scrape_page() - the whole page of @m at once, SNAPSHOT to WRITE one step after another
  * without the loop, as a scrape builds it: for tests, which feed it a registry of their own
- * @m: its srv, max_series and label_container set; no scrape being built
+ * @m: its srv, model, max_series and label_container set; no scrape being built
  * @out: the page is appended to it
  * Return: 0, or -ENOMEM (@out may hold part of the page), -EBUSY (a scrape is being built).
  */
@@ -263,8 +264,8 @@ int metrics_scrape_page(struct metrics *m, struct evbuffer *out);
 /* metrics-page.c */
 
 /** metrics_render_daemon() - the daemon's own figures (pmc_build_info, pmc_uptime_seconds,
- * pmc_clients...) onto @pg */
-void metrics_render_daemon(struct page *pg, const struct server *srv);
+ * pmc_clients...) onto @pg: those of @srv's loop and connections, and @model's totals */
+void metrics_render_daemon(struct page *pg, const struct server *srv, const struct model *model);
 
 /**
  * metrics_write_some() - write the page of @s on from (fam, idx, sub) until the chunk is full or

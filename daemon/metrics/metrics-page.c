@@ -107,7 +107,7 @@ daemon_u64(struct page *pg, const char *name, const char *type, const char *help
 }
 
 void
-metrics_render_daemon(struct page *pg, const struct server *srv)
+metrics_render_daemon(struct page *pg, const struct server *srv, const struct model *model)
 {
 	family_head(pg, "pmc_build_info", "gauge", "Version of this pmcdaemon (always 1).");
 	page_str(pg, "pmc_build_info{version=\"");
@@ -122,31 +122,32 @@ metrics_render_daemon(struct page *pg, const struct server *srv)
 	           srv->n_threads);
 	daemon_u64(pg, "pmc_processes", "gauge",
 	           "Processes with aggregates, connected or not (pmcctl reset keeps them).",
-	           srv->reg.n_procs);
+	           model->reg.n_procs);
 	daemon_u64(pg, "pmc_regions", "gauge", "Regions with aggregates, over every process.",
-	           srv->reg.n_regions);
-	daemon_u64(pg, "pmc_samples_total", "counter", "Region samples received.", srv->samples);
-	daemon_u64(pg, "pmc_batches_total", "counter", "Sample batches received.", srv->batches);
+	           model->reg.n_regions);
+	daemon_u64(pg, "pmc_samples_total", "counter", "Region samples received.", model->samples);
+	daemon_u64(pg, "pmc_batches_total", "counter", "Sample batches received.", model->batches);
 	daemon_u64(pg, "pmc_dropped_samples_total", "counter",
 	           "Samples dropped: by clients whose buffer was full (reported), or by the "
 	           "daemon over --max-batch-rate, --max-regions or --max-total-regions.",
-	           srv->dropped);
+	           model->dropped);
 	daemon_u64(pg, "pmc_evicted_processes_total", "counter",
 	           "Exited processes whose figures were forgotten to stay within "
 	           "--keep-exited, --keep-exited-per-user or --max-total-regions (on this "
 	           "page they count on, in their program's retired figures).",
-	           srv->reg.evicted);
+	           model->reg.evicted);
 	daemon_u64(pg, "pmc_retired_regions", "gauge",
 	           "Regions of the retired figures, per (uid, program): what forgotten processes "
 	           "counted, kept for this page's counters.",
-	           srv->reg.n_retired);
+	           model->reg.n_retired);
 	daemon_u64(pg, "pmc_retired_dropped_total", "counter",
 	           "Regions of forgotten processes whose figures the retired figures could not "
 	           "keep (over --metrics-max-series / 4 regions, or a uid's quarter of them; or "
 	           "out of memory): their series went down.",
-	           srv->reg.retired_dropped);
+	           model->reg.retired_dropped);
 	daemon_u64(pg, "pmc_rejected_connections_total", "counter",
-	           "Connections closed for a malformed or out-of-protocol request.", srv->rejected);
+	           "Connections closed for a malformed or out-of-protocol request.",
+	           model->rejected);
 }
 
 /* The le label of bound @k: 2^k - 1, in seconds (of nanoseconds) when @seconds. Built
@@ -264,7 +265,7 @@ metrics_write_some(struct scrape *s, struct page *pg)
 		const char *name = families[s->fam].name;
 
 		if (s->fam == F_DAEMON) {
-			metrics_render_daemon(pg, s->m->srv);
+			metrics_render_daemon(pg, s->m->srv, s->m->model);
 			family_head(
 			        pg, "pmc_metrics_series_dropped", "gauge",
 			        "Series of regions left off this page to stay within "

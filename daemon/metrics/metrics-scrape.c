@@ -140,7 +140,7 @@ mark_one(struct scrape *s, const struct process *p)
 static void
 mark_alive(struct scrape *s)
 {
-	const struct registry *reg = &s->m->srv->reg;
+	const struct registry *reg = &s->m->model->reg;
 
 	s->gen++;
 	const struct process *p;
@@ -205,7 +205,7 @@ snapshot_users(struct scrape *s)
 static int
 step_snapshot(struct scrape *s)
 {
-	const struct registry *reg = &s->m->srv->reg;
+	const struct registry *reg = &s->m->model->reg;
 	size_t n = 0, n_retired = 0, max;
 
 	const struct process *a;

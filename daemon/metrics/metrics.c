@@ -569,13 +569,14 @@ metrics_new(struct server *srv, const struct metrics_addr *addr, struct metrics 
 	if (!m)
 		return -ENOMEM;
 	m->srv = srv;
+	m->model = &srv->model;
 	m->max_series = addr->max_series ? addr->max_series : METRICS_DEFAULT_MAX_SERIES;
 	m->label_container = addr->label_container;
 	/* A container's series go on counting what its forgotten processes counted. */
-	srv->reg.retired_by_cgroup = addr->label_container;
+	m->model->reg.retired_by_cgroup = addr->label_container;
 	/* What forgotten processes counted stays on the page; as many regions as it can show
 	 * (4 series each at least). */
-	int r = registry_retire_enable(&srv->reg, m->max_series / 4 ? m->max_series / 4 : 1);
+	int r = registry_retire_enable(&m->model->reg, m->max_series / 4 ? m->max_series / 4 : 1);
 	if (r < 0) {
 		free(m);
 		return r;

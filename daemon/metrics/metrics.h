@@ -8,8 +8,9 @@
  * are the same on every daemon, and the daemon's own figures; every other path is 404. With a
  * bearer token
  * (--metrics-token-file) every request without it is 401. It runs on the daemon's libevent
- * loop (evhttp) and reads the same struct server the session code reads; a scrape is built and
- * written in short steps (chunked encoding), so that the loop serves its clients meanwhile. */
+ * loop (evhttp) and reads the data model the sessions write (struct model, model/model.h); a
+ * scrape is built and written in short steps (chunked encoding), so that the loop serves its
+ * clients meanwhile. */
 #pragma once
 
 #include <stdbool.h>
@@ -85,7 +86,8 @@ int metrics_read_token(const char *path, struct metrics_addr *addr);
 
 /**
  * metrics_new() - listen on @addr and serve /metrics from @srv's loop
- * @srv: the server whose figures are shown, borrowed; it must outlive the result
+ * @srv: the server whose loop serves the page and whose figures (its model's, and those of
+ *       its connections) are shown, borrowed; it must outlive the result
  * @addr: from metrics_parse_addr(), and metrics_read_token() to require a bearer token
  * Logs the address it serves on, and a warning when the page has no token. At most
  * METRICS_MAX_CONNECTIONS connections stay open, a new one closing one that has sent no

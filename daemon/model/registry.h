@@ -1,11 +1,4 @@
-/* Unit daemon/model (target pmcd_model): the daemon's data model. registry.[ch] (processes,
- * their regions, call paths and retired figures), region-index.[ch], stats.[ch] (moments and
- * the histogram, memory charged to a struct stats_budget passed in), users.[ch] and share.h
- * (each uid's share of every resource), ingest.[ch] (a checked batch counted into its
- * aggregates), batch.[ch] (the hand decoder of SampleBatch), state.[ch] (the state file).
- * Depends on kernel/ and proto/; sessions resolve their ids into it, queries read it.
- *
- * registry: the daemon's aggregates, per process and per region, kept after the
+/* registry: the daemon's aggregates, per process and per region, kept after the
  * process disconnects. A process is keyed by (pid, start time, uid) so that a recycled
  * pid never merges into a dead process's figures, nor a setuid image into its starter's. */
 #pragma once

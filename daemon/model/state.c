@@ -22,8 +22,8 @@
 #include "common/util.h"
 #include "kernel/file-trust.h"
 #include "kernel/log.h"
+#include "model/model.h"
 #include "pmc.pb-c.h"
-#include "session/server.h"
 
 #define STATE_VERSION 1
 
@@ -262,21 +262,21 @@ cmp_retired(const void *x, const void *y)
 	return strcmp(a->comm, b->comm);
 }
 
-/* Builds the pmc.State of @srv in @st, its parts allocated in @a. */
+/* Builds the pmc.State of @m in @st, its parts allocated in @a. */
 static int
-state_build(struct server *srv, uint64_t saved_ns, const char *boot, struct alloc_list *a,
+state_build(const struct model *m, uint64_t saved_ns, const char *boot, struct alloc_list *a,
             Pmc__State *st)
 {
-	struct registry *reg = &srv->reg;
+	const struct registry *reg = &m->reg;
 	pmc__state__init(st);
 	st->version = STATE_VERSION;
 	st->saved_ns = saved_ns;
-	st->samples = srv->samples;
-	st->batches = srv->batches;
-	st->dropped = srv->dropped;
-	st->lost = srv->lost;
-	st->lost_unsent = srv->lost_unsent;
-	st->rejected = srv->rejected;
+	st->samples = m->samples;
+	st->batches = m->batches;
+	st->dropped = m->dropped;
+	st->lost = m->lost;
+	st->lost_unsent = m->lost_unsent;
+	st->rejected = m->rejected;
 	st->evicted = reg->evicted;
 	st->retired_dropped = reg->retired_dropped;
 	st->boot_id = (char *)boot;
@@ -367,13 +367,13 @@ frame_check(const uint8_t *buf, size_t len, bool *old, const char **why)
 }
 
 int
-state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
+state_encode(const struct model *m, uint64_t saved_ns, uint8_t **out, size_t *len)
 {
 	char boot[64];
 	boot_id(boot);
 	_cleanup_(alloc_list_free) struct alloc_list a = {0};
 	Pmc__State st;
-	int r = state_build(srv, saved_ns, boot, &a, &st);
+	int r = state_build(m, saved_ns, boot, &a, &st);
 	if (r < 0)
 		return r;
 	size_t n = pmc__state__get_packed_size(&st) + FRAME_BYTES;
@@ -383,8 +383,8 @@ state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len)
 		        "nodes), over the limit of %zu bytes on state files: not saved; fewer "
 		        "exited processes or regions (--keep-exited, --max-total-regions) make it "
 		        "smaller",
-		        n, srv->reg.n_procs, srv->reg.n_regions + srv->reg.n_retired,
-		        srv->reg.n_paths, max_bytes);
+		        n, m->reg.n_procs, m->reg.n_regions + m->reg.n_retired, m->reg.n_paths,
+		        max_bytes);
 		return -EFBIG;
 	}
 	uint8_t *buf = malloc(n);
@@ -560,23 +560,23 @@ write_atomically(const char *path, const uint8_t *buf, size_t len)
 }
 
 static int
-state_write(struct server *srv, const char *path, uint64_t saved_ns)
+state_write(struct model *m, const char *path, uint64_t saved_ns)
 {
 	_cleanup_free_ uint8_t *buf = NULL;
 	size_t len;
-	int r = state_encode(srv, saved_ns, &buf, &len);
+	int r = state_encode(m, saved_ns, &buf, &len);
 	if (r < 0)
 		return r;
 	return write_atomically(path, buf, len);
 }
 
 int
-state_save(struct server *srv, const char *path)
+state_save(struct model *m, const char *path)
 {
 	uint64_t now = util_now_ns(CLOCK_REALTIME);
-	int r = state_write(srv, path, now);
+	int r = state_write(m, path, now);
 	if (r == 0)
-		srv->state_saved_ns = now;
+		m->state_saved_ns = now;
 	return r;
 }
 
@@ -589,7 +589,7 @@ struct state_job {
 
 /* The child of state_job_start(): the registry as it was at the fork, written to j->fd. */
 static _Noreturn void
-job_run(struct server *srv, const struct state_job *j, const char *base, pid_t parent,
+job_run(struct model *m, const struct state_job *j, const char *base, pid_t parent,
         const sigset_t *mask)
 {
 	/* Dies with the daemon: a save that outlived it could rename its snapshot over the
@@ -605,7 +605,7 @@ job_run(struct server *srv, const struct state_job *j, const char *base, pid_t p
 	 * the two fds the save uses (the parent closes them when this process has ended). */
 	_cleanup_free_ uint8_t *buf = NULL;
 	size_t len;
-	int r = state_encode(srv, j->saved_ns, &buf, &len);
+	int r = state_encode(m, j->saved_ns, &buf, &len);
 	if (r == 0)
 		r = commit_tmp(j->dfd, j->fd, base, buf, len);
 	/* _exit(): no atexit handler, no stdio flush of the daemon's buffers. */
@@ -613,7 +613,7 @@ job_run(struct server *srv, const struct state_job *j, const char *base, pid_t p
 }
 
 int
-state_job_start(struct server *srv, const char *path, struct state_job **out)
+state_job_start(struct model *m, const char *path, struct state_job **out)
 {
 	_cleanup_free_ struct state_job *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -645,7 +645,7 @@ state_job_start(struct server *srv, const char *path, struct state_job **out)
 	 * nothing), and calls nothing that uses glibc's cached thread id. */
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		job_run(srv, j, base, parent, &old);
+		job_run(m, j, base, parent, &old);
 	int e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0) {
@@ -678,7 +678,7 @@ state_job_fd(const struct state_job *j)
 }
 
 int
-state_job_wait(struct state_job *j, struct server *srv)
+state_job_wait(struct state_job *j, struct model *m)
 {
 	int status, r;
 	pid_t w;
@@ -694,7 +694,7 @@ state_job_wait(struct state_job *j, struct server *srv)
 		r = -EINTR;
 	}
 	if (r == 0)
-		srv->state_saved_ns = j->saved_ns;
+		m->state_saved_ns = j->saved_ns;
 	/* Only now: they were the child's too, in the one fd table. A FILE.tmp a killed child
 	 * left goes at the next save (create_tmp()). */
 	close(j->fd);
@@ -816,9 +816,9 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
 }
 
 static int
-load_process(struct server *srv, const Pmc__ProcessState *ps)
+load_process(struct model *m, const Pmc__ProcessState *ps)
 {
-	struct registry *reg = &srv->reg;
+	struct registry *reg = &m->reg;
 	const struct process_saved saved = {
 	        .pid = ps->pid,
 	        .uid = ps->uid,
@@ -845,9 +845,9 @@ load_process(struct server *srv, const Pmc__ProcessState *ps)
  * holds nothing: not made (registry_retire_enable() makes those its processes need). It
  * has no call paths nor untracked counts: any in the file are ignored. */
 static int
-load_retired(struct server *srv, const Pmc__ProcessState *ps)
+load_retired(struct model *m, const Pmc__ProcessState *ps)
 {
-	struct registry *reg = &srv->reg;
+	struct registry *reg = &m->reg;
 	/* Not a file the daemon wrote: a process among them, or one (uid, comm) twice. */
 	if (ps->pid != 0)
 		return -EBADMSG;
@@ -864,7 +864,7 @@ load_retired(struct server *srv, const Pmc__ProcessState *ps)
 
 /* state_load_buffer(), saying why a file is refused in *@why. */
 static int
-load_buffer(struct server *srv, const uint8_t *buf, size_t len, const char **why)
+load_buffer(struct model *m, const uint8_t *buf, size_t len, const char **why)
 {
 	*why = "it is over the size limit of state files";
 	if (len > max_bytes)
@@ -884,18 +884,18 @@ load_buffer(struct server *srv, const uint8_t *buf, size_t len, const char **why
 	char boot[64];
 	boot_id(boot);
 	bool rebooted = strcmp(boot, st->boot_id) != 0;
-	struct registry *reg = &srv->reg;
+	struct registry *reg = &m->reg;
 	uint64_t dropped = reg->retired_dropped;
 	int r = 0;
 	for (size_t i = 0; i < st->n_processes && r == 0; i++) {
 		/* Saved before a reboot: keep the figures, but let no new process match them. */
 		if (rebooted)
 			st->processes[i]->start = UINT64_MAX;
-		r = load_process(srv, st->processes[i]);
+		r = load_process(m, st->processes[i]);
 	}
 	/* Dated in the file's order, the oldest first: which goes first for room stays. */
 	for (size_t i = 0; i < st->n_retired && r == 0; i++)
-		r = load_retired(srv, st->retired[i]);
+		r = load_retired(m, st->retired[i]);
 	uint64_t lost = reg->retired_dropped - dropped;
 	/* Retired figures kept already (not at the daemon's start: --metrics comes after the
 	 * state): within their bound. */
@@ -911,34 +911,34 @@ load_buffer(struct server *srv, const uint8_t *buf, size_t len, const char **why
 		         "counts at load: their user's histogram memory was full "
 		         "(--max-memory-per-user, --max-memory)",
 		         lost);
-	srv->samples = st->samples;
-	srv->batches = st->batches;
-	srv->dropped = st->dropped;
-	srv->lost = st->lost;
-	srv->lost_unsent = st->lost_unsent <= st->lost ? st->lost_unsent : st->lost;
-	srv->rejected = st->rejected;
+	m->samples = st->samples;
+	m->batches = st->batches;
+	m->dropped = st->dropped;
+	m->lost = st->lost;
+	m->lost_unsent = st->lost_unsent <= st->lost ? st->lost_unsent : st->lost;
+	m->rejected = st->rejected;
 	reg->evicted = st->evicted;
 	/* The file's count, and the regions this load could not keep. */
 	uint64_t more = reg->retired_dropped - dropped;
 	reg->retired_dropped =
 	        st->retired_dropped > UINT64_MAX - more ? UINT64_MAX : st->retired_dropped + more;
-	srv->state_saved_ns = st->saved_ns;
-	srv->state_unchecked = old;
+	m->state_saved_ns = st->saved_ns;
+	m->state_unchecked = old;
 	return 0;
 }
 
 int
-state_load_buffer(struct server *srv, const uint8_t *buf, size_t len)
+state_load_buffer(struct model *m, const uint8_t *buf, size_t len)
 {
 	const char *why;
-	return load_buffer(srv, buf, len, &why);
+	return load_buffer(m, buf, len, &why);
 }
 
 /* Renames @base in @dfd (@path for the log), a file the daemon cannot trust, to
- * @base.bad, saying @why in the log and in srv->state_moved_*; the daemon then starts
+ * @base.bad, saying @why in the log and in m->state_moved_*; the daemon then starts
  * without its figures. */
 static void
-move_aside(struct server *srv, int dfd, const char *base, const char *path, const char *why)
+move_aside(struct model *m, int dfd, const char *base, const char *path, const char *why)
 {
 	char bad[NAME_MAX + 1];
 	int n = snprintf(bad, sizeof(bad), "%s.bad", base);
@@ -951,22 +951,22 @@ move_aside(struct server *srv, int dfd, const char *base, const char *path, cons
 		log_err("%s: %s: moved aside to %s; the daemon starts without its figures (the "
 		        "next save writes a new file)",
 		        path, why, bad_path);
-		free(srv->state_moved_aside);
-		srv->state_moved_aside = bad_path;
-		srv->state_moved_reason = why;
+		free(m->state_moved_aside);
+		m->state_moved_aside = bad_path;
+		m->state_moved_reason = why;
 		return;
 	}
 	log_err("%s: %s, and it could not be moved aside (%s); the daemon starts without its "
 	        "figures, and the next save replaces it",
 	        path, why, strerror(errno));
 	free(bad_path);
-	free(srv->state_moved_aside);
-	srv->state_moved_aside = NULL;
-	srv->state_moved_reason = why;
+	free(m->state_moved_aside);
+	m->state_moved_aside = NULL;
+	m->state_moved_reason = why;
 }
 
 int
-state_load(struct server *srv, const char *path)
+state_load(struct model *m, const char *path)
 {
 	const char *base;
 	_cleanup_close_ int dfd = open_dir(path, &base);
@@ -1005,7 +1005,7 @@ state_load(struct server *srv, const char *path)
 	if ((uint64_t)sb.st_size > max_bytes) {
 		log_err("%s is %lld bytes, over the limit of %zu bytes on state files", path,
 		        (long long)sb.st_size, max_bytes);
-		move_aside(srv, dfd, base, path, "it is over the size limit of state files");
+		move_aside(m, dfd, base, path, "it is over the size limit of state files");
 		return -EFBIG;
 	}
 	size_t len = (size_t)sb.st_size;
@@ -1025,10 +1025,10 @@ state_load(struct server *srv, const char *path)
 		got += (size_t)n;
 	}
 	const char *why;
-	int r = load_buffer(srv, buf, len, &why);
+	int r = load_buffer(m, buf, len, &why);
 	if (r == -EBADMSG || r == -EFBIG)
-		move_aside(srv, dfd, base, path, why);
-	else if (r == 0 && srv->state_unchecked)
+		move_aside(m, dfd, base, path, why);
+	else if (r == 0 && m->state_unchecked)
 		log_info("%s: a file of before checksums, loaded unchecked; the next save writes "
 		         "it with one",
 		         path);

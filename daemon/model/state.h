@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct server;
+struct model;
 struct state_job;
 
 /* The largest state file the daemon writes, and so the largest it loads: 1 GiB. */
@@ -48,21 +48,21 @@ int state_prepare(const char *path);
  * Return: 0, -EFBIG (logged, with the size) when it would be over the size limit, or
  * -ENOMEM.
  */
-int state_encode(struct server *srv, uint64_t saved_ns, uint8_t **out, size_t *len);
+int state_encode(const struct model *m, uint64_t saved_ns, uint8_t **out, size_t *len);
 
 /**
  * state_save() - write every process's aggregates and the daemon's totals to @path,
  * in the caller (the daemon's final save, at SIGTERM)
- * Sets srv->state_saved_ns on success.
+ * Sets m->state_saved_ns on success.
  * Return: 0 or -errno (the previous file is then untouched): -EFBIG over the size
  * limit, -EPERM for an unsafe directory, -EEXIST for a FILE.tmp of another's (all
  * three logged with the details).
  */
-int state_save(struct server *srv, const char *path);
+int state_save(struct model *m, const char *path);
 
 /**
  * state_job_start() - state_save() in a child process, on a copy-on-write snapshot of
- * @srv's registry, so that the caller goes on at once
+ * @m's registry, so that the caller goes on at once
  * The caller opens the directory and creates FILE.tmp (the checks of state_save()); the
  * child encodes, writes, renames. It shares the caller's fd table (it closes none of the
  * daemon's fds, whose close may wait for ever: a FUSE file a client sent), touches no
@@ -71,7 +71,7 @@ int state_save(struct server *srv, const char *path);
  * Return: 0 with *@out set, or -errno (nothing runs then): state_save()'s errors of the
  * directory and FILE.tmp (logged), or fork's.
  */
-int state_job_start(struct server *srv, const char *path, struct state_job **out);
+int state_job_start(struct model *m, const char *path, struct state_job **out);
 
 /**
  * state_job_fd() - a pidfd of the child: readable once it has exited
@@ -83,11 +83,11 @@ int state_job_fd(const struct state_job *j);
  * state_job_wait() - wait for the child of @j (at once when state_job_fd() is readable)
  * and free @j
  * @j: taken
- * Sets srv->state_saved_ns to the snapshot's time when the child saved it.
+ * Sets m->state_saved_ns to the snapshot's time when the child saved it.
  * Return: 0 when the child saved the state, or the -errno it failed with (-EINTR when
  * it was killed by a signal, which is logged).
  */
-int state_job_wait(struct state_job *j, struct server *srv);
+int state_job_wait(struct state_job *j, struct model *m);
 
 /**
  * state_load_buffer() - restore a state file's contents @buf into an empty registry
@@ -112,11 +112,11 @@ int state_job_wait(struct state_job *j, struct server *srv);
  * has the file refused whole (-EBADMSG).
  * The bytes are checked first: a file that begins with the frame (pmc.State, field 14) must
  * end with field 15, the CRC-32 of every byte before it, and match it; a file of before
- * (it begins with field 1, the version) is loaded unchecked (srv->state_unchecked set).
+ * (it begins with field 1, the version) is loaded unchecked (m->state_unchecked set).
  * Return: 0, -EBADMSG for bytes that are not a state file of this version (a frame whose
  * checksum does not match included), -EFBIG over the size limit, or -ENOMEM.
  */
-int state_load_buffer(struct server *srv, const uint8_t *buf, size_t len);
+int state_load_buffer(struct model *m, const uint8_t *buf, size_t len);
 
 /**
  * state_frame() - @payload, the packed fields of a pmc.State (without fields 14 and 15), in
@@ -136,10 +136,10 @@ int state_frame(const uint8_t *payload, size_t len, uint8_t **out, size_t *out_l
  * A file it cannot trust for its bytes (-EBADMSG: its checksum does not match, it is
  * truncated, it does not decode, or it holds figures no daemon writes; -EFBIG: over the size
  * limit) is renamed FILE.bad (replacing an older one), which the log says and
- * srv->state_moved_aside and state_moved_reason keep (for Status); the registry stays
+ * m->state_moved_aside and state_moved_reason keep (for Status); the registry stays
  * empty, and the caller starts afresh. A file refused for who could have written it is
  * left in place.
  * Return: 0, -ENOENT when there is no file yet, -EBADMSG or -EFBIG (moved aside, when it
  * could be), -ELOOP, -EINVAL (not a regular file), -EPERM, or another -errno.
  */
-int state_load(struct server *srv, const char *path);
+int state_load(struct model *m, const char *path);

@@ -9,13 +9,10 @@
 #include <sys/types.h>
 
 #include "model/stats.h"
-#include "session/loop-sched.h"
 
 /* pmcctl runs of one uid whose evicted processes are counted (struct user_share's
  * evicted_tag): a uid's own runs push out only its own tags. */
 #define USERS_RUN_TAGS 64
-
-struct session;
 
 struct user_share {
 	uid_t uid;
@@ -39,9 +36,6 @@ struct user_share {
 	/* Slices its requests waited, past the first, while exited clients' queues were read */
 	uint64_t drain_slices;
 	uint64_t reaped_ns; /* its last search for dead threads that found none (CLOCK_MONOTONIC) */
-	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
-	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
-	struct session *defining; /* its connection whose Define goes on in later slices */
 	struct stats_budget hist; /* its processes' histogram blocks */
 	/* Its connections' tables of region and call path ids (what their Defines and
 	 * SampleBatches' names make them hold: 8 bytes an id) */

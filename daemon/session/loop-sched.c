@@ -2,6 +2,8 @@
  * (see loop-sched.h). */
 #include "session/loop-sched.h"
 
+#include <stdlib.h>
+
 static void
 ring_append(struct sched *sc, struct sched_queue *q)
 {
@@ -61,4 +63,36 @@ sched_pop(struct sched *sc)
 		ring_append(sc, q);
 	}
 	return it;
+}
+
+struct sched_uid *
+loop_sched_uid(struct sched *sc, uid_t uid)
+{
+	for (size_t i = 0; i < sc->n_uids; i++)
+		if (sc->uids[i]->uid == uid)
+			return sc->uids[i];
+	if (sc->n_uids == sc->cap_uids) {
+		size_t cap = sc->cap_uids ? 2 * sc->cap_uids : 8;
+		struct sched_uid **v = realloc(sc->uids, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		sc->uids = v;
+		sc->cap_uids = cap;
+	}
+	struct sched_uid *su = calloc(1, sizeof(*su));
+	if (!su)
+		return NULL;
+	su->uid = uid;
+	sc->uids[sc->n_uids++] = su;
+	return su;
+}
+
+void
+loop_sched_free(struct sched *sc)
+{
+	for (size_t i = 0; i < sc->n_uids; i++)
+		free(sc->uids[i]);
+	free(sc->uids);
+	sc->uids = NULL;
+	sc->n_uids = sc->cap_uids = 0;
 }

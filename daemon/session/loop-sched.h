@@ -5,11 +5,14 @@
  * at the ring's tail: a uid gets one slice a turn of the ring however many connections it
  * has. Control (Hello, registration, status) goes before bulk (sample batches, query
  * replies), but bulk gets every SCHED_BULK_EVERY-th turn while it waits, so neither starves.
- * Only the data structure: no libevent, no clock (session.c and server.c run the slices). */
+ * Only the data structure: no libevent, no clock (session.c and server.c run the slices).
+ * Each uid's queues live in its struct sched_uid, a table the struct sched owns (the data
+ * model's struct user_share knows nothing of the loop). */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "common/list.h"
 
@@ -40,11 +43,34 @@ struct sched_queue {
 	bool ringed;
 };
 
+struct session;
+
+/* What the loop holds for one uid (zero: nothing): its connections with work, and the one
+ * piece of work of each kind its connections may have under way at a time. */
+struct sched_uid {
+	uid_t uid;
+	struct sched_queue sq[SCHED_CLASSES]; /* its connections with work, by class */
+	unsigned wholes;          /* its whole (not streamed) Query replies being built: 0 or 1 */
+	struct session *defining; /* its connection whose Define goes on in later slices */
+};
+
 struct sched {
 	struct pmc_list ring[SCHED_CLASSES]; /* struct sched_queue, by ring_link */
 	size_t n;                            /* items queued */
 	unsigned turn;                       /* turns taken while both classes waited */
+	struct sched_uid **uids;             /* a few uids per host: a plain array */
+	size_t n_uids, cap_uids;
 };
+
+/**
+ * loop_sched_uid() - the loop's part of @uid, created (all zero) on first use
+ * Return: it (owned by @sc, at a stable address until loop_sched_free()), or NULL on
+ * -ENOMEM.
+ */
+struct sched_uid *loop_sched_uid(struct sched *sc, uid_t uid);
+
+/** loop_sched_free() - free every uid's part; nothing may be queued any more */
+void loop_sched_free(struct sched *sc);
 
 /**
  * loop_sched_push() - queue @it at the tail of @q, the queue of its uid for class @cls

@@ -133,7 +133,7 @@ save_job_end(struct server *srv)
 	if (save_job_ev)
 		event_free(save_job_ev);
 	save_job_ev = NULL;
-	int r = state_job_wait(TAKE_PTR(save_job), srv);
+	int r = state_job_wait(TAKE_PTR(save_job), &srv->model);
 	if (r < 0)
 		log_errno(r, "cannot save the state to %s (the previous one is kept)",
 		          srv->state_path);
@@ -154,7 +154,7 @@ save_state(struct server *srv)
 {
 	if (save_job)
 		save_job_end(srv);
-	int r = state_save(srv, srv->state_path);
+	int r = state_save(&srv->model, srv->state_path);
 	if (r < 0)
 		log_errno(r, "cannot save the state to %s (the previous one is kept)",
 		          srv->state_path);
@@ -173,7 +173,7 @@ on_state_timer(evutil_socket_t fd, short what, void *arg)
 	}
 	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
 	struct state_job *j;
-	int r = state_job_start(srv, srv->state_path, &j);
+	int r = state_job_start(&srv->model, srv->state_path, &j);
 	if (r < 0) {
 		log_errno(r, "cannot save the state to %s (the previous one is kept)",
 		          srv->state_path);
@@ -218,7 +218,7 @@ server_use_state(struct server *srv, const char *path, unsigned interval_s)
 	int r = state_prepare(path);
 	if (r < 0)
 		return r;
-	r = state_load(srv, path);
+	r = state_load(&srv->model, path);
 	if (r == -ENOENT)
 		log_info("%s: no state yet; it will be written every %u s and at exit", path,
 		         interval_s);
@@ -227,8 +227,8 @@ server_use_state(struct server *srv, const char *path, unsigned interval_s)
 	else if (r < 0)
 		return r;
 	else
-		log_info("%s: restored %zu processes, %zu regions", path, srv->reg.n_procs,
-		         srv->reg.n_regions);
+		log_info("%s: restored %zu processes, %zu regions", path, srv->model.reg.n_procs,
+		         srv->model.reg.n_regions);
 	srv->state_path = path;
 	srv->state_ev = event_new(srv->base, -1, EV_PERSIST, on_state_timer, srv);
 	struct timeval tv = {.tv_sec = interval_s};
@@ -255,10 +255,6 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	}
 	srv->listen_fd = listen_fd;
 	srv->policy = *policy;
-	srv->reg.max_ended = policy->keep_exited;
-	srv->reg.max_ended_per_uid = policy->keep_exited_per_user;
-	srv->reg.max_regions = policy->max_total_regions;
-	srv->reg.users = &srv->users;
 	srv->started_ns = util_now_ns(CLOCK_MONOTONIC);
 	srv->rxbuf = malloc(SERVER_MAX_REQUEST);
 	srv->base = event_base_new();
@@ -280,15 +276,10 @@ server_new(int listen_fd, const struct policy *policy, struct server **out)
 	quarter_of(&pol->max_clients_per_user, pol->max_clients);
 	quarter_of(&pol->max_regions_per_user, pol->max_total_regions);
 	quarter_of(&pol->max_memory_per_user_mib, pol->max_memory_mib);
-	srv->hist_budget.limit = (size_t)pol->max_memory_mib << 20;
-	srv->users.parent = &srv->hist_budget;
-	srv->users.hist_limit = (size_t)pol->max_memory_per_user_mib << 20;
 	if (!pol->max_define_memory_mib)
 		pol->max_define_memory_mib = 32;
 	quarter_of(&pol->max_define_memory_per_user_mib, pol->max_define_memory_mib);
-	srv->define_budget.limit = (size_t)pol->max_define_memory_mib << 20;
-	srv->users.define_parent = &srv->define_budget;
-	srv->users.define_limit = (size_t)pol->max_define_memory_per_user_mib << 20;
+	model_init(&srv->model, pol);
 	if (!pol->max_fds_per_user) {
 		size_t room =
 		        srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;
@@ -337,10 +328,9 @@ server_free(struct server *srv)
 		event_base_free(srv->base);
 	if (srv->listen_fd >= 0)
 		close(srv->listen_fd);
-	registry_free(&srv->reg);
-	users_free(&srv->users);
+	model_free(&srv->model);
+	loop_sched_free(&srv->sched);
 	policy_free(&srv->policy);
-	free(srv->state_moved_aside);
 	free(srv->rxbuf);
 	free(srv);
 }

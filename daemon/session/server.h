@@ -12,8 +12,7 @@
 
 #include "common/list.h"
 #include "kernel/policy.h"
-#include "model/registry.h"
-#include "model/users.h"
+#include "model/model.h"
 #include "session/loop-sched.h"
 
 struct event_base;
@@ -40,24 +39,12 @@ struct server {
 	struct pmc_list lingering; /* connections closed with fds unread, still held */
 	unsigned n_lingering;
 	struct event *accept_retry; /* re-arms accepting after EMFILE */
-	struct registry reg;
-	struct users users;              /* what each uid holds, and its figures */
-	struct stats_budget hist_budget; /* every histogram block (--max-memory) */
-	/* every connection's tables of region and call path ids (--max-define-memory) */
-	struct stats_budget define_budget;
+	struct model model;         /* the data model: processes, users, budgets, totals */
 	uint64_t started_ns;
 	struct policy policy;
-	uint64_t samples, batches, dropped, rejected, refused_clients, lost;
-	uint64_t lost_unsent;    /* of lost: never sent by processes that ended holding them */
-	const char *state_path;  /* --state, or NULL */
-	uint64_t state_saved_ns; /* CLOCK_REALTIME of the last save */
-	struct event *state_ev;  /* the save timer */
-	/* A file state_load() could not trust, moved aside to this path (malloc()ed; NULL when
-	 * none was, or when it could not be moved), and why (static); a file of before
-	 * checksums loaded unchecked. */
-	char *state_moved_aside;
-	const char *state_moved_reason;
-	bool state_unchecked;
+	uint64_t refused_clients; /* connections refused over --max-clients (the first logged) */
+	const char *state_path;   /* --state, or NULL */
+	struct event *state_ev;   /* the save timer */
 	int draining;
 	struct sched sched;    /* connections with work, served a slice at a time */
 	struct event *work_ev; /* serves them: a zero timer, so that the loop polls between */

@@ -97,7 +97,8 @@ table_grow(struct session *s, void **v, size_t *n, uint32_t id, uint32_t max, si
 	size_t want = (size_t)id + 1, grown = 2 * *n > want ? 2 * *n : want;
 	if (grown > (size_t)max + 1)
 		grown = (size_t)max + 1 > want ? (size_t)max + 1 : want;
-	u->define.keep = users_others_unused(&s->srv->users, s->uid, USERS_DEFINE, u->define.limit);
+	u->define.keep =
+	        users_others_unused(&s->srv->model.users, s->uid, USERS_DEFINE, u->define.limit);
 	if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
 		grown = want; /* the least that holds @id */
 		if (!stats_budget_charge(&u->define, (grown - *n) * elem)) {
@@ -178,11 +179,11 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		const struct policy *pol = &s->srv->policy;
-		if (!r && (*full ||
-		           !registry_share_room(&s->srv->reg, p->uid, p, pol->max_regions_per_user,
-		                                pol->max_total_regions, false))) {
+		if (!r && (*full || !registry_share_room(&s->srv->model.reg, p->uid, p,
+		                                         pol->max_regions_per_user,
+		                                         pol->max_total_regions, false))) {
 			*full = true;
-			size_t mine = registry_user_regions(&s->srv->reg, p->uid);
+			size_t mine = registry_user_regions(&s->srv->model.reg, p->uid);
 			if (mine >= pol->max_regions_per_user && !p->warned_user)
 				log_warn_limited("pid %d: uid %d holds %zu regions, past its share "
 				                 "(--max-regions-per-user %u) as far as the other "
@@ -202,7 +203,7 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		if (!r)
-			r = process_region(&s->srv->reg, p, name);
+			r = process_region(&s->srv->model.reg, p, name);
 		if (!r)
 			return -ENOMEM;
 		s->ids[id] = r;
@@ -217,7 +218,7 @@ path_room(struct session *s)
 {
 	const struct policy *pol = &s->srv->policy;
 	struct process *p = s->proc;
-	struct registry *reg = &s->srv->reg;
+	struct registry *reg = &s->srv->model.reg;
 	/* Exited processes make room, those of the same user first, as for regions. */
 	bool room = p->n_paths < pol->max_regions &&
 	            registry_share_room(reg, p->uid, p, pol->max_regions_per_user,
@@ -295,7 +296,7 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 		if (!node && !*full && !path_room(s))
 			*full = true;
 		if (!node && !*full &&
-		    !(node = process_path(&s->srv->reg, s->proc, pnode, name->name)))
+		    !(node = process_path(&s->srv->model.reg, s->proc, pnode, name->name)))
 			return -ENOMEM;
 		sp.node = node ? node->id : 0;
 		sp.why = UNTRACKED_LIMIT;
@@ -313,7 +314,7 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 static void
 defining_end(struct session *s)
 {
-	s->user->defining = NULL;
+	s->turns->defining = NULL;
 	struct session *o;
 	pmc_list_for_each(o, &s->srv->sessions, link)
 		if (o->user == s->user && o->def_waits) {
@@ -342,7 +343,7 @@ session_define_abort(struct session *s)
 		pmc__request__free_unpacked(s->batch_req, NULL);
 		s->batch_req = NULL;
 	}
-	if (s->user && s->user->defining == s)
+	if (s->turns && s->turns->defining == s)
 		defining_end(s); /* a SampleBatch's names */
 }
 
@@ -407,7 +408,7 @@ session_handle_define(struct session *s, const Pmc__Request *req)
 	s->def = (Pmc__Request *)req;
 	s->def_next = 0;
 	s->def_full_names = s->def_full_paths = false;
-	s->user->defining = s;
+	s->turns->defining = s;
 	r = define_step(s);
 	if (r != SESSION_STEP_MORE)
 		define_end(s, false);
@@ -456,7 +457,7 @@ account_sent(struct session *s, const Pmc__SampleBatch *b)
 	if (b->sent_before > p->received) {
 		uint64_t lost = session_claim(s, b->sent_before - p->received);
 		p->lost = util_sat_add(p->lost, lost);
-		s->srv->lost = util_sat_add(s->srv->lost, lost);
+		s->srv->model.lost = util_sat_add(s->srv->model.lost, lost);
 		s->user->lost = util_sat_add(s->user->lost, lost);
 		if (lost)
 			log_warn_limited("pid %d: %llu samples it sent were lost by an earlier "
@@ -545,7 +546,7 @@ count_reported(struct session *s, const Pmc__SampleBatch *b)
 /* @b's region names, from s->batch_next on, DEFINE_STEP at a time until the slice's end
  * (srv->deadline_ns), as a Define's: past it, SESSION_BATCH_MORE (the caller keeps the
  * request, s->batch_req, handled again at the connection's next slice, which goes on from
- * there), its uid's other connections waiting meanwhile (user_share.defining). Return: 0 once all
+ * there), its uid's other connections waiting meanwhile (sched_uid.defining). Return: 0 once all
  * are defined, SESSION_BATCH_MORE, or < 0 to close the connection. */
 static int
 batch_names(struct session *s, const Pmc__SampleBatch *b)
@@ -558,14 +559,14 @@ batch_names(struct session *s, const Pmc__SampleBatch *b)
 		                   &s->batch_full);
 		s->batch_next = end;
 		if (r == 0 && end < n && util_now_ns(CLOCK_MONOTONIC) >= s->srv->deadline_ns) {
-			s->user->defining = s;
+			s->turns->defining = s;
 			s->user->define_slices = util_sat_add(s->user->define_slices, 1);
 			return SESSION_BATCH_MORE;
 		}
 	}
 	s->batch_next = 0;
 	s->batch_full = false;
-	if (s->user->defining == s)
+	if (s->turns->defining == s)
 		defining_end(s);
 	return r;
 }
@@ -704,8 +705,8 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	size_t counted = 0;
 	uint64_t missed = s->user->hist.missed;
 	/* Its share of the histograms, or more while the others' stay free (share.h). */
-	s->user->hist.keep =
-	        users_others_unused(&s->srv->users, s->uid, USERS_HISTOGRAMS, s->user->hist.limit);
+	s->user->hist.keep = users_others_unused(&s->srv->model.users, s->uid, USERS_HISTOGRAMS,
+	                                         s->user->hist.limit);
 	struct ingest g = {
 	        .b = b,
 	        .cols = cols,
@@ -734,8 +735,8 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	}
 	if (r < 0)
 		goto out;
-	s->srv->samples += counted;
-	s->srv->batches++;
+	s->srv->model.samples += counted;
+	s->srv->model.batches++;
 	s->user->samples += counted;
 	s->user->batches++;
 out:

@@ -100,8 +100,9 @@ allows(const struct session *s, size_t n)
 	const struct server *srv = s->srv;
 	size_t share = srv->policy.max_fds_per_user;
 	size_t cap = srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;
-	return share_allows(s->user->fds_unread, n, share, srv->fds_unread, cap,
-	                    users_others_unused(&srv->users, s->uid, USERS_FDS_UNREAD, share));
+	return share_allows(
+	        s->user->fds_unread, n, share, srv->fds_unread, cap,
+	        users_others_unused(&srv->model.users, s->uid, USERS_FDS_UNREAD, share));
 }
 
 bool

@@ -549,7 +549,7 @@ query_whole_append(struct query_stream *qs, const Pmc__QueryReply *qr)
 static int
 query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 {
-	int r = query_stream_check(qs, &s->srv->reg);
+	int r = query_stream_check(qs, &s->srv->model.reg);
 	if (r < 0)
 		return r;
 	size_t from_proc = qs->next_proc, from_region = qs->next_region;
@@ -571,7 +571,8 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 		qr.visible = qs->visible;
 		qr.hidden = qs->hidden;
 		qr.all_users = s->admin;
-		qr.run_tag_evicted = registry_tag_evicted(&s->srv->reg, s->uid, qs->q->run_tag);
+		qr.run_tag_evicted =
+		        registry_tag_evicted(&s->srv->model.reg, s->uid, qs->q->run_tag);
 	}
 	if (qs->whole_reply)
 		return query_whole_append(qs, &qr);
@@ -618,7 +619,7 @@ session_query_end(struct session *s)
 	if (!building)
 		return;
 	/* The uid's next whole reply, waiting for this one, may start. */
-	s->user->wholes--;
+	s->turns->wholes--;
 	struct session *o;
 	pmc_list_for_each(o, &s->srv->sessions, link)
 		if (o->user == s->user && o->qs && o->qs->whole_reply && !o->qs->building) {
@@ -636,9 +637,9 @@ session_query_step(struct session *s, uint64_t deadline_ns)
 	/* One whole reply of a uid built at a time: its memory is the cap's, however many
 	 * connections ask. The others wait, neither queued nor read, until it ends. */
 	if (qs->whole_reply && !qs->building) {
-		if (s->user->wholes)
+		if (s->turns->wholes)
 			return SESSION_STEP_WAIT;
-		s->user->wholes++;
+		s->turns->wholes++;
 		qs->building = true;
 	}
 	for (;;) {
@@ -722,7 +723,8 @@ query_copy(const Pmc__Query *q)
 int
 session_handle_query(struct session *s, const Pmc__Request *req)
 {
-	struct registry *reg = &s->srv->reg;
+	const struct model *m = &s->srv->model;
+	const struct registry *reg = &m->reg;
 	/* One reply at a time: a second Query now would mean a broken dispatch (nothing is
 	 * read while a reply is built or sent). */
 	if (s->qs)
@@ -769,7 +771,7 @@ session_handle_reset(struct session *s, const Pmc__Request *req)
 		        "(uid %d is neither)",
 		        (int)s->uid);
 	Pmc__ResetReply rr = PMC__RESET_REPLY__INIT;
-	rr.cleared = registry_reset(&s->srv->reg, req->reset->pid, req->reset->region);
+	rr.cleared = registry_reset(&s->srv->model.reg, req->reset->pid, req->reset->region);
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_RESET;
 	resp.reset = &rr;
@@ -779,7 +781,8 @@ session_handle_reset(struct session *s, const Pmc__Request *req)
 int
 session_handle_status(struct session *s, const Pmc__Request *req)
 {
-	struct server *srv = s->srv;
+	const struct server *srv = s->srv;
+	const struct model *m = &srv->model;
 	Pmc__StatusReply st = PMC__STATUS_REPLY__INIT;
 	st.daemon_version = PMC_VERSION;
 	st.protocol_version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -789,23 +792,23 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	if (s->admin) {
 		st.clients = srv->n_sessions - 1; /* the caller's own connection left out */
 		st.threads = srv->n_threads;
-		st.processes = (uint32_t)srv->reg.n_procs;
-		st.regions = (uint32_t)srv->reg.n_regions;
-		st.samples = srv->samples;
-		st.batches = srv->batches;
-		st.dropped = srv->dropped;
-		st.rejected = srv->rejected;
-		st.lost = srv->lost;
-		st.lost_unsent = srv->lost_unsent;
-		st.evicted = srv->reg.evicted;
-		st.histogram_bytes = srv->hist_budget.used;
-		st.define_bytes = srv->define_budget.used;
-		for (size_t i = 0; i < srv->users.n; i++) {
-			st.histogram_missed += srv->users.v[i]->hist.missed;
+		st.processes = (uint32_t)m->reg.n_procs;
+		st.regions = (uint32_t)m->reg.n_regions;
+		st.samples = m->samples;
+		st.batches = m->batches;
+		st.dropped = m->dropped;
+		st.rejected = m->rejected;
+		st.lost = m->lost;
+		st.lost_unsent = m->lost_unsent;
+		st.evicted = m->reg.evicted;
+		st.histogram_bytes = m->hist_budget.used;
+		st.define_bytes = m->define_budget.used;
+		for (size_t i = 0; i < m->users.n; i++) {
+			st.histogram_missed += m->users.v[i]->hist.missed;
 			st.drain_slices =
-			        util_sat_add(st.drain_slices, srv->users.v[i]->drain_slices);
+			        util_sat_add(st.drain_slices, m->users.v[i]->drain_slices);
 			st.define_slices =
-			        util_sat_add(st.define_slices, srv->users.v[i]->define_slices);
+			        util_sat_add(st.define_slices, m->users.v[i]->define_slices);
 		}
 		struct pmc_fdcheck_stats fs;
 		pmc_fdcheck_stats(&fs);
@@ -817,7 +820,7 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 		st.clients = u->connections - 1; /* the caller's own connection left out */
 		st.threads = u->threads;
 		const struct process *p;
-		pmc_list_for_each(p, &srv->reg.procs, link)
+		pmc_list_for_each(p, &m->reg.procs, link)
 			if (p->uid == s->uid) {
 				st.processes++;
 				st.regions += (uint32_t)p->n_regions;
@@ -840,7 +843,7 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	uint64_t by[PMC_LOSS_N] = {0};
 	Pmc__Loss loss[PMC_LOSS_N], *lossp[PMC_LOSS_N];
 	const struct process *p;
-	pmc_list_for_each(p, &srv->reg.procs, link)
+	pmc_list_for_each(p, &m->reg.procs, link)
 		if (s->admin || p->uid == s->uid)
 			for (unsigned r = 0; r < PMC_LOSS_N; r++)
 				by[r] = util_sat_add(by[r], p->dropped[r]);
@@ -855,12 +858,12 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	}
 	st.losses = lossp;
 	/* Who claimed what: the totals above add up unchecked claims. */
-	_cleanup_free_ Pmc__Claim *claim = calloc(srv->users.n + 1, sizeof(*claim));
-	_cleanup_free_ Pmc__Claim **claimp = calloc(srv->users.n + 1, sizeof(*claimp));
+	_cleanup_free_ Pmc__Claim *claim = calloc(m->users.n + 1, sizeof(*claim));
+	_cleanup_free_ Pmc__Claim **claimp = calloc(m->users.n + 1, sizeof(*claimp));
 	if (!claim || !claimp)
 		return session_reply_error(s, ENOMEM, "out of memory");
-	for (size_t i = 0; i < srv->users.n; i++) {
-		const struct user_share *u = srv->users.v[i];
+	for (size_t i = 0; i < m->users.n; i++) {
+		const struct user_share *u = m->users.v[i];
 
 		if ((!s->admin && u->uid != s->uid) || (!u->claimed && !u->lost))
 			continue;
@@ -874,12 +877,12 @@ session_handle_status(struct session *s, const Pmc__Request *req)
 	st.claims = claimp;
 	st.pid = getpid();
 	st.state_file = (char *)(srv->state_path ? srv->state_path : "");
-	st.state_saved_ns = srv->state_saved_ns;
+	st.state_saved_ns = m->state_saved_ns;
 	const char *hint;
 	st.user_reads = perf_user_reads(&hint);
 	st.user_reads_hint = (char *)(hint ? hint : "");
-	st.state_moved_aside = srv->state_moved_aside ? srv->state_moved_aside : "";
-	st.state_moved_reason = (char *)(srv->state_moved_reason ? srv->state_moved_reason : "");
+	st.state_moved_aside = m->state_moved_aside ? m->state_moved_aside : "";
+	st.state_moved_reason = (char *)(m->state_moved_reason ? m->state_moved_reason : "");
 	st.privilege = (char *)caps_describe();
 	st.capabilities = caps_effective();
 	st.perf_event_paranoid = caps_paranoid();

@@ -104,7 +104,7 @@ fds_allowed(const struct session *s, size_t held, size_t n, const struct session
 	size_t cap = srv->fd_limit > SERVER_FD_RESERVE ? srv->fd_limit - SERVER_FD_RESERVE : 0;
 	size_t total = srv->n_fds - (old ? old->n_fds : 0);
 	return share_allows(held, n, share, total, cap,
-	                    users_others_unused(&srv->users, s->uid, USERS_FDS, share));
+	                    users_others_unused(&srv->model.users, s->uid, USERS_FDS, share));
 }
 
 /* Threads of @uid that ended without a ThreadExit (a client killed, or one that never says
@@ -211,10 +211,10 @@ session_process(struct session *s)
 	struct process *p = NULL;
 	bool alive = s->pidfd < 0 || session_peer_alive(s);
 	if (alive)
-		p = registry_process(&s->srv->reg, s->pid, s->uid);
+		p = registry_process(&s->srv->model.reg, s->pid, s->uid);
 	/* Gone (now, or while its start was read): the identity its connection read. */
 	if (!p && s->peer_start && !session_peer_alive(s))
-		p = registry_process_at(&s->srv->reg, s->pid, s->peer_start, s->peer_comm, s->uid);
+		p = registry_process_at(&s->srv->model.reg, s->pid, s->peer_start, s->peer_comm, s->uid);
 	if (!p)
 		return NULL;
 	s->proc = p;

@@ -48,7 +48,7 @@
 void
 session_count_dropped(struct session *s, uint64_t n, enum pmc_loss why)
 {
-	s->srv->dropped = util_sat_add(s->srv->dropped, n);
+	s->srv->model.dropped = util_sat_add(s->srv->model.dropped, n);
 	s->user->dropped = util_sat_add(s->user->dropped, n);
 	if (s->proc)
 		s->proc->dropped[why] = util_sat_add(s->proc->dropped[why], n);
@@ -320,7 +320,7 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 			/* One that streams a reply reads nothing until it is sent: nor from here,
 			 * once a Query read here has started one; one whose request waits for such
 			 * a drain itself reads nothing before it. */
-			if (o == self || o->qs || o->held || o->user->defining ||
+			if (o == self || o->qs || o->held || o->turns->defining ||
 			    (self && !self->admin && o->uid != self->uid))
 				continue;
 			bool gone = o->pidfd >= 0 && !session_peer_alive(o);
@@ -547,7 +547,7 @@ session_ready(struct session *s)
 	if (loop_sched_queued(&s->si))
 		return;
 	enum sched_class cls = s->bulk || s->qs ? SCHED_BULK : SCHED_CONTROL;
-	loop_sched_push(&s->srv->sched, &s->user->sq[cls], cls, &s->si);
+	loop_sched_push(&s->srv->sched, &s->turns->sq[cls], cls, &s->si);
 	server_kick(s->srv);
 }
 
@@ -575,7 +575,7 @@ session_read_slice(struct session *s, uint64_t deadline_ns)
 		/* ... or another connection of its uid took the one Define it may hold (in a
 		 * drain this slice made): this one's wait their turn (session_serve()). */
 		if (s->qs || s->def || s->batch_req || s->bulk != bulk ||
-		    (s->user->defining && s->user->defining != s) ||
+		    (s->turns->defining && s->turns->defining != s) ||
 		    (s->rx_bytes - rx0 >= SESSION_SLICE_BYTES &&
 		     util_now_ns(CLOCK_MONOTONIC) >= deadline_ns))
 			return 1;
@@ -598,7 +598,7 @@ session_serve(struct session *s, uint64_t deadline_ns)
 		deadline_ns = now + share < deadline_ns ? now + share : deadline_ns;
 	}
 	s->srv->deadline_ns = deadline_ns;
-	if (s->user->defining && s->user->defining != s) {
+	if (s->turns->defining && s->turns->defining != s) {
 		s->def_waits = true; /* defining_end() queues it again */
 		return;
 	}
@@ -709,9 +709,9 @@ count_unsent(struct session *s)
 	if (!n)
 		return;
 	s->proc->dropped[PMC_LOSS_UNSENT] = util_sat_add(s->proc->dropped[PMC_LOSS_UNSENT], n);
-	s->srv->lost = util_sat_add(s->srv->lost, n);
+	s->srv->model.lost = util_sat_add(s->srv->model.lost, n);
 	s->user->lost = util_sat_add(s->user->lost, n);
-	s->srv->lost_unsent = util_sat_add(s->srv->lost_unsent, n);
+	s->srv->model.lost_unsent = util_sat_add(s->srv->model.lost_unsent, n);
 	s->user->lost_unsent = util_sat_add(s->user->lost_unsent, n);
 	log_warn_limited("pid %d: ended holding %llu samples it never sent (after its last "
 	                 "batch, or announced by it): counted as lost (unsent)",
@@ -722,7 +722,7 @@ void
 session_close(struct session *s, int r)
 {
 	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE || r == -ETIMEDOUT) {
-		s->srv->rejected++;
+		s->srv->model.rejected++;
 		s->user->rejected++;
 	}
 	if (r == -ECONNRESET)
@@ -797,17 +797,19 @@ session_new(struct server *srv, int fd)
 	    (s->pidfd >= 0 && !session_peer_alive(s)))
 		s->creds = (struct creds_peer){.uid = s->uid, .gid = s->gid};
 	s->admin = policy_is_admin(&srv->policy, s->pid, s->uid, s->gid);
-	s->user = users_get(&srv->users, s->uid);
+	s->user = users_get(&srv->model.users, s->uid);
+	s->turns = loop_sched_uid(&srv->sched, s->uid);
 	/* Its share, or more while the others' shares and one for a newcomer stay free. The
 	 * connection being served is counted in n_sessions only below; those kept for their
 	 * unread fds count too, those read since are closed first. */
 	const struct policy *pol = &srv->policy;
 	if (s->user && s->user->lingering)
 		session_inflight_settle_uid(srv, s->uid);
-	if (s->user && !share_allows(s->user->connections, 1, pol->max_clients_per_user,
-	                             srv->n_sessions + srv->n_lingering, pol->max_clients,
-	                             users_others_unused(&srv->users, s->uid, USERS_CONNECTIONS,
-	                                                 pol->max_clients_per_user))) {
+	if (s->user &&
+	    !share_allows(s->user->connections, 1, pol->max_clients_per_user,
+	                  srv->n_sessions + srv->n_lingering, pol->max_clients,
+	                  users_others_unused(&srv->model.users, s->uid, USERS_CONNECTIONS,
+	                                      pol->max_clients_per_user))) {
 		char msg[300];
 		snprintf(msg, sizeof(msg),
 		         "uid %d holds %u connections, past its share (--max-clients-per-user %u) "
@@ -827,7 +829,8 @@ session_new(struct server *srv, int fd)
 	/* A connection that says nothing holds a slot every user needs: it has
 	 * --hello-timeout seconds to say Hello. */
 	struct timeval hello_tv = {.tv_sec = srv->policy.hello_timeout_s};
-	s->ev = s->user ? event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s)
+	s->ev = s->user && s->turns
+	                ? event_new(srv->base, fd, EV_READ | EV_PERSIST, session_on_readable, s)
 	                : NULL;
 	s->hello_ev = s->ev ? evtimer_new(srv->base, session_on_hello_timeout, s) : NULL;
 	if (!s->hello_ev || event_add(s->ev, NULL) < 0 || event_add(s->hello_ev, &hello_tv) < 0) {
@@ -880,7 +883,7 @@ session_free(struct session *s)
 	pmc_list_remove(&srv->sessions, &s->link);
 	srv->n_sessions--;
 	if (s->proc && --s->proc->connections == 0)
-		registry_process_ended(&srv->reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
+		registry_process_ended(&srv->model.reg, s->proc, util_now_ns(CLOCK_MONOTONIC));
 	event_free(s->ev);
 	event_free(s->hello_ev);
 	s->user->connections--;

@@ -56,6 +56,7 @@ struct session {
 	int admin;               /* root or --admin-group: sees all, may reset */
 	struct creds_peer creds; /* what the kernel would let the peer count */
 	struct user_share *user; /* what its uid holds (server's users) */
+	struct sched_uid *turns; /* its uid's part of the loop (server's sched) */
 	struct event *hello_ev;  /* closes a connection that says no Hello in time */
 	size_t sndbuf;           /* send buffer asked for (0: the default) */
 	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
@@ -88,14 +89,14 @@ struct session {
 	size_t fds_unread;       /* fds its replies carried that its client may not have read */
 	/* A Define handled over several slices (session-batch.c): the request (owned once its
 	 * dispatch returned), where it stands, and its refusals so far; its uid's only one
-	 * (user_share.defining). def_waits: it waits for its uid's Define on another connection
+	 * (sched_uid.defining). def_waits: it waits for its uid's Define on another connection
 	 * to end, neither queued nor read. */
 	struct Pmc__Request *def;
 	size_t def_next;
 	bool def_full_names, def_full_paths, def_waits;
 	/* A SampleBatch whose names take more than a slice (session-batch.c): the request
 	 * (owned), the names defined so far, and whether a limit refused one; its uid's other
-	 * connections wait meanwhile (user_share.defining). */
+	 * connections wait meanwhile (sched_uid.defining). */
 	struct Pmc__Request *batch_req;
 	size_t batch_next;
 	bool batch_full;

@@ -28,7 +28,7 @@
 static struct server *srv;
 
 static void
-forget(struct server *s)
+forget(struct model *s)
 {
 	registry_free(&s->reg);
 	s->samples = s->batches = s->dropped = s->lost = s->rejected = s->state_saved_ns = 0;
@@ -37,7 +37,7 @@ forget(struct server *s)
 
 /* Encodes what @s holds, then forgets it. */
 static void
-encode(struct server *s, uint8_t **out, size_t *len)
+encode(struct model *s, uint8_t **out, size_t *len)
 {
 	if (state_encode(s, 1, out, len) < 0)
 		abort();
@@ -103,39 +103,39 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (server_new(dummy, &pol, &srv) < 0)
 			abort();
 	}
+	struct model *m = &srv->model;
 	/* As a daemon without --metrics (the retired figures kept as they are), or with it
 	 * before the load (a bound of 16 retired regions, 4 per uid, applied at load). */
-	if (registry_retire_enable(&srv->reg, size & 1 ? 16 : 0) < 0)
+	if (registry_retire_enable(&m->reg, size & 1 ? 16 : 0) < 0)
 		abort();
-	int r = state_load_buffer(srv, data, size);
+	int r = state_load_buffer(m, data, size);
 	if (r == -EBADMSG) {
-		if (registry_first(&srv->reg) || srv->reg.n_procs || srv->reg.n_regions ||
-		    srv->reg.n_paths || registry_first_retired(&srv->reg) || srv->reg.n_retired ||
-		    srv->reg.retired_dropped)
+		if (registry_first(&m->reg) || m->reg.n_procs || m->reg.n_regions ||
+		    m->reg.n_paths || registry_first_retired(&m->reg) || m->reg.n_retired ||
+		    m->reg.retired_dropped)
 			abort(); /* refused, yet something kept */
 		return 0;
 	}
 	if (r < 0)
 		abort(); /* -ENOMEM: not with inputs this small */
-	size_t procs = srv->reg.n_procs, regions = srv->reg.n_regions, paths = srv->reg.n_paths;
-	size_t retired = srv->reg.n_retired;
-	if (srv->reg.max_retired && retired > srv->reg.max_retired)
+	size_t procs = m->reg.n_procs, regions = m->reg.n_regions, paths = m->reg.n_paths;
+	size_t retired = m->reg.n_retired;
+	if (m->reg.max_retired && retired > m->reg.max_retired)
 		abort(); /* over the bound */
 
 	uint8_t *e1, *e2, *e3;
 	size_t n1, n2, n3;
-	if (state_encode(srv, 1, &e1, &n1) < 0)
+	if (state_encode(m, 1, &e1, &n1) < 0)
 		abort();
 	serve();
-	forget(srv);
-	if (state_load_buffer(srv, e1, n1) < 0 || srv->reg.n_procs != procs ||
-	    srv->reg.n_regions != regions || srv->reg.n_paths != paths ||
-	    srv->reg.n_retired != retired)
+	forget(m);
+	if (state_load_buffer(m, e1, n1) < 0 || m->reg.n_procs != procs ||
+	    m->reg.n_regions != regions || m->reg.n_paths != paths || m->reg.n_retired != retired)
 		abort();
-	encode(srv, &e2, &n2);
-	if (state_load_buffer(srv, e2, n2) < 0)
+	encode(m, &e2, &n2);
+	if (state_load_buffer(m, e2, n2) < 0)
 		abort();
-	encode(srv, &e3, &n3);
+	encode(m, &e3, &n3);
 	if (n1 != n3 || memcmp(e1, e3, n1) != 0)
 		abort();
 	free(e1);

@@ -630,7 +630,7 @@ test_losses_counted(void)
 	for (int i = 0; i < 2000 && !(reaped && seen && !srv->n_sessions); i++) {
 		event_base_loop(srv->base, EVLOOP_NONBLOCK);
 		/* (Connected, served and hung up within one pass of the loop: its process.) */
-		seen |= srv->n_sessions > 0 || registry_first(&srv->reg) != NULL;
+		seen |= srv->n_sessions > 0 || registry_first(&srv->model.reg) != NULL;
 		if (!reaped && waitpid(child, &st, WNOHANG) == child)
 			reaped = 1;
 		usleep(5000);
@@ -639,17 +639,17 @@ test_losses_counted(void)
 	if (WEXITSTATUS(st) == 77) {
 		printf("# skipped: perf_event_open refused here\n");
 	} else {
-		struct process *p = registry_first(&srv->reg);
+		struct process *p = registry_first(&srv->model.reg);
 		CHECK(WEXITSTATUS(st) == 0 && seen && !srv->n_sessions);
 		CHECK(p && p->pid == child && !registry_process_next(p));
-		CHECK(srv->samples == 4);
-		CHECK(srv->dropped == 3 + 7);
+		CHECK(srv->model.samples == 4);
+		CHECK(srv->model.dropped == 3 + 7);
 		CHECK(p->dropped[PMC_LOSS_DEPTH] == 2 && p->dropped[PMC_LOSS_NESTING] == 1);
 		CHECK(p->dropped[PMC_LOSS_NAMES] == 4 && p->dropped[PMC_LOSS_OTHER] == 3);
 		CHECK(p->dropped[PMC_LOSS_FULL] == 0 && p->dropped[PMC_LOSS_MAX_REGIONS] == 0);
 		/* What the last batch said was left: lost once the process ended. */
 		CHECK(p->dropped[PMC_LOSS_UNSENT] == 5);
-		CHECK(srv->lost == 5);
+		CHECK(srv->model.lost == 5);
 		CHECK(strcmp(pmc_loss_name(PMC_LOSS_UNSENT), "unsent") == 0);
 		CHECK(pmc_loss_name(PMC_LOSS_N) == NULL);
 	}

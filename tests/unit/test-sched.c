@@ -1,6 +1,7 @@
 /* Unit tests for daemon/session/loop-sched.c: which connection the loop serves next. A uid with
  * many connections gets no more turns than a uid with one; control goes before bulk, and bulk still
- * gets its turns; a connection closed while queued leaves no trace. */
+ * gets its turns; a connection closed while queued leaves no trace; each uid's part of the loop
+ * (its queues) is its own, at a stable address. */
 #include <stdio.h>
 #include <string.h>
 
@@ -121,11 +122,33 @@ test_remove_queued(void)
 	CHECK(pop(&sc) == NULL);
 }
 
+static void
+test_uid_parts(void)
+{
+	struct sched sc = {0};
+	struct sched_uid *first = loop_sched_uid(&sc, 1000);
+	CHECK(first && first->uid == 1000 && !first->wholes && !first->defining);
+	/* Past the table's first growth: each uid once, the first one where it was. */
+	for (uid_t u = 0; u < 40; u++) {
+		struct sched_uid *su = loop_sched_uid(&sc, u);
+		CHECK(su && su->uid == u);
+		CHECK(loop_sched_uid(&sc, u) == su);
+	}
+	CHECK(sc.n_uids == 41 && loop_sched_uid(&sc, 1000) == first);
+	/* Queued through its part, served as any queue. */
+	struct conn a = {.uid = 0};
+	loop_sched_push(&sc, &first->sq[SCHED_BULK], SCHED_BULK, &a.it);
+	CHECK(sched_pop(&sc) == &a.it && sc.n == 0);
+	loop_sched_free(&sc);
+	CHECK(sc.n_uids == 0 && !sc.uids);
+}
+
 int
 main(void)
 {
 	PMC_TEST_RUN(test_uid_fair);
 	PMC_TEST_RUN(test_control_first);
 	PMC_TEST_RUN(test_remove_queued);
+	PMC_TEST_RUN(test_uid_parts);
 	return 0;
 }

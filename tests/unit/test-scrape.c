@@ -18,7 +18,7 @@
 static char *
 page_of(struct server *srv, size_t max_series)
 {
-	struct metrics m = {.srv = srv, .max_series = max_series};
+	struct metrics m = {.srv = srv, .model = &srv->model, .max_series = max_series};
 	struct evbuffer *b = evbuffer_new();
 	CHECK(b);
 	CHECK(metrics_scrape_page(&m, b) == 0);
@@ -46,15 +46,15 @@ fixture_init(struct fixture *f)
 	memset(f, 0, sizeof(*f));
 	f->daemon.limit = SIZE_MAX;
 	f->users.parent = &f->daemon;
-	f->srv.reg.users = &f->users;
-	CHECK(registry_retire_enable(&f->srv.reg, 100) == 0);
+	f->srv.model.reg.users = &f->users;
+	CHECK(registry_retire_enable(&f->srv.model.reg, 100) == 0);
 	return &f->srv;
 }
 
 static void
 fixture_free(struct fixture *f)
 {
-	registry_free(&f->srv.reg);
+	registry_free(&f->srv.model.reg);
 	users_free(&f->users);
 }
 
@@ -93,12 +93,12 @@ test_scrape_series(void)
 
 	/* One program, two users; a region name with an escape sequence, a quote and a
 	 * byte that is not UTF-8. */
-	struct process *p = registry_process(&srv->reg, getpid(), 1000);
-	struct process *q = registry_process(&srv->reg, getpid(), 2000);
+	struct process *p = registry_process(&srv->model.reg, getpid(), 1000);
+	struct process *q = registry_process(&srv->model.reg, getpid(), 2000);
 	CHECK(p && q && p != q && !strcmp(p->comm, "test-scrape"));
-	pmc_test_add_runs(&srv->reg, p, "parse", 3, 2);
-	pmc_test_add_runs(&srv->reg, p, "a\x1b\"b\xff", 1, 5);
-	pmc_test_add_runs(&srv->reg, q, "parse", 2, 8);
+	pmc_test_add_runs(&srv->model.reg, p, "parse", 3, 2);
+	pmc_test_add_runs(&srv->model.reg, p, "a\x1b\"b\xff", 1, 5);
+	pmc_test_add_runs(&srv->model.reg, q, "parse", 2, 8);
 
 	char *page = page_of(srv, 10000);
 	want_line(page, "pmc_processes 2");
@@ -124,8 +124,8 @@ test_scrape_series(void)
 
 	/* The process of uid 1000 is forgotten: its figures go on in the retired aggregate of
 	 * its program, the same series with the same values. */
-	registry_process_ended(&srv->reg, p, 1);
-	CHECK(srv->reg.n_procs == 1 && srv->reg.n_retired >= 1);
+	registry_process_ended(&srv->model.reg, p, 1);
+	CHECK(srv->model.reg.n_procs == 1 && srv->model.reg.n_retired >= 1);
 	page = page_of(srv, 10000);
 	want_line(page, "pmc_processes 1");
 	want_line(page, "pmc_region_count_total" LABELS("1000", "parse") "} 3");
@@ -141,10 +141,10 @@ test_scrape_max_series(void)
 {
 	struct fixture f;
 	struct server *srv = fixture_init(&f);
-	struct process *p = registry_process(&srv->reg, getpid(), 1000);
+	struct process *p = registry_process(&srv->model.reg, getpid(), 1000);
 	CHECK(p);
-	pmc_test_add_runs(&srv->reg, p, "busy", 5, 2);
-	pmc_test_add_runs(&srv->reg, p, "rare", 1, 2);
+	pmc_test_add_runs(&srv->model.reg, p, "busy", 5, 2);
+	pmc_test_add_runs(&srv->model.reg, p, "rare", 1, 2);
 
 	char *all = page_of(srv, 10000);
 	unsigned busy = lines_with(all, "region=\"busy\""),

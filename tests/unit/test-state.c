@@ -32,19 +32,19 @@
 
 #include "common/cgroup.h"
 #include "common/util.h"
+#include "model/model.h"
 #include "model/state.h"
 #include "pmc-test.h"
 #include "pmc.pb-c.h"
-#include "session/server.h"
 
 static char dir[64], path[128], tmp_path[160];
 
 static void
-fill(struct server *srv)
+fill(struct model *m)
 {
-	struct process *p = registry_process(&srv->reg, getpid(), getuid());
+	struct process *p = registry_process(&m->reg, getpid(), getuid());
 	CHECK(p);
-	struct region_agg *r = process_region(&srv->reg, p, "parse");
+	struct region_agg *r = process_region(&m->reg, p, "parse");
 	CHECK(r);
 	int id = registry_process_event_id(p, "page-faults");
 	CHECK(id == 0);
@@ -56,7 +56,7 @@ fill(struct server *srv)
 		r->count++;
 	}
 	p->received = 100;
-	srv->samples = 100;
+	m->samples = 100;
 }
 
 /* The bytes of @p (at most 64 KiB), or -1 bytes when it cannot be read. */
@@ -102,7 +102,7 @@ unframe(const uint8_t *buf, size_t len, size_t *n)
 static void
 test_state_round_trip(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
 	struct stat sb;
@@ -126,7 +126,7 @@ test_state_round_trip(void)
 static void
 test_state_from_another_boot(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
 	/* Rewrite the file as if saved during another boot. */
@@ -180,23 +180,23 @@ add_region(struct registry *reg, struct process *p, const char *name, uint64_t n
  * 100 samples) and UID_B ("parse" and "load") forgotten (--keep-exited 0); then fill()'s
  * live process. */
 static void
-fill_retired(struct server *srv)
+fill_retired(struct model *m)
 {
-	CHECK(registry_retire_enable(&srv->reg, 100) == 0);
-	srv->reg.max_ended = 0;
+	CHECK(registry_retire_enable(&m->reg, 100) == 0);
+	m->reg.max_ended = 0;
 	for (uid_t uid = UID_A; uid <= UID_B; uid++) {
-		struct process *p = registry_process(&srv->reg, getpid(), uid);
+		struct process *p = registry_process(&m->reg, getpid(), uid);
 		CHECK(p);
-		add_region(&srv->reg, p, "parse", 100);
+		add_region(&m->reg, p, "parse", 100);
 		if (uid == UID_B)
-			add_region(&srv->reg, p, "load", 50);
-		registry_process_ended(&srv->reg, p, 5);
+			add_region(&m->reg, p, "load", 50);
+		registry_process_ended(&m->reg, p, 5);
 	}
-	CHECK(srv->reg.evicted == 2 && srv->reg.n_retired == 3 && srv->reg.n_procs == 0);
-	srv->reg.max_ended = 10;
-	fill(srv);
-	srv->rejected = 3;
-	srv->reg.retired_dropped = 4;
+	CHECK(m->reg.evicted == 2 && m->reg.n_retired == 3 && m->reg.n_procs == 0);
+	m->reg.max_ended = 10;
+	fill(m);
+	m->rejected = 3;
+	m->reg.retired_dropped = 4;
 }
 
 static struct process *
@@ -259,7 +259,7 @@ same_retired(struct registry *a, struct registry *b)
 static void
 test_state_retired_round_trip(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill_retired(&a);
 	CHECK(state_save(&a, path) == 0);
 	CHECK(state_load(&b, path) == 0);
@@ -303,7 +303,7 @@ test_state_retired_round_trip(void)
 static void
 test_state_retired_old_file(void)
 {
-	struct server a = {0};
+	struct model a = {0};
 	fill(&a);
 	uint8_t *buf;
 	size_t len;
@@ -330,7 +330,7 @@ test_state_retired_old_file(void)
 			i += v;
 	}
 	for (int metrics = 0; metrics < 2; metrics++) {
-		struct server b = {0};
+		struct model b = {0};
 		if (metrics)
 			CHECK(registry_retire_enable(&b.reg, 100) == 0);
 		CHECK(state_load_buffer(&b, buf, len) == 0);
@@ -352,11 +352,11 @@ test_state_retired_old_file(void)
 static void
 test_state_retired_bound(void)
 {
-	struct server a = {0};
+	struct model a = {0};
 	fill_retired(&a);
 	CHECK(state_save(&a, path) == 0);
 	for (int before = 0; before < 2; before++) {
-		struct server b = {0};
+		struct model b = {0};
 		/* 4 regions, 1 per uid: UID_B's aggregate of 2 goes. */
 		if (before)
 			CHECK(registry_retire_enable(&b.reg, 4) == 0);
@@ -393,7 +393,7 @@ test_state_retired_bound(void)
 	uint8_t buf[1024];
 	CHECK(len <= sizeof(buf));
 	pmc__state__pack(&st, buf);
-	struct server b = {0};
+	struct model b = {0};
 	CHECK(state_load_buffer(&b, buf, len) == 0 && b.reg.n_retired == 6);
 	CHECK(registry_retire_enable(&b.reg, 8) == 0 && b.reg.n_retired == 6);
 	registry_free(&b.reg);
@@ -422,7 +422,7 @@ test_state_retired_bound(void)
 static void
 test_state_retired_budget(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill_retired(&a);
 	a.reg.retired_dropped = 0;
 	CHECK(state_save(&a, path) == 0);
@@ -447,7 +447,7 @@ test_state_retired_budget(void)
 static void
 test_state_process_budget(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
 	b.reg.users = &b.users;
@@ -496,10 +496,10 @@ add_node(struct registry *reg, struct process *p, uint32_t parent, const char *n
 /* fill()'s process, with a call path tree: a (30 samples), a;b (20), a;b;b (10), and
  * untracked counts. */
 static void
-fill_paths(struct server *srv)
+fill_paths(struct model *m)
 {
-	fill(srv);
-	struct registry *reg = &srv->reg;
+	fill(m);
+	struct registry *reg = &m->reg;
 	struct process *p = registry_first(reg);
 	add_node(reg, p, 0, "a", 30);
 	add_node(reg, p, 1, "b", 20);
@@ -510,13 +510,13 @@ fill_paths(struct server *srv)
 	p->untracked[UNTRACKED_OLDER] = UINT64_MAX;
 }
 
-/* Encodes @srv, which must give the @len bytes @buf. */
+/* Encodes @m, which must give the @len bytes @buf. */
 static void
-same_bytes(struct server *srv, const uint8_t *buf, size_t len)
+same_bytes(struct model *m, const uint8_t *buf, size_t len)
 {
 	uint8_t *e;
 	size_t n;
-	CHECK(state_encode(srv, 7, &e, &n) == 0);
+	CHECK(state_encode(m, 7, &e, &n) == 0);
 	CHECK(n == len && !memcmp(e, buf, n));
 	free(e);
 }
@@ -526,7 +526,7 @@ same_bytes(struct server *srv, const uint8_t *buf, size_t len)
 static void
 test_state_paths_round_trip(void)
 {
-	struct server a = {0}, b = {0}, c = {0};
+	struct model a = {0}, b = {0}, c = {0};
 	fill_paths(&a);
 	CHECK(state_save(&a, path) == 0);
 	CHECK(state_load(&b, path) == 0);
@@ -585,7 +585,7 @@ test_state_paths_round_trip(void)
 static void
 test_state_paths_budget(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill_paths(&a);
 	uint8_t *buf;
 	size_t len;
@@ -632,7 +632,7 @@ test_state_paths_budget(void)
 static void
 test_state_paths_old_file(void)
 {
-	struct server a = {0};
+	struct model a = {0};
 	fill(&a);
 	/* Nor the cgroup and ns_pid (fields 11, 12): those of a process are saved only when
 	 * known. */
@@ -670,7 +670,7 @@ test_state_paths_old_file(void)
 			i += v;
 	}
 	pmc__state__free_unpacked(st, NULL);
-	struct server b = {0};
+	struct model b = {0};
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(b.reg.n_procs == 1 && b.reg.n_regions == 1 && b.reg.n_paths == 0);
 	struct process *p = registry_first(&b.reg);
@@ -689,7 +689,7 @@ test_state_paths_old_file(void)
 static void
 test_state_origin(void)
 {
-	struct server a = {0}, b = {0}, c = {0};
+	struct model a = {0}, b = {0}, c = {0};
 	fill(&a);
 	struct process *p = registry_first(&a.reg);
 	/* registry_process() read them from /proc: this process's own. */
@@ -728,7 +728,7 @@ test_state_origin(void)
 static void
 test_state_refuses_unsafe_dir(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
 	static const mode_t bad[] = {01777, 0777, 0775, 0757, 0730};
@@ -762,7 +762,7 @@ test_state_refuses_unsafe_dir(void)
 static void
 test_state_tmp_not_ours(void)
 {
-	struct server a = {0};
+	struct model a = {0};
 	fill(&a);
 	char victim[160];
 	snprintf(victim, sizeof(victim), "%s/victim", dir);
@@ -818,7 +818,7 @@ test_state_tmp_not_ours(void)
 static void
 test_state_load_refuses(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
 	char real[160];
@@ -857,7 +857,7 @@ test_state_load_refuses(void)
 static void
 test_state_size_limit(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	uint8_t *enc;
 	size_t len;
@@ -904,11 +904,11 @@ test_state_size_limit(void)
 
 /* Waits for the child of @j, as the daemon's loop does: its pidfd becomes readable. */
 static int
-job_finish(struct state_job *j, struct server *srv)
+job_finish(struct state_job *j, struct model *m)
 {
 	struct pollfd pfd = {.fd = state_job_fd(j), .events = POLLIN};
 	CHECK(poll(&pfd, 1, 20000) == 1);
-	return state_job_wait(j, srv);
+	return state_job_wait(j, m);
 }
 
 /* The periodic save: a child writes the registry as it was at the fork, whatever the
@@ -917,7 +917,7 @@ job_finish(struct state_job *j, struct server *srv)
 static void
 test_state_job(void)
 {
-	struct server a = {0}, b = {0};
+	struct model a = {0}, b = {0};
 	fill(&a);
 	unlink(path);
 	int fds = pmc_test_count_fds();
@@ -959,21 +959,21 @@ test_state_job(void)
 /* A registry of @procs processes of @regions regions each, 4 events per region, samples
  * spread over many histogram buckets: the size of a busy daemon's. */
 static void
-fill_big(struct server *srv, unsigned procs, unsigned regions)
+fill_big(struct model *m, unsigned procs, unsigned regions)
 {
 	static const char *const events[] = {"cycles", "instructions", "cache-misses",
 	                                     "branch-misses"};
 	uint64_t rng = 42;
 	for (unsigned i = 0; i < procs; i++) {
 		/* One pid, another uid each: a distinct process for the registry. */
-		struct process *p = registry_process(&srv->reg, getpid(), 100000 + i);
+		struct process *p = registry_process(&m->reg, getpid(), 100000 + i);
 		CHECK(p);
 		for (unsigned k = 0; k < 4; k++)
 			CHECK(registry_process_event_id(p, events[k]) == (int)k);
 		for (unsigned n = 0; n < regions; n++) {
 			char name[32];
 			snprintf(name, sizeof(name), "region-%u", n);
-			struct region_agg *r = process_region(&srv->reg, p, name);
+			struct region_agg *r = process_region(&m->reg, p, name);
 			CHECK(r);
 			for (unsigned s = 0; s < 16; s++) {
 				uint64_t v = pmc_test_rng(&rng) >> (pmc_test_rng(&rng) % 50);
@@ -998,7 +998,7 @@ ms_since(uint64_t t0)
 static void
 measure(const char *file, unsigned procs, unsigned regions)
 {
-	struct server a = {0};
+	struct model a = {0};
 	fill_big(&a, procs, regions);
 	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
 	CHECK(state_save(&a, file) == 0);
@@ -1026,10 +1026,10 @@ measure(const char *file, unsigned procs, unsigned regions)
 
 /* Checks that a loaded registry can be read the ways the daemon reads it. */
 static void
-read_all(struct server *srv)
+read_all(struct model *m)
 {
 	struct process *p;
-	pmc_list_for_each(p, &srv->reg.procs, link)
+	pmc_list_for_each(p, &m->reg.procs, link)
 		for (size_t i = 0; i < p->n_regions; i++) {
 			struct region_agg *r = p->regions[i];
 			volatile double x = stats_quantile(&r->wall, 0.99) + stats_stddev(&r->wall);
@@ -1049,7 +1049,7 @@ load_hostile(const Pmc__State *st, int want)
 	uint8_t *buf = malloc(len ? len : 1);
 	CHECK(buf);
 	pmc__state__pack(st, buf);
-	struct server b = {0};
+	struct model b = {0};
 	int r = state_load_buffer(&b, buf, len);
 	if (r != want)
 		fprintf(stderr, "hostile state: got %d, want %d\n", r, want);
@@ -1174,7 +1174,7 @@ test_state_hostile(void)
 
 	/* Bytes that are not a state file: none, garbage, a length far past the end, a
 	 * truncated file, a field nested past any sane depth. */
-	struct server b = {0};
+	struct model b = {0};
 	CHECK(state_load_buffer(&b, (const uint8_t *)"", 0) == -EBADMSG);
 	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
 	CHECK(state_load_buffer(&b, garbage, sizeof(garbage)) == -EBADMSG);
@@ -1321,7 +1321,7 @@ test_state_retired_hostile(void)
 	uint8_t *buf = malloc(len);
 	CHECK(buf);
 	len = pmc__state__pack(&st, buf);
-	struct server b = {0};
+	struct model b = {0};
 	CHECK(registry_retire_enable(&b.reg, 200) == 0);
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(b.reg.n_retired == 2 && b.reg.retired_dropped == 1 + 64);
@@ -1459,7 +1459,7 @@ test_state_paths_hostile(void)
 	uint8_t *buf = malloc(len);
 	CHECK(buf);
 	pmc__state__pack(&st, buf);
-	struct server b = {0};
+	struct model b = {0};
 	CHECK(state_load_buffer(&b, buf, len) == 0);
 	CHECK(b.reg.n_paths == 2 + 4 && registry_first_retired(&b.reg) &&
 	      registry_first_retired(&b.reg)->n_paths == 0);
@@ -1501,7 +1501,7 @@ test_state_paths_hostile(void)
 static int
 write_seeds(const char *out)
 {
-	struct server a = {0};
+	struct model a = {0};
 	snprintf(path, sizeof(path), "%s/small", out);
 	fill(&a);
 	CHECK(state_save(&a, path) == 0);
@@ -1531,17 +1531,17 @@ write_seeds(const char *out)
 	snprintf(path, sizeof(path), "%s/two-processes", out);
 	CHECK(state_save(&a, path) == 0);
 	registry_free(&a.reg);
-	struct server e = {0};
+	struct model e = {0};
 	snprintf(path, sizeof(path), "%s/empty", out);
 	CHECK(state_save(&e, path) == 0);
 	/* Retired figures (--metrics) of two uids, a live process. */
-	struct server m = {0};
+	struct model m = {0};
 	fill_retired(&m);
 	snprintf(path, sizeof(path), "%s/retired", out);
 	CHECK(state_save(&m, path) == 0);
 	registry_free(&m.reg);
 	/* A call path tree (a, a;b, a;b;b) and untracked counts. */
-	struct server t = {0};
+	struct model t = {0};
 	fill_paths(&t);
 	snprintf(path, sizeof(path), "%s/paths", out);
 	CHECK(state_save(&t, path) == 0);
@@ -1556,16 +1556,16 @@ write_seeds(const char *out)
 static void
 test_state_checksum(void)
 {
-	struct server a = {0};
+	struct model a = {0};
 	fill(&a);
 	uint8_t *buf;
 	size_t len;
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
 	CHECK(len > 12 && buf[0] == 0x72 && buf[len - 5] == 0x7d);
-	struct server b = {0};
+	struct model b = {0};
 	CHECK(state_load_buffer(&b, buf, len) == 0 && b.reg.n_procs == 1 && !b.state_unchecked);
 	registry_free(&b.reg);
-	b = (struct server){0};
+	b = (struct model){0};
 	size_t flips = 0;
 	for (size_t bit = 0; bit < 8 * len; bit++) {
 		buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
@@ -1591,7 +1591,7 @@ test_state_checksum(void)
 	size_t loaded = 0;
 	for (size_t bit = 0; bit < 8 * old_len; bit++) {
 		old[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		struct server o = {0};
+		struct model o = {0};
 		loaded += state_load_buffer(&o, old, old_len) == 0;
 		registry_free(&o.reg);
 		old[bit / 8] ^= (uint8_t)(1u << (bit % 8));
@@ -1611,7 +1611,7 @@ test_state_checksum(void)
 	snprintf(bad, sizeof(bad), "%s.bad", path);
 	buf[len / 2] ^= 0x10;
 	spit(path, buf, len, 0600);
-	struct server c = {0};
+	struct model c = {0};
 	CHECK(state_load(&c, path) == -EBADMSG && !registry_first(&c.reg));
 	CHECK(access(path, F_OK) < 0 && errno == ENOENT);
 	CHECK(c.state_moved_aside && !strcmp(c.state_moved_aside, bad));
@@ -1623,14 +1623,14 @@ test_state_checksum(void)
 	/* Truncated: the same; FILE.bad replaced. */
 	buf[len / 2] ^= 0x10;
 	spit(path, buf, len - 1, 0600);
-	struct server d = {0};
+	struct model d = {0};
 	CHECK(state_load(&d, path) == -EBADMSG && !registry_first(&d.reg));
 	CHECK(d.state_moved_aside && slurp(bad, back, sizeof(back)) == (ssize_t)len - 1);
 	free(d.state_moved_aside);
 	CHECK(unlink(bad) == 0);
 	/* Intact: loaded, nothing moved. */
 	spit(path, buf, len, 0600);
-	struct server e = {0};
+	struct model e = {0};
 	CHECK(state_load(&e, path) == 0 && e.reg.n_procs == 1 && !e.state_moved_aside);
 	registry_free(&e.reg);
 	unlink(path);

@@ -43,10 +43,10 @@ test_realloc(void *p, size_t size)
 #include "model/stats.c"
 #undef realloc
 
+#include "model/model.h"
 #include "model/registry.h"
 #include "model/state.h"
 #include "pmc.pb-c.h"
-#include "session/server.h"
 
 #define POW2(k) (UINT64_C(1) << (k))
 
@@ -705,7 +705,7 @@ test_state_round_trip(void)
 	static const char *const events[] = {"page-faults", "task-clock", "context-switches"};
 	char dir[] = "/tmp/pmc-test-stats-......", path[64];
 	memset(dir + sizeof(dir) - 7, 'X', 6); /* mkdtemp()'s template */
-	struct server srv, back;
+	struct model saved, back;
 	struct process *p, *q;
 	struct region_agg *r[3];
 	struct dense scratch = {{0}};
@@ -714,13 +714,13 @@ test_state_round_trip(void)
 
 	CHECK(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/state", dir);
-	memset(&srv, 0, sizeof(srv));
+	memset(&saved, 0, sizeof(saved));
 	memset(&back, 0, sizeof(back));
-	p = registry_process(&srv.reg, getpid(), getuid());
+	p = registry_process(&saved.reg, getpid(), getuid());
 	CHECK(p);
-	r[0] = make_region(&srv.reg, p, "few-groups");
-	r[1] = make_region(&srv.reg, p, "wide");
-	r[2] = make_region(&srv.reg, p, "reset");
+	r[0] = make_region(&saved.reg, p, "few-groups");
+	r[1] = make_region(&saved.reg, p, "wide");
+	r[2] = make_region(&saved.reg, p, "reset");
 	for (unsigned i = 0; i < 3; i++) {
 		r[i]->count = 100 + i;
 		fill(&r[i]->wall, &scratch, POW2(10) | POW2(11) | POW2(12), 200, &seed);
@@ -739,7 +739,7 @@ test_state_round_trip(void)
 	stats_reset(&r[2]->wall);
 	CHECK(stats_add(make_event(p, r[2], events[0]), 100, NULL) == 0);
 
-	CHECK(state_save(&srv, path) == 0);
+	CHECK(state_save(&saved, path) == 0);
 
 	/* The file: for each aggregate, its nonzero buckets as (index, count) in index order. */
 	st = read_state(path);
@@ -772,7 +772,7 @@ test_state_round_trip(void)
 	CHECK(region_find(q, "reset")->wall.hist == NULL);
 	CHECK(find_event(q, region_find(q, "reset"), events[0])->hist->n == 1);
 	registry_free(&back.reg);
-	registry_free(&srv.reg);
+	registry_free(&saved.reg);
 	CHECK(unlink(path) == 0);
 	CHECK(rmdir(dir) == 0);
 }
@@ -791,7 +791,7 @@ test_state_load_pairs(void)
 	Pmc__HistBucket hb[5], *phb[5];
 	static const uint32_t index[5] = {3, 500, 3, 20, 600};
 	static const uint64_t count[5] = {9, 0, 2, 1, 0};
-	struct server back;
+	struct model back;
 	struct process *q;
 	struct region_agg *x;
 	uint8_t buf[4096];
