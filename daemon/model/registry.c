@@ -15,6 +15,8 @@
 #include "kernel/log.h"
 
 static void retired_attach(struct registry *reg, struct process *p);
+static struct process *process_find_or_add(struct registry *reg, pid_t pid, uint64_t start,
+                                           const char comm[17], uid_t uid, bool live);
 
 int
 registry_process_read_start(pid_t pid, uint64_t *start, char comm[17])
@@ -46,11 +48,21 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	char comm[17];
 	if (registry_process_read_start(pid, &start, comm) < 0)
 		return NULL;
-	return registry_process_at(reg, pid, start, comm, uid);
+	return process_find_or_add(reg, pid, start, comm, uid, true);
 }
 
 struct process *
 registry_process_at(struct registry *reg, pid_t pid, uint64_t start, const char comm[17], uid_t uid)
+{
+	return process_find_or_add(reg, pid, start, comm, uid, false);
+}
+
+/* Process (@pid, @start, @uid), created on first use with @comm; @live: @pid is still its
+ * own, so that its cgroup and ns_pid are read from /proc (else left unknown: the pid may
+ * name another process by now). */
+static struct process *
+process_find_or_add(struct registry *reg, pid_t pid, uint64_t start, const char comm[17], uid_t uid,
+                    bool live)
 {
 	struct process *p;
 	pmc_list_for_each(p, &reg->procs, link)
@@ -70,9 +82,9 @@ registry_process_at(struct registry *reg, pid_t pid, uint64_t start, const char 
 	p->comm[sizeof(p->comm) - 1] = 0;
 	char cgroup[CGROUP_PATH_MAX];
 	/* Unknown when unreadable (a v1-only host, the process gone): it is counted anyway. */
-	if (cgroup_read_path(pid, cgroup) == 0)
+	if (live && cgroup_read_path(pid, cgroup) == 0)
 		(void)registry_process_set_cgroup(p, cgroup);
-	if (cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
+	if (!live || cgroup_read_ns_pid(pid, &p->ns_pid) < 0)
 		p->ns_pid = 0;
 	pmc_list_prepend(&reg->procs, &p->link);
 	reg->n_procs++;

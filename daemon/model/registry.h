@@ -194,8 +194,9 @@ struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
 
 /**
  * registry_process_at() - process @pid of start time @start and comm @comm, created on first
- * use: registry_process() once they are known, read earlier (a process that may have exited
- * since: its cgroup and ns_pid are then left unknown)
+ * use: registry_process() once they are known, read earlier, of a process that may have
+ * exited since. Reads nothing from /proc (the pid may name another process by now): one
+ * created here has its cgroup and ns_pid unknown.
  * Return: the process (owned by @reg), or NULL on -ENOMEM.
  */
 struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t start,

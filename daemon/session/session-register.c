@@ -135,12 +135,22 @@ reap_dead_threads(struct server *srv, uid_t uid, pid_t keep)
 	return n;
 }
 
+static bool reattach_of_gone(struct session *s, const Pmc__RegisterThread *rt);
+static int register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, pid_t tid,
+                            int pidfd, char *why, size_t why_len);
+
 int
 session_handle_register(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__RegisterThread *rt = req->register_thread;
 	s->no_reply = rt->reattach;
 	int r = register_thread(s, rt);
+	/* Refused as its process ended meanwhile (after the look at its pidfd): a reattach,
+	 * which got no reply, is taken as one of a process gone after all. */
+	if (r < 0 && reattach_of_gone(s, rt)) {
+		char why[384];
+		r = register_checked(s, rt, rt->tid, 0, -1, why, sizeof(why));
+	}
 	s->no_reply = 0;
 	/* A refused reattach has no reply to carry the refusal: remember the thread, and
 	 * drop (counting them) its batches, rather than closing a connection the whole process
@@ -208,19 +218,46 @@ session_process(struct session *s)
 {
 	if (s->proc)
 		return s->proc;
+	struct registry *reg = &s->srv->model.reg;
 	struct process *p = NULL;
-	bool alive = s->pidfd < 0 || session_peer_alive(s);
-	if (alive)
-		p = registry_process(&s->srv->model.reg, s->pid, s->uid);
-	/* Gone (now, or while its start was read): the identity its connection read. */
-	if (!p && s->peer_start && !session_peer_alive(s))
-		p = registry_process_at(&s->srv->model.reg, s->pid, s->peer_start, s->peer_comm, s->uid);
+	if (!s->peer_start) {
+		/* Not known as it connected (no pidfd, an older kernel): as /proc says now. */
+		if (s->pidfd < 0 || session_peer_alive(s))
+			p = registry_process(reg, s->pid, s->uid);
+	} else {
+		/* Its identity as it connected, when its pidfd said the pid was its own. While it
+		 * lives (the same start time read again), read afresh: its comm now, its cgroup.
+		 * Once gone, that identity alone, nothing read from /proc (the pid may name
+		 * another process by now). */
+		uint64_t start = 0;
+		char comm[17];
+		if (session_peer_alive(s) &&
+		    registry_process_read_start(s->pid, &start, comm) == 0 &&
+		    start == s->peer_start && session_peer_alive(s))
+			p = registry_process(reg, s->pid, s->uid);
+		if (!p)
+			p = registry_process_at(reg, s->pid, s->peer_start, s->peer_comm, s->uid);
+	}
 	if (!p)
 		return NULL;
 	s->proc = p;
 	p->connections++;
 	session_tag_process(s);
 	return p;
+}
+
+/* A reattach opens nothing: one read after its process ended (its queue read late) is still
+ * that process's, which its connection identified as it connected, and so are the batches
+ * behind it: counted, not refused (e2e-loss: a program that reconnects and exits at once).
+ * Whether @rt is one such. */
+static bool
+reattach_of_gone(struct session *s, const Pmc__RegisterThread *rt)
+{
+	if (!rt->reattach || rt->tid <= 0 || !s->peer_start || session_peer_alive(s))
+		return false;
+	log_debug("pid %d: reattach of thread %d read after the process ended: taken as its own",
+	          (int)s->pid, (int)rt->tid);
+	return true;
 }
 
 /* The refusal of a registration on a connection whose process has exited. */
@@ -335,7 +372,9 @@ session_events_check(struct session *s, char *const *names, size_t n, struct ses
 	}
 	ev->n = n;
 	const struct policy *pol = &s->srv->policy;
-	bool kernel_ok = policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
+	/* A gone process's reattach opens nothing: its groups (/proc) are not read, nor
+	 * needed. */
+	bool kernel_ok = s->reattach_gone || policy_may_count_kernel(pol, s->pid, s->uid, s->gid);
 	for (size_t i = 0; i < n; i++) {
 		const struct perf_event_attr *attr = &ev->attrs[i];
 		if (!policy_event_allowed(pol, attr))
@@ -379,11 +418,7 @@ register_thread(struct session *s, const Pmc__RegisterThread *rt)
 {
 	char why[384];
 
-	/* A reattach opens nothing: one read after its process ended (its queue read late) is
-	 * still that process's, which its connection identified as it connected, and so are
-	 * the batches behind it: counted, not refused (e2e-loss, a program that reconnects and
-	 * exits at once). */
-	if (rt->reattach && s->peer_start && !session_peer_alive(s))
+	if (reattach_of_gone(s, rt))
 		return register_checked(s, rt, rt->tid, 0, -1, why, sizeof(why));
 	/* A live thread of the peer, which a pidfd proves (threadid_from_pidfd()), proves the
 	 * peer alive: its pidfd is polled first only for a registration by id. */
@@ -423,7 +458,10 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 		return session_reply_error(s, EPERM, "%s", why);
 	}
 	struct session_events ev;
-	if (!session_events_check(s, names, n, &ev, &r))
+	s->reattach_gone = !tid;
+	bool checked = session_events_check(s, names, n, &ev, &r);
+	s->reattach_gone = false;
+	if (!checked)
 		return r;
 	names = ev.cn;
 	n = ev.n;

@@ -62,12 +62,13 @@ struct session {
 	uint64_t rate_window;    /* second (CLOCK_MONOTONIC) of the batch count below */
 	unsigned rate_batches;
 	int warned_rate;
-	int no_reply;      /* handling a request that gets no reply (reattach) */
-	bool peer_gone;    /* a reply found its client's end closed: what it sent before is
-	                    * still read (its batches count), no more replies are sent */
-	uint64_t claimed;  /* dropped and lost samples its client claimed (session_claim()) */
-	bool warned_claim; /* logged that its claims went past SESSION_MAX_CLAIMED */
-	size_t n_refused;  /* threads whose reattach was refused: batches dropped */
+	int no_reply;       /* handling a request that gets no reply (reattach) */
+	bool reattach_gone; /* handling a reattach of a process that has exited */
+	bool peer_gone;     /* a reply found its client's end closed: what it sent before is
+	                     * still read (its batches count), no more replies are sent */
+	uint64_t claimed;   /* dropped and lost samples its client claimed (session_claim()) */
+	bool warned_claim;  /* logged that its claims went past SESSION_MAX_CLAIMED */
+	size_t n_refused;   /* threads whose reattach was refused: batches dropped */
 	pid_t refused[16];
 	struct process *proc;
 	size_t n_threads;

@@ -3,7 +3,8 @@
  * hand-made encodings. Whenever batch_decode() takes a datagram, pmc__request__unpack() must
  * decode it to the same SampleBatch; the plain batches clients send must be taken. Then how the
  * daemon's session code counts what batches say was lost (by reason, and what a process that
- * ended still held), with a real connection from a child process. Prints "ok N - name" per
+ * ended still held), with a real connection from a child process, and how a batch whose names
+ * go on in later slices is finished at SIGTERM's final drain. Prints "ok N - name" per
  * test; exits 1 at the first failed check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -12,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "model/registry.h"
 #include "pmc-test.h"
 #include "session/server.h"
+#include "session/session-internal.h"
 #include "wire/wire.h"
 
 #ifndef PMC_FUZZ_CORPUS
@@ -529,8 +532,11 @@ test_corpus(void)
  * report losses by reason and leave samples behind ("pending"), a Status call (so that both
  * were handled), then _exit() without sending what it said it held. Exit status 77: no perf
  * access here. */
-static void
-lossy_client(const char *path)
+/* In a child process: connect to @path, Hello, register this thread for page-faults (its
+ * counters closed at once); the connection, its thread id in *@tid. Exits 77 where perf is
+ * refused, 1 on any other failure. */
+static int
+client_hello_register(const char *path, int32_t *tid)
 {
 	int fd = pmc_wire_connect(path), fds[16];
 	size_t n_fds = 0;
@@ -545,7 +551,6 @@ lossy_client(const char *path)
 	if (pmc_wire_call(fd, &req, 5000, NULL, 0, NULL, &resp) < 0 || resp->error)
 		_exit(1);
 	pmc__response__free_unpacked(resp, NULL);
-
 	char *events[] = {"page-faults"};
 	Pmc__RegisterThread rt = PMC__REGISTER_THREAD__INIT;
 	rt.tid = (int32_t)syscall(SYS_gettid);
@@ -560,12 +565,22 @@ lossy_client(const char *path)
 	if (resp->error)
 		_exit(77);
 	pmc__response__free_unpacked(resp, NULL);
+	*tid = rt.tid;
+	return fd;
+}
 
+static void
+lossy_client(const char *path)
+{
+	int32_t tid;
+	int fd = client_hello_register(path, &tid);
+	Pmc__Response *resp = NULL;
+	Pmc__Request req = PMC__REQUEST__INIT;
 	uint32_t region[3] = {1, 1, 1}, def_id[1] = {1};
 	uint64_t wall[3] = {10, 20, 30}, values[3] = {1, 2, 3};
 	char *def_name[1] = {"r"};
 	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-	b.tid = rt.tid;
+	b.tid = tid;
 	b.n_region = b.n_wall_ns = b.n_values = 3;
 	b.region = region;
 	b.wall_ns = wall;
@@ -584,7 +599,7 @@ lossy_client(const char *path)
 	/* A later batch: its figure of what is left replaces the first's. An older library's
 	 * `dropped` beyond the reasons is "other". */
 	Pmc__SampleBatch b2 = PMC__SAMPLE_BATCH__INIT;
-	b2.tid = rt.tid;
+	b2.tid = tid;
 	b2.n_region = b2.n_wall_ns = b2.n_values = 1;
 	b2.region = region;
 	b2.wall_ns = wall;
@@ -606,23 +621,31 @@ lossy_client(const char *path)
 
 /* The daemon's figures of losses: per reason and process, and at the hang-up of a process
  * that ended, what its threads said they still held, as lost. */
-static void
-test_losses_counted(void)
+/* A daemon's server listening on a socket in @dir (made), whose path goes to @path. */
+static struct server *
+server_in(char *dir, char path[128])
 {
-	char dir[] = "/tmp/pmc-test-batch.XXXXXX", path[128];
 	struct sockaddr_un sa;
 	struct policy pol;
 	struct server *srv = NULL;
-	int st = 0, reaped = 0, seen = 0;
 
 	CHECK(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/s", dir);
+	snprintf(path, 128, "%s/s", dir);
 	int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	CHECK(lfd >= 0 && pmc_wire_sockaddr(path, &sa) == 0);
 	CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0);
 	policy_init(&pol);
 	perf_setup();
 	CHECK(server_new(lfd, &pol, &srv) == 0);
+	return srv;
+}
+
+static void
+test_losses_counted(void)
+{
+	char dir[] = "/tmp/pmc-test-batch.XXXXXX", path[128];
+	int st = 0, reaped = 0, seen = 0;
+	struct server *srv = server_in(dir, path);
 	pid_t child = fork();
 	CHECK(child >= 0);
 	if (child == 0)
@@ -659,6 +682,108 @@ test_losses_counted(void)
 	rmdir(dir);
 }
 
+/* A client, in a child process: Hello, register this thread (page-faults; exit 77 where perf
+ * is refused), then, once a byte comes on @go, a SampleBatch naming 20,000 regions (ids 1 to
+ * 4,096 in turn) with one sample of region 1 and three plain batches of one sample each;
+ * then a byte on @done, and it waits for the end of @go. */
+static void
+names_client(const char *path, int go, int done)
+{
+	int32_t tid;
+	int fd = client_hello_register(path, &tid);
+	Pmc__Request req = PMC__REQUEST__INIT;
+	char b;
+	if (write(done, "r", 1) != 1 || read(go, &b, 1) != 1)
+		_exit(1);
+	enum { N = 20000 };
+	static uint32_t ids[N];
+	static char text[N][8], *names[N];
+	for (uint32_t i = 0; i < N; i++) {
+		ids[i] = i % 4096 + 1;
+		snprintf(text[i], sizeof(text[i]), "n%u", ids[i]);
+		names[i] = text[i];
+	}
+	uint32_t one = 1;
+	uint64_t wall = 1000, value = 1;
+	Pmc__SampleBatch sb = PMC__SAMPLE_BATCH__INIT;
+	sb.tid = tid;
+	sb.n_region = sb.n_wall_ns = sb.n_values = 1;
+	sb.region = &one;
+	sb.wall_ns = &wall;
+	sb.values = &value;
+	sb.n_def_id = sb.n_def_name = N;
+	sb.def_id = ids;
+	sb.def_name = names;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &sb;
+	int sz = 1 << 20;
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	for (int i = 0; i < 4; i++) {
+		if (pmc_wire_send(fd, &req.base, NULL, 0, 0) < 0)
+			_exit(1);
+		sb.sent_before++;
+		sb.n_def_id = sb.n_def_name = 0;
+	}
+	if (write(done, "s", 1) != 1)
+		_exit(1);
+	while (read(go, &b, 1) > 0)
+		;
+	_exit(0);
+}
+
+/* At SIGTERM, a batch whose names go on in later slices is finished before the final drain,
+ * and what its connection queued behind it is counted: the drain skipped that connection
+ * (its uid's Define under way), and its 3 later batches were lost. Forced: the batch's
+ * first slice ends at once (its deadline past). */
+static void
+test_final_drain_mid_batch(void)
+{
+	char dir[] = "/tmp/pmc-test-batch.XXXXXX", path[128];
+	int go[2], done[2], st = 0;
+	char b = 0;
+	struct server *srv = server_in(dir, path);
+	CHECK(pipe(go) == 0 && pipe(done) == 0);
+	pid_t child = fork();
+	CHECK(child >= 0);
+	if (child == 0) {
+		close(go[1]);
+		close(done[0]);
+		names_client(path, go[0], done[1]);
+	}
+	close(go[0]);
+	close(done[1]);
+	/* Its Hello and registration answered by the loop, until it says so (or ends). */
+	for (int i = 0; i < 4000; i++) {
+		struct pollfd p = {.fd = done[0], .events = POLLIN};
+		if (poll(&p, 1, 0) > 0)
+			break;
+		event_base_loop(srv->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	if (read(done[0], &b, 1) != 1 || b != 'r') {
+		CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 77);
+		printf("# skipped: perf_event_open refused here\n");
+	} else {
+		/* The batches queued, the loop not run meanwhile. */
+		CHECK(write(go[1], "g", 1) == 1 && read(done[0], &b, 1) == 1 && b == 's');
+		struct session *s = pmc_list_first(&srv->sessions, struct session, link);
+		CHECK(s && srv->model.samples == 0);
+		srv->deadline_ns = 1;
+		CHECK(session_dispatch_one(s) == 0);
+		CHECK(s->batch_req != NULL);
+		session_drain_all(srv, true);
+		CHECK(s->batch_req == NULL);
+		CHECK(srv->model.samples == 4);
+		close(go[1]);
+		CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	close(done[0]);
+	server_free(srv);
+	perf_cleanup();
+	unlink(path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -669,6 +794,7 @@ main(void)
 	RUN(test_random_batches);
 	RUN(test_corpus);
 	RUN(test_losses_counted);
+	RUN(test_final_drain_mid_batch);
 	printf("# %lu datagrams taken by batch_decode() and equal to protobuf-c's decode, %lu left "
 	       "to protobuf-c\n",
 	       n_fast, n_slow);
