@@ -679,8 +679,8 @@ cmd_decode(int reps, double seconds)
 	for (uint32_t k = 1; k <= N_REGIONS; k++) {
 		char name[32];
 		snprintf(name, sizeof(name), "bench-ingest-%u", k - 1);
-		d.reg[k] = process_region(&reg, p, name);
-		d.node[k] = d.reg[k] ? process_path(&reg, p, 0, name) : NULL;
+		d.reg[k] = registry_process_region(&reg, p, name);
+		d.node[k] = d.reg[k] ? registry_process_path(&reg, p, 0, name) : NULL;
 		if (!d.node[k])
 			die("out of memory");
 	}

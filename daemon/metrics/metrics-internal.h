@@ -263,12 +263,13 @@ int metrics_scrape_page(struct metrics *m, struct evbuffer *out);
 
 /* metrics-page.c */
 
-/** metrics_render_daemon() - the daemon's own figures (pmc_build_info, pmc_uptime_seconds,
+/** metrics_page_render_daemon() - the daemon's own figures (pmc_build_info, pmc_uptime_seconds,
  * pmc_clients...) onto @pg: those of @srv's loop and connections, and @model's totals */
-void metrics_render_daemon(struct page *pg, const struct server *srv, const struct model *model);
+void metrics_page_render_daemon(struct page *pg, const struct server *srv,
+                                const struct model *model);
 
 /**
- * metrics_write_some() - write the page of @s on from (fam, idx, sub) until the chunk is full or
- * the step's time is up Return: 1 when the page is complete, 0 when there is more, or -ENOMEM.
+ * metrics_page_write_some() - write the page of @s on from (fam, idx, sub) until the chunk is full
+ * or the step's time is up Return: 1 when the page is complete, 0 when there is more, or -ENOMEM.
  */
-int metrics_write_some(struct scrape *s, struct page *pg);
+int metrics_page_write_some(struct scrape *s, struct page *pg);

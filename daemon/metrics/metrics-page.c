@@ -107,7 +107,7 @@ daemon_u64(struct page *pg, const char *name, const char *type, const char *help
 }
 
 void
-metrics_render_daemon(struct page *pg, const struct server *srv, const struct model *model)
+metrics_page_render_daemon(struct page *pg, const struct server *srv, const struct model *model)
 {
 	family_head(pg, "pmc_build_info", "gauge", "Version of this pmcdaemon (always 1).");
 	page_str(pg, "pmc_build_info{version=\"");
@@ -257,7 +257,7 @@ static const struct {
 };
 
 int
-metrics_write_some(struct scrape *s, struct page *pg)
+metrics_page_write_some(struct scrape *s, struct page *pg)
 {
 	while (s->fam < F_END && evbuffer_get_length(pg->b) < METRICS_CHUNK_BYTES && !pg->err &&
 	       !metrics_past_deadline(s)) {
@@ -265,7 +265,7 @@ metrics_write_some(struct scrape *s, struct page *pg)
 		const char *name = families[s->fam].name;
 
 		if (s->fam == F_DAEMON) {
-			metrics_render_daemon(pg, s->m->srv, s->m->model);
+			metrics_page_render_daemon(pg, s->m->srv, s->m->model);
 			family_head(
 			        pg, "pmc_metrics_series_dropped", "gauge",
 			        "Series of regions left off this page to stay within "

@@ -899,7 +899,8 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 
 	for (uint32_t i = g->first; i < g->first + g->n; i++) {
 		const struct sproc *sp = &s->procs[i];
-		const struct region_agg *ra = alive(s, sp) ? region_find(sp->p, o->name) : NULL;
+		const struct region_agg *ra =
+		        alive(s, sp) ? registry_region_find(sp->p, o->name) : NULL;
 
 		if (!ra)
 			continue;
@@ -1075,7 +1076,7 @@ scrape_write(struct scrape *s)
 		evhttp_send_reply_start(s->req, HTTP_OK, "OK");
 		s->started = true;
 	}
-	r = metrics_write_some(s, &pg);
+	r = metrics_page_write_some(s, &pg);
 	if (r < 0) {
 		/* Cut short, the page must not look complete: close the connection (on_close()
 		 * frees the scrape). */
@@ -1267,7 +1268,7 @@ metrics_scrape_page(struct metrics *m, struct evbuffer *out)
 		struct page pg = {.b = s->buf};
 
 		s->deadline = util_now_ns(CLOCK_MONOTONIC) + METRICS_STEP_NS;
-		r = metrics_write_some(s, &pg);
+		r = metrics_page_write_some(s, &pg);
 		if (evbuffer_add_buffer(out, s->buf) < 0)
 			r = -ENOMEM;
 		if (r == 1)

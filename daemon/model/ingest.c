@@ -29,7 +29,8 @@ static int
 batch_slots(const struct ingest *g, struct region_agg *reg, struct region_agg *node)
 {
 	for (size_t j = 0; j < g->ne; j++)
-		if (!region_event(reg, g->ev_id[j]) || (node && !region_event(node, g->ev_id[j])))
+		if (!registry_region_event(reg, g->ev_id[j]) ||
+		    (node && !registry_region_event(node, g->ev_id[j])))
 			return -ENOMEM;
 	return 0;
 }

@@ -25,7 +25,7 @@
  *        in place (then @b's arrays of them are not read): each sample is then counted as
  *        it is read, in one pass over them
  * @keys: each sample's key, below INGEST_KEYS (n_region of them), borrowed
- * @ev_id: the aggregate's event slot of each of the batch's @ne columns (region_event())
+ * @ev_id: the aggregate's event slot of each of the batch's @ne columns (registry_region_event())
  * @ne: the batch's events
  * @resolve: where the samples of key @key count: their region, or NULL where a limit
  *           refused it (the samples are then counted in @refused), and in *@node their call

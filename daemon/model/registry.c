@@ -93,7 +93,7 @@ process_find_or_add(struct registry *reg, pid_t pid, uint64_t start, const char 
 }
 
 struct region_agg *
-region_find(struct process *p, const char *name)
+registry_region_find(struct process *p, const char *name)
 {
 	return region_index_find(&p->index, p->regions, 0, name);
 }
@@ -122,17 +122,17 @@ region_new(struct process *p, const char *name)
 /* ---- the call path tree ---- */
 
 struct region_agg *
-path_find(struct process *p, uint32_t parent, const char *name)
+registry_path_find(struct process *p, uint32_t parent, const char *name)
 {
 	return region_index_find(&p->path_index, p->paths, parent, name);
 }
 
 struct region_agg *
-process_path(struct registry *reg, struct process *p, uint32_t parent, const char *name)
+registry_process_path(struct registry *reg, struct process *p, uint32_t parent, const char *name)
 {
 	if (parent > p->n_paths || (parent && p->paths[parent - 1]->depth >= PMC_LIMIT_PATH_DEPTH))
 		return NULL;
-	struct region_agg *r = path_find(p, parent, name);
+	struct region_agg *r = registry_path_find(p, parent, name);
 	if (r)
 		return r;
 	if (region_index_reserve(&p->path_index, &p->paths, p->n_paths, &p->cap_paths) < 0 ||
@@ -154,9 +154,9 @@ process_path(struct registry *reg, struct process *p, uint32_t parent, const cha
 }
 
 struct region_agg *
-process_region(struct registry *reg, struct process *p, const char *name)
+registry_process_region(struct registry *reg, struct process *p, const char *name)
 {
-	struct region_agg *r = region_find(p, name);
+	struct region_agg *r = registry_region_find(p, name);
 	if (r)
 		return r;
 	r = region_new(p, name);
@@ -195,7 +195,7 @@ registry_process_event_room(const struct process *p, char *const *names, size_t 
 }
 
 struct event_agg *
-region_event(struct region_agg *r, size_t id)
+registry_region_event(struct region_agg *r, size_t id)
 {
 	if (id >= r->n_ev) {
 		size_t n = id + 1;
@@ -460,7 +460,7 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 {
 	if (!region_has_figures(r))
 		return;
-	struct region_agg *d = region_find(a, r->name);
+	struct region_agg *d = registry_region_find(a, r->name);
 	if (!d) {
 		if (!retired_room(reg, a) || !(d = region_new(a, r->name))) {
 			reg->retired_dropped++;
@@ -478,7 +478,7 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 		if (!e->st.count && !e->scaled && !e->first_path_sum)
 			continue;
 		int id = p->events[i] ? retired_event_id(a, p->events[i]) : -EINVAL;
-		struct event_agg *de = id >= 0 ? region_event(d, (size_t)id) : NULL;
+		struct event_agg *de = id >= 0 ? registry_region_event(d, (size_t)id) : NULL;
 		if (!de) {
 			lost = true;
 			continue;
@@ -575,7 +575,7 @@ registry_retired_load(struct registry *reg, uid_t uid, const char *comm, const c
 struct region_agg *
 registry_retired_region(struct registry *reg, struct process *a, const char *name)
 {
-	struct region_agg *r = region_find(a, name);
+	struct region_agg *r = registry_region_find(a, name);
 	if (r)
 		return r;
 	r = region_new(a, name);

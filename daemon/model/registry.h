@@ -202,28 +202,29 @@ struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
 struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t start,
                                     const char comm[17], uid_t uid);
 
-/** region_find() - region @name of @p, or NULL */
-struct region_agg *region_find(struct process *p, const char *name);
+/** registry_region_find() - region @name of @p, or NULL */
+struct region_agg *registry_region_find(struct process *p, const char *name);
 
 /**
- * process_region() - find or create region @name of @p
+ * registry_process_region() - find or create region @name of @p
  * Return: the region (owned by @p), or NULL on -ENOMEM.
  */
-struct region_agg *process_region(struct registry *reg, struct process *p, const char *name);
+struct region_agg *registry_process_region(struct registry *reg, struct process *p,
+                                           const char *name);
 
-/** path_find() - the call path node of region @name begun in node @parent (0: at the root;
+/** registry_path_find() - the call path node of region @name begun in node @parent (0: at the root;
  * else 1 + its index in @p->paths) of @p, or NULL */
-struct region_agg *path_find(struct process *p, uint32_t parent, const char *name);
+struct region_agg *registry_path_find(struct process *p, uint32_t parent, const char *name);
 
 /**
- * process_path() - find or create the call path node of region @name begun in node @parent
+ * registry_process_path() - find or create the call path node of region @name begun in node @parent
  * (0: at the root; else 1 + the index of an existing node in @p->paths) of @p; counted in
  * @reg->n_paths. The caller checks the limits first.
  * Return: the node (owned by @p; its index + 1 is its id), or NULL on -ENOMEM, or when
  * @parent is no node of @p or its path is PMC_LIMIT_PATH_DEPTH long already (-EINVAL).
  */
-struct region_agg *process_path(struct registry *reg, struct process *p, uint32_t parent,
-                                const char *name);
+struct region_agg *registry_process_path(struct registry *reg, struct process *p, uint32_t parent,
+                                         const char *name);
 
 /**
  * registry_process_event_id() - the process-wide id of event @name, created on first use
@@ -239,10 +240,10 @@ int registry_process_event_id(struct process *p, const char *name);
 int registry_process_event_room(const struct process *p, char *const *names, size_t n);
 
 /**
- * region_event() - the figures of process event @id in @r, created on first use
+ * registry_region_event() - the figures of process event @id in @r, created on first use
  * Return: the slot (owned by @r), or NULL on -ENOMEM.
  */
-struct event_agg *region_event(struct region_agg *r, size_t id);
+struct event_agg *registry_region_event(struct region_agg *r, size_t id);
 
 /** registry_process_read_start() - read @pid's start time and comm; 0 or -errno (-ESRCH). */
 int registry_process_read_start(pid_t pid, uint64_t *start, char comm[17]);

@@ -737,7 +737,7 @@ load_figures(struct process *p, struct region_agg *r, const Pmc__RegionState *rs
 		 * each once), and no figures to choose between. */
 		if ((size_t)id < r->n_ev && r->seen[id])
 			return -EBADMSG;
-		struct event_agg *ev = region_event(r, (size_t)id);
+		struct event_agg *ev = registry_region_event(r, (size_t)id);
 		if (!ev)
 			return -ENOMEM;
 		stats_free(&ev->st);
@@ -763,7 +763,7 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 		const Pmc__RegionState *rs = ps->regions[i];
 		size_t before = p->n_regions;
 		struct region_agg *r = retired ? registry_retired_region(reg, p, rs->name)
-		                               : process_region(reg, p, rs->name);
+		                               : registry_process_region(reg, p, rs->name);
 		if (!r)
 			return -ENOMEM;
 		/* A region listed twice: not a file the daemon wrote (it lists each once), and
@@ -803,7 +803,7 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
 		    (node->parent && p->paths[node->parent - 1]->depth >= PMC_LIMIT_PATH_DEPTH))
 			return -EBADMSG;
 		size_t before = p->n_paths;
-		struct region_agg *r = process_path(reg, p, node->parent, rs->name);
+		struct region_agg *r = registry_process_path(reg, p, node->parent, rs->name);
 		if (!r)
 			return -ENOMEM;
 		if (p->n_paths == before)

@@ -105,7 +105,7 @@ int state_job_wait(struct state_job *j, struct model *m);
  * is refused whole (-EBADMSG).
  *
  * A process's call path nodes (field 7; none in files of before) are restored in the
- * file's order (process_path(), counted in reg->n_paths), their histogram blocks charged
+ * file's order (registry_process_path(), counted in reg->n_paths), their histogram blocks charged
  * as its regions'; so are its untracked counts. A retired aggregate's are ignored. A node
  * whose parent is not an earlier node, one deeper than PMC_LIMIT_PATH_DEPTH, one listed twice
  * (the same parent and name), or one named as no region may be (empty, over 127 bytes)

@@ -45,7 +45,7 @@ loop_sched_remove(struct sched *sc, struct sched_item *it)
 }
 
 struct sched_item *
-sched_pop(struct sched *sc)
+loop_sched_pop(struct sched *sc)
 {
 	enum sched_class cls = SCHED_CONTROL;
 	if (pmc_list_empty(&sc->ring[SCHED_CONTROL]))

@@ -81,12 +81,12 @@ void loop_sched_push(struct sched *sc, struct sched_queue *q, enum sched_class c
                      struct sched_item *it);
 
 /**
- * sched_pop() - take the next connection to serve: the head of the next uid's queue (see
+ * loop_sched_pop() - take the next connection to serve: the head of the next uid's queue (see
  * the top of the file)
  * Return: the item, no longer queued (push it again if it has more work), or NULL when
  * nothing is queued.
  */
-struct sched_item *sched_pop(struct sched *sc);
+struct sched_item *loop_sched_pop(struct sched *sc);
 
 /** loop_sched_remove() - take @it out of its queue if it is in one (a connection closed) */
 void loop_sched_remove(struct sched *sc, struct sched_item *it);

@@ -90,7 +90,7 @@ on_work(evutil_socket_t fd, short what, void *arg)
 	/* With --verbose, the CPU time of each slice (not the wall time: the daemon may be
 	 * preempted), said at exit: how long one connection's work held the loop. */
 	bool timed = log_enabled(LOG_DEBUG);
-	while (now < end && (it = sched_pop(&srv->sched))) {
+	while (now < end && (it = loop_sched_pop(&srv->sched))) {
 		struct session *s = pmc_list_entry(it, struct session, si);
 		uint64_t cpu0 = timed ? util_now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 		pid_t pid = s->pid; /* @s may be freed by its slice */

@@ -167,7 +167,7 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			if (r > 0)
 				continue; /* past the table now: refused */
 		}
-		struct region_agg *r = region_find(p, name);
+		struct region_agg *r = registry_region_find(p, name);
 		if (!r && p->n_regions >= s->srv->policy.max_regions) {
 			if (!p->warned_regions)
 				log_warn_limited(
@@ -203,7 +203,7 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 			continue;
 		}
 		if (!r)
-			r = process_region(&s->srv->model.reg, p, name);
+			r = registry_process_region(&s->srv->model.reg, p, name);
 		if (!r)
 			return -ENOMEM;
 		s->ids[id] = r;
@@ -292,11 +292,11 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 		sp.why = up->why == UNTRACKED_N ? UNTRACKED_LIMIT : up->why;
 	} else {
 		uint32_t pnode = up ? up->node : 0;
-		struct region_agg *node = path_find(s->proc, pnode, name->name);
+		struct region_agg *node = registry_path_find(s->proc, pnode, name->name);
 		if (!node && !*full && !path_room(s))
 			*full = true;
 		if (!node && !*full &&
-		    !(node = process_path(&s->srv->model.reg, s->proc, pnode, name->name)))
+		    !(node = registry_process_path(&s->srv->model.reg, s->proc, pnode, name->name)))
 			return -ENOMEM;
 		sp.node = node ? node->id : 0;
 		sp.why = UNTRACKED_LIMIT;
@@ -593,7 +593,7 @@ keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, cons
 				a->first_path++;
 				a->first_path_wall += b->wall_ns[i];
 				for (size_t j = 0; j < ne; j++) {
-					struct event_agg *e = region_event(a, ev_id[j]);
+					struct event_agg *e = registry_region_event(a, ev_id[j]);
 					if (e)
 						e->first_path_sum += b->values[i * ne + j];
 				}

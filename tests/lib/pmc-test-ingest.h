@@ -67,10 +67,11 @@ cmp_init(void)
 			if (k % 7 == 3)
 				continue;
 			snprintf(name, sizeof(name), "r%u", k);
-			c->region[k] = process_region(&c->reg, c->p, name);
+			c->region[k] = registry_process_region(&c->reg, c->p, name);
 			INGEST_CHECK(c->region[k]);
 			if (k % 2)
-				INGEST_CHECK(c->node[k] = process_path(&c->reg, c->p, 0, name));
+				INGEST_CHECK(c->node[k] =
+				                     registry_process_path(&c->reg, c->p, 0, name));
 		}
 		for (uint32_t j = 0; j < CMP_EVENTS; j++) {
 			snprintf(name, sizeof(name), "e%u", j);

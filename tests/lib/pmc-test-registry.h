@@ -10,10 +10,10 @@ static inline void
 pmc_test_add_runs_to(struct registry *reg, struct process *p, const char *name, unsigned n,
                      uint64_t v, struct stats_budget *budget)
 {
-	struct region_agg *r = process_region(reg, p, name);
+	struct region_agg *r = registry_process_region(reg, p, name);
 	int id = registry_process_event_id(p, "page-faults");
 	CHECK(r && id >= 0);
-	struct event_agg *ev = region_event(r, (size_t)id);
+	struct event_agg *ev = registry_region_event(r, (size_t)id);
 	CHECK(ev);
 	for (unsigned i = 0; i < n; i++) {
 		r->count++;

@@ -37,7 +37,7 @@ test_model_from_policy(void)
 	CHECK(m.hist_budget.used == 0);
 	/* Its registry counts the uid's figures in the same users table. */
 	struct process *p = registry_process(&m.reg, getpid(), 1000);
-	CHECK(p && process_region(&m.reg, p, "parse"));
+	CHECK(p && registry_process_region(&m.reg, p, "parse"));
 	CHECK(m.reg.n_procs == 1 && m.reg.n_regions == 1);
 	model_free(&m);
 	static const struct model zero;

@@ -96,14 +96,14 @@ test_derived(void)
 	struct registry reg = {0};
 	struct process *p = registry_process(&reg, getpid(), getuid());
 	CHECK(p);
-	struct region_agg *r = process_region(&reg, p, "r");
+	struct region_agg *r = registry_process_region(&reg, p, "r");
 	CHECK(r);
 	const char *names[] = {"instructions:u", "cycles", "cache-misses", "branches"};
 	uint64_t sums[] = {300, 200, 5, 0};
 	for (size_t i = 0; i < 4; i++) {
 		int id = registry_process_event_id(p, names[i]);
 		CHECK(id == (int)i);
-		struct event_agg *e = region_event(r, (size_t)id);
+		struct event_agg *e = registry_region_event(r, (size_t)id);
 		CHECK(e && stats_add(&e->st, sums[i], NULL) == 0);
 	}
 	struct derived d[DERIVED_MAX];

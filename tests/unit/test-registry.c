@@ -26,29 +26,29 @@ test_regions_by_name(void)
 	static struct region_agg *made[N];
 	char name[32];
 
-	CHECK(region_find(p, "parse") == NULL); /* no index yet */
+	CHECK(registry_region_find(p, "parse") == NULL); /* no index yet */
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "region-%d", i);
-		made[i] = process_region(&reg, p, name);
+		made[i] = registry_process_region(&reg, p, name);
 		CHECK(made[i]);
 		CHECK(!strcmp(made[i]->name, name));
 		/* Asking again, right away and after the index grew, gives the same region. */
-		CHECK(process_region(&reg, p, name) == made[i]);
-		CHECK(region_find(p, name) == made[i]);
+		CHECK(registry_process_region(&reg, p, name) == made[i]);
+		CHECK(registry_region_find(p, name) == made[i]);
 	}
 	CHECK(p->n_regions == N);
 	CHECK(reg.n_regions == N);
 	CHECK(p->index.cap >= 2 * N);
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "region-%d", i);
-		CHECK(region_find(p, name) == made[i]);
+		CHECK(registry_region_find(p, name) == made[i]);
 		CHECK(p->regions[i] == made[i]); /* in the order they came */
 	}
 	/* Names that are not there, including prefixes and extensions of ones that are. */
-	CHECK(region_find(p, "region-") == NULL);
-	CHECK(region_find(p, "region-50000") == NULL);
-	CHECK(region_find(p, "region-1x") == NULL);
-	CHECK(region_find(p, "") == NULL);
+	CHECK(registry_region_find(p, "region-") == NULL);
+	CHECK(registry_region_find(p, "region-50000") == NULL);
+	CHECK(registry_region_find(p, "region-1x") == NULL);
+	CHECK(registry_region_find(p, "") == NULL);
 	registry_free(&reg);
 	CHECK(reg.n_regions == 0);
 }
@@ -61,12 +61,12 @@ test_processes_apart(void)
 	struct process *p = registry_process(&reg, getpid(), getuid());
 	struct process *q = registry_process(&reg, getppid(), getuid());
 	CHECK(p && q && p != q);
-	struct region_agg *a = process_region(&reg, p, "parse");
-	struct region_agg *b = process_region(&reg, q, "parse");
+	struct region_agg *a = registry_process_region(&reg, p, "parse");
+	struct region_agg *b = registry_process_region(&reg, q, "parse");
 	CHECK(a && b && a != b);
-	CHECK(region_find(p, "parse") == a);
-	CHECK(region_find(q, "parse") == b);
-	CHECK(region_find(q, "other") == NULL);
+	CHECK(registry_region_find(p, "parse") == a);
+	CHECK(registry_region_find(q, "parse") == b);
+	CHECK(registry_region_find(q, "other") == NULL);
 	CHECK(reg.n_regions == 2);
 	registry_free(&reg);
 }
@@ -81,9 +81,9 @@ test_room(void)
 	struct process *q = registry_process(&reg, getppid(), getuid());
 	CHECK(p && q);
 	CHECK(registry_room(&reg, p));
-	CHECK(process_region(&reg, p, "a"));
+	CHECK(registry_process_region(&reg, p, "a"));
 	CHECK(registry_room(&reg, q));
-	CHECK(process_region(&reg, q, "b"));
+	CHECK(registry_process_region(&reg, q, "b"));
 	/* Both running: no room, nothing evicted. */
 	CHECK(!registry_room(&reg, q));
 	CHECK(reg.evicted == 0 && reg.n_regions == 2);
@@ -127,7 +127,7 @@ test_events_and_owners(void)
 static const struct stats *
 retired_faults(struct process *a, const char *name, uint64_t *count)
 {
-	struct region_agg *r = region_find(a, name);
+	struct region_agg *r = registry_region_find(a, name);
 	CHECK(r);
 	*count = r->count;
 	for (size_t i = 0; i < a->n_events && i < r->n_ev; i++)
@@ -181,7 +181,7 @@ test_retired_fold(void)
 	CHECK(st->min == 2 && st->max == 32);
 	for (unsigned k = 1; k <= 5; k++)
 		CHECK(stats_hist_get(st, stats_bucket(1u << k)) == k);
-	const struct region_agg *r = region_find(a, "r");
+	const struct region_agg *r = registry_region_find(a, "r");
 	CHECK(r->wall.count == runs && r->wall.sum == 100 * runs);
 	/* The next process of the program joins the same aggregate. */
 	struct process *q = registry_process(&reg, getpid(), 1000);
@@ -292,11 +292,11 @@ test_retired_reset(void)
 	pmc_test_add_runs(&reg, p, "r", 4, 3);
 	pmc_test_add_runs(&reg, p, "s", 2, 3);
 	CHECK(registry_reset(&reg, p->pid, "r") == 1);
-	CHECK(region_find(p, "r")->count == 0 && region_find(p, "s")->count == 2);
+	CHECK(registry_region_find(p, "r")->count == 0 && registry_region_find(p, "s")->count == 2);
 	uint64_t count;
 	const struct stats *st = retired_faults(a, "r", &count);
 	CHECK(count == 4 && st->sum == 12);
-	CHECK(!region_find(a, "s")); /* not reset: still the process's */
+	CHECK(!registry_region_find(a, "s")); /* not reset: still the process's */
 	/* Runs after the reset add to the process again; a second reset adds them too. */
 	pmc_test_add_runs(&reg, p, "r", 1, 3);
 	CHECK(registry_reset(&reg, p->pid, NULL) == 2);
@@ -310,11 +310,12 @@ test_retired_reset(void)
 	/* Region "r" of every process: the aggregate's too, and only that region. */
 	pmc_test_add_runs(&reg, p, "r", 1, 3);
 	CHECK(registry_reset(&reg, 0, "r") == 1);
-	CHECK(region_find(p, "r")->count == 0 && region_find(a, "r")->count == 0);
-	CHECK(region_find(a, "r")->ev[0].st.count == 0 && region_find(a, "s")->count == 2);
+	CHECK(registry_region_find(p, "r")->count == 0 && registry_region_find(a, "r")->count == 0);
+	CHECK(registry_region_find(a, "r")->ev[0].st.count == 0 &&
+	      registry_region_find(a, "s")->count == 2);
 	/* Everything. The regions stay known, as a process's do. */
 	CHECK(registry_reset(&reg, 0, NULL) == 2);
-	CHECK(region_find(a, "s")->count == 0 && reg.n_retired == 2);
+	CHECK(registry_region_find(a, "s")->count == 0 && reg.n_retired == 2);
 	registry_free(&reg);
 }
 
@@ -397,7 +398,7 @@ test_retired_bound(void)
 	unsigned n = 0;
 	for (struct process *r = registry_first_retired(&reg); r; r = registry_process_next(r), n++)
 		CHECK(r->uid == 2000 || (!strcmp(r->comm, "pmc-other-comm") && r->n_regions == 1 &&
-		                         region_find(r, "y0")));
+		                         registry_region_find(r, "y0")));
 	CHECK(n == 2);
 	/* Every uid at its share: the daemon's bound. uids 3000 and 4000 fill it... */
 	run_and_forget(&reg, getpid(), 3000, "v", 1);

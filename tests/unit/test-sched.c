@@ -25,7 +25,7 @@ push(struct sched *sc, struct conn *c, enum sched_class cls)
 static struct conn *
 pop(struct sched *sc)
 {
-	return (struct conn *)sched_pop(sc); /* it is the first member */
+	return (struct conn *)loop_sched_pop(sc); /* it is the first member */
 }
 
 static void
@@ -138,7 +138,7 @@ test_uid_parts(void)
 	/* Queued through its part, served as any queue. */
 	struct conn a = {.uid = 0};
 	loop_sched_push(&sc, &first->sq[SCHED_BULK], SCHED_BULK, &a.it);
-	CHECK(sched_pop(&sc) == &a.it && sc.n == 0);
+	CHECK(loop_sched_pop(&sc) == &a.it && sc.n == 0);
 	loop_sched_free(&sc);
 	CHECK(sc.n_uids == 0 && !sc.uids);
 }

@@ -44,11 +44,11 @@ fill(struct model *m)
 {
 	struct process *p = registry_process(&m->reg, getpid(), getuid());
 	CHECK(p);
-	struct region_agg *r = process_region(&m->reg, p, "parse");
+	struct region_agg *r = registry_process_region(&m->reg, p, "parse");
 	CHECK(r);
 	int id = registry_process_event_id(p, "page-faults");
 	CHECK(id == 0);
-	struct event_agg *e = region_event(r, 0);
+	struct event_agg *e = registry_region_event(r, 0);
 	CHECK(e);
 	for (uint64_t v = 1; v <= 100; v++) {
 		CHECK(stats_add(&e->st, v, NULL) == 0);
@@ -157,11 +157,11 @@ test_state_from_another_boot(void)
 static void
 add_region(struct registry *reg, struct process *p, const char *name, uint64_t n)
 {
-	struct region_agg *r = process_region(reg, p, name);
+	struct region_agg *r = registry_process_region(reg, p, name);
 	CHECK(r);
 	int id = registry_process_event_id(p, "page-faults");
 	CHECK(id >= 0);
-	struct event_agg *e = region_event(r, (size_t)id);
+	struct event_agg *e = registry_region_event(r, (size_t)id);
 	CHECK(e);
 	for (uint64_t v = 1; v <= n; v++) {
 		CHECK(stats_add(&e->st, v, NULL) == 0);
@@ -246,7 +246,7 @@ same_retired(struct registry *a, struct registry *b)
 		CHECK(x && y && y->pid == 0 && !strcmp(x->comm, y->comm));
 		CHECK(x->n_regions == y->n_regions);
 		for (size_t i = 0; i < x->n_regions; i++) {
-			struct region_agg *r = region_find(y, x->regions[i]->name);
+			struct region_agg *r = registry_region_find(y, x->regions[i]->name);
 			CHECK(r);
 			same_region(x, x->regions[i], y, r);
 		}
@@ -474,17 +474,17 @@ test_state_process_budget(void)
 static struct region_agg *
 add_node(struct registry *reg, struct process *p, uint32_t parent, const char *name, uint64_t n)
 {
-	struct region_agg *r = process_path(reg, p, parent, name);
+	struct region_agg *r = registry_process_path(reg, p, parent, name);
 	CHECK(r);
 	int pf = registry_process_event_id(p, "page-faults"),
 	    cy = registry_process_event_id(p, "cycles");
 	CHECK(pf >= 0 && cy >= 0);
 	for (uint64_t v = 1; v <= n; v++) {
 		CHECK(stats_add(&r->wall, 100 * v, NULL) == 0);
-		struct event_agg *e = region_event(r, (size_t)pf);
+		struct event_agg *e = registry_region_event(r, (size_t)pf);
 		CHECK(e && stats_add(&e->st, v, NULL) == 0);
 		if (r->depth == 3) {
-			e = region_event(r, (size_t)cy);
+			e = registry_region_event(r, (size_t)cy);
 			CHECK(e && stats_add(&e->st, 1000 + v, NULL) == 0);
 			e->scaled = 2, e->ratio_sum = 1.25;
 		}
@@ -543,9 +543,9 @@ test_state_paths_round_trip(void)
 	}
 	same_region(p, p->regions[0], q, q->regions[0]);
 	/* The figures themselves, not only equal to the saved ones. */
-	struct region_agg *bb = path_find(q, 2, "b");
-	CHECK(bb == q->paths[2] && path_find(q, 1, "b") == q->paths[1]);
-	CHECK(path_find(q, 0, "a") == q->paths[0] && !path_find(q, 0, "b"));
+	struct region_agg *bb = registry_path_find(q, 2, "b");
+	CHECK(bb == q->paths[2] && registry_path_find(q, 1, "b") == q->paths[1]);
+	CHECK(registry_path_find(q, 0, "a") == q->paths[0] && !registry_path_find(q, 0, "b"));
 	CHECK(bb->count == 10 && bb->wall.count == 10 && bb->wall.sum == 100 * 55);
 	CHECK(bb->wall.min == 100 && bb->wall.max == 1000);
 	int cy = -1;
@@ -873,7 +873,7 @@ test_state_size_limit(void)
 	registry_free(&b.reg);
 
 	/* One more region: over the limit. */
-	CHECK(process_region(&a.reg, registry_first(&a.reg), "one-more"));
+	CHECK(registry_process_region(&a.reg, registry_first(&a.reg), "one-more"));
 	uint64_t saved = a.state_saved_ns;
 	CHECK(state_save(&a, path) == -EFBIG);
 	CHECK(a.state_saved_ns == saved);
@@ -973,13 +973,13 @@ fill_big(struct model *m, unsigned procs, unsigned regions)
 		for (unsigned n = 0; n < regions; n++) {
 			char name[32];
 			snprintf(name, sizeof(name), "region-%u", n);
-			struct region_agg *r = process_region(&m->reg, p, name);
+			struct region_agg *r = registry_process_region(&m->reg, p, name);
 			CHECK(r);
 			for (unsigned s = 0; s < 16; s++) {
 				uint64_t v = pmc_test_rng(&rng) >> (pmc_test_rng(&rng) % 50);
 				CHECK(stats_add(&r->wall, v, NULL) == 0);
 				for (unsigned k = 0; k < 4; k++) {
-					struct event_agg *e = region_event(r, k);
+					struct event_agg *e = registry_region_event(r, k);
 					CHECK(e && stats_add(&e->st, v >> k, NULL) == 0);
 				}
 				r->count++;
@@ -1514,12 +1514,12 @@ write_seeds(const char *out)
 	for (unsigned n = 0; n < 3; n++) {
 		char name[16];
 		snprintf(name, sizeof(name), "region-%u", n);
-		struct region_agg *r = process_region(&a.reg, p, name);
+		struct region_agg *r = registry_process_region(&a.reg, p, name);
 		CHECK(r);
 		for (uint64_t v = 1; v < 1u << 20; v = v * 3 + n) {
 			CHECK(stats_add(&r->wall, v, NULL) == 0);
 			for (unsigned k = 0; k <= n; k++) {
-				struct event_agg *e = region_event(r, k);
+				struct event_agg *e = registry_region_event(r, k);
 				CHECK(e && stats_add(&e->st, v << k, NULL) == 0);
 				e->scaled += k == 1;
 				e->ratio_sum += k == 1 ? 0.5 : 0;

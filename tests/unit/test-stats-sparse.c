@@ -615,7 +615,7 @@ test_alloc_failure(void)
 static struct region_agg *
 make_region(struct registry *reg, struct process *p, const char *name)
 {
-	struct region_agg *r = process_region(reg, p, name);
+	struct region_agg *r = registry_process_region(reg, p, name);
 
 	CHECK(r);
 	return r;
@@ -628,7 +628,7 @@ make_event(struct process *p, struct region_agg *r, const char *name)
 	struct event_agg *e;
 
 	CHECK(id >= 0);
-	e = region_event(r, (size_t)id);
+	e = registry_region_event(r, (size_t)id);
 	CHECK(e);
 	return &e->st;
 }
@@ -762,15 +762,15 @@ test_state_round_trip(void)
 	q = find_process(&back.reg, getpid());
 	CHECK(q && q->n_regions == 3);
 	for (unsigned i = 0; i < 3; i++) {
-		struct region_agg *x = region_find(q, r[i]->name);
+		struct region_agg *x = registry_region_find(q, r[i]->name);
 
 		CHECK(x && x->count == r[i]->count);
 		check_restored(&r[i]->wall, &x->wall);
 		for (unsigned j = 0; j < 3; j++)
 			check_restored(find_event(p, r[i], events[j]), find_event(q, x, events[j]));
 	}
-	CHECK(region_find(q, "reset")->wall.hist == NULL);
-	CHECK(find_event(q, region_find(q, "reset"), events[0])->hist->n == 1);
+	CHECK(registry_region_find(q, "reset")->wall.hist == NULL);
+	CHECK(find_event(q, registry_region_find(q, "reset"), events[0])->hist->n == 1);
 	registry_free(&back.reg);
 	registry_free(&saved.reg);
 	CHECK(unlink(path) == 0);
@@ -832,7 +832,7 @@ test_state_load_pairs(void)
 	memset(&back, 0, sizeof(back));
 	CHECK(state_load(&back, path) == 0);
 	q = find_process(&back.reg, 424242);
-	CHECK(q && (x = region_find(q, "r")));
+	CHECK(q && (x = registry_region_find(q, "r")));
 	CHECK(stats_hist_get(&x->wall, 3) == 2 && stats_hist_get(&x->wall, 20) == 1);
 	CHECK(stats_hist_get(&x->wall, 500) == 0 && stats_hist_get(&x->wall, 600) == 0);
 	CHECK(block_groups(&x->wall) == (POW2(0) | POW2(1)));
