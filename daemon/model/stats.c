@@ -71,6 +71,15 @@ stats_init(struct stats *s)
 }
 
 /* What a histogram lookup sees while @s has none: no blocks. Never written. */
+/* What histogram blocks grow with (stats_set_realloc()). */
+static void *(*hist_realloc)(void *, size_t) = realloc;
+
+void
+stats_set_realloc(void *(*fn)(void *, size_t))
+{
+	hist_realloc = fn ? fn : realloc;
+}
+
 static struct stats_hist hist_none;
 
 static inline struct stats_hist *
@@ -125,7 +134,7 @@ hist_block(struct stats *s, unsigned g, struct stats_budget *budget)
 	if (!budget_take(budget, bytes))
 		return NULL;
 	/* One block more, no spare room: most aggregates stop at a few. */
-	h = realloc(h, sizeof(*h) + (n + 1u) * BLOCK_BYTES);
+	h = hist_realloc(h, sizeof(*h) + (n + 1u) * BLOCK_BYTES);
 	if (!h) {
 		stats_budget_credit(budget, bytes);
 		return NULL;

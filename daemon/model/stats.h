@@ -215,6 +215,15 @@ stats_hist_get(const struct stats *s, unsigned b)
 }
 
 /**
+ * stats_set_realloc() - the allocator histogram blocks grow with, for tests that make it fail
+ * on demand (tests/unit/test-stats-sparse.c)
+ * @fn: realloc()'s contract; NULL: realloc() again
+ *
+ * Process-wide: set it before any aggregate grows, from one thread, and never in pmcdaemon.
+ */
+void stats_set_realloc(void *(*fn)(void *, size_t));
+
+/**
  * stats_hist_next() - the next non-empty bucket of @s's histogram, in ascending order
  * @s: the aggregate
  * @b: in: the first bucket to look at (0 to start); out: the bucket after the one returned

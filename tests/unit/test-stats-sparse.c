@@ -18,13 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
 
-/*
- * stats.c itself, its realloc() able to fail on demand. This copy defines every function of
- * stats.c, so the static pmcdaemon_core linked for state.c contributes no stats.o of its own:
- * the registry and the state file use this one too.
- */
+/* The histograms' allocator, able to fail on demand (stats_set_realloc()). */
 static long realloc_ok = -1; /* reallocs that still succeed; -1: all of them */
 static unsigned long n_reallocs;
 
@@ -39,14 +36,21 @@ test_realloc(void *p, size_t size)
 	return realloc(p, size);
 }
 
-#define realloc test_realloc
-#include "model/stats.c"
-#undef realloc
-
 #include "model/model.h"
 #include "model/registry.h"
 #include "model/state.h"
+#include "model/stats.h"
 #include "pmc.pb-c.h"
+
+/* The 16 counters of group @g's block, or NULL when it has none: the layout struct
+ * stats_hist documents (stats.h), written here independently of stats.c. */
+static const uint64_t *
+stats_hist_block(const struct stats_hist *h, unsigned g)
+{
+	unsigned k = h->slot[g];
+
+	return k ? &h->c[8u * k + STATS_GROUP_BUCKETS * g - 16u * STATS_SLOT_BIAS] : NULL;
+}
 
 #define POW2(k) (UINT64_C(1) << (k))
 
@@ -72,6 +76,24 @@ dense_merge(struct dense *into, const struct dense *from)
 		into->c[i] = util_sat_add(into->c[i], from->c[i]);
 }
 
+/* @x within @s's [min, max]. */
+static double
+ref_clamp(const struct stats *s, double x)
+{
+	return x < (double)s->min ? (double)s->min : x > (double)s->max ? (double)s->max : x;
+}
+
+/* The nearest rank ceil(q * n), within [1, n]; a product a few ulps past an integer (0.29 *
+ * 100 = 29.000000000000004) is that integer. */
+static uint64_t
+ref_rank(double q, uint64_t n)
+{
+	double x = q * (double)n, r = ceil(x);
+	if (r - x > 1.0 - 4.0 * DBL_EPSILON * fmax(x, 1.0))
+		r -= 1.0;
+	return r < 1.0 ? 1 : r >= (double)n ? n : (uint64_t)r;
+}
+
 /* stats_quantile() over a dense histogram, with the scalars of @s: the reference. */
 static double
 dense_quantile(const struct stats *s, const struct dense *d, double q)
@@ -88,8 +110,8 @@ dense_quantile(const struct stats *s, const struct dense *d, double q)
 	for (i = 0; i < STATS_BUCKETS; i++)
 		n = util_sat_add(n, d->c[i]);
 	if (n == 0)
-		return clamp_to_range(s, s->mean);
-	rank = nearest_rank(q, n);
+		return ref_clamp(s, s->mean);
+	rank = ref_rank(q, n);
 	for (i = 0; i < STATS_BUCKETS; i++) {
 		seen = util_sat_add(seen, d->c[i]);
 		if (seen >= rank)
@@ -861,6 +883,7 @@ main(void)
 {
 	int fds_start = pmc_test_count_fds();
 
+	stats_set_realloc(test_realloc);
 	RUN(test_group_of_values);
 	RUN(test_blocks_where_values_fall);
 	RUN(test_random_streams);
