@@ -119,7 +119,7 @@ table_grow(struct session *s, void **v, size_t *n, uint32_t id, uint32_t max, si
 }
 
 void
-session_tables_free(struct session *s)
+session_batch_tables_free(struct session *s)
 {
 	if (s->user)
 		stats_budget_credit(&s->user->define,
@@ -236,20 +236,20 @@ path_room(struct session *s)
  * library's are dense from 1; a sample of a path past them is dropped, counted as a
  * region's past the table would be ("max-regions"). */
 uint32_t
-session_max_path(const struct session *s)
+session_batch_max_path(const struct session *s)
 {
 	uint32_t n = 4 * session_max_id(s);
 	return n < PMC_LIMIT_REGION_ID ? n : PMC_LIMIT_REGION_ID;
 }
 
-/* The highest call path id @s keeps: session_max_path(), or less once its uid's share of id
+/* The highest call path id @s keeps: session_batch_max_path(), or less once its uid's share of id
  * tables refused it a larger table. */
 static uint32_t
 paths_bound(const struct session *s)
 {
-	if (s->paths_full && s->n_paths <= session_max_path(s))
+	if (s->paths_full && s->n_paths <= session_batch_max_path(s))
 		return s->n_paths ? (uint32_t)s->n_paths - 1 : 0;
-	return session_max_path(s);
+	return session_batch_max_path(s);
 }
 
 /* Client call path @id is region @region begun in path @parent (0: none). *@full: a limit
@@ -270,7 +270,7 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 			log_warn_limited(
 			        "pid %d: call path ids past %u: samples of those paths are "
 			        "dropped (counted as max-regions)",
-			        (int)s->pid, session_max_path(s));
+			        (int)s->pid, session_batch_max_path(s));
 		s->proc->warned_paths = true;
 		return 0;
 	}
@@ -278,8 +278,8 @@ define_path(struct session *s, uint32_t id, uint32_t parent, uint32_t region, bo
 	if (up && up->depth >= PMC_LIMIT_PATH_DEPTH)
 		return -EBADMSG;
 	if (id >= s->n_paths) {
-		int r = table_grow(s, (void **)&s->paths, &s->n_paths, id, session_max_path(s),
-		                   sizeof(*s->paths), &s->paths_full);
+		int r = table_grow(s, (void **)&s->paths, &s->n_paths, id,
+		                   session_batch_max_path(s), sizeof(*s->paths), &s->paths_full);
 		if (r != 0)
 			return r < 0 ? r : 0; /* 1: past the table now, as those past the bound */
 		up = parent ? &s->paths[parent] : NULL;
@@ -324,7 +324,7 @@ defining_end(struct session *s)
 }
 
 /* @s's Define is done: its uid's other connections are read again. @owned: it outlived
- * its dispatch (session_define_step()), so it is freed here. */
+ * its dispatch (session_batch_define_step()), so it is freed here. */
 static void
 define_end(struct session *s, bool owned)
 {
@@ -335,7 +335,7 @@ define_end(struct session *s, bool owned)
 }
 
 void
-session_define_abort(struct session *s)
+session_batch_define_abort(struct session *s)
 {
 	if (s->def)
 		define_end(s, true);
@@ -377,7 +377,7 @@ define_step(struct session *s)
 }
 
 int
-session_define_step(struct session *s)
+session_batch_define_step(struct session *s)
 {
 	int r = define_step(s);
 	if (r != SESSION_STEP_MORE)
@@ -386,13 +386,13 @@ session_define_step(struct session *s)
 }
 
 int
-session_handle_define(struct session *s, const Pmc__Request *req)
+session_batch_define(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__Define *d = req->define;
 	int r = s->call_paths ? 0 : -EBADMSG;
 	/* Before any thread registered (a library whose reattach the daemon refused goes on
 	 * on that connection): the process gets its aggregates here, as a register would. */
-	if (r == 0 && !session_process(s))
+	if (r == 0 && !session_register_process(s))
 		return -ESRCH;
 	if (r == 0 && (d->n_def_name != d->n_def_id || d->n_path_parent != d->n_path_id ||
 	               d->n_path_region != d->n_path_id))
@@ -627,8 +627,8 @@ keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, cons
 static int
 handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *cols)
 {
-	struct session_thread *t = session_find_thread(s, b->tid);
-	if (!t && session_thread_refused(s, b->tid)) {
+	struct session_thread *t = session_register_find_thread(s, b->tid);
+	if (!t && session_register_thread_refused(s, b->tid)) {
 		session_count_dropped(s, b->n_region, PMC_LOSS_REFUSED);
 		count_reported(s, b);
 		return 0;
@@ -748,7 +748,7 @@ out:
 int
 session_batch_step(struct session *s)
 {
-	int r = session_handle_sample_batch(s, s->batch_req);
+	int r = session_batch_handle(s, s->batch_req);
 	if (r == SESSION_BATCH_MORE)
 		return SESSION_STEP_MORE;
 	pmc__request__free_unpacked(s->batch_req, NULL);
@@ -757,7 +757,7 @@ session_batch_step(struct session *s)
 }
 
 int
-session_handle_sample_batch(struct session *s, const Pmc__Request *req)
+session_batch_handle(struct session *s, const Pmc__Request *req)
 {
 	int r = handle_batch(s, req->sample_batch, s->rx_cols);
 	if (r == -EBADMSG)

@@ -17,7 +17,7 @@
 #include "wire/wire.h"
 
 int
-session_handle_open_command(struct session *s, const Pmc__Request *req)
+session_command_open(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__OpenCommand *oc = req->open_command;
 	char why[384];
@@ -38,7 +38,7 @@ session_handle_open_command(struct session *s, const Pmc__Request *req)
 	if (r < 0)
 		return session_reply_error(s, EPERM, "%s", why);
 	struct session_events ev;
-	if (!session_events_check(s, oc->events, oc->n_events, &ev, &r))
+	if (!session_register_events_check(s, oc->events, oc->n_events, &ev, &r))
 		return r;
 	/* Per task: the events on each online CPU from first_cpu on, as many CPUs as one
 	 * datagram's fds allow (the client asks again for the next); else once, on any CPU.

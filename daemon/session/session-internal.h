@@ -42,14 +42,14 @@ struct session_events {
 };
 
 /**
- * session_events_check() - check the @n events @names (0: the daemon's default set) that
+ * session_register_events_check() - check the @n events @names (0: the daemon's default set) that
  * @s's client asks for: known, each named once, allowed by the policy (--allow-events,
  * kernel mode of hardware events); fill @ev with their canonical names and attributes
  * Return: true, or false once the refusal is sent to the client (with a did-you-mean for an
  * unknown name); *@refused is then what the handler returns.
  */
-bool session_events_check(struct session *s, char *const *names, size_t n,
-                          struct session_events *ev, int *refused);
+bool session_register_events_check(struct session *s, char *const *names, size_t n,
+                                   struct session_events *ev, int *refused);
 
 /* session-inflight.c */
 
@@ -138,61 +138,61 @@ void session_close(struct session *s, int r);
 
 /* session-register.c: the handlers of RegisterThread, ThreadExit and ThreadFloor */
 
-int session_handle_register(struct session *s, const Pmc__Request *req);
-int session_handle_thread_exit(struct session *s, const Pmc__Request *req);
-int session_handle_thread_floor(struct session *s, const Pmc__Request *req);
+int session_register_handle(struct session *s, const Pmc__Request *req);
+int session_register_thread_exit(struct session *s, const Pmc__Request *req);
+int session_register_thread_floor(struct session *s, const Pmc__Request *req);
 
 /**
- * session_process() - the aggregates of @s's process, attached to @s on first use (its
+ * session_register_process() - the aggregates of @s's process, attached to @s on first use (its
  * connections count it): the live peer's by its pid and start time read now; once it has
  * exited, those its connection read as it connected (struct session's peer_start), so that
  * what it queued before its end still counts
  * Return: s->proc, or NULL when the peer is gone and was never identified (no pidfd, or it
  * was gone as it connected), or on -ENOMEM.
  */
-struct process *session_process(struct session *s);
+struct process *session_register_process(struct session *s);
 
 /** session_tag_process() - give @s's process the run tag of its Hello, when it has none */
 void session_tag_process(struct session *s);
 
-/** session_find_thread() - @s's registered thread @tid, or NULL */
-struct session_thread *session_find_thread(struct session *s, pid_t tid);
+/** session_register_find_thread() - @s's registered thread @tid, or NULL */
+struct session_thread *session_register_find_thread(struct session *s, pid_t tid);
 
-/** session_thread_close() - close the daemon's copies of @t's fds and forget its share */
-void session_thread_close(struct session *s, struct session_thread *t);
+/** session_register_thread_close() - close the daemon's copies of @t's fds and forget its share */
+void session_register_thread_close(struct session *s, struct session_thread *t);
 
-/** session_thread_refused() - whether @s's thread @tid was refused its reattach (its
+/** session_register_thread_refused() - whether @s's thread @tid was refused its reattach (its
  * batches are dropped, counted) */
-bool session_thread_refused(const struct session *s, pid_t tid);
+bool session_register_thread_refused(const struct session *s, pid_t tid);
 
 /* session-batch.c: the handler of SampleBatch */
 
-int session_handle_sample_batch(struct session *s, const Pmc__Request *req);
-int session_handle_define(struct session *s, const Pmc__Request *req);
+int session_batch_handle(struct session *s, const Pmc__Request *req);
+int session_batch_define(struct session *s, const Pmc__Request *req);
 
 /**
- * session_define_step() - go on with @s's Define (s->def) until srv->deadline_ns
+ * session_batch_define_step() - go on with @s's Define (s->def) until srv->deadline_ns
  * Return: SESSION_STEP_DONE (s->def freed), SESSION_STEP_MORE, or < 0 to close @s.
  */
-int session_define_step(struct session *s);
+int session_batch_define_step(struct session *s);
 
-/** session_define_abort() - drop @s's unfinished Define (the connection closes) */
-void session_define_abort(struct session *s);
+/** session_batch_define_abort() - drop @s's unfinished Define (the connection closes) */
+void session_batch_define_abort(struct session *s);
 
-/** session_max_path() - the highest call path id @s keeps in its table (HelloReply tells
+/** session_batch_max_path() - the highest call path id @s keeps in its table (HelloReply tells
  * the library) */
-uint32_t session_max_path(const struct session *s);
+uint32_t session_batch_max_path(const struct session *s);
 
-/** session_tables_free() - free @s's tables of region and call path ids, their bytes given
+/** session_batch_tables_free() - free @s's tables of region and call path ids, their bytes given
  * back to its uid's share (--max-define-memory-per-user) */
-void session_tables_free(struct session *s);
+void session_batch_tables_free(struct session *s);
 
 /* session-query.c: the handlers of Query, Reset, Status and ListEvents */
 
-int session_handle_query(struct session *s, const Pmc__Request *req);
-int session_handle_reset(struct session *s, const Pmc__Request *req);
-int session_handle_status(struct session *s, const Pmc__Request *req);
-int session_handle_list_events(struct session *s, const Pmc__Request *req);
+int session_query_handle(struct session *s, const Pmc__Request *req);
+int session_query_reset(struct session *s, const Pmc__Request *req);
+int session_query_status(struct session *s, const Pmc__Request *req);
+int session_query_list_events(struct session *s, const Pmc__Request *req);
 
 /* session_query_step()'s outcomes besides < 0 (close the connection). */
 #define SESSION_STEP_DONE 0 /* the reply is sent: the connection is read again */
@@ -227,4 +227,4 @@ void session_query_free(struct query_stream *qs);
 
 /* session-command.c: the handler of OpenCommand (pmcctl run's whole-program counters) */
 
-int session_handle_open_command(struct session *s, const Pmc__Request *req);
+int session_command_open(struct session *s, const Pmc__Request *req);

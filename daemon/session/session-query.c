@@ -721,7 +721,7 @@ query_copy(const Pmc__Query *q)
 }
 
 int
-session_handle_query(struct session *s, const Pmc__Request *req)
+session_query_handle(struct session *s, const Pmc__Request *req)
 {
 	const struct model *m = &s->srv->model;
 	const struct registry *reg = &m->reg;
@@ -762,7 +762,7 @@ session_handle_query(struct session *s, const Pmc__Request *req)
 }
 
 int
-session_handle_reset(struct session *s, const Pmc__Request *req)
+session_query_reset(struct session *s, const Pmc__Request *req)
 {
 	if (!s->admin)
 		return session_reply_error(
@@ -779,7 +779,7 @@ session_handle_reset(struct session *s, const Pmc__Request *req)
 }
 
 int
-session_handle_status(struct session *s, const Pmc__Request *req)
+session_query_status(struct session *s, const Pmc__Request *req)
 {
 	const struct server *srv = s->srv;
 	const struct model *m = &srv->model;
@@ -949,7 +949,7 @@ event_list_free(struct event_list *l)
 }
 
 int
-session_handle_list_events(struct session *s, const Pmc__Request *req)
+session_query_list_events(struct session *s, const Pmc__Request *req)
 {
 	size_t n, n_def;
 	const struct perf_known *k = perf_known_events(&n);

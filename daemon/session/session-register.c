@@ -29,7 +29,7 @@
 #include "wire/wire.h"
 
 struct session_thread *
-session_find_thread(struct session *s, pid_t tid)
+session_register_find_thread(struct session *s, pid_t tid)
 {
 	for (size_t i = 0; i < s->n_threads; i++)
 		if (s->threads[i].tid == tid)
@@ -38,7 +38,7 @@ session_find_thread(struct session *s, pid_t tid)
 }
 
 void
-session_thread_close(struct session *s, struct session_thread *t)
+session_register_thread_close(struct session *s, struct session_thread *t)
 {
 	struct server *srv = s->srv;
 	s->proc->n_threads--;
@@ -53,12 +53,13 @@ session_thread_close(struct session *s, struct session_thread *t)
 }
 
 /* Keeps @t (taken on success) in place of @old, or as a new thread of @s, and counts it;
- * session_thread_close() undoes the counting. Return: 0 or -ENOMEM (@t still the caller's). */
+ * session_register_thread_close() undoes the counting. Return: 0 or -ENOMEM (@t still the
+ * caller's). */
 static int
 thread_store(struct session *s, struct session_thread *old, struct session_thread *t)
 {
 	if (old) {
-		session_thread_close(s, old);
+		session_register_thread_close(s, old);
 		*old = *t;
 	} else {
 		struct session_thread *v = realloc(s->threads, (s->n_threads + 1) * sizeof(*v));
@@ -78,7 +79,7 @@ thread_store(struct session *s, struct session_thread *old, struct session_threa
 static void
 drop_thread(struct session *s, struct session_thread *t)
 {
-	session_thread_close(s, t);
+	session_register_thread_close(s, t);
 	*t = s->threads[--s->n_threads];
 }
 
@@ -140,7 +141,7 @@ static int register_checked(struct session *s, const Pmc__RegisterThread *rt, pi
                             int pidfd, char *why, size_t why_len);
 
 int
-session_handle_register(struct session *s, const Pmc__Request *req)
+session_register_handle(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__RegisterThread *rt = req->register_thread;
 	s->no_reply = rt->reattach;
@@ -163,7 +164,7 @@ session_handle_register(struct session *s, const Pmc__Request *req)
 }
 
 bool
-session_thread_refused(const struct session *s, pid_t tid)
+session_register_thread_refused(const struct session *s, pid_t tid)
 {
 	for (size_t i = 0; i < s->n_refused; i++)
 		if (s->refused[i] == tid)
@@ -214,7 +215,7 @@ reattach_thread(struct session *s, struct session_thread *old, const Pmc__Regist
 }
 
 struct process *
-session_process(struct session *s)
+session_register_process(struct session *s)
 {
 	if (s->proc)
 		return s->proc;
@@ -319,8 +320,8 @@ events_refused(int *refused, int r)
 }
 
 bool
-session_events_check(struct session *s, char *const *names, size_t n, struct session_events *ev,
-                     int *refused)
+session_register_events_check(struct session *s, char *const *names, size_t n,
+                              struct session_events *ev, int *refused)
 {
 	if (!n)
 		names = perf_default_events(&n);
@@ -459,7 +460,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	}
 	struct session_events ev;
 	s->reattach_gone = !tid;
-	bool checked = session_events_check(s, names, n, &ev, &r);
+	bool checked = session_register_events_check(s, names, n, &ev, &r);
 	s->reattach_gone = false;
 	if (!checked)
 		return r;
@@ -469,9 +470,9 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 
 	/* The process gets its aggregates with its first thread: a connection that only
 	 * queries (pmcctl) leaves nothing behind. */
-	if (!session_process(s))
+	if (!session_register_process(s))
 		return session_reply_error(s, ESRCH, "process %d is gone", (int)s->pid);
-	struct session_thread *old = session_find_thread(s, ctid);
+	struct session_thread *old = session_register_find_thread(s, ctid);
 	if (!old && s->proc->n_threads >= pol->max_threads)
 		return session_reply_error(
 		        s, EMFILE,
@@ -516,7 +517,7 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
 	if (!fds_allowed(s, held, n, old) &&
 	    (!s->user->reaped_ns || now - s->user->reaped_ns >= REAP_AGAIN_NS)) {
 		if (reap_dead_threads(s->srv, s->uid, tid) > 0) {
-			old = session_find_thread(s, ctid); /* the threads moved */
+			old = session_register_find_thread(s, ctid); /* the threads moved */
 			held = s->user->fds - (old ? old->n_fds : 0);
 		} else {
 			s->user->reaped_ns = now;
@@ -619,10 +620,10 @@ register_checked(struct session *s, const Pmc__RegisterThread *rt, pid_t ctid, p
  * names a thread it never registered, or the wrong number of values, closes the
  * connection. */
 int
-session_handle_thread_floor(struct session *s, const Pmc__Request *req)
+session_register_thread_floor(struct session *s, const Pmc__Request *req)
 {
 	const Pmc__ThreadFloor *f = req->thread_floor;
-	struct session_thread *t = session_find_thread(s, f->tid);
+	struct session_thread *t = session_register_find_thread(s, f->tid);
 	if (!t || f->n_values != t->n)
 		return -EBADMSG;
 	struct process *p = s->proc;
@@ -640,9 +641,9 @@ session_handle_thread_floor(struct session *s, const Pmc__Request *req)
 }
 
 int
-session_handle_thread_exit(struct session *s, const Pmc__Request *req)
+session_register_thread_exit(struct session *s, const Pmc__Request *req)
 {
-	struct session_thread *t = session_find_thread(s, req->thread_exit->tid);
+	struct session_thread *t = session_register_find_thread(s, req->thread_exit->tid);
 	if (t)
 		drop_thread(s, t);
 	return 0;

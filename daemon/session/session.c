@@ -211,7 +211,7 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	hr.version = PMC__PROTOCOL_VERSION__PROTOCOL_VERSION;
 	hr.daemon_version = PMC_VERSION;
 	hr.call_paths = s->call_paths;
-	hr.max_path_id = s->call_paths ? session_max_path(s) : 0;
+	hr.max_path_id = s->call_paths ? session_batch_max_path(s) : 0;
 	hr.heads_table = 1;
 	hr.pidfd = 1;
 	hr.open_command = 1;
@@ -359,16 +359,16 @@ static const struct {
 	bool needs_hello;
 } handlers[] = {
         [PMC__REQUEST__BODY_HELLO] = {handle_hello, false},
-        [PMC__REQUEST__BODY_REGISTER_THREAD] = {session_handle_register, true},
-        [PMC__REQUEST__BODY_SAMPLE_BATCH] = {session_handle_sample_batch, true},
-        [PMC__REQUEST__BODY_THREAD_EXIT] = {session_handle_thread_exit, true},
-        [PMC__REQUEST__BODY_QUERY] = {session_handle_query, true},
-        [PMC__REQUEST__BODY_RESET] = {session_handle_reset, true},
-        [PMC__REQUEST__BODY_STATUS] = {session_handle_status, true},
-        [PMC__REQUEST__BODY_LIST_EVENTS] = {session_handle_list_events, true},
-        [PMC__REQUEST__BODY_THREAD_FLOOR] = {session_handle_thread_floor, true},
-        [PMC__REQUEST__BODY_DEFINE] = {session_handle_define, true},
-        [PMC__REQUEST__BODY_OPEN_COMMAND] = {session_handle_open_command, true},
+        [PMC__REQUEST__BODY_REGISTER_THREAD] = {session_register_handle, true},
+        [PMC__REQUEST__BODY_SAMPLE_BATCH] = {session_batch_handle, true},
+        [PMC__REQUEST__BODY_THREAD_EXIT] = {session_register_thread_exit, true},
+        [PMC__REQUEST__BODY_QUERY] = {session_query_handle, true},
+        [PMC__REQUEST__BODY_RESET] = {session_query_reset, true},
+        [PMC__REQUEST__BODY_STATUS] = {session_query_status, true},
+        [PMC__REQUEST__BODY_LIST_EVENTS] = {session_query_list_events, true},
+        [PMC__REQUEST__BODY_THREAD_FLOOR] = {session_register_thread_floor, true},
+        [PMC__REQUEST__BODY_DEFINE] = {session_batch_define, true},
+        [PMC__REQUEST__BODY_OPEN_COMMAND] = {session_command_open, true},
         [PMC__REQUEST__BODY_HEADS_TABLE] = {handle_heads_table, true},
 };
 
@@ -602,7 +602,7 @@ session_serve(struct session *s, uint64_t deadline_ns)
 		s->def_waits = true; /* defining_end() queues it again */
 		return;
 	}
-	int r = s->def         ? session_define_step(s)
+	int r = s->def         ? session_batch_define_step(s)
 	        : s->batch_req ? session_batch_step(s)
 	        : s->qs        ? session_query_step(s, deadline_ns)
 	                       : session_read_slice(s, deadline_ns);
@@ -647,7 +647,7 @@ session_drain_all(struct server *srv, bool final)
 				continue;
 			log_debug("pid %d (uid %d): its %s finished before the final drain",
 			          (int)s->pid, (int)s->uid, s->def ? "Define" : "batch's names");
-			int r = s->def ? session_define_step(s) : session_batch_step(s);
+			int r = s->def ? session_batch_define_step(s) : session_batch_step(s);
 			if (r < 0)
 				session_close(s, r);
 		}
@@ -661,7 +661,7 @@ session_pump(struct session *s, unsigned max)
 {
 	s->srv->deadline_ns = UINT64_MAX;
 	for (unsigned i = 0; i < max; i++) {
-		int r = s->def         ? session_define_step(s)
+		int r = s->def         ? session_batch_define_step(s)
 		        : s->batch_req ? session_batch_step(s)
 		        : s->qs        ? session_query_step(s, UINT64_MAX)
 		                       : session_dispatch_one(s);
@@ -873,11 +873,11 @@ session_free(struct session *s)
 	struct server *srv = s->srv;
 	loop_sched_remove(&srv->sched, &s->si);
 	session_query_end(s);
-	session_define_abort(s);
+	session_batch_define_abort(s);
 	for (size_t i = 0; i < s->n_threads; i++)
-		session_thread_close(s, &s->threads[i]);
+		session_register_thread_close(s, &s->threads[i]);
 	free(s->threads);
-	session_tables_free(s);
+	session_batch_tables_free(s);
 	if (s->heads)
 		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
 	pmc_list_remove(&srv->sessions, &s->link);

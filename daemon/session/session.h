@@ -50,7 +50,7 @@ struct session {
 	int hello;
 	int pidfd; /* the peer process, where SO_PEERPIDFD exists; else -1 */
 	/* The peer's start time and comm, read as it connected (0: unknown, or no pidfd):
-	 * its process's identity once it has exited (session_process()). */
+	 * its process's identity once it has exited (session_register_process()). */
 	uint64_t peer_start;
 	char peer_comm[17];
 	int admin;               /* root or --admin-group: sees all, may reset */
