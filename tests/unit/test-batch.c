@@ -771,8 +771,8 @@ test_final_drain_mid_batch(void)
 		srv->deadline_ns = 1;
 		CHECK(session_dispatch_one(s) == 0);
 		CHECK(s->batch_req != NULL);
+		/* (It reads the connection to its end, shut: the session is closed and freed.) */
 		session_drain_all(srv, true);
-		CHECK(s->batch_req == NULL);
 		CHECK(srv->model.samples == 4);
 		close(go[1]);
 		CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
