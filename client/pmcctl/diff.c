@@ -796,9 +796,15 @@ diff_file_parse(const void *buf, size_t len, struct diff_file **out, char **why)
 		jread_init(&rd.r, buf, len);
 		bool json = diff_file_read(&rd);
 		reader_free(&rd);
-		/* What is wrong with text that is not JSON, in jansson's words. */
-		json_t *root = json ? NULL : json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
-		if (root)
+		/* What is wrong with text that is not JSON, in jansson's words; but a NUL byte
+		 * is never JSON, and jansson's reader skips one after a number. */
+		const char *nul = json ? NULL : memchr(buf, 0, len);
+		json_t *root =
+		        json || nul ? NULL : json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+		if (nul)
+			df->why = bad_text("not valid JSON (byte %zu is a NUL)",
+			                   (size_t)(nul - (const char *)buf) + 1);
+		else if (root)
 			df->why = bad_text("not JSON as pmcctl reads it");
 		else if (!json)
 			df->why = bad_text("not valid JSON (line %d, column %d: %s)", err.line,

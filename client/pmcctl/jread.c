@@ -376,6 +376,8 @@ static bool
 frame_pop(struct jr *r)
 {
 	size_t from = r->frames[--r->n_frames], n = r->n_keys - from;
+	if (!n)
+		return true; /* (no key yet: r->keys may be NULL) */
 	struct jr_key *k = r->keys + from;
 	bool dup = false;
 

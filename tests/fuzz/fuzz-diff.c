@@ -24,19 +24,21 @@ parse(const uint8_t *data, size_t len)
 	json_error_t err;
 	json_t *root = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &err);
 	bool gzip = len >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+	/* A NUL byte is never JSON; jansson takes one after a number (its reader skips it). */
+	bool nul = memchr(data, 0, len) != NULL;
 
 	json_decref(root);
 	if (diff_file_parse(data, len, &f, &why) < 0) {
 		if (!why || !why[0])
 			abort(); /* a refusal says why */
 		/* The reader takes the JSON jansson takes, no more, no less. */
-		if (!gzip && (!strncmp(why, "not valid JSON", 14) != !root ||
+		if (!gzip && (!strncmp(why, "not valid JSON", 14) != (!root || nul) ||
 		              !strncmp(why, "not JSON as pmcctl reads it", 27)))
 			abort();
 		free(why);
 		return NULL;
 	}
-	if (!root)
+	if (!root || nul)
 		abort();
 	return f;
 }
