@@ -15,8 +15,6 @@
 #include "kernel/log.h"
 
 static void retired_attach(struct registry *reg, struct process *p);
-static struct process *process_find_or_add(struct registry *reg, pid_t pid, uint64_t start,
-                                           const char comm[17], uid_t uid, bool live);
 
 int
 registry_process_read_start(pid_t pid, uint64_t *start, char comm[17])
@@ -48,20 +46,11 @@ registry_process(struct registry *reg, pid_t pid, uid_t uid)
 	char comm[17];
 	if (registry_process_read_start(pid, &start, comm) < 0)
 		return NULL;
-	return process_find_or_add(reg, pid, start, comm, uid, true);
+	return registry_process_at(reg, pid, start, comm, uid, true);
 }
 
 struct process *
-registry_process_at(struct registry *reg, pid_t pid, uint64_t start, const char comm[17], uid_t uid)
-{
-	return process_find_or_add(reg, pid, start, comm, uid, false);
-}
-
-/* Process (@pid, @start, @uid), created on first use with @comm; @live: @pid is still its
- * own, so that its cgroup and ns_pid are read from /proc (else left unknown: the pid may
- * name another process by now). */
-static struct process *
-process_find_or_add(struct registry *reg, pid_t pid, uint64_t start, const char comm[17], uid_t uid,
+registry_process_at(struct registry *reg, pid_t pid, uint64_t start, const char comm[17], uid_t uid,
                     bool live)
 {
 	struct process *p;

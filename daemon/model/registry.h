@@ -194,13 +194,14 @@ struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
 
 /**
  * registry_process_at() - process @pid of start time @start and comm @comm, created on first
- * use: registry_process() once they are known, read earlier, of a process that may have
- * exited since. Reads nothing from /proc (the pid may name another process by now): one
- * created here has its cgroup and ns_pid unknown.
+ * use: registry_process() once they are known, read earlier
+ * @live: @pid is still that process's (its cgroup and ns_pid are read from /proc for one
+ *        created here); false: it may have exited since and the pid name another process by
+ *        now, so nothing is read and they are left unknown
  * Return: the process (owned by @reg), or NULL on -ENOMEM.
  */
 struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t start,
-                                    const char comm[17], uid_t uid);
+                                    const char comm[17], uid_t uid, bool live);
 
 /** registry_region_find() - region @name of @p, or NULL */
 struct region_agg *registry_region_find(struct process *p, const char *name);

@@ -235,9 +235,10 @@ session_register_process(struct session *s)
 		if (session_peer_alive(s) &&
 		    registry_process_read_start(s->pid, &start, comm) == 0 &&
 		    start == s->peer_start && session_peer_alive(s))
-			p = registry_process(reg, s->pid, s->uid);
+			p = registry_process_at(reg, s->pid, start, comm, s->uid, true);
 		if (!p)
-			p = registry_process_at(reg, s->pid, s->peer_start, s->peer_comm, s->uid);
+			p = registry_process_at(reg, s->pid, s->peer_start, s->peer_comm, s->uid,
+			                        false);
 	}
 	if (!p)
 		return NULL;
