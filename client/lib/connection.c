@@ -194,7 +194,8 @@ pmc__connection_failed_locked(int r)
 	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
 	pmc_wire_close_draining(G.conn.fd, 0);
 	G.conn.fd = -1;
-	G.reg.late = 0; /* its reply went with the connection */
+	G.conn.heads = 0; /* the next connection says whether its daemon has the table */
+	G.reg.late = 0;   /* its reply went with the connection */
 	atomic_store(&G.conn.state, ST_LOST);
 	if (pmc__service_start_locked() == 0)
 		pthread_cond_signal(&G.service.wake);
