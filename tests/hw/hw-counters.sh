@@ -213,11 +213,12 @@ expect_eq "4 threads: every thread's path" "$(kv rdpmc "$TMP/thr")" $want_rdpmc
 # the same code as every other begin: it counts the same constant, in the process's first
 # thread and in new ones. No LD_BIND_NOW: pmc-test-hw links pmc::client, whose link options
 # (as pkg-config's Libs) bind pmc_end() at load, not inside the first region.
-# The same where pmc_enabled() registered each thread before its first region (early), 10 ms
-# before it.
-for how in cold early; do
+# The same where pmc_enabled() registered each thread before its first region: 10 ms before it
+# (early), or at once before it (early-now: the thread not scheduled out in between).
+for how in cold early early-now; do
 	what="a thread's first region (it registers the thread)"
 	[ $how = early ] && what="a thread's first region after pmc_enabled() registered it"
+	[ $how = early-now ] && what="a thread's first region at once after pmc_enabled()"
 	run_client "$TMP/$how" env PMC_EVENTS=instructions "$HW" $how loop loop-$how 1000000 3
 	check_loop "$what" loop-$how "$CLIENT_PID" 1000000
 	same_constant "$what"

@@ -29,6 +29,7 @@
  *   early MODE ...       MODE (loop or threads) without the warm-up, each thread registered
  *                        by pmc_enabled() before its first region NAME (the process's first
  *                        thread before it looks its name up), which follows 10 ms later
+ *   early-now MODE ...   as early, the first region at once after pmc_enabled()
  *   names NAME N K       K regions of N iterations at one PMC_SCOPE call site whose name is
  *                        chosen at run time (a buffer): NAME-a or NAME-b, each after itself
  *                        and after the other (a a b b b a a b b b ...); then K regions
@@ -59,8 +60,9 @@ struct work {
 };
 
 /* "cold": no warm-up region, the first region registers the thread; "early": no warm-up
- * region, pmc_enabled() registers the thread before its first region. */
-static int cold, early;
+ * region, pmc_enabled() registers the thread before its first region, 10 ms before it
+ * ("early-now": at once before it, the thread not scheduled out in between). */
+static int cold, early, early_now;
 
 /* One region "warm-up", as each process and thread runs first (but "cold"). */
 static void
@@ -68,7 +70,8 @@ warm_up(void)
 {
 	if (early) {
 		pmc_enabled();
-		nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+		if (!early_now)
+			nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
 	}
 	if (cold || early)
 		return;
@@ -244,8 +247,10 @@ parse_u64(const char *s, uint64_t min)
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: pmc-test-hw [cold|early] loop|fork|exec|deep|wall|names NAME N K | "
-	                "[cold|early] threads T NAME N K | pairs NAME P N K | empty NAME K\n");
+	fprintf(stderr,
+	        "usage: pmc-test-hw [cold|early|early-now] loop|fork|exec|deep|wall|names NAME N K "
+	        "| "
+	        "[cold|early|early-now] threads T NAME N K | pairs NAME P N K | empty NAME K\n");
 	return 2;
 }
 
@@ -255,9 +260,11 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2)
 		return usage();
-	if (!strcmp(argv[1], "cold") || !strcmp(argv[1], "early")) {
+	if (!strcmp(argv[1], "cold") || !strcmp(argv[1], "early") ||
+	    !strcmp(argv[1], "early-now")) {
 		cold = !strcmp(argv[1], "cold");
 		early = !cold;
+		early_now = !strcmp(argv[1], "early-now");
 		if (early)
 			pmc_enabled();
 		argv++;
