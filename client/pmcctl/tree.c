@@ -224,7 +224,8 @@ tree_pack(struct tree *t, struct tree_node *nd, const Pmc__RegionStats *r)
 	size_t len = pmc__region_stats__get_packed_size(&c);
 	t->packed = grow(t->packed, &t->cap_packed, t->n_packed + len, 1);
 	t->n_packed += pmc__region_stats__pack(&c, t->packed + t->n_packed);
-	nd->packed_end = t->n_packed;
+	t->packed_end = grow(t->packed_end, &t->cap_packed_end, t->n + 1, sizeof(*t->packed_end));
+	t->packed_end[t->n] = t->n_packed;
 }
 
 bool
@@ -297,6 +298,9 @@ tree_finish(struct tree *t)
 			t->node[nd->parent].samples |= nd->samples;
 	}
 	/* No node comes any more: what only adding needs goes. */
+	free(t->names.slot);
+	t->names.slot = NULL;
+	t->names.n_slot = t->names.cap_slot = 0;
 	free(t->id_slot);
 	free(t->ev_copy);
 	free(t->ev_ptr);
@@ -329,6 +333,7 @@ tree_free(struct tree *t)
 	names_free(&t->names);
 	free(t->id_slot);
 	free(t->packed);
+	free(t->packed_end);
 	free(t->ev_copy);
 	free(t->ev_ptr);
 	memset(t, 0, sizeof(*t));
@@ -337,10 +342,10 @@ tree_free(struct tree *t)
 Pmc__RegionStats *
 tree_node_stats(const struct tree *t, const struct tree_node *nd, struct arena *a)
 {
-	size_t from = nd == t->node ? 0 : nd[-1].packed_end;
+	size_t i = (size_t)(nd - t->node), from = i ? t->packed_end[i - 1] : 0;
 	ProtobufCAllocator alloc = call_arena_allocator(a);
 	Pmc__RegionStats *r =
-	        pmc__region_stats__unpack(&alloc, nd->packed_end - from, t->packed + from);
+	        pmc__region_stats__unpack(&alloc, t->packed_end[i] - from, t->packed + from);
 
 	if (!r || r->n_events != nd->n_ev)
 		pmcctl_oom(); /* (packed here: only memory can fail) */
@@ -700,8 +705,13 @@ struct fold_level {
 };
 
 size_t
-tree_folded_print(const struct folded *f, FILE *out)
+tree_folded_print(struct folded *f, FILE *out)
 {
+	free(f->slot);
+	free(f->names.slot);
+	f->slot = f->names.slot = NULL;
+	f->cap_slot = f->names.cap_slot = f->names.n_slot = 0;
+
 	/* Each frame's children, end to end: those of frame k from first[k] to first[k + 1]
 	 * (the root frames: k = f->n). */
 	size_t *first = calloc(f->n + 2, sizeof(*first));

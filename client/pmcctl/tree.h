@@ -47,7 +47,6 @@ struct tree_node {
 	bool selected;     /* in a subtree tree_select() chose */
 	bool own_origin;   /* its comm, cgroup, ns_pid or uid are not the tree's (kept whole) */
 	int64_t self_wall; /* its wall time sum less its children's (< 0 possible) */
-	size_t packed_end; /* tree.keep: where its RegionStats ends in tree.packed */
 };
 
 /* The nodes of one process. */
@@ -71,6 +70,8 @@ struct tree {
 	bool keep;
 	uint8_t *packed;
 	size_t n_packed, cap_packed;
+	size_t *packed_end; /* where each node's ends in packed */
+	size_t cap_packed_end;
 	Pmc__EventStats *ev_copy; /* (room to pack a node's events without their names) */
 	Pmc__EventStats **ev_ptr;
 	size_t cap_ev_copy;
@@ -233,10 +234,11 @@ size_t tree_fold(const struct tree *t, const char *event, struct folded *f);
 
 /**
  * tree_folded_print() - write the lines of @f to @out sorted by stack (strcmp(3)), each
- * "STACK WEIGHT\n"
+ * "STACK WEIGHT\n"; what only tree_fold() needs is freed first: nothing may be folded into
+ * @f after it
  * Return: the lines written; exits on allocation failure.
  */
-size_t tree_folded_print(const struct folded *f, FILE *out);
+size_t tree_folded_print(struct folded *f, FILE *out);
 
 /** tree_folded_free() - free what @f holds and empty it */
 void tree_folded_free(struct folded *f);
