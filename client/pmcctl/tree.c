@@ -61,45 +61,52 @@ text_hash(const char *s)
 	return h;
 }
 
-/* The slot of @s in @nm: the one holding it, or the free one where it would go. */
-static uint32_t *
-names_slot(const struct tree_names *nm, const char *s)
+/* @v (@cap slots, @n of them used) with room for one more: doubled once 3/4 would be used,
+ * each slot moved by its key. */
+static struct tree_slot *
+slots_room(struct tree_slot *v, size_t *cap, size_t n)
 {
-	size_t i = slot_of(text_hash(s), nm->cap_slot);
+	if (4 * (n + 1) <= 3 * *cap)
+		return v;
+	size_t c = *cap ? 2 * *cap : 64;
+	struct tree_slot *w = calloc(c, sizeof(*w));
 
-	while (nm->slot[i] && strcmp(nm->s + nm->slot[i] - 1, s))
-		i = (i + 1) & (nm->cap_slot - 1);
-	return &nm->slot[i];
+	if (!w)
+		pmcctl_oom();
+	for (size_t i = 0; i < *cap; i++) {
+		if (!v[i].at)
+			continue;
+		size_t s = slot_of(v[i].key, c);
+
+		while (w[s].at)
+			s = (s + 1) & (c - 1);
+		w[s] = v[i];
+	}
+	free(v);
+	*cap = c;
+	return w;
 }
 
 /* The offset of @s in @nm, added if it was not there. */
 static uint32_t
 names_add(struct tree_names *nm, const char *s)
 {
-	if (2 * (nm->n_slot + 1) > nm->cap_slot) {
-		struct tree_names old = *nm;
+	uint32_t h = (uint32_t)text_hash(s);
 
-		nm->cap_slot = old.cap_slot ? 2 * old.cap_slot : 64;
-		if (!(nm->slot = calloc(nm->cap_slot, sizeof(*nm->slot))))
-			pmcctl_oom();
-		for (size_t i = 0; i < old.cap_slot; i++)
-			if (old.slot[i])
-				*names_slot(nm, nm->s + old.slot[i] - 1) = old.slot[i];
-		free(old.slot);
-	}
-	uint32_t *slot = names_slot(nm, s);
-	size_t len = strlen(s) + 1;
+	nm->slot = slots_room(nm->slot, &nm->cap_slot, nm->n_slot);
+	size_t i = slot_of(h, nm->cap_slot), len = strlen(s) + 1;
 
-	if (*slot)
-		return *slot - 1;
+	for (; nm->slot[i].at; i = (i + 1) & (nm->cap_slot - 1))
+		if (nm->slot[i].key == h && !strcmp(nm->s + nm->slot[i].at - 1, s))
+			return nm->slot[i].at - 1;
 	if (nm->n + len >= UINT32_MAX)
 		pmcctl_fail("the call path names of one reply passed 4 GiB");
 	nm->s = grow(nm->s, &nm->cap, nm->n + len, 1);
 	memcpy(nm->s + nm->n, s, len);
-	*slot = (uint32_t)nm->n + 1;
+	nm->slot[i] = (struct tree_slot){h, (uint32_t)nm->n + 1};
 	nm->n_slot++;
 	nm->n += len;
-	return *slot - 1;
+	return nm->slot[i].at - 1;
 }
 
 static void
@@ -114,32 +121,14 @@ names_free(struct tree_names *nm)
 
 /* The slot of node id @id in @t: the one holding its index, or the free one where it would
  * go. */
-static uint32_t *
+static struct tree_slot *
 id_slot(const struct tree *t, uint32_t id)
 {
 	size_t i = slot_of(id, t->cap_id);
 
-	while (t->id_slot[i] && t->node[t->id_slot[i] - 1].id != id)
+	while (t->id_slot[i].at && t->id_slot[i].key != id)
 		i = (i + 1) & (t->cap_id - 1);
 	return &t->id_slot[i];
-}
-
-/* Room in @t's id table for one more node: under half full. */
-static void
-id_room(struct tree *t)
-{
-	if (2 * (t->n + 1) <= t->cap_id)
-		return;
-	uint32_t *old = t->id_slot;
-	size_t old_cap = t->cap_id;
-
-	t->cap_id = old_cap ? 2 * old_cap : 64;
-	if (!(t->id_slot = calloc(t->cap_id, sizeof(*t->id_slot))))
-		pmcctl_oom();
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i])
-			*id_slot(t, t->node[old[i] - 1].id) = old[i];
-	free(old);
 }
 
 void
@@ -156,7 +145,7 @@ static void
 tree_link(struct tree *t, uint32_t i, uint32_t parent_id)
 {
 	struct tree_node *nd = &t->node[i];
-	uint32_t s = parent_id ? *id_slot(t, parent_id) : 0;
+	uint32_t s = parent_id ? id_slot(t, parent_id)->at : 0;
 
 	if (!s) {
 		nd->orphan = parent_id != 0;
@@ -234,9 +223,9 @@ tree_add(struct tree *t, const Pmc__RegionStats *r)
 	/* Another process: another pid, or the same pid again (recycled, or exec'd). */
 	if (t->n && r->pid != t->pid)
 		return false;
-	id_room(t);
-	uint32_t *slot = id_slot(t, r->path);
-	if (*slot)
+	t->id_slot = slots_room(t->id_slot, &t->cap_id, t->n);
+	struct tree_slot *slot = id_slot(t, r->path);
+	if (slot->at)
 		return false;
 	if (t->n >= TREE_NONE - 1 || t->n_ev_all + r->n_events >= UINT32_MAX)
 		pmcctl_fail("a process of more than %" PRIu32 " call path nodes or events",
@@ -279,7 +268,7 @@ tree_add(struct tree *t, const Pmc__RegionStats *r)
 	/* Its parent is looked up among the nodes before it only: a node may not be its own
 	 * parent, nor a parent listed after it. */
 	tree_link(t, i, r->parent);
-	*slot = i + 1;
+	*slot = (struct tree_slot){r->path, i + 1};
 	if (t->keep)
 		tree_pack(t, nd, r);
 	t->n++;
@@ -563,39 +552,26 @@ tree_self_of(const struct tree *t, const struct tree_node *nd, const char *event
 static uint32_t
 folded_frame(struct folded *f, uint32_t parent, uint32_t name)
 {
-	if (2 * (f->n + 1) > f->cap_slot) {
-		uint32_t *old = f->slot;
-		size_t old_cap = f->cap_slot;
+	/* (a hash of both: slot_of() takes the high half of its product) */
+	uint32_t h =
+	        (uint32_t)(((((uint64_t)parent << 32) | name) * UINT64_C(0xff51afd7ed558ccd)) >>
+	                   32);
 
-		f->cap_slot = old_cap ? 2 * old_cap : 64;
-		if (!(f->slot = calloc(f->cap_slot, sizeof(*f->slot))))
-			pmcctl_oom();
-		for (size_t i = 0; i < old_cap; i++) {
-			if (!old[i])
-				continue;
-			const struct folded_frame *fr = &f->v[old[i] - 1];
-			size_t s = slot_of(((uint64_t)fr->parent << 32) | fr->name, f->cap_slot);
+	f->slot = slots_room(f->slot, &f->cap_slot, f->n);
+	size_t s = slot_of(h, f->cap_slot);
 
-			while (f->slot[s])
-				s = (s + 1) & (f->cap_slot - 1);
-			f->slot[s] = old[i];
-		}
-		free(old);
-	}
-	size_t s = slot_of(((uint64_t)parent << 32) | name, f->cap_slot);
+	for (; f->slot[s].at; s = (s + 1) & (f->cap_slot - 1)) {
+		const struct folded_frame *fr = &f->v[f->slot[s].at - 1];
 
-	for (; f->slot[s]; s = (s + 1) & (f->cap_slot - 1)) {
-		const struct folded_frame *fr = &f->v[f->slot[s] - 1];
-
-		if (fr->parent == parent && fr->name == name)
-			return f->slot[s] - 1;
+		if (f->slot[s].key == h && fr->parent == parent && fr->name == name)
+			return f->slot[s].at - 1;
 	}
 	if (f->n >= TREE_NONE - 1)
 		pmcctl_fail("more than %" PRIu32 " folded stacks", TREE_NONE - 2);
 	f->v = grow(f->v, &f->cap, f->n + 1, sizeof(*f->v));
 	f->v[f->n] = (struct folded_frame){.parent = parent, .name = name};
-	f->slot[s] = (uint32_t)++f->n;
-	return f->slot[s] - 1;
+	f->slot[s] = (struct tree_slot){h, (uint32_t)++f->n};
+	return f->slot[s].at - 1;
 }
 
 /* The frames of @t's nodes in @f, made as they are asked for: @frame[i] (TREE_NONE: not yet)

@@ -15,11 +15,17 @@
 /* No node (an index of struct tree's arrays). */
 #define TREE_NONE UINT32_MAX
 
+/* A slot of a hash table (open addressing, a power of two of them, at most 3/4 used): an
+ * index + 1 (0: a free slot) and the key it was found by (a hash, or a node id). */
+struct tree_slot {
+	uint32_t key, at;
+};
+
 /* Names, each kept once, NUL-terminated, end to end: a name is its offset in @s. */
 struct tree_names {
 	char *s;
 	size_t n, cap;
-	uint32_t *slot; /* offset + 1 (0: free), open addressing, a power of two of them */
+	struct tree_slot *slot; /* the offsets, by their text's hash */
 	size_t n_slot, cap_slot;
 };
 
@@ -41,12 +47,12 @@ struct tree_node {
 	uint32_t depth;             /* 0: a root */
 	uint32_t name;              /* in tree.names */
 	uint32_t ev, n_ev;          /* its events: tree.ev[ev] to tree.ev[ev + n_ev - 1] */
-	bool orphan;                /* it named a parent that no earlier node is: made a root */
-	bool counted;               /* RegionStats.count > 0 */
-	bool samples;      /* it or a node below it has samples (count > 0): not just reset */
-	bool selected;     /* in a subtree tree_select() chose */
-	bool own_origin;   /* its comm, cgroup, ns_pid or uid are not the tree's (kept whole) */
-	int64_t self_wall; /* its wall time sum less its children's (< 0 possible) */
+	bool orphan : 1;            /* it named a parent that no earlier node is: made a root */
+	bool counted : 1;           /* RegionStats.count > 0 */
+	bool samples : 1;    /* it or a node below it has samples (count > 0): not just reset */
+	bool selected : 1;   /* in a subtree tree_select() chose */
+	bool own_origin : 1; /* its comm, cgroup, ns_pid or uid are not the tree's (kept whole) */
+	int64_t self_wall;   /* its wall time sum less its children's (< 0 possible) */
 };
 
 /* The nodes of one process. */
@@ -60,10 +66,9 @@ struct tree {
 	size_t n, cap;
 	struct tree_event *ev; /* the events of the nodes, node by node */
 	size_t n_ev_all, cap_ev;
-	struct tree_names names; /* the names of the nodes and of their events */
-	size_t n_orphans;        /* nodes whose parent was not listed before them */
-	/* Node ids to indexes: index + 1 (0: free), open addressing, a power of two. */
-	uint32_t *id_slot;
+	struct tree_names names;   /* the names of the nodes and of their events */
+	size_t n_orphans;          /* nodes whose parent was not listed before them */
+	struct tree_slot *id_slot; /* node indexes by id */
 	size_t cap_id;
 	/* keep: each node's RegionStats packed, end to end, less what the tree holds (its
 	 * name, its events' names, its pid, path and parent, its process's figures). */
@@ -218,7 +223,7 @@ struct folded {
 	struct folded_frame *v;
 	size_t n, cap;
 	struct tree_names names;
-	uint32_t *slot; /* (parent, name) to frame: index + 1 (0: free), a power of two */
+	struct tree_slot *slot; /* frames by the hash of (parent, name) */
 	size_t cap_slot;
 };
 
