@@ -119,8 +119,8 @@ names_free(struct tree_names *nm)
 
 /* ---- building ---- */
 
-/* The slot of node id @id in @t: the one holding its index, or the free one where it would
- * go. */
+/* The slot of node id @id in @t's hash table: the one holding its index, or the free one
+ * where it would go. */
 static struct tree_slot *
 id_slot(const struct tree *t, uint32_t id)
 {
@@ -129,6 +129,37 @@ id_slot(const struct tree *t, uint32_t id)
 	while (t->id_slot[i].at && t->id_slot[i].key != id)
 		i = (i + 1) & (t->cap_id - 1);
 	return &t->id_slot[i];
+}
+
+/* The index + 1 of the node of id @id in @t, 0 when none has it. */
+static uint32_t
+id_find(const struct tree *t, uint32_t id)
+{
+	if (id < t->cap_by_id && t->by_id[id])
+		return t->by_id[id];
+	/* (an id put in the table when it was beyond by_id's end) */
+	return t->n_id_slot ? id_slot(t, id)->at : 0;
+}
+
+/* Records that node @i has id @id (none had it). */
+static void
+id_put(struct tree *t, uint32_t id, uint32_t i)
+{
+	/* Directly where ids are dense: by_id takes 8 bytes a node at most, and a reply's
+	 * scattered ids cannot make it large. */
+	if ((uint64_t)id < 2 * ((uint64_t)t->n + 4096)) {
+		if (id >= t->cap_by_id) {
+			size_t old = t->cap_by_id;
+
+			t->by_id = grow(t->by_id, &t->cap_by_id, (size_t)id + 1, sizeof(*t->by_id));
+			memset(t->by_id + old, 0, (t->cap_by_id - old) * sizeof(*t->by_id));
+		}
+		t->by_id[id] = i + 1;
+		return;
+	}
+	t->id_slot = slots_room(t->id_slot, &t->cap_id, t->n_id_slot);
+	*id_slot(t, id) = (struct tree_slot){id, i + 1};
+	t->n_id_slot++;
 }
 
 void
@@ -145,7 +176,7 @@ static void
 tree_link(struct tree *t, uint32_t i, uint32_t parent_id)
 {
 	struct tree_node *nd = &t->node[i];
-	uint32_t s = parent_id ? id_slot(t, parent_id)->at : 0;
+	uint32_t s = parent_id ? id_find(t, parent_id) : 0;
 
 	if (!s) {
 		nd->orphan = parent_id != 0;
@@ -223,9 +254,7 @@ tree_add(struct tree *t, const Pmc__RegionStats *r)
 	/* Another process: another pid, or the same pid again (recycled, or exec'd). */
 	if (t->n && r->pid != t->pid)
 		return false;
-	t->id_slot = slots_room(t->id_slot, &t->cap_id, t->n);
-	struct tree_slot *slot = id_slot(t, r->path);
-	if (slot->at)
+	if (id_find(t, r->path))
 		return false;
 	if (t->n >= TREE_NONE - 1 || t->n_ev_all + r->n_events >= UINT32_MAX)
 		pmcctl_fail("a process of more than %" PRIu32 " call path nodes or events",
@@ -268,7 +297,7 @@ tree_add(struct tree *t, const Pmc__RegionStats *r)
 	/* Its parent is looked up among the nodes before it only: a node may not be its own
 	 * parent, nor a parent listed after it. */
 	tree_link(t, i, r->parent);
-	*slot = (struct tree_slot){r->path, i + 1};
+	id_put(t, r->path, i);
 	if (t->keep)
 		tree_pack(t, nd, r);
 	t->n++;
@@ -291,8 +320,11 @@ tree_finish(struct tree *t)
 	t->names.slot = NULL;
 	t->names.n_slot = t->names.cap_slot = 0;
 	free(t->id_slot);
+	free(t->by_id);
 	free(t->ev_copy);
 	free(t->ev_ptr);
+	t->by_id = NULL;
+	t->cap_by_id = t->n_id_slot = 0;
 	t->id_slot = NULL;
 	t->ev_copy = NULL;
 	t->ev_ptr = NULL;
@@ -321,6 +353,7 @@ tree_free(struct tree *t)
 	free(t->ev);
 	names_free(&t->names);
 	free(t->id_slot);
+	free(t->by_id);
 	free(t->packed);
 	free(t->packed_end);
 	free(t->ev_copy);

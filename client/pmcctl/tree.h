@@ -66,10 +66,14 @@ struct tree {
 	size_t n, cap;
 	struct tree_event *ev; /* the events of the nodes, node by node */
 	size_t n_ev_all, cap_ev;
-	struct tree_names names;   /* the names of the nodes and of their events */
-	size_t n_orphans;          /* nodes whose parent was not listed before them */
-	struct tree_slot *id_slot; /* node indexes by id */
-	size_t cap_id;
+	struct tree_names names; /* the names of the nodes and of their events */
+	size_t n_orphans;        /* nodes whose parent was not listed before them */
+	/* Node indexes + 1 by id (0: none): directly for ids below about twice the nodes (a
+	 * daemon numbers them 1, 2, ...), the others in a hash table. */
+	uint32_t *by_id;
+	size_t cap_by_id;
+	struct tree_slot *id_slot;
+	size_t cap_id, n_id_slot;
 	/* keep: each node's RegionStats packed, end to end, less what the tree holds (its
 	 * name, its events' names, its pid, path and parent, its process's figures). */
 	bool keep;

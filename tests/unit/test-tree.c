@@ -535,6 +535,27 @@ test_node_stats(void)
 	tree_free(&t);
 }
 
+/* Ids far apart (a daemon numbers them 1, 2, ...; a hostile one may not): linked all the
+ * same, and one listed again ends the process. */
+static void
+test_sparse_ids(void)
+{
+	struct fake f;
+	struct tree t;
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 4, 3000000000u, 0, "far", 100, 0);
+	add(&f, 4, 7, 3000000000u, "near", 50, 0);
+	add(&f, 4, 4000000000u, 7, "farther", 20, 0);
+	add(&f, 4, 8, 4000000000u, "last", 5, 0);
+	add(&f, 4, 4000000000u, 0, "again", 1, 0);
+	CHECK(tree_build(&t, f.rp, f.n, false) == 4 && t.n_orphans == 0);
+	CHECK(tree_parent(&t, node_of(&t, 7)) == node_of(&t, 3000000000u));
+	CHECK(tree_parent(&t, node_of(&t, 8)) == node_of(&t, 4000000000u));
+	CHECK(node_of(&t, 8)->depth == 3 && node_of(&t, 3000000000u)->self_wall == 50);
+	tree_free(&t);
+}
+
 int
 main(void)
 {
@@ -552,6 +573,7 @@ main(void)
 	RUN(test_process_ends);
 	RUN(test_fold_text_order);
 	RUN(test_node_stats);
+	RUN(test_sparse_ids);
 	CHECK(pmc_test_count_fds() == fds);
 	return 0;
 }
