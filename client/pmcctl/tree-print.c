@@ -1,6 +1,7 @@
 /* pmcctl's call path trees printed: a Query.tree reply read process by process as its parts
- * arrive (each process's nodes built into a tree by tree.c, its untracked samples kept with
- * it), and each tree printed as query --tree prints it (an indented table with self columns,
+ * arrive (each node folded into its process's tree by tree.c as its part arrives, the part
+ * then freed; its untracked samples kept with it), each node unpacked only while it is
+ * printed, and each tree printed as query --tree prints it (an indented table with self columns,
  * nested JSON, CSV with path and self) or after dump's regions. flamegraph.c reads the same
  * reply through tree_print_reply_each(). A node's figures are printed with query.c's writers. */
 
