@@ -8,7 +8,7 @@
 # size of --max-reply (issue 34), from pmc-fake-daemon: `pmcctl query --tree` and `pmcctl
 # flamegraph` against a reply that never ends (refused at --max-reply, 64 MiB) and against
 # one that ends (TREE_PARTS parts of 200 nodes, a tree 20 levels deep, some 59 MB), peak RSS
-# beside the reply's bytes.
+# beside the reply's bytes, and as a multiple of them (issue 34's target: 2x at most).
 #
 # Usage: sudo [PMC_BENCH_BASE_PMCCTL=OLD_PMCCTL] bench/pprof-diff.sh BUILD_DIR [N] [REPS]
 #   (defaults 20000, 5); PMC_BENCH_BASE_PMCCTL: another pmcctl (an earlier commit's) run
@@ -70,10 +70,12 @@ row "diff of that JSON with itself" diff "pmcctl peak RSS $(awk '{ print $2 }' "
 [ -z "$BASE" ] || row "the same by $BASE" diff-base "peak RSS $(awk '{ print $2 }' "$TMP/diff-base.t" | median) kB"
 # peak RSS: the median of the runs' (the reply refused exits 1 after /usr/bin/time's line)
 peak() { awk '/^[0-9.]+ [0-9]+$/ { print $2 }' "$TMP/$1.t" | median; }
+# ratio BYTES KB: KB kB as a multiple of BYTES bytes ("?" when BYTES is not known)
+ratio() { [ -n "$1" ] && awk -v b="$1" -v k="$2" 'BEGIN { printf "%.2fx", k * 1024 / b }' || echo "?x"; }
 for k in new ${BASE:+base}; do
 	who=$([ $k = new ] && echo "" || echo " ($BASE)")
-	row "query --tree, reply never ends$who" "never-tree-$k" "peak RSS $(peak "never-tree-$k") kB; refused at --max-reply 67108864 bytes"
-	row "flamegraph, reply never ends$who" "never-flame-$k" "peak RSS $(peak "never-flame-$k") kB"
-	row "query --tree --format csv, $TREE_PARTS x 200 nodes$who" "ends-tree-$k" "peak RSS $(peak "ends-tree-$k") kB; reply ${ENDS_BYTES:-?} bytes"
-	row "flamegraph, the same$who" "ends-flame-$k" "peak RSS $(peak "ends-flame-$k") kB"
+	row "query --tree, reply never ends$who" "never-tree-$k" "peak RSS $(peak "never-tree-$k") kB ($(ratio 67108864 "$(peak "never-tree-$k")") the bound); refused at --max-reply 67108864 bytes"
+	row "flamegraph, reply never ends$who" "never-flame-$k" "peak RSS $(peak "never-flame-$k") kB ($(ratio 67108864 "$(peak "never-flame-$k")"))"
+	row "query --tree --format csv, $TREE_PARTS x 200 nodes$who" "ends-tree-$k" "peak RSS $(peak "ends-tree-$k") kB ($(ratio "$ENDS_BYTES" "$(peak "ends-tree-$k")") the reply); reply ${ENDS_BYTES:-?} bytes"
+	row "flamegraph, the same$who" "ends-flame-$k" "peak RSS $(peak "ends-flame-$k") kB ($(ratio "$ENDS_BYTES" "$(peak "ends-flame-$k")"))"
 done

@@ -79,17 +79,18 @@ event_name_scaled(const char *name, double value, double enabled, double running
 }
 
 ssize_t
-event_name_index(const Pmc__RegionStats *r, const char *event)
+event_name_pick(const char *event, size_t n, const char *(*name_at)(const void *ctx, size_t j),
+                const void *ctx)
 {
 	size_t base, cbase;
 	int modes = event_modes(event, &base);
 	bool any = modes < 0 || !event[base]; /* no mode given: the event in any mode */
 
-	for (size_t j = 0; j < r->n_events; j++)
-		if (!strcmp(r->events[j]->name, event))
+	for (size_t j = 0; j < n; j++)
+		if (!strcmp(name_at(ctx, j), event))
 			return (ssize_t)j;
-	for (size_t j = 0; j < r->n_events; j++) {
-		const char *name = r->events[j]->name;
+	for (size_t j = 0; j < n; j++) {
+		const char *name = name_at(ctx, j);
 		int cmodes = event_modes(name, &cbase);
 
 		/* "page-faults" names "page-faults:u" too, as in PMC_EVENTS; "cycles:u" names
@@ -98,6 +99,20 @@ event_name_index(const Pmc__RegionStats *r, const char *event)
 			return (ssize_t)j;
 	}
 	return -1;
+}
+
+static const char *
+region_event_name(const void *ctx, size_t j)
+{
+	const Pmc__RegionStats *r = ctx;
+
+	return r->events[j]->name;
+}
+
+ssize_t
+event_name_index(const Pmc__RegionStats *r, const char *event)
+{
+	return event_name_pick(event, r->n_events, region_event_name, r);
 }
 
 void

@@ -18,6 +18,10 @@
  */
 ssize_t event_name_index(const Pmc__RegionStats *r, const char *event);
 
+/** event_name_pick() - event_name_index() among @n names, the @j-th name_at(@ctx, @j) */
+ssize_t event_name_pick(const char *event, size_t n,
+                        const char *(*name_at)(const void *ctx, size_t j), const void *ctx);
+
 /** event_name_is_software() - whether @name (any mode) is one of perf's software events
  * (task-clock, page-faults, ...), which the kernel never multiplexes */
 bool event_name_is_software(const char *name);

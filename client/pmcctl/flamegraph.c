@@ -1,7 +1,8 @@
 /* pmcctl flamegraph: the folded stacks ("comm (uid U);outer;inner WEIGHT") of the call path trees
  * of the processes selected, for flamegraph.pl, inferno or speedscope, weighted by each node's self
  * figure of --event (the wall time by default). The reply is read by tree-print.c
- * (tree_print_reply_each()), the stacks folded by tree.c (tree_fold()). */
+ * (tree_print_reply_each()), the stacks folded by tree.c (tree_fold()) and written sorted
+ * (tree_folded_print()). */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,10 +43,10 @@ flamegraph_tree(const struct tree *t, void *ctx)
 
 	g->n_counted += tree_fold(t, g->o->event, &g->folded);
 	for (size_t i = 0; i < t->n; i++) {
-		const Pmc__RegionStats *r = t->node[i].r;
+		const struct tree_node *nd = &t->node[i];
 
-		for (size_t j = 0; t->node[i].selected && j < r->n_events; j++)
-			event_name_add(&g->events, r->events[j]->name);
+		for (size_t j = 0; nd->selected && j < nd->n_ev; j++)
+			event_name_add(&g->events, tree_event_name(t, nd, j));
 	}
 }
 
@@ -65,9 +66,7 @@ cmd_flamegraph(int sock, const struct command *cmd, const struct opts *o)
 	}
 	if (!g.n_counted)
 		event_name_not_counted(o->event, n.selected, "call path node", &g.events);
-	tree_folded_merge(&g.folded);
-	for (size_t i = 0; i < g.folded.n; i++)
-		printf("%s %" PRIu64 "\n", g.folded.v[i].stack, g.folded.v[i].weight);
+	tree_folded_print(&g.folded, stdout);
 	flamegraph_free(&g);
 	if (fflush(stdout) || ferror(stdout))
 		pmcctl_fail("cannot write the output: %s", strerror(errno));

@@ -15,10 +15,32 @@
 #include "pmcctl/output.h"
 #include "pmcctl/pmcctl.h"
 
+/* The decimal digits of @v at the end of the @len bytes of @buf, NUL-terminated (@len >= 21);
+ * returns where they begin. */
+static char *
+u64_digits(char *buf, size_t len, uint64_t v)
+{
+	char *p = buf + len;
+
+	*--p = '\0';
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	return p;
+}
+
 /* Shortest "%g" text that reads back as the same double. */
 static void
 format_real(char *buf, size_t len, double v)
 {
+	/* A whole number below 10^15 (a mean or a percentile of whole counts, most often):
+	 * "%.15g" writes its digits, and they read back exactly. */
+	if (fabs(v) < 1e15 && v == (double)(int64_t)v && (v != 0 || !signbit(v)) && len > 22) {
+		char digits[24], *d = u64_digits(digits, sizeof(digits), (uint64_t)fabs(v));
+
+		snprintf(buf, len, "%s%s", v < 0 ? "-" : "", d);
+		return;
+	}
 	snprintf(buf, len, "%.15g", v);
 	if (strtod(buf, NULL) != v)
 		snprintf(buf, len, "%.17g", v);
@@ -176,11 +198,13 @@ output_table_print(struct table *t, FILE *f)
 
 static bool csv_mid_row;
 
+/* CSV is written by one thread (pmcctl has no other that writes stdout): stdio's unlocked
+ * calls, a lock each field was a fifth of query --tree's CSV. */
 static void
 csv_sep(void)
 {
 	if (csv_mid_row)
-		putchar(',');
+		putchar_unlocked(',');
 	csv_mid_row = true;
 }
 
@@ -189,35 +213,47 @@ csv_sep(void)
 void
 output_csv_str(const char *str)
 {
-	_cleanup_free_ char *s = output_escape_text(str);
+	bool plain = true; /* printable ASCII only: shown as it is (output_escape_text()) */
+
+	for (const unsigned char *c = (const unsigned char *)str; *c && plain; c++)
+		plain = *c >= 0x20 && *c < 0x7f;
+	_cleanup_free_ char *copy = plain ? NULL : output_escape_text(str);
+	const char *s = copy ? copy : str;
 	const char *formula = str[0] && strchr("=+-@\t\r", str[0]) ? "'" : "";
 
 	csv_sep();
 	if (!s[strcspn(s, ",\"\r\n")]) {
-		printf("%s%s", formula, s);
+		fputs_unlocked(formula, stdout);
+		fputs_unlocked(s, stdout);
 		return;
 	}
 	printf("\"%s", formula);
 	for (const char *p = s; *p; p++) {
 		if (*p == '"')
-			putchar('"');
-		putchar(*p);
+			putchar_unlocked('"');
+		putchar_unlocked(*p);
 	}
-	putchar('"');
+	putchar_unlocked('"');
 }
 
 void
 output_csv_u64(uint64_t v)
 {
+	char buf[24];
+
 	csv_sep();
-	printf("%" PRIu64, v);
+	fputs_unlocked(u64_digits(buf, sizeof(buf), v), stdout);
 }
 
 void
 output_csv_i64(int64_t v)
 {
+	char buf[24];
+
 	csv_sep();
-	printf("%" PRId64, v);
+	if (v < 0)
+		putchar_unlocked('-');
+	fputs_unlocked(u64_digits(buf, sizeof(buf), v < 0 ? -(uint64_t)v : (uint64_t)v), stdout);
 }
 
 /* Non-finite values become empty fields: CSV has no spelling for them. */
@@ -230,7 +266,7 @@ output_csv_real(double v)
 	if (!isfinite(v))
 		return;
 	format_real(buf, sizeof(buf), v);
-	fputs(buf, stdout);
+	fputs_unlocked(buf, stdout);
 }
 
 void
@@ -242,7 +278,7 @@ output_csv_bool(bool v)
 void
 output_csv_end(void)
 {
-	putchar('\n');
+	putchar_unlocked('\n');
 	csv_mid_row = false;
 }
 

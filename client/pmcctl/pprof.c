@@ -313,9 +313,9 @@ pprof_stack_room(struct pprof *p, size_t depth)
 	p->stack_cap = depth;
 }
 
-/* The selected nodes of @t as samples. */
+/* The selected nodes of @t as samples, @r the RegionStats of its nodes (node i: @r[i]). */
 static void
-pprof_tree(struct pprof *p, const struct tree *t)
+pprof_tree(struct pprof *p, const struct tree *t, Pmc__RegionStats *const *r)
 {
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tree_node *nd = &t->node[i];
@@ -324,16 +324,17 @@ pprof_tree(struct pprof *p, const struct tree *t)
 		if (!nd->selected)
 			continue;
 		pprof_stack_room(p, nd->depth + 2);
-		for (const struct tree_node *a = nd; a; a = a->parent)
-			p->stack[depth++] = pprof_frame(p, a->r->name, false);
+		for (const struct tree_node *a = nd; a; a = tree_parent(t, a))
+			p->stack[depth++] = pprof_frame(p, tree_name(t, a), false);
 		p->stack[depth++] = pprof_frame(p, t->comm, true);
 
 		memset(p->values, 0, (2 + p->n_events) * sizeof(*p->values));
-		p->values[0] = (int64_t)nd->r->count;
+		p->values[0] = (int64_t)r[i]->count;
 		p->values[1] = nd->self_wall;
-		for (size_t e = 0; e < nd->r->n_events; e++)
-			p->values[2 + pprof_event_index(p, nd->r->events[e]->name)] = nd->self[e];
-		pprof_sample(p, depth, nd->r, false);
+		for (size_t e = 0; e < nd->n_ev; e++)
+			p->values[2 + pprof_event_index(p, tree_event_name(t, nd, e))] =
+			        t->ev[nd->ev + e].self;
+		pprof_sample(p, depth, r[i], false);
 	}
 }
 
@@ -361,10 +362,13 @@ rest_take(struct rest *rest, size_t n, const Pmc__RegionStats *node)
 	f->v[0] -= node->count;
 	f->v[1] -= call_stats_or_zero(node->wall_ns)->sum;
 	for (size_t e = 0; e < node->n_events; e++) {
-		ssize_t i = tree_event_named(f->r, node->events[e]->name);
-
-		if (i >= 0)
+		/* The first of @f's events of that name. */
+		for (size_t i = 0; i < f->r->n_events; i++) {
+			if (strcmp(f->r->events[i]->name, node->events[e]->name))
+				continue;
 			f->v[2 + i] -= call_stats_or_zero(node->events[e]->stats)->sum;
+			break;
+		}
 	}
 }
 
@@ -543,13 +547,14 @@ pprof_write(const Pmc__QueryReply *flat, const Pmc__QueryReply *tree, const stru
 
 	for (size_t i = 0; tree && i < tree->n_regions;) {
 		struct tree t;
+		Pmc__RegionStats *const *r = tree->regions + i;
 
-		i += tree_build(&t, tree->regions + i, tree->n_regions - i);
+		i += tree_build(&t, r, tree->n_regions - i, false);
 		if ((!keep || keep(t.pid, ctx)) &&
 		    tree_select(&t, (const char *const *)o->regions, o->n_regions)) {
-			pprof_tree(&p, &t);
+			pprof_tree(&p, &t, r);
 			for (size_t k = 0; k < t.n; k++)
-				rest_take(rest, n_rest, t.node[k].r);
+				rest_take(rest, n_rest, r[k]);
 		}
 		tree_free(&t);
 	}

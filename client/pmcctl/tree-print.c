@@ -1,6 +1,7 @@
 /* pmcctl's call path trees printed: a Query.tree reply read process by process as its parts
- * arrive (each process's nodes built into a tree by tree.c, its untracked samples kept with
- * it), and each tree printed as query --tree prints it (an indented table with self columns,
+ * arrive (each node folded into its process's tree by tree.c as its part arrives, the part
+ * then freed; its untracked samples kept with it), each node unpacked only while it is
+ * printed, and each tree printed as query --tree prints it (an indented table with self columns,
  * nested JSON, CSV with path and self) or after dump's regions. flamegraph.c reads the same
  * reply through tree_print_reply_each(). A node's figures are printed with query.c's writers. */
 
@@ -42,23 +43,19 @@ struct untracked {
 	uint64_t count;
 };
 
-/* A tree reply printed (or handed to @on_tree) process by process as its parts arrive. The
- * nodes of the process not finished yet are kept until a node of another process or the end
- * of the reply: those of the part at hand as they are, those of earlier parts (each part is
- * freed after its callback) packed as the wire had them, one buffer for all, about the
- * reply's own size; a process's untracked samples come in the part that lists its last
- * node, as its losses do. */
+/* A tree reply printed (or handed to @on_tree) process by process as its parts arrive. Each
+ * node is folded into the tree of its process as it arrives (tree_add()), so that each part
+ * is freed after its callback: what a tree keeps of its nodes is about the reply's own size.
+ * A process's tree is shown at a node of another process or at the end of the reply: its
+ * untracked samples come in the part that lists its last node, as its losses do. */
 struct tree_printer {
 	const struct opts *o;
-	bool dump;                  /* after dump's regions (JSON: the member "tree") */
-	bool old_daemon;            /* a node without an id: the daemon knows no Query.tree */
-	Pmc__RegionStats **pending; /* the nodes of the process not finished yet, of this part */
-	size_t n_pending, cap_pending;
-	uint8_t *packed; /* its nodes of earlier parts, each packed (RegionStats), end to end */
-	size_t n_packed, cap_packed;
-	size_t *packed_end; /* where each ends in @packed */
-	size_t n_packed_nodes, cap_packed_nodes;
-	int32_t pending_pid; /* the pid of those nodes, when there are */
+	bool dump;       /* after dump's regions (JSON: the member "tree") */
+	bool old_daemon; /* a node without an id: the daemon knows no Query.tree */
+	struct tree cur; /* the process whose nodes may go on in the next part */
+	/* Those of its pid before it (the pid again: recycled, or exec'd), ended, shown with it. */
+	struct tree *held;
+	size_t n_held, cap_held;
 	struct untracked *untracked;
 	size_t n_untracked, cap_untracked;
 	size_t n_nodes, n_selected; /* listed, and in the subtrees --region selects */
@@ -66,6 +63,8 @@ struct tree_printer {
 	bool csv_head;              /* CSV: the header printed */
 	struct table_notes notes;
 	bool any_negative;
+	struct arena arena;      /* the node printed, unpacked */
+	struct tree_paths paths; /* the paths of a walk */
 	/* Not NULL: each tree is handed to it with @ctx (flamegraph), nothing printed here. */
 	void (*on_tree)(const struct tree *t, void *ctx);
 	void *ctx;
@@ -77,88 +76,29 @@ static const char *const tree_csv_head[] = {
         "running_ratio", "floor", "too_short", "cgroup", "ns_pid", "path", "self",
 };
 
-/* @v (@cap items of @size) grown to hold @need, by half again at least. */
-static void *
-grow_to(void *v, size_t *cap, size_t need, size_t size)
+/* @v (@cap trees) grown to hold @need. */
+static struct tree *
+grow_held(struct tree *v, size_t *cap, size_t need)
 {
 	if (need <= *cap)
 		return v;
-	size_t c = *cap < 64 ? 64 : *cap + *cap / 2;
-	if (c < need)
-		c = need;
-	v = reallocarray(v, c, size);
+	size_t c = *cap ? 2 * *cap : 4;
+	v = reallocarray(v, c, sizeof(*v));
 	if (!v)
 		pmcctl_oom();
 	*cap = c;
 	return v;
 }
 
-static size_t
-pending_count(const struct tree_printer *p)
-{
-	return p->n_packed_nodes + p->n_pending;
-}
-
-/* Forgets the pending nodes. */
+/* Forgets the trees of the nodes not shown yet. */
 static void
 pending_clear(struct tree_printer *p)
 {
-	p->n_pending = p->n_packed = p->n_packed_nodes = 0;
-}
-
-static void
-pending_add(struct tree_printer *p, Pmc__RegionStats *r)
-{
-	p->pending = grow_to(p->pending, &p->cap_pending, p->n_pending + 1, sizeof(*p->pending));
-	p->pending_pid = r->pid;
-	p->pending[p->n_pending++] = r;
-}
-
-/* The part at hand is freed after its callback: its pending nodes packed, to live on. */
-static void
-pending_pack(struct tree_printer *p)
-{
-	for (size_t i = 0; i < p->n_pending; i++) {
-		size_t n = pmc__region_stats__get_packed_size(p->pending[i]);
-
-		p->packed = grow_to(p->packed, &p->cap_packed, p->n_packed + n, 1);
-		p->packed_end = grow_to(p->packed_end, &p->cap_packed_nodes, p->n_packed_nodes + 1,
-		                        sizeof(*p->packed_end));
-		p->n_packed += pmc__region_stats__pack(p->pending[i], p->packed + p->n_packed);
-		p->packed_end[p->n_packed_nodes++] = p->n_packed;
-	}
-	p->n_pending = 0;
-}
-
-/* Every pending node, in the reply's order, in *@out (the caller frees it and @a): those of
- * earlier parts unpacked into @a, whose packed bytes are then forgotten. */
-static size_t
-pending_all(struct tree_printer *p, struct arena *a, Pmc__RegionStats ***out)
-{
-	size_t n = pending_count(p), from = 0;
-	Pmc__RegionStats **all = calloc(n ? n : 1, sizeof(*all));
-	ProtobufCAllocator alloc;
-
-	if (!all)
-		pmcctl_oom();
-	/* Unpacked, a node takes some 4 times its packed bytes (its messages' structs): blocks
-	 * of an eighth of that, 1 MiB at least. */
-	a->block_size = p->n_packed / 2 < (1u << 20) ? (1u << 20) : p->n_packed / 2;
-	alloc = call_arena_allocator(a);
-	for (size_t i = 0; i < p->n_packed_nodes; i++) {
-		all[i] = pmc__region_stats__unpack(&alloc, p->packed_end[i] - from,
-		                                   p->packed + from);
-		if (!all[i])
-			pmcctl_oom();
-		from = p->packed_end[i];
-	}
-	if (p->n_pending)
-		memcpy(all + p->n_packed_nodes, p->pending, p->n_pending * sizeof(*all));
-	free(p->packed);
-	p->packed = NULL;
-	p->n_packed = p->cap_packed = 0;
-	*out = all;
-	return n;
+	for (size_t i = 0; i < p->n_held; i++)
+		tree_free(&p->held[i]);
+	p->n_held = 0;
+	tree_free(&p->cur);
+	tree_init(&p->cur, !p->on_tree);
 }
 
 static void
@@ -199,9 +139,10 @@ static void
 tree_printer_free(struct tree_printer *p)
 {
 	pending_clear(p);
-	free(p->pending);
-	free(p->packed);
-	free(p->packed_end);
+	free(p->held);
+	tree_free(&p->cur);
+	call_arena_free(&p->arena);
+	tree_paths_free(&p->paths);
 	for (size_t i = 0; i < p->n_untracked; i++)
 		free(p->untracked[i].reason);
 	free(p->untracked);
@@ -218,12 +159,13 @@ tree_event_columns(const struct tree *t, size_t *n)
 
 	*n = 0;
 	for (size_t i = 0; i < t->n; i++) {
-		const Pmc__RegionStats *r = t->node[i].r;
+		const struct tree_node *nd = &t->node[i];
 
-		for (size_t j = 0; t->node[i].selected && j < r->n_events; j++) {
+		for (size_t j = 0; nd->selected && j < nd->n_ev; j++) {
+			const char *name = tree_event_name(t, nd, j);
 			size_t k = 0;
 
-			while (k < *n && strcmp(names[k], r->events[j]->name))
+			while (k < *n && strcmp(names[k], name))
 				k++;
 			if (k < *n)
 				continue;
@@ -231,7 +173,7 @@ tree_event_columns(const struct tree *t, size_t *n)
 			if (!grown)
 				pmcctl_oom();
 			names = grown;
-			names[(*n)++] = r->events[j]->name;
+			names[(*n)++] = name;
 		}
 	}
 	return names;
@@ -255,28 +197,14 @@ table_add_signed(struct table *t, int64_t v, bool ns, const char *mark, bool *ro
 	output_table_add(t, "%s%s%s", v < 0 ? "-" : "", buf, mark);
 }
 
-/* Whether @nd's self figure of event @name was extrapolated: its own, or a child's. */
-static bool
-self_scaled(const struct tree_node *nd, const char *name)
-{
-	for (const struct tree_node *c = nd->child; c; c = c->next) {
-		ssize_t k = tree_event_named(c->r, name);
-
-		if (k >= 0 && c->r->events[k]->scaled_count > 0)
-			return true;
-	}
-	ssize_t k = tree_event_named(nd->r, name);
-	return k >= 0 && nd->r->events[k]->scaled_count > 0;
-}
-
 /* The cells of event @name in @nd's row: its inclusive sum (marked '*' when extrapolated,
  * '~' when too short) and its self sum ('*' when its own or a child's was extrapolated);
  * "-" where @nd did not count it. */
 static void
-tree_table_event(struct tree_printer *p, struct table *t, const struct tree_node *nd,
-                 const char *name)
+tree_table_event(struct tree_printer *p, struct table *t, const struct tree *tr,
+                 const struct tree_node *nd, const Pmc__RegionStats *r, const char *name)
 {
-	ssize_t j = tree_event_named(nd->r, name);
+	ssize_t j = tree_event_named(tr, nd, name);
 	bool ns = query_event_counts_ns(name);
 	char sum[64];
 
@@ -285,30 +213,32 @@ tree_table_event(struct tree_printer *p, struct table *t, const struct tree_node
 		output_table_add(t, "-");
 		return;
 	}
-	const Pmc__EventStats *e = nd->r->events[j];
-	bool scaled = self_scaled(nd, name);
+	const Pmc__EventStats *e = r->events[j];
+	const struct tree_event *te = &tr->ev[nd->ev + (size_t)j];
+	bool scaled = te->self_scaled;
 
 	figure_text(sum, sizeof(sum), (double)call_stats_or_zero(e->stats)->sum, ns,
 	            &p->notes.rounded);
 	output_table_add(t, "%s%s%s", sum, e->scaled_count > 0 ? "*" : "", e->too_short ? "~" : "");
-	table_add_signed(t, nd->self[j], ns, scaled ? "*" : "", &p->notes.rounded);
+	table_add_signed(t, te->self, ns, scaled ? "*" : "", &p->notes.rounded);
 	p->notes.any_scaled |= scaled;
 	p->notes.any_short |= e->too_short;
-	p->any_negative |= nd->self[j] < 0;
+	p->any_negative |= te->self < 0;
 }
 
 /* The row of @nd, @top the top of its subtree shown: its name indented by its depth below
  * @top, or @top's whole path where it has ancestors (--region); then its count, and the
  * inclusive and self sums of the wall time and of each event of @ev. */
 static void
-tree_table_row(struct tree_printer *p, struct table *t, const struct tree_node *nd,
-               const struct tree_node *top, const char *const *ev, size_t n_ev)
+tree_table_row(struct tree_printer *p, struct table *t, const struct tree *tr,
+               const struct tree_node *nd, const struct tree_node *top, const char *const *ev,
+               size_t n_ev)
 {
-	const Pmc__RegionStats *r = nd->r;
+	const Pmc__RegionStats *r = tree_node_stats(tr, nd, &p->arena);
 	char count[64];
 
-	if (nd == top && nd->parent) {
-		_cleanup_free_ char *path = tree_path(nd);
+	if (nd == top && tree_parent(tr, nd)) {
+		_cleanup_free_ char *path = tree_path(tr, nd);
 		output_table_add(t, "%s", path);
 	} else {
 		output_table_add(t, "%*s%s", (int)(2 * (nd->depth - top->depth)), "", r->name);
@@ -322,7 +252,8 @@ tree_table_row(struct tree_printer *p, struct table *t, const struct tree_node *
 	p->notes.any_short |= r->wall_too_short;
 	p->any_negative |= nd->self_wall < 0;
 	for (size_t c = 0; c < n_ev; c++)
-		tree_table_event(p, t, nd, ev[c]);
+		tree_table_event(p, t, tr, nd, r, ev[c]);
+	call_arena_reset(&p->arena);
 }
 
 /* Each reason of @pid's untracked samples, a line. */
@@ -381,10 +312,10 @@ tree_table(struct tree_printer *p, const struct tree *t)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tree_node *top = &t->node[i];
 
-		if (!tree_is_top(top))
+		if (!tree_is_top(t, top))
 			continue;
-		for (const struct tree_node *nd = top; nd; nd = tree_next(nd, top))
-			tree_table_row(p, &tab, nd, top, ev, n_ev);
+		for (const struct tree_node *nd = top; nd; nd = tree_next(t, nd, top))
+			tree_table_row(p, &tab, t, nd, top, ev, n_ev);
 	}
 	char container[CGROUP_NAME_MAX];
 	_cleanup_free_ char *where =
@@ -414,16 +345,17 @@ tree_table_notes(struct tree_printer *p)
 
 /* The object query prints for @nd's region, with its "path", "self" and "children" (empty). */
 static json_t *
-tree_node_json(const struct tree_node *nd)
+tree_node_json(struct tree_printer *p, const struct tree *t, const struct tree_node *nd)
 {
-	json_t *o = query_region_json(nd->r);
+	json_t *o = query_region_json(tree_node_stats(t, nd, &p->arena));
 	json_t *self = output_jobject();
-	_cleanup_free_ char *path = tree_path(nd);
+	_cleanup_free_ char *path = tree_path(t, nd);
 
+	call_arena_reset(&p->arena);
 	output_jset(o, "path", output_jstr(path));
 	output_jset(self, "wall_ns", json_integer(nd->self_wall));
-	for (size_t j = 0; j < nd->r->n_events; j++)
-		output_jset(self, nd->r->events[j]->name, json_integer(nd->self[j]));
+	for (size_t j = 0; j < nd->n_ev; j++)
+		output_jset(self, tree_event_name(t, nd, j), json_integer(t->ev[nd->ev + j].self));
 	output_jset(o, "self", self);
 	output_jset(o, "children", output_jarray());
 	return o;
@@ -431,7 +363,7 @@ tree_node_json(const struct tree_node *nd)
 
 /* {"pid","comm","cgroup","ns_pid","uid","untracked":{reason:count},"tree":[node...]} of @t. */
 static json_t *
-tree_json(const struct tree_printer *p, const struct tree *t)
+tree_json(struct tree_printer *p, const struct tree *t)
 {
 	json_t *proc = output_jobject();
 	json_t *untracked = output_jobject();
@@ -457,10 +389,9 @@ tree_json(const struct tree_printer *p, const struct tree *t)
 
 		if (!nd->selected)
 			continue;
-		obj[i] = tree_node_json(nd);
-		output_jappend(tree_is_top(nd)
-		                       ? tops
-		                       : json_object_get(obj[nd->parent - t->node], "children"),
+		obj[i] = tree_node_json(p, t, nd);
+		output_jappend(tree_is_top(t, nd) ? tops
+		                                  : json_object_get(obj[nd->parent], "children"),
 		               obj[i]);
 	}
 	return proc;
@@ -475,10 +406,10 @@ tree_json_open(const struct tree_printer *p)
 
 /* The rows of @nd: query's, each with the path and the self sum of its figure after them. */
 static void
-tree_csv_node(const struct tree_node *nd)
+tree_csv_node(struct tree_printer *p, const struct tree *t, const struct tree_node *nd,
+              const char *path)
 {
-	const Pmc__RegionStats *r = nd->r;
-	_cleanup_free_ char *path = tree_path(nd);
+	const Pmc__RegionStats *r = tree_node_stats(t, nd, &p->arena);
 
 	query_csv_fields(r, NULL);
 	output_csv_str(path);
@@ -487,7 +418,7 @@ tree_csv_node(const struct tree_node *nd)
 	for (size_t j = 0; j < r->n_events; j++) {
 		query_csv_fields(r, r->events[j]);
 		output_csv_str(path);
-		output_csv_i64(nd->self[j]);
+		output_csv_i64(t->ev[nd->ev + j].self);
 		output_csv_end();
 	}
 	for (size_t j = 0; j < r->n_derived; j++) {
@@ -496,6 +427,7 @@ tree_csv_node(const struct tree_node *nd)
 		output_csv_str("");
 		output_csv_end();
 	}
+	call_arena_reset(&p->arena);
 }
 
 /* The header of a tree reply's CSV, once. */
@@ -514,10 +446,10 @@ tree_csv(struct tree_printer *p, const struct tree *t)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tree_node *top = &t->node[i];
 
-		if (!tree_is_top(top))
+		if (!tree_is_top(t, top))
 			continue;
-		for (const struct tree_node *nd = top; nd; nd = tree_next(nd, top))
-			tree_csv_node(nd);
+		for (const struct tree_node *nd = top; nd; nd = tree_next(t, nd, top))
+			tree_csv_node(p, t, nd, tree_paths_at(&p->paths, t, nd, top));
 	}
 }
 
@@ -599,30 +531,32 @@ untracked_flush(struct tree_printer *p, const int32_t *pending)
 	}
 }
 
-/* Builds the trees of the pending nodes (one process, or several of one pid) and prints
- * those with nodes --region selects; forgets them. */
+/* Shows @t, ended, when it has nodes --region selects; frees it. */
+static void
+tree_show(struct tree_printer *p, struct tree *t)
+{
+	size_t selected = tree_select(t, p->o->regions, p->o->n_regions);
+
+	p->n_nodes += t->n;
+	p->n_selected += selected;
+	if (selected)
+		tree_emit(p, t);
+	untracked_forget(p, t->pid);
+	tree_free(t);
+}
+
+/* Shows the trees of the nodes not shown yet (one process, or several of one pid); forgets
+ * them. */
 static void
 tree_flush(struct tree_printer *p)
 {
-	struct arena a = {0};
-	Pmc__RegionStats **all;
-	size_t n = pending_all(p, &a, &all);
-
-	for (size_t i = 0; i < n;) {
-		struct tree t;
-
-		i += tree_build(&t, all + i, n - i);
-		size_t selected = tree_select(&t, p->o->regions, p->o->n_regions);
-
-		p->n_nodes += t.n;
-		p->n_selected += selected;
-		if (selected)
-			tree_emit(p, &t);
-		untracked_forget(p, t.pid);
-		tree_free(&t);
+	for (size_t i = 0; i < p->n_held; i++)
+		tree_show(p, &p->held[i]);
+	p->n_held = 0;
+	if (p->cur.n) {
+		tree_finish(&p->cur);
+		tree_show(p, &p->cur);
 	}
-	free(all);
-	call_arena_free(&a);
 	pending_clear(p);
 }
 
@@ -643,12 +577,18 @@ tree_part(const Pmc__QueryReply *q, void *ctx)
 			pending_clear(p);
 			return;
 		}
-		if (pending_count(p) && r->pid != p->pending_pid)
+		if (p->cur.n && r->pid != p->cur.pid)
 			tree_flush(p);
-		pending_add(p, r);
+		if (tree_add(&p->cur, r))
+			continue;
+		/* The pid again, a node id again: another process. */
+		tree_finish(&p->cur);
+		p->held = grow_held(p->held, &p->cap_held, p->n_held + 1);
+		p->held[p->n_held++] = p->cur;
+		tree_init(&p->cur, !p->on_tree);
+		tree_add(&p->cur, r);
 	}
-	untracked_flush(p, pending_count(p) ? &p->pending_pid : NULL);
-	pending_pack(p);
+	untracked_flush(p, p->cur.n ? &p->cur.pid : NULL);
 }
 
 /* Asks for the call path nodes of the processes @o selects and prints their trees (or hands
@@ -665,6 +605,8 @@ tree_stream(int sock, const char *what, const struct opts *o, struct tree_printe
 	q.n_regions = 0;
 	q.regions = NULL;
 	q.region = (char *)protobuf_c_empty_string;
+	tree_init(&p->cur, !p->on_tree);
+	p->arena.block_size = 1 << 16;
 	Pmc__Response *last = call_query_stream(sock, what, &q, o, tree_part, p);
 	tree_flush(p);
 	if (!p->old_daemon)

@@ -33,8 +33,9 @@ hostile() {
 }
 
 # The bound: a reply of 64 MiB of parts. query --tree and flamegraph keep a process's nodes
-# until the process ends, packed as the wire had them: about the reply's bytes, and no more
-# than twice them (issue 34; 430 MB before, 2.3 GB in 20 s and growing before that); a
+# until the process ends, folded into its tree as each part arrives (query --tree also each
+# node's figures, packed): no more than twice the reply's bytes (issue 34; 108 and 71 MB,
+# 430 MB before, 2.3 GB in 20 s and growing before that); a
 # table keeps its rows. The default bound once; each other command under a smaller one (a
 # quarter of the work, so that the five fit the test's 300 s on a loaded machine), where
 # pmcctl's own few MB are added to twice 16 MiB.

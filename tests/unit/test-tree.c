@@ -87,9 +87,16 @@ static const struct tree_node *
 node_of(const struct tree *t, uint32_t id)
 {
 	for (size_t i = 0; i < t->n; i++)
-		if (t->node[i].r->path == id)
+		if (t->node[i].id == id)
 			return &t->node[i];
 	return NULL;
+}
+
+/* The self figure of the @j-th event of node @id. */
+static int64_t
+self_ev(const struct tree *t, uint32_t id, size_t j)
+{
+	return t->ev[node_of(t, id)->ev + j].self;
 }
 
 static void
@@ -99,19 +106,20 @@ test_links(void)
 	struct tree t;
 
 	make_sample(&f);
-	CHECK(tree_build(&t, f.rp, f.n) == 6);
+	CHECK(tree_build(&t, f.rp, f.n, true) == 6);
 	CHECK(t.pid == 100 && !strcmp(t.comm, "app") && t.uid == 1000 && t.n_orphans == 0);
-	CHECK(node_of(&t, 1)->parent == NULL && node_of(&t, 5)->parent == NULL);
-	CHECK(node_of(&t, 3)->parent == node_of(&t, 2) && node_of(&t, 3)->depth == 2);
-	CHECK(node_of(&t, 1)->child == node_of(&t, 2) && node_of(&t, 2)->next == node_of(&t, 4));
+	CHECK(!tree_parent(&t, node_of(&t, 1)) && !tree_parent(&t, node_of(&t, 5)));
+	CHECK(tree_parent(&t, node_of(&t, 3)) == node_of(&t, 2) && node_of(&t, 3)->depth == 2);
+	CHECK(&t.node[node_of(&t, 1)->child] == node_of(&t, 2) &&
+	      &t.node[node_of(&t, 2)->next] == node_of(&t, 4));
 	/* Depth first, children in the reply's order, within the subtree only. */
 	const struct tree_node *top = node_of(&t, 1), *nd = top;
 	uint32_t order[6];
 	size_t n = 0;
-	for (; nd && n < 6; nd = tree_next(nd, top))
-		order[n++] = nd->r->path;
+	for (; nd && n < 6; nd = tree_next(&t, nd, top))
+		order[n++] = nd->id;
 	CHECK(n == 4 && order[0] == 1 && order[1] == 2 && order[2] == 3 && order[3] == 4);
-	_cleanup_free_ char *path = tree_path(node_of(&t, 3));
+	_cleanup_free_ char *path = tree_path(&t, node_of(&t, 3));
 	CHECK(!strcmp(path, "a;b;b"));
 	tree_free(&t);
 }
@@ -124,19 +132,19 @@ test_self(void)
 	int64_t v = 0;
 
 	make_sample(&f);
-	tree_build(&t, f.rp, f.n);
-	CHECK(node_of(&t, 1)->self_wall == 100 && node_of(&t, 1)->self[0] == 10);
-	CHECK(node_of(&t, 2)->self_wall == 400 && node_of(&t, 2)->self[0] == -10);
-	CHECK(node_of(&t, 3)->self_wall == 200 && node_of(&t, 3)->self[0] == 80);
-	CHECK(node_of(&t, 5)->self_wall == 300 && node_of(&t, 5)->self[0] == 2);
+	tree_build(&t, f.rp, f.n, true);
+	CHECK(node_of(&t, 1)->self_wall == 100 && self_ev(&t, 1, 0) == 10);
+	CHECK(node_of(&t, 2)->self_wall == 400 && self_ev(&t, 2, 0) == -10);
+	CHECK(node_of(&t, 3)->self_wall == 200 && self_ev(&t, 3, 0) == 80);
+	CHECK(node_of(&t, 5)->self_wall == 300 && self_ev(&t, 5, 0) == 2);
 	/* --event: "wall", none, the full name or the name without its mode. */
-	CHECK(tree_self_of(node_of(&t, 2), NULL, &v) && v == 400);
-	CHECK(tree_self_of(node_of(&t, 2), "wall", &v) && v == 400);
-	CHECK(tree_self_of(node_of(&t, 2), "page-faults", &v) && v == -10);
-	CHECK(tree_self_of(node_of(&t, 2), "page-faults:u", &v) && v == -10);
+	CHECK(tree_self_of(&t, node_of(&t, 2), NULL, &v) && v == 400);
+	CHECK(tree_self_of(&t, node_of(&t, 2), "wall", &v) && v == 400);
+	CHECK(tree_self_of(&t, node_of(&t, 2), "page-faults", &v) && v == -10);
+	CHECK(tree_self_of(&t, node_of(&t, 2), "page-faults:u", &v) && v == -10);
 	v = 7;
-	CHECK(!tree_self_of(node_of(&t, 2), "page-fault", &v) && v == 7);
-	CHECK(!tree_self_of(node_of(&t, 2), "cycles", &v) && v == 7);
+	CHECK(!tree_self_of(&t, node_of(&t, 2), "page-fault", &v) && v == 7);
+	CHECK(!tree_self_of(&t, node_of(&t, 2), "cycles", &v) && v == 7);
 	tree_free(&t);
 }
 
@@ -205,33 +213,66 @@ test_self_by_name(void)
 	child_ev[1] = &f.ev[1];
 	f.r[1].events = child_ev;
 	f.r[1].n_events = 2;
-	tree_build(&t, f.rp, f.n);
-	CHECK(node_of(&t, 1)->self[0] == 50 - 20 - 5);
-	CHECK(node_of(&t, 1)->self[1] == 1000 - 600); /* r counted no cycles */
+	tree_build(&t, f.rp, f.n, true);
+	CHECK(self_ev(&t, 1, 0) == 50 - 20 - 5);
+	CHECK(self_ev(&t, 1, 1) == 1000 - 600); /* r counted no cycles */
 	CHECK(node_of(&t, 1)->self_wall == 50);
 	tree_free(&t);
 }
 
+/* The lines tree_folded_print() wrote, "STACK WEIGHT" each. */
+struct lines {
+	char *text;
+	size_t len, n;
+	char *stack[32];
+	uint64_t weight[32];
+};
+
+/* Prints @f into @l (after it nothing may be folded into @f). */
+static void
+lines_of(struct folded *f, struct lines *l)
+{
+	FILE *out;
+
+	memset(l, 0, sizeof(*l));
+	CHECK((out = open_memstream(&l->text, &l->len)) != NULL);
+	size_t n = tree_folded_print(f, out);
+	CHECK(!fclose(out));
+	for (char *line = l->text, *end; *line; line = end + 1) {
+		CHECK(l->n < 32 && (end = strchr(line, '\n')) != NULL);
+		*end = '\0';
+		char *sp = strrchr(line, ' ');
+		CHECK(sp != NULL);
+		*sp = '\0';
+		l->stack[l->n] = line;
+		l->weight[l->n++] = strtoull(sp + 1, NULL, 10);
+	}
+	CHECK(n == l->n);
+	/* Sorted as strcmp(3) sorts, each stack once. */
+	for (size_t i = 1; i < l->n; i++)
+		CHECK(strcmp(l->stack[i - 1], l->stack[i]) < 0);
+}
+
 /* The weights of the folded lines of each root's subtree. */
 static uint64_t
-folded_sum(const struct folded *f, const char *prefix)
+folded_sum(const struct lines *l, const char *prefix)
 {
 	size_t len = strlen(prefix);
 	uint64_t sum = 0;
 
-	for (size_t i = 0; i < f->n; i++)
-		if (!strncmp(f->v[i].stack, prefix, len) &&
-		    (!f->v[i].stack[len] || f->v[i].stack[len] == ';'))
-			sum += f->v[i].weight;
+	for (size_t i = 0; i < l->n; i++)
+		if (!strncmp(l->stack[i], prefix, len) &&
+		    (!l->stack[i][len] || l->stack[i][len] == ';'))
+			sum += l->weight[i];
 	return sum;
 }
 
 static bool
-has_line(const struct folded *f, const char *stack, uint64_t weight)
+has_line(const struct lines *l, const char *stack, uint64_t weight)
 {
-	for (size_t i = 0; i < f->n; i++)
-		if (!strcmp(f->v[i].stack, stack))
-			return f->v[i].weight == weight;
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->stack[i], stack))
+			return l->weight[i] == weight;
 	return false;
 }
 
@@ -240,32 +281,38 @@ test_fold_adds_up(void)
 {
 	struct fake f;
 	struct tree t;
-	struct folded fw = {0}, fp = {0};
+	struct folded fw = {0}, fp = {0}, fc = {0};
+	struct lines lw, lp;
 
 	make_sample(&f);
-	tree_build(&t, f.rp, f.n);
+	tree_build(&t, f.rp, f.n, true);
 	CHECK(tree_fold(&t, NULL, &fw) == 6);
-	CHECK(fw.n == 6);
-	CHECK(has_line(&fw, "app (uid 1000);a;b;b", 200) && has_line(&fw, "app (uid 1000);a", 100));
+	lines_of(&fw, &lw);
+	CHECK(lw.n == 6);
+	CHECK(has_line(&lw, "app (uid 1000);a;b;b", 200) && has_line(&lw, "app (uid 1000);a", 100));
 	/* Every root: its subtree's lines add up to its inclusive sum. */
 	for (size_t i = 0; i < t.n; i++) {
 		const struct tree_node *nd = &t.node[i];
 		_cleanup_free_ char *prefix = NULL;
 
-		if (nd->parent)
+		if (nd->parent != TREE_NONE)
 			continue;
-		CHECK(asprintf(&prefix, "app (uid 1000);%s", nd->r->name) > 0);
-		CHECK(folded_sum(&fw, prefix) == nd->r->wall_ns->sum);
+		CHECK(asprintf(&prefix, "app (uid 1000);%s", tree_name(&t, nd)) > 0);
+		CHECK(folded_sum(&lw, prefix) == f.r[i].wall_ns->sum);
 	}
 	/* Page faults: b's self is negative, left out; d's subtree still adds up, a's now holds
 	 * b's child's 80 without b's -10. */
 	CHECK(tree_fold(&t, "page-faults", &fp) == 6);
-	CHECK(fp.n == 5 && !has_line(&fp, "app (uid 1000);a;b", 0));
-	CHECK(folded_sum(&fp, "app (uid 1000);d") == 5);
-	CHECK(folded_sum(&fp, "app (uid 1000);a") == 100 + 10);
-	CHECK(tree_fold(&t, "cycles", &fp) == 0);
+	lines_of(&fp, &lp);
+	CHECK(lp.n == 5 && !has_line(&lp, "app (uid 1000);a;b", 0));
+	CHECK(folded_sum(&lp, "app (uid 1000);d") == 5);
+	CHECK(folded_sum(&lp, "app (uid 1000);a") == 100 + 10);
+	CHECK(tree_fold(&t, "cycles", &fc) == 0 && fc.n == 0);
 	tree_folded_free(&fw);
 	tree_folded_free(&fp);
+	tree_folded_free(&fc);
+	free(lw.text);
+	free(lp.text);
 	tree_free(&t);
 }
 
@@ -277,7 +324,7 @@ fold_all(struct fake *f, struct folded *fw)
 	size_t off = 0;
 
 	while (off < f->n) {
-		off += tree_build(&t, f->rp + off, f->n - off);
+		off += tree_build(&t, f->rp + off, f->n - off, false);
 		tree_fold(&t, "wall", fw);
 		tree_free(&t);
 	}
@@ -292,6 +339,7 @@ test_fold_merge(void)
 {
 	struct fake f;
 	struct folded fw = {0};
+	struct lines l;
 
 	memset(&f, 0, sizeof(f));
 	add(&f, 10, 1, 0, "z", 50, 0);
@@ -301,13 +349,14 @@ test_fold_merge(void)
 	add(&f, 12, 1, 0, "z", 1000000, 0);
 	f.r[4].uid = 65534;
 	CHECK(fold_all(&f, &fw) == 5);
-	tree_folded_merge(&fw);
-	CHECK(fw.n == 4);
-	CHECK(!strcmp(fw.v[0].stack, "app (uid 1000);semi\\x3bcolon") && fw.v[0].weight == 5);
-	CHECK(!strcmp(fw.v[1].stack, "app (uid 1000);z") && fw.v[1].weight == 30 + 70);
-	CHECK(!strcmp(fw.v[2].stack, "app (uid 1000);z;y") && fw.v[2].weight == 20);
-	CHECK(!strcmp(fw.v[3].stack, "app (uid 65534);z") && fw.v[3].weight == 1000000);
+	lines_of(&fw, &l);
+	CHECK(l.n == 4);
+	CHECK(!strcmp(l.stack[0], "app (uid 1000);semi\\x3bcolon") && l.weight[0] == 5);
+	CHECK(!strcmp(l.stack[1], "app (uid 1000);z") && l.weight[1] == 30 + 70);
+	CHECK(!strcmp(l.stack[2], "app (uid 1000);z;y") && l.weight[2] == 20);
+	CHECK(!strcmp(l.stack[3], "app (uid 65534);z") && l.weight[3] == 1000000);
 	tree_folded_free(&fw);
+	free(l.text);
 }
 
 static void
@@ -316,22 +365,25 @@ test_region_subtrees(void)
 	struct fake f;
 	struct tree t;
 	struct folded fw = {0};
+	struct lines l;
 	const char *globs[] = {"b"};
 	const char *none[] = {"nothing*"};
 
 	make_sample(&f);
-	tree_build(&t, f.rp, f.n);
+	tree_build(&t, f.rp, f.n, true);
 	CHECK(tree_select(&t, globs, 1) == 2);
-	CHECK(tree_is_top(node_of(&t, 2)) && !tree_is_top(node_of(&t, 3)));
+	CHECK(tree_is_top(&t, node_of(&t, 2)) && !tree_is_top(&t, node_of(&t, 3)));
 	CHECK(node_of(&t, 3)->selected && !node_of(&t, 1)->selected && !node_of(&t, 4)->selected);
 	/* The ancestors stay in each line's stack. */
-	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 2);
-	CHECK(has_line(&fw, "app (uid 1000);a;b", 400) &&
-	      has_line(&fw, "app (uid 1000);a;b;b", 200));
-	CHECK(folded_sum(&fw, "app (uid 1000);a;b") == 600);
+	CHECK(tree_fold(&t, NULL, &fw) == 2);
+	lines_of(&fw, &l);
+	CHECK(l.n == 2);
+	CHECK(has_line(&l, "app (uid 1000);a;b", 400) && has_line(&l, "app (uid 1000);a;b;b", 200));
+	CHECK(folded_sum(&l, "app (uid 1000);a;b") == 600);
+	free(l.text);
 	CHECK(tree_select(&t, none, 1) == 0);
 	CHECK(tree_select(&t, (const char *const[]){"[de]"}, 1) == 2 &&
-	      tree_is_top(node_of(&t, 5)));
+	      tree_is_top(&t, node_of(&t, 5)));
 	CHECK(tree_select(&t, NULL, 0) == 6);
 	tree_folded_free(&fw);
 	tree_free(&t);
@@ -350,13 +402,17 @@ test_orphans(void)
 	add(&f, 5, 2, 9, "lost", 20, 0);  /* no node 9 */
 	add(&f, 5, 3, 0, "root", 100, 0);
 	add(&f, 5, 4, 4, "self", 7, 0); /* its own parent */
-	CHECK(tree_build(&t, f.rp, f.n) == 4);
+	CHECK(tree_build(&t, f.rp, f.n, true) == 4);
 	CHECK(t.n_orphans == 3);
-	CHECK(node_of(&t, 1)->orphan && !node_of(&t, 1)->parent);
+	CHECK(node_of(&t, 1)->orphan && !tree_parent(&t, node_of(&t, 1)));
 	CHECK(node_of(&t, 2)->orphan && node_of(&t, 4)->orphan && !node_of(&t, 3)->orphan);
-	CHECK(!node_of(&t, 3)->child && node_of(&t, 3)->self_wall == 100);
-	CHECK(tree_is_top(node_of(&t, 1)) && tree_is_top(node_of(&t, 4)));
-	CHECK(tree_fold(&t, NULL, &fw) == 4 && has_line(&fw, "app (uid 1000);early", 10));
+	CHECK(node_of(&t, 3)->child == TREE_NONE && node_of(&t, 3)->self_wall == 100);
+	CHECK(tree_is_top(&t, node_of(&t, 1)) && tree_is_top(&t, node_of(&t, 4)));
+	struct lines l;
+	CHECK(tree_fold(&t, NULL, &fw) == 4);
+	lines_of(&fw, &l);
+	CHECK(has_line(&l, "app (uid 1000);early", 10));
+	free(l.text);
 	tree_folded_free(&fw);
 	tree_free(&t);
 }
@@ -376,24 +432,27 @@ test_empty_subtrees(void)
 	add(&f, 3, 3, 0, "reset", 0, 0);
 	add(&f, 3, 4, 3, "reset-child", 0, 0);
 	f.r[0].count = f.r[2].count = f.r[3].count = 0;
-	tree_build(&t, f.rp, f.n);
+	tree_build(&t, f.rp, f.n, true);
 	CHECK(node_of(&t, 1)->selected && node_of(&t, 2)->selected);
 	CHECK(!node_of(&t, 3)->selected && !node_of(&t, 4)->selected);
 	CHECK(node_of(&t, 1)->self_wall == -40);
 	CHECK(tree_select(&t, (const char *const[]){"reset*"}, 1) == 0);
 	CHECK(tree_select(&t, NULL, 0) == 2);
-	CHECK(tree_fold(&t, NULL, &fw) == 2 && fw.n == 1 &&
-	      has_line(&fw, "app (uid 1000);open;done", 40));
+	struct lines l;
+	CHECK(tree_fold(&t, NULL, &fw) == 2);
+	lines_of(&fw, &l);
+	CHECK(l.n == 1 && has_line(&l, "app (uid 1000);open;done", 40));
+	free(l.text);
 	/* A walk skips what is not selected. */
 	add(&f, 3, 5, 1, "reset-too", 0, 0);
 	add(&f, 3, 6, 1, "done-too", 5, 0);
 	f.r[4].count = 0;
 	tree_free(&t);
-	tree_build(&t, f.rp, f.n);
+	tree_build(&t, f.rp, f.n, true);
 	const struct tree_node *top = node_of(&t, 1);
-	CHECK(tree_next(top, top) == node_of(&t, 2));
-	CHECK(tree_next(node_of(&t, 2), top) == node_of(&t, 6));
-	CHECK(tree_next(node_of(&t, 6), top) == NULL);
+	CHECK(tree_next(&t, top, top) == node_of(&t, 2));
+	CHECK(tree_next(&t, node_of(&t, 2), top) == node_of(&t, 6));
+	CHECK(tree_next(&t, node_of(&t, 6), top) == NULL);
 	tree_folded_free(&fw);
 	tree_free(&t);
 }
@@ -410,11 +469,90 @@ test_process_ends(void)
 	add(&f, 1, 2, 1, "b", 1, 0);
 	add(&f, 1, 1, 0, "a", 1, 0); /* pid 1 again: recycled */
 	add(&f, 2, 1, 0, "a", 1, 0);
-	CHECK(tree_build(&t, f.rp, f.n) == 2);
+	CHECK(tree_build(&t, f.rp, f.n, true) == 2);
 	tree_free(&t);
-	CHECK(tree_build(&t, f.rp + 2, f.n - 2) == 1 && t.pid == 1);
+	CHECK(tree_build(&t, f.rp + 2, f.n - 2, true) == 1 && t.pid == 1);
 	tree_free(&t);
-	CHECK(tree_build(&t, f.rp + 3, 1) == 1 && t.pid == 2);
+	CHECK(tree_build(&t, f.rp + 3, 1, true) == 1 && t.pid == 2);
+	tree_free(&t);
+}
+
+/* Stacks sort as their texts: a frame's own line first, then the lines of frames whose
+ * names go on after its own below ';' (' ', '.'), then the lines below it. */
+static void
+test_fold_text_order(void)
+{
+	struct fake f;
+	struct tree t;
+	struct folded fw = {0};
+	struct lines l;
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 9, 1, 0, "r1", 100, 0);
+	add(&f, 9, 2, 1, "x", 10, 0);
+	add(&f, 9, 3, 0, "r1.0", 5, 0);
+	add(&f, 9, 4, 0, "r1 z", 5, 0);
+	add(&f, 9, 5, 0, "r1<", 5, 0);
+	add(&f, 9, 6, 3, "y", 1, 0);
+	tree_build(&t, f.rp, f.n, false);
+	CHECK(tree_fold(&t, NULL, &fw) == 6);
+	lines_of(&fw, &l); /* (checks the order is strcmp(3)'s) */
+	CHECK(l.n == 6 && !strcmp(l.stack[0], "app (uid 1000);r1") &&
+	      !strcmp(l.stack[3], "app (uid 1000);r1.0;y") &&
+	      !strcmp(l.stack[4], "app (uid 1000);r1;x") &&
+	      !strcmp(l.stack[5], "app (uid 1000);r1<"));
+	free(l.text);
+	tree_folded_free(&fw);
+	tree_free(&t);
+}
+
+/* A node's RegionStats as the reply had it: what the tree holds put back, and a node of
+ * another comm (an exec) kept whole. */
+static void
+test_node_stats(void)
+{
+	struct fake f;
+	struct tree t;
+	struct arena a = {0};
+
+	make_sample(&f);
+	f.r[3].comm = (char *)"other";
+	f.r[3].cgroup = (char *)"/c";
+	f.r[4].ns_pid = 7;
+	tree_build(&t, f.rp, f.n, true);
+	for (size_t i = 0; i < t.n; i++) {
+		const Pmc__RegionStats *r = tree_node_stats(&t, &t.node[i], &a), *o = f.rp[i];
+
+		CHECK(r->pid == o->pid && !strcmp(r->comm, o->comm) && !strcmp(r->name, o->name));
+		CHECK(!strcmp(r->cgroup, o->cgroup) && r->ns_pid == o->ns_pid && r->uid == o->uid);
+		CHECK(r->path == o->path && r->parent == o->parent && r->count == o->count);
+		CHECK(r->wall_ns->sum == o->wall_ns->sum && r->n_events == 1);
+		CHECK(!strcmp(r->events[0]->name, "page-faults:u"));
+		CHECK(r->events[0]->stats->sum == o->events[0]->stats->sum);
+		call_arena_reset(&a);
+	}
+	call_arena_free(&a);
+	tree_free(&t);
+}
+
+/* Ids far apart (a daemon numbers them 1, 2, ...; a hostile one may not): linked all the
+ * same, and one listed again ends the process. */
+static void
+test_sparse_ids(void)
+{
+	struct fake f;
+	struct tree t;
+
+	memset(&f, 0, sizeof(f));
+	add(&f, 4, 3000000000u, 0, "far", 100, 0);
+	add(&f, 4, 7, 3000000000u, "near", 50, 0);
+	add(&f, 4, 4000000000u, 7, "farther", 20, 0);
+	add(&f, 4, 8, 4000000000u, "last", 5, 0);
+	add(&f, 4, 4000000000u, 0, "again", 1, 0);
+	CHECK(tree_build(&t, f.rp, f.n, false) == 4 && t.n_orphans == 0);
+	CHECK(tree_parent(&t, node_of(&t, 7)) == node_of(&t, 3000000000u));
+	CHECK(tree_parent(&t, node_of(&t, 8)) == node_of(&t, 4000000000u));
+	CHECK(node_of(&t, 8)->depth == 3 && node_of(&t, 3000000000u)->self_wall == 50);
 	tree_free(&t);
 }
 
@@ -433,6 +571,9 @@ main(void)
 	RUN(test_orphans);
 	RUN(test_empty_subtrees);
 	RUN(test_process_ends);
+	RUN(test_fold_text_order);
+	RUN(test_node_stats);
+	RUN(test_sparse_ids);
 	CHECK(pmc_test_count_fds() == fds);
 	return 0;
 }
