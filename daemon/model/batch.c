@@ -128,6 +128,17 @@ top_bits64(const uint8_t *p)
 	return m;
 }
 
+/* The bits set in @x, without the library call __builtin_popcountll() is on machines
+ * without an instruction for it (x86-64's baseline). */
+static inline unsigned
+bits64(uint64_t x)
+{
+	x -= (x >> 1) & UINT64_C(0x5555555555555555);
+	x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
+	x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
 /*
  * Packed uint64 varints in [@p, @end), checked and counted without decoding them: 64 bytes at
  * a time, their top bits gathered in a mask (a bit per byte), the ends of varints (bytes below
@@ -152,12 +163,12 @@ scan_u64(const uint8_t *p, const uint8_t *end, size_t cap, size_t *n, bool *wide
 
 		if (r >= 64) {
 			m = top_bits64(p + at);
-			k += (size_t)__builtin_popcountll(~m);
+			k += bits64(~m);
 		} else {
 			uint8_t last[64] = {0}; /* past the end: ends, no continuation */
 			memcpy(last, p + at, r);
 			m = top_bits64(last);
-			k += r - (size_t)__builtin_popcountll(m);
+			k += r - bits64(m);
 		}
 		/*
 		 * The 64 bytes before these and these in one window, bit i of a run mask set where
