@@ -200,6 +200,18 @@ unpack_u32(const uint8_t *p, const uint8_t *end, uint32_t *out, size_t cap, size
 	while (p < end) {
 		if (k == cap)
 			return -1;
+		/* Eight one-byte varints at once (region ids are small). */
+		if (end - p >= 8 && cap - k >= 8) {
+			uint64_t x;
+			memcpy(&x, p, sizeof(x));
+			if (!(x & UINT64_C(0x8080808080808080))) {
+				for (unsigned i = 0; i < 8; i++)
+					out[k + i] = (uint8_t)(x >> (8 * i));
+				k += 8;
+				p += 8;
+				continue;
+			}
+		}
 		if (*p < 0x80) {
 			out[k++] = *p++;
 			continue;
