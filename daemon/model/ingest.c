@@ -333,8 +333,10 @@ count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne)
 	const uint8_t *pw = c->wall, *pv = c->values, *limit = c->limit;
 	size_t n = g->b->n_region, i = 0;
 
-	/* A sample's varints start at most 7 bytes apart: 8 * (ne + 1) readable suffice. */
-	for (; i < n && (size_t)(limit - pw) >= 8 && (size_t)(limit - pv) >= 8 * (ne + 1); i++) {
+	/* A sample's varints start at most 7 bytes apart: 8 * (ne + 1) readable suffice (no
+	 * values: no column, pv NULL). */
+	for (; i < n && (size_t)(limit - pw) >= 8 && (!ne || (size_t)(limit - pv) >= 8 * (ne + 1));
+	     i++) {
 		struct stats_tally *t = row[batch_slot[keys[i]] - 1u];
 		if (__builtin_expect(!t, 0)) {
 			(void)varint_fast(&pw);
