@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* Field numbers of SampleBatch (proto/pmc.proto) and the wire types used here. */
 enum {
@@ -102,57 +105,88 @@ unpack_u64(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t 
 	return 0;
 }
 
-/* What the bytes' top bits of @x (flags at bits 7, 15, ...) add to a column's scan: its
- * varints' ends counted in *@n, the longest run of bytes without one in *@max_gap, the run
- * still open in *@gap. */
-static inline void
-scan_word(uint64_t t, size_t *n, unsigned *gap, unsigned *max_gap)
+/* The top bits of the 64 bytes at @p, byte i's to bit i. */
+static inline uint64_t
+top_bits64(const uint8_t *p)
 {
-	if (!t) {
-		*gap += 8;
-		return;
+	uint64_t m = 0;
+#ifdef __SSE2__
+	for (unsigned w = 0; w < 4; w++) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * w));
+		m |= (uint64_t)(uint16_t)_mm_movemask_epi8(x) << (16 * w);
 	}
-	/* One at most per byte: a multiply sums the bytes' flags. */
-	*n += (size_t)(((t >> 7) * UINT64_C(0x0101010101010101)) >> 56);
-	*gap += (unsigned)__builtin_ctzll(t) >> 3; /* the bytes before the first end */
-	if (*gap > *max_gap)
-		*max_gap = *gap;
-	*gap = (unsigned)__builtin_clzll(t) >> 3; /* those after the last (runs between two
-	                                           * ends of one word are shorter than 7) */
+#else
+	for (unsigned w = 0; w < 8; w++) {
+		uint64_t x;
+		memcpy(&x, p + 8 * w, sizeof(x));
+		/* Byte i's top bit to bit 56 + i, then down. */
+		m |= ((((x & UINT64_C(0x8080808080808080)) >> 7) * UINT64_C(0x0102040810204080)) >>
+		      56)
+		     << (8 * w);
+	}
+#endif
+	return m;
+}
+
+/* The bits set in @x, without the library call __builtin_popcountll() is on machines
+ * without an instruction for it (x86-64's baseline). */
+static inline unsigned
+bits64(uint64_t x)
+{
+	x -= (x >> 1) & UINT64_C(0x5555555555555555);
+	x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
+	x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
 }
 
 /*
- * Packed uint64 varints in [@p, @end), checked and counted without decoding them: 8 bytes at
- * a time, the ends of varints (bytes below 0x80) counted, and the longest varint measured.
- * Takes what unpack_u64() takes (varints of at most 9 bytes, at most @cap of them, the last
- * one whole): their number in *@n, and in *@wide whether one is longer than
- * BATCH_INPLACE_BYTES. Returns 0 or -1.
+ * Packed uint64 varints in [@p, @end), checked and counted without decoding them: 64 bytes at
+ * a time, their top bits gathered in a mask (a bit per byte), the ends of varints (bytes below
+ * 0x80) counted, and the runs of continuation bytes measured (a varint of k bytes has k - 1
+ * of them before its end). Takes what unpack_u64() takes (varints of at most 9 bytes, at most
+ * @cap of them, the last one whole): their number in *@n, and in *@wide whether one is longer
+ * than BATCH_INPLACE_BYTES. Returns 0 or -1.
  */
 static int
 scan_u64(const uint8_t *p, const uint8_t *end, size_t cap, size_t *n, bool *wide)
 {
-	const uint64_t top = UINT64_C(0x8080808080808080);
-	unsigned gap = 0, max_gap = 0;
-	size_t k = 0;
-	uint64_t x;
+	__extension__ typedef unsigned __int128 u128;
+	_Static_assert(BATCH_INPLACE_BYTES == 7, "the runs looked for are of 7 and 9 bytes");
+	size_t k = 0, len = (size_t)(end - p);
+	uint64_t prev = 0, runs7 = 0, runs9 = 0;
 
-	if (p < end && (end[-1] & 0x80))
+	if (len && (end[-1] & 0x80))
 		return -1;
-	for (; end - p >= 8; p += 8) {
-		memcpy(&x, p, sizeof(x));
-		scan_word(~x & top, &k, &gap, &max_gap);
+	for (size_t at = 0; at < len; at += 64) {
+		size_t r = len - at;
+		uint64_t m;
+
+		if (r >= 64) {
+			m = top_bits64(p + at);
+			k += bits64(~m);
+		} else {
+			uint8_t last[64] = {0}; /* past the end: ends, no continuation */
+			memcpy(last, p + at, r);
+			m = top_bits64(last);
+			k += r - bits64(m);
+		}
+		/*
+		 * The 64 bytes before these and these in one window, bit i of a run mask set where
+		 * the bytes from i on continue for that many: a run that spans two blocks is whole
+		 * in one window (it ends in the block where an end comes: the last byte is one).
+		 */
+		u128 wm = (u128)m << 64 | prev;
+		u128 r2 = wm & (wm >> 1), r4 = r2 & (r2 >> 2), r8 = r4 & (r4 >> 4);
+		u128 r7 = r4 & (r4 >> 3), r9 = r8 & (wm >> 8);
+		runs7 |= (uint64_t)(r7 >> 64) | (uint64_t)r7;
+		runs9 |= (uint64_t)(r9 >> 64) | (uint64_t)r9;
+		prev = m;
 	}
-	if (p < end) {
-		size_t r = (size_t)(end - p);
-		x = 0;
-		memcpy(&x, p, r);
-		scan_word(~x & top & ((UINT64_C(1) << (8 * r)) - 1), &k, &gap, &max_gap);
-	}
-	/* max_gap continuation bytes make a varint of max_gap + 1. */
-	if (max_gap >= 9 || k > cap)
+	/* 9 continuation bytes make a varint of 10 or more; 7, one of 8 or more. */
+	if (runs9 || k > cap)
 		return -1;
 	*n = k;
-	*wide = max_gap >= BATCH_INPLACE_BYTES;
+	*wide = runs7 != 0;
 	return 0;
 }
 
@@ -166,6 +200,18 @@ unpack_u32(const uint8_t *p, const uint8_t *end, uint32_t *out, size_t cap, size
 	while (p < end) {
 		if (k == cap)
 			return -1;
+		/* Eight one-byte varints at once (region ids are small). */
+		if (end - p >= 8 && cap - k >= 8) {
+			uint64_t x;
+			memcpy(&x, p, sizeof(x));
+			if (!(x & UINT64_C(0x8080808080808080))) {
+				for (unsigned i = 0; i < 8; i++)
+					out[k + i] = (uint8_t)(x >> (8 * i));
+				k += 8;
+				p += 8;
+				continue;
+			}
+		}
 		if (*p < 0x80) {
 			out[k++] = *p++;
 			continue;

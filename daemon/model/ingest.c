@@ -120,32 +120,37 @@ static int
 group_keys(struct ingest *g, struct batch_groups *gr)
 {
 	const uint32_t *keys = g->keys;
-	gr->br = gr->stack;
-	gr->n = 0;
-	gr->cap = BATCH_STACK_REGIONS;
-	for (size_t i = 0; i < g->b->n_region; i++) {
-		uint32_t id = keys[i];
-		if (batch_slot[id]) {
-			gr->br[batch_slot[id] - 1u].n++;
+	size_t n = g->b->n_region, ng = 0, cap = BATCH_STACK_REGIONS;
+	struct batch_region *br = gr->stack;
+	int r = 0;
+	/* In locals: the counts' stores would otherwise reload them each sample. */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = keys[i], x = batch_slot[id];
+		if (__builtin_expect(x != 0, 1)) {
+			br[x - 1u].n++;
 			continue;
 		}
-		if (gr->n == gr->cap) {
-			size_t cap = 2 * gr->cap;
-			struct batch_region *v = gr->br == gr->stack
-			                                 ? malloc(cap * sizeof(*v))
-			                                 : realloc(gr->br, cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			if (gr->br == gr->stack)
+		if (ng == cap) {
+			struct batch_region *v = br == gr->stack
+			                                 ? malloc(2 * cap * sizeof(*v))
+			                                 : realloc(br, 2 * cap * sizeof(*v));
+			if (!v) {
+				r = -ENOMEM;
+				break;
+			}
+			if (br == gr->stack)
 				memcpy(v, gr->stack, sizeof(gr->stack));
-			gr->br = v;
-			gr->cap = cap;
+			br = v;
+			cap *= 2;
 		}
 		struct region_agg *node, *reg = g->resolve(g->ctx, id, &node);
-		gr->br[gr->n] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
-		batch_slot[id] = (uint32_t)++gr->n;
+		br[ng] = (struct batch_region){reg, reg ? node : NULL, id, 1, 0, 0};
+		batch_slot[id] = (uint32_t)++ng;
 	}
-	return 0;
+	gr->br = br;
+	gr->n = ng;
+	gr->cap = cap;
+	return r;
 }
 
 static void
@@ -299,6 +304,73 @@ out:
 	return r;
 }
 
+/* The varint at *@p of a column in place, the 8 bytes from it readable (no look at the
+ * datagram's end): a byte below 0x80 is the value, a longer one batch_varint8()'s (at most
+ * BATCH_INPLACE_BYTES: never 0). */
+static inline uint64_t
+varint_fast(const uint8_t **p)
+{
+	const uint8_t *q = *p;
+	uint64_t x = 0;
+
+	if (*q < 0x80) {
+		*p = q + 1;
+		return *q;
+	}
+	*p = q + batch_varint8(q, &x);
+	return x;
+}
+
+/* The rows of a batch in place, sample after sample, each counted in the tallies @row[its
+ * group] (NULL: refused, read past). While 8 bytes are readable at every varint of a sample,
+ * they are read without a look at the datagram's end; the last samples with one. Inlined
+ * with @ne known (4 events, the default) and not. */
+static inline __attribute__((always_inline)) void
+count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne)
+{
+	const struct batch_cols *c = g->cols;
+	const uint32_t *keys = g->keys;
+	const uint8_t *pw = c->wall, *pv = c->values, *limit = c->limit;
+	size_t n = g->b->n_region, i = 0;
+
+	/* A sample's varints start at most 7 bytes apart: 8 * (ne + 1) readable suffice (no
+	 * values: no column, pv NULL). */
+	for (; i < n && (size_t)(limit - pw) >= 8 && (!ne || (size_t)(limit - pv) >= 8 * (ne + 1));
+	     i++) {
+		struct stats_tally *t = row[batch_slot[keys[i]] - 1u];
+		if (__builtin_expect(!t, 0)) {
+			(void)varint_fast(&pw);
+			for (size_t j = 0; j < ne; j++)
+				(void)varint_fast(&pv);
+			continue;
+		}
+		stats_tally_add(&t[0], varint_fast(&pw));
+		for (size_t j = 0; j < ne; j++)
+			stats_tally_add(&t[1 + j], varint_fast(&pv));
+	}
+	for (; i < n; i++) {
+		struct stats_tally *t = row[batch_slot[keys[i]] - 1u];
+		if (!t) {
+			(void)batch_varint_at(&pw, limit);
+			for (size_t j = 0; j < ne; j++)
+				(void)batch_varint_at(&pv, limit);
+			continue;
+		}
+		stats_tally_add(&t[0], batch_varint_at(&pw, limit));
+		for (size_t j = 0; j < ne; j++)
+			stats_tally_add(&t[1 + j], batch_varint_at(&pv, limit));
+	}
+}
+
+static void
+count_rows_any(const struct ingest *g, struct stats_tally *const *row, size_t ne)
+{
+	if (ne == 4)
+		count_rows(g, row, 4);
+	else
+		count_rows(g, row, ne);
+}
+
 /*
  * Counts a checked batch whose wall times and values lie in place (g->cols), in one pass over
  * them: each sample, as it is read, goes into the tallies of its key's region (stats.h: one
@@ -311,11 +383,11 @@ out:
 static int
 count_in_place(struct ingest *g)
 {
-	const struct batch_cols *c = g->cols;
-	const uint32_t *keys = g->keys;
 	struct batch_groups gr;
 	struct stats_tally stack_t[BATCH_STACK_ACCS], *tal = stack_t;
-	size_t n = g->b->n_region, ne = g->ne, na = ne + 1;
+	/* Each group's tallies, NULL for a refused region's (its samples read past). */
+	struct stats_tally *stack_row[BATCH_STACK_REGIONS], **row = stack_row;
+	size_t ne = g->ne, na = ne + 1;
 	int r = -EAGAIN;
 
 	_Static_assert(BATCH_MAX_SAMPLES <= STATS_TALLY_MAX_COUNT, "a batch fits the tallies");
@@ -323,6 +395,8 @@ count_in_place(struct ingest *g)
 	if (group_keys(g, &gr) < 0)
 		goto out;
 	if (gr.n * na > BATCH_STACK_ACCS && !(tal = malloc(gr.n * na * sizeof(*tal))))
+		goto out;
+	if (gr.n > BATCH_STACK_REGIONS && !(row = malloc(gr.n * sizeof(*row))))
 		goto out;
 	if (groups_slots(g, &gr) < 0) {
 		r = -ENOMEM;
@@ -342,21 +416,9 @@ count_in_place(struct ingest *g)
 			                  also ? &also->ev[e].st : NULL, g->budget);
 		}
 	}
-	const uint8_t *pw = c->wall, *pv = c->values, *limit = c->limit;
-	for (size_t i = 0; i < n; i++) {
-		size_t x = batch_slot[keys[i]] - 1u;
-		struct stats_tally *t = tal + x * na;
-		if (__builtin_expect(!gr.br[x].reg, 0)) {
-			/* Refused: read past. */
-			(void)batch_varint_at(&pw, limit);
-			for (size_t j = 0; j < ne; j++)
-				(void)batch_varint_at(&pv, limit);
-			continue;
-		}
-		stats_tally_add(&t[0], batch_varint_at(&pw, limit));
-		for (size_t j = 0; j < ne; j++)
-			stats_tally_add(&t[1 + j], batch_varint_at(&pv, limit));
-	}
+	for (size_t x = 0; x < gr.n; x++)
+		row[x] = gr.br[x].reg ? tal + x * na : NULL;
+	count_rows_any(g, row, ne);
 	count_groups(g, &gr);
 	for (size_t x = 0; x < gr.n; x++) {
 		if (!gr.br[x].reg)
@@ -369,6 +431,8 @@ out:
 	ungroup(&gr);
 	if (tal != stack_t)
 		free(tal);
+	if (row != stack_row)
+		free(row);
 	return r;
 }
 

@@ -368,22 +368,35 @@ ld_u128(stats_u128 x)
 	return x <= UINT64_MAX ? (long double)(uint64_t)x : (long double)x;
 }
 
-void
-stats_acc_fold(struct stats *s, const struct stats_acc *a)
+/* What stats_acc_fold() takes of an accumulator, the same for every aggregate it folds into:
+ * its count, its sum of deviations from its shift and their mean, and its m2. */
+struct acc_moments {
+	long double nb, q, m2;
+};
+
+static struct acc_moments
+acc_moments(const struct stats_acc *a)
 {
 	/* Exact: s1 = sum(v - shift), |s1| < 2^75; sq < 2^128. */
 	stats_i128 s1i = (stats_i128)(a->sum - (stats_u128)a->count * a->shift);
-	long double s1, q, m2, na, nb, f, delta;
+	struct acc_moments m;
+	long double s1;
 
-	if (a->count == 0)
-		return;
 	/* One rounding each in 64-bit precision: sq - s1^2 / n cancels at most a factor 2n. */
 	s1 = ld_i128(s1i);
-	nb = (long double)a->count;
-	q = s1 / nb;
-	m2 = ld_u128(a->sq) - s1 * q;
-	if (!(m2 > 0))
-		m2 = 0;
+	m.nb = (long double)a->count;
+	m.q = s1 / m.nb;
+	m.m2 = ld_u128(a->sq) - s1 * m.q;
+	if (!(m.m2 > 0))
+		m.m2 = 0;
+	return m;
+}
+
+/* stats_acc_fold() of a nonempty @a, its moments @mo. */
+static void
+acc_fold(struct stats *s, const struct stats_acc *a, const struct acc_moments *mo)
+{
+	long double na, nb = mo->nb, q = mo->q, m2 = mo->m2, f, delta;
 
 	if (s->count == 0) {
 		s->min = a->min;
@@ -417,6 +430,15 @@ stats_acc_fold(struct stats *s, const struct stats_acc *a)
 	}
 	s->count += a->count;
 	s->sum = util_sat_add(s->sum, a->sum > UINT64_MAX ? UINT64_MAX : (uint64_t)a->sum);
+}
+
+void
+stats_acc_fold(struct stats *s, const struct stats_acc *a)
+{
+	if (a->count == 0)
+		return;
+	struct acc_moments mo = acc_moments(a);
+	acc_fold(s, a, &mo);
 }
 
 int
@@ -612,7 +634,9 @@ stats_tally_fold(const struct stats_tally *t, uint64_t count)
 	        .min = zeros ? 0 : t->min,
 	        .max = t->max,
 	};
-	stats_acc_fold(t->s, &a);
+	/* The moments once for both aggregates: the same operations stats_acc_fold() does. */
+	struct acc_moments mo = acc_moments(&a);
+	acc_fold(t->s, &a, &mo);
 	if (t->s2)
-		stats_acc_fold(t->s2, &a);
+		acc_fold(t->s2, &a, &mo);
 }

@@ -31,6 +31,8 @@
 #define KEY_NAME (PMC_LIMIT_REGION_ID + 1u)
 /* Keys a batch's check finds room for without allocating. */
 #define SESSION_STACK_KEYS 2048
+/* Call path ids a batch's check remembers as checked (a direct-mapped table). */
+#define SESSION_KNOWN_PATHS 64
 _Static_assert(2 * KEY_NAME <= INGEST_KEYS, "every key of a batch is one ingest_batch() takes");
 
 _Static_assert(PMC__PATH_LIMITS__PATH_MAX_DEPTH == PMC_LIMIT_PATH_DEPTH,
@@ -653,15 +655,25 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	}
 	size_t n_ratio = 0;
 	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
+	/* Call path ids found to be paths with a node (their own key) and a known region, id + 1
+	 * at id % SESSION_KNOWN_PATHS: checked again they would say the same (nothing here
+	 * changes the tables), and such a sample counts nothing in untracked. */
+	uint64_t known[SESSION_KNOWN_PATHS] = {0};
 	for (size_t i = 0; i < n; i++) {
-		uint32_t name = b->region[i];
-		if (s->call_paths && !path_sample(s, b->region[i], &name, &keys[i], untracked)) {
-			r = -EBADMSG;
-			goto out;
-		}
-		if (!session_region(s, name)) {
-			r = -EBADMSG;
-			goto out;
+		uint32_t name = b->region[i], id = name;
+		if (s->call_paths && known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u) {
+			keys[i] = id;
+		} else {
+			if (s->call_paths && !path_sample(s, id, &name, &keys[i], untracked)) {
+				r = -EBADMSG;
+				goto out;
+			}
+			if (!session_region(s, name)) {
+				r = -EBADMSG;
+				goto out;
+			}
+			if (s->call_paths && keys[i] == id)
+				known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
 		}
 		if (b->n_scaled) {
 			if (b->scaled[i] & ~valid) {

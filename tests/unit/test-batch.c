@@ -276,6 +276,54 @@ check_random_batch(uint64_t *seed, int plain, size_t max_samples)
 	free(ratio);
 }
 
+/* Appends the varint @v at @p; returns the byte after it. */
+static uint8_t *
+put_varint(uint8_t *p, uint64_t v)
+{
+	for (; v >= 0x80; v >>= 7)
+		*p++ = (uint8_t)(v | 0x80);
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* batch_scan() measures the varints of a column 64 bytes at a time: one varint of each length
+ * from 1 to 10 bytes at every place of a column of one-byte ones, across the 64-byte blocks'
+ * edges. Up to 9 bytes the datagram is taken (and decoded as protobuf-c decodes it), 10 left
+ * to protobuf-c; in place up to BATCH_INPLACE_BYTES. */
+static void
+test_scan_runs(void)
+{
+	uint8_t col[224], buf[256];
+
+	for (unsigned l = 1; l <= 10; l++)
+		for (size_t at = 0; at + l <= 150; at++) {
+			size_t len = at + l + (at * 7 + l) % 64; /* ones after it: 0 to 63 */
+			uint8_t body[240], *q = body, *p = buf;
+			Pmc__SampleBatch b;
+			struct batch_cols cols;
+
+			memset(col, 0x01, len);
+			memset(col + at, 0x81, l - 1);
+			q = put_varint(q, 1u << 3); /* tid = 7 */
+			q = put_varint(q, 7);
+			q = put_varint(q, (4u << 3) | 2u); /* values, packed */
+			q = put_varint(q, len);
+			memcpy(q, col, len);
+			q += len;
+			p = put_varint(p, (3u << 3) | 2u); /* Request.sample_batch */
+			p = put_varint(p, (uint64_t)(q - body));
+			memcpy(p, body, (size_t)(q - body));
+			p += q - body;
+			check_decode(buf, (size_t)(p - buf), l <= 9);
+			int r = batch_scan(buf, (size_t)(p - buf), &b, &cols);
+			CHECK(r == (l <= 9 ? 0 : -EAGAIN));
+			if (r == 0) {
+				CHECK(b.n_values == len - l + 1);
+				CHECK(cols.in_place == (l <= BATCH_INPLACE_BYTES));
+			}
+		}
+}
+
 static void
 test_random_batches(void)
 {
@@ -792,6 +840,7 @@ main(void)
 	RUN(test_encodings);
 	RUN(test_client_batch);
 	RUN(test_random_batches);
+	RUN(test_scan_runs);
 	RUN(test_corpus);
 	RUN(test_losses_counted);
 	RUN(test_final_drain_mid_batch);
