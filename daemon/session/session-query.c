@@ -24,6 +24,7 @@
 #include "kernel/log.h"
 #include "kernel/perf.h"
 #include "model/batch.h"
+#include "session/query-enc.h"
 #include "session/server.h"
 #include "wire/wire.h"
 
@@ -529,9 +530,9 @@ query_fill(struct session *s, const struct query_stream *qs, size_t from_proc, s
 /* Appends @qr, encoded, to @qs's whole reply: -EMSGSIZE when that would not fit in one
  * datagram (nothing more is built then). */
 static int
-query_whole_append(struct query_stream *qs, const Pmc__QueryReply *qr)
+query_whole_append(struct query_stream *qs, Pmc__QueryReply *qr)
 {
-	size_t len = pmc__query_reply__get_packed_size(qr);
+	size_t len = query_enc_reply_size(qr);
 	size_t at = qs->whole_len ? qs->whole_len : WHOLE_HEAD;
 	if (at + len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
@@ -539,7 +540,7 @@ query_whole_append(struct query_stream *qs, const Pmc__QueryReply *qr)
 	 * growing by copies cost the part that crossed 2 MiB 9 ms of the loop. */
 	if (!qs->whole && !(qs->whole = malloc(WIRE_MAX_DATAGRAM)))
 		return -ENOMEM;
-	qs->whole_len = at + pmc__query_reply__pack(qr, qs->whole + at);
+	qs->whole_len = at + query_enc_reply_pack(qr, qs->whole + at);
 	return 0;
 }
 
@@ -576,16 +577,18 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 	}
 	if (qs->whole_reply)
 		return query_whole_append(qs, &qr);
-	Pmc__Response resp = PMC__RESPONSE__INIT;
-	resp.body_case = PMC__RESPONSE__BODY_QUERY;
-	resp.query = &qr;
-	size_t len = pmc__response__get_packed_size(&resp);
+	/* A Response whose one field is the QueryReply (error 0 and message "" are not
+	 * written), the bytes pmc__response__pack() writes. */
+	size_t body = query_enc_reply_size(&qr);
+	size_t len = 1 + query_enc_varint_size(body) + body;
 	if (len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
-	qs->pending = malloc(len ? len : 1);
+	qs->pending = malloc(len);
 	if (!qs->pending)
 		return -ENOMEM;
-	qs->pending_len = pmc__response__pack(&resp, qs->pending);
+	qs->pending[0] = PMC__RESPONSE__BODY_QUERY << 3 | 2; /* field 12, length-delimited */
+	size_t head = 1 + query_enc_varint(qs->pending + 1, body);
+	qs->pending_len = head + query_enc_reply_pack(&qr, qs->pending + head);
 	return 0;
 }
 
@@ -596,8 +599,7 @@ query_whole_send(struct session *s, struct query_stream *qs)
 	uint8_t head[WHOLE_HEAD];
 	size_t body = qs->whole_len ? qs->whole_len - WHOLE_HEAD : 0, n = 0;
 	head[n++] = PMC__RESPONSE__BODY_QUERY << 3 | 2; /* field 12, length-delimited */
-	for (size_t v = body; n == 1 || v; v >>= 7)
-		head[n++] = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+	n += query_enc_varint(head + n, body);
 	if (!qs->whole) {
 		qs->whole = malloc(WHOLE_HEAD);
 		if (!qs->whole)
