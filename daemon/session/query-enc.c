@@ -6,6 +6,9 @@
  * the elements of a repeated message field each with its tag. */
 #include "session/query-enc.h"
 
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Wire types. */
@@ -65,12 +68,6 @@ dbl_size(unsigned field, double v)
 }
 
 static inline size_t
-str_len(const char *s)
-{
-	return s && *s ? strlen(s) : 0;
-}
-
-static inline size_t
 len_size(unsigned field, size_t len)
 {
 	return tag_size(field) + query_enc_varint_size(len) + len;
@@ -122,9 +119,52 @@ put_len(uint8_t *p, unsigned field, size_t len)
 	return p + query_enc_varint(p, len);
 }
 
-static inline uint8_t *
-put_str(uint8_t *p, unsigned field, const char *s, size_t len)
+/* The sizes of a reply's nested messages and strings, found as it is sized and read back in
+ * the same order as it is written, so that each is found once (protobuf-c sizes each message
+ * again at every level above it). */
+struct sizes {
+	size_t *v;
+	size_t n, cap, at;
+	bool failed; /* out of memory */
+};
+
+static size_t
+note(struct sizes *z, size_t v)
 {
+	if (z->failed)
+		return v;
+	if (z->n == z->cap) {
+		size_t cap = z->cap ? 2 * z->cap : 256;
+		size_t *nv = realloc(z->v, cap * sizeof(*nv));
+		if (!nv) {
+			z->failed = true;
+			return v;
+		}
+		z->v = nv;
+		z->cap = cap;
+	}
+	z->v[z->n++] = v;
+	return v;
+}
+
+static inline size_t
+next(struct sizes *z)
+{
+	return z->v[z->at++];
+}
+
+/* A string field's size, its length noted (0 for NULL or empty: left out). */
+static size_t
+str_size(struct sizes *z, unsigned field, const char *s)
+{
+	size_t len = note(z, s && *s ? strlen(s) : 0);
+	return len ? len_size(field, len) : 0;
+}
+
+static uint8_t *
+put_str(uint8_t *p, struct sizes *z, unsigned field, const char *s)
+{
+	size_t len = next(z);
 	if (!len)
 		return p;
 	p = put_len(p, field, len);
@@ -140,24 +180,26 @@ bucket_size(const Pmc__Bucket *b)
 }
 
 /* Stats: sum = 1, min = 2, max = 3, mean = 4, stddev = 5, p50 = 6, p90 = 7, p99 = 8,
- * buckets = 9. */
+ * buckets = 9. Its size noted, that of a field @field holding it returned (0 for NULL). */
 static size_t
-stats_size(const Pmc__Stats *st)
+stats_size(struct sizes *z, unsigned field, const Pmc__Stats *st)
 {
+	if (!st)
+		return 0;
 	size_t n = u64_size(1, st->sum) + u64_size(2, st->min) + u64_size(3, st->max) +
 	           dbl_size(4, st->mean) + dbl_size(5, st->stddev) + dbl_size(6, st->p50) +
 	           dbl_size(7, st->p90) + dbl_size(8, st->p99);
 	for (size_t i = 0; i < st->n_buckets; i++)
 		n += len_size(9, bucket_size(st->buckets[i]));
-	return n;
+	return len_size(field, note(z, n));
 }
 
 static uint8_t *
-put_stats(uint8_t *p, unsigned field, const Pmc__Stats *st)
+put_stats(uint8_t *p, struct sizes *z, unsigned field, const Pmc__Stats *st)
 {
 	if (!st)
 		return p;
-	p = put_len(p, field, stats_size(st));
+	p = put_len(p, field, next(z));
 	p = put_u64(p, 1, st->sum);
 	p = put_u64(p, 2, st->min);
 	p = put_u64(p, 3, st->max);
@@ -177,107 +219,139 @@ put_stats(uint8_t *p, unsigned field, const Pmc__Stats *st)
 }
 
 /* EventStats: name = 1, stats = 2, scaled_count = 3, scaled_ratio = 4, floor = 5,
- * too_short = 6. */
+ * too_short = 6; in RegionStats.events (6). */
 static size_t
-event_size(const Pmc__EventStats *es)
+event_size(struct sizes *z, const Pmc__EventStats *es)
 {
-	size_t name = str_len(es->name);
-	return (name ? len_size(1, name) : 0) +
-	       (es->stats ? len_size(2, stats_size(es->stats)) : 0) +
-	       u64_size(3, es->scaled_count) + dbl_size(4, es->scaled_ratio) +
-	       u64_size(5, es->floor) + (es->too_short ? 2 : 0);
+	size_t at = z->n;
+	note(z, 0); /* its own size, known below */
+	size_t n = str_size(z, 1, es->name) + stats_size(z, 2, es->stats) +
+	           u64_size(3, es->scaled_count) + dbl_size(4, es->scaled_ratio) +
+	           u64_size(5, es->floor) + (es->too_short ? 2 : 0);
+	if (!z->failed)
+		z->v[at] = n;
+	return len_size(6, n);
 }
 
 static uint8_t *
-put_event(uint8_t *p, const Pmc__EventStats *es)
+put_event(uint8_t *p, struct sizes *z, const Pmc__EventStats *es)
 {
-	p = put_len(p, 6, event_size(es)); /* RegionStats.events */
-	p = put_str(p, 1, es->name, str_len(es->name));
-	p = put_stats(p, 2, es->stats);
+	p = put_len(p, 6, next(z));
+	p = put_str(p, z, 1, es->name);
+	p = put_stats(p, z, 2, es->stats);
 	p = put_u64(p, 3, es->scaled_count);
 	p = put_dbl(p, 4, es->scaled_ratio);
 	p = put_u64(p, 5, es->floor);
 	return put_bool(p, 6, es->too_short);
 }
 
-/* Derived: name = 1, value = 2. */
+/* Derived: name = 1, value = 2; in RegionStats.derived (8). */
 static size_t
-derived_size(const Pmc__Derived *d)
+derived_size(struct sizes *z, const Pmc__Derived *d)
 {
-	size_t name = str_len(d->name);
-	return (name ? len_size(1, name) : 0) + dbl_size(2, d->value);
+	size_t at = z->n;
+	note(z, 0);
+	size_t n = str_size(z, 1, d->name) + dbl_size(2, d->value);
+	if (!z->failed)
+		z->v[at] = n;
+	return len_size(8, n);
+}
+
+static uint8_t *
+put_derived(uint8_t *p, struct sizes *z, const Pmc__Derived *d)
+{
+	p = put_len(p, 8, next(z));
+	p = put_str(p, z, 1, d->name);
+	return put_dbl(p, 2, d->value);
 }
 
 /* RegionStats: pid = 1, comm = 2, name = 3, count = 4, wall_ns = 5, events = 6, uid = 7,
  * derived = 8, wall_floor = 9, wall_too_short = 10, path = 11, parent = 12, cgroup = 13,
- * ns_pid = 14, first_path_samples = 60. */
+ * ns_pid = 14, first_path_samples = 60; in QueryReply.regions (1). */
 static size_t
-region_size(const Pmc__RegionStats *rs)
+region_size(struct sizes *z, const Pmc__RegionStats *rs)
 {
-	size_t comm = str_len(rs->comm), name = str_len(rs->name), cgroup = str_len(rs->cgroup);
-	size_t n = i32_size(1, rs->pid) + (comm ? len_size(2, comm) : 0) +
-	           (name ? len_size(3, name) : 0) + u64_size(4, rs->count) +
-	           (rs->wall_ns ? len_size(5, stats_size(rs->wall_ns)) : 0) + u64_size(7, rs->uid) +
-	           u64_size(9, rs->wall_floor) + (rs->wall_too_short ? 2 : 0) +
-	           u64_size(11, rs->path) + u64_size(12, rs->parent) +
-	           (cgroup ? len_size(13, cgroup) : 0) + i32_size(14, rs->ns_pid) +
-	           u64_size(60, rs->first_path_samples);
+	size_t at = z->n;
+	note(z, 0);
+	size_t n = i32_size(1, rs->pid) + str_size(z, 2, rs->comm) + str_size(z, 3, rs->name) +
+	           u64_size(4, rs->count) + stats_size(z, 5, rs->wall_ns);
 	for (size_t i = 0; i < rs->n_events; i++)
-		n += len_size(6, event_size(rs->events[i]));
+		n += event_size(z, rs->events[i]);
+	n += u64_size(7, rs->uid);
 	for (size_t i = 0; i < rs->n_derived; i++)
-		n += len_size(8, derived_size(rs->derived[i]));
-	return n;
+		n += derived_size(z, rs->derived[i]);
+	n += u64_size(9, rs->wall_floor) + (rs->wall_too_short ? 2 : 0) + u64_size(11, rs->path) +
+	     u64_size(12, rs->parent) + str_size(z, 13, rs->cgroup) + i32_size(14, rs->ns_pid) +
+	     u64_size(60, rs->first_path_samples);
+	if (!z->failed)
+		z->v[at] = n;
+	return len_size(1, n);
 }
 
 static uint8_t *
-put_region(uint8_t *p, const Pmc__RegionStats *rs)
+put_region(uint8_t *p, struct sizes *z, const Pmc__RegionStats *rs)
 {
-	p = put_len(p, 1, region_size(rs)); /* QueryReply.regions */
+	p = put_len(p, 1, next(z));
 	p = put_i32(p, 1, rs->pid);
-	p = put_str(p, 2, rs->comm, str_len(rs->comm));
-	p = put_str(p, 3, rs->name, str_len(rs->name));
+	p = put_str(p, z, 2, rs->comm);
+	p = put_str(p, z, 3, rs->name);
 	p = put_u64(p, 4, rs->count);
-	p = put_stats(p, 5, rs->wall_ns);
+	p = put_stats(p, z, 5, rs->wall_ns);
 	for (size_t i = 0; i < rs->n_events; i++)
-		p = put_event(p, rs->events[i]);
+		p = put_event(p, z, rs->events[i]);
 	p = put_u64(p, 7, rs->uid);
-	for (size_t i = 0; i < rs->n_derived; i++) {
-		const Pmc__Derived *d = rs->derived[i];
-		p = put_len(p, 8, derived_size(d));
-		p = put_str(p, 1, d->name, str_len(d->name));
-		p = put_dbl(p, 2, d->value);
-	}
+	for (size_t i = 0; i < rs->n_derived; i++)
+		p = put_derived(p, z, rs->derived[i]);
 	p = put_u64(p, 9, rs->wall_floor);
 	p = put_bool(p, 10, rs->wall_too_short);
 	p = put_u64(p, 11, rs->path);
 	p = put_u64(p, 12, rs->parent);
-	p = put_str(p, 13, rs->cgroup, str_len(rs->cgroup));
+	p = put_str(p, z, 13, rs->cgroup);
 	p = put_i32(p, 14, rs->ns_pid);
 	return put_u64(p, 60, rs->first_path_samples);
 }
 
-size_t
-query_enc_reply_size(Pmc__QueryReply *qr)
+int
+query_enc_size(struct query_enc *e, Pmc__QueryReply *qr)
 {
+	struct sizes z = {0};
 	size_t n = 0, n_rs = qr->n_regions;
 	for (size_t i = 0; i < n_rs; i++)
-		n += len_size(1, region_size(qr->regions[i]));
+		n += region_size(&z, qr->regions[i]);
+	if (z.failed) {
+		free(z.v);
+		return -ENOMEM;
+	}
 	/* The rest (fields 2 and up) after the regions (field 1), as protobuf-c orders them. */
 	qr->n_regions = 0;
 	n += pmc__query_reply__get_packed_size(qr);
 	qr->n_regions = n_rs;
-	return n;
+	e->qr = qr;
+	e->sizes = z.v;
+	e->n_sizes = z.n;
+	e->len = n;
+	return 0;
 }
 
 size_t
-query_enc_reply_pack(Pmc__QueryReply *qr, uint8_t *out)
+query_enc_pack(struct query_enc *e, uint8_t *out)
 {
+	Pmc__QueryReply *qr = e->qr;
+	struct sizes z = {.v = e->sizes, .n = e->n_sizes};
 	uint8_t *p = out;
 	size_t n_rs = qr->n_regions;
 	for (size_t i = 0; i < n_rs; i++)
-		p = put_region(p, qr->regions[i]);
+		p = put_region(p, &z, qr->regions[i]);
 	qr->n_regions = 0;
 	p += pmc__query_reply__pack(qr, p);
 	qr->n_regions = n_rs;
 	return (size_t)(p - out);
+}
+
+void
+query_enc_free(struct query_enc *e)
+{
+	free(e->sizes);
+	e->sizes = NULL;
+	e->n_sizes = 0;
 }

@@ -11,20 +11,34 @@
 
 #include "pmc.pb-c.h"
 
-/**
- * query_enc_reply_size() - the bytes pmc__query_reply__pack() writes of @qr
- * @qr: borrowed; its regions, events and buckets as protobuf-c's structures say them (a NULL
- * wall_ns or stats is left out, as protobuf-c does). n_regions is set to 0 while the rest is
- * sized, then restored: no other thread may read @qr meanwhile.
- */
-size_t query_enc_reply_size(Pmc__QueryReply *qr);
+/* A QueryReply sized by query_enc_size(), to be written by query_enc_pack(). */
+struct query_enc {
+	Pmc__QueryReply *qr; /* borrowed */
+	size_t len;          /* the bytes pmc__query_reply__pack() writes of it */
+	size_t *sizes;       /* its nested messages' and strings' sizes, in the order written */
+	size_t n_sizes;
+};
 
 /**
- * query_enc_reply_pack() - write @qr at @out, the bytes pmc__query_reply__pack() writes
- * @out: room for query_enc_reply_size(@qr) bytes
- * Return: the bytes written (that size). Same conditions as query_enc_reply_size().
+ * query_enc_size() - size @qr as pmc__query_reply__pack() would, in @e (e->len)
+ * @qr: borrowed until query_enc_pack(), unchanged meanwhile; its regions, events and buckets
+ * as protobuf-c's structures say them (a NULL wall_ns or stats is left out, as protobuf-c
+ * does). n_regions is set to 0 while the rest is sized, then restored: no other thread may
+ * read @qr meanwhile.
+ * Return: 0, or -ENOMEM (@e holds nothing). On 0, query_enc_free(@e) frees what it holds.
  */
-size_t query_enc_reply_pack(Pmc__QueryReply *qr, uint8_t *out);
+int query_enc_size(struct query_enc *e, Pmc__QueryReply *qr);
+
+/**
+ * query_enc_pack() - write the QueryReply @e sized at @out, the bytes pmc__query_reply__pack()
+ * writes
+ * @out: room for e->len bytes
+ * Return: the bytes written (e->len). Same conditions as query_enc_size(); once per sizing.
+ */
+size_t query_enc_pack(struct query_enc *e, uint8_t *out);
+
+/** query_enc_free() - free what query_enc_size() noted in @e (nothing: a no-op) */
+void query_enc_free(struct query_enc *e);
 
 /** query_enc_varint_size() - the bytes of @v as a protobuf varint (1 to 10) */
 size_t query_enc_varint_size(uint64_t v);

@@ -546,15 +546,17 @@ query_fill(struct session *s, struct query_stream *qs, size_t from_proc, size_t 
 static int
 query_whole_append(struct query_stream *qs, Pmc__QueryReply *qr)
 {
-	size_t len = query_enc_reply_size(qr);
+	_cleanup_(query_enc_free) struct query_enc e = {0};
+	if (query_enc_size(&e, qr) < 0)
+		return -ENOMEM;
 	size_t at = qs->whole_len ? qs->whole_len : WHOLE_HEAD;
-	if (at + len > WIRE_MAX_DATAGRAM)
+	if (at + e.len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
 	/* Room for the cap at once: the pages are touched as the parts are written, where
 	 * growing by copies cost the part that crossed 2 MiB 9 ms of the loop. */
 	if (!qs->whole && !(qs->whole = malloc(WIRE_MAX_DATAGRAM)))
 		return -ENOMEM;
-	qs->whole_len = at + query_enc_reply_pack(qr, qs->whole + at);
+	qs->whole_len = at + query_enc_pack(&e, qs->whole + at);
 	return 0;
 }
 
@@ -593,16 +595,18 @@ query_next_part(struct session *s, struct query_stream *qs, size_t max_bytes)
 		return query_whole_append(qs, &qr);
 	/* A Response whose one field is the QueryReply (error 0 and message "" are not
 	 * written), the bytes pmc__response__pack() writes. */
-	size_t body = query_enc_reply_size(&qr);
-	size_t len = 1 + query_enc_varint_size(body) + body;
+	_cleanup_(query_enc_free) struct query_enc e = {0};
+	if (query_enc_size(&e, &qr) < 0)
+		return -ENOMEM;
+	size_t len = 1 + query_enc_varint_size(e.len) + e.len;
 	if (len > WIRE_MAX_DATAGRAM)
 		return -EMSGSIZE;
 	qs->pending = malloc(len);
 	if (!qs->pending)
 		return -ENOMEM;
 	qs->pending[0] = PMC__RESPONSE__BODY_QUERY << 3 | 2; /* field 12, length-delimited */
-	size_t head = 1 + query_enc_varint(qs->pending + 1, body);
-	qs->pending_len = head + query_enc_reply_pack(&qr, qs->pending + head);
+	size_t head = 1 + query_enc_varint(qs->pending + 1, e.len);
+	qs->pending_len = head + query_enc_pack(&e, qs->pending + head);
 	return 0;
 }
 

@@ -206,9 +206,12 @@ check_same(Pmc__QueryReply *qr)
 	uint8_t *a = malloc(want + 1), *b = malloc(want + 16);
 	CHECK(a && b);
 	CHECK_EQ(pmc__query_reply__pack(qr, a), want);
-	CHECK_EQ(query_enc_reply_size(qr), want);
+	struct query_enc e = {0};
+	CHECK_EQ(query_enc_size(&e, qr), 0);
+	CHECK_EQ(e.len, want);
 	memset(b, 0xa5, want + 16);
-	CHECK_EQ(query_enc_reply_pack(qr, b), want);
+	CHECK_EQ(query_enc_pack(&e, b), want);
+	query_enc_free(&e);
 	CHECK(memcmp(a, b, want) == 0);
 	CHECK_EQ(b[want], 0xa5); /* nothing written past it */
 	Pmc__QueryReply *back = pmc__query_reply__unpack(NULL, want, b);
@@ -237,7 +240,10 @@ test_edges(void)
 	memset(&r, 0, sizeof(r));
 	/* An empty reply: no byte at all. */
 	pmc__query_reply__init(&r.qr);
-	CHECK_EQ(query_enc_reply_size(&r.qr), 0);
+	struct query_enc e = {0};
+	CHECK_EQ(query_enc_size(&e, &r.qr), 0);
+	CHECK_EQ(e.len, 0);
+	query_enc_free(&e);
 	check_same(&r.qr);
 	/* A region of nothing but zeros and an empty Stats: its tag and lengths only. */
 	pmc__region_stats__init(&r.rs[0]);
@@ -261,7 +267,10 @@ test_edges(void)
 	r.rs[0].name = longname;
 	check_same(&r.qr);
 	uint8_t buf[512];
-	size_t n = query_enc_reply_pack(&r.qr, buf);
+	CHECK_EQ(query_enc_size(&e, &r.qr), 0);
+	CHECK_LE(e.len, sizeof(buf));
+	size_t n = query_enc_pack(&e, buf);
+	query_enc_free(&e);
 	CHECK_GT(n, 200);
 	CHECK_EQ(buf[0], 0x0a); /* QueryReply.regions, length-delimited */
 	CHECK_GE(buf[1], 0x80); /* its length takes two bytes */
