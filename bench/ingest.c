@@ -154,8 +154,8 @@ gettid_(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-/* One request, one response; received fds are closed. Dies on any failure. */
-/* @req with @attach (borrowed; none when < 0) attached; its answer, the fds closed. */
+/* One request, @attach attached (taken: closed once sent, while the daemon works; none when
+ * < 0), one response; received fds are closed. Dies on any failure. */
 static Pmc__Response *
 call_fd(int fd, Pmc__Request *req, int attach)
 {
@@ -164,6 +164,10 @@ call_fd(int fd, Pmc__Request *req, int attach)
 	Pmc__Response *resp = NULL;
 	uint8_t *buf = NULL;
 	int r = pmc_wire_send(fd, &req->base, &attach, attach >= 0, 0);
+	/* The fd attached is in flight once sent: closed while the daemon works, as libpmcclient
+	 * does (not after the reply, in the wait). */
+	if (attach >= 0)
+		close(attach);
 	if (r == 0)
 		r = pmc_wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
 	if (r == 0) {
@@ -299,8 +303,6 @@ register_self_as(int fd, const struct events *e, int pidfd)
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
 	Pmc__Response *resp = call_fd(fd, &req, pidfd);
-	if (pidfd >= 0)
-		close(pidfd);
 	if (resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
 	    resp->register_reply->n_events != e->n)
 		die("unexpected reply to RegisterThread");
