@@ -27,12 +27,14 @@
  *	their CPU, never starves them). REPS times, the variants in rotating order: the
  *	daemon's samples per second (Status, SECONDS apart) with nothing else, and with each
  *	CMD (a shell command line, its output to /dev/null) run again and again by /bin/sh
- *	meanwhile, from 0.3 s before the window until it closes (the run in progress is
- *	killed). Prints per variant (alone, beside1, ...): the median samples/s of wall time
- *	and per daemon CPU-second, the daemon's CPU share, the runs of CMD completed per
- *	second, and the medians of the per-repetition ratios to the variant alone (of wall
- *	time: the issue's measure; per daemon CPU-second: what the other work took of the
- *	daemon's time, whatever else ran on its CPU).
+ *	meanwhile, from 0.3 s before the window until it closes (the run in progress then
+ *	completes before the next window, up to 30 s). Prints per variant (alone, beside1,
+ *	...): the median samples/s of wall time and per daemon CPU-second, the daemon's CPU
+ *	share, the runs of CMD completed per second (from the loop's start to the end of its
+ *	last run: a run longer than the window counts at its length), and the medians of the
+ *	per-repetition ratios to the variant alone (of wall time: the issue's measure; per
+ *	daemon CPU-second: what the other work took of the daemon's time, whatever else ran on
+ *	its CPU).
  *
  *   pmc-bench-ingest decode REPS SECONDS
  *	The daemon's work on one batch, in this process, without the wire: the steady batch of
@@ -152,8 +154,8 @@ gettid_(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-/* One request, one response; received fds are closed. Dies on any failure. */
-/* @req with @attach (borrowed; none when < 0) attached; its answer, the fds closed. */
+/* One request, @attach attached (taken: closed once sent, while the daemon works; none when
+ * < 0), one response; received fds are closed. Dies on any failure. */
 static Pmc__Response *
 call_fd(int fd, Pmc__Request *req, int attach)
 {
@@ -162,6 +164,10 @@ call_fd(int fd, Pmc__Request *req, int attach)
 	Pmc__Response *resp = NULL;
 	uint8_t *buf = NULL;
 	int r = pmc_wire_send(fd, &req->base, &attach, attach >= 0, 0);
+	/* The fd attached is in flight once sent: closed while the daemon works, as libpmcclient
+	 * does (not after the reply, in the wait). */
+	if (attach >= 0)
+		close(attach);
 	if (r == 0)
 		r = pmc_wire_wait(fd, CALL_TIMEOUT_MS, &buf, &len, fds, WIRE_MAX_FDS, &n_fds);
 	if (r == 0) {
@@ -297,8 +303,6 @@ register_self_as(int fd, const struct events *e, int pidfd)
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
 	Pmc__Response *resp = call_fd(fd, &req, pidfd);
-	if (pidfd >= 0)
-		close(pidfd);
 	if (resp->body_case != PMC__RESPONSE__BODY_REGISTER_REPLY ||
 	    resp->register_reply->n_events != e->n)
 		die("unexpected reply to RegisterThread");
@@ -732,19 +736,29 @@ cmd_decode(int reps, double seconds)
 	return 0;
 }
 
+/* A loop of runs of a command beside the load (loop_start()). */
+struct loop {
+	pid_t pid;      /* the shell's */
+	int count_fd;   /* read end of the pipe it writes a byte to after each run */
+	char stop[64];  /* the file whose existence ends the loop after the run in progress */
+	uint64_t start; /* bench_now_ns() as it started */
+};
+
 /* Starts /bin/sh, in a process group of its own, running @cmd again and again (its output
- * to /dev/null), writing one byte to a pipe after each run: *@count_fd is its read end.
- * Return: the shell's pid. */
-static pid_t
-loop_start(const char *cmd, int *count_fd)
+ * to /dev/null) until @l->stop exists, writing one byte to a pipe after each run. */
+static void
+loop_start(const char *cmd, struct loop *l)
 {
 	int p[2];
 	char script[4096];
 
 	if (pipe(p) < 0)
 		die("pipe: %s", strerror(errno));
+	snprintf(l->stop, sizeof(l->stop), "/tmp/pmc-bench-beside.%d", (int)getpid());
+	unlink(l->stop);
 	snprintf(script, sizeof(script),
-	         "while :; do %s >/dev/null 2>&1 </dev/null; printf x >&%d; done", cmd, p[1]);
+	         "while [ ! -e %s ]; do %s >/dev/null 2>&1 </dev/null; printf x >&%d; done",
+	         l->stop, cmd, p[1]);
 	pid_t pid = fork();
 	if (pid < 0)
 		die("fork: %s", strerror(errno));
@@ -757,26 +771,53 @@ loop_start(const char *cmd, int *count_fd)
 	}
 	setpgid(pid, pid);
 	close(p[1]);
-	*count_fd = p[0];
-	return pid;
+	l->pid = pid;
+	l->count_fd = p[0];
+	l->start = bench_now_ns();
 }
 
-/* Ends the loop of loop_start() at once, its run in progress too (SIGKILL to the group).
- * Return: the runs it completed. */
-static long
-loop_stop(pid_t pid, int count_fd)
+/* A loop's run in progress may take this long to end before it is killed (and not counted). */
+#define LOOP_FINISH_NS (30 * 1000000000ull)
+
+/* Ends the loop of loop_start() once its run in progress has completed (killed, not counted,
+ * past LOOP_FINISH_NS): a run longer than the window still counts, at its length, where
+ * killing it at the window's end counted no run at all. Return: runs completed per second,
+ * over the loop's life up to the end of its last run. */
+static double
+loop_stop(struct loop *l)
 {
 	long runs = 0;
+	uint64_t last = l->start;
 	char buf[4096];
-	ssize_t n;
+	struct pollfd pfd = {.fd = l->count_fd, .events = POLLIN};
 
-	kill(-pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	while ((n = read(count_fd, buf, sizeof(buf))) > 0)
+	int fd = open(l->stop, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die("create %s: %s", l->stop, strerror(errno));
+	close(fd);
+	/* Until the shell ends (its end of the pipe closes): each byte, a run's end, timed. */
+	for (;;) {
+		uint64_t now = bench_now_ns();
+		if (now - l->start > LOOP_FINISH_NS) {
+			kill(-l->pid, SIGKILL);
+			break;
+		}
+		int r = poll(&pfd, 1, 100);
+		if (r < 0 && errno != EINTR)
+			die("poll: %s", strerror(errno));
+		if (r <= 0)
+			continue;
+		ssize_t n = read(l->count_fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
 		runs += n;
-	close(count_fd);
-	return runs;
+		last = bench_now_ns();
+	}
+	while (waitpid(l->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	close(l->count_fd);
+	unlink(l->stop);
+	return runs && last > l->start ? (double)runs * 1e9 / (double)(last - l->start) : 0;
 }
 
 #define MAX_BESIDE 4
@@ -819,12 +860,11 @@ cmd_beside(const char *path, int nproc, int reps, double seconds, int ncmd, char
 
 	for (int rep = 0; rep < reps; rep++) {
 		for (int k = 0; k < nv; k++) {
-			int v = (rep + k) % nv, count_fd = -1;
-			pid_t loop = 0;
+			int v = (rep + k) % nv;
+			struct loop loop;
 
-			uint64_t tl = bench_now_ns();
 			if (v > 0) {
-				loop = loop_start(cmds[v - 1], &count_fd);
+				loop_start(cmds[v - 1], &loop);
 				sleep_s(0.3);
 			}
 			struct status s0 = status_get(fd);
@@ -838,10 +878,10 @@ cmd_beside(const char *path, int nproc, int reps, double seconds, int ncmd, char
 			                                    (double)(c1 - c0)
 			                          : 0;
 			runs[v][rep] = 0;
-			/* Runs completed per second over the loop's whole life. */
+			/* Runs completed per second, the run in progress at the window's end let
+			 * complete (the load goes on meanwhile, unmeasured). */
 			if (v > 0)
-				runs[v][rep] = (double)loop_stop(loop, count_fd) * 1e9 /
-				               (double)(bench_now_ns() - tl);
+				runs[v][rep] = loop_stop(&loop);
 		}
 		for (int v = 0; v < nv; v++) {
 			ratio[v][rep] = rate[v][rep] / rate[0][rep];
@@ -1035,16 +1075,17 @@ cmd_register(const char *path, int reps, long iters)
 {
 	struct events e;
 	static double reg[MAX_REPS], raw[MAX_REPS], rtt[MAX_REPS], ratio[MAX_REPS], byid[MAX_REPS],
-	        proof[MAX_REPS];
+	        proof[MAX_REPS], dcpu[4][MAX_REPS];
 
 	events_get(&e);
 	int fd = conn_open(path);
 	int fds[BENCH_MAX_EVENTS];
+	pid_t dpid = status_get(fd).pid;
 
 	for (int rep = -1; rep < reps; rep++) {
 		for (int k = 0; k < 4; k++) {
 			int v = (rep + k + 4) % 4;
-			uint64_t t0 = bench_now_ns();
+			uint64_t c0 = cpu_ns(dpid), t0 = bench_now_ns();
 
 			for (long i = 0; i < iters; i++) {
 				if (v == 0) { /* as libpmcclient: the thread's pidfd proves it */
@@ -1068,6 +1109,9 @@ cmd_register(const char *path, int reps, long iters)
 			double ns = (double)(bench_now_ns() - t0) / (double)iters;
 			if (rep < 0)
 				continue; /* warm-up */
+			/* The daemon's CPU time per call (what other processes on its CPU do not
+			 * stretch, unlike the wall time). */
+			dcpu[v][rep] = (double)(cpu_ns(dpid) - c0) / (double)iters;
 			if (v == 0)
 				reg[rep] = ns;
 			else if (v == 1)
@@ -1092,6 +1136,10 @@ cmd_register(const char *path, int reps, long iters)
 	 * registration by the thread's id alone (found in /proc). */
 	printf("register_by_id_ns=%.0f\npidfd_vs_id_ratio=%.3f\n", bench_median(byid, (size_t)reps),
 	       bench_median(proof, (size_t)reps));
+	printf("daemon_cpu_register_ns=%.0f\ndaemon_cpu_status_ns=%.0f\ndaemon_cpu_register_by_id_"
+	       "ns=%.0f\n",
+	       bench_median(dcpu[0], (size_t)reps), bench_median(dcpu[2], (size_t)reps),
+	       bench_median(dcpu[3], (size_t)reps));
 	return 0;
 }
 

@@ -358,8 +358,8 @@ for v in 1 2 3; do
 		"$(mega "$(kv $f "beside${v}_samples_per_cpu_s")")/s per daemon CPU-second) |" \
 		"ingest alone, same daemon | $(mega "$(kv $f alone_samples_per_s)")/s (daemon busy" \
 		"$(awk -v c="$(kv $f alone_daemon_cpu)" 'BEGIN { printf "%.0f", c * 100 }') %; $(mega "$(kv $f alone_samples_per_cpu_s)")/s per CPU-second) |" \
-		"$(ratio "$r") (per daemon CPU-second $(ratio "$rc")) | >= 0.9x |" \
-		"$(yesno "$r >= 0.9" "$(awk -v x="$r" 'BEGIN { printf "%.2fx off", 0.9 / x }')") |"
+		"$(ratio "$r") (per daemon CPU-second $(ratio "$rc")) | >= 0.9x, and runs complete |" \
+		"$(yesno "$r >= 0.9 && $(kv $f "beside${v}_runs_per_s") > 0" "$(awk -v x="$r" -v n="$(kv $f "beside${v}_runs_per_s")" 'BEGIN { if (x < 0.9) printf "%.2fx off", 0.9 / x; else if (n <= 0) printf "no run completed" }')") |"
 done
 if [ -n "$BURST_ERR" ]; then
 	echo "| 10 | samples lost when $BURST_PROCS clients start at once | not measurable here: $BURST_ERR | | | | 0 | - |"

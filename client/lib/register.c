@@ -106,8 +106,10 @@ thread_pidfd(pid_t tid)
 
 /*
  * Called with G.conn.lock held (nothing else may read the socket meanwhile): sends the
- * RegisterThread @req and receives its reply within the wait bound, with the fds it carries in
- * @fds (PMC_LIMIT_EVENTS slots). A full queue delays the request, within the bound too.
+ * RegisterThread @req (with *@pidfd attached when >= 0, closed and set to -1 once sent: the
+ * close overlaps the daemon's work, not added to the wait) and receives its reply within the
+ * wait bound, with the fds it carries in @fds (PMC_LIMIT_EVENTS slots). A full queue delays
+ * the request, within the bound too.
  * Return: 0 with *@out (freed by the caller) and *@n_fds fds, the caller's;
  * -EMFILE: the reply came with fewer fds than it carried (MSG_CTRUNC: no room for them
  * under RLIMIT_NOFILE), those that came are closed, *@out is the reply (NULL when it does
@@ -119,16 +121,19 @@ thread_pidfd(pid_t tid)
 static int register_recv_locked(bool wait, int *fds, size_t *n_fds, Pmc__Response **out);
 
 static int
-register_call_locked(const Pmc__Request *req, int pidfd, int *fds, size_t *n_fds,
+register_call_locked(const Pmc__Request *req, int *pidfd, int *fds, size_t *n_fds,
                      Pmc__Response **out)
 {
 	int r;
-	while ((r = pmc_wire_send(G.conn.fd, &req->base, &pidfd, pidfd >= 0, MSG_DONTWAIT)) ==
+	while ((r = pmc_wire_send(G.conn.fd, &req->base, pidfd, *pidfd >= 0, MSG_DONTWAIT)) ==
 	       -EAGAIN)
 		if (pmc__app_wait_room_locked(false) < 0)
 			return -EAGAIN;
 	if (r < 0)
 		return r;
+	/* In flight, the datagram holds its own reference. */
+	if (*pidfd >= 0)
+		close(TAKE_FD(*pidfd));
 	G.conn.room_late = 0; /* the daemon takes datagrams again */
 	return register_recv_locked(true, fds, n_fds, out);
 }
@@ -275,7 +280,7 @@ register_ask_locked(struct attempt *a)
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
 	uint64_t start = util_now_ns(CLOCK_MONOTONIC);
-	a->r = register_call_locked(&req, pidfd, t->fds, &a->n_fds, &a->resp);
+	a->r = register_call_locked(&req, &pidfd, t->fds, &a->n_fds, &a->resp);
 	a->waited_ms = (int)((util_now_ns(CLOCK_MONOTONIC) - start) / 1000000);
 	a->is_reply = a->resp && !a->resp->error &&
 	              a->resp->body_case == PMC__RESPONSE__BODY_REGISTER_REPLY;
