@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "pmcctl/event-name.h"
@@ -42,11 +45,46 @@ grow(void *v, size_t *cap, size_t need, size_t size)
 	return v;
 }
 
-/* An index into a table of @cap (a power of two) slots for the hash @h. */
+/* @v (@cap items of @size) made to hold @n exactly (an empty one kept as it is). */
+static void *
+shrink(void *v, size_t *cap, size_t n, size_t size)
+{
+	if (!v || !n || n >= *cap)
+		return v;
+	void *w = reallocarray(v, n, size);
+	if (!w)
+		return v; /* (smaller: its room stays, nothing is lost) */
+	*cap = n;
+	return w;
+}
+
+/* A seed of this process's own for the hash tables: ids and names are the daemon's to choose,
+ * and with a fixed hash a hostile one could send thousands that all take one slot (each
+ * added node then probing all the others: 3.5 s for 65,400 nodes of a 5 MB reply). */
+static uint64_t
+hash_seed(void)
+{
+	static uint64_t seed;
+
+	if (!seed &&
+	    (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed) || !seed))
+		seed = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL) ^
+		       UINT64_C(0x5bd1e9955bd1e995);
+	return seed;
+}
+
+/* An index into a table of @cap (a power of two) slots for the hash @h: @h and the seed mixed
+ * by a bijection whose every output bit depends on every input bit (murmur3's finalizer). */
 static size_t
 slot_of(uint64_t h, size_t cap)
 {
-	return (size_t)((h * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & (cap - 1);
+	h ^= hash_seed();
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64_C(0xc4ceb9fe1a85ec53);
+	h ^= h >> 33;
+	return (size_t)h & (cap - 1);
 }
 
 /* ---- names, each once ---- */
@@ -54,7 +92,7 @@ slot_of(uint64_t h, size_t cap)
 static uint64_t
 text_hash(const char *s)
 {
-	uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
+	uint64_t h = UINT64_C(0xcbf29ce484222325) ^ hash_seed(); /* FNV-1a, seeded */
 
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
@@ -315,7 +353,15 @@ tree_finish(struct tree *t)
 		if (nd->parent != TREE_NONE)
 			t->node[nd->parent].samples |= nd->samples;
 	}
-	/* No node comes any more: what only adding needs goes. */
+	/* No node comes any more: what only adding needs goes, and the arrays keep only what
+	 * they hold (a reply whose every node repeats an id makes a tree of each, which would
+	 * otherwise keep room for 64 nodes: 4 KB for 80 bytes of the reply). */
+	t->node = shrink(t->node, &t->cap, t->n, sizeof(*t->node));
+	t->ev = shrink(t->ev, &t->cap_ev, t->n_ev_all, sizeof(*t->ev));
+	t->names.s = shrink(t->names.s, &t->names.cap, t->names.n, 1);
+	t->packed = shrink(t->packed, &t->cap_packed, t->n_packed, 1);
+	t->packed_end = shrink(t->packed_end, &t->cap_packed_end, t->packed_end ? t->n : 0,
+	                       sizeof(*t->packed_end));
 	free(t->names.slot);
 	t->names.slot = NULL;
 	t->names.n_slot = t->names.cap_slot = 0;
@@ -585,7 +631,7 @@ tree_self_of(const struct tree *t, const struct tree_node *nd, const char *event
 static uint32_t
 folded_frame(struct folded *f, uint32_t parent, uint32_t name)
 {
-	/* (a hash of both: slot_of() takes the high half of its product) */
+	/* (a hash of both, mixed again by slot_of()) */
 	uint32_t h =
 	        (uint32_t)(((((uint64_t)parent << 32) | name) * UINT64_C(0xff51afd7ed558ccd)) >>
 	                   32);
