@@ -18,6 +18,7 @@
 #include "pmcctl/query.h"
 #include "pmcctl/tree-print.h"
 #include "pmcctl/tree.h"
+#include "wire/pmc-shared.h"
 
 /* ---- a tree reply, process by process ---- */
 
@@ -361,7 +362,12 @@ tree_node_json(struct tree_printer *p, const struct tree *t, const struct tree_n
 	return o;
 }
 
+/* The deepest node --format json writes (jansson's recursion: 10,000 levels took some of an 8
+ * MiB stack, 30,000 overflowed it). */
+#define TREE_JSON_MAX_DEPTH 4096
+
 /* {"pid","comm","cgroup","ns_pid","uid","untracked":{reason:count},"tree":[node...]} of @t. */
+
 static json_t *
 tree_json(struct tree_printer *p, const struct tree *t)
 {
@@ -372,6 +378,21 @@ tree_json(struct tree_printer *p, const struct tree *t)
 
 	if (!obj)
 		pmcctl_oom();
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tree_node *nd = &t->node[i];
+
+		if (!nd->selected)
+			continue;
+		/* jansson writes and frees nested values by recursion: a chain of some 30,000
+		 * nodes overflowed the stack. A daemon keeps call paths of at most
+		 * PMC_LIMIT_PATH_DEPTH regions; one that sends more is refused here. */
+		if (nd->depth >= TREE_JSON_MAX_DEPTH)
+			pmcctl_fail(
+			        "the call path tree of pid %d is over %d levels deep (a daemon "
+			        "keeps paths of at most %d regions): too deep for --format json; "
+			        "--format csv writes it",
+			        (int)t->pid, TREE_JSON_MAX_DEPTH, PMC_LIMIT_PATH_DEPTH);
+	}
 	output_jset(proc, "pid", json_integer(t->pid));
 	output_jset(proc, "comm", output_jstr(t->comm));
 	output_jset(proc, "cgroup", output_jstr(t->cgroup));

@@ -10,7 +10,8 @@
  *                   process, each marked `more`, for ever ("query" once, then "part K" every
  *                   1,000 parts), until the client goes; with PARTS, PARTS parts and the
  *                   reply ends, its call path nodes a tree 20 levels deep (node K under
- *                   K / 2), not a chain (bench/pprof-diff.sh)
+ *                   K / 2), not a chain (bench/pprof-diff.sh), or, with PMC_FAKE_CHAIN
+ *                   set, a chain all the same (node K under K - 1: e2e-tree-large)
  *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
  *                   came on): answers Hello ("hello"), answers each RegisterThread with one
  *                   counter (task-clock of that thread, opened here: root) ("register
@@ -124,6 +125,7 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 
 	if (!rs || !v || !names)
 		exit(1);
+	bool chain = getenv("PMC_FAKE_CHAIN") != NULL;
 	st.sum = st.min = st.max = 1000;
 	st.mean = 1000;
 	ev.name = (char *)"page-faults";
@@ -145,7 +147,7 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 			/* Tree nodes, each under the one before: query --tree and flamegraph
 			 * keep every node of a process until the process ends. */
 			rs[i].path = (uint32_t)((part - 1) * n + i + 1);
-			rs[i].parent = parts ? rs[i].path / 2 : rs[i].path - 1;
+			rs[i].parent = parts && !chain ? rs[i].path / 2 : rs[i].path - 1;
 			v[i] = &rs[i];
 		}
 		qr.n_regions = n;

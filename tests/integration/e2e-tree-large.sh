@@ -9,7 +9,8 @@
 #   children in the reply's order; each self figure its sum less its children's sums (the
 #   children found by their paths in the same output);
 #   flamegraph: its lines sorted as strcmp(3) sorts, each stack once, and exactly the CSV's
-#   nodes with a wall self figure above zero, "hostile (uid 0);PATH SELF".
+#   nodes with a wall self figure above zero, "hostile (uid 0);PATH SELF";
+#   a chain of 4,200 levels refused by --format json (exit 1, a reason), not a crash.
 . "$(dirname "$0")/../lib/lib.sh"
 PARTS=60 N=$((60 * 200))
 start_helper "$TMP/fake.out" listening "$PMC_FAKE_DAEMON_BIN" stream "$TMP/f.sock" 200 "$PARTS"
@@ -70,3 +71,13 @@ awk -F, '$2 == "wall_ns" && $5 > 0 { print "hostile (uid 0);" $4 " " $5 }' "$TMP
 LC_ALL=C sort "$TMP/flame" | cmp -s - "$TMP/want" ||
 	fail "flamegraph lines are not the CSV's nodes of positive self: $(LC_ALL=C sort "$TMP/flame" | diff - "$TMP/want" | head -n 5)"
 pass "flamegraph: $(wc -l <"$TMP/flame") lines, sorted, the CSV's nodes with positive self figures"
+
+# A chain deeper than any daemon's paths (PMC_FAKE_CHAIN: node K under K - 1, 4,200 levels):
+# --format json, whose writer nests by recursion (30,000 levels overflowed its stack), refuses
+# it with a message and exit 1, not a crash.
+start_helper "$TMP/chain.out" listening env PMC_FAKE_CHAIN=1 "$PMC_FAKE_DAEMON_BIN" stream "$TMP/c.sock" 200 21
+rc=0
+"$PMCCTL_BIN" --socket "$TMP/c.sock" query --tree --format json >"$TMP/chain.json" 2>"$TMP/chain.err" || rc=$?
+expect_eq "query --tree --format json of a 4,200-level chain: exit status" "$rc" 1
+grep -q 'too deep for --format json' "$TMP/chain.err" || fail "no reason given: $(cat "$TMP/chain.err")"
+pass "a 4,200-level chain refused by --format json: $(cat "$TMP/chain.err")"
