@@ -14,7 +14,8 @@
  *	SampleBatch, region ids in the batches. The steady batch is the same datagram either
  *	way. REPS times: the load runs; the daemon's own sample counter (Status) is read
  *	SECONDS apart; the load pauses; then protobuf-c alone unpacks (and frees) the datagram
- *	the first load process sends, in a loop for SECONDS / 2 on this core. Prints the way
+ *	the first load process sends, in a loop for SECONDS / 2 on this core (on CPU N with
+ *	PMC_BENCH_UNPACK_CPU=N: bench/run puts it on the daemon's). Prints the way
  *	the load talked (client=call-paths or client=old) and the medians: daemon samples/s
  *	over wall time, the daemon's CPU use meanwhile (/proc/PID/schedstat) and samples per
  *	daemon CPU-second, protobuf-c's samples per second of wall and of CPU time, and the
@@ -93,6 +94,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -522,10 +524,23 @@ cpu_ns(pid_t pid)
 }
 
 /* protobuf-c alone: unpacks and frees @b in a loop for @seconds; sets samples per second of
- * wall time and per second of this thread's CPU time. */
+ * wall time and per second of this thread's CPU time. With PMC_BENCH_UNPACK_CPU=N, on CPU N
+ * meanwhile (bench/run: the daemon's, idle while the load pauses), so that the daemon and its
+ * baseline are timed on one CPU: a VM's two vCPUs need not run at one speed. */
 static void
 unpack_rate(const struct batch *b, double seconds, double *per_s, double *per_cpu_s)
 {
+	const char *on = getenv("PMC_BENCH_UNPACK_CPU");
+	cpu_set_t was, there;
+	bool moved = false;
+
+	if (on && *on && sched_getaffinity(0, sizeof(was), &was) == 0) {
+		CPU_ZERO(&there);
+		CPU_SET(atoi(on), &there);
+		if (sched_setaffinity(0, sizeof(there), &there) < 0)
+			die("PMC_BENCH_UNPACK_CPU=%s: %s", on, strerror(errno));
+		moved = true;
+	}
 	uint64_t t0 = bench_now_ns(), c0 = bench_cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
 	uint64_t n = 0, t;
 
@@ -542,11 +557,26 @@ unpack_rate(const struct batch *b, double seconds, double *per_s, double *per_cp
 	} while ((t = bench_now_ns()) < end);
 	*per_s = (double)(n * b->samples) * 1e9 / (double)(t - t0);
 	*per_cpu_s = (double)(n * b->samples) * 1e9 / (double)(bench_cpu_ns() - c0);
+	if (moved && sched_setaffinity(0, sizeof(was), &was) < 0)
+		die("cannot go back to this process's CPUs: %s", strerror(errno));
 }
 
 static int
 cmd_ingest(const char *path, int nproc, int reps, double seconds)
 {
+	/* PMC_BENCH_UNPACK_CPU (unpack_rate()) tried before the load processes start. */
+	const char *on = getenv("PMC_BENCH_UNPACK_CPU");
+	if (on && *on) {
+		cpu_set_t was, there;
+		int cpu = atoi(on);
+		if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(was), &was) < 0)
+			die("PMC_BENCH_UNPACK_CPU=%s: not a CPU", on);
+		CPU_ZERO(&there);
+		CPU_SET(cpu, &there);
+		if (sched_setaffinity(0, sizeof(there), &there) < 0 ||
+		    sched_setaffinity(0, sizeof(was), &was) < 0)
+			die("PMC_BENCH_UNPACK_CPU=%s: not a CPU this process may run on", on);
+	}
 	struct load_ctl *ctl =
 	        mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pid_t kids[MAX_PROCS];
