@@ -76,6 +76,23 @@ output_table_free(struct table *t)
 	t->n = t->cap = 0;
 }
 
+static void cell_widen(size_t *width, size_t c, const char *s);
+static void cell_print(const struct table *t, FILE *f, const size_t *width, size_t c,
+                       const char *s);
+
+/* A cell of a table not kept: measured, or printed. */
+static void
+table_cell_pass(struct table *t, const char *s)
+{
+	size_t c = t->col;
+
+	if (t->pass == TABLE_MEASURE)
+		cell_widen(t->width, c, s);
+	else
+		cell_print(t, t->f, t->width, c, s);
+	t->col = c + 1 == t->ncols ? 0 : c + 1;
+}
+
 void
 output_table_add(struct table *t, const char *fmt, ...)
 {
@@ -90,6 +107,11 @@ output_table_add(struct table *t, const char *fmt, ...)
 	char *safe = output_escape_text(s);
 	free(s);
 	s = safe;
+	if (t->pass != TABLE_KEEP) {
+		table_cell_pass(t, s);
+		free(s);
+		return;
+	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : 64;
 		char **c = reallocarray(t->cell, cap, sizeof(*c));
@@ -150,6 +172,26 @@ print_padded(FILE *f, const char *s, size_t width, bool right, bool last)
 		fprintf(f, "%*s", (int)pad, "");
 }
 
+/* Column @c of @width widened to fit @s. */
+static void
+cell_widen(size_t *width, size_t c, const char *s)
+{
+	size_t w = display_width(s);
+
+	if (w > width[c])
+		width[c] = w;
+}
+
+/* @s printed to @f as column @c of @t's rows, @width wide (the last column ends the line). */
+static void
+cell_print(const struct table *t, FILE *f, const size_t *width, size_t c, const char *s)
+{
+	fputs(c ? "  " : "", f);
+	print_padded(f, s, width[c], t->right[c], c + 1 == t->ncols);
+	if (c + 1 == t->ncols)
+		fputc('\n', f);
+}
+
 /* Prints the rows of @t, in columns at least @width wide (widened to fit them; @width has
  * t->ncols entries, zero at first), after the header when @head; then forgets the rows, so
  * that a table printed part by part keeps only one part. Parts printed later line up
@@ -157,30 +199,35 @@ print_padded(FILE *f, const char *s, size_t width, bool right, bool last)
 void
 output_table_print_part(struct table *t, FILE *f, size_t *width, bool head)
 {
-	for (size_t c = 0; c < t->ncols; c++) {
-		size_t w = display_width(t->head[c]);
-		if (w > width[c])
-			width[c] = w;
-	}
-	for (size_t i = 0; i < t->n; i++) {
-		size_t w = display_width(t->cell[i]);
-		if (w > width[i % t->ncols])
-			width[i % t->ncols] = w;
-	}
-	for (size_t c = 0; head && c < t->ncols; c++) {
-		fputs(c ? "  " : "", f);
-		print_padded(f, t->head[c], width[c], t->right[c], c + 1 == t->ncols);
-		if (c + 1 == t->ncols)
-			fputc('\n', f);
-	}
-	for (size_t i = 0; i < t->n; i++) {
-		size_t c = i % t->ncols;
-		fputs(c ? "  " : "", f);
-		print_padded(f, t->cell[i], width[c], t->right[c], c + 1 == t->ncols);
-		if (c + 1 == t->ncols)
-			fputc('\n', f);
-	}
+	for (size_t c = 0; c < t->ncols; c++)
+		cell_widen(width, c, t->head[c]);
+	for (size_t i = 0; i < t->n; i++)
+		cell_widen(width, i % t->ncols, t->cell[i]);
+	for (size_t c = 0; head && c < t->ncols; c++)
+		cell_print(t, f, width, c, t->head[c]);
+	for (size_t i = 0; i < t->n; i++)
+		cell_print(t, f, width, i % t->ncols, t->cell[i]);
 	output_table_free(t);
+}
+
+void
+output_table_measure(struct table *t, size_t *width)
+{
+	t->pass = TABLE_MEASURE;
+	t->width = width;
+	t->col = 0;
+	for (size_t c = 0; c < t->ncols; c++)
+		cell_widen(width, c, t->head[c]);
+}
+
+void
+output_table_stream(struct table *t, FILE *f)
+{
+	t->pass = TABLE_PRINT;
+	t->f = f;
+	t->col = 0;
+	for (size_t c = 0; c < t->ncols; c++)
+		cell_print(t, f, t->width, c, t->head[c]);
 }
 
 /* Prints @t whole, its header first, and forgets its rows. */

@@ -19,14 +19,36 @@
 char *output_escape_text(const char *s);
 
 /* An aligned table: @head, @right and @ncols set by its owner, the rows added cell by cell
- * (output_table_add()), row by row. */
+ * (output_table_add()), row by row: kept until printed, or, for a table too large to keep,
+ * added twice, measured then printed as they come (output_table_measure(), _stream()). */
 struct table {
 	size_t ncols;
 	const char *const *head;
 	const bool *right; /* right-aligned (numeric) columns */
 	char **cell;       /* row-major, ncols per row */
 	size_t n, cap;
+	/* Not kept (TABLE_MEASURE, TABLE_PRINT): the columns' widths, the next cell's column,
+	 * where it is printed. */
+	int pass;
+	size_t *width;
+	size_t col;
+	FILE *f;
 };
+enum { TABLE_KEEP, TABLE_MEASURE, TABLE_PRINT };
+
+/**
+ * output_table_measure() - the first of two passes over @t's cells: from now on a cell added
+ * widens its column in @width (t->ncols entries, zero at first; the header's widths too) and
+ * is not kept. @width stays the caller's.
+ */
+void output_table_measure(struct table *t, size_t *width);
+
+/**
+ * output_table_stream() - the second pass: prints @t's header to @f in the columns @width
+ * measured (output_table_measure()); from now on each cell added, the same as in the first
+ * pass, is printed at once in its column, as output_table_print() would print it.
+ */
+void output_table_stream(struct table *t, FILE *f);
 
 /** output_table_free() - forget the rows of @t (its cells), keeping its columns */
 void output_table_free(struct table *t);

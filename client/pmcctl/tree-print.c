@@ -295,7 +295,24 @@ tree_table_head(const char *const *ev, size_t n_ev)
 	return head;
 }
 
-/* @t as a table, under a line naming its process, its untracked samples after it. */
+/* The rows of @t's table, each node's unpacked while its row is made. */
+static void
+tree_table_rows(struct tree_printer *p, struct table *tab, const struct tree *t,
+                const char *const *ev, size_t n_ev)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tree_node *top = &t->node[i];
+
+		if (!tree_is_top(t, top))
+			continue;
+		for (const struct tree_node *nd = top; nd; nd = tree_next(t, nd, top))
+			tree_table_row(p, tab, t, nd, top, ev, n_ev);
+	}
+}
+
+/* @t as a table, under a line naming its process, its untracked samples after it. Its rows
+ * are made twice, measured then printed (no cell kept: a table of 660,000 nodes kept its
+ * cells in 366 MB for a 58.8 MB reply). */
 static void
 tree_table(struct tree_printer *p, const struct tree *t)
 {
@@ -303,27 +320,23 @@ tree_table(struct tree_printer *p, const struct tree *t)
 	_cleanup_free_ const char **ev = tree_event_columns(t, &n_ev);
 	_cleanup_free_ const char **head = tree_table_head(ev, n_ev);
 	_cleanup_free_ bool *right = calloc(4 + 2 * n_ev, sizeof(*right));
+	_cleanup_free_ size_t *width = calloc(4 + 2 * n_ev, sizeof(*width));
 	_cleanup_free_ char *comm = output_escape_text(t->comm);
 	struct table tab = {.ncols = 4 + 2 * n_ev, .head = head, .right = right};
 
-	if (!right)
+	if (!right || !width)
 		pmcctl_oom();
 	for (size_t c = 1; c < tab.ncols; c++)
 		right[c] = true;
-	for (size_t i = 0; i < t->n; i++) {
-		const struct tree_node *top = &t->node[i];
-
-		if (!tree_is_top(t, top))
-			continue;
-		for (const struct tree_node *nd = top; nd; nd = tree_next(t, nd, top))
-			tree_table_row(p, &tab, t, nd, top, ev, n_ev);
-	}
+	output_table_measure(&tab, width);
+	tree_table_rows(p, &tab, t, ev, n_ev);
 	char container[CGROUP_NAME_MAX];
 	_cleanup_free_ char *where =
 	        output_escape_text(cgroup_container_name(t->cgroup, container, sizeof(container)));
 	printf("%spid %" PRId32 " (%s), container %s, uid %" PRIu32 "\n",
 	       p->n_procs || p->dump ? "\n" : "", t->pid, comm, where, t->uid);
-	output_table_print(&tab, stdout);
+	output_table_stream(&tab, stdout);
+	tree_table_rows(p, &tab, t, ev, n_ev);
 	for (size_t c = 0; c < n_ev; c++)
 		free((char *)head[4 + 2 * c]);
 	untracked_lines(p, t->pid);
@@ -362,31 +375,89 @@ tree_node_json(struct tree_printer *p, const struct tree *t, const struct tree_n
 	return o;
 }
 
-/* The deepest node --format json writes (jansson's recursion: 10,000 levels took some of an 8
- * MiB stack, 30,000 overflowed it). */
+/* The deepest node --format json writes (see tree_json()). */
 #define TREE_JSON_MAX_DEPTH 4096
 
-/* {"pid","comm","cgroup","ns_pid","uid","untracked":{reason:count},"tree":[node...]} of @t. */
+/* Prints @v's JSON as output_json_print_indented() does (jansson's, JSON_INDENT(2)), every line
+ * after @indent spaces, and frees @v; @open: @v's last member is an empty array ("[]"), printed
+ * open instead ("[" and a newline) for the caller to fill and close (json_close()). A value of
+ * jansson's is printed whole: only the nesting of the tree is written here. */
+static void
+json_print_at(json_t *v, unsigned indent, bool open)
+{
+	_cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	size_t len = text ? strlen(text) : 0;
 
-static json_t *
-tree_json(struct tree_printer *p, const struct tree *t)
+	json_decref(v);
+	if (!text)
+		pmcctl_fail("cannot write JSON");
+	if (open) {
+		/* The object's last lines are `"key": []` and `}`. */
+		if (len < 4 || strcmp(text + len - 4, "[]\n}"))
+			pmcctl_fail("cannot write JSON: an object not as expected");
+		text[len - 3] = '\0';
+	}
+	for (char *line = text, *end; line; line = end) {
+		end = strchr(line, '\n');
+		if (end)
+			*end++ = '\0';
+		printf("%*s%s%s", (int)indent, "", line, end ? "\n" : "");
+	}
+	if (open)
+		putchar('\n');
+}
+
+/* Closes what json_print_at() left open, an object printed at @indent: its array, then itself. */
+static void
+json_close(unsigned indent)
+{
+	printf("\n%*s]\n%*s}", (int)indent + 2, "", (int)indent, "");
+}
+
+/* Prints the subtree of @top, one of the process's "tree" at @indent: each node as query prints
+ * its region, with its "path", "self" and "children", as jansson would print them nested, one
+ * node's values held at a time (a process's whole tree in jansson's values took 8.6 GB for a
+ * 58.8 MB reply of 660,000 nodes). The walk is depth first, in the reply's order, as the
+ * children were appended before. */
+static void
+tree_json_subtree(struct tree_printer *p, const struct tree *t, const struct tree_node *top,
+                  unsigned indent)
+{
+	const struct tree_node *next;
+
+	for (const struct tree_node *nd = top; nd; nd = next) {
+		next = tree_next(t, nd, top);
+		bool parent = next && next->depth > nd->depth;
+		unsigned at = indent + 4 * (nd->depth - top->depth);
+
+		json_print_at(tree_node_json(p, t, nd), at, parent);
+		if (parent)
+			continue;
+		/* Up to the next node's level: each node above whose last child this was. */
+		uint32_t to = next ? next->depth : top->depth;
+		for (uint32_t d = nd->depth; d > to; d--)
+			json_close(indent + 4 * (d - 1 - top->depth));
+		if (next)
+			fputs(",\n", stdout);
+	}
+}
+
+/* {"pid","comm","cgroup","ns_pid","uid","untracked":{reason:count},"tree":[node...]} of @t, at
+ * @indent; @t has selected nodes. */
+static void
+tree_json(struct tree_printer *p, const struct tree *t, unsigned indent)
 {
 	json_t *proc = output_jobject();
 	json_t *untracked = output_jobject();
-	json_t *tops = output_jarray();
-	_cleanup_free_ json_t **obj = calloc(t->n + 1, sizeof(*obj));
 
-	if (!obj)
-		pmcctl_oom();
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tree_node *nd = &t->node[i];
 
-		if (!nd->selected)
-			continue;
-		/* jansson writes and frees nested values by recursion: a chain of some 30,000
-		 * nodes overflowed the stack. A daemon keeps call paths of at most
+		/* Readers of JSON nest by recursion too (jansson's writer overflowed an 8 MiB
+		 * stack at some 30,000 levels before this wrote the nesting itself; Python's
+		 * reader stops at about 1,000). A daemon keeps call paths of at most
 		 * PMC_LIMIT_PATH_DEPTH regions; one that sends more is refused here. */
-		if (nd->depth >= TREE_JSON_MAX_DEPTH)
+		if (nd->selected && nd->depth >= TREE_JSON_MAX_DEPTH)
 			pmcctl_fail(
 			        "the call path tree of pid %d is over %d levels deep (a daemon "
 			        "keeps paths of at most %d regions): too deep for --format json; "
@@ -403,19 +474,20 @@ tree_json(struct tree_printer *p, const struct tree *t)
 			output_jset(untracked, p->untracked[i].reason,
 			            output_ju64(p->untracked[i].count));
 	output_jset(proc, "untracked", untracked);
-	output_jset(proc, "tree", tops);
-	/* Parents come first: each node goes into its parent's "children", made before it. */
+	output_jset(proc, "tree", output_jarray());
+	json_print_at(proc, indent, true);
+	bool first = true;
 	for (size_t i = 0; i < t->n; i++) {
-		const struct tree_node *nd = &t->node[i];
+		const struct tree_node *top = &t->node[i];
 
-		if (!nd->selected)
+		if (!tree_is_top(t, top))
 			continue;
-		obj[i] = tree_node_json(p, t, nd);
-		output_jappend(tree_is_top(t, nd) ? tops
-		                                  : json_object_get(obj[nd->parent], "children"),
-		               obj[i]);
+		if (!first)
+			fputs(",\n", stdout);
+		first = false;
+		tree_json_subtree(p, t, top, indent + 4);
 	}
-	return proc;
+	json_close(indent);
 }
 
 /* Where the JSON of a tree reply begins: an array, or dump's member "tree". */
@@ -492,7 +564,7 @@ tree_emit(struct tree_printer *p, const struct tree *t)
 			fputs(",\n", stdout);
 		else
 			printf("%s\n", tree_json_open(p));
-		output_json_print_indented(tree_json(p, t), p->dump ? 4 : 2);
+		tree_json(p, t, p->dump ? 4 : 2);
 	} else if (p->o->format == FORMAT_CSV) {
 		tree_csv(p, t);
 	} else {

@@ -11,7 +11,8 @@
  *                   1,000 parts), until the client goes; with PARTS, PARTS parts and the
  *                   reply ends, its call path nodes a tree 20 levels deep (node K under
  *                   K / 2), not a chain (bench/pprof-diff.sh), or, with PMC_FAKE_CHAIN
- *                   set, a chain all the same (node K under K - 1: e2e-tree-large)
+ *                   set, a chain all the same (node K under K - 1: e2e-tree-large); its
+ *                   last part sent, "end bytes=B" (the parts' packed bytes)
  *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
  *                   came on): answers Hello ("hello"), answers each RegisterThread with one
  *                   counter (task-clock of that thread, opened here: root) ("register
@@ -126,6 +127,7 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 	if (!rs || !v || !names)
 		exit(1);
 	bool chain = getenv("PMC_FAKE_CHAIN") != NULL;
+	size_t bytes = 0; /* the reply's, as packed */
 	st.sum = st.min = st.max = 1000;
 	st.mean = 1000;
 	ev.name = (char *)"page-faults";
@@ -163,8 +165,12 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 		int r = reply(fd, &resp);
 		if (r < 0 && r != -EAGAIN && r != -EINTR)
 			break;
+		if (r >= 0)
+			bytes += pmc__response__get_packed_size(&resp);
 		if (part % 1000 == 0)
 			printf("part %lu\n", part);
+		if (parts && part == parts)
+			printf("end bytes=%zu\n", bytes);
 	}
 	free(rs);
 	free(v);

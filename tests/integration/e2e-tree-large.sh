@@ -10,7 +10,11 @@
 #   children found by their paths in the same output);
 #   flamegraph: its lines sorted as strcmp(3) sorts, each stack once, and exactly the CSV's
 #   nodes with a wall self figure above zero, "hostile (uid 0);PATH SELF";
-#   a chain of 4,200 levels refused by --format json (exit 1, a reason), not a crash.
+#   a chain of 4,200 levels refused by --format json (exit 1, a reason), not a crash;
+#   query --tree as a table, JSON and CSV of a reply of 100,000 nodes that ends: every node
+#   printed, in a peak RSS of at most twice the reply's bytes (the fake daemon says how many it
+#   sent) and pmcctl's own 8 MiB (before: a table kept its cells, 6.2 times the reply, and
+#   JSON jansson's whole tree of the process, 146 times).
 . "$(dirname "$0")/../lib/lib.sh"
 PARTS=60 N=$((60 * 200))
 start_helper "$TMP/fake.out" listening "$PMC_FAKE_DAEMON_BIN" stream "$TMP/f.sock" 200 "$PARTS"
@@ -81,3 +85,28 @@ rc=0
 expect_eq "query --tree --format json of a 4,200-level chain: exit status" "$rc" 1
 grep -q 'too deep for --format json' "$TMP/chain.err" || fail "no reason given: $(cat "$TMP/chain.err")"
 pass "a 4,200-level chain refused by --format json: $(cat "$TMP/chain.err")"
+
+# A reply of 100,000 nodes that ends, printed as a table, JSON and CSV, each within twice the
+# reply's bytes (+ 8 MiB, pmcctl's own): the figures it prints are unpacked node by node.
+[ -x /usr/bin/time ] || skip "/usr/bin/time (GNU time) is missing for the memory checks"
+BIG=$((500 * 200))
+start_helper "$TMP/big.out" listening "$PMC_FAKE_DAEMON_BIN" stream "$TMP/b.sock" 200 500
+for f in table json csv; do
+	/usr/bin/time -f 'maxrss_kb=%M' -o "$TMP/time.$f" "$PMCCTL_BIN" --socket "$TMP/b.sock" \
+		query --tree --format "$f" >"$TMP/big.$f" || fail "query --tree --format $f of $BIG nodes failed"
+done
+bytes=$(sed -n 's/^end bytes=//p' "$TMP/big.out" | head -n 1)
+[ -n "$bytes" ] || fail "the fake daemon did not say the reply's bytes: $(tail -n 3 "$TMP/big.out")"
+# Every node once: a table row each (its name, indented), a "children" each in JSON, two CSV rows.
+expect_eq "table: a row per node" "$(grep -cE '^ *r[0-9]+\.[0-9]+ ' "$TMP/big.table")" "$BIG"
+expect_eq "JSON: a \"children\" per node" "$(grep -c '"children": \[' "$TMP/big.json")" "$BIG"
+expect_eq "CSV: two rows per node" "$(($(wc -l <"$TMP/big.csv") - 1))" $((2 * BIG))
+max_kb=$((2 * bytes / 1024 + 8192))
+# AddressSanitizer's redzones and quarantine take two to three times the memory.
+[ -z "${PMC_SANITIZED:-}" ] || max_kb=$((max_kb * 4))
+for f in table json csv; do
+	kb=$(sed -n 's/^maxrss_kb=//p' "$TMP/time.$f")
+	[ "$kb" -le "$max_kb" ] || fail "query --tree --format $f: peak RSS $kb KiB for a reply of $bytes bytes, over $max_kb KiB"
+	echo "# query --tree --format $f of $BIG nodes: peak RSS $kb KiB, the reply $bytes bytes"
+done
+pass "query --tree as a table, JSON and CSV of $BIG nodes ($bytes bytes): each node printed, peak RSS within twice the reply"
