@@ -194,7 +194,7 @@ query_check_filters(const char *what, const Pmc__QueryReply *qr, const Pmc__Quer
  * gather stays bounded). */
 Pmc__Response *
 call_query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *o,
-                  void (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
+                  uint64_t (*on_part)(const Pmc__QueryReply *part, void *ctx), void *ctx)
 {
 	Pmc__Request req = PMC__REQUEST__INIT;
 
@@ -208,7 +208,7 @@ call_query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *
 		timeout = 0; /* refused: its answer is still there to read */
 	else if (r < 0)
 		call_failed(what, r);
-	uint64_t taken = 0, regions = 0;
+	uint64_t taken = 0, regions = 0, held = 0; /* held: on_part()'s, beyond the parts */
 	/* Each part unpacked into one arena, emptied for the next: no allocation per message,
 	 * as many as the reply has figures. The last part is unpacked again on its own, for
 	 * the caller to free as any Response. */
@@ -234,20 +234,26 @@ call_query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *
 		 * ends meets the bound too. */
 		taken += len > PART_MIN_BYTES ? len : PART_MIN_BYTES;
 		regions += resp->query->n_regions;
-		if (o->max_reply && taken > o->max_reply && resp->query->more) {
+		if (o->max_reply && taken + held > o->max_reply && resp->query->more) {
+			char aside[96] = "";
+
 			call_arena_free(&arena);
+			if (held)
+				snprintf(aside, sizeof(aside),
+				         ", %" PRIu64
+				         " MiB of it ended processes of a pid listed again",
+				         (held + (1 << 19)) >> 20);
 			pmcctl_fail("%s: the reply of pmcdaemon passed --max-reply (%" PRIu64
 			            " MiB, %" PRIu64
-			            " regions) and goes on: narrow the query with --pid, "
+			            " regions%s) and goes on: narrow the query with --pid, "
 			            "--comm or --region, or raise --max-reply if the daemon really "
-			            "holds "
-			            "that "
-			            "much (a daemon whose reply never ends is broken or hostile)",
-			            what, o->max_reply >> 20, regions);
+			            "holds that much (a daemon whose reply never ends is broken or "
+			            "hostile)",
+			            what, o->max_reply >> 20, regions, aside);
 		}
 		if (first && !resp->query->more)
 			query_check_filters(what, resp->query, q, o);
-		on_part(resp->query, ctx);
+		held = on_part(resp->query, ctx);
 		if (!resp->query->more) {
 			call_arena_free(&arena);
 			return resp;
@@ -324,7 +330,8 @@ struct query_bytes {
 	FILE *f;
 };
 
-static void
+/* Appends @part; holds no more than the parts are charged. */
+static uint64_t
 query_collect(const Pmc__QueryReply *part, void *ctx)
 {
 	struct query_bytes *b = ctx;
@@ -339,6 +346,7 @@ query_collect(const Pmc__QueryReply *part, void *ctx)
 	pmc__query_reply__pack(&copy, tmp);
 	if (fwrite(tmp, 1, n, b->f) != n)
 		pmcctl_oom();
+	return 0;
 }
 
 /* Sends @q and returns the whole reply, gathered from its parts (in one Response, as a daemon

@@ -591,7 +591,8 @@ struct query_printer {
 	json_t *losses; /* JSON: every part's, printed after the regions */
 };
 
-static void
+/* Prints @q, a part of the reply; holds nothing of it after. */
+static uint64_t
 query_print_part(const Pmc__QueryReply *q, void *ctx)
 {
 	struct query_printer *p = ctx;
@@ -616,6 +617,7 @@ query_print_part(const Pmc__QueryReply *q, void *ctx)
 			output_table_print_part(&p->t, stdout, p->width, !p->n_regions);
 	}
 	p->n_regions += q->n_regions;
+	return 0;
 }
 
 /* Asks for @q's reply in parts and prints each as it arrives, in @o's format; when it lists

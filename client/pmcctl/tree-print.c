@@ -57,6 +57,10 @@ struct tree_printer {
 	/* Those of its pid before it (the pid again: recycled, or exec'd), ended, shown with it. */
 	struct tree *held;
 	size_t n_held, cap_held;
+	/* Their memory (tree_mem()): charged to --max-reply with the reply's parts, as each
+	 * came of parts already charged (a reply whose every node repeats an id makes a tree
+	 * of each, 553 bytes a node of 85 in the reply: 110 MB for a reply of 17 MB). */
+	uint64_t held_mem;
 	struct untracked *untracked;
 	size_t n_untracked, cap_untracked;
 	size_t n_nodes, n_selected; /* listed, and in the subtrees --region selects */
@@ -98,6 +102,7 @@ pending_clear(struct tree_printer *p)
 	for (size_t i = 0; i < p->n_held; i++)
 		tree_free(&p->held[i]);
 	p->n_held = 0;
+	p->held_mem = 0;
 	tree_free(&p->cur);
 	tree_init(&p->cur, !p->on_tree);
 }
@@ -646,6 +651,7 @@ tree_flush(struct tree_printer *p)
 	for (size_t i = 0; i < p->n_held; i++)
 		tree_show(p, &p->held[i]);
 	p->n_held = 0;
+	p->held_mem = 0;
 	if (p->cur.n) {
 		tree_finish(&p->cur);
 		tree_show(p, &p->cur);
@@ -653,13 +659,15 @@ tree_flush(struct tree_printer *p)
 	pending_clear(p);
 }
 
-static void
+/* Folds @q's nodes into their trees, shows those ended; returns the memory of the trees set
+ * aside (see held_mem). */
+static uint64_t
 tree_part(const Pmc__QueryReply *q, void *ctx)
 {
 	struct tree_printer *p = ctx;
 
 	if (p->old_daemon)
-		return;
+		return 0;
 	for (size_t i = 0; i < q->n_untracked; i++)
 		untracked_add(p, q->untracked[i]);
 	for (size_t i = 0; i < q->n_regions; i++) {
@@ -668,7 +676,7 @@ tree_part(const Pmc__QueryReply *q, void *ctx)
 		if (!r->path) {
 			p->old_daemon = true;
 			pending_clear(p);
-			return;
+			return 0;
 		}
 		if (p->cur.n && r->pid != p->cur.pid)
 			tree_flush(p);
@@ -678,10 +686,12 @@ tree_part(const Pmc__QueryReply *q, void *ctx)
 		tree_finish(&p->cur);
 		p->held = grow_held(p->held, &p->cap_held, p->n_held + 1);
 		p->held[p->n_held++] = p->cur;
+		p->held_mem += tree_mem(&p->cur) + sizeof(*p->held);
 		tree_init(&p->cur, !p->on_tree);
 		tree_add(&p->cur, r);
 	}
 	untracked_flush(p, p->cur.n ? &p->cur.pid : NULL);
+	return p->held_mem;
 }
 
 /* Asks for the call path nodes of the processes @o selects and prints their trees (or hands

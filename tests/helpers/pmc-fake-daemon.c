@@ -12,7 +12,9 @@
  *                   reply ends, its call path nodes a tree 20 levels deep (node K under
  *                   K / 2), not a chain (bench/pprof-diff.sh), or, with PMC_FAKE_CHAIN
  *                   set, a chain all the same (node K under K - 1: e2e-tree-large); its
- *                   last part sent, "end bytes=B" (the parts' packed bytes)
+ *                   last part sent, "end bytes=B" (the parts' packed bytes); with
+ *                   PMC_FAKE_REPEAT set, every node is path 1, a root (each another
+ *                   process of the same pid to pmcctl: e2e-hostile-reply)
  *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
  *                   came on): answers Hello ("hello"), answers each RegisterThread with one
  *                   counter (task-clock of that thread, opened here: root) ("register
@@ -127,6 +129,7 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 	if (!rs || !v || !names)
 		exit(1);
 	bool chain = getenv("PMC_FAKE_CHAIN") != NULL;
+	bool repeat = getenv("PMC_FAKE_REPEAT") != NULL;
 	size_t bytes = 0; /* the reply's, as packed */
 	st.sum = st.min = st.max = 1000;
 	st.mean = 1000;
@@ -150,6 +153,8 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 			 * keep every node of a process until the process ends. */
 			rs[i].path = (uint32_t)((part - 1) * n + i + 1);
 			rs[i].parent = parts && !chain ? rs[i].path / 2 : rs[i].path - 1;
+			if (repeat)
+				rs[i].path = 1, rs[i].parent = 0;
 			v[i] = &rs[i];
 		}
 		qr.n_regions = n;
