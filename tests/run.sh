@@ -34,7 +34,7 @@ done
 run_suite() {
 	local dir=$1
 	shift
-	echo "== $dir: cmake $*"
+	echo "== [$SECONDS s] $dir: cmake $*"
 	cmake -S . -B "$dir" -DPMC_WERROR=ON "$@" >/dev/null
 	cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 ||
 		{ cat "$dir/build.log" >&2; echo "build failed in $dir" >&2; return 1; }
@@ -143,20 +143,20 @@ fi
 
 run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # The hw suite against a real kernel PMU: QEMU's emulated arm64 one (build-emu; 1-3 minutes).
-echo "== build-emu: the hw suite on an emulated arm64 PMU"
+echo "== [$SECONDS s] build-emu: the hw suite on an emulated arm64 PMU"
 tests/hw/emulated-pmu.sh build-emu
 # The Debian packages as an operator installs them (tests/packaging/run.sh): built and
 # lintian-clean, then Debian 12 booted with systemd as PID 1, under systemd-nspawn (install,
 # socket activation, restart and upgrade under a running client, purge) and under QEMU with
 # Debian's own kernel (exact figures at its perf_event_paranoid 3). Downloads are cached
 # in /var/cache/pmc-tests (PMC_TEST_CACHE).
-echo "== build-pkg: Debian packages, and Debian 12 with systemd as PID 1 (nspawn, QEMU)"
+echo "== [$SECONDS s] build-pkg: Debian packages, and Debian 12 with systemd as PID 1 (nspawn, QEMU)"
 tests/packaging/run.sh build-pkg build-test/tests/pmc-test-client
 [ -n "${quick:-}" ] && exit 0
 
 # The other compiler: everything (benchmarks too) with clang's warnings as errors, and the
 # unit tests of that build.
-echo "== build-clang: clang-14, every target, warnings as errors; unit tests"
+echo "== [$SECONDS s] build-clang: clang-14, every target, warnings as errors; unit tests"
 cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang-14 -DPMC_WERROR=ON \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMC_BUILD_BENCH=ON >/dev/null
 cmake --build build-clang -j"$(nproc)" >build-clang/build.log 2>&1 ||
@@ -165,7 +165,7 @@ cmake --build build-clang -j"$(nproc)" >build-clang/build.log 2>&1 ||
 
 run_suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DPMC_SANITIZE=address,undefined
 
-echo "== build-fuzz: libFuzzer over the daemon's decode and dispatch, pmcctl diff's reader and the pprof writer"
+echo "== [$SECONDS s] build-fuzz: libFuzzer over the daemon's decode and dispatch, pmcctl diff's reader and the pprof writer"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DPMC_FUZZ=ON \
 	-DPMC_SANITIZE=address,undefined -DPMC_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz --target fuzz-dispatch fuzz-batch fuzz-ingest fuzz-state fuzz-client fuzz-diff fuzz-pprof -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
@@ -210,3 +210,4 @@ fuzz fuzz-diff 150000 90 tests/fuzz/corpus-diff
 # pmcctl's pprof writer on any daemon reply (about 50 s here).
 fuzz fuzz-pprof 400000 90 tests/fuzz/corpus-pprof
 echo "fuzz: no crash, no leak"
+echo "== [$SECONDS s] tests/run.sh: every stage passed"
