@@ -235,14 +235,14 @@ call_query_stream(int sock, const char *what, Pmc__Query *q, const struct opts *
 		taken += len > PART_MIN_BYTES ? len : PART_MIN_BYTES;
 		regions += resp->query->n_regions;
 		if (o->max_reply && taken + held > o->max_reply && resp->query->more) {
-			char aside[96] = "";
+			char aside[112] = "";
 
 			call_arena_free(&arena);
 			if (held)
 				snprintf(aside, sizeof(aside),
-				         ", %" PRIu64
-				         " MiB of it ended processes of a pid listed again",
-				         (held + (1 << 19)) >> 20);
+				         ", counting the %" PRIu64
+				         " KiB held for earlier processes of a pid listed again",
+				         (held + 1023) >> 10);
 			pmcctl_fail("%s: the reply of pmcdaemon passed --max-reply (%" PRIu64
 			            " MiB, %" PRIu64
 			            " regions%s) and goes on: narrow the query with --pid, "

@@ -81,8 +81,8 @@ void call_query_init(Pmc__Query *q, const struct opts *o);
  * call_query_stream() - send @q on @sock (borrowed), asking for its reply in parts, and hand each
  * part to @on_part(part, @ctx) as it arrives (a daemon that does not stream sends one part;
  * the part is freed after the callback returns). @on_part returns the bytes its caller holds
- * beyond what the parts so far are charged, 0 for none (trees set aside: tree-print.c): they
- * count against --max-reply with the parts.
+ * beyond what the parts it has read are charged (twice their bytes are allowed for), 0 for
+ * none (trees set aside: tree-print.c): they count against --max-reply with the parts.
  * @what: names the call in messages
  * @o: the filters @q came from (to tell a daemon too old for them)
  * Return: the last part's Response (its visible and hidden: the whole reply's), which the

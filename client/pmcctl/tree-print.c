@@ -57,9 +57,11 @@ struct tree_printer {
 	/* Those of its pid before it (the pid again: recycled, or exec'd), ended, shown with it. */
 	struct tree *held;
 	size_t n_held, cap_held;
-	/* Their memory (tree_mem()): charged to --max-reply with the reply's parts, as each
-	 * came of parts already charged (a reply whose every node repeats an id makes a tree
-	 * of each, 553 bytes a node of 85 in the reply: 110 MB for a reply of 17 MB). */
+	/* What they hold beyond what grows with their nodes (tree_overhead()), charged to
+	 * --max-reply with the parts they came of, which are charged already: a reply whose
+	 * every node repeats an id makes a tree of each, some 550 bytes for a node of 85 in the
+	 * reply (236 MB at --max-reply 16); a large tree set aside holds about what the current
+	 * one would, within twice its parts. */
 	uint64_t held_mem;
 	struct untracked *untracked;
 	size_t n_untracked, cap_untracked;
@@ -686,7 +688,7 @@ tree_part(const Pmc__QueryReply *q, void *ctx)
 		tree_finish(&p->cur);
 		p->held = grow_held(p->held, &p->cap_held, p->n_held + 1);
 		p->held[p->n_held++] = p->cur;
-		p->held_mem += tree_mem(&p->cur) + sizeof(*p->held);
+		p->held_mem += tree_overhead(&p->cur);
 		tree_init(&p->cur, !p->on_tree);
 		tree_add(&p->cur, r);
 	}

@@ -123,11 +123,12 @@ void tree_finish(struct tree *t);
 size_t tree_build(struct tree *t, Pmc__RegionStats *const *r, size_t n, bool keep);
 
 /**
- * tree_mem() - about the bytes of memory @t holds, finished (tree_finish()): its arrays, names
- * and packed figures at their capacities, its strings, each block's malloc overhead (16
- * bytes), and the structure itself
+ * tree_overhead() - about the bytes a finished tree (tree_finish()) holds whatever its nodes:
+ * its structure, its process's comm and cgroup, its blocks' malloc chunks and what cutting them
+ * to size leaves; what grows with its nodes (about 1.6 times their bytes in the reply) is not
+ * in it
  */
-size_t tree_mem(const struct tree *t);
+size_t tree_overhead(const struct tree *t);
 /** tree_free() - free what @t holds; it is then empty (tree_init() it to use it again) */
 void tree_free(struct tree *t);
 

@@ -14,7 +14,9 @@
  *                   set, a chain all the same (node K under K - 1: e2e-tree-large); its
  *                   last part sent, "end bytes=B" (the parts' packed bytes); with
  *                   PMC_FAKE_REPEAT set, every node is path 1, a root (each another
- *                   process of the same pid to pmcctl: e2e-hostile-reply)
+ *                   process of the same pid to pmcctl: e2e-hostile-reply); with
+ *                   PMC_FAKE_RECYCLE=K, the ids start again every K parts (a process of
+ *                   the pid listed again, recycled or exec'd)
  *   slow SOCK MS    handles each datagram MS ms after the one before (whatever connection it
  *                   came on): answers Hello ("hello"), answers each RegisterThread with one
  *                   counter (task-clock of that thread, opened here: root) ("register
@@ -130,6 +132,8 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 		exit(1);
 	bool chain = getenv("PMC_FAKE_CHAIN") != NULL;
 	bool repeat = getenv("PMC_FAKE_REPEAT") != NULL;
+	unsigned long recycle =
+	        getenv("PMC_FAKE_RECYCLE") ? strtoul(getenv("PMC_FAKE_RECYCLE"), NULL, 10) : 0;
 	size_t bytes = 0; /* the reply's, as packed */
 	st.sum = st.min = st.max = 1000;
 	st.mean = 1000;
@@ -155,6 +159,10 @@ stream_forever(int fd, unsigned n, unsigned long parts)
 			rs[i].parent = parts && !chain ? rs[i].path / 2 : rs[i].path - 1;
 			if (repeat)
 				rs[i].path = 1, rs[i].parent = 0;
+			if (recycle) { /* the ids start again: another process of the pid */
+				rs[i].path = (uint32_t)(((part - 1) % recycle) * n + i + 1);
+				rs[i].parent = rs[i].path / 2;
+			}
 			v[i] = &rs[i];
 		}
 		qr.n_regions = n;

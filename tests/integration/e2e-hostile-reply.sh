@@ -45,15 +45,25 @@ hostile "query (table) --max-reply 16" 150000 query --max-reply 16
 hostile "query --format json --max-reply 16" 150000 query --format json --max-reply 16
 hostile "query --tree --max-reply 16" $((2 * 16384 + 8192)) query --tree --max-reply 16
 # Every node the same id (PMC_FAKE_REPEAT): to pmcctl each is another process of the pid (the
-# pid again, recycled or exec'd), its tree set aside until the pid's last. Those trees count
-# against --max-reply with the parts they came of (before: 236 MB at --max-reply 16, a tree
-# of 553 bytes kept for each node of 85 bytes read, refused only at 16 MiB read).
+# pid again, recycled or exec'd), its tree set aside until the pid's last. What each such tree
+# holds beyond what grows with its nodes counts against --max-reply with the parts they came
+# of (before: 236 MB at --max-reply 16, a tree of some 550 bytes kept for each node of 85
+# bytes read, refused only at 16 MiB read).
 start_helper "$TMP/repeat.out" listening env PMC_FAKE_REPEAT=1 "$PMC_FAKE_DAEMON_BIN" stream "$TMP/repeat.sock" 200
 FAKE=$TMP/repeat.sock
 hostile "query --tree --max-reply 16, every node's id the same" $((2 * 16384 + 8192)) query --tree --max-reply 16
-grep -q " MiB of it ended processes of a pid listed again)" "$TMP/err" ||
+grep -q ", counting the [0-9]* KiB held for earlier processes of a pid listed again)" "$TMP/err" ||
 	fail "the trees set aside are not named in: $(cat "$TMP/err")"
 FAKE=$TMP/fake.sock
+# A reply that ends under the bound is never refused for it, with an earlier process of its pid
+# set aside: 200 parts of 200 nodes (3.4 MB), the ids starting again at part 151, read under
+# --max-reply 4 (a first charge counted each tree set aside whole, its parts a second time, and
+# refused it).
+start_helper "$TMP/recycle.out" listening env PMC_FAKE_RECYCLE=150 "$PMC_FAKE_DAEMON_BIN" stream "$TMP/recycle.sock" 200 200
+rc=0
+"$PMCCTL_BIN" --socket "$TMP/recycle.sock" query --tree --format csv --max-reply 4 >"$TMP/recycle.csv" 2>"$TMP/err" || rc=$?
+expect_eq "a 3.4 MB reply with a pid listed again, under --max-reply 4: exit status" "$rc" 0
+expect_eq "a 3.4 MB reply with a pid listed again: every node's two rows" "$(($(wc -l <"$TMP/recycle.csv") - 1))" $((2 * 200 * 200))
 # A usage error, not a silent default.
 set +e
 "$PMCCTL_BIN" --socket "$FAKE" query --max-reply lots >/dev/null 2>"$TMP/err"
