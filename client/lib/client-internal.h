@@ -147,6 +147,9 @@
 #define PMC_NAMES_SMALL 4096
 #define PMC_NAME_SLOTS (2 * PMC_NAMES_SMALL)
 #define PMC_NAME_SLOTS_BIG (2 * PMC_MAX_REGIONS)
+/* How many times the usual begin makes again a pass the kernel's update of a page interrupted
+ * (pass_retry()) before it takes the general way. */
+#define PMC_PASS_TRIES 3
 /* Empty regions a thread runs as it registers: the first warms up, the least of the others
  * is its floor (ThreadFloor). */
 #define PMC_WARMUP_RUNS 5
@@ -304,6 +307,11 @@ struct pmc_thread {
 	_Atomic uint64_t *head_mirror;
 	_Atomic uint64_t head_sink;
 	uint32_t head_slot;
+	/* A pass the kernel's update of a page interrupted is made again by the usual begin from
+	 * its start (pass_retry()): how many times for this begin (retry_n), a begin being known
+	 * by head + 1 as it began (retry_h). */
+	uint64_t retry_h;
+	unsigned retry_n;
 };
 
 /*

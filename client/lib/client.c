@@ -436,6 +436,7 @@ static void __attribute__((noinline)) unprofiled_region(void)
 
 static void begin_other(pmc_region_t region);
 static void begin_general(struct pmc_thread *t, pmc_region_t region);
+static void begin_again(struct pmc_thread *t, pmc_region_t region);
 
 /* The usual begin (pmc_begin(), and the macros' scope_begin_id()): a thread that reads its group
  * through the pages, with room in its frames, and a region that begins in the same path as last
@@ -445,11 +446,30 @@ static void begin_general(struct pmc_thread *t, pmc_region_t region);
  * that must grow are prepared there and begun again through this code, so that the instructions
  * after the read are the same for every region: what a region counts of the library's own is
  * one constant. */
-enum { BEGUN, BEGIN_GENERAL, BEGIN_REREAD };
+enum { BEGUN, BEGIN_GENERAL, BEGIN_REREAD, BEGIN_AGAIN };
+
+/* Whether a begin's pass of @t's that the kernel's update of a page interrupted (-EAGAIN: it
+ * does as it schedules the thread in again, or on a counter's overflow) is made again from the
+ * start of the begin, the same code, so that what runs after the reads that stand is what runs
+ * after any: a begin so interrupted counts the constant (the general way ran 85 or so
+ * instructions more after its read). PMC_PASS_TRIES times at most for one begin. An end so
+ * interrupted reads again the general way (region_end_any()): its extra instructions are inside
+ * the region however it reads again, and that way costs fewest (88 on the emulated arm64 PMU;
+ * made again from pmc_end()'s start, 111). */
+static bool __attribute__((noinline)) pass_retry(struct pmc_thread *t)
+{
+	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed) + 1;
+	if (t->retry_h != h) {
+		t->retry_h = h;
+		t->retry_n = 0;
+	}
+	return t->retry_n++ < PMC_PASS_TRIES;
+}
 
 /* begin_fast() on registered @t: BEGUN; BEGIN_GENERAL where it is not the usual way (nothing
  * read: begin_general()); BEGIN_REREAD where a pass could not be made (region_begin_any() with
- * fast_failed). */
+ * fast_failed); BEGIN_AGAIN where the kernel's update of a page interrupted one (begun again
+ * from the start, or BEGIN_REREAD's way after PMC_PASS_TRIES: begin_again()). */
 static inline __attribute__((always_inline)) int
 begin_try(struct pmc_thread *t, pmc_region_t region)
 {
@@ -463,15 +483,17 @@ begin_try(struct pmc_thread *t, pmc_region_t region)
 	size_t n = t->n;
 	uint64_t *v = f->v;
 	struct pmc_reading rd;
-	if (unlikely(pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd) < 0))
-		return BEGIN_REREAD;
+	int r = pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd);
+	if (unlikely(r < 0))
+		return r == -EAGAIN ? BEGIN_AGAIN : BEGIN_REREAD;
 	v[0] = rd.value;
 	v[n] = rd.enabled;
 	v[2 * n] = rd.running;
 	f->t0 = rd.clock;
 	for (size_t i = 1; i < n; i++)
-		if (unlikely(pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &v[i]) < 0))
-			return BEGIN_REREAD;
+		if (unlikely((r = pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &v[i])) <
+		             0))
+			return r == -EAGAIN ? BEGIN_AGAIN : BEGIN_REREAD;
 	f->path = m->path;
 	f->id = region;
 	t->depth = d + 1;
@@ -491,6 +513,8 @@ begin_fast(pmc_region_t region)
 		begin_general(t, region);
 	else if (unlikely(r == BEGIN_REREAD))
 		region_begin_any(t, region, true);
+	else if (unlikely(r == BEGIN_AGAIN))
+		begin_again(t, region);
 }
 
 PMC_EXPORT void
@@ -501,6 +525,16 @@ pmc_begin(pmc_region_t region)
 
 /* pmc_begin() itself, called from this library without the PLT. */
 static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
+
+/* pmc_begin() whose pass the kernel's update of a page interrupted: begun again through
+ * pmc_begin() (pass_retry()). */
+static void __attribute__((noinline)) begin_again(struct pmc_thread *t, pmc_region_t region)
+{
+	if (pass_retry(t))
+		pmc_begin_again(region);
+	else
+		region_begin_any(t, region, true);
+}
 
 /* pmc_begin() of a thread not registered yet, or not profiled: a thread that registers here
  * begins its first region through pmc_begin() again (a tail call), as every other region
@@ -781,6 +815,7 @@ pmc__thread_warm_up(struct pmc_thread *t)
 }
 
 static pmc_region_t scope_begin_slow(struct pmc_thread *t, pmc_region_t region);
+static pmc_region_t scope_begin_again(struct pmc_thread *t, pmc_region_t region);
 
 /* scope_begin_id() where a pass could not be made: a tail call, so that the usual way saves no
  * register. */
@@ -812,8 +847,21 @@ static pmc_region_t __attribute__((SCOPE_BEGIN_ATTRS)) scope_begin_id(pmc_region
 			return region;
 		if (r == BEGIN_REREAD)
 			return scope_begin_reread(t, region);
+		if (r == BEGIN_AGAIN)
+			return scope_begin_again(t, region);
 	}
 	return scope_begin_slow(t, region);
+}
+
+/* scope_begin_id() whose pass the kernel's update of a page interrupted: begun again by
+ * scope_begin_id() (pass_retry()). */
+static pmc_region_t __attribute__((noinline))
+scope_begin_again(struct pmc_thread *t, pmc_region_t region)
+{
+	if (pass_retry(t))
+		return scope_begin_id(region);
+	region_begin_any(t, region, true);
+	return region;
 }
 
 /* scope_begin_id() off the usual way: begin_general() and begin_other(), but a begin they

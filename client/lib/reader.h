@@ -427,9 +427,9 @@ pmc_reader_read_groups(struct perf_event_mmap_page *const *pages, const int *lea
  * @out: receives the count, enabled, running and clock (as pmc_reader_read_clocked()) on
  *       success only
  *
- * Return: 0; -EAGAIN when this pass cannot give it: the page has cap_user_rdpmc or
- * cap_user_time_zero clear, or index 0 (the event is not on a counter: multiplexed out), or
- * the lock moved during the pass.
+ * Return: 0; -ENODATA when the page does not let it: cap_user_rdpmc or cap_user_time_zero
+ * clear, or index 0 (the event is not on a counter: multiplexed out); -EAGAIN when the lock
+ * moved during the pass (the kernel updated the page meanwhile: a pass made again may stand).
  */
 static inline __attribute__((always_inline)) int
 pmc_reader_pass_leader(const volatile struct perf_event_mmap_page *pc,
@@ -442,7 +442,7 @@ pmc_reader_pass_leader(const volatile struct perf_event_mmap_page *pc,
 	uint32_t idx = pc->index;
 
 	if (__builtin_expect((~caps & (PMC_CAP_USER_RDPMC | PMC_CAP_USER_TIME_ZERO)) || !idx, 0))
-		return -EAGAIN;
+		return -ENODATA;
 	/* Each value is used as soon as it is loaded (the page's loads keep their order), and
 	 * only the lock's second load decides whether the results stand. The sign extension is
 	 * pmc_sign_extend()'s with the shift modulo 64 (width 0 or 64 extends nothing); the clock
@@ -485,7 +485,8 @@ pmc_reader_pass_leader(const volatile struct perf_event_mmap_page *pc,
  * @value: receives the count on success only
  *
  * The member's times are its leader's (see pmc_reader_read_count()).
- * Return: 0; -EAGAIN as pmc_reader_pass_leader() (cap_user_time_zero is not asked for).
+ * Return: 0; -ENODATA or -EAGAIN as pmc_reader_pass_leader() (cap_user_time_zero is not asked
+ * for).
  */
 static inline __attribute__((always_inline)) int
 pmc_reader_pass_count(const volatile struct perf_event_mmap_page *pc,
@@ -498,7 +499,7 @@ pmc_reader_pass_count(const volatile struct perf_event_mmap_page *pc,
 	uint32_t idx = pc->index;
 
 	if (__builtin_expect(!(caps & PMC_CAP_USER_RDPMC) || !idx, 0))
-		return -EAGAIN;
+		return -ENODATA;
 	unsigned sh = (64u - pc->pmc_width) & 63u;
 	uint64_t count = pc->offset;
 	uint64_t raw = ops->rdpmc(ops->ctx, idx - 1);

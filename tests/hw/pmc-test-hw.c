@@ -30,6 +30,9 @@
  *                        by pmc_enabled() before its first region NAME (the process's first
  *                        thread before it looks its name up), which follows 10 ms later
  *   early-now MODE ...   as early, the first region at once after pmc_enabled()
+ *   busy NAME N K        loop's K regions beside a thread that spins on the same CPU (no
+ *                        region of its own): the scheduler's ticks switch between them, some
+ *                        inside a pass over a counter's page, which the kernel then updates
  *   names NAME N K       K regions of N iterations at one PMC_SCOPE call site whose name is
  *                        chosen at run time (a buffer): NAME-a or NAME-b, each after itself
  *                        and after the other (a a b b b a a b b b ...); then K regions
@@ -40,6 +43,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +108,37 @@ now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static _Atomic int spin_stop;
+
+static void *
+spin(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+/* run_regions() beside a thread that spins on this thread's CPU. */
+static void
+run_busy(struct work *w)
+{
+	cpu_set_t one;
+	pthread_t th;
+
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) ||
+	    pthread_create(&th, NULL, spin, NULL) ||
+	    pthread_setaffinity_np(th, sizeof(one), &one)) {
+		fprintf(stderr, "pmc-test-hw: busy: cannot start the spinning thread\n");
+		exit(1);
+	}
+	run_regions(w);
+	atomic_store(&spin_stop, 1);
+	pthread_join(th, NULL);
 }
 
 /* K regions of N iterations, each timed inside and around by CLOCK_MONOTONIC_RAW. */
@@ -248,7 +284,8 @@ static int
 usage(void)
 {
 	fprintf(stderr,
-	        "usage: pmc-test-hw [cold|early|early-now] loop|fork|exec|deep|wall|names NAME N K "
+	        "usage: pmc-test-hw [cold|early|early-now] loop|fork|exec|deep|wall|busy|names "
+	        "NAME N K "
 	        "| "
 	        "[cold|early|early-now] threads T NAME N K | pairs NAME P N K | empty NAME K\n");
 	return 2;
@@ -316,6 +353,12 @@ main(int argc, char **argv)
 	if (!strcmp(mode, "deep")) {
 		printf("instructions=%" PRIu64 "\n", 2 * w.n);
 		run_deep(&w);
+		return 0;
+	}
+	if (!strcmp(mode, "busy")) {
+		printf("instructions=%" PRIu64 "\n", 2 * w.n);
+		run_busy(&w);
+		printf("rdpmc=%d\n", w.rdpmc);
 		return 0;
 	}
 	if (strcmp(mode, "exec"))
