@@ -309,7 +309,7 @@ struct pmc_thread {
 	uint32_t head_slot;
 	/* A pass the kernel's update of a page interrupted is made again by the usual begin from
 	 * its start (pass_retry()): how many times for this begin (retry_n), a begin being known
-	 * by head + 1 as it began (retry_h). */
+	 * by head + 1 and its depth as it began (retry_h). */
 	uint64_t retry_h;
 	unsigned retry_n;
 };

@@ -441,11 +441,11 @@ static void begin_again(struct pmc_thread *t, pmc_region_t region);
 /* The usual begin (pmc_begin(), and the macros' scope_begin_id()): a thread that reads its group
  * through the pages, with room in its frames, and a region that begins in the same path as last
  * time (its memo slot): one pass over each page (pmc_reader_pass_leader(), _count()) into the
- * frame. Every other case, and a pass that cannot be made, goes the general way (begin_general(),
+ * frame. Every other case, and a pass the page refuses, goes the general way (begin_general(),
  * region_begin_any()) with a tail call; a thread that registers, a path new to the memo or frames
- * that must grow are prepared there and begun again through this code, so that the instructions
- * after the read are the same for every region: what a region counts of the library's own is
- * one constant. */
+ * that must grow are prepared there, and a pass the kernel interrupted is retried (begin_again()),
+ * each begun again through this code, so that the instructions after the read are the same for
+ * every region: what a region counts of the library's own is one constant. */
 enum { BEGUN, BEGIN_GENERAL, BEGIN_REREAD, BEGIN_AGAIN };
 
 /* Whether a begin's pass of @t's that the kernel's update of a page interrupted (-EAGAIN: it
@@ -458,7 +458,9 @@ enum { BEGUN, BEGIN_GENERAL, BEGIN_REREAD, BEGIN_AGAIN };
  * made again from pmc_end()'s start, 111). */
 static bool __attribute__((noinline)) pass_retry(struct pmc_thread *t)
 {
-	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed) + 1;
+	/* A begin is known by the head and the depth it began at (nested begins share a head). */
+	uint64_t h = (atomic_load_explicit(&t->head, memory_order_relaxed) + 1) ^ (uint64_t)t->depth
+	                                                                                  << 56;
 	if (t->retry_h != h) {
 		t->retry_h = h;
 		t->retry_n = 0;
@@ -804,6 +806,7 @@ pmc__thread_warm_up(struct pmc_thread *t)
 		t->floor_pending = 1;
 	}
 	thread_head_publish(t, h0);
+	t->retry_h = 0;            /* (a warm-up begin's retries, at a head that comes again) */
 	if (t->fallback_head > h0) /* a read() of the warm-up's: a sample that is no more */
 		t->fallback_head = h0;
 	atomic_store(&t->scaled_end, 0);

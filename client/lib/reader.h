@@ -414,11 +414,12 @@ pmc_reader_read_groups(struct perf_event_mmap_page *const *pages, const int *lea
 
 /* The fast passes: one seqlock pass each, with the kernel's documented protocol (plain loads
  * between two compiler barriers: the kernel writes a thread's pages on the thread's own CPU,
- * between its instructions, never beside them) and no retry: a pass that cannot give its
- * reading says so and the caller takes the general way (pmc_reader_read() and its kin, which
- * retry, or read()). What they give is what the general reader gives for the same page and
- * instructions, wherever time_shift is below 64 and the kernel's quot * mult does not
- * overflow (a clock reading below 2^64 ns; the unit tests compare the two). */
+ * between its instructions, never beside them) and no retry of their own: a pass that cannot
+ * give its reading says why (-ENODATA: the page refuses; -EAGAIN: the kernel updated it during
+ * the pass) and the caller makes it again or takes the general way (pmc_reader_read() and its
+ * kin, which retry, or read()). What they give is what the general reader gives for the same page
+ * and instructions, wherever time_shift is below 64 and the kernel's quot * mult does not overflow
+ * (a clock reading below 2^64 ns; the unit tests compare the two). */
 
 /**
  * pmc_reader_pass_leader() - a group leader's count, times and the page's clock, in one pass
