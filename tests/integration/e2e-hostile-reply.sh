@@ -26,7 +26,13 @@ hostile() {
 	local kb
 	kb=$(sed -n 's/^maxrss_kb=//p' "$TMP/time")
 	echo "# $name: peak RSS $kb KiB; $(tail -c 300 "$TMP/err")"
-	# AddressSanitizer's redzones and quarantine take two to three times the memory.
+	# AddressSanitizer's redzones and quarantine take two to three times the memory; its
+	# quarantine (256 MB) keeps what a command that allocates and frees much has freed:
+	# PLAIN_ONLY=1, bounded in the plain build only.
+	if [ -n "${PMC_SANITIZED:-}" ] && [ -n "${PLAIN_ONLY:-}" ]; then
+		pass "$name: stopped, exit 1 (peak RSS $kb KiB under the sanitizers: bounded in the plain build)"
+		return
+	fi
 	[ -z "${PMC_SANITIZED:-}" ] || max_kb=$((max_kb * 4))
 	[ "$kb" -lt "$max_kb" ] || fail "$name: peak RSS $kb KiB, over $max_kb KiB"
 	pass "$name: stopped, exit 1, peak RSS $kb KiB (< $max_kb KiB)"
@@ -51,7 +57,8 @@ hostile "query --tree --max-reply 16" $((2 * 16384 + 8192)) query --tree --max-r
 # bytes read, refused only at 16 MiB read).
 start_helper "$TMP/repeat.out" listening env PMC_FAKE_REPEAT=1 "$PMC_FAKE_DAEMON_BIN" stream "$TMP/repeat.sock" 200
 FAKE=$TMP/repeat.sock
-hostile "query --tree --max-reply 16, every node's id the same" $((2 * 16384 + 8192)) query --tree --max-reply 16
+# (In the plain build: a tree a node, set aside and freed, is what fills ASan's quarantine.)
+PLAIN_ONLY=1 hostile "query --tree --max-reply 16, every node's id the same" $((2 * 16384 + 8192)) query --tree --max-reply 16
 grep -q ", counting the [0-9]* KiB held for earlier processes of a pid listed again)" "$TMP/err" ||
 	fail "the trees set aside are not named in: $(cat "$TMP/err")"
 FAKE=$TMP/fake.sock
