@@ -411,21 +411,49 @@ output_json_print(json_t *root)
 	putchar('\n');
 }
 
-/* Writes @v, indented by @indent spaces more than jansson would at the top level. */
-void
-output_json_print_indented(json_t *v, int indent)
+/* Writes @v, indented by @indent spaces more than jansson would at the top level; @open: @v's
+ * last member is an empty array, written open ("[" and a newline) instead. */
+static void
+json_print_at(json_t *v, int indent, bool open)
 {
 	_cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	size_t len = text ? strlen(text) : 0;
 
 	json_decref(v);
 	if (!text)
 		pmcctl_fail("cannot write JSON");
+	if (open) {
+		/* The object's last lines are `"key": []` and `}`. */
+		if (len < 4 || strcmp(text + len - 4, "[]\n}"))
+			pmcctl_fail("cannot write JSON: an object not as expected");
+		text[len - 3] = '\0';
+	}
 	for (char *line = text, *end; line; line = end) {
 		end = strchr(line, '\n');
 		if (end)
 			*end++ = '\0';
 		printf("%*s%s%s", indent, "", line, end ? "\n" : "");
 	}
+	if (open)
+		putchar('\n');
+}
+
+void
+output_json_print_indented(json_t *v, int indent)
+{
+	json_print_at(v, indent, false);
+}
+
+void
+output_json_print_open(json_t *v, int indent)
+{
+	json_print_at(v, indent, true);
+}
+
+void
+output_json_close(int indent)
+{
+	printf("\n%*s]\n%*s}", indent + 2, "", indent, "");
 }
 
 /* ---- JSON written as it goes ---- */

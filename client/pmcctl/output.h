@@ -112,6 +112,17 @@ void output_json_print(json_t *root);
 /** output_json_print_indented() - print @v to stdout, indented by @indent spaces more than at the
  * top level, without a final newline; takes @v */
 void output_json_print_indented(json_t *v, int indent);
+/**
+ * output_json_print_open() - output_json_print_indented() of an object @v whose last member is
+ * an empty array, written open ("[" and a newline) for the caller to write its elements
+ * (each indented by @indent + 4, separated by ",\n") and close with output_json_close(@indent):
+ * the same text as the whole object's; takes @v; exits when @v's last member is not an empty
+ * array
+ */
+void output_json_print_open(json_t *v, int indent);
+/** output_json_close() - closes what output_json_print_open(@indent) left open: the array, then
+ * the object */
+void output_json_close(int indent);
 
 /*
  * JSON written as it goes, for outputs too large to build first (a query's regions): the

@@ -59,9 +59,9 @@ struct tree_printer {
 	size_t n_held, cap_held;
 	/* What they hold beyond what grows with their nodes (tree_overhead()), charged to
 	 * --max-reply with the parts they came of, which are charged already: a reply whose
-	 * every node repeats an id makes a tree of each, some 550 bytes for a node of 85 in the
-	 * reply (236 MB at --max-reply 16); a large tree set aside holds about what the current
-	 * one would, within twice its parts. */
+	 * every node repeats an id makes a tree of each, some 1,160 bytes for a node of 85 in
+	 * the reply (236 MB at --max-reply 16); a large tree set aside holds about what the
+	 * current one would, within twice its parts. */
 	uint64_t held_mem;
 	struct untracked *untracked;
 	size_t n_untracked, cap_untracked;
@@ -385,42 +385,6 @@ tree_node_json(struct tree_printer *p, const struct tree *t, const struct tree_n
 /* The deepest node --format json writes (see tree_json()). */
 #define TREE_JSON_MAX_DEPTH 4096
 
-/* Prints @v's JSON as output_json_print_indented() does (jansson's, JSON_INDENT(2)), every line
- * after @indent spaces, and frees @v; @open: @v's last member is an empty array ("[]"), printed
- * open instead ("[" and a newline) for the caller to fill and close (json_close()). A value of
- * jansson's is printed whole: only the nesting of the tree is written here. */
-static void
-json_print_at(json_t *v, unsigned indent, bool open)
-{
-	_cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	size_t len = text ? strlen(text) : 0;
-
-	json_decref(v);
-	if (!text)
-		pmcctl_fail("cannot write JSON");
-	if (open) {
-		/* The object's last lines are `"key": []` and `}`. */
-		if (len < 4 || strcmp(text + len - 4, "[]\n}"))
-			pmcctl_fail("cannot write JSON: an object not as expected");
-		text[len - 3] = '\0';
-	}
-	for (char *line = text, *end; line; line = end) {
-		end = strchr(line, '\n');
-		if (end)
-			*end++ = '\0';
-		printf("%*s%s%s", (int)indent, "", line, end ? "\n" : "");
-	}
-	if (open)
-		putchar('\n');
-}
-
-/* Closes what json_print_at() left open, an object printed at @indent: its array, then itself. */
-static void
-json_close(unsigned indent)
-{
-	printf("\n%*s]\n%*s}", (int)indent + 2, "", (int)indent, "");
-}
-
 /* Prints the subtree of @top, one of the process's "tree" at @indent: each node as query prints
  * its region, with its "path", "self" and "children", as jansson would print them nested, one
  * node's values held at a time (a process's whole tree in jansson's values took 8.6 GB for a
@@ -437,13 +401,15 @@ tree_json_subtree(struct tree_printer *p, const struct tree *t, const struct tre
 		bool parent = next && next->depth > nd->depth;
 		unsigned at = indent + 4 * (nd->depth - top->depth);
 
-		json_print_at(tree_node_json(p, t, nd), at, parent);
-		if (parent)
+		if (parent) {
+			output_json_print_open(tree_node_json(p, t, nd), (int)at);
 			continue;
+		}
+		output_json_print_indented(tree_node_json(p, t, nd), (int)at);
 		/* Up to the next node's level: each node above whose last child this was. */
 		uint32_t to = next ? next->depth : top->depth;
 		for (uint32_t d = nd->depth; d > to; d--)
-			json_close(indent + 4 * (d - 1 - top->depth));
+			output_json_close((int)(indent + 4 * (d - 1 - top->depth)));
 		if (next)
 			fputs(",\n", stdout);
 	}
@@ -482,7 +448,7 @@ tree_json(struct tree_printer *p, const struct tree *t, unsigned indent)
 			            output_ju64(p->untracked[i].count));
 	output_jset(proc, "untracked", untracked);
 	output_jset(proc, "tree", output_jarray());
-	json_print_at(proc, indent, true);
+	output_json_print_open(proc, (int)indent);
 	bool first = true;
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tree_node *top = &t->node[i];
@@ -494,7 +460,7 @@ tree_json(struct tree_printer *p, const struct tree *t, unsigned indent)
 		first = false;
 		tree_json_subtree(p, t, top, indent + 4);
 	}
-	json_close(indent);
+	output_json_close((int)indent);
 }
 
 /* Where the JSON of a tree reply begins: an array, or dump's member "tree". */
@@ -661,8 +627,8 @@ tree_flush(struct tree_printer *p)
 	pending_clear(p);
 }
 
-/* Folds @q's nodes into their trees, shows those ended; returns the memory of the trees set
- * aside (see held_mem). */
+/* Folds @q's nodes into their trees, shows those ended; returns what the trees set aside hold
+ * beyond their nodes (held_mem). */
 static uint64_t
 tree_part(const Pmc__QueryReply *q, void *ctx)
 {
