@@ -523,6 +523,27 @@ cpu_ns(pid_t pid)
 	return (st.utime + st.stime) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
 }
 
+/* Moves this thread to the CPU PMC_BENCH_UNPACK_CPU names, its CPUs before that in *@was;
+ * false where the variable is not set. Exits where it names no CPU this process may run on. */
+static bool
+to_unpack_cpu(cpu_set_t *was)
+{
+	const char *on = getenv("PMC_BENCH_UNPACK_CPU");
+	cpu_set_t there;
+	int cpu;
+
+	if (!on || !*on)
+		return false;
+	cpu = atoi(on);
+	if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(*was), was) < 0)
+		die("PMC_BENCH_UNPACK_CPU=%s: not a CPU", on);
+	CPU_ZERO(&there);
+	CPU_SET(cpu, &there);
+	if (sched_setaffinity(0, sizeof(there), &there) < 0)
+		die("PMC_BENCH_UNPACK_CPU=%s: not a CPU this process may run on", on);
+	return true;
+}
+
 /* protobuf-c alone: unpacks and frees @b in a loop for @seconds; sets samples per second of
  * wall time and per second of this thread's CPU time. With PMC_BENCH_UNPACK_CPU=N, on CPU N
  * meanwhile (bench/run: the daemon's, idle while the load pauses), so that the daemon and its
@@ -530,17 +551,8 @@ cpu_ns(pid_t pid)
 static void
 unpack_rate(const struct batch *b, double seconds, double *per_s, double *per_cpu_s)
 {
-	const char *on = getenv("PMC_BENCH_UNPACK_CPU");
-	cpu_set_t was, there;
-	bool moved = false;
-
-	if (on && *on && sched_getaffinity(0, sizeof(was), &was) == 0) {
-		CPU_ZERO(&there);
-		CPU_SET(atoi(on), &there);
-		if (sched_setaffinity(0, sizeof(there), &there) < 0)
-			die("PMC_BENCH_UNPACK_CPU=%s: %s", on, strerror(errno));
-		moved = true;
-	}
+	cpu_set_t was;
+	bool moved = to_unpack_cpu(&was);
 	uint64_t t0 = bench_now_ns(), c0 = bench_cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
 	uint64_t n = 0, t;
 
@@ -565,18 +577,9 @@ static int
 cmd_ingest(const char *path, int nproc, int reps, double seconds)
 {
 	/* PMC_BENCH_UNPACK_CPU (unpack_rate()) tried before the load processes start. */
-	const char *on = getenv("PMC_BENCH_UNPACK_CPU");
-	if (on && *on) {
-		cpu_set_t was, there;
-		int cpu = atoi(on);
-		if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(was), &was) < 0)
-			die("PMC_BENCH_UNPACK_CPU=%s: not a CPU", on);
-		CPU_ZERO(&there);
-		CPU_SET(cpu, &there);
-		if (sched_setaffinity(0, sizeof(there), &there) < 0 ||
-		    sched_setaffinity(0, sizeof(was), &was) < 0)
-			die("PMC_BENCH_UNPACK_CPU=%s: not a CPU this process may run on", on);
-	}
+	cpu_set_t was;
+	if (to_unpack_cpu(&was) && sched_setaffinity(0, sizeof(was), &was) < 0)
+		die("cannot go back to this process's CPUs: %s", strerror(errno));
 	struct load_ctl *ctl =
 	        mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pid_t kids[MAX_PROCS];
