@@ -198,6 +198,55 @@ ring_slot(const struct ring *r, uint64_t k)
  * (PMC_SAMPLE_FIRST_PATH). The usual end finds the id changed and takes the general way. */
 #define PMC_FRAME_FIRST_PATH (UINT32_C(1) << 31)
 
+/*
+ * The records of a thread read through its pages (t->rec): pmc_begin() and pmc_end() each
+ * write one record of what they read, raw, and nothing else; whoever holds G.conn.lock turns
+ * them into samples (pmc__records_convert_locked(), records.c), rebuilding the nesting, the
+ * call paths, the deltas and the checks a sample needs. A record is PMC_REC_WORDS(n) words,
+ * in a slot of rs bytes (64 for up to 4 events, 128 for more) of a ring of PMC_REC_BYTES
+ * aligned to its size, so that the next slot's address is a mask (rec_next()):
+ *   [0] the region's id, | PMC_REC_END at an end, | PMC_REC_FAIL where the read failed; or
+ *       PMC_REC_POP | k: k ends the thread dropped (its ring full), whose frames go unsampled
+ *   [1] the clock (the page's, or PMC_WALL_CLOCK marked: see wall_clock())
+ *   [2] the leader's time enabled, [3] its time running (the group's)
+ *   [4..4+n) each event's count
+ * The thread writes slots from rw on while rw is not rlim, which the reader keeps one slot
+ * before the first it has not read (release; the thread's store into a slot depends on its
+ * compare with rlim). Each end stores the count of ends written (E) into the thread's head
+ * word (head_mirror, release): the reader turns records into samples up to the E-th end. The
+ * E-th end is sample E - 1 of the sample ring: an end that gives no sample gives a tombstone
+ * there (PMC_SAMPLE_TOMB), so that a batch's end and the head word count alike.
+ */
+#define PMC_REC_BYTES (UINT64_C(1) << 17)
+#define PMC_REC_END (UINT64_C(1) << 63)
+#define PMC_REC_FAIL (UINT64_C(1) << 62)
+#define PMC_REC_POP (UINT64_C(1) << 61)
+#define PMC_REC_WORDS(n) (4 + (n))
+/* A ring slot that is no sample: the end of a region counted as lost (bits 0-7: the reason, a
+ * PMC_LOSS_*, or PMC_LOSS_N for none: an end with no begin). In scaled, with region 0. */
+#define PMC_SAMPLE_TOMB (UINT32_C(1) << 30)
+
+/* The ends at which a thread's E wakes the reader (a quarter of the regions its ring holds, two
+ * records each), and again every quarter of that while it waits; at 3/4 of the ring the thread
+ * turns them into samples and sends them itself (pmc__records_due()). */
+#define PMC_REC_KICK(rs) (PMC_REC_BYTES / (rs) / 8)
+
+static inline uint8_t *
+rec_next(const uint8_t *w, size_t rs)
+{
+	uintptr_t p = (uintptr_t)w;
+	return (uint8_t *)(((p + rs) & (uintptr_t)(PMC_REC_BYTES - 1)) |
+	                   (p & ~(uintptr_t)(PMC_REC_BYTES - 1)));
+}
+
+static inline uint8_t *
+rec_prev(const uint8_t *w, size_t rs)
+{
+	uintptr_t p = (uintptr_t)w;
+	return (uint8_t *)(((p - rs) & (uintptr_t)(PMC_REC_BYTES - 1)) |
+	                   (p & ~(uintptr_t)(PMC_REC_BYTES - 1)));
+}
+
 struct frame {
 	pmc_region_t id;
 	uint32_t path; /* the call path it began in: what its sample is sent as */
@@ -207,6 +256,18 @@ struct frame {
 };
 
 struct pmc_thread {
+	/* The usual way's fields first (a thread read through its pages: rec, and TF): the next
+	 * record's slot, the first the thread may not write (the reader's), and their size. */
+	uint8_t *rw;
+	uint8_t *rlim; /* stored by the reader (__atomic, release), read plain by the usual way */
+	size_t rs;
+	/* Where the thread writes its head after each sample it publishes (its E, where it
+	 * writes records), for the daemon to see when the process ends: its word in
+	 * G.heads.words (head_slot, 1-based), or head_sink where it has none. */
+	_Atomic uint64_t *head_mirror;
+	/* An end whose E reaches this wakes the reader (pmc__records_due()): stored by the
+	 * thread and by the reader (__atomic, relaxed), read plain by the usual way. */
+	uint64_t ekick;
 	/* G.threads.list: every registered thread of this generation, for the background thread
 	 * to send their samples and for fork() to close their fds in the child. Under
 	 * G.conn.lock. */
@@ -301,10 +362,6 @@ struct pmc_thread {
 	uint64_t retry_ns;
 	unsigned backoff_ms;
 	unsigned answered; /* G.reg.answered when it failed */
-	/* Where the thread writes its head after each sample it publishes, for the daemon to
-	 * see when the process ends: its word in G.heads.words (head_slot, 1-based), or head_sink
-	 * where it has none. */
-	_Atomic uint64_t *head_mirror;
 	_Atomic uint64_t head_sink;
 	uint32_t head_slot;
 	/* A pass the kernel's update of a page interrupted is made again by the usual begin from
@@ -312,6 +369,23 @@ struct pmc_thread {
 	 * by head + 1 and its depth as it began (retry_h). */
 	uint64_t retry_h;
 	unsigned retry_n;
+	/* Records (see PMC_REC_BYTES): this thread writes them (rec); rbase, the ring; skip:
+	 * begins it could not record (its ring full), whose ends record nothing either; pops: ends
+	 * it could not record, said to the reader by a PMC_REC_POP record before the next. While
+	 * either is not 0, TF is NULL: every call goes the general way. */
+	int rec;
+	uint8_t *rbase;
+	unsigned skip, pops;
+	/* The reader's (under G.conn.lock): its next record; the open regions, cdepth of them
+	 * (frames of cw words: the begin's record and its path), ccap in cstk (deeper ones have
+	 * no frame: each ends as lost, PMC_LOSS_DEPTH); losses it found that are no tombstone
+	 * (regions left open by an enclosing end), reported by the next batch. */
+	uint8_t *rr;
+	uint64_t *cstk;
+	unsigned cdepth, ccap, cw;
+	uint64_t closs[PMC_LOSS_THREAD_N];
+	/* 1 + the last tombstone in the sample ring (under G.conn.lock). */
+	uint64_t tomb_end;
 };
 
 /*
@@ -483,6 +557,9 @@ extern struct pmc_global G __asm__("pmc__G");
 /* The calling thread's structure (NULL before its first region), pmc__T to the linker
  * (client.c): initial-exec, as the hot path reads it, one load from the thread pointer. */
 extern __thread struct pmc_thread *T __asm__("pmc__T") __attribute__((tls_model("initial-exec")));
+/* The calling thread's structure while its begins and ends write records the usual way (rec,
+ * ST_ON, no skip or pops), else NULL: the hot path's one test of the thread's kind and state. */
+extern __thread struct pmc_thread *TF __asm__("pmc__TF") __attribute__((tls_model("initial-exec")));
 
 /* The thread's own count of samples lost for @why: it is the only writer. */
 static inline void
@@ -639,6 +716,37 @@ void pmc__thread_warm_up(struct pmc_thread *t);
 /* @cap frames and, before them, the parent of the outermost (path 0, id 0), zeroed. Return:
  * the first frame (free() the one before it), or NULL. */
 struct frame *pmc__frames_new(unsigned cap);
+
+/* records.c */
+
+/* Called with G.conn.lock held (or by @t's own thread before any other can see it): turns @t's
+ * records up to its E-th end into samples and tombstones in its sample ring, as far as the
+ * ring has room (grown to PMC_GAP first). */
+void pmc__records_convert_locked(struct pmc_thread *t);
+/* By @t's own thread, at the end that made its E @e reach t->ekick: wakes the background thread
+ * to turn its records into samples and send them, or does it itself (pmc__flush_try()) where
+ * none runs or the ring is 3/4 full. */
+void pmc__records_due(struct pmc_thread *t, uint64_t e);
+/* @t's record ring and the reader's frames, empty. Return: false for want of memory. */
+bool pmc__records_alloc(struct pmc_thread *t);
+/* Empties @t's records and the reader's frames (E and the sample ring are the caller's). */
+void pmc__records_reset(struct pmc_thread *t);
+/* Every value of sample @s (@n events) extrapolated by enabled @de / running @dr. Return: the
+ * sample's scaled marks. */
+uint32_t pmc__sample_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr);
+/* The path of @region begun at depth @d in path @parent, past a thread's cache: flagged where
+ * it cannot be one (deeper than PMC_PATH_DEPTH, in a flagged parent, the table full), else
+ * interned. */
+uint32_t pmc__path_resolve(uint32_t parent, pmc_region_t region, unsigned d);
+
+/* How many samples @t has published: its ends, for a thread that writes records (its head
+ * word), else its ring's head. */
+static inline uint64_t
+thread_published(const struct pmc_thread *t)
+{
+	return t->rec ? atomic_load_explicit(t->head_mirror, memory_order_acquire)
+	              : atomic_load_explicit(&t->head, memory_order_acquire);
+}
 
 /* Publishes @h as @t's head: to the thread's ring's reader, and to the daemon's table. */
 static inline void

@@ -30,6 +30,7 @@ struct pmc_global G = {
         .paths = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
 __thread struct pmc_thread *T __attribute__((tls_model("initial-exec")));
+__thread struct pmc_thread *TF __attribute__((tls_model("initial-exec")));
 
 PMC_EXPORT int
 pmc_thread_uses_rdpmc(void)
@@ -39,8 +40,7 @@ pmc_thread_uses_rdpmc(void)
 		return -1;
 	/* The usual way reads with rdpmc and leaves last_rdpmc as it is: a sample published after
 	 * the general way's last fallback to read() was the usual way's. */
-	return t->rdpmc && (t->last_rdpmc || atomic_load_explicit(&t->head, memory_order_relaxed) >
-	                                             t->fallback_head);
+	return t->rdpmc && (t->last_rdpmc || thread_published(t) > t->fallback_head);
 }
 
 /* read_counters() of a thread whose events are one group, through their pages: the leader
@@ -90,7 +90,7 @@ read_groups(struct pmc_thread *t, uint64_t *v)
 		t->last_rdpmc = ok;
 		if (ok)
 			return 0;
-		t->fallback_head = atomic_load_explicit(&t->head, memory_order_relaxed);
+		t->fallback_head = thread_published(t);
 	}
 	uint64_t buf[3 + PMC_LIMIT_EVENTS];
 	for (size_t g = 0; g < n;) {
@@ -148,8 +148,6 @@ read_counters(struct pmc_thread *t, uint64_t *v, int end)
 	return read_counters_slow(t, v, end);
 }
 
-static void end_general(struct pmc_thread *t, pmc_region_t region);
-
 static struct pmc_thread *
 thread_slow(void)
 {
@@ -171,7 +169,7 @@ thread_slow(void)
 		if (G.threads.key_ok)
 			pthread_setspecific(G.threads.key, NULL);
 		pmc__thread_free(t);
-		T = t = NULL;
+		T = TF = t = NULL;
 	}
 	if (t)
 		return t->state == ST_ON ? t : NULL;
@@ -204,6 +202,7 @@ thread_slow(void)
 		}
 	}
 	T = t;
+	TF = t->rec && t->state == ST_ON ? t : NULL;
 	if (G.threads.key_ok)
 		pthread_setspecific(G.threads.key, t);
 	return t->state == ST_ON ? t : NULL;
@@ -252,18 +251,8 @@ path_slow(struct pmc_thread *t, struct pcache *c, uint32_t parent, pmc_region_t 
 {
 	for (unsigned i = 0; i < d; i++)
 		t->stack[i].id |= PMC_FRAME_FIRST_PATH;
-	uint32_t path;
-	if (region == PMC_WARMUP_REGION)
-		path = 0; /* cached, so that the warm-up's begin is a usual one */
-	else if (parent & PMC_PATH_FLAGS)
-		path = (parent & PMC_PATH_FLAGS) | region;
-	else if (d >= PMC_PATH_DEPTH)
-		path = PMC_PATH_FLAG_DEEP | region;
-	else if (!(path = pmc__path_intern(parent, region)))
-		path = PMC_PATH_FLAG_FULL | region;
-	/* Before the sample is published (release): its batch will look for the name. */
-	if (path & PMC_PATH_FLAGS)
-		atomic_store_explicit(&G.paths.flagged, 1, memory_order_relaxed);
+	/* The warm-up's is 0, cached, so that the warm-up's begin is a usual one. */
+	uint32_t path = pmc__path_resolve(parent, region, d);
 	c->key = pcache_key(parent, region);
 	c->path = path;
 	return path;
@@ -365,20 +354,6 @@ memo_put(struct pmc_thread *t, uint32_t parent, pmc_region_t region, uint32_t pa
 	return true;
 }
 
-/* Before a fast thread's begin reads its counters, the first time it nests this deep or
- * begins its region in another path than last time: grows the frames (begin_slow()) and puts
- * the path in the memo (path_get(): the cache, else the table). Return: 1 when the region may
- * be begun through the usual code, 0 when it may be pushed but the memo could not grow (no
- * memory: region_begin_any()), -1 when it may not be pushed (counted as lost). */
-static int __attribute__((noinline)) begin_ready(struct pmc_thread *t, pmc_region_t region)
-{
-	unsigned d = t->depth;
-	if (d >= t->begin_cap && !begin_slow(t))
-		return -1;
-	uint32_t parent = d ? t->stack[d - 1].path : 0;
-	return memo_put(t, parent, region, path_get(t, parent, region, d));
-}
-
 /* The wall clock is the leader's page's where it has one, read in the same pass as the
  * counters (see read_one_group()); else it is read before the counters at the begin and after
  * them at the end, so that the sample's wall time encloses the window its counters saw.
@@ -432,160 +407,6 @@ static void __attribute__((noinline)) unprofiled_region(void)
 		/* No daemon answers (yet, or for now): said once it does, in the next batch. */
 		atomic_fetch_add_explicit(&G.loss.lost[PMC_LOSS_NO_DAEMON], 1,
 		                          memory_order_relaxed);
-}
-
-static void begin_other(pmc_region_t region);
-static void begin_general(struct pmc_thread *t, pmc_region_t region);
-static void begin_again(struct pmc_thread *t, pmc_region_t region);
-
-/* The usual begin (pmc_begin(), and the macros' scope_begin_id()): a thread that reads its group
- * through the pages, with room in its frames, and a region that begins in the same path as last
- * time (its memo slot): one pass over each page (pmc_reader_pass_leader(), _count()) into the
- * frame. Every other case, and a pass the page refuses, goes the general way (begin_general(),
- * region_begin_any()) with a tail call; a thread that registers, a path new to the memo or frames
- * that must grow are prepared there, and a pass the kernel interrupted is retried (begin_again()),
- * each begun again through this code, so that the instructions after the read are the same for
- * every region: what a region counts of the library's own is one constant. */
-enum { BEGUN, BEGIN_GENERAL, BEGIN_REREAD, BEGIN_AGAIN };
-
-/* Whether a begin's pass of @t's that the kernel's update of a page interrupted (-EAGAIN: it
- * does as it schedules the thread in again, or on a counter's overflow) is made again from the
- * start of the begin, the same code, so that what runs after the reads that stand is what runs
- * after any: a begin so interrupted counts the constant (the general way ran 85 or so
- * instructions more after its read). PMC_PASS_TRIES times at most for one begin. An end so
- * interrupted reads again the general way (region_end_any()): its extra instructions are inside
- * the region however it reads again, and that way costs fewest (88 on the emulated arm64 PMU;
- * made again from pmc_end()'s start, 111). */
-static bool __attribute__((noinline)) pass_retry(struct pmc_thread *t)
-{
-	/* A begin is known by the head and the depth it began at (nested begins share a head). */
-	uint64_t h = (atomic_load_explicit(&t->head, memory_order_relaxed) + 1) ^ (uint64_t)t->depth
-	                                                                                  << 56;
-	if (t->retry_h != h) {
-		t->retry_h = h;
-		t->retry_n = 0;
-	}
-	return t->retry_n++ < PMC_PASS_TRIES;
-}
-
-/* begin_fast() on registered @t: BEGUN; BEGIN_GENERAL where it is not the usual way (nothing
- * read: begin_general()); BEGIN_REREAD where a pass could not be made (region_begin_any() with
- * fast_failed); BEGIN_AGAIN where the kernel's update of a page interrupted one (begun again
- * from the start, or BEGIN_REREAD's way after PMC_PASS_TRIES: begin_again()). */
-static inline __attribute__((always_inline)) int
-begin_try(struct pmc_thread *t, pmc_region_t region)
-{
-	unsigned d = t->depth;
-	if (unlikely(d >= t->fast_cap || !region))
-		return BEGIN_GENERAL;
-	struct frame *f = &t->stack[d];
-	const struct pcache *m = &t->memo[region & t->memo_mask];
-	if (unlikely(m->key != pcache_key(f[-1].path, region)))
-		return BEGIN_GENERAL;
-	size_t n = t->n;
-	uint64_t *v = f->v;
-	struct pmc_reading rd;
-	int r = pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd);
-	if (unlikely(r < 0))
-		return r == -EAGAIN ? BEGIN_AGAIN : BEGIN_REREAD;
-	v[0] = rd.value;
-	v[n] = rd.enabled;
-	v[2 * n] = rd.running;
-	f->t0 = rd.clock;
-	for (size_t i = 1; i < n; i++)
-		if (unlikely((r = pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &v[i])) <
-		             0))
-			return r == -EAGAIN ? BEGIN_AGAIN : BEGIN_REREAD;
-	f->path = m->path;
-	f->id = region;
-	t->depth = d + 1;
-	return BEGUN;
-}
-
-static inline __attribute__((always_inline)) void
-begin_fast(pmc_region_t region)
-{
-	struct pmc_thread *t = T;
-	if (unlikely(!t)) {
-		begin_other(region);
-		return;
-	}
-	int r = begin_try(t, region);
-	if (unlikely(r == BEGIN_GENERAL))
-		begin_general(t, region);
-	else if (unlikely(r == BEGIN_REREAD))
-		region_begin_any(t, region, true);
-	else if (unlikely(r == BEGIN_AGAIN))
-		begin_again(t, region);
-}
-
-PMC_EXPORT void
-pmc_begin(pmc_region_t region)
-{
-	begin_fast(region);
-}
-
-/* pmc_begin() itself, called from this library without the PLT. */
-static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
-
-/* pmc_begin() whose pass the kernel's update of a page interrupted: begun again through
- * pmc_begin() (pass_retry()). */
-static void __attribute__((noinline)) begin_again(struct pmc_thread *t, pmc_region_t region)
-{
-	if (pass_retry(t))
-		pmc_begin_again(region);
-	else
-		region_begin_any(t, region, true);
-}
-
-/* pmc_begin() of a thread not registered yet, or not profiled: a thread that registers here
- * begins its first region through pmc_begin() again (a tail call), as every other region
- * begins: the instructions after the read are the same for its first region too. */
-static void __attribute__((noinline)) begin_other(pmc_region_t region)
-{
-	if (unlikely(!region))
-		return;
-	if (likely(thread_get() != NULL))
-		pmc_begin_again(region);
-	else
-		unprofiled_region();
-}
-
-/* pmc_begin() of a thread that is not on the usual way (begin_fast()): not ST_ON (registers
- * here, or runs unprofiled), read with read(), past its frames, inside a begin that was not
- * pushed, or of a path not in its memo. A fast thread's begin is prepared (begin_ready()) and
- * begun again through pmc_begin(). */
-static void __attribute__((noinline)) begin_general(struct pmc_thread *t, pmc_region_t region)
-{
-	if (unlikely(!region))
-		return;
-	if (t->state != ST_ON) {
-		begin_other(region);
-		return;
-	}
-	if (!t->fast) {
-		region_begin_any(t, region, false);
-		return;
-	}
-	int r = begin_ready(t, region);
-	thread_fast_cap(t);
-	if (r > 0 && t->depth < t->fast_cap)
-		pmc_begin_again(region);
-	else if (r >= 0)
-		region_begin_any(t, region, false);
-}
-
-/* A sample of a group multiplexed during the region (enabled @de, running @dr ns): every
- * value extrapolated with the same ratio. Return: the sample's scaled marks. */
-static uint32_t __attribute__((noinline))
-region_scale(struct pmc_sample *s, size_t n, uint64_t de, uint64_t dr)
-{
-	float ratio = de ? (float)dr / (float)de : 0.0f;
-	for (size_t j = 0; j < n; j++) {
-		pmc_sample_ratio(s, n)[j] = ratio;
-		s->values[j] = pmc_scale(s->values[j], de, dr);
-	}
-	return (UINT32_C(1) << n) - 1;
 }
 
 /* region_end() in full, for any thread and any case: the counters read into t->now with
@@ -642,7 +463,7 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 		for (size_t j = 0; j < n; j++)
 			s->values[j] = now[j] - v0[j];
 		if (unlikely(dr != de))
-			scaled = region_scale(s, n, de, dr);
+			scaled = pmc__sample_scale(s, n, de, dr);
 	} else {
 		for (size_t j = 0; j < n; j++) {
 			uint64_t dv = now[j] - v0[j];
@@ -678,80 +499,243 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
  * deltas), and a group that was not multiplexed within the region. Every other case, before
  * the read, goes the general way (end_general()); after it, a pass that could not be made or a
  * multiplexed group reads again there (region_end_any()). */
-static inline __attribute__((always_inline)) void
-end_fast(pmc_region_t region)
+
+static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
+static __typeof__(pmc_end) pmc_end_again __attribute__((alias("pmc_end")));
+
+/* ---- The usual way: a thread read through its pages writes records (client-internal.h,
+ * PMC_REC_BYTES). pmc_begin() and pmc_end() each read the counters in one pass over each page
+ * (pmc_reader_pass_leader(), _count()) into the next record's slot, and nothing more: the
+ * nesting, the call paths, the deltas and the checks are the reader's (records.c). Every
+ * other case goes the general way, and a begin it prepares (the thread registered, room made
+ * in the ring, an interrupted pass) is made again through the same code (a tail call), so
+ * that the instructions after the read are the same for every region: what a region counts of
+ * the library's own is one constant. */
+
+/* How a begin or an end of the usual way went. */
+enum { REC_DONE, REC_FULL, REC_REREAD, REC_AGAIN };
+
+/* One pass over each of @t's pages into record @q, with @hdr. Return: REC_DONE; REC_AGAIN where
+ * the kernel's update of a page interrupted a pass; REC_REREAD where a page refused. */
+static inline __attribute__((always_inline)) int
+rec_read(struct pmc_thread *t, uint64_t *q, uint64_t hdr)
 {
-	struct pmc_thread *t = T;
-	if (unlikely(!t))
-		return;
-	unsigned d = t->depth;
-	if (unlikely(d - 1 >= t->fast_cap)) {
-		end_general(t, region);
-		return;
-	}
-	struct frame *f = &t->stack[d - 1];
-	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
-	uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
-	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
-	if (unlikely(f->id != region || h - tl >= rg->cap)) {
-		end_general(t, region);
-		return;
-	}
-	size_t n = t->n;
-	const uint64_t *v0 = f->v;
-	struct pmc_sample *s = ring_slot(rg, h);
 	struct pmc_reading rd;
-	if (unlikely(pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd) < 0)) {
-		region_end_any(t, region, (struct reading){0, 0}, true);
-		return;
-	}
-	uint64_t wall = rd.clock - f->t0;
-	/* Multiplexed within the region (the group's enabled and running times grew apart), or a
-	 * wall time pmc_wall_delta() would not take as it is: read again the general way. Checked
-	 * before the members are read, so that none of the leader's values is held across. */
-	if (unlikely((rd.enabled - v0[n] != rd.running - v0[2 * n]) | (wall >> 62))) {
-		region_end_any(t, region, (struct reading){0, 0}, true);
-		return;
-	}
-	s->values[0] = rd.value - v0[0];
-	s->region = f->path;
-	s->scaled = 0;
-	s->wall = wall;
-	for (size_t i = 1; i < n; i++) {
-		uint64_t c;
-		if (unlikely(pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops, &c) < 0)) {
-			region_end_any(t, region, (struct reading){0, 0}, true);
-			return;
-		}
-		s->values[i] = c - v0[i];
-	}
-	t->depth = d - 1;
-	thread_head_publish(t, h + 1);
-	/* A batch's worth: the background thread sends it, or this one (pmc__batch_due()). */
-	if (unlikely(h + 1 - tl >= PMC_KICK && h >= t->retry_at))
-		pmc__batch_due(t);
+	int r = pmc_reader_pass_leader(t->pages[0], &pmc_reader_hw_ops, &rd);
+	if (unlikely(r < 0))
+		return r == -EAGAIN ? REC_AGAIN : REC_REREAD;
+	q[0] = hdr;
+	q[1] = rd.clock;
+	q[2] = rd.enabled;
+	q[3] = rd.running;
+	q[4] = rd.value;
+	for (size_t i = 1, n = t->n; i < n; i++)
+		if (unlikely((r = pmc_reader_pass_count(t->pages[i], &pmc_reader_hw_ops,
+		                                        &q[4 + i])) < 0))
+			return r == -EAGAIN ? REC_AGAIN : REC_REREAD;
+	return REC_DONE;
 }
 
-/* pmc_end(), inlined into the macros' end too. */
-static inline __attribute__((always_inline)) void
-end_id(pmc_region_t region)
+/* The usual begin of @region on @t (TF): its record, where the ring has room. */
+static inline __attribute__((always_inline)) int
+rec_begin_try(struct pmc_thread *t, pmc_region_t region)
 {
-	end_fast(region);
+	uint8_t *w = t->rw;
+	if (unlikely(w == t->rlim))
+		return REC_FULL;
+	int r = rec_read(t, (uint64_t *)(void *)w, region);
+	if (likely(r == REC_DONE))
+		t->rw = rec_next(w, t->rs);
+	return r;
+}
+
+/* After an end's record at @w: the next slot, and the thread's E (its head word, release: the
+ * reader reads up to the E-th end); at the kick point, the reader is woken. */
+static inline __attribute__((always_inline)) void
+rec_publish(struct pmc_thread *t, uint8_t *w)
+{
+	t->rw = rec_next(w, t->rs);
+	_Atomic uint64_t *m = t->head_mirror;
+	uint64_t e = atomic_load_explicit(m, memory_order_relaxed) + 1;
+	atomic_store_explicit(m, e, memory_order_release);
+	if (unlikely(e >= t->ekick))
+		pmc__records_due(t, e);
+}
+
+/* TF for @t, the calling thread's: @t while it writes records the usual way. */
+static inline void
+rec_gate(struct pmc_thread *t)
+{
+	if (T == t)
+		TF = t->rec && t->state == ST_ON && !t->skip && !t->pops ? t : NULL;
+}
+
+/* Whether a begin's pass of @t's that the kernel's update of a page interrupted (-EAGAIN: it
+ * does as it schedules the thread in again, or on a counter's overflow) is made again from the
+ * start of the begin, the same code, so that what runs after the reads that stand is what runs
+ * after any: a begin so interrupted counts the constant. PMC_PASS_TRIES times at most for one
+ * begin, known by its slot and E. An end so interrupted reads again the general way
+ * (end_reread()): its extra instructions are inside the region however it reads again. */
+static bool __attribute__((noinline)) pass_retry(struct pmc_thread *t)
+{
+	uint64_t h = (uint64_t)(uintptr_t)t->rw ^
+	             atomic_load_explicit(t->head_mirror, memory_order_relaxed) << 32;
+	if (t->retry_h != h) {
+		t->retry_h = h;
+		t->retry_n = 0;
+	}
+	return t->retry_n++ < PMC_PASS_TRIES;
+}
+
+/* A record of @t's at its slot rw (room checked), @hdr's, read the general way
+ * (read_counters_slow(): the pages where they let, else read()); marked PMC_REC_FAIL where
+ * that failed. */
+static void
+rec_write_slow(struct pmc_thread *t, uint64_t hdr, int end)
+{
+	uint64_t *q = (uint64_t *)(void *)t->rw, *v = t->now;
+	size_t n = t->n;
+	struct reading x = read_counters_slow(t, v, end);
+	q[0] = x.r < 0 ? hdr | PMC_REC_FAIL : hdr;
+	q[1] = x.clock;
+	q[2] = v[n];
+	q[3] = v[2 * n];
+	for (size_t j = 0; j < n; j++)
+		q[4 + j] = v[j];
+}
+
+/* Whether @t's ring has room for a record: else it is sent if it can be (every 64 lost). */
+static bool __attribute__((noinline)) rec_room(struct pmc_thread *t)
+{
+	if (t->rw != __atomic_load_n(&t->rlim, __ATOMIC_ACQUIRE))
+		return true;
+	if (!(atomic_load_explicit(&t->lost[PMC_LOSS_FULL], memory_order_relaxed) & 63))
+		pmc__flush_try(t);
+	return t->rw != __atomic_load_n(&t->rlim, __ATOMIC_ACQUIRE);
+}
+
+/* Tells the reader of @t's ends not recorded (t->pops), room permitting, in a record that the
+ * next end publishes. Return: whether none is left to tell. */
+static bool
+rec_pops(struct pmc_thread *t)
+{
+	if (!t->pops)
+		return true;
+	if (!rec_room(t))
+		return false;
+	uint64_t *q = (uint64_t *)(void *)t->rw;
+	q[0] = PMC_REC_POP | t->pops;
+	t->rw = rec_next(t->rw, t->rs);
+	t->pops = 0;
+	return true;
+}
+
+/* A usual begin of @region on @t that did not go (@why, rec_begin_try()). Return: whether to
+ * make it again through the usual way. */
+static int __attribute__((noinline))
+rec_begin_other(struct pmc_thread *t, pmc_region_t region, int why)
+{
+	if (why == REC_AGAIN && pass_retry(t))
+		return 1;
+	if (why != REC_FULL) {
+		rec_write_slow(t, region, 0);
+		t->rw = rec_next(t->rw, t->rs);
+		return 0;
+	}
+	if (rec_room(t))
+		return 1;
+	/* Its end records nothing either. */
+	count_loss(t, PMC_LOSS_FULL, 1);
+	t->skip++;
+	rec_gate(t);
+	return 0;
+}
+
+/* A begin with TF NULL: a thread not registered yet, not profiled, read with read() (not
+ * through its pages), or one whose records have dropped begins or ends to tell. Return:
+ * whether to begin @region again through the usual way (the thread registered, or told). */
+static int __attribute__((noinline)) begin_off(pmc_region_t region)
+{
+	if (unlikely(!region))
+		return 0;
+	struct pmc_thread *t = T;
+	if (!t || t->state != ST_ON) {
+		if (!(t = thread_get())) {
+			unprofiled_region();
+			return 0;
+		}
+		if (TF)
+			return 1;
+	}
+	if (!t->rec) {
+		region_begin_any(t, region, false);
+		return 0;
+	}
+	if (!t->skip && rec_pops(t)) {
+		rec_gate(t);
+		return TF != NULL;
+	}
+	count_loss(t, PMC_LOSS_FULL, 1);
+	t->skip++;
+	return 0;
+}
+
+/* pmc_begin()'s begin_off(), and its begin made again: so that every call pmc_begin() makes is a
+ * tail call (it saves no register). */
+static void __attribute__((noinline)) begin_off_again(pmc_region_t region)
+{
+	if (begin_off(region))
+		pmc_begin_again(region);
+}
+
+/* pmc_begin()'s rec_begin_other(), and its begin made again. */
+static void __attribute__((noinline))
+begin_other_again(struct pmc_thread *t, pmc_region_t region, int why)
+{
+	if (rec_begin_other(t, region, why))
+		pmc_begin_again(region);
 }
 
 PMC_EXPORT void
-pmc_end(pmc_region_t region)
+pmc_begin(pmc_region_t region)
 {
-	end_fast(region);
+	struct pmc_thread *t = TF;
+	if (unlikely(!t)) {
+		begin_off_again(region);
+		return;
+	}
+	int r = rec_begin_try(t, region);
+	if (unlikely(r != REC_DONE))
+		begin_other_again(t, region, r);
 }
 
-/* pmc_end() of a thread not on the usual way (end_fast()), of a region that is not the
- * innermost, or with a full ring. ST_FORKED: a region open across fork(), ending in the child:
- * its counters were the parent's, no sample. */
-static void __attribute__((noinline)) end_general(struct pmc_thread *t, pmc_region_t region)
+/* A usual end of @region on @t whose pass could not be made: read again the general way, its
+ * record published as the usual end's. */
+static void __attribute__((noinline)) end_reread(struct pmc_thread *t, pmc_region_t region)
 {
-	if (unlikely(!region || t->state != ST_ON))
+	rec_write_slow(t, region | PMC_REC_END, 1);
+	rec_publish(t, t->rw);
+	if (!t->last_rdpmc)
+		t->fallback_head = atomic_load_explicit(t->head_mirror, memory_order_relaxed);
+}
+
+/* A usual end of @region on @t with no room in its ring: ended again through the usual way
+ * once there is, else lost, and told to the reader before the next record. */
+static void __attribute__((noinline)) end_full(struct pmc_thread *t, pmc_region_t region)
+{
+	if (rec_room(t)) {
+		pmc_end_again(region);
 		return;
+	}
+	count_loss(t, PMC_LOSS_FULL, 1);
+	t->pops++;
+	rec_gate(t);
+}
+
+/* pmc_end() of a thread read with read() (not through its pages): the frames' way. */
+static void
+end_frames(struct pmc_thread *t, pmc_region_t region)
+{
 	/* The end of a begin that was not pushed: leave the open frames alone. */
 	if (unlikely(t->overflow)) {
 		if (!--t->overflow) {
@@ -763,6 +747,60 @@ static void __attribute__((noinline)) end_general(struct pmc_thread *t, pmc_regi
 	if (unlikely(!t->depth))
 		return;
 	region_end_any(t, region, (struct reading){0, 0}, true);
+}
+
+/* An end with TF NULL (see begin_off()). ST_FORKED: a region open across fork(), ending in the
+ * child: its counters were the parent's, no sample. */
+static void __attribute__((noinline)) end_off(pmc_region_t region)
+{
+	struct pmc_thread *t = T;
+	if (unlikely(!region || !t || t->state != ST_ON))
+		return;
+	if (!t->rec) {
+		end_frames(t, region);
+		return;
+	}
+	/* The end of a begin not recorded. */
+	if (t->skip) {
+		if (!--t->skip)
+			rec_gate(t);
+		return;
+	}
+	if (!rec_pops(t)) {
+		count_loss(t, PMC_LOSS_FULL, 1);
+		t->pops++;
+		return;
+	}
+	rec_gate(t);
+	if (TF)
+		pmc_end_again(region);
+}
+
+/* The usual end (pmc_end(), and the macros' end). */
+static inline __attribute__((always_inline)) void
+end_id(pmc_region_t region)
+{
+	struct pmc_thread *t = TF;
+	if (unlikely(!t)) {
+		end_off(region);
+		return;
+	}
+	uint8_t *w = t->rw;
+	if (unlikely(w == t->rlim)) {
+		end_full(t, region);
+		return;
+	}
+	if (unlikely(rec_read(t, (uint64_t *)(void *)w, region | PMC_REC_END) != REC_DONE)) {
+		end_reread(t, region);
+		return;
+	}
+	rec_publish(t, w);
+}
+
+PMC_EXPORT void
+pmc_end(pmc_region_t region)
+{
+	end_id(region);
 }
 
 /* Unrecorded regions through the same code, so that the first real region does not count
@@ -777,34 +815,46 @@ pmc__thread_warm_up(struct pmc_thread *t)
 	struct ring *r = atomic_load(&t->ring);
 	memset(r->slots, 0, r->cap * r->stride);
 	memset(t->now, 0, sizeof(t->now));
+	uint64_t h0 = atomic_load(&t->head);
+	if (t->rec) {
+		pmc__records_reset(t);
+		atomic_store(t->head_mirror, h0);
+		__atomic_store_n(&t->ekick, UINT64_MAX, __ATOMIC_RELAXED);
+	}
 	/* Through the exported functions, called through this library's PLT as a program calls
 	 * them through its own, and with no instruction between them but the argument's: the
 	 * floor is what a program's empty region counts. The thread is in no list yet: no one
 	 * reads its ring, whose samples are taken back after. */
-	struct pmc_thread *self = T;
-	uint64_t h0 = atomic_load(&t->head);
+	struct pmc_thread *self = T, *self_f = TF;
 	T = t;
+	rec_gate(t);
 	for (int k = 0; k < PMC_WARMUP_RUNS; k++) {
 		pmc_begin(PMC_WARMUP_REGION);
 		pmc_end(PMC_WARMUP_REGION);
 	}
 	T = self;
+	TF = self_f;
+	/* Records into samples: the caller holds G.conn.lock. */
+	pmc__records_convert_locked(t);
 	/* The floor: the least of the warm ones, value by value (the first touches this
 	 * library's code and buffers; one warm pass alone can still be slowed, by a cache miss
 	 * or, on the read() path, a first system call's: issue 24 saw 5.2 us over an empty
 	 * region measuring 3.5 us). None when a read failed. */
 	uint64_t h = atomic_load(&t->head);
-	if (h > h0 + 1) {
-		for (uint64_t k = h0 + 1; k < h; k++) {
-			const struct pmc_sample *s = ring_slot(r, k);
-			for (size_t j = 0; j < t->n; j++)
-				if (k == h0 + 1 || s->values[j] < t->floor_v[j])
-					t->floor_v[j] = s->values[j];
-			if (k == h0 + 1 || s->wall < t->floor_wall)
-				t->floor_wall = s->wall;
-		}
-		t->floor_pending = 1;
+	bool got = false;
+	for (uint64_t k = h0 + 1; k < h; k++) {
+		const struct pmc_sample *s = ring_slot(r, k);
+		if (s->scaled & PMC_SAMPLE_TOMB)
+			continue;
+		for (size_t j = 0; j < t->n; j++)
+			if (!got || s->values[j] < t->floor_v[j])
+				t->floor_v[j] = s->values[j];
+		if (!got || s->wall < t->floor_wall)
+			t->floor_wall = s->wall;
+		got = true;
 	}
+	if (got)
+		t->floor_pending = 1;
 	thread_head_publish(t, h0);
 	t->retry_h = 0;            /* (a warm-up begin's retries, at a head that comes again) */
 	if (t->fallback_head > h0) /* a read() of the warm-up's: a sample that is no more */
@@ -813,29 +863,25 @@ pmc__thread_warm_up(struct pmc_thread *t)
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;
 	thread_fast_cap(t);
+	if (t->rec) {
+		pmc__records_reset(t);
+		memset(t->pcache, 0, sizeof(t->pcache));
+		__atomic_store_n(&t->ekick, h0 + PMC_REC_KICK(t->rs), __ATOMIC_RELAXED);
+	}
 	for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 		atomic_store(&t->lost[k], 0);
 }
 
-static pmc_region_t scope_begin_slow(struct pmc_thread *t, pmc_region_t region);
-static pmc_region_t scope_begin_again(struct pmc_thread *t, pmc_region_t region);
-
-/* scope_begin_id() where a pass could not be made: a tail call, so that the usual way saves no
- * register. */
-static pmc_region_t __attribute__((noinline))
-scope_begin_reread(struct pmc_thread *t, pmc_region_t region)
-{
-	region_begin_any(t, region, true);
-	return region;
-}
+static pmc_region_t scope_begin_other(struct pmc_thread *t, pmc_region_t region, int why);
+static pmc_region_t scope_begin_off(pmc_region_t region);
 
 /* The macros' begin of @region, however their call site found its id: one copy of the usual
  * begin for every call site, name and way to the id (inlined into scope_begin(), gcc gave each
  * way to the id a copy of its own, whose registers differ: a name chosen at run time counted
  * one instruction more in the samples that looked it up than in the others), and every case
- * the usual begin does not take is prepared by scope_begin_slow() and begun again here (a
- * tail call), so that what runs after the read, the return of the id included, is the same
- * for every sample: a region's first on the thread too. Return: @region. */
+ * the usual begin does not take is prepared by scope_begin_other() or _off() and begun again
+ * here (a tail call), so that what runs after the read, the return of the id included, is the
+ * same for every sample: a region's first on the thread too. Return: @region. */
 #ifdef __clang__
 #define SCOPE_BEGIN_ATTRS noinline /* clang has no noclone */
 #else
@@ -843,53 +889,30 @@ scope_begin_reread(struct pmc_thread *t, pmc_region_t region)
 #endif
 static pmc_region_t __attribute__((SCOPE_BEGIN_ATTRS)) scope_begin_id(pmc_region_t region)
 {
-	struct pmc_thread *t = T;
+	struct pmc_thread *t = TF;
 	if (likely(t)) {
-		int r = begin_try(t, region);
-		if (likely(r == BEGUN))
+		int r = rec_begin_try(t, region);
+		if (likely(r == REC_DONE))
 			return region;
-		if (r == BEGIN_REREAD)
-			return scope_begin_reread(t, region);
-		if (r == BEGIN_AGAIN)
-			return scope_begin_again(t, region);
+		return scope_begin_other(t, region, r);
 	}
-	return scope_begin_slow(t, region);
+	return scope_begin_off(region);
 }
 
-/* scope_begin_id() whose pass the kernel's update of a page interrupted: begun again by
- * scope_begin_id() (pass_retry()). */
+/* scope_begin_id()'s rec_begin_other(). */
 static pmc_region_t __attribute__((noinline))
-scope_begin_again(struct pmc_thread *t, pmc_region_t region)
+scope_begin_other(struct pmc_thread *t, pmc_region_t region, int why)
 {
-	if (pass_retry(t))
+	if (rec_begin_other(t, region, why))
 		return scope_begin_id(region);
-	region_begin_any(t, region, true);
 	return region;
 }
 
-/* scope_begin_id() off the usual way: begin_general() and begin_other(), but a begin they
- * prepare is made again by scope_begin_id(). */
-static pmc_region_t __attribute__((noinline))
-scope_begin_slow(struct pmc_thread *t, pmc_region_t region)
+/* scope_begin_id()'s begin_off(). */
+static pmc_region_t __attribute__((noinline)) scope_begin_off(pmc_region_t region)
 {
-	if (unlikely(!region))
-		return region;
-	if (!t || t->state != ST_ON) {
-		if (likely(thread_get() != NULL))
-			return scope_begin_id(region);
-		unprofiled_region();
-		return region;
-	}
-	if (!t->fast) {
-		region_begin_any(t, region, false);
-		return region;
-	}
-	int r = begin_ready(t, region);
-	thread_fast_cap(t);
-	if (r > 0 && t->depth < t->fast_cap)
+	if (begin_off(region))
 		return scope_begin_id(region);
-	if (r >= 0)
-		region_begin_any(t, region, false);
 	return region;
 }
 

@@ -465,7 +465,8 @@ thread_alloc(struct pmc_thread *t)
 		return false;
 	for (unsigned d = 0; d < PMC_STACK_START; d++)
 		t->stack[d].v = t->frame_mem + d * 3 * t->n;
-	return true;
+	/* Read through its pages: its begins and ends write records (records.c). */
+	return !t->fast || pmc__records_alloc(t);
 }
 
 /* Called with G.conn.lock held: registers the calling thread. Return: the thread, or NULL: then

@@ -200,7 +200,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	static uint8_t buf[PMC_BATCH_BOUND(PMC_BATCH, PMC_LIMIT_EVENTS, PMC_REGION_NAME_MAX)];
 	uint32_t def_id[PMC_BATCH];
 	size_t n = (size_t)(end - start);
-	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	uint64_t hd = thread_published(t);
 	if (G.conn.call_paths) {
 		int r = define_locked(rg, start, end);
 		if (r < 0)
@@ -271,7 +271,11 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 static int
 consume_locked(struct pmc_thread *t)
 {
-	if (atomic_load(&G.conn.state) != ST_ON || t->gen != atomic_load(&G.threads.gen))
+	if (t->gen != atomic_load(&G.threads.gen))
+		return -ENOTCONN;
+	/* A thread that writes records: its samples, also while no daemon takes them. */
+	pmc__records_convert_locked(t);
+	if (atomic_load(&G.conn.state) != ST_ON)
 		return -ENOTCONN;
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
@@ -285,7 +289,7 @@ consume_locked(struct pmc_thread *t)
 		if (k < PMC_LOSS_THREAD_N) {
 			tloss[k] = atomic_load_explicit(&t->lost[k], memory_order_relaxed) -
 			           t->reported[k];
-			loss[k] += tloss[k];
+			loss[k] += tloss[k] + t->closs[k];
 		}
 		any |= loss[k] != 0;
 	}
@@ -302,11 +306,35 @@ consume_locked(struct pmc_thread *t)
 	if (any)
 		warn_losses(t, loss);
 	do {
-		uint64_t end = hd - tl > PMC_BATCH ? tl + PMC_BATCH : hd;
-		uint64_t wrap = tl + (rg->cap - (size_t)(tl & (rg->cap - 1)));
+		/* Tombstones first (records.c): the batch that reaches past them says their
+		 * losses; a run of samples stops at the next. */
+		uint64_t st = tl, tomb[PMC_LOSS_LIB_N] = {0};
+		bool tany = false;
+		for (; st < hd && st < t->tomb_end; st++) {
+			const struct pmc_sample *s = ring_slot(rg, st);
+			if (!(s->scaled & PMC_SAMPLE_TOMB))
+				break;
+			unsigned why = s->scaled & 0xff;
+			if (why < PMC_LOSS_LIB_N) {
+				tomb[why]++;
+				tany = true;
+			}
+		}
+		uint64_t end = hd - st > PMC_BATCH ? st + PMC_BATCH : hd;
+		uint64_t wrap = st + (rg->cap - (size_t)(st & (rg->cap - 1)));
 		if (end > wrap)
 			end = wrap;
-		int r = send_slice_locked(t, rg, tl, end, any ? loss : NULL);
+		for (uint64_t k = st; k < end && k < t->tomb_end; k++)
+			if (ring_slot(rg, k)->scaled & PMC_SAMPLE_TOMB) {
+				end = k;
+				break;
+			}
+		uint64_t bl[PMC_LOSS_LIB_N];
+		for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
+			bl[k] = (any ? loss[k] : 0) + tomb[k];
+		if (tany)
+			warn_losses(t, tomb);
+		int r = send_slice_locked(t, rg, st, end, any || tany ? bl : NULL);
 		if (r < 0) {
 			/* A full queue: the samples stay; the background thread sends them as
 			 * soon as it has room. */
@@ -320,8 +348,10 @@ consume_locked(struct pmc_thread *t)
 		if (any) {
 			for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 				G.loss.reported[k] += gloss[k];
-				if (k < PMC_LOSS_THREAD_N)
+				if (k < PMC_LOSS_THREAD_N) {
 					t->reported[k] += tloss[k];
+					t->closs[k] = 0;
+				}
 			}
 			any = false;
 		}
@@ -372,7 +402,7 @@ drain_locked(struct pmc_thread *t)
 	struct pmc_thread *o;
 	if (!t)
 		pmc_list_for_each(o, &G.threads.list, link)
-			o->drain_to = atomic_load_explicit(&o->head, memory_order_acquire);
+			o->drain_to = thread_published(o);
 	for (;;) {
 		int r = t ? consume_locked(t) : consume_all_locked();
 		/* Threads that run on meanwhile add samples: only those of now are waited for. */
@@ -534,6 +564,8 @@ pmc__flush_try(struct pmc_thread *t)
 		(void)consume_locked(t);
 		pthread_mutex_unlock(&G.conn.lock);
 	}
+	if (t->rec)
+		return; /* its ring is the reader's (records.c) */
 	uint64_t left = hd - atomic_load_explicit(&t->tail, memory_order_acquire);
 	/* The daemon away or behind, or the lock taken: hold more until it can be sent. */
 	if (left >= atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 2)
@@ -567,7 +599,7 @@ pmc__thread_destroy(void *arg)
 		/* Never registered here (refused, asking again, a fork()'s): on no list, nothing
 		 * to send; its exit takes no lock, so never waits for another thread's. */
 		if (T == t)
-			T = NULL;
+			T = TF = NULL;
 		pmc__thread_free(t);
 		return;
 	}
@@ -577,8 +609,13 @@ pmc__thread_destroy(void *arg)
 	if (pmc_list_linked(&G.threads.list, &t->link))
 		pmc_list_remove(&G.threads.list, &t->link);
 	if (t->state == ST_ON && t->gen == atomic_load(&G.threads.gen)) {
+		pmc__records_convert_locked(t);
 		if (t->depth)
 			count_loss(t, PMC_LOSS_NESTING, t->depth);
+		if (t->rec && t->cdepth) {
+			t->closs[PMC_LOSS_NESTING] += t->cdepth;
+			t->cdepth = 0;
+		}
 		(void)drain_locked(t);
 		int told = 0, on = atomic_load(&G.conn.state) == ST_ON && t->conn == G.conn.n;
 		if (on)
@@ -586,7 +623,7 @@ pmc__thread_destroy(void *arg)
 		/* What could not be sent is reported by a later batch of another thread; but
 		 * what the daemon was told this thread held, and not that it exited, it counts
 		 * itself as lost when the process goes. */
-		uint64_t tl = atomic_load(&t->tail), left = atomic_load(&t->head) - tl;
+		uint64_t tl = atomic_load(&t->tail), left = thread_published(t) - tl;
 		if (on && !told && t->announced > tl)
 			left -= t->announced - tl < left ? t->announced - tl : left;
 		atomic_fetch_add(&G.loss.lost[PMC_LOSS_EXITED], left);
@@ -600,11 +637,11 @@ pmc__thread_destroy(void *arg)
 		}
 		for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 			atomic_fetch_add(&G.loss.lost[k],
-			                 atomic_load(&t->lost[k]) - t->reported[k]);
+			                 atomic_load(&t->lost[k]) - t->reported[k] + t->closs[k]);
 	}
 	pthread_mutex_unlock(&G.conn.lock);
 	if (T == t)
-		T = NULL;
+		T = TF = NULL;
 	pmc__thread_free(t);
 }
 
@@ -626,9 +663,9 @@ pmc__atexit(void)
 		struct pmc_thread *t;
 		pmc_list_for_each(t, &G.threads.list, link) {
 			if (!on)
-				held += atomic_load(&t->head) - atomic_load(&t->tail);
+				held += thread_published(t) - atomic_load(&t->tail);
 			for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
-				dropped += atomic_load(&t->lost[k]) - t->reported[k];
+				dropped += atomic_load(&t->lost[k]) - t->reported[k] + t->closs[k];
 		}
 		for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
 			dropped += atomic_load(&G.loss.lost[k]) - G.loss.reported[k];

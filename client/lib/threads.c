@@ -50,6 +50,8 @@ pmc__thread_release(struct pmc_thread *t)
 	if (t->stack)
 		free(t->stack - 1);
 	free(t->memo);
+	free(t->rbase);
+	free(t->cstk);
 	ring_free(atomic_load(&t->ring));
 	ring_free(t->old);
 	pmc__heads_give_back(t);
@@ -100,6 +102,7 @@ pmc__threads_fork_child(void)
 		t->rdpmc = 0;
 		t->fast = 0;
 		t->fast_cap = 0;
+		t->rec = 0;
 		if (t->state == ST_ON)
 			t->state = ST_FORKED;
 		if (t != T)
@@ -109,6 +112,7 @@ pmc__threads_fork_child(void)
 	 * short of fds in the parent, the child's fds are its own. */
 	if (T)
 		T->fd_starved = 0;
+	TF = NULL;
 	/* The calling thread's structure, and those of every older generation, start over. */
 	atomic_fetch_add(&G.threads.gen, 1);
 }

@@ -144,8 +144,10 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * Reads the wall clock and the thread's counters (see "Measurement window" above); regions
  * nest (up to 1,024 deep; deeper
  * ones are counted as dropped, reason "depth"), and each is counted in its call path (the
- * regions open around it, up to 32: pmcctl query --tree) as well as under its name. The
- * first time a thread nests deeper than 32 (64, ...), this call allocates its deeper frames.
+ * regions open around it, up to 32: pmcctl query --tree) as well as under its name. A thread
+ * that reads with read() allocates its deeper frames the first time it nests deeper than 32
+ * (64, ...); one that reads in user space only writes a record of what it read, which the
+ * library's background thread turns into the region's sample (the nesting, the path).
  * The first call on a thread registers it
  * with the daemon (one round trip; a daemon not answering in time leaves the thread
  * unprofiled), and connects the process first if no thread did (one more round trip): both
@@ -153,7 +155,7 @@ PMC_EXPORT pmc_region_t pmc_region(const char *name);
  * after it is.
  * Later calls do not wait (but a thread asking again after a failed registration:
  * "Waiting" above). With rdpmc available it takes no lock, allocates nothing and
- * makes no syscall (but for a call path new to the process: one lock, to intern it).
+ * makes no syscall.
  * Thread-safe for the calling thread's own regions; not async-signal-safe.
  */
 PMC_EXPORT void pmc_begin(pmc_region_t region);
