@@ -635,6 +635,8 @@ rec_pops(struct pmc_thread *t)
 static int __attribute__((noinline))
 rec_begin_other(struct pmc_thread *t, pmc_region_t region, int why)
 {
+	if (unlikely(!region))
+		return 0; /* pmc_begin(0) does nothing: no skip for pmc_end(0) to leave */
 	if (why == REC_AGAIN && pass_retry(t))
 		return 1;
 	if (why != REC_FULL) {
@@ -723,6 +725,8 @@ static void __attribute__((noinline)) end_reread(struct pmc_thread *t, pmc_regio
  * once there is, else lost, and told to the reader before the next record. */
 static void __attribute__((noinline)) end_full(struct pmc_thread *t, pmc_region_t region)
 {
+	if (unlikely(!region))
+		return; /* pmc_end(0) does nothing: no frame to pop */
 	if (rec_room(t)) {
 		pmc_end_again(region);
 		return;

@@ -55,7 +55,10 @@ rec_path(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
 bool
 pmc__records_alloc(struct pmc_thread *t)
 {
-	t->rs = t->n <= 4 ? 64 : 128;
+	/* A slot: the record's words, to a power of two (64, 128 or 256 bytes). */
+	t->rs = 64;
+	while (t->rs < PMC_REC_WORDS(t->n) * sizeof(uint64_t))
+		t->rs *= 2;
 	t->cw = PMC_REC_WORDS((unsigned)t->n) + 1;
 	t->ccap = PMC_STACK_START;
 	t->rbase = aligned_alloc(PMC_REC_BYTES, PMC_REC_BYTES);

@@ -609,14 +609,15 @@ pmc__thread_destroy(void *arg)
 	if (pmc_list_linked(&G.threads.list, &t->link))
 		pmc_list_remove(&G.threads.list, &t->link);
 	if (t->state == ST_ON && t->gen == atomic_load(&G.threads.gen)) {
-		pmc__records_convert_locked(t);
 		if (t->depth)
 			count_loss(t, PMC_LOSS_NESTING, t->depth);
-		if (t->rec && t->cdepth) {
-			t->closs[PMC_LOSS_NESTING] += t->cdepth;
-			t->cdepth = 0;
-		}
 		(void)drain_locked(t);
+		/* Regions left open (once every record is a sample: else their ends may be among
+		 * those not turned, counted as the thread's exit's), but those whose end the
+		 * thread dropped (counted as buffer-full). */
+		pmc__records_convert_locked(t);
+		if (t->rec && atomic_load(&t->head) == thread_published(t) && t->cdepth > t->pops)
+			t->closs[PMC_LOSS_NESTING] += t->cdepth - t->pops;
 		int told = 0, on = atomic_load(&G.conn.state) == ST_ON && t->conn == G.conn.n;
 		if (on)
 			told = pmc__thread_exit_send_locked(t->tid, 0, true) == 0;
