@@ -299,11 +299,6 @@ struct pmc_thread {
 	int last_rdpmc;
 	uint64_t fallback_head;
 	unsigned depth;
-	/* pmc_begin() and pmc_end() take their usual way (begin_fast(), end_fast()) while
-	 * depth < fast_cap (a begin) or depth - 1 < fast_cap (an end): begin_cap while the thread
-	 * is ST_ON and fast, else 0 (thread_fast_cap()); one compare for the state, the kind of
-	 * thread, the frames' room and an overflow. */
-	unsigned fast_cap;
 	unsigned overflow;  /* begins not pushed (too deep, or a failed read): their ends skip */
 	unsigned stack_cap; /* frames in stack (PMC_STACK_START, doubled up to PMC_LIMIT_DEPTH) */
 	/* The depth below which a begin is pushed without begin_slow(): stack_cap, 0 while
@@ -717,6 +712,20 @@ void pmc__thread_warm_up(struct pmc_thread *t);
  * the first frame (free() the one before it), or NULL. */
 struct frame *pmc__frames_new(unsigned cap);
 
+/* A thread's cache of paths (pmc_thread.pcache, memo): the slot of (@parent, @region), and its
+ * key (one compare; key 0, region 0, is an empty slot). */
+static inline uint32_t
+pcache_slot(uint32_t parent, pmc_region_t region)
+{
+	return ((parent * 0x9e3779b1u) ^ region) & (PMC_PCACHE - 1);
+}
+
+static inline uint64_t
+pcache_key(uint32_t parent, pmc_region_t region)
+{
+	return (uint64_t)parent << 32 | region;
+}
+
 /* records.c */
 
 /* Called with G.conn.lock held (or by @t's own thread before any other can see it): turns @t's
@@ -754,14 +763,6 @@ thread_head_publish(struct pmc_thread *t, uint64_t h)
 {
 	atomic_store_explicit(&t->head, h, memory_order_release);
 	atomic_store_explicit(t->head_mirror, h, memory_order_relaxed);
-}
-
-/* Sets @t->fast_cap from what it depends on: call after each change of state, fast or
- * begin_cap. */
-static inline void
-thread_fast_cap(struct pmc_thread *t)
-{
-	t->fast_cap = t->fast && t->state == ST_ON ? t->begin_cap : 0;
 }
 
 /* The connection's state, connecting first when nothing was tried yet (pmc__connect_locked()). */

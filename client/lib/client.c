@@ -229,18 +229,6 @@ pmc_enabled(void)
 	return thread_get() != NULL;
 }
 
-static inline uint32_t
-pcache_slot(uint32_t parent, pmc_region_t region)
-{
-	return ((parent * 0x9e3779b1u) ^ region) & (PMC_PCACHE - 1);
-}
-
-static inline uint64_t
-pcache_key(uint32_t parent, pmc_region_t region)
-{
-	return (uint64_t)parent << 32 | region;
-}
-
 /* The path of @region begun on @t at depth @d (open frames) in path @parent, past the
  * thread's cache: deeper than PMC_PATH_DEPTH, or in a path that is not one, it is its region
  * flagged; else interned (flagged PMC_PATH_FLAG_FULL when the table is full). Cached. The
@@ -317,13 +305,11 @@ static bool __attribute__((noinline)) begin_slow(struct pmc_thread *t)
 {
 	if (!t->overflow && t->stack_cap < PMC_LIMIT_DEPTH && stack_grow(t) == 0) {
 		t->begin_cap = t->stack_cap;
-		thread_fast_cap(t);
 		return true;
 	}
 	count_loss(t, t->depth >= t->stack_cap ? PMC_LOSS_DEPTH : PMC_LOSS_READ, 1);
 	t->overflow++;
 	t->begin_cap = 0;
-	thread_fast_cap(t);
 	return false;
 }
 
@@ -384,7 +370,6 @@ region_begin_any(struct pmc_thread *t, pmc_region_t region, bool fast_failed)
 		count_loss(t, PMC_LOSS_READ, 1);
 		t->overflow++;
 		t->begin_cap = 0;
-		thread_fast_cap(t);
 		return;
 	}
 	f->id = region;
@@ -494,12 +479,7 @@ region_end_any(struct pmc_thread *t, pmc_region_t region, struct reading x, bool
 		pmc__batch_due(t);
 }
 
-/* The usual end (pmc_end(), and the macros' inline): the innermost region of a thread on the
- * usual way, with room in its ring: one pass over each page (the ring's slot takes the
- * deltas), and a group that was not multiplexed within the region. Every other case, before
- * the read, goes the general way (end_general()); after it, a pass that could not be made or a
- * multiplexed group reads again there (region_end_any()). */
-
+/* pmc_begin() and pmc_end() themselves, called from this library without the PLT. */
 static __typeof__(pmc_begin) pmc_begin_again __attribute__((alias("pmc_begin")));
 static __typeof__(pmc_end) pmc_end_again __attribute__((alias("pmc_end")));
 
@@ -614,6 +594,25 @@ static bool __attribute__((noinline)) rec_room(struct pmc_thread *t)
 	return t->rw != __atomic_load_n(&t->rlim, __ATOMIC_ACQUIRE);
 }
 
+/* A begin of @t's that its full ring cannot take: lost, and its end records nothing either. */
+static void
+rec_drop_begin(struct pmc_thread *t)
+{
+	count_loss(t, PMC_LOSS_FULL, 1);
+	t->skip++;
+	rec_gate(t);
+}
+
+/* An end of @t's that its full ring cannot take: lost, and told to the reader before the next
+ * record (rec_pops()). */
+static void
+rec_drop_end(struct pmc_thread *t)
+{
+	count_loss(t, PMC_LOSS_FULL, 1);
+	t->pops++;
+	rec_gate(t);
+}
+
 /* Tells the reader of @t's ends not recorded (t->pops), room permitting, in a record that the
  * next end publishes. Return: whether none is left to tell. */
 static bool
@@ -646,10 +645,7 @@ rec_begin_other(struct pmc_thread *t, pmc_region_t region, int why)
 	}
 	if (rec_room(t))
 		return 1;
-	/* Its end records nothing either. */
-	count_loss(t, PMC_LOSS_FULL, 1);
-	t->skip++;
-	rec_gate(t);
+	rec_drop_begin(t);
 	return 0;
 }
 
@@ -677,8 +673,7 @@ static int __attribute__((noinline)) begin_off(pmc_region_t region)
 		rec_gate(t);
 		return TF != NULL;
 	}
-	count_loss(t, PMC_LOSS_FULL, 1);
-	t->skip++;
+	rec_drop_begin(t);
 	return 0;
 }
 
@@ -731,9 +726,7 @@ static void __attribute__((noinline)) end_full(struct pmc_thread *t, pmc_region_
 		pmc_end_again(region);
 		return;
 	}
-	count_loss(t, PMC_LOSS_FULL, 1);
-	t->pops++;
-	rec_gate(t);
+	rec_drop_end(t);
 }
 
 /* pmc_end() of a thread read with read() (not through its pages): the frames' way. */
@@ -744,7 +737,6 @@ end_frames(struct pmc_thread *t, pmc_region_t region)
 	if (unlikely(t->overflow)) {
 		if (!--t->overflow) {
 			t->begin_cap = t->stack_cap;
-			thread_fast_cap(t);
 		}
 		return;
 	}
@@ -771,8 +763,7 @@ static void __attribute__((noinline)) end_off(pmc_region_t region)
 		return;
 	}
 	if (!rec_pops(t)) {
-		count_loss(t, PMC_LOSS_FULL, 1);
-		t->pops++;
+		rec_drop_end(t);
 		return;
 	}
 	rec_gate(t);
@@ -866,7 +857,6 @@ pmc__thread_warm_up(struct pmc_thread *t)
 	atomic_store(&t->scaled_end, 0);
 	t->depth = t->overflow = 0;
 	t->begin_cap = t->stack_cap;
-	thread_fast_cap(t);
 	if (t->rec) {
 		pmc__records_reset(t);
 		memset(t->pcache, 0, sizeof(t->pcache));

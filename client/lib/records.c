@@ -43,8 +43,8 @@ pmc__path_resolve(uint32_t parent, pmc_region_t region, unsigned d)
 static uint32_t
 rec_path(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
 {
-	struct pcache *c = &t->pcache[((parent * 0x9e3779b1u) ^ region) & (PMC_PCACHE - 1)];
-	uint64_t key = (uint64_t)parent << 32 | region;
+	struct pcache *c = &t->pcache[pcache_slot(parent, region)];
+	uint64_t key = pcache_key(parent, region);
 	if (c->key == key)
 		return c->path;
 	c->key = key;

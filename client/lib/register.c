@@ -507,7 +507,6 @@ pmc__register_locked(bool *fd_starved, bool *transient)
 		return NULL;
 	}
 	t->state = ST_ON;
-	thread_fast_cap(t);
 	t->announced = 0;
 	/* Before the background thread can see the ring: nothing of this is a sample. */
 	pmc__thread_warm_up(t);

@@ -101,7 +101,6 @@ pmc__threads_fork_child(void)
 		}
 		t->rdpmc = 0;
 		t->fast = 0;
-		t->fast_cap = 0;
 		t->rec = 0;
 		if (t->state == ST_ON)
 			t->state = ST_FORKED;
