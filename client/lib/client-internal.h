@@ -738,6 +738,10 @@ void pmc__records_convert_locked(struct pmc_thread *t);
 void pmc__records_due(struct pmc_thread *t, uint64_t e);
 /* @t's record ring and the reader's frames, empty. Return: false for want of memory. */
 bool pmc__records_alloc(struct pmc_thread *t);
+/* By @t's own thread, under G.conn.lock, once every end it published is a sample: how many of
+ * its regions are open (begun, not ended), but those whose end it could not record (pops,
+ * counted as buffer-full). */
+unsigned pmc__records_open(const struct pmc_thread *t);
 /* Empties @t's records and the reader's frames (E and the sample ring are the caller's). */
 void pmc__records_reset(struct pmc_thread *t);
 /* Every value of sample @s (@n events) extrapolated by enabled @de / running @dr. Return: the

@@ -237,3 +237,18 @@ pmc__records_convert_locked(struct pmc_thread *t)
 	atomic_store_explicit(&t->head, hd, memory_order_release);
 	__atomic_store_n(&t->ekick, hd + PMC_REC_KICK(rs), __ATOMIC_RELAXED);
 }
+
+unsigned
+pmc__records_open(const struct pmc_thread *t)
+{
+	/* Past the E-th end, the records are begins and the ends' pops: no end, each publishes. */
+	uint64_t open = t->cdepth;
+	for (const uint8_t *r = t->rr; r != t->rw; r = rec_next(r, t->rs)) {
+		uint64_t h = *(const uint64_t *)(const void *)r;
+		if (h & PMC_REC_POP)
+			open -= (h & UINT32_MAX) < open ? (h & UINT32_MAX) : open;
+		else if ((pmc_region_t)h)
+			open++;
+	}
+	return open > t->pops ? (unsigned)(open - t->pops) : 0;
+}

@@ -265,9 +265,11 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 }
 
 /* Called with G.conn.lock held: sends what @t's ring holds, oldest first, in batches of at most
- * PMC_BATCH, and the losses not reported yet (its own, and the process's) with the first.
- * What is not sent stays in the ring. Return: 0, or -errno (-ENOTCONN: no daemon now;
- * -EAGAIN: its queue is full). */
+ * PMC_BATCH, and the losses not reported yet (its own, and the process's) with the first; a
+ * thread that writes records has them turned into samples first, and again each time its ring
+ * is emptied, up to the ends it had published when this began (no daemon: turned as far as the
+ * ring takes, sent later). What is not sent stays in the ring. Return: 0, or -errno (-ENOTCONN: no
+ * daemon now; -EAGAIN: its queue is full). */
 static int
 consume_locked(struct pmc_thread *t)
 {
@@ -279,8 +281,10 @@ consume_locked(struct pmc_thread *t)
 		return -ENOTCONN;
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
+	uint64_t e0 = thread_published(t);
 	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_acquire);
-	uint64_t tloss[PMC_LOSS_THREAD_N], gloss[PMC_LOSS_LIB_N], loss[PMC_LOSS_LIB_N];
+	uint64_t tloss[PMC_LOSS_THREAD_N], cl[PMC_LOSS_THREAD_N], gloss[PMC_LOSS_LIB_N];
+	uint64_t loss[PMC_LOSS_LIB_N];
 	bool any = false;
 	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++) {
 		gloss[k] = atomic_load_explicit(&G.loss.lost[k], memory_order_relaxed) -
@@ -289,7 +293,8 @@ consume_locked(struct pmc_thread *t)
 		if (k < PMC_LOSS_THREAD_N) {
 			tloss[k] = atomic_load_explicit(&t->lost[k], memory_order_relaxed) -
 			           t->reported[k];
-			loss[k] += tloss[k] + t->closs[k];
+			cl[k] = t->closs[k];
+			loss[k] += tloss[k] + cl[k];
 		}
 		any |= loss[k] != 0;
 	}
@@ -350,13 +355,21 @@ consume_locked(struct pmc_thread *t)
 				G.loss.reported[k] += gloss[k];
 				if (k < PMC_LOSS_THREAD_N) {
 					t->reported[k] += tloss[k];
-					t->closs[k] = 0;
+					t->closs[k] -= cl[k];
 				}
 			}
 			any = false;
 		}
 		tl = end;
 		atomic_store_explicit(&t->tail, tl, memory_order_release);
+		if (tl == hd && hd < e0) {
+			/* A thread that writes records, whose sample ring was full: its later ends
+			 * (those published when this began, at least) into samples, now that it has
+			 * room. */
+			pmc__records_convert_locked(t);
+			hd = atomic_load_explicit(&t->head, memory_order_acquire);
+			rg = atomic_load_explicit(&t->ring, memory_order_acquire);
+		}
 	} while (tl < hd);
 	return 0;
 }
@@ -615,9 +628,8 @@ pmc__thread_destroy(void *arg)
 		/* Regions left open (once every record is a sample: else their ends may be among
 		 * those not turned, counted as the thread's exit's), but those whose end the
 		 * thread dropped (counted as buffer-full). */
-		pmc__records_convert_locked(t);
-		if (t->rec && atomic_load(&t->head) == thread_published(t) && t->cdepth > t->pops)
-			t->closs[PMC_LOSS_NESTING] += t->cdepth - t->pops;
+		if (t->rec && atomic_load(&t->head) == thread_published(t))
+			t->closs[PMC_LOSS_NESTING] += pmc__records_open(t);
 		int told = 0, on = atomic_load(&G.conn.state) == ST_ON && t->conn == G.conn.n;
 		if (on)
 			told = pmc__thread_exit_send_locked(t->tid, 0, true) == 0;

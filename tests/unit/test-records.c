@@ -1,0 +1,457 @@
+/* The records a thread read through its pages writes (client/lib/records.c), on a machine with
+ * no user-space counter reads: a thread of the library's made by hand as one that writes
+ * records, whose page refuses every pass (index 0), so that each begin and end reads the
+ * general way, with read() of its "group": a pipe into which each case writes, before each call,
+ * the group's reading it wants that call to see. So every count a sample carries is known
+ * here: the cases check the samples and tombstones the reader makes of them, the nesting, the
+ * call paths, multiplexing, losses, a full ring's dropped begins and ends, and a thread's exit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lib/client-internal.h"
+#include "lib/reader.h"
+#include "pmc-test.h"
+#include "pmc.pb-c.h"
+
+#define RUN(fn) PMC_TEST_RUN(fn)
+
+static struct perf_event_mmap_page page; /* lock 0, index 0: every pass refused */
+static int pipe_w = -1;
+
+/* The next read() of the group: @value counted, @enabled and @running ns. */
+static void
+feed(uint64_t value, uint64_t enabled, uint64_t running)
+{
+	uint64_t w[4] = {1, enabled, running, value};
+	CHECK(write(pipe_w, w, sizeof(w)) == (ssize_t)sizeof(w));
+}
+
+/* pmc_begin(@id) and pmc_end(@id) whose read sees @v counted (as long enabled and running). */
+static void
+begin_at(pmc_region_t id, uint64_t v)
+{
+	feed(v, v, v);
+	pmc_begin(id);
+}
+
+static void
+end_at(pmc_region_t id, uint64_t v)
+{
+	feed(v, v, v);
+	pmc_end(id);
+}
+
+/* A region @id whose begin reads @v0 counted (@e0 ns enabled and running) and whose end reads
+ * @v1 (@e1 enabled, @r1 running). */
+static void
+region(pmc_region_t id, uint64_t v0, uint64_t e0, uint64_t v1, uint64_t e1, uint64_t r1)
+{
+	feed(v0, e0, e0);
+	pmc_begin(id);
+	feed(v1, e1, r1);
+	pmc_end(id);
+}
+
+/* A thread that writes records, of one event read from a fresh non-blocking pipe, made the
+ * calling thread's (T, TF), its reader's kick out of the way (each case converts when it
+ * wants). */
+static struct pmc_thread *
+thread_new(void)
+{
+	int p[2];
+	CHECK(pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0);
+	pipe_w = p[1];
+	struct pmc_thread *t = calloc(1, sizeof(*t));
+	CHECK(t != NULL);
+	t->n = 1;
+	t->state = ST_ON;
+	t->gen = atomic_load(&G.threads.gen);
+	t->fds[0] = p[0];
+	t->pages[0] = &page;
+	t->one_group = 1;
+	t->head_mirror = &t->head_sink;
+	atomic_store(&t->ring, pmc__ring_new(PMC_RING, 1));
+	CHECK(atomic_load(&t->ring) != NULL);
+	CHECK(pmc__records_alloc(t));
+	__atomic_store_n(&t->ekick, UINT64_MAX, __ATOMIC_RELAXED);
+	T = TF = t;
+	return t;
+}
+
+static void
+thread_done(struct pmc_thread *t)
+{
+	T = TF = NULL;
+	t->pages[0] = NULL; /* not mapped: nothing to unmap */
+	pmc__thread_release(t);
+	close(pipe_w);
+}
+
+static void
+convert(struct pmc_thread *t)
+{
+	pthread_mutex_lock(&G.conn.lock);
+	pmc__records_convert_locked(t);
+	pthread_mutex_unlock(&G.conn.lock);
+}
+
+static const struct pmc_sample *
+slot(struct pmc_thread *t, uint64_t k)
+{
+	return ring_slot(atomic_load(&t->ring), k);
+}
+
+static uint64_t
+published(struct pmc_thread *t)
+{
+	return atomic_load(t->head_mirror);
+}
+
+/* Two regions nested: each sample the difference of its two readings, in its call path (the
+ * inner one's parent the outer's), E and the sample ring's head alike. */
+static void
+test_nested(void)
+{
+	struct pmc_thread *t = thread_new();
+	begin_at(5, 100);
+	begin_at(6, 150);
+	end_at(6, 175);
+	end_at(5, 300);
+	CHECK_EQ_U64(published(t), 2);
+	convert(t);
+	CHECK_EQ_U64(atomic_load(&t->head), 2);
+	CHECK_EQ(t->cdepth, 0u);
+	uint32_t outer = pmc__path_intern(0, 5);
+	CHECK_NE(outer, 0u);
+	CHECK_EQ(slot(t, 0)->region, pmc__path_intern(outer, 6));
+	CHECK_EQ_U64(slot(t, 0)->values[0], 25);
+	CHECK_EQ(slot(t, 0)->scaled, 0u);
+	CHECK_EQ(slot(t, 1)->region, outer);
+	CHECK_EQ_U64(slot(t, 1)->values[0], 200);
+	CHECK_LE(slot(t, 0)->wall, slot(t, 1)->wall);
+	thread_done(t);
+}
+
+/* The group multiplexed within the region: the count extrapolated by enabled / running, marked. */
+static void
+test_scaled(void)
+{
+	struct pmc_thread *t = thread_new();
+	region(5, 100, 10, 150, 110, 60);
+	convert(t);
+	CHECK_EQ_U64(atomic_load(&t->head), 1);
+	const struct pmc_sample *s = slot(t, 0);
+	CHECK_EQ_U64(s->values[0], pmc_scale(50, 100, 50));
+	CHECK_EQ(s->scaled, 1u);
+	CHECK_GT(atomic_load(&t->scaled_end), 0u);
+	thread_done(t);
+}
+
+/* A read that fails (nothing in the pipe: EAGAIN) at a begin, then one at an end: each region's
+ * end a tombstone of reason read-failed, in the sample ring's place of that end. */
+static void
+test_read_failed(void)
+{
+	struct pmc_thread *t = thread_new();
+	pmc_begin(5); /* nothing fed */
+	feed(200, 20, 20);
+	pmc_end(5);
+	feed(300, 30, 30);
+	pmc_begin(6);
+	pmc_end(6); /* nothing fed */
+	region(7, 400, 40, 450, 50, 50);
+	convert(t);
+	CHECK_EQ_U64(atomic_load(&t->head), 3);
+	CHECK_EQ(slot(t, 0)->scaled, PMC_SAMPLE_TOMB | PMC_LOSS_READ);
+	CHECK_EQ(slot(t, 1)->scaled, PMC_SAMPLE_TOMB | PMC_LOSS_READ);
+	CHECK_EQ(slot(t, 2)->scaled, 0u);
+	CHECK_EQ_U64(slot(t, 2)->values[0], 50);
+	CHECK_GE(t->tomb_end, 2u);
+	thread_done(t);
+}
+
+/* Out of nesting order: an end of the outer region with the inner one open counts the outer
+ * region and loses the inner one (nesting, no tombstone: it had no end); an end of a region
+ * not open is a tombstone of no reason. */
+static void
+test_nesting_errors(void)
+{
+	struct pmc_thread *t = thread_new();
+	begin_at(5, 100);
+	begin_at(6, 110);
+	end_at(5, 130);
+	end_at(9, 140);
+	convert(t);
+	CHECK_EQ_U64(atomic_load(&t->head), 2);
+	CHECK_EQ(slot(t, 0)->region, pmc__path_intern(0, 5));
+	CHECK_EQ_U64(slot(t, 0)->values[0], 30);
+	CHECK_EQ_U64(t->closs[PMC_LOSS_NESTING], 1);
+	CHECK_EQ(slot(t, 1)->scaled, PMC_SAMPLE_TOMB | PMC_LOSS_N);
+	CHECK_EQ(t->cdepth, 0u);
+	thread_done(t);
+}
+
+/* Begins and ends until the ring is full, the lock held (so that no one makes room). Return:
+ * how many regions ended; *@open: whether the last one's begin took the last slot. */
+static unsigned
+fill(struct pmc_thread *t, bool *open)
+{
+	unsigned k = 0;
+	*open = false;
+	while (t->rw != t->rlim) {
+		feed(k, k, k);
+		pmc_begin(7);
+		if (t->rw == t->rlim) {
+			*open = true;
+			break;
+		}
+		feed(k + 1, k + 1, k + 1);
+		pmc_end(7);
+		k++;
+	}
+	return k;
+}
+
+/* A full ring, no one to make room: pmc_begin(0) and pmc_end(0) still do nothing; an end that
+ * cannot be recorded is lost (buffer-full) and its region's frame popped by the record that
+ * says so; once there is room, the next regions are counted. At the thread's exit, that
+ * region is counted once (buffer-full), not as left open too. */
+static void
+test_full_ring(void)
+{
+	struct pmc_thread *t = thread_new();
+	feed(1, 1, 1);
+	pmc_begin(5);
+	pthread_mutex_lock(&G.conn.lock);
+	bool open;
+	unsigned k = fill(t, &open);
+	CHECK_GT(k, 100u);
+	CHECK(t->rw == t->rlim);
+	CHECK(TF == t);
+	pmc_begin(0);
+	pmc_end(0);
+	CHECK_EQ(t->skip, 0u);
+	CHECK_EQ(t->pops, 0u);
+	CHECK(TF == t);
+	CHECK_EQ_U64(atomic_load(&t->lost[PMC_LOSS_FULL]), 0);
+	if (open)
+		pmc_end(7);
+	pmc_end(5); /* A */
+	CHECK_EQ_U64(atomic_load(&t->lost[PMC_LOSS_FULL]), open ? 2 : 1);
+	CHECK_EQ(t->pops, open ? 2u : 1u);
+	CHECK(TF == NULL);
+	pthread_mutex_unlock(&G.conn.lock);
+	convert(t);
+	/* Room again: the dropped ends said first (PMC_REC_POP), then a region counted. */
+	feed(1000, 1000, 1000);
+	pmc_begin(8);
+	feed(1064, 1064, 1064);
+	pmc_end(8);
+	CHECK(TF == t);
+	CHECK_EQ(t->pops, 0u);
+	convert(t);
+	CHECK_EQ(t->cdepth, 0u);
+	const struct pmc_sample *s = slot(t, atomic_load(&t->head) - 1);
+	CHECK_EQ(s->region, pmc__path_intern(0, 8));
+	CHECK_EQ_U64(s->values[0], 64);
+	/* The exit: what it held is counted as the thread's exit's, buffer-full as it was, and no
+	 * region as left open. */
+	uint64_t g_nesting = atomic_load(&G.loss.lost[PMC_LOSS_NESTING]);
+	uint64_t g_full = atomic_load(&G.loss.lost[PMC_LOSS_FULL]);
+	uint64_t full = atomic_load(&t->lost[PMC_LOSS_FULL]);
+	t->pages[0] = NULL;
+	close(pipe_w);
+	pmc__thread_destroy(t); /* frees it */
+	T = TF = NULL;
+	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_NESTING]), g_nesting);
+	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_FULL]), g_full + full);
+}
+
+/* A thread that exits with ends it could not record, not told to the reader yet: each such
+ * region counted once (buffer-full), not as left open too; a region it left open, as such. */
+static void
+test_exit_with_pops(void)
+{
+	struct pmc_thread *t = thread_new();
+	feed(1, 1, 1);
+	pmc_begin(4); /* left open */
+	feed(2, 2, 2);
+	pmc_begin(5);
+	pthread_mutex_lock(&G.conn.lock);
+	bool open;
+	fill(t, &open);
+	if (open)
+		pmc_end(7);
+	pmc_end(5);
+	pthread_mutex_unlock(&G.conn.lock);
+	uint64_t full = atomic_load(&t->lost[PMC_LOSS_FULL]);
+	CHECK_EQ_U64(full, open ? 2 : 1);
+	CHECK_EQ(t->pops, (unsigned)full);
+	uint64_t g_nesting = atomic_load(&G.loss.lost[PMC_LOSS_NESTING]);
+	uint64_t g_full = atomic_load(&G.loss.lost[PMC_LOSS_FULL]);
+	t->pages[0] = NULL;
+	close(pipe_w);
+	pmc__thread_destroy(t); /* frees it */
+	T = TF = NULL;
+	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_NESTING]), g_nesting + 1);
+	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_FULL]), g_full + full);
+}
+
+/* More ends than the sample ring holds, none sent: the reader grows it (PMC_GAP) and turns every
+ * one into its sample. */
+static void
+test_sample_ring_grows(void)
+{
+	struct pmc_thread *t = thread_new();
+	unsigned n = 0;
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 400; i++, n++)
+			region(5, 10 * n, n, 10 * n + 1 + n % 7, n + 1, n + 1);
+		convert(t);
+	}
+	CHECK_EQ_U64(published(t), n);
+	CHECK_EQ_U64(atomic_load(&t->head), n);
+	CHECK_EQ_U64(atomic_load(&t->ring)->cap, PMC_GAP);
+	for (unsigned k = 0; k < n; k++)
+		CHECK_EQ_U64(slot(t, k)->values[0], 1 + k % 7);
+	thread_done(t);
+}
+
+/* A connection of the library's made by hand, whose other end a thread of this test reads:
+ * what the batches said, summed. */
+struct daemon_end {
+	int fd;
+	pthread_t th;
+	uint64_t samples, batches, dropped_read, end, pending, region_sum;
+};
+
+static void *
+daemon_read(void *arg)
+{
+	struct daemon_end *d = arg;
+	static uint8_t buf[WIRE_MAX_DATAGRAM];
+	for (;;) {
+		ssize_t n = recv(d->fd, buf, sizeof(buf), 0);
+		if (n <= 1)
+			return NULL; /* the test's own end mark, one byte */
+		Pmc__Request *r = pmc__request__unpack(NULL, (size_t)n, buf);
+		CHECK(r != NULL);
+		if (r->body_case == PMC__REQUEST__BODY_SAMPLE_BATCH) {
+			const Pmc__SampleBatch *b = r->sample_batch;
+			d->batches++;
+			d->samples += b->n_wall_ns;
+			for (size_t i = 0; i < b->n_region; i++)
+				d->region_sum += b->region[i];
+			d->dropped_read += b->dropped_read;
+			d->end = b->end;
+			d->pending = b->pending;
+		}
+		pmc__request__free_unpacked(r, NULL);
+	}
+}
+
+static void
+daemon_start(struct daemon_end *d, struct pmc_thread *t)
+{
+	int s[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, s) == 0);
+	memset(d, 0, sizeof(*d));
+	d->fd = s[1];
+	G.conn.fd = s[0];
+	G.conn.n = t->conn = 1;
+	G.conn.heads = 1;
+	G.conn.call_paths = 0;
+	memset(G.sent.announced, 0, sizeof(G.sent.announced));
+	atomic_store(&G.conn.state, ST_ON);
+	CHECK(pthread_create(&d->th, NULL, daemon_read, d) == 0);
+}
+
+static void
+daemon_stop(struct daemon_end *d)
+{
+	CHECK(send(G.conn.fd, "", 1, 0) == 1);
+	pthread_join(d->th, NULL);
+	close(G.conn.fd);
+	close(d->fd);
+	G.conn.fd = -1;
+	atomic_store(&G.conn.state, ST_NONE);
+}
+
+/* Samples and tombstones sent: each batch a run of samples, the losses of the tombstones before
+ * it in the batch that reaches past them, its end counting the tombstones (the thread's E). */
+static void
+test_sent(void)
+{
+	struct pmc_thread *t = thread_new();
+	struct daemon_end d;
+	daemon_start(&d, t);
+	for (int i = 0; i < 3; i++)
+		region(5, 10, 1, 20, 2, 2);
+	feed(30, 3, 3);
+	pmc_end(6);   /* no such region open: a tombstone of no reason */
+	pmc_begin(7); /* nothing fed: its read fails */
+	feed(40, 4, 4);
+	pmc_end(7); /* read-failed */
+	for (int i = 0; i < 2; i++)
+		region(5, 10, 1, 20, 2, 2);
+	CHECK_EQ(pmc_flush(), 0);
+	daemon_stop(&d);
+	CHECK_EQ_U64(d.samples, 5);
+	CHECK_EQ_U64(d.batches, 2);
+	CHECK_EQ_U64(d.dropped_read, 1);
+	CHECK_EQ_U64(d.end, 7);
+	CHECK_EQ_U64(d.pending, 0);
+	CHECK_EQ_U64(d.region_sum, 5 * 5);
+	thread_done(t);
+}
+
+/* The daemon away while the thread runs past what its sample ring holds (PMC_GAP) and on into
+ * its records: once it is back, one pmc_flush() sends every region, the records turned into
+ * samples again each time the ring is emptied. */
+static void
+test_sent_past_the_ring(void)
+{
+	struct pmc_thread *t = thread_new();
+	uint64_t n = PMC_GAP + 300;
+	for (uint64_t i = 0; i < n; i++) {
+		region(5, 2 * i, i, 2 * i + 1, i + 1, i + 1);
+		if (i % 256 == 0)
+			convert(t); /* as a kick would, with no daemon to send to */
+	}
+	convert(t);
+	CHECK_EQ_U64(published(t), n);
+	CHECK_EQ_U64(atomic_load(&t->head), PMC_GAP);
+	struct daemon_end d;
+	daemon_start(&d, t);
+	CHECK_EQ(pmc_flush(), 0);
+	daemon_stop(&d);
+	CHECK_EQ_U64(d.samples, n);
+	CHECK_EQ_U64(d.end, n);
+	CHECK_EQ_U64(atomic_load(&t->lost[PMC_LOSS_FULL]), 0);
+	thread_done(t);
+}
+
+int
+main(void)
+{
+	pmc__intern_init();
+	size_t fds_at_start = pmc_test_count_fds();
+	RUN(test_nested);
+	RUN(test_scaled);
+	RUN(test_read_failed);
+	RUN(test_nesting_errors);
+	RUN(test_full_ring);
+	RUN(test_exit_with_pops);
+	RUN(test_sample_ring_grows);
+	for (pmc_region_t id = 1; id < 10; id++)
+		G.names.name[id] = "r";
+	RUN(test_sent);
+	RUN(test_sent_past_the_ring);
+	CHECK_EQ_U64(pmc_test_count_fds(), fds_at_start);
+	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
+	return 0;
+}
