@@ -922,8 +922,9 @@ scope_begin(pmc_region_t *slot, const char *name, bool literal)
 	 * dropped sample: one per run of the region. */
 	if (unlikely(!id || (!literal && (!name || strcmp(G.names.name[id], name))))) {
 		id = pmc_region(name);
-		if (id)
-			__atomic_store_n(slot, id, __ATOMIC_RELEASE);
+		if (!id)
+			return 0; /* nothing to begin, nor to end (pmc__scope_end()) */
+		__atomic_store_n(slot, id, __ATOMIC_RELEASE);
 	}
 	return scope_begin_id(id);
 }
@@ -944,5 +945,10 @@ pmc__scope_begin_literal(pmc_region_t *slot, const char *name)
 PMC_EXPORT void
 pmc__scope_end(struct pmc__scope *s)
 {
+	/* A refused name's scope: nothing begun. (The usual end records pmc_end(0), which its
+	 * reader makes a tombstone of no reason, cutting a batch there: not for every run of a
+	 * scope.) */
+	if (unlikely(!s->id))
+		return;
 	end_id(s->id);
 }

@@ -301,6 +301,22 @@ test_exit_with_pops(void)
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_FULL]), g_full + full);
 }
 
+/* A PMC_SCOPE whose name is refused (none here: NULL) records nothing, at its begin or at its
+ * end: no tombstone for every run of it, which would cut the thread's batches there. */
+static void
+test_scope_refused(void)
+{
+	struct pmc_thread *t = thread_new();
+	const char *volatile none = NULL;
+	const uint8_t *w = t->rw;
+	for (int i = 0; i < 3; i++) {
+		PMC_SCOPE(none);
+	}
+	CHECK(t->rw == w);
+	CHECK_EQ_U64(published(t), 0);
+	thread_done(t);
+}
+
 /* More ends than the sample ring holds, none sent: the reader grows it (PMC_GAP) and turns every
  * one into its sample. */
 static void
@@ -446,6 +462,7 @@ main(void)
 	RUN(test_nesting_errors);
 	RUN(test_full_ring);
 	RUN(test_exit_with_pops);
+	RUN(test_scope_refused);
 	RUN(test_sample_ring_grows);
 	for (pmc_region_t id = 1; id < 10; id++)
 		G.names.name[id] = "r";
