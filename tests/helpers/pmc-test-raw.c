@@ -23,6 +23,8 @@
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
  *   SOCKET status            a Status request: answered (shows the daemon still serves)
+ *   SOCKET status-closed     a Status request answered, then this end shut: returns once the
+ *                            daemon closed its end (prints "closed")
  *   SOCKET query-slow SECONDS
  *                            a streamed Query: reads its first part, prints "first part",
  *                            sleeps SECONDS (the daemon's socket to it fills), then reads
@@ -1612,6 +1614,29 @@ main(int argc, char **argv)
 		}
 		printf("queries=%llu\nbytes=%llu\n", (unsigned long long)queries,
 		       (unsigned long long)bytes);
+		return 0;
+	}
+	if (!strcmp(mode, "status-closed")) {
+		/* The daemon's end of this connection closed before this returns: a test counts
+		 * the daemon's fds at rest after it, with no connection of its own among them. */
+		Pmc__Response *resp;
+		if (call(fd, &req, &resp) < 0 || resp->body_case != PMC__RESPONSE__BODY_STATUS)
+			return 1;
+		pmc__response__free_unpacked(resp, NULL);
+		if (shutdown(fd, SHUT_WR) < 0)
+			return 1;
+		for (;;) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			char b[256];
+			if (poll(&p, 1, 60000) <= 0)
+				return 1;
+			ssize_t n = recv(fd, b, sizeof(b), 0);
+			if (n == 0)
+				break;
+			if (n < 0 && errno != EINTR)
+				return 1;
+		}
+		printf("closed\n");
 		return 0;
 	}
 	if (!strcmp(mode, "status")) {

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/../lib/lib.sh"
 command -v jq >/dev/null || skip "jq is missing"
 start_daemon
-pmcctl status >/dev/null
+"$PMC_TEST_RAW_BIN" "$SOCK" status-closed >/dev/null || fail "status-closed" # see e2e-closer-fuse
 before=$(daemon_fds)
 # The daemon and the busy loops on one CPU: the thread that receives the fds and the one
 # that closes them take turns with the loops (where taskset is missing, spread as they come).
