@@ -331,7 +331,7 @@ struct pmc_thread {
 	 * head + 1 (release); a reader, under G.conn.lock, loads head (acquire), then the ring
 	 * (acquire), reads slots [tail, head) and frees them by storing tail (release), which
 	 * the thread loads (acquire) before it writes a slot again. The thread alone may
-	 * replace the ring by a larger one (ring_grow()), once, without the lock: the old one
+	 * replace the ring by a larger one (pmc__ring_grow()), once, without the lock: the old one
 	 * stays until the thread is released, for a reader that loaded it before.
 	 */
 	_Atomic(struct ring *) ring;
@@ -621,6 +621,10 @@ void pmc__reg_fork_child(void);
 void pmc__threads_init(void);
 /* An empty ring of @cap samples (a power of two) of @n events, or NULL. */
 struct ring *pmc__ring_new(size_t cap, size_t n);
+/* By the writer of @t's sample ring (its own thread, or the reader of its records under
+ * G.conn.lock): the ring replaced by one of PMC_GAP samples holding what it holds, once (the
+ * old one kept in t->old until the thread is released). */
+void pmc__ring_grow(struct pmc_thread *t);
 /* Frees a registered thread's structure: its counters, pages, frames and rings. */
 void pmc__thread_release(struct pmc_thread *t);
 /* Frees @t, the structure of a thread that goes or starts over (registered or not). */

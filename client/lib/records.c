@@ -192,17 +192,10 @@ pmc__records_convert_locked(struct pmc_thread *t)
 	struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
 	if (hd >= e)
 		return;
-	if (e - tl > rg->cap && !t->old) {
-		/* The daemon away or behind: hold more until it can be sent (once, as the general
-		 * way's thread does: ring_grow()). */
-		struct ring *g = pmc__ring_new(PMC_GAP, t->n);
-		if (g) {
-			for (uint64_t k = tl; k < hd; k++)
-				memcpy(ring_slot(g, k), ring_slot(rg, k), rg->stride);
-			t->old = rg;
-			atomic_store_explicit(&t->ring, g, memory_order_release);
-			rg = g;
-		}
+	if (e - tl > rg->cap) {
+		/* The daemon away or behind: hold more until it can be sent. */
+		pmc__ring_grow(t);
+		rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
 	}
 	uint8_t *r = t->rr;
 	size_t rs = t->rs;

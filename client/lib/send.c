@@ -526,29 +526,6 @@ pmc__service_start_locked(void)
 	return r;
 }
 
-/*
- * By @t's own thread, without the lock: a ring of PMC_GAP samples in place of the present
- * one, holding what it holds (while the daemon is away or behind, or the lock is taken),
- * once. A reader that loaded the present ring before reads on in it: every sample it may
- * read (before the head it loaded) is in both, copied before the new ring is published, and
- * every head stored after that comes with the new ring.
- */
-static void
-ring_grow(struct pmc_thread *t)
-{
-	struct ring *r = atomic_load_explicit(&t->ring, memory_order_relaxed);
-	if (t->old || r->cap >= PMC_GAP)
-		return;
-	struct ring *g = pmc__ring_new(PMC_GAP, t->n);
-	if (!g)
-		return;
-	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
-	for (uint64_t k = atomic_load_explicit(&t->tail, memory_order_acquire); k < hd; k++)
-		memcpy(ring_slot(g, k), ring_slot(r, k), r->stride);
-	t->old = r;
-	atomic_store_explicit(&t->ring, g, memory_order_release);
-}
-
 /* A batch's worth in @t's ring (the end of a region), by the ring's own thread: the
  * background thread is woken to encode and send it, so that neither is on the region's thread;
  * this thread sends it itself (pmc__flush_try()) where no background thread runs, or once the
@@ -582,7 +559,7 @@ pmc__flush_try(struct pmc_thread *t)
 	uint64_t left = hd - atomic_load_explicit(&t->tail, memory_order_acquire);
 	/* The daemon away or behind, or the lock taken: hold more until it can be sent. */
 	if (left >= atomic_load_explicit(&t->ring, memory_order_relaxed)->cap / 2)
-		ring_grow(t);
+		pmc__ring_grow(t);
 	t->retry_at = left ? hd + 64 : 0;
 }
 

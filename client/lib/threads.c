@@ -4,6 +4,7 @@
  * the generation moved on. A thread is registered by register.c, its ring written by the hot
  * path (client.c) and read by send.c. Locks: client-internal.h. */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -33,6 +34,29 @@ pmc__ring_new(size_t cap, size_t n)
 		return NULL;
 	}
 	return r;
+}
+
+/*
+ * By the ring's writer (@t's own thread, without the lock; a reader of records, under it): a
+ * ring of PMC_GAP samples in place of the present one, holding what it holds (while the daemon is
+ * away or behind, or the lock is taken), once. A reader that loaded the present ring before reads
+ * on in it: every sample it may read (before the head it loaded) is in both, copied before the new
+ * ring is published, and every head stored after that comes with the new ring.
+ */
+void
+pmc__ring_grow(struct pmc_thread *t)
+{
+	struct ring *r = atomic_load_explicit(&t->ring, memory_order_relaxed);
+	if (t->old || r->cap >= PMC_GAP)
+		return;
+	struct ring *g = pmc__ring_new(PMC_GAP, t->n);
+	if (!g)
+		return;
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
+	for (uint64_t k = atomic_load_explicit(&t->tail, memory_order_acquire); k < hd; k++)
+		memcpy(ring_slot(g, k), ring_slot(r, k), r->stride);
+	t->old = r;
+	atomic_store_explicit(&t->ring, g, memory_order_release);
 }
 
 void
