@@ -64,11 +64,13 @@ pmcctl top --iterations 1 --interval 0.1 --pid "$C" >"$TMP/top" || fail "top --p
 expect_eq "--pid filter rows" "$(awk -v p="$C" '$1 == p && $4 == "mt-pages"' "$TMP/top" | wc -l)" 1
 
 # Ctrl-C: exits 0 after what it printed (pmcctl itself in the background, so that $! is
-# its pid; it must undo the SIG_IGN a background job gets for SIGINT).
-"$PMCCTL_BIN" --socket "$SOCK" top --interval 0.2 >"$TMP/top" 2>&1 &
+# its pid; it must undo the SIG_IGN a background job gets for SIGINT). Its own file: the
+# last command's output in $TMP/top has mt-pages, and the signal must come after pmcctl
+# printed, not before the shell's child truncated the file.
+"$PMCCTL_BIN" --socket "$SOCK" top --interval 0.2 >"$TMP/top-int" 2>&1 &
 T=$!
 for _ in $(seq 50); do
-	grep -q mt-pages "$TMP/top" && break
+	grep -q mt-pages "$TMP/top-int" && break
 	sleep 0.1
 done
 kill -INT "$T"
@@ -84,7 +86,7 @@ set +e
 wait "$T"
 expect_eq "exit on SIGINT" $? 0
 set -e
-grep -q mt-pages "$TMP/top" || fail "top printed nothing before SIGINT: $(cat "$TMP/top")"
+grep -q mt-pages "$TMP/top-int" || fail "top printed nothing before SIGINT: $(cat "$TMP/top-int")"
 
 set +e
 pmcctl top --format json >/dev/null 2>&1
