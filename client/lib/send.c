@@ -579,6 +579,29 @@ pmc_flush(void)
 	return r;
 }
 
+/* The tombstones (records.c) among @t's samples [@from, @to) already made (below its head):
+ * ends that gave no sample, each added to @why[its reason] (none for an end of no region).
+ * Called with G.conn.lock held. Return: how many. */
+static uint64_t
+tombs_locked(const struct pmc_thread *t, uint64_t from, uint64_t to, uint64_t *why)
+{
+	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed), n = 0;
+	if (to > hd)
+		to = hd;
+	if (to > t->tomb_end)
+		to = t->tomb_end;
+	for (uint64_t k = from; k < to; k++) {
+		uint32_t sc = ring_slot(rg, k)->scaled;
+		if (!(sc & PMC_SAMPLE_TOMB))
+			continue;
+		n++;
+		if ((sc & 0xff) < PMC_LOSS_LIB_N)
+			why[sc & 0xff]++;
+	}
+	return n;
+}
+
 void
 pmc__thread_destroy(void *arg)
 {
@@ -613,9 +636,14 @@ pmc__thread_destroy(void *arg)
 		/* What could not be sent is reported by a later batch of another thread; but
 		 * what the daemon was told this thread held, and not that it exited, it counts
 		 * itself as lost when the process goes. */
-		uint64_t tl = atomic_load(&t->tail), left = thread_published(t) - tl;
+		uint64_t tl = atomic_load(&t->tail), pub = thread_published(t), left = pub - tl;
 		if (on && !told && t->announced > tl)
 			left -= t->announced - tl < left ? t->announced - tl : left;
+		/* Of those, ends that gave no sample: lost for their own reason, not the exit. */
+		uint64_t why[PMC_LOSS_LIB_N] = {0};
+		left -= tombs_locked(t, pub - left, pub, why);
+		for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
+			atomic_fetch_add(&G.loss.lost[k], why[k]);
 		atomic_fetch_add(&G.loss.lost[PMC_LOSS_EXITED], left);
 		/* The daemon keeps a thread it was not told of, and reads its word when the
 		 * process goes: the word says what it was told (so that nothing counts twice),
@@ -652,8 +680,14 @@ pmc__atexit(void)
 		bool on = atomic_load(&G.conn.state) == ST_ON;
 		struct pmc_thread *t;
 		pmc_list_for_each(t, &G.threads.list, link) {
-			if (!on)
-				held += thread_published(t) - atomic_load(&t->tail);
+			if (!on) {
+				/* The ends that gave no sample: lost for their own reason. */
+				uint64_t tl = atomic_load(&t->tail), pub = thread_published(t);
+				uint64_t why[PMC_LOSS_LIB_N] = {0};
+				held += pub - tl - tombs_locked(t, tl, pub, why);
+				for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
+					dropped += why[k];
+			}
 			for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
 				dropped += atomic_load(&t->lost[k]) - t->reported[k] + t->closs[k];
 		}

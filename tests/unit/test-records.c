@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -301,6 +303,72 @@ test_exit_with_pops(void)
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_FULL]), g_full + full);
 }
 
+/* The ends of a thread no daemon took (none connected): its own, that gave no sample, apart.
+ * A region whose read failed, an end of a region not open, and one region counted, all
+ * turned into samples and tombstones. At exit() (the thread still running), the line on stderr
+ * says one sample not sent and one dropped (read-failed; the end of no region is neither);
+ * at the thread's exit the same, counted by reason. */
+static void
+test_exit_tombstones(void)
+{
+	struct pmc_thread *t = thread_new();
+	pmc_begin(5); /* nothing fed: its read fails */
+	feed(200, 20, 20);
+	pmc_end(5);
+	feed(210, 21, 21);
+	pmc_end(9); /* no such region open */
+	region(6, 300, 30, 340, 34, 34);
+	convert(t);
+	CHECK_EQ_U64(atomic_load(&t->head), 3);
+	CHECK_EQ_U64(atomic_load(&t->tail), 0);
+	CHECK_EQ(atomic_load(&G.conn.state) == ST_ON, false);
+
+	/* exit(): the line, stderr read back from a file. Dropped: what earlier cases left
+	 * unreported, and the read-failed end. */
+	uint64_t dropped = 1;
+	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
+		dropped += atomic_load(&G.loss.lost[k]) - G.loss.reported[k];
+	for (unsigned k = 0; k < PMC_LOSS_THREAD_N; k++)
+		dropped += atomic_load(&t->lost[k]) - t->reported[k] + t->closs[k];
+	char want[128];
+	snprintf(want, sizeof(want), "pmc: at exit, 1 samples not sent and %llu dropped reached no",
+	         (unsigned long long)dropped);
+	uint64_t g_read = atomic_load(&G.loss.lost[PMC_LOSS_READ]);
+	uint64_t g_exited = atomic_load(&G.loss.lost[PMC_LOSS_EXITED]);
+	FILE *f = tmpfile();
+	CHECK(f != NULL);
+	fflush(stderr);
+	int saved = dup(STDERR_FILENO);
+	CHECK(saved >= 0 && dup2(fileno(f), STDERR_FILENO) == STDERR_FILENO);
+	uint64_t conn_n = G.conn.n;
+	G.conn.n = conn_n ? conn_n : 1; /* connected once */
+	pmc_list_prepend(&G.threads.list, &t->link);
+	pmc__atexit();
+	fflush(stderr);
+	CHECK(dup2(saved, STDERR_FILENO) == STDERR_FILENO);
+	close(saved);
+	char line[512] = "";
+	rewind(f);
+	CHECK(fgets(line, sizeof(line), f) != NULL);
+	fclose(f);
+	if (strncmp(line, want, strlen(want)) != 0) {
+		fprintf(stderr, "got: %swant: %s...\n", line, want);
+		CHECK(false);
+	}
+
+	/* The thread's exit: off the list, each end counted once, by its reason. */
+	t->pages[0] = NULL;
+	close(pipe_w);
+	pmc__thread_destroy(t); /* frees it */
+	T = TF = NULL;
+	G.conn.n = conn_n;
+	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_EXITED]), g_exited + 1);
+	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_READ]), g_read + 1);
+	/* Taken as reported, as a batch would: the next cases count their own. */
+	for (unsigned k = 0; k < PMC_LOSS_LIB_N; k++)
+		G.loss.reported[k] = atomic_load(&G.loss.lost[k]);
+}
+
 /* A PMC_SCOPE whose name is refused (none here: NULL) records nothing, at its begin or at its
  * end: no tombstone for every run of it, which would cut the thread's batches there. */
 static void
@@ -462,6 +530,7 @@ main(void)
 	RUN(test_nesting_errors);
 	RUN(test_full_ring);
 	RUN(test_exit_with_pops);
+	RUN(test_exit_tombstones);
 	RUN(test_scope_refused);
 	RUN(test_sample_ring_grows);
 	for (pmc_region_t id = 1; id < 10; id++)
