@@ -34,13 +34,15 @@
  * send, never by the hot path, whose thread only tries it (pmc__flush_try()) and never
  * waits for it; whoever holds it waits for the daemon only within the wait bound
  * (PMC_WAIT_TOTAL_MS). G.names.lock guards the name table's writers, taken alone or inside
- * G.conn.lock, never held over a round trip. G.paths.lock is taken to intern a path only,
- * never held over a round trip, never taken with G.conn.lock held but across fork().
+ * G.conn.lock, never held over a round trip. G.paths.lock is taken to intern a path only
+ * (by a reader of records too: inside G.conn.lock, or by a thread turning its own records
+ * without it), never held over a round trip.
  * G.wait.mu guards the wait bound's clock, held for a few instructions, taken last of all.
  * The lock order: G.conn.lock, G.paths.lock, G.names.lock, G.wait.mu. Nothing else is
  * locked: the name and path tables are read without a lock (each entry written before its
- * id is published, release/acquire), a thread's ring has one writer, its thread, and one
- * reader, whoever holds G.conn.lock (see struct pmc_thread).
+ * id is published, release/acquire), a thread's ring has one writer, its thread (or the reader
+ * of its records, whoever holds its flag conv), and one reader, whoever holds G.conn.lock (see
+ * struct pmc_thread).
  *
  * Fork. One pthread_atfork() (fork.c): before fork() it takes the four locks in the lock
  * order, so that neither side sees a half-done update; the parent gives them back in the
@@ -201,7 +203,7 @@ ring_slot(const struct ring *r, uint64_t k)
 /*
  * The records of a thread read through its pages (t->rec): pmc_begin() and pmc_end() each
  * write one record of what they read, raw, and nothing else; whoever holds G.conn.lock turns
- * them into samples (pmc__records_convert_locked(), records.c), rebuilding the nesting, the
+ * them into samples (pmc__records_convert(), records.c), rebuilding the nesting, the
  * call paths, the deltas and the checks a sample needs. A record is PMC_REC_WORDS(n) words,
  * in a slot of rs bytes (64 for up to 4 events, 128 for more) of a ring of PMC_REC_BYTES
  * aligned to its size, so that the next slot's address is a mask (rec_next()):
@@ -371,16 +373,19 @@ struct pmc_thread {
 	int rec;
 	uint8_t *rbase;
 	unsigned skip, pops;
-	/* The reader's (under G.conn.lock): its next record; the open regions, cdepth of them
-	 * (frames of cw words: the begin's record and its path), ccap in cstk (deeper ones have
-	 * no frame: each ends as lost, PMC_LOSS_DEPTH); losses it found that are no tombstone
-	 * (regions left open by an enclosing end), reported by the next batch. */
+	/* The reader's, whoever holds conv (pmc__records_convert(): G.conn.lock's holder, or the
+	 * thread itself while another thread holds that lock): its next record; the open regions,
+	 * cdepth of them (frames of cw words: the begin's record and its path), ccap in cstk
+	 * (deeper ones have no frame: each ends as lost, PMC_LOSS_DEPTH). */
+	_Atomic int conv;
 	uint8_t *rr;
 	uint64_t *cstk;
 	unsigned cdepth, ccap, cw;
-	uint64_t closs[PMC_LOSS_THREAD_N];
-	/* 1 + the last tombstone in the sample ring (under G.conn.lock). */
-	uint64_t tomb_end;
+	/* Losses the reader found that are no tombstone (regions left open by an enclosing end),
+	 * taken by the next batch (under G.conn.lock: atomic, the reader may be the thread). */
+	_Atomic uint64_t closs[PMC_LOSS_THREAD_N];
+	/* 1 + the last tombstone in the sample ring (the reader's; stored before the head). */
+	_Atomic uint64_t tomb_end;
 };
 
 /*
@@ -685,7 +690,8 @@ int pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock);
 /* Called with G.conn.lock held: starts the background thread unless it runs. Return: 0 or
  * -errno. */
 int pmc__service_start_locked(void);
-/* By @t's own thread: sends its ring unless another thread holds G.conn.lock (never waits). */
+/* By @t's own thread: sends its ring unless another thread holds G.conn.lock (never waits); a
+ * thread that writes records turns them into samples then all the same. */
 void pmc__flush_try(struct pmc_thread *t);
 /* By @t's own thread, when its ring holds PMC_KICK samples: wakes the background thread to
  * send them, or sends them itself (pmc__flush_try()) where none runs or the ring is 3/4 full. */
@@ -732,10 +738,11 @@ pcache_key(uint32_t parent, pmc_region_t region)
 
 /* records.c */
 
-/* Called with G.conn.lock held (or by @t's own thread before any other can see it): turns @t's
- * records up to its E-th end into samples and tombstones in its sample ring, as far as the
- * ring has room (grown to PMC_GAP first). */
-void pmc__records_convert_locked(struct pmc_thread *t);
+/* Turns @t's records up to its E-th end into samples and tombstones in its sample ring, as far
+ * as the ring has room (grown to PMC_GAP first), unless another caller is doing so now (t->conv:
+ * then it returns at once). Called with G.conn.lock held, or by @t's own thread (whose records
+ * another thread, holding the lock, is not turning: its ring full, it must not wait). */
+void pmc__records_convert(struct pmc_thread *t);
 /* By @t's own thread, at the end that made its E @e reach t->ekick: wakes the background thread
  * to turn its records into samples and send them, or does it itself (pmc__flush_try()) where
  * none runs or the ring is 3/4 full. */

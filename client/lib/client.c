@@ -830,7 +830,7 @@ pmc__thread_warm_up(struct pmc_thread *t)
 	T = self;
 	TF = self_f;
 	/* Records into samples: the caller holds G.conn.lock. */
-	pmc__records_convert_locked(t);
+	pmc__records_convert(t);
 	/* The floor: the least of the warm ones, value by value (the first touches this
 	 * library's code and buffers; one warm pass alone can still be slowed, by a cache miss
 	 * or, on the read() path, a first system call's: issue 24 saw 5.2 us over an empty

@@ -181,11 +181,10 @@ rec_end(struct pmc_thread *t, const uint64_t *q, struct pmc_sample *s)
 	return -1;
 }
 
-void
-pmc__records_convert_locked(struct pmc_thread *t)
+/* pmc__records_convert() by the holder of t->conv. */
+static void
+convert(struct pmc_thread *t)
 {
-	if (!t->rec)
-		return;
 	uint64_t e = atomic_load_explicit(t->head_mirror, memory_order_acquire);
 	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_acquire);
@@ -229,6 +228,15 @@ pmc__records_convert_locked(struct pmc_thread *t)
 	__atomic_store_n(&t->rlim, rec_prev(r, rs), __ATOMIC_RELEASE);
 	atomic_store_explicit(&t->head, hd, memory_order_release);
 	__atomic_store_n(&t->ekick, hd + PMC_REC_KICK(rs), __ATOMIC_RELAXED);
+}
+
+void
+pmc__records_convert(struct pmc_thread *t)
+{
+	if (!t->rec || atomic_exchange_explicit(&t->conv, 1, memory_order_acquire))
+		return;
+	convert(t);
+	atomic_store_explicit(&t->conv, 0, memory_order_release);
 }
 
 unsigned

@@ -276,7 +276,7 @@ consume_locked(struct pmc_thread *t)
 	if (t->gen != atomic_load(&G.threads.gen))
 		return -ENOTCONN;
 	/* A thread that writes records: its samples, also while no daemon takes them. */
-	pmc__records_convert_locked(t);
+	pmc__records_convert(t);
 	if (atomic_load(&G.conn.state) != ST_ON)
 		return -ENOTCONN;
 	uint64_t tl = atomic_load_explicit(&t->tail, memory_order_relaxed);
@@ -366,7 +366,7 @@ consume_locked(struct pmc_thread *t)
 			/* A thread that writes records, whose sample ring was full: its later ends
 			 * (those published when this began, at least) into samples, now that it has
 			 * room. */
-			pmc__records_convert_locked(t);
+			pmc__records_convert(t);
 			hd = atomic_load_explicit(&t->head, memory_order_acquire);
 			rg = atomic_load_explicit(&t->ring, memory_order_acquire);
 		}
@@ -553,6 +553,11 @@ pmc__flush_try(struct pmc_thread *t)
 	if (pthread_mutex_trylock(&G.conn.lock) == 0) {
 		(void)consume_locked(t);
 		pthread_mutex_unlock(&G.conn.lock);
+	} else if (t->rec) {
+		/* Its records into samples all the same (the sample ring grows): the lock's holder
+		 * may be a thread the scheduler keeps from running on, while this one fills its
+		 * ring of records. */
+		pmc__records_convert(t);
 	}
 	if (t->rec)
 		return; /* its ring is the reader's (records.c) */

@@ -14,6 +14,10 @@
 : "${PMC_TEST_HW_BIN:?set by ctest}" "${PMC_TEST_HW_REF_BIN:?set by ctest}"
 EXACT=${PMC_HW_EXACT:-0}
 ARCH=$(uname -m)
+# Each client's figures are read once the daemon took its hang-up: its last batches may still
+# wait in its socket, for a daemon that shares the guest's one CPU (on a loaded host, 2,496 of
+# the 2,000,000 regions beside a spinning thread were not counted yet by a query made at once).
+RUN_CLIENT_TAKEN=1
 # --allow-kernel: the multiplexing check asks for :k and :uk variants too.
 start_daemon --allow-kernel all
 pmcctl events --format json | jq -e '.hardware_pmu' >/dev/null ||
@@ -199,9 +203,10 @@ j=$(region loop-busy "$CLIENT_PID")
 read -r lo hi mean sd count <<<"$(jq -r '[.events.instructions.min, .events.instructions.max,
 	.events.instructions.mean, .events.instructions.stddev, .count] | @tsv' <<<"$j")"
 echo "# beside a spinning thread: $count regions, instructions $lo..$hi, mean $mean, stddev $sd"
-expect_eq "beside a spinning thread: regions counted" "$count" 2000000
+# The losses first: a count short by regions lost says why.
 expect_eq "beside a spinning thread: none lost" \
 	"$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.losses[]? | select(.pid == '"$CLIENT_PID"')]')" "[]"
+expect_eq "beside a spinning thread: regions counted" "$count" 2000000
 expect_eq "beside a spinning thread: rdpmc" "$(kv rdpmc "$TMP/busy")" $want_rdpmc
 if [ "$EXACT" = 1 ]; then
 	expect_eq "beside a spinning thread: the least sample" "$lo" $((2 + C1))

@@ -169,6 +169,9 @@ run_client() {
 	local pid=$!
 	wait "$pid" || { cat "$out.err" >&2; fail "client $* failed"; }
 	CLIENT_PID=$pid
+	# RUN_CLIENT_TAKEN=1: then until the daemon took its hang-up (hangups_taken, below), for a
+	# test whose clients run one at a time and whose figures are read after each.
+	[ -z "${RUN_CLIENT_TAKEN:-}" ] || hangups_taken
 }
 kv() { sed -n "s/^$1=//p" "$2"; }
 
