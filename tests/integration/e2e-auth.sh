@@ -89,28 +89,33 @@ grep -q -- "--max-clients" <<<"$out" || fail "max-clients message: $out"
 pass "over --max-clients: $out"
 wait $holder
 # --max-clients 1: each connection after this one waits until the daemon took the last one's
-# hang-up (hangups_taken), or it is refused as the second client ("serves 1 clients": a
-# fresh clone's run beside two busy loops failed so).
-hangups_taken
+# hang-up (slot_free), or it is refused as the second client ("serves 1 clients": a fresh
+# clone's run beside two busy loops failed so); figures once it took the clients' hang-ups
+# (hangups_taken, whose own last connection slot_free waits for as well).
+taken() { hangups_taken; slot_free; }
+taken
 # cycles:k passes the policy for nobody; it can then fail only for lack of a PMU.
-out=$(raw event cycles:k 0) || out=$(raw event cycles:k $ENOENT) ||
+out=$(raw event cycles:k 0) || { slot_free; out=$(raw event cycles:k $ENOENT); } ||
 	fail "cycles:k refused despite --allow-kernel nobody: $out"
 pass "--allow-kernel nobody lets cycles:k through the policy: $(grep error= <<<"$out")"
-hangups_taken
+slot_free
 run_client "$TMP/mt" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 4 1 10
-hangups_taken
+taken
 grep -q -- "--max-threads" "$TMP/mt.err" || fail "no --max-threads warning: $(cat "$TMP/mt.err")"
 expect_eq "2 threads of 4 counted" "$(region_json mt-pages "$CLIENT_PID" | jq .count)" 20
+slot_free
 run_client "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 5
-hangups_taken
+taken
 # inner's path is defined after outer's, its parent: "scoped" is the third region, over the limit
 expect_eq "only the first 2 regions kept" "$(pmcctl query --pid "$CLIENT_PID" --format json | jq -c '[.regions[].name]')" '["outer","inner"]'
 grep -q -- "--max-regions" "$TMP/daemon.log" || fail "no --max-regions log"
+slot_free
 d0=$(pmcctl status --format json | jq .dropped)
-hangups_taken
+slot_free
 run_client "$TMP/rate" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" pages 1 25000
-hangups_taken
+taken
 count=$(region_json pages "$CLIENT_PID" | jq .count)
+slot_free
 d1=$(pmcctl status --format json | jq .dropped)
 # 25,000 samples = 48 full batches + 1, sent in well under a second here: at most 2 batches a
 # second are counted (all of them would take 25 s of a program that runs for a fraction of

@@ -106,7 +106,13 @@ run_scale() {
 	expect_eq "threads enabled (registered with the daemon)" "$(kv enabled "$TMP/out")" "$t"
 	expect_eq "threads whose sample could not be sent" "$(kv flush_failed "$TMP/out")" 0
 
-	s=$(pmcctl status --format json)
+	# Each thread's sample is queued, not yet read (a Status drains a running client for
+	# 300 us): until the daemon counted t samples (120 s at most); counts only grow.
+	for _ in $(seq 1200); do
+		s=$(pmcctl status --format json)
+		[ "$(jq ".samples >= $t" <<<"$s")" = true ] && break
+		sleep 0.1
+	done
 	expect_eq "threads registered, all alive at once" "$(jq .threads <<<"$s")" "$t"
 	expect_eq "samples" "$(jq .samples <<<"$s")" "$t"
 	expect_eq "dropped" "$(jq .dropped <<<"$s")" 0

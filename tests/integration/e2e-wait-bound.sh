@@ -69,6 +69,7 @@ done
 start_daemon
 trap 'rc=$?; kill -CONT "$DAEMON_PID" 2>/dev/null || true; set +e; (exit $rc); cleanup' EXIT
 for alarm in 0 20000; do
+	rm -f "$TMP/stop" # the first pass's "ready" is not this client's
 	setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults,task-clock,context-switches,cpu-migrations \
 		PMC_TEST_ALARM_US=$alarm "$PMC_TEST_CLIENT_BIN" timed 4 100000 "$TMP/go" >"$TMP/stop" 2>"$TMP/stop.err" &
 	client=$!

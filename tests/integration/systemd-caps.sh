@@ -29,6 +29,7 @@ PERFMON_ADMIN=0000004000200000
 
 # start_as CAPS [ENV...]: the daemon as uid $DUID holding CAPS (setpriv's spelling)
 start_as() {
+	: >"$TMP/daemon.log" # the last daemon's "listening on" is not this one's
 	local caps=$1
 	shift
 	env "$@" setpriv --reuid="$DUID" --regid="$DUID" --clear-groups --no-new-privs \

@@ -23,6 +23,7 @@ unit_args "$TMP/state"
 # start_as CAPS: the daemon as uid $DUID holding CAPS ("-all,+perfmon" or "-all"), with
 # the arguments of the unit's ExecStart=
 start_as() {
+	: >"$TMP/daemon.log" # the last daemon's "listening on" is not this one's
 	setpriv --reuid="$DUID" --regid="$DUID" --clear-groups --no-new-privs \
 		--inh-caps="$1" --ambient-caps="$1" --bounding-set="$1" -- \
 		"$PMCDAEMON_BIN" "${UNIT_ARGS[@]}" --socket "$SOCK" --verbose >"$TMP/daemon.log" 2>&1 &

@@ -71,6 +71,9 @@ start_daemon() {
 	if [ -s "$TMP/daemon.log" ]; then
 		{ echo "=== an earlier pmcdaemon of this test"; cat "$TMP/daemon.log"; } >>"$TMP/daemon.earlier.log"
 	fi
+	# Emptied here, not by the new daemon's redirect: the wait below must not read the last
+	# daemon's "listening on" (a killed one leaves its socket too) before that child runs.
+	: >"$TMP/daemon.log"
 	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	# Ready once it says so: the socket exists a moment before its signal handlers do.
@@ -182,6 +185,11 @@ kv() { sed -n "s/^$1=//p" "$2"; }
 # the hang-ups count as lost too.
 no_clients() { [ "$(pmcctl status --format json | jq '.threads == 0 and .clients <= 1')" = true ]; }
 hangups_taken() { daemon_alive; wait_until "the daemon to take the clients' hang-ups" 120 no_clients; }
+# slot_free: until a connection of its own was served and closed by the daemon, its hang-up
+# taken: against a daemon with --max-clients 1, before each connection, which is refused as a
+# second client while the daemon has not taken the last one's hang-up yet (pmcctl's included).
+status_closed() { "$PMC_TEST_RAW_BIN" "$SOCK" status-closed >/dev/null 2>&1; }
+slot_free() { daemon_alive; wait_until "the daemon to take the last connection's hang-up" 120 status_closed; }
 
 # wait_until WHAT SECONDS CMD...: until CMD succeeds (every 0.1 s), at most SECONDS (generous:
 # a loaded machine, a sanitized build), failing with WHAT if it never did. A wait on an event,
