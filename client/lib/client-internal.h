@@ -152,6 +152,9 @@
 /* How many times the usual begin makes again a pass the kernel's update of a page interrupted
  * (pass_retry()) before it takes the general way. */
 #define PMC_PASS_TRIES 3
+/* How many times the holder of G.conn.lock yields the CPU while a thread turns its own records
+ * into samples (a ring's worth at most) before it leaves them to it (pmc__records_convert()). */
+#define PMC_CONV_TRIES 100000
 /* Empty regions a thread runs as it registers: the first warms up, the least of the others
  * is its floor (ThreadFloor). */
 #define PMC_WARMUP_RUNS 5
@@ -329,11 +332,12 @@ struct pmc_thread {
 	uint32_t memo_mask; /* memo_cap - 1 */
 	uint64_t now[3 * PMC_LIMIT_EVENTS];
 	/*
-	 * The ring of samples. The thread writes slot head, then publishes it by storing
-	 * head + 1 (release); a reader, under G.conn.lock, loads head (acquire), then the ring
-	 * (acquire), reads slots [tail, head) and frees them by storing tail (release), which
-	 * the thread loads (acquire) before it writes a slot again. The thread alone may
-	 * replace the ring by a larger one (pmc__ring_grow()), once, without the lock: the old one
+	 * The ring of samples. Its writer (the thread; on a thread that writes records, the
+	 * reader of its records, whoever holds conv) writes slot head, then publishes it by
+	 * storing head + 1 (release); a reader, under G.conn.lock, loads head (acquire), then the
+	 * ring (acquire), reads slots [tail, head) and frees them by storing tail (release), which
+	 * the writer loads (acquire) before it writes a slot again. The writer alone may replace
+	 * the ring by a larger one (pmc__ring_grow()), once, with or without the lock: the old one
 	 * stays until the thread is released, for a reader that loaded it before.
 	 */
 	_Atomic(struct ring *) ring;
@@ -626,8 +630,8 @@ void pmc__reg_fork_child(void);
 void pmc__threads_init(void);
 /* An empty ring of @cap samples (a power of two) of @n events, or NULL. */
 struct ring *pmc__ring_new(size_t cap, size_t n);
-/* By the writer of @t's sample ring (its own thread, or the reader of its records under
- * G.conn.lock): the ring replaced by one of PMC_GAP samples holding what it holds, once (the
+/* By the writer of @t's sample ring (its own thread, or the reader of its records, whoever
+ * holds t->conv): the ring replaced by one of PMC_GAP samples holding what it holds, once (the
  * old one kept in t->old until the thread is released). */
 void pmc__ring_grow(struct pmc_thread *t);
 /* Frees a registered thread's structure: its counters, pages, frames and rings. */
@@ -738,11 +742,14 @@ pcache_key(uint32_t parent, pmc_region_t region)
 
 /* records.c */
 
-/* Turns @t's records up to its E-th end into samples and tombstones in its sample ring, as far
- * as the ring has room (grown to PMC_GAP first), unless another caller is doing so now (t->conv:
- * then it returns at once). Called with G.conn.lock held, or by @t's own thread (whose records
- * another thread, holding the lock, is not turning: its ring full, it must not wait). */
+/* Called with G.conn.lock held: turns @t's records up to its E-th end into samples and
+ * tombstones in its sample ring, as far as the ring has room (grown to PMC_GAP first). Where
+ * @t's own thread is turning them (pmc__records_convert_own(), a ring's worth at most), it waits
+ * for that to end (yielding the CPU; given up after PMC_CONV_TRIES). */
 void pmc__records_convert(struct pmc_thread *t);
+/* By @t's own thread, whose lock another thread holds: as pmc__records_convert(), unless that
+ * one is turning them now (t->conv; then at once, never waiting). Return: whether it did. */
+bool pmc__records_convert_own(struct pmc_thread *t);
 /* By @t's own thread, at the end that made its E @e reach t->ekick: wakes the background thread
  * to turn its records into samples and send them, or does it itself (pmc__flush_try()) where
  * none runs or the ring is 3/4 full. */

@@ -1,8 +1,9 @@
 /* libpmcclient: the records a thread read through its pages writes (client-internal.h,
- * PMC_REC_BYTES), turned into samples by whoever holds G.conn.lock: the nesting, the call
- * paths, the deltas, the multiplexing and the wall time's checks, all off the region's
- * thread. */
+ * PMC_REC_BYTES), turned into samples by whoever holds G.conn.lock (or, while another thread
+ * holds it, by the thread itself; t->conv says who): the nesting, the call paths, the deltas,
+ * the multiplexing and the wall time's checks, off the region itself. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ pmc__path_resolve(uint32_t parent, pmc_region_t region, unsigned d)
 }
 
 /* The path of @region begun at depth @d in @parent on @t, through the thread's cache (the
- * reader's alone on a thread that writes records). */
+ * reader's alone on a thread that writes records: whoever holds t->conv). */
 static uint32_t
 rec_path(struct pmc_thread *t, uint32_t parent, pmc_region_t region, unsigned d)
 {
@@ -233,10 +234,26 @@ convert(struct pmc_thread *t)
 void
 pmc__records_convert(struct pmc_thread *t)
 {
-	if (!t->rec || atomic_exchange_explicit(&t->conv, 1, memory_order_acquire))
+	if (!t->rec)
 		return;
+	for (unsigned k = 0; atomic_exchange_explicit(&t->conv, 1, memory_order_acquire); k++) {
+		if (k == PMC_CONV_TRIES)
+			return;
+		sched_yield();
+	}
 	convert(t);
 	atomic_store_explicit(&t->conv, 0, memory_order_release);
+}
+
+bool
+pmc__records_convert_own(struct pmc_thread *t)
+{
+	if (!t->rec || atomic_exchange_explicit(&t->conv, 1, memory_order_acquire))
+		return false;
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed);
+	convert(t);
+	atomic_store_explicit(&t->conv, 0, memory_order_release);
+	return atomic_load_explicit(&t->head, memory_order_relaxed) != hd;
 }
 
 unsigned

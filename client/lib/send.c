@@ -200,7 +200,10 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	static uint8_t buf[PMC_BATCH_BOUND(PMC_BATCH, PMC_LIMIT_EVENTS, PMC_REGION_NAME_MAX)];
 	uint32_t def_id[PMC_BATCH];
 	size_t n = (size_t)(end - start);
-	uint64_t hd = thread_published(t);
+	/* The samples the thread holds (not its ends: on a thread that writes records, those not
+	 * turned into samples yet are not announced, so that a connection given up (its tail set
+	 * to what was announced) never leaves the tail past the head). */
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire);
 	if (G.conn.call_paths) {
 		int r = define_locked(rg, start, end);
 		if (r < 0)
@@ -553,11 +556,13 @@ pmc__flush_try(struct pmc_thread *t)
 	if (pthread_mutex_trylock(&G.conn.lock) == 0) {
 		(void)consume_locked(t);
 		pthread_mutex_unlock(&G.conn.lock);
-	} else if (t->rec) {
+	} else if (t->rec && pmc__records_convert_own(t) &&
+	           __atomic_load_n(&G.service.running, __ATOMIC_RELAXED)) {
 		/* Its records into samples all the same (the sample ring grows): the lock's holder
 		 * may be a thread the scheduler keeps from running on, while this one fills its
-		 * ring of records. */
-		pmc__records_convert(t);
+		 * ring of records. The background thread sends them once it has the lock (its
+		 * kick counts records not yet samples: these would wait for the next). */
+		pthread_cond_signal(&G.service.wake);
 	}
 	if (t->rec)
 		return; /* its ring is the reader's (records.c) */
@@ -590,8 +595,9 @@ pmc_flush(void)
 static uint64_t
 tombs_locked(const struct pmc_thread *t, uint64_t from, uint64_t to, uint64_t *why)
 {
-	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_relaxed);
-	uint64_t hd = atomic_load_explicit(&t->head, memory_order_relaxed), n = 0;
+	/* The head, then the ring (as consume_locked()): the thread may turn records meanwhile. */
+	uint64_t hd = atomic_load_explicit(&t->head, memory_order_acquire), n = 0;
+	const struct ring *rg = atomic_load_explicit(&t->ring, memory_order_acquire);
 	if (to > hd)
 		to = hd;
 	if (to > t->tomb_end)
@@ -686,7 +692,9 @@ pmc__atexit(void)
 		struct pmc_thread *t;
 		pmc_list_for_each(t, &G.threads.list, link) {
 			if (!on) {
-				/* The ends that gave no sample: lost for their own reason. */
+				/* Its records into samples first (no batch did it), the ends that
+				 * gave no sample lost for their own reason. */
+				pmc__records_convert(t);
 				uint64_t tl = atomic_load(&t->tail), pub = thread_published(t);
 				uint64_t why[PMC_LOSS_LIB_N] = {0};
 				held += pub - tl - tombs_locked(t, tl, pub, why);
