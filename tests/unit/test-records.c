@@ -345,6 +345,35 @@ test_lock_taken(void)
 	thread_done(t);
 }
 
+/* The library's connection made by hand: @fd, its daemon's end elsewhere, @t's connection. */
+static void
+conn_on(struct pmc_thread *t, int fd)
+{
+	G.conn.fd = fd;
+	G.conn.n = t->conn = 1;
+	G.conn.heads = 1;
+	G.conn.call_paths = 0;
+	memset(G.sent.announced, 0, sizeof(G.sent.announced));
+	atomic_store(&G.conn.state, ST_ON);
+}
+
+/* With no daemon, @t runs 300 regions past what its sample ring holds (PMC_GAP), into its
+ * records. Return: how many regions it ran. */
+static uint64_t
+past_the_ring(struct pmc_thread *t)
+{
+	uint64_t n = PMC_GAP + 300;
+	for (uint64_t i = 0; i < n; i++) {
+		region(5, 2 * i, i, 2 * i + 1, i + 1, i + 1);
+		if (i % 256 == 0)
+			convert(t); /* as a kick would, with no daemon to send to */
+	}
+	convert(t);
+	CHECK_EQ_U64(published(t), n);
+	CHECK_EQ_U64(atomic_load(&t->head), PMC_GAP);
+	return n;
+}
+
 /* A batch announces the samples the thread holds past it (its pending), not its ends not turned
  * into samples yet: a connection given up sets the tail to what was announced, which must never
  * pass the head (the reader would then turn no record again, and the slots past the head would
@@ -354,24 +383,12 @@ static void
 test_announced_not_past_head(void)
 {
 	struct pmc_thread *t = thread_new();
-	uint64_t n = PMC_GAP + 300;
-	for (uint64_t i = 0; i < n; i++) {
-		region(5, 2 * i, i, 2 * i + 1, i + 1, i + 1);
-		if (i % 256 == 0)
-			convert(t);
-	}
-	convert(t);
-	CHECK_EQ_U64(atomic_load(&t->head), PMC_GAP);
+	uint64_t n = past_the_ring(t);
 	int s[2];
 	CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, s) == 0);
 	int small = 1;
 	CHECK(setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) == 0);
-	G.conn.fd = s[0];
-	G.conn.n = t->conn = 1;
-	G.conn.heads = 1;
-	G.conn.call_paths = 0;
-	memset(G.sent.announced, 0, sizeof(G.sent.announced));
-	atomic_store(&G.conn.state, ST_ON);
+	conn_on(t, s[0]);
 	pmc__flush_try(t); /* the lock is free: sends until the queue is full */
 	atomic_store(&G.conn.state, ST_NONE);
 	G.conn.fd = -1;
@@ -528,12 +545,7 @@ daemon_start(struct daemon_end *d, struct pmc_thread *t)
 	CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, s) == 0);
 	memset(d, 0, sizeof(*d));
 	d->fd = s[1];
-	G.conn.fd = s[0];
-	G.conn.n = t->conn = 1;
-	G.conn.heads = 1;
-	G.conn.call_paths = 0;
-	memset(G.sent.announced, 0, sizeof(G.sent.announced));
-	atomic_store(&G.conn.state, ST_ON);
+	conn_on(t, s[0]);
 	CHECK(pthread_create(&d->th, NULL, daemon_read, d) == 0);
 }
 
@@ -583,15 +595,7 @@ static void
 test_sent_past_the_ring(void)
 {
 	struct pmc_thread *t = thread_new();
-	uint64_t n = PMC_GAP + 300;
-	for (uint64_t i = 0; i < n; i++) {
-		region(5, 2 * i, i, 2 * i + 1, i + 1, i + 1);
-		if (i % 256 == 0)
-			convert(t); /* as a kick would, with no daemon to send to */
-	}
-	convert(t);
-	CHECK_EQ_U64(published(t), n);
-	CHECK_EQ_U64(atomic_load(&t->head), PMC_GAP);
+	uint64_t n = past_the_ring(t);
 	struct daemon_end d;
 	daemon_start(&d, t);
 	CHECK_EQ(pmc_flush(), 0);
