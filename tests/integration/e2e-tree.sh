@@ -144,11 +144,11 @@ wait_line() { # FILE LINE SECONDS WHAT
 wait_line "$TMP/again" first=done 60 "paths-again's first round"
 # pmc_flush() returns once the round's batches are queued, not read: a query drains a running
 # client's queue for 2 ms only. Counts only grow: until they are all 141 (120 s at most).
-all_141() {
+for _ in $(seq 1200); do
 	runs=$(pmcctl query --pid $again_pid --format json | jq -c '[.regions[].count] | unique')
-	[ "$runs" = "[141]" ]
-}
-poll_until 120 all_141 || true
+	[ "$runs" = "[141]" ] && break
+	sleep 0.1
+done
 expect_eq "first daemon: runs by name" "$runs" "[141]"
 kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
 start_daemon --state "$TMP/state.pb"

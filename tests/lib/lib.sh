@@ -197,18 +197,11 @@ slot_free() { daemon_alive; wait_until "the daemon to take the last connection's
 wait_until() {
 	local what=$1 secs=$2
 	shift 2
-	poll_until "$secs" "$@" || fail "waited $secs s for $what"
-}
-# poll_until SECONDS CMD...: the same wait, its status returned, for a caller that asserts what
-# CMD read with a message of its own (a figure that only grows, got against want).
-poll_until() {
-	local secs=$1
-	shift
 	for _ in $(seq $((secs * 10))); do
 		"$@" && return 0
 		sleep 0.1
 	done
-	"$@"
+	"$@" || fail "waited $secs s for $what"
 }
 
 # expect_faults WHAT GOT WANT: exact, except under sanitizers, whose shadow memory

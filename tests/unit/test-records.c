@@ -93,17 +93,6 @@ thread_done(struct pmc_thread *t)
 	close(pipe_w);
 }
 
-/* @t's exit, as the library's destructor of a thread makes it: its samples and losses
- * accounted (pmc__thread_destroy()), @t freed. */
-static void
-thread_exit(struct pmc_thread *t)
-{
-	t->pages[0] = NULL; /* not mapped: nothing to unmap */
-	close(pipe_w);
-	pmc__thread_destroy(t);
-	T = TF = NULL;
-}
-
 static void
 convert(struct pmc_thread *t)
 {
@@ -292,7 +281,10 @@ test_full_ring(void)
 	uint64_t g_nesting = atomic_load(&G.loss.lost[PMC_LOSS_NESTING]);
 	uint64_t g_full = atomic_load(&G.loss.lost[PMC_LOSS_FULL]);
 	uint64_t full = atomic_load(&t->lost[PMC_LOSS_FULL]);
-	thread_exit(t);
+	t->pages[0] = NULL;
+	close(pipe_w);
+	pmc__thread_destroy(t); /* frees it */
+	T = TF = NULL;
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_NESTING]), g_nesting);
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_FULL]), g_full + full);
 }
@@ -319,7 +311,10 @@ test_exit_with_pops(void)
 	CHECK_EQ(t->pops, (unsigned)full);
 	uint64_t g_nesting = atomic_load(&G.loss.lost[PMC_LOSS_NESTING]);
 	uint64_t g_full = atomic_load(&G.loss.lost[PMC_LOSS_FULL]);
-	thread_exit(t);
+	t->pages[0] = NULL;
+	close(pipe_w);
+	pmc__thread_destroy(t); /* frees it */
+	T = TF = NULL;
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_NESTING]), g_nesting + 1);
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_FULL]), g_full + full);
 }
@@ -462,7 +457,10 @@ test_exit_tombstones(void)
 	}
 
 	/* The thread's exit: off the list, each end counted once, by its reason. */
-	thread_exit(t);
+	t->pages[0] = NULL;
+	close(pipe_w);
+	pmc__thread_destroy(t); /* frees it */
+	T = TF = NULL;
 	G.conn.n = conn_n;
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_EXITED]), g_exited + 1);
 	CHECK_EQ_U64(atomic_load(&G.loss.lost[PMC_LOSS_READ]), g_read + 1);
