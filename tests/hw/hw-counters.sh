@@ -375,20 +375,22 @@ pass "8 events on 7 counters, all scaled: running ratios $(jq -c '[.events[].run
 # still the page's, the same at both ends.
 run_client "$TMP/muxw" env PMC_EVENTS=$many "$HW" wall wall-mux $N $K
 check_wall "8 events on 7 counters" wall-mux "$CLIENT_PID" "$TMP/muxw" $K
-# Their totals against the truth (2NK user instructions), and the same events opened the same
-# way, read with read() by the kernel: pmc's error is the kernel's, give or take.
+# Their totals against the truth (2NK user instructions) that this run knows: the loop retires
+# its instructions at one steady rate, so an event's count while on a counter, scaled by
+# enabled/running time, is the loop's instructions up to what is not that rate: the region's
+# own begin and end (some hundred instructions of 10^7) and the time the kernel takes at each
+# rotation, in which no user instruction retires, on the counter or off it alike (a tick's
+# handler, some microseconds in each 4 ms). 2 % is some ten times what that can reach; a
+# scaled figure off by more is the scaling wrong, not the luck of the rotation. The kernel's
+# own read() of the same events opened the same way, a run of its own, is printed beside it,
+# not compared (another run).
 "$PMC_TEST_HW_REF_BIN" mux $N $K ${many//,/ } >"$TMP/ref" || fail "pmc-test-hw-ref mux failed"
-truth=$(kv truth "$TMP/ref")
-ref_err=0
-for e in instructions perf_raw::r0008; do
-	ref=$(kv "$e" "$TMP/ref" | cut -d' ' -f1)
-	[[ "$ref" =~ ^[0-9]+$ ]] || fail "no reference count for $e: $(cat "$TMP/ref")"
-	ref_err=$(awk -v a="$ref" -v b="$truth" -v m="$ref_err" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; print (d > m ? d : m) }')
-done
+truth=$((2 * N * K))
 for e in instructions perf_raw::r0008; do
 	got=$(jq --arg e "$e" '.events[$e].sum' <<<"$j")
-	awk -v e="$e" -v a="$got" -v b="$truth" -v r="$ref_err" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d;
-		printf "%s: pmc %d, truth %d: %.3f%% off; the kernel read() %.3f%% off at most\n", e, a, b, d * 100, r * 100;
-		exit !(d <= 2 * r + 0.005) }' || fail "$e: multiplexed total off by more than twice the kernel's error + 0.5 %"
+	ref=$(kv "$e" "$TMP/ref" | cut -d' ' -f1)
+	awk -v e="$e" -v a="$got" -v b="$truth" -v r="$ref" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d;
+		printf "%s: pmc %d, truth %d: %.3f%% off (the kernel read() in a run of its own: %s)\n", e, a, b, d * 100, r;
+		exit !(d <= 0.02) }' || fail "$e: multiplexed total off the truth by more than 2 %"
 done
-pass "multiplexed totals within the kernel's own error"
+pass "multiplexed totals within 2 % of the truth"

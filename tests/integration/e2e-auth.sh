@@ -72,7 +72,7 @@ start_daemon --max-clients 1 --max-threads 2 --max-regions 2 --max-batch-rate 2 
 raw hold 5 >"$TMP/held" &
 holder=$!
 # The holder is a client (its Hello answered) before pmcctl comes: no sleep to guess it.
-for _ in $(seq 200); do grep -q held "$TMP/held" && break; sleep 0.05; done
+for _ in $(seq 2400); do grep -q held "$TMP/held" && break; sleep 0.05; done
 grep -q held "$TMP/held" || fail "the holding client did not connect"
 # pmcctl reads the refusal the daemon sent before closing. Once in CI (ASan build, a loaded
 # machine) it said "closed the connection" instead, not reproduced in 2,300 tries since:

@@ -101,7 +101,7 @@ pass "hist --cgroup of no process: $(cat "$TMP/err")"
 # top: a program running in the cgroup, one outside it.
 "${IN_CG[@]}" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" threads 1 1 1000000000 >"$TMP/c" 2>&1 &
 C=$!
-for _ in $(seq 100); do
+for _ in $(seq 1200); do
 	pmcctl query --region mt-pages --format json | jq -e '.regions[0].count > 0' >/dev/null && break
 	sleep 0.1
 done

@@ -29,12 +29,12 @@ prlimit --nofile=$LIMIT:$LIMIT -- setpriv --reuid="$DUID" --regid="$DUID" --clea
 	--bounding-set=-all,+perfmon -- "$PMCDAEMON_BIN" --socket "$SOCK" --verbose \
 	>"$TMP/daemon.log" 2>&1 &
 DAEMON_PID=$!
-for _ in $(seq 200); do
+for _ in $(seq 2400); do
 	grep -q "listening on $SOCK" "$TMP/daemon.log" && break
 	daemon_alive
 	sleep 0.05
 done
-grep -q "listening on $SOCK" "$TMP/daemon.log" || fail "pmcdaemon did not listen within 10 s"
+grep -q "listening on $SOCK" "$TMP/daemon.log" || fail "pmcdaemon did not listen within 120 s"
 
 # 100 connections x 5 OpenCommands, no reply read: 4,500 perf events on a 2-CPU machine.
 CONNS=100 REQS=5

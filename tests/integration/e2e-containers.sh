@@ -152,7 +152,7 @@ pass "nor one past the 64 fds a datagram may carry, nor one queued inside a Unix
 # runs unprofiled and ends (timeout 20 s < the 30 s linger).
 "$ID" "$TMP/hostile.sock" fake-daemon 40 >"$TMP/fake.out" 2>&1 &
 FAKE=$!
-for _ in $(seq 100); do grep -q listening "$TMP/fake.out" && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q listening "$TMP/fake.out" && break; sleep 0.1; done
 timeout 20 "${USER[@]}" env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$TMP/hostile.sock" \
 	"$PMC_TEST_CLIENT_BIN" pages 2 3 >"$TMP/hostile.out" 2>&1 || fail "against a hostile daemon (rc $?): $(cat "$TMP/hostile.out")"
 kill $FAKE 2>/dev/null || true
@@ -163,7 +163,7 @@ expect_eq "against a daemon that sends a socket as a counter: not profiled" "$(k
 # library's lock, the program's exit (timeout 20 s).
 "$ID" "$TMP/queue.sock" fake-daemon-queue 40 >"$TMP/fakeq.out" 2>&1 &
 FAKE=$!
-for _ in $(seq 100); do grep -q listening "$TMP/fakeq.out" && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q listening "$TMP/fakeq.out" && break; sleep 0.1; done
 timeout 20 "${USER[@]}" env LD_LIBRARY_PATH="$TMP/bin" PMC_SOCKET="$TMP/queue.sock" \
 	"$PMC_TEST_CLIENT_BIN" steady 1 40 50000 >"$TMP/queue.out" 2>&1 || fail "a daemon that queued a lingering socket held the program (rc $?): $(cat "$TMP/queue.out")"
 kill $FAKE 2>/dev/null || true
@@ -173,7 +173,7 @@ expect_eq "regions run beside a daemon that queued a lingering socket" "$(kv cou
 # A daemon in a child pid namespace cannot see its clients: it says the fix.
 in_ns "$PMCDAEMON_BIN" --socket "$TMP/inner.sock" >"$TMP/inner.log" 2>&1 &
 INNER=$!
-for _ in $(seq 100); do [ -S "$TMP/inner.sock" ] && break; sleep 0.05; done
+for _ in $(seq 2400); do [ -S "$TMP/inner.sock" ] && break; sleep 0.05; done
 "$PMCCTL_BIN" --socket "$TMP/inner.sock" status >"$TMP/inner.out" 2>&1 && fail "a daemon that cannot see its client answered"
 # The daemon, not only unshare, which does not pass SIGTERM on to it.
 pkill -f -- "--socket $TMP/inner.sock" || true

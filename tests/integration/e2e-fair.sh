@@ -69,12 +69,16 @@ bounded $((hwm - rss0)) "8 whole queries at once"
 pass "8 connections' whole queries ($(cat "$TMP"/whole.* | sed -n 's/^queries=//p' | paste -sd+ | bc) refused): peak $((hwm - rss0)) kB over the daemon's resting memory"
 
 # The hog, uid 65534: two connections streaming histogram queries, one asking for whole ones
-# (each refused), eight flooding batches; the victim, uid 65533, meanwhile.
+# (each refused), eight flooding batches, each for 10 s; the victim, uid 65533, meanwhile:
+# once all 11 of the hog's connections are served (the count, uid 65534's own status, leaves
+# its own connection out; the whole-query hogs above are gone from it first).
+hangups_taken
 hogs=()
-for _ in 1 2; do raw hog stream 6 >"$TMP/hog-stream.$_" & hogs+=($!); done
-raw hog whole 6 >"$TMP/hog-whole" & hogs+=($!)
-for i in $(seq 8); do raw flood 6 >/dev/null & hogs+=($!); done
-sleep 1
+for _ in 1 2; do raw hog stream 10 >"$TMP/hog-stream.$_" & hogs+=($!); done
+raw hog whole 10 >"$TMP/hog-whole" & hogs+=($!)
+for i in $(seq 8); do raw flood 10 >/dev/null & hogs+=($!); done
+hog_conns() { [ "$(as_user "$PMCCTL_BIN" --socket "$SOCK" status --format json | jq .clients)" -ge 11 ]; }
+wait_until "the hog's 11 connections" 120 hog_conns
 as_victim "$PMC_TEST_RAW_BIN" "$SOCK" victim 50 >"$TMP/victim" 2>&1 || fail "the victim's Hello or Status: $(cat "$TMP/victim")"
 pass "the victim's 50 Hello and Status beside the hog (us p50 p99 max): $(tr '\n' ' ' <"$TMP/victim")"
 setpriv --reuid=65533 --regid=65533 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \

@@ -60,39 +60,42 @@ pmcctl status | grep -qi "lost" || fail "pmcctl status does not show lost sample
 
 # 3. A client killed in the middle: what arrived is kept, its threads and fds freed.
 # (pmcctl's own connections close a moment after it exits: count once they have.)
+# At rest: every client's hang-up taken, then a connection of the test's own served and
+# closed by the daemon (slot_free), so that none of pmcctl's is among the fds counted.
 daemon_fds() { ls /proc/"$DAEMON_PID"/fd | wc -l; }
-settled_fds() {
-	local n m
-	n=$(daemon_fds)
-	for _ in $(seq 100); do
-		sleep 0.05
-		m=$(daemon_fds)
-		[ "$m" = "$n" ] && [ -z "${1:-}" -o "$m" = "${1:-}" ] && break
-		n=$m
-	done
-	echo "$m"
-}
-fds_before=$(settled_fds)
+threads_are() { [ "$(status_of threads)" = "$1" ]; }
+fds_are() { [ "$(daemon_fds)" = "$1" ]; }
+hangups_taken
+slot_free
+fds_before=$(daemon_fds)
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults,task-clock \
 	"$PMC_TEST_CLIENT_BIN" steady 4 100000 100 >/dev/null 2>&1 &
 cpid=$!
-for _ in $(seq 100); do [ "$(status_of threads)" = 4 ] && break; sleep 0.05; done
+wait_until "the client's 4 threads registered" 120 threads_are 4
 expect_eq "threads while running" "$(status_of threads)" 4
 wait_until "the client's first regions counted" 60 counts_some
 kill -KILL $cpid; wait $cpid 2>/dev/null || true
-for _ in $(seq 100); do [ "$(status_of threads)" = 0 ] && break; sleep 0.05; done
+wait_until "the killed client's threads gone" 120 threads_are 0
 expect_eq "threads after the kill" "$(status_of threads)" 0
 [ "$(steady_count $cpid)" -gt 0 ] || fail "nothing kept of the killed client"
 pass "kept $(steady_count $cpid) samples of the killed client"
-expect_eq "daemon fds after the kill" "$(settled_fds "$fds_before")" "$fds_before"
+wait_until "the daemon's fds back to $fds_before after the kill" 120 fds_are "$fds_before"
+pass "daemon fds after the kill: $fds_before, as before"
 
-# 4. A hung daemon (SIGSTOP): regions go on, the application finishes on its own.
+# 4. A hung daemon (SIGSTOP): regions go on, the application finishes on its own, exits while
+# the daemon is still stopped (its waits are bounded: PMC_CALL_TIMEOUT_MS), and the daemon,
+# let go, takes its hang-up.
 kill -STOP "$DAEMON_PID"
-setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
-	"$PMC_TEST_CLIENT_BIN" steady 8 3000 0 >"$TMP/c.out" 2>"$TMP/c.err" &
+(
+	rc=0
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
+		"$PMC_TEST_CLIENT_BIN" steady 8 3000 0 >"$TMP/c.out" 2>"$TMP/c.err" || rc=$?
+	echo $rc >"$TMP/c.rc"
+) &
 cpid=$!
-sleep 1
+wait_until "the application to exit while the daemon is stopped" 120 test -s "$TMP/c.rc"
 kill -CONT "$DAEMON_PID"
-wait $cpid || fail "the application failed while the daemon hung"
+wait $cpid
+expect_eq "the application's exit status while the daemon hung" "$(cat "$TMP/c.rc")" 0
 expect_eq "hung daemon: application finished" "$(kv count "$TMP/c.out")" 24000
 daemon_alive

@@ -31,7 +31,7 @@ run_case() {
 		bash -c 'ulimit -n 64 && exec "$@"' _ "$APP" "$@" <"$TMP/go" >"$out" 2>"$out.err" &
 	local pid=$!
 	exec 3>"$TMP/go"
-	for _ in $(seq 300); do
+	for _ in $(seq 1200); do
 		grep -q '^ready$' "$out" && break
 		kill -0 $pid 2>/dev/null || { exec 3>&-; cat "$out.err" >&2; fail "$name: the app ended early"; }
 		sleep 0.1

@@ -44,10 +44,11 @@ close_idle() {
 
 n_fds() { ls "/proc/$DAEMON_PID/fd" | wc -l; }
 
-# scrape_now WHAT: a GET of the page succeeds within 2 s
+# scrape_now WHAT: a GET of the page succeeds (within 30 s: a daemon that starved it would
+# never answer; how long it took is printed, and judged in bench/, not here)
 scrape_now() {
 	local t0=$EPOCHREALTIME
-	curl -sS -f --max-time 2 -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "$1: the scrape failed"
+	curl -sS -f --max-time 30 -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics" || fail "$1: the scrape failed"
 	grep -q '^pmc_clients ' "$TMP/metrics" || fail "$1: the page lacks pmc_clients"
 	pass "$1: scraped in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }') s"
 }
@@ -101,23 +102,25 @@ mv "$TMP/daemon.log" "$TMP/daemon-1.log"
 bash -c 'ulimit -n 40 && exec "$@"' sh "$PMCDAEMON_BIN" --socket "$SOCK" --verbose --metrics 127.0.0.1:0 \
 	2>"$TMP/daemon.log" &
 DAEMON_PID=$!
-for _ in $(seq 100); do
-	[ -S "$SOCK" ] && break
-	daemon_alive
-	sleep 0.05
-done
+# (the first daemon's log moved away above: "listening on" is this one's; its socket may be
+# the last one's)
+sock_up() { daemon_alive; [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log"; }
+wait_until "the daemon's socket" 120 sock_up
 PORT=$(metrics_port)
 scrape_now "under ulimit -n 40"
 base=$(n_fds)
 [ "$base" -le 30 ] || fail "the daemon has $base fds at start: no room to run out of them under 40"
-lines=$(wc -l <"$TMP/daemon.log")
 open_idle 80
+# Once it has said so, a second of its log: a daemon that retried the accept at once, again
+# and again, would log (or spin) all through it. (The second is a window for a rate, not a
+# wait: a slower machine only makes its log grow less.)
+wait_until "the daemon to run out of fds and say so" 120 \
+	grep -q "metrics: cannot accept a connection: Too many open files" "$TMP/daemon.log"
+lines=$(wc -l <"$TMP/daemon.log")
 sleep 1
 grown=$(($(wc -l <"$TMP/daemon.log") - lines))
 [ "$grown" -le 3 ] || fail "out of fds, the log grew by $grown lines in 1 s: $(tail -n 5 "$TMP/daemon.log")"
-grep -q "metrics: cannot accept a connection: Too many open files" "$TMP/daemon.log" ||
-	fail "the daemon did not run out of fds (or did not say so): $(cat "$TMP/daemon.log")"
-pass "out of fds, the log grew by $grown line(s)"
+pass "out of fds, the log grew by $grown line(s) in the second after"
 scrape_now "out of fds, with 80 idle connections"
 close_idle
 scrape_now "after the idle connections closed"
@@ -167,7 +170,7 @@ for fd in "${holders[@]}"; do
 done
 # Their scrapes end as the daemon sees the connections closed, at its next write.
 ok=
-for _ in $(seq 100); do
+for _ in $(seq 1200); do
 	if curl -s -f -o "$TMP/metrics" "http://127.0.0.1:$PORT/metrics"; then
 		ok=1
 		break

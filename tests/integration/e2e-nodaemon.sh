@@ -15,7 +15,7 @@ expect_eq "PMC_DISABLE stderr lines" "$(wc -l <"$TMP/err")" 0
 # A daemon that hangs with its backlog full: the connect fails at once, no wait.
 "$PMC_TEST_RAW_BIN" "$TMP/stuck.sock" stuck 20 >"$TMP/stuck.out" &
 stuck=$!
-for _ in $(seq 100); do grep -q ready "$TMP/stuck.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 2400); do grep -q ready "$TMP/stuck.out" 2>/dev/null && break; sleep 0.05; done
 chmod 666 "$TMP/stuck.sock"
 as_user env PMC_SOCKET="$TMP/stuck.sock" "$PMC_TEST_CLIENT_BIN" pages 1 10 >"$TMP/out" 2>"$TMP/err" ||
 	fail "the application failed against a hung daemon"

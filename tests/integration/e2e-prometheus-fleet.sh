@@ -45,7 +45,7 @@ SOCK_B=$TMP/b.sock
 "$PMCDAEMON_BIN" --socket "$SOCK_B" --verbose --metrics 127.0.0.1:0 2>"$TMP/daemon-b.log" &
 B_PID=$!
 PORT_B=
-for _ in $(seq 200); do
+for _ in $(seq 2400); do
 	PORT_B=$(sed -n 's|^.*serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$TMP/daemon-b.log")
 	[ -n "$PORT_B" ] && [ -S "$SOCK_B" ] && grep -q "listening on" "$TMP/daemon-b.log" && break
 	kill -0 "$B_PID" 2>/dev/null || { cat "$TMP/daemon-b.log" >&2; fail "pmcdaemon B exited at start"; }

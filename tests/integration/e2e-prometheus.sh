@@ -88,7 +88,7 @@ expect_eq "scraped odd region name" \
 	"$(promql "pmc_region_count_total{region=\"odd \\\"name\\\"\\\\\\n\\\\xfe\"}")" 3
 for job in pmc-no-token pmc-wrong-token; do
 	got=
-	for _ in $(seq 100); do
+	for _ in $(seq 1200); do
 		got=$(promql "up{job=\"$job\"}" || true)
 		[ -n "$got" ] && break
 		sleep 0.1

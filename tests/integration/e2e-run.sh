@@ -13,7 +13,7 @@ run_as_user() { as_user "$PMCCTL_BIN" run "$@"; }
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
 	"$PMC_TEST_CLIENT_BIN" steady 1 200 5000 >"$TMP/other" 2>&1 &
 OTHER=$!
-for _ in $(seq 100); do
+for _ in $(seq 2400); do
 	[ "$(pmcctl status --format json | jq .threads)" -ge 1 ] && break
 	sleep 0.05
 done
@@ -125,12 +125,16 @@ for f in first exit3; do
 done
 expect_eq "though the user sees it" \
 	"$(as_user "$PMCCTL_BIN" query --pid "$OTHER" --format json | jq '.regions | length')" 1
-# One the user starts while the command runs, outside its tree, is not either.
-run_as_user --events page-faults --format json -- sh -c "sleep 1; $PMC_TEST_CLIENT_BIN steady 1 20 5000" \
+# One the user starts while the command runs, outside its tree, is not either: the command
+# says it started ($TMP/w/started), then waits for $TMP/w/go, made once the other one ended.
+mkdir -m 1777 "$TMP/w"
+run_as_user --events page-faults --format json -- sh -c "touch $TMP/w/started;
+	while [ ! -e $TMP/w/go ]; do sleep 0.05; done; exec $PMC_TEST_CLIENT_BIN steady 1 20 5000" \
 	>"$TMP/j" 2>&1 &
 R=$!
-sleep 0.3
+wait_until "the command to start" 120 test -e "$TMP/w/started"
 run_client "$TMP/u" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" named unrelated 1 3
+touch "$TMP/w/go"
 wait "$R" || fail "run: $(cat "$TMP/j")"
 expect_eq "a process started beside the command is not the command's" \
 	"$(sed -n '/^{/,$p' "$TMP/j" | jq -c '[.regions[].name]')" '["steady"]'

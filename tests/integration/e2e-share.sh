@@ -4,6 +4,8 @@
 . "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
+# at_least UID KEY N: uid UID's own status says KEY >= N
+at_least() { [ "$(ctl_as "$1" status --format json | jq ".$2")" -ge "$3" ]; }
 # victim OUT ARGS...: the test client as uid 65533; its pid in VICTIM_PID
 victim() {
 	local out=$1
@@ -22,9 +24,12 @@ victim_counted() {
 # Connections that never say Hello: one uid alone takes all but one share of the slots (a
 # share is a guarantee, not a cap: 8 less 2 kept for a newcomer), and not for long.
 start_daemon --max-clients 8 --hello-timeout 2
-raw silent 8 3 >"$TMP/silent" &
+raw silent 8 120 >"$TMP/silent" &
 silent=$!
-sleep 1
+# All 8 taken by the daemon before the victim comes: the first refusal (the 7th) is logged,
+# and the 8th was queued before the victim's connection.
+wait_until "the daemon to refuse uid 65534's 7th silent connection" 120 \
+	grep -q "holds 6 connections, past its share" "$TMP/daemon.log"
 victim_counted "8 silent connections beside it"
 pmcctl status >/dev/null || fail "root's status refused"
 wait $silent
@@ -40,7 +45,7 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 start_daemon --max-total-regions 12
 raw regions 12 4 >"$TMP/regions" &
 holder=$!
-for _ in $(seq 50); do grep -q sent "$TMP/regions" && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q sent "$TMP/regions" && break; sleep 0.1; done
 victim "$TMP/nest" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" nested 1 3
 expect_eq "the victim keeps its 3 regions" \
 	"$(pmcctl query --pid "$VICTIM_PID" --format json | jq -c '[.regions[] | [.name, .count]] | sort')" \
@@ -58,13 +63,15 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 # uid 65534's 12 threads of 4 events get 6 threads (24 fds: all but a newcomer's share of
 # 9, 4 fds a thread) while alone, fewer when the victim came meanwhile, and the victim
 # still registers.
+# (The log emptied first: the wait below must not read the last daemon's "listening on".)
+: >"$TMP/daemon.log"
 (ulimit -n 100 && exec "$PMCDAEMON_BIN" --socket "$SOCK" --verbose) 2>"$TMP/daemon.log" &
 DAEMON_PID=$!
-for _ in $(seq 200); do [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && break; sleep 0.05; done
+for _ in $(seq 2400); do [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && break; sleep 0.05; done
 EV=page-faults,task-clock,context-switches,cpu-migrations
 as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 >"$TMP/hog" 2>"$TMP/hog.err" &
 hog=$!
-sleep 0.5
+wait_until "the hog's first thread registered" 120 at_least 65534 threads 1
 victim "$TMP/vf" env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" pages 2 5
 expect_faults "counter fds: the victim's page-faults" \
 	"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
@@ -84,7 +91,7 @@ raw flood 4 >/dev/null &
 f1=$!
 raw flood 4 >/dev/null &
 f2=$!
-sleep 0.5
+wait_until "the floods' first samples" 120 at_least 65534 samples 1
 victim_counted "beside a flood"
 expect_eq "the victim's own status" "$(ctl_as 65533 status --format json | jq .samples)" 5
 wait $f1 $f2 || fail "flood"

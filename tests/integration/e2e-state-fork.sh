@@ -7,19 +7,19 @@
 : "${PMC_TEST_STATE_BIN:?set by ctest}"
 command -v pgrep >/dev/null || skip "pgrep (procps) is missing"
 status_of() { pmcctl status --format json | jq -r ".$1"; }
-# wait_restored: until the daemon logs that it restored the whole registry (20 s)
+# wait_restored: until the daemon logs that it restored the whole registry (120 s)
 wait_restored() {
-	for _ in $(seq 400); do
+	for _ in $(seq 2400); do
 		grep -q "restored $P processes, $regions regions" "$TMP/daemon.log" && return 0
 		daemon_alive
 		sleep 0.05
 	done
 	fail "not restored ($1): $(cat "$TMP/daemon.log")"
 }
-# saving_child: the pid of the daemon's child that saves now (waits for one, 10 s)
+# saving_child: the pid of the daemon's child that saves now (waits for one, 120 s)
 saving_child() {
 	local c
-	for _ in $(seq 1000); do
+	for _ in $(seq 12000); do
 		c=$(pgrep -P "$DAEMON_PID" | head -1) && [ -n "$c" ] && { echo "$c"; return 0; }
 		sleep 0.01
 	done
@@ -84,7 +84,7 @@ child=$(saving_child)
 kill -KILL "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null || true
 DAEMON_PID=
-for _ in $(seq 100); do
+for _ in $(seq 6000); do
 	[ -d /proc/"$child" ] && [ "$(awk '{print $3}' /proc/"$child"/stat 2>/dev/null)" != Z ] || break
 	sleep 0.02
 done

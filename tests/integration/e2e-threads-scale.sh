@@ -75,7 +75,7 @@ run_scale() {
 	"$PMCDAEMON_BIN" --socket "$SOCK" --max-threads "$t" --max-fds-per-user $((t * e)) \
 		2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
-	for _ in $(seq 200); do
+	for _ in $(seq 2400); do
 		[ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && break
 		daemon_alive
 		sleep 0.05
@@ -148,7 +148,7 @@ run_scale() {
 	touch "$TMP/ctl/exit"
 	wait "$CPID" || { cat "$TMP/out.err" >&2; fail "the program failed"; }
 	grep -q '^exited' "$TMP/out" || fail "the program did not end its threads"
-	for _ in $(seq 100); do
+	for _ in $(seq 2400); do
 		[ "$(pmcctl status --format json | jq .threads)" = 0 ] && break
 		sleep 0.05
 	done

@@ -14,7 +14,7 @@ start_notified() {
 	"$PMC_NOTIFY_LISTEN_BIN" "$TMP/$1.notify" 60 >"$TMP/$1.out" 2>"$TMP/$1.err" &
 	LISTEN_PID_=$!
 	BG_PIDS+=("$LISTEN_PID_")
-	for _ in $(seq 100); do
+	for _ in $(seq 2400); do
 		[ -S "$TMP/$1.notify" ] && break
 		sleep 0.05
 	done

@@ -58,7 +58,7 @@ unit_args "$TMP/state"
 NOTIFY=$TMP/notify.sock
 "$PMC_NOTIFY_LISTEN_BIN" "$NOTIFY" 100 >"$TMP/notify.out" 2>&1 &
 BG_PIDS+=($!)
-for _ in $(seq 100); do [ -S "$NOTIFY" ] && break; sleep 0.05; done
+for _ in $(seq 2400); do [ -S "$NOTIFY" ] && break; sleep 0.05; done
 chmod 0666 "$NOTIFY" # the daemon's uid sends to it, as systemd lets the unit's do
 NOTIFY_SOCKET=$NOTIFY WATCHDOG_USEC=200000 strace -f -qq -o "$TMP/strace" \
 	systemd-socket-activate --seqpacket -l "$SOCK" -E NOTIFY_SOCKET -E WATCHDOG_USEC \

@@ -77,7 +77,7 @@ start_daemon() {
 	"$PMCDAEMON_BIN" --socket "$SOCK" --verbose "$@" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	# Ready once it says so: the socket exists a moment before its signal handlers do.
-	for _ in $(seq 200); do
+	for _ in $(seq 2400); do
 		[ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && return 0
 		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "pmcdaemon exited at start"; }
 		sleep 0.05
@@ -92,7 +92,7 @@ start_helper() {
 	shift 2
 	"$@" >"$out" 2>&1 &
 	HELPER_PIDS+=($!)
-	for _ in $(seq 200); do
+	for _ in $(seq 2400); do
 		grep -qx "$ready" "$out" && return 0
 		sleep 0.05
 	done
@@ -122,7 +122,7 @@ start_fuse_hold() {
 	"$PMC_TEST_FUSE_BIN" "$TMP/fuse" >"$TMP/fuse.out" 2>&1 &
 	FUSE=$!
 	HELPER_PIDS+=($FUSE) # first: the other helpers' exits wait for it
-	for _ in $(seq 200); do
+	for _ in $(seq 2400); do
 		grep -qx mounted "$TMP/fuse.out" && break
 		kill -0 $FUSE 2>/dev/null || { wait $FUSE && rc=0 || rc=$?; [ "$rc" = 77 ] && skip "no FUSE here: $(cat "$TMP/fuse.out")"; fail "fuse-hold: $(cat "$TMP/fuse.out")"; }
 		sleep 0.05
@@ -138,18 +138,18 @@ fuse_attach() {
 	shift
 	"$@" "$SOCK" attach "$TMP/fuse/f" >"$TMP/attach.out" 2>&1 &
 	HELPER_PIDS+=($!)
-	for _ in $(seq 400); do grep -q "^verdict:" "$TMP/attach.out" && break; sleep 0.05; done
+	for _ in $(seq 2400); do grep -q "^verdict:" "$TMP/attach.out" && break; sleep 0.05; done
 	expect_eq "two never-closing files attached to a Status by $who: closed, and the next client served" "$(sed -n 's/^verdict: //p' "$TMP/attach.out")" pass
-	for _ in $(seq 200); do grep -q "^flush" "$TMP/fuse.out" && break; sleep 0.05; done
+	for _ in $(seq 2400); do grep -q "^flush" "$TMP/fuse.out" && break; sleep 0.05; done
 	grep -q "^flush" "$TMP/fuse.out" || fail "the daemon never tried to close the file: $(cat "$TMP/fuse.out")"
 	pass "the daemon's closer thread waits on the file's flush"
 }
 
 pmcctl() { "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
 
-# wait_status FIELD MIN: until `pmcctl status`'s FIELD is at least MIN (10 s), else fail
+# wait_status FIELD MIN: until `pmcctl status`'s FIELD is at least MIN (120 s), else fail
 wait_status() {
-	for _ in $(seq 200); do
+	for _ in $(seq 2400); do
 		[ "$(pmcctl status --format json | jq ".$1")" -ge "$2" ] && return 0
 		sleep 0.05
 	done
@@ -240,7 +240,7 @@ load_programs() {
 # metrics_port: the port of a daemon started with --metrics 127.0.0.1:0, from its log
 metrics_port() {
 	local port
-	for _ in $(seq 100); do
+	for _ in $(seq 2400); do
 		port=$(sed -n 's|^.*serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$TMP/daemon.log")
 		[ -n "$port" ] && { echo "$port"; return 0; }
 		daemon_alive
@@ -260,7 +260,7 @@ start_prometheus() {
 		prometheus --config.file="$1" --storage.tsdb.path="$TMP/prom-data" \
 			--web.listen-address="127.0.0.1:$port" >"$TMP/prometheus.log" 2>&1 &
 		PROM_PID=$!
-		for _ in $(seq 200); do
+		for _ in $(seq 1200); do
 			curl -sf -o /dev/null "http://127.0.0.1:$port/-/ready" && { PROM_URL=http://127.0.0.1:$port; break; }
 			kill -0 "$PROM_PID" 2>/dev/null || break
 			sleep 0.1
