@@ -61,7 +61,8 @@
  *                            ended (SECONDS at most), print how many the daemon refused
  *                            at accept ("refused=": an error Response came first) and
  *                            closed at its --hello-timeout ("closed=": EOF alone), and
- *                            any still open after SECONDS ("open=")
+ *                            any still open after SECONDS ("open=") or never connected
+ *                            ("failed=")
  *   SOCKET regions N SECONDS register this thread, send one sample of each of N regions
  *                            (r0, r1, ...), call Status, then hold the connection SECONDS
  *   SOCKET unread N          register, define 40 regions, then send N Queries without
@@ -72,8 +73,15 @@
  *                            every histogram block
  *   SOCKET dead-threads N    register N threads (page-faults) that then end without a
  *                            ThreadExit, then this thread: prints its answer
- *   SOCKET flood SECONDS     register, then send batches of 64 samples as fast as the
- *                            socket takes them, with a Status call every 100, for SECONDS
+ *   SOCKET flood SECONDS     register (then print "connected"), then send batches of 64
+ *                            samples as fast as the socket takes them, with a Status call
+ *                            every 100, for SECONDS or until the file PMC_TEST_RAW_STOP
+ *                            names exists
+ *   SOCKET hog stream|whole SECONDS
+ *                            print "connected", then Queries with histograms as fast as
+ *                            it can, streamed (every part read) or whole, for SECONDS or
+ *                            until the file PMC_TEST_RAW_STOP names exists; prints
+ *                            queries=N and bytes=N
  *   SOCKET lie N             register, then send N batches of one sample that each claim
  *                            88,999 samples dropped and 100,001 sent before
  *   SOCKET claim-max N       register, then send N batches of one sample that each claim
@@ -753,6 +761,31 @@ __lsan_is_turned_off(void)
 	return 1;
 }
 
+/* Whether a mode that runs for SECONDS (until END) goes on: until END, or until the file
+ * that PMC_TEST_RAW_STOP names exists (looked at when I is a multiple of EVERY: a test ends
+ * its hogs once it has checked what it came for, not after a time it guessed). */
+static bool
+running(time_t end, uint64_t i, uint64_t every)
+{
+	static const char *stop;
+	static bool looked;
+	if (!looked) {
+		stop = getenv("PMC_TEST_RAW_STOP");
+		looked = true;
+	}
+	if (stop && i % every == 0 && access(stop, F_OK) == 0)
+		return false;
+	return time(NULL) < end;
+}
+
+/* A mode that runs for a while says, once its Hello was answered, that it is at work. */
+static void
+say_connected(void)
+{
+	printf("connected\n");
+	fflush(stdout);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -817,12 +850,14 @@ main(int argc, char **argv)
 		 * error Response, then EOF (refused at accept), or EOF alone (closed at the
 		 * daemon's --hello-timeout). Waited for, not guessed by time: a loaded machine
 		 * takes its time to accept. */
-		int n = atoi(argv[3]), refused = 0, closed = 0, open_ = 0, fds[256];
+		int n = atoi(argv[3]), refused = 0, closed = 0, open_ = 0, failed = 0, fds[256];
 		if (n < 1 || n > 256)
 			return 2;
 		for (int i = 0; i < n; i++)
 			if ((fds[i] = pmc_wire_connect(argv[1])) >= 0)
 				open_++;
+			else
+				failed++;
 		struct timespec t0;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		long deadline_ms = atol(argv[4]) * 1000;
@@ -838,16 +873,21 @@ main(int argc, char **argv)
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			long left = deadline_ms - ((t.tv_sec - t0.tv_sec) * 1000 +
 			                           (t.tv_nsec - t0.tv_nsec) / 1000000);
-			if (left <= 0 || poll(p, (nfds_t)np, (int)left) <= 0)
+			if (left <= 0)
+				break;
+			int r = poll(p, (nfds_t)np, (int)left);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
 				break;
 			for (int k = 0; k < np; k++) {
 				if (!p[k].revents)
 					continue;
 				char b[512];
-				ssize_t r = recv(p[k].fd, b, sizeof(b), MSG_DONTWAIT);
-				if (r < 0 && errno == EAGAIN)
+				ssize_t got = recv(p[k].fd, b, sizeof(b), MSG_DONTWAIT);
+				if (got < 0 && errno == EAGAIN)
 					continue;
-				if (r > 0)
+				if (got > 0)
 					refused++;
 				else
 					closed++;
@@ -858,6 +898,8 @@ main(int argc, char **argv)
 		}
 		if (open_ > 0)
 			printf("open=%d\n", open_);
+		if (failed > 0)
+			printf("failed=%d\n", failed);
 		printf("refused=%d\nclosed=%d\n", refused, closed);
 		return 0;
 	}
@@ -1351,7 +1393,8 @@ main(int argc, char **argv)
 		time_t end = time(NULL) + atoi(argv[3]);
 		if (register_self(fd) < 0 || send_regions(fd, 1, 64, 1, 0, 0) < 0)
 			return 1;
-		for (uint64_t i = 1; time(NULL) < end; i++) {
+		say_connected();
+		for (uint64_t i = 1; running(end, i, 64); i++) {
 			if (send_regions(fd, 1, 64, 0, 0, 64 * i) < 0)
 				return 1;
 			if (i % 100 == 0 && status_served(fd) < 0)
@@ -1613,13 +1656,14 @@ main(int argc, char **argv)
 		bool stream = !strcmp(argv[3], "stream");
 		time_t end = time(NULL) + atoi(argv[4]);
 		uint64_t queries = 0, bytes = 0;
+		say_connected();
 		Pmc__Query q = PMC__QUERY__INIT;
 		Pmc__Request qr = PMC__REQUEST__INIT;
 		q.hist = true;
 		q.stream = stream;
 		qr.body_case = PMC__REQUEST__BODY_QUERY;
 		qr.query = &q;
-		for (; time(NULL) < end; queries++) {
+		for (; running(end, queries, 1); queries++) {
 			if (pmc_wire_send(fd, &qr.base, NULL, 0, 0) < 0)
 				return 1;
 			for (bool more = true; more;) {

@@ -69,16 +69,17 @@ bounded $((hwm - rss0)) "8 whole queries at once"
 pass "8 connections' whole queries ($(cat "$TMP"/whole.* | sed -n 's/^queries=//p' | paste -sd+ | bc) refused): peak $((hwm - rss0)) kB over the daemon's resting memory"
 
 # The hog, uid 65534: two connections streaming histogram queries, one asking for whole ones
-# (each refused), eight flooding batches, each for 10 s; the victim, uid 65533, meanwhile:
-# once all 11 of the hog's connections are served (the count, uid 65534's own status, leaves
-# its own connection out; the whole-query hogs above are gone from it first).
-hangups_taken
+# (each refused), eight flooding batches; the victim, uid 65533, meanwhile: once each of the
+# hog's 11 connections said it is at work (its Hello answered), the hog stopped once the
+# victim's checks are done ($TMP/w/stop; 120 s at most).
+mkdir -m 1777 "$TMP/w"
+hog() { PMC_TEST_RAW_STOP=$TMP/w/stop raw "$@"; }
 hogs=()
-for _ in 1 2; do raw hog stream 10 >"$TMP/hog-stream.$_" & hogs+=($!); done
-raw hog whole 10 >"$TMP/hog-whole" & hogs+=($!)
-for i in $(seq 8); do raw flood 10 >/dev/null & hogs+=($!); done
-hog_conns() { [ "$(as_user "$PMCCTL_BIN" --socket "$SOCK" status --format json | jq .clients)" -ge 11 ]; }
-wait_until "the hog's 11 connections" 120 hog_conns
+for i in 1 2; do hog hog stream 120 >"$TMP/hog-stream.$i" & hogs+=($!); done
+hog hog whole 120 >"$TMP/hog-whole" & hogs+=($!)
+for i in $(seq 8); do hog flood 120 >"$TMP/flood.$i" & hogs+=($!); done
+at_work() { [ "$(cat "$TMP"/hog-stream.* "$TMP/hog-whole" "$TMP"/flood.* | grep -c '^connected$')" = 11 ]; }
+wait_until "the hog's 11 connections at work" 120 at_work
 as_victim "$PMC_TEST_RAW_BIN" "$SOCK" victim 50 >"$TMP/victim" 2>&1 || fail "the victim's Hello or Status: $(cat "$TMP/victim")"
 pass "the victim's 50 Hello and Status beside the hog (us p50 p99 max): $(tr '\n' ' ' <"$TMP/victim")"
 setpriv --reuid=65533 --regid=65533 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
@@ -87,6 +88,7 @@ vpid=$!
 wait $vpid || fail "the victim's client: $(cat "$TMP/v.err")"
 setpriv --reuid=65533 --regid=65533 --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" query --region pages --pid $vpid --format json >"$TMP/vq" || fail "the victim's query: $(cat "$TMP/vq")"
 expect_faults "the victim's page-faults beside the hog" "$(jq '.regions[0].events["page-faults"].sum' "$TMP/vq")" 10
+touch "$TMP/w/stop"
 for h in "${hogs[@]}"; do wait "$h" || fail "a hog failed"; done
 for f in "$TMP"/hog-stream.* "$TMP/hog-whole"; do
 	[ "$(kv queries "$f")" -gt 0 ] || fail "a hog got no reply: $(cat "$f")"

@@ -128,11 +128,13 @@ expect_eq "though the user sees it" \
 # One the user starts while the command runs, outside its tree, is not either: the command
 # says it started ($TMP/w/started), then waits for $TMP/w/go, made once the other one ended.
 mkdir -m 1777 "$TMP/w"
+# (The command's wait is bounded too, 120 s, should the test fail before it makes go.)
 run_as_user --events page-faults --format json -- sh -c "touch $TMP/w/started;
-	while [ ! -e $TMP/w/go ]; do sleep 0.05; done; exec $PMC_TEST_CLIENT_BIN steady 1 20 5000" \
-	>"$TMP/j" 2>&1 &
+	for i in \$(seq 2400); do [ -e $TMP/w/go ] && break; sleep 0.05; done;
+	exec $PMC_TEST_CLIENT_BIN steady 1 20 5000" >"$TMP/j" 2>&1 &
 R=$!
-wait_until "the command to start" 120 test -e "$TMP/w/started"
+started() { [ -e "$TMP/w/started" ] || { kill -0 "$R" 2>/dev/null || fail "run ended early: $(cat "$TMP/j")"; false; }; }
+wait_until "the command to start" 120 started
 run_client "$TMP/u" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" named unrelated 1 3
 touch "$TMP/w/go"
 wait "$R" || fail "run: $(cat "$TMP/j")"

@@ -71,7 +71,9 @@ for _ in $(seq 2400); do [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.l
 EV=page-faults,task-clock,context-switches,cpu-migrations
 as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 >"$TMP/hog" 2>"$TMP/hog.err" &
 hog=$!
-wait_until "the hog's first thread registered" 120 at_least 65534 threads 1
+# The victim once the hog holds all it may while alone (6 threads): its refused threads then
+# find no room again after the victim, and each counted thread counted its 40 regions.
+wait_until "the hog's 6 threads registered" 120 at_least 65534 threads 6
 victim "$TMP/vf" env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" pages 2 5
 expect_faults "counter fds: the victim's page-faults" \
 	"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
