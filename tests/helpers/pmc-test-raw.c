@@ -761,9 +761,10 @@ __lsan_is_turned_off(void)
 	return 1;
 }
 
-/* Whether a mode that runs for SECONDS (until END) goes on: until END, or until the file
- * that PMC_TEST_RAW_STOP names exists (looked at when I is a multiple of EVERY: a test ends
- * its hogs once it has checked what it came for, not after a time it guessed). */
+/* Whether a mode that runs for SECONDS (until END) goes on at its I-th turn: until END, or
+ * until the file that PMC_TEST_RAW_STOP names exists (looked at when I is a multiple of
+ * EVERY, never before the first turn is done: a test ends its hogs once it has checked what
+ * it came for, not after a time it guessed, and each has done its work at least once). */
 static bool
 running(time_t end, uint64_t i, uint64_t every)
 {
@@ -773,7 +774,7 @@ running(time_t end, uint64_t i, uint64_t every)
 		stop = getenv("PMC_TEST_RAW_STOP");
 		looked = true;
 	}
-	if (stop && i % every == 0 && access(stop, F_OK) == 0)
+	if (stop && i > 0 && i % every == 0 && access(stop, F_OK) == 0)
 		return false;
 	return time(NULL) < end;
 }

@@ -10,13 +10,13 @@ run_as_user() { as_user "$PMCCTL_BIN" run "$@"; }
 # --- with the test daemon, as uid 65534 ---
 # Another process of the same user records meanwhile: it is not the command's.
 # (setpriv and env exec: $! is the client's pid)
+# (It holds its thread until $TMP/w0/go, made once the command's runs below are done.)
+mkdir -m 1777 "$TMP/w0"
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
-	"$PMC_TEST_CLIENT_BIN" steady 1 200 5000 >"$TMP/other" 2>&1 &
+	"$PMC_TEST_CLIENT_BIN" steady 1 200 5000 "$TMP/w0/go" >"$TMP/other" 2>&1 &
 OTHER=$!
-for _ in $(seq 2400); do
-	[ "$(pmcctl status --format json | jq .threads)" -ge 1 ] && break
-	sleep 0.05
-done
+other_registered() { [ "$(pmcctl status --format json | jq .threads)" -ge 1 ]; }
+wait_until "the other process's thread registered" 120 other_registered
 
 run_as_user --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
 	fail "run exits $?: $(cat "$TMP/err")"
@@ -118,6 +118,7 @@ expect_eq "a command that is not there" $rc 127
 grep -q "cannot run '/nonexistent/program': No such file or directory" "$TMP/err" || fail "$(cat "$TMP/err")"
 expect_eq "run without a command" $rc2 2
 
+touch "$TMP/w0/go"
 wait "$OTHER" || fail "the other client failed: $(cat "$TMP/other")"
 for f in first exit3; do
 	expect_eq "a process started before the command is not the command's ($f)" \

@@ -61,28 +61,31 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # Counter fds: 100 fds for the daemon leave 36 for counters, a share of 9 for each uid:
 # uid 65534's 12 threads of 4 events get 6 threads (24 fds: all but a newcomer's share of
-# 9, 4 fds a thread) while alone, fewer when the victim came meanwhile, and the victim
-# still registers.
+# 9, 4 fds a thread) while alone, and the victim still registers. The hog's threads hold
+# their counters until $TMP/w/go (steady's F): its 6 refused threads, which retry, find no
+# room while the 6 hold theirs (a 7th would make 28 > 27, 22 beside the victim), so that
+# exactly 6 threads count their 40 regions each.
 # (The log emptied first: the wait below must not read the last daemon's "listening on".)
 : >"$TMP/daemon.log"
 (ulimit -n 100 && exec "$PMCDAEMON_BIN" --socket "$SOCK" --verbose) 2>"$TMP/daemon.log" &
 DAEMON_PID=$!
-for _ in $(seq 2400); do [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log" && break; sleep 0.05; done
+fd_daemon_up() { daemon_alive; [ -S "$SOCK" ] && grep -q "listening on" "$TMP/daemon.log"; }
+wait_until "the fd-limited daemon to listen" 120 fd_daemon_up
 EV=page-faults,task-clock,context-switches,cpu-migrations
-as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 >"$TMP/hog" 2>"$TMP/hog.err" &
+mkdir -m 1777 "$TMP/w"
+as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 "$TMP/w/go" >"$TMP/hog" 2>"$TMP/hog.err" &
 hog=$!
-# The victim once the hog holds all it may while alone (6 threads): its refused threads then
-# find no room again after the victim, and each counted thread counted its 40 regions.
 wait_until "the hog's 6 threads registered" 120 at_least 65534 threads 6
 victim "$TMP/vf" env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" pages 2 5
 expect_faults "counter fds: the victim's page-faults" \
 	"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
+hog_count() { ctl_as 65534 query --region steady --format json | jq '[.regions[].count] | add // 0'; }
+hog_counted() { [ "$(hog_count)" -ge 240 ]; }
+wait_until "the hog's 6 threads' 240 regions" 120 hog_counted
+touch "$TMP/w/go"
 wait $hog || fail "the hog failed: $(cat "$TMP/hog.err")"
 grep -q -- "--max-fds-per-user 9" "$TMP/hog.err" || fail "the hog was not told: $(cat "$TMP/hog.err")"
-n=$(ctl_as 65534 query --region steady --format json | jq '.regions[].count')
-[ $((n % 40)) = 0 ] && [ "$n" -ge 160 ] && [ "$n" -le 240 ] ||
-	fail "the hog's threads counted: $n regions, want 4 to 6 threads of 40 (past its share of 2)"
-pass "the hog's threads counted: $((n / 40)) of 12, past its share of 2"
+expect_eq "the hog's threads counted (6 of 12 x 40 regions, past its share of 2)" "$(hog_count)" 240
 kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 
 # A flood of batches, with Status calls, from two connections of uid 65534: the victim's
