@@ -64,12 +64,13 @@ pmcctl status | grep -qi "lost" || fail "pmcctl status does not show lost sample
 # closed by the daemon (slot_free), so that none of pmcctl's is among the fds counted. Only
 # sockets and counters are counted: what a client's leak would leave; a periodic save (every
 # second here) holds a directory, a file and a pidfd for a moment, in the same fd table.
-daemon_fds() { find /proc/"$DAEMON_PID"/fd -mindepth 1 -maxdepth 1 -lname 'socket:*' -o -lname '*perf_event*' | wc -l; }
+# (Not lib.sh's daemon_fds, which counts every fd.)
+client_fds() { find /proc/"$DAEMON_PID"/fd -mindepth 1 -maxdepth 1 -lname 'socket:*' -o -lname '*perf_event*' | wc -l; }
 threads_are() { [ "$(status_of threads)" = "$1" ]; }
-fds_are() { [ "$(daemon_fds)" = "$1" ]; }
+fds_are() { [ "$(client_fds)" = "$1" ]; }
 hangups_taken
 slot_free
-fds_before=$(daemon_fds)
+fds_before=$(client_fds)
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults,task-clock \
 	"$PMC_TEST_CLIENT_BIN" steady 4 100000 100 >/dev/null 2>&1 &
 cpid=$!

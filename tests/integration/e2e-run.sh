@@ -15,8 +15,7 @@ mkdir -m 1777 "$TMP/w0"
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" PMC_EVENTS=page-faults \
 	"$PMC_TEST_CLIENT_BIN" steady 1 200 5000 "$TMP/w0/go" >"$TMP/other" 2>&1 &
 OTHER=$!
-other_registered() { [ "$(pmcctl status --format json | jq .threads)" -ge 1 ]; }
-wait_until "the other process's thread registered" 120 other_registered
+wait_status threads 1
 
 run_as_user --events page-faults --format json -- "$PMC_TEST_CLIENT_BIN" pages 4 10 >"$TMP/j" 2>"$TMP/err" ||
 	fail "run exits $?: $(cat "$TMP/err")"

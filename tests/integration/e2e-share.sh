@@ -4,8 +4,6 @@
 . "$(dirname "$0")/../lib/lib.sh"
 raw() { as_user "$PMC_TEST_RAW_BIN" "$SOCK" "$@"; }
 ctl_as() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups -- "$PMCCTL_BIN" --socket "$SOCK" "$@"; }
-# at_least UID KEY N: uid UID's own status says KEY >= N
-at_least() { [ "$(ctl_as "$1" status --format json | jq ".$2")" -ge "$3" ]; }
 # victim OUT ARGS...: the test client as uid 65533; its pid in VICTIM_PID
 victim() {
 	local out=$1
@@ -75,7 +73,7 @@ EV=page-faults,task-clock,context-switches,cpu-migrations
 mkdir -m 1777 "$TMP/w"
 as_user env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" steady 12 40 25000 "$TMP/w/go" >"$TMP/hog" 2>"$TMP/hog.err" &
 hog=$!
-wait_until "the hog's 6 threads registered" 120 at_least 65534 threads 6
+wait_status threads 6 # the hog's, the only threads yet
 victim "$TMP/vf" env PMC_EVENTS=$EV "$PMC_TEST_CLIENT_BIN" pages 2 5
 expect_faults "counter fds: the victim's page-faults" \
 	"$(region_json pages "$VICTIM_PID" | jq '.events["page-faults"].sum')" 10
@@ -96,7 +94,7 @@ raw flood 4 >/dev/null &
 f1=$!
 raw flood 4 >/dev/null &
 f2=$!
-wait_until "the floods' first samples" 120 at_least 65534 samples 1
+wait_status samples 1 # the floods', the only samples to this daemon
 victim_counted "beside a flood"
 expect_eq "the victim's own status" "$(ctl_as 65533 status --format json | jq .samples)" 5
 wait $f1 $f2 || fail "flood"
