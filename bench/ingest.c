@@ -7,20 +7,21 @@
  *	(page-faults, task-clock, context-switches, cpu-migrations; the fds received are closed),
  *	define a few regions and one root call path per region (path k: region k, no parent) in
  *	one Define, then send one prebuilt full SampleBatch (512 samples, its region column
- *	those path ids, no def_*) after another with blocking send(), as fast as the daemon
- *	takes them. With PMC_BENCH_OLD_CLIENT=1 in the environment (or where the daemon does
- *	not take call paths: a line on stderr says so) they connect as an older client does:
- *	Hello without call_paths, the regions announced (def_id, def_name) in a first
- *	SampleBatch, region ids in the batches. The steady batch is the same datagram either
- *	way. REPS times: the load runs; the daemon's own sample counter (Status) is read
- *	SECONDS apart; the load pauses; then protobuf-c alone unpacks (and frees) the datagram
- *	the first load process sends, in a loop for SECONDS / 2 on this core (on CPU N with
- *	PMC_BENCH_UNPACK_CPU=N: bench/run puts it on the daemon's). Prints the way
- *	the load talked (client=call-paths or client=old) and the medians: daemon samples/s
- *	over wall time, the daemon's CPU use meanwhile (/proc/PID/schedstat) and samples per
- *	daemon CPU-second, protobuf-c's samples per second of wall and of CPU time, and the
- *	median per-repetition ratio of the two per-CPU-second rates (one core's capacity each:
- *	other processes on the machine take CPU time from either side unevenly).
+ *	those path ids, no def_*) after another, as fast as the daemon takes them: as frames
+ *	of a SampleRing of 1 MiB (a RingWake when the daemon had read every earlier one), as
+ *	libpmcclient does, where the daemon takes one; with PMC_BENCH_DATAGRAMS=1 (or a daemon
+ *	that takes no ring) as datagrams with blocking send(). With PMC_BENCH_OLD_CLIENT=1 in the
+ *environment (or where the daemon does not take call paths: a line on stderr says so) they connect
+ *as an older client does: Hello without call_paths, the regions announced (def_id, def_name) in a
+ *first SampleBatch, region ids in the batches. The steady batch is the same datagram either way.
+ *REPS times: the load runs; the daemon's own sample counter (Status) is read SECONDS apart; the
+ *load pauses; then protobuf-c alone unpacks (and frees) the datagram the first load process sends,
+ *in a loop for SECONDS / 2 on this core (on CPU N with PMC_BENCH_UNPACK_CPU=N: bench/run puts it on
+ *the daemon's). Prints the way the load talked (client=call-paths or client=old) and the medians:
+ *daemon samples/s over wall time, the daemon's CPU use meanwhile (/proc/PID/schedstat) and samples
+ *per daemon CPU-second, protobuf-c's samples per second of wall and of CPU time, and the median
+ *per-repetition ratio of the two per-CPU-second rates (one core's capacity each: other processes on
+ *the machine take CPU time from either side unevenly).
  *
  *   pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...
  *	Ingest with other work beside it. NPROC load processes send as in ingest (with call
@@ -42,9 +43,11 @@
  *	ingest (512 samples over 8 call paths, 4 events) counted into a registry of its own (8
  *	regions, a root path each) by the daemon's code in place (batch_scan() and
  *	ingest_batch() reading the columns where they lie), decoded into arrays first (the
- *	columns copied, then counted as before the in-place path), and unpacked (and freed) by
- *	protobuf-c alone; REPS times, each for SECONDS / 3, in rotating order, CPU time. Prints
- *	the medians in ns per batch and the median per-repetition ratios to protobuf-c's.
+ *	columns copied, then counted as before the in-place path), unpacked (and freed) by
+ *	protobuf-c alone, and, as a SampleRing's frame holds them, the same samples in fixed
+ *	form (wall_ns_fixed, values_fixed) counted in place ("fixed"); REPS times, each for
+ *	SECONDS / 4, in rotating order, CPU time. Prints the medians in ns per batch and the
+ *	median per-repetition ratios to protobuf-c's unpack of the varint batch.
  *
  *   pmc-bench-ingest query SOCKET
  *	The whole of a streamed Query (every region of every process), each part read and
@@ -118,6 +121,7 @@
 #include "model/batch.h"
 #include "model/ingest.h"
 #include "model/registry.h"
+#include "wire/ring.h"
 #include "wire/wire.h"
 
 #define BATCH 512
@@ -194,7 +198,7 @@ call(int fd, Pmc__Request *req)
 /* Connects and says Hello, asking for call paths with @want_paths (as libpmcclient does).
  * Return: the socket; *@paths (unless NULL): whether the daemon agreed on call paths. */
 static int
-conn_open_paths(const char *path, int want_paths, int *paths)
+conn_open_paths(const char *path, int want_paths, int *paths, uint32_t *ring)
 {
 	int fd = pmc_wire_connect(path);
 
@@ -211,6 +215,10 @@ conn_open_paths(const char *path, int want_paths, int *paths)
 	if (paths)
 		*paths = want_paths && resp->body_case == PMC__RESPONSE__BODY_HELLO &&
 		         resp->hello && resp->hello->call_paths;
+	if (ring)
+		*ring = resp->body_case == PMC__RESPONSE__BODY_HELLO && resp->hello
+		                ? resp->hello->sample_ring
+		                : 0;
 	pmc__response__free_unpacked(resp, NULL);
 	return fd;
 }
@@ -219,7 +227,7 @@ conn_open_paths(const char *path, int want_paths, int *paths)
 static int
 conn_open(const char *path)
 {
-	return conn_open_paths(path, 0, NULL);
+	return conn_open_paths(path, 0, NULL, NULL);
 }
 
 /* PMC_BENCH_OLD_CLIENT set (and not "0"): the load talks as a client without call paths. */
@@ -311,11 +319,78 @@ register_self_as(int fd, const struct events *e, int pidfd)
 	pmc__response__free_unpacked(resp, NULL);
 }
 
+static void send_all(int fd, const uint8_t *buf, size_t len);
+
+/* How a load process sends: into a SampleRing (wire/ring.h) of PMC_BENCH_RING bytes where the
+ * daemon takes one, as libpmcclient does by default, else (PMC_BENCH_DATAGRAMS=1 too) as
+ * datagrams with blocking send(). */
+struct out {
+	int fd;
+	struct pmc_ring ring;
+	uint64_t sent; /* datagrams sent: each frame's `after` */
+};
+
+/* libpmcclient's (PMC_SAMPLE_RING). */
+#define PMC_BENCH_RING (1u << 20)
+
+/* A SampleRing for @o, where the daemon offered @offered bytes and datagrams are not asked
+ * for. */
+static void
+out_ring(struct out *o, uint32_t offered)
+{
+	const char *v = getenv("PMC_BENCH_DATAGRAMS");
+	if (offered < PMC_BENCH_RING || (v && *v && strcmp(v, "0") != 0))
+		return;
+	int rfd, r = pmc_ring_create(&o->ring, PMC_BENCH_RING, &rfd);
+	if (r < 0)
+		die("pmc_ring_create: %s", strerror(-r));
+	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
+	sr.bytes = PMC_BENCH_RING;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
+	req.sample_ring = &sr;
+	if ((r = pmc_wire_send(o->fd, &req.base, &rfd, 1, 0)) < 0)
+		die("send the SampleRing: %s", strerror(-r));
+	close(rfd);
+	o->sent++;
+}
+
+static void
+out_send(struct out *o, const uint8_t *buf, size_t len)
+{
+	if (!o->ring.hdr) {
+		send_all(o->fd, buf, len);
+		o->sent++;
+		return;
+	}
+	for (;;) {
+		bool wake;
+		int r = pmc_ring_put(&o->ring, o->sent, buf, len, &wake);
+		if (r == 0 && wake) {
+			Pmc__RingWake w = PMC__RING_WAKE__INIT;
+			Pmc__Request req = PMC__REQUEST__INIT;
+			req.body_case = PMC__REQUEST__BODY_RING_WAKE;
+			req.ring_wake = &w;
+			if ((r = pmc_wire_send(o->fd, &req.base, NULL, 0, 0)) < 0)
+				die("send a RingWake: %s", strerror(-r));
+			o->sent++;
+		}
+		if (r == 0)
+			return;
+		if (r != -EAGAIN)
+			die("the sample ring: %s", strerror(-r));
+		/* Full: the daemon is behind by a whole ring (some 200 batches). */
+		sleep_s(50e-6);
+	}
+}
+
 /* Call paths (as libpmcclient after its Hello): one Define naming regions 1..@n_regions and
  * defining one root path per region (path k: region k, parent 0), so that the batches' ids
  * 1..@n_regions are path ids. No reply. */
+static void out_send(struct out *o, const uint8_t *buf, size_t len);
+
 static void
-define_paths(int fd, uint32_t n_regions)
+define_paths(struct out *o, uint32_t n_regions)
 {
 	char names[N_REGIONS][32], *def_name[N_REGIONS];
 	uint32_t ids[N_REGIONS], parents[N_REGIONS];
@@ -339,9 +414,10 @@ define_paths(int fd, uint32_t n_regions)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_DEFINE;
 	req.define = &d;
-	int r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
-	if (r < 0)
-		die("send the Define: %s", strerror(-r));
+	uint8_t buf[4096];
+	if (pmc__request__get_packed_size(&req) > sizeof(buf))
+		die("define_paths: the Define is too long");
+	out_send(o, buf, pmc__request__pack(&req, buf));
 }
 
 static uint64_t
@@ -360,6 +436,10 @@ struct batch {
 	size_t len;
 	size_t samples;
 };
+
+/* batch_build() writes the wall times and values in fixed form (wall_ns_fixed, values_fixed),
+ * as libpmcclient does in a SampleRing's frames. */
+static int batch_fixed;
 
 /* Packs a SampleBatch of @n_samples plausible samples (region ids 1..@n_regions, wall times of
  * 1-50 us, task-clock close to the wall time, a few page faults and context switches) for
@@ -404,10 +484,17 @@ batch_build(pid_t tid, size_t n_ev, size_t n_samples, uint32_t first_id, uint32_
 		}
 		b.n_region = n_samples;
 		b.region = region;
-		b.n_wall_ns = n_samples;
-		b.wall_ns = wall;
-		b.n_values = n_samples * n_ev;
-		b.values = values;
+		if (batch_fixed) {
+			b.n_wall_ns_fixed = n_samples;
+			b.wall_ns_fixed = wall;
+			b.n_values_fixed = n_samples * n_ev;
+			b.values_fixed = values;
+		} else {
+			b.n_wall_ns = n_samples;
+			b.wall_ns = wall;
+			b.n_values = n_samples * n_ev;
+			b.values = values;
+		}
 	}
 	if (announce) {
 		for (uint32_t k = 0; k < n_regions && k < BATCH; k++) {
@@ -438,9 +525,9 @@ batch_build(pid_t tid, size_t n_ev, size_t n_samples, uint32_t first_id, uint32_
 }
 
 static void
-send_all(int fd, const struct batch *b)
+send_all(int fd, const uint8_t *buf, size_t len)
 {
-	while (send(fd, b->buf, b->len, MSG_NOSIGNAL) < 0)
+	while (send(fd, buf, len, MSG_NOSIGNAL) < 0)
 		if (errno != EINTR)
 			die("send: %s", strerror(errno));
 }
@@ -452,6 +539,7 @@ struct load_ctl {
 	atomic_int tid;        /* the thread of the first load process ready */
 	atomic_int call_paths; /* load processes that talk with call paths */
 	atomic_int fell_back;  /* load processes the daemon did not agree with */
+	atomic_int ring;       /* load processes that send in a SampleRing */
 };
 
 static void
@@ -461,13 +549,20 @@ load_run(const char *path, struct load_ctl *ctl, double seconds)
 
 	events_get(&e);
 	int want_paths = !old_client_wanted(), paths;
-	int fd = conn_open_paths(path, want_paths, &paths);
+	uint32_t offered;
+	int fd = conn_open_paths(path, want_paths, &paths, &offered);
+	struct out o = {.fd = fd, .sent = 1};
 	/* A deep queue, so that the daemon never waits for a load process that is not
 	 * scheduled: 4 MiB is about 800 batches. Forced past wmem_max where root may. */
 	int sz = 4 << 20;
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	register_self(fd, &e);
+	o.sent++;
+	out_ring(&o, offered);
+	batch_fixed = o.ring.hdr != NULL;
+	if (batch_fixed)
+		atomic_fetch_add(&ctl->ring, 1);
 	pid_t tid = gettid_();
 	/* With call paths, the names and paths in a Define and the first batch without def_*:
 	 * the batches' ids are path ids. Else (an older client) the names in the first batch.
@@ -476,12 +571,12 @@ load_run(const char *path, struct load_ctl *ctl, double seconds)
 		fprintf(stderr, "pmc-bench-ingest: the daemon does not take call paths (its "
 		                "HelloReply): the load talks as an older client\n");
 	if (paths) {
-		define_paths(fd, N_REGIONS);
+		define_paths(&o, N_REGIONS);
 		atomic_fetch_add(&ctl->call_paths, 1);
 	}
 	struct batch first = batch_build(tid, e.n, BATCH, 1, N_REGIONS, !paths, 1);
 	struct batch steady = batch_build(tid, e.n, BATCH, 1, N_REGIONS, 0, 1);
-	send_all(fd, &first);
+	out_send(&o, first.buf, first.len);
 	int none = 0;
 	(void)atomic_compare_exchange_strong(&ctl->tid, &none, (int)tid);
 	atomic_fetch_add(&ctl->ready, 1);
@@ -491,10 +586,11 @@ load_run(const char *path, struct load_ctl *ctl, double seconds)
 			sleep_s(0.001);
 			continue;
 		}
-		send_all(fd, &steady);
+		out_send(&o, steady.buf, steady.len);
 		atomic_fetch_add(&ctl->sent, steady.samples);
 	}
 	close(fd);
+	pmc_ring_unmap(&o.ring);
 	free(first.buf);
 	free(steady.buf);
 }
@@ -584,7 +680,8 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	        mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pid_t kids[MAX_PROCS];
 	static double rate[MAX_REPS], cpu[MAX_REPS], per_cpu[MAX_REPS], unpack[MAX_REPS],
-	        unpack_cpu[MAX_REPS], ratio[MAX_REPS];
+	        unpack_cpu[MAX_REPS], ratio[MAX_REPS], unpack_fixed[MAX_REPS],
+	        unpack_fixed_cpu[MAX_REPS];
 
 	if (ctl == MAP_FAILED)
 		die("mmap: %s", strerror(errno));
@@ -614,6 +711,15 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	int paths = atomic_load(&ctl->call_paths);
 	if (paths && paths != nproc)
 		die("%d of %d load processes talk with call paths", paths, nproc);
+	int ring = atomic_load(&ctl->ring);
+	if (ring && ring != nproc)
+		die("%d of %d load processes send in a SampleRing", ring, nproc);
+	/* What the ring's frames hold: the same samples in fixed form (protobuf-c's unpack of it
+	 * printed beside, not the ratio's baseline: the datagram above is). */
+	batch_fixed = ring != 0;
+	struct batch steady_fixed =
+	        batch_build((pid_t)atomic_load(&ctl->tid), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	batch_fixed = 0;
 
 	for (int rep = 0; rep < reps; rep++) {
 		atomic_store(&ctl->go, 1);
@@ -632,6 +738,9 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 		per_cpu[rep] =
 		        c1 > c0 ? (double)(s1.samples - s0.samples) * 1e9 / (double)(c1 - c0) : 0;
 		unpack_rate(&steady, seconds / 2, &unpack[rep], &unpack_cpu[rep]);
+		if (ring)
+			unpack_rate(&steady_fixed, seconds / 2, &unpack_fixed[rep],
+			            &unpack_fixed_cpu[rep]);
 		ratio[rep] = per_cpu[rep] / unpack_cpu[rep];
 		fprintf(stderr,
 		        "  ingest rep %d: daemon %.2f M samples/s (%.0f %% of a core, %.2f M per "
@@ -649,6 +758,12 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	printf("procs=%d\nreps=%d\nseconds=%.2f\nbatch_samples=%d\nbatch_bytes=%zu\n", nproc, reps,
 	       seconds, BATCH, steady.len);
 	printf("client=%s\n", paths ? "call-paths" : "old");
+	printf("transport=%s\n", ring ? "ring" : "datagrams");
+	if (ring) {
+		printf("frame_bytes=%zu\n", steady_fixed.len);
+		printf("unpack_fixed_samples_per_cpu_s=%.0f\n",
+		       bench_median(unpack_fixed_cpu, (size_t)reps));
+	}
 	printf("ingest_samples_per_s=%.0f\n", bench_median(rate, (size_t)reps));
 	printf("daemon_cpu=%.3f\n", bench_median(cpu, (size_t)reps));
 	printf("ingest_samples_per_cpu_s=%.0f\n", bench_median(per_cpu, (size_t)reps));
@@ -656,6 +771,7 @@ cmd_ingest(const char *path, int nproc, int reps, double seconds)
 	printf("unpack_samples_per_cpu_s=%.0f\n", bench_median(unpack_cpu, (size_t)reps));
 	printf("ingest_ratio=%.3f\n", bench_median(ratio, (size_t)reps));
 	free(steady.buf);
+	free(steady_fixed.buf);
 	close(fd);
 	return 0;
 }
@@ -706,8 +822,8 @@ cmd_decode(int reps, double seconds)
 	struct decode_ctx d;
 	struct stats_budget budget = {.limit = SIZE_MAX, .keep = SIZE_MAX};
 	uint32_t ev_id[BENCH_MAX_EVENTS];
-	static double ns[3][MAX_REPS], ratio[3][MAX_REPS];
-	const char *names[3] = {"inplace", "arrays", "unpack"};
+	static double ns[4][MAX_REPS], ratio[4][MAX_REPS];
+	const char *names[4] = {"inplace", "arrays", "unpack", "fixed"};
 
 	events_get(&e);
 	struct process *p = registry_process(&reg, getpid(), getuid());
@@ -728,17 +844,22 @@ cmd_decode(int reps, double seconds)
 		ev_id[j] = (uint32_t)id;
 	}
 	struct batch bt = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	/* The same samples in fixed form, as a SampleRing's frame holds them. */
+	batch_fixed = 1;
+	struct batch bf = batch_build(gettid_(), e.n, BATCH, 1, N_REGIONS, 0, 1);
+	batch_fixed = 0;
 	for (int rep = -1; rep < reps; rep++) {
-		for (int k = 0; k < 3; k++) {
-			int v = (rep + 1 + k) % 3;
+		for (int k = 0; k < 4; k++) {
+			int v = (rep + 1 + k) % 4;
 			uint64_t c0 = bench_cpu_ns(),
-			         end = bench_now_ns() + (uint64_t)(seconds / 3 * 1e9);
+			         end = bench_now_ns() + (uint64_t)(seconds / 4 * 1e9);
 			uint64_t n = 0;
 
 			do {
 				for (int i = 0; i < 16; i++) {
-					if (v < 2) {
-						decode_count(&bt, &d, ev_id, e.n, &budget, v == 0);
+					if (v != 2) {
+						decode_count(v == 3 ? &bf : &bt, &d, ev_id, e.n,
+						             &budget, v != 1);
 						continue;
 					}
 					Pmc__Request *req =
@@ -754,17 +875,19 @@ cmd_decode(int reps, double seconds)
 				ns[v][rep] = (double)(bench_cpu_ns() - c0) / (double)n;
 		}
 		if (rep >= 0)
-			for (int v = 0; v < 3; v++)
+			for (int v = 0; v < 4; v++)
 				ratio[v][rep] = ns[2][rep] / ns[v][rep];
 	}
-	printf("reps=%d\nbatch_samples=%d\nbatch_bytes=%zu\n", reps, BATCH, bt.len);
-	for (int v = 0; v < 3; v++) {
+	printf("reps=%d\nbatch_samples=%d\nbatch_bytes=%zu\nframe_bytes=%zu\n", reps, BATCH, bt.len,
+	       bf.len);
+	for (int v = 0; v < 4; v++) {
 		printf("%s_ns_per_batch=%.0f\n", names[v], bench_median(ns[v], (size_t)reps));
-		if (v < 2)
+		if (v != 2)
 			printf("%s_speed_vs_unpack=%.3f\n", names[v],
 			       bench_median(ratio[v], (size_t)reps));
 	}
 	free(bt.buf);
+	free(bf.buf);
 	registry_free(&reg);
 	return 0;
 }
@@ -1338,7 +1461,7 @@ cmd_regions(const char *path, uint32_t n)
 			struct batch b =
 			        batch_build(tid, e.n, k, first, k, !with_samples, with_samples);
 
-			send_all(fd, &b);
+			send_all(fd, b.buf, b.len);
 			free(b.buf);
 		}
 		st1 = status_get(fd); /* answered after the batches before it */
@@ -1382,7 +1505,7 @@ cmd_clients(const char *path, int n)
 			int c = conn_open(path);
 			register_self(c, &e);
 			struct batch b = batch_build(gettid_(), e.n, 64, 1, 8, 1, 1);
-			send_all(c, &b);
+			send_all(c, b.buf, b.len);
 			/* Wait for the daemon to have read the batch, then say so. */
 			struct status st = status_get(c);
 			(void)st;

@@ -78,6 +78,7 @@
 #include "common/util.h"
 #include "lib/encoder.h"
 #include "wire/pmc-shared.h"
+#include "wire/ring.h"
 #include "wire/wire.h"
 
 #pragma GCC visibility push(hidden)
@@ -139,6 +140,9 @@
  * charged to its sender until it is read, so the sender's buffer, not the daemon's receive
  * buffer, decides how many wait before a send meets a full queue (-EAGAIN). */
 #define PMC_SNDBUF (1 << 20)
+/* The data bytes of a connection's SampleRing (pmc.proto, wire/ring.h), where its daemon takes
+ * one: what waits there for the daemon, in place of datagrams in the socket's buffer. */
+#define PMC_SAMPLE_RING (1u << 20)
 /* Fd numbers a thread's registration leaves above its fds under RLIMIT_NOFILE, for the
  * application. */
 #define PMC_FD_RESERVE 16
@@ -425,6 +429,17 @@ struct pmc_conn {
 	 * wait.c's pmc__app_wait_room_locked()); none waits for room again until a send goes
 	 * through (cleared by send.c and register.c then, and by a new connection). */
 	int room_late;
+	/* The connection's SampleRing (ring.hdr NULL: none), where pmc__send_locked() puts what
+	 * needs no fd and no reply; the datagrams sent on it so far (each frame says how many
+	 * came before it); the last send that met no room met a full ring (not a full socket:
+	 * the waits for room look at the ring then); a RingWake that failed (-errno: the next
+	 * send fails with it); the ring's tail when the socket was last seen up (UINT64_MAX: not
+	 * yet). */
+	struct pmc_ring ring;
+	uint64_t ring_seen;
+	uint64_t sent;
+	int wait_ring;
+	int ring_err;
 };
 
 /* Registering threads (register.c): under G.conn.lock but where said. */
@@ -581,10 +596,12 @@ count_loss(struct pmc_thread *t, unsigned why, uint64_t n)
 
 /* What a daemon's HelloReply said it takes (pmc__daemon_connect()). */
 struct pmc_hello {
-	int failed;     /* the connect worked, the Hello did not */
-	int call_paths; /* call paths (Hello.call_paths, Define) */
-	int heads;      /* the heads table, which was sent */
-	int pidfd;      /* a pidfd with each RegisterThread */
+	int failed;           /* the connect worked, the Hello did not */
+	int call_paths;       /* call paths (Hello.call_paths, Define) */
+	int heads;            /* the heads table, which was sent */
+	int pidfd;            /* a pidfd with each RegisterThread */
+	struct pmc_ring ring; /* the SampleRing sent (hdr NULL: none) */
+	uint64_t sent;        /* the datagrams sent */
 	char version[32];
 	char why[256]; /* the daemon's words when it refused */
 };
@@ -600,6 +617,18 @@ void pmc__connection_set_locked(int fd, const struct pmc_hello *h);
 void pmc__connect_locked(void);
 /* Called with G.conn.lock held after a send failed with @r: ST_LOST unless @r only delays. */
 void pmc__connection_failed_locked(int r);
+/* Called with G.conn.lock held: sends the packed Request @buf (@len bytes), which carries no
+ * fd and has no reply, without waiting: into the connection's ring where it has one (with a
+ * RingWake when its daemon may be idle), else as a datagram. Return: 0, -EAGAIN (no room
+ * now: pmc__app_wait_room_locked() or pmc__wait_room_locked() waits for it), -EMSGSIZE, or
+ * another -errno (-EPIPE: the daemon is gone or closed the ring: not sent). */
+int pmc__send_locked(const uint8_t *buf, size_t len);
+/* pmc__send_locked() of @msg, packed (on the stack, or in memory allocated for a large one:
+ * -ENOMEM). */
+int pmc__send_msg_locked(const ProtobufCMessage *msg);
+/* Called with G.conn.lock held: a datagram carrying @n_fds fds, or one that wants a reply, as
+ * pmc_wire_send() (MSG_DONTWAIT), counted for the ring's order. */
+int pmc__send_fds_locked(const ProtobufCMessage *msg, const int *fds, size_t n_fds);
 void pmc__conn_fork_child(void);
 
 /* env.c */
@@ -611,6 +640,8 @@ bool pmc__env_read(void);
 const char *pmc__env_socket(void);
 /* The pmcctl run this process runs under (PMC_RUN_TAG), or NULL. */
 const char *pmc__env_run_tag(void);
+/* At each connect: PMC_RING=0, datagrams only (no SampleRing, whatever the daemon takes). */
+bool pmc__env_no_ring(void);
 
 /* register.c */
 

@@ -12,6 +12,29 @@
 
 #include "lib/client-internal.h"
 
+/* Sends a new SampleRing on @fd, just connected (best effort: datagrams without one), into
+ * @o->ring when it went. */
+static void
+ring_send(int fd, struct pmc_hello *o)
+{
+	struct pmc_ring rg;
+	int rfd;
+	if (pmc_ring_create(&rg, PMC_SAMPLE_RING, &rfd) < 0)
+		return;
+	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
+	sr.bytes = PMC_SAMPLE_RING;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
+	req.sample_ring = &sr;
+	if (pmc_wire_send(fd, &req.base, &rfd, 1, MSG_DONTWAIT) == 0) {
+		o->ring = rg;
+		o->sent++;
+	} else {
+		pmc_ring_unmap(&rg);
+	}
+	close(rfd);
+}
+
 /* Connects to the daemon at @path and says Hello, waiting for its answer within the wait bound
  * when @app, else up to PMC_CALL_TIMEOUT_MS. Return: the socket (non-blocking), or -errno; *@o says
  * what the daemon answered: a failed Hello (o->failed) from a failed connect, the daemon's words
@@ -45,6 +68,7 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 	if (app) {
 		/* As pmc_wire_call(), its wait within the wait bound. */
 		r = pmc_wire_send(fd, &req.base, NULL, 0, 0);
+		o->sent += r == 0;
 		bool answered = r == -EPIPE || r == -ECONNRESET; /* its refusal may be there */
 		if (r == 0 || answered) {
 			int w = answered ? 1 : pmc__wait_fd(fd, POLLIN, false);
@@ -58,6 +82,7 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 		}
 	} else {
 		r = pmc_wire_call(fd, &req, PMC_CALL_TIMEOUT_MS, NULL, 0, NULL, &resp);
+		o->sent += r == 0;
 	}
 	if (r == 0 && resp->error) {
 		snprintf(o->why, sizeof(o->why), "%s", resp->message);
@@ -66,7 +91,9 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 	const Pmc__HelloReply *hr =
 	        r == 0 && resp->body_case == PMC__RESPONSE__BODY_HELLO ? resp->hello : NULL;
 	bool table = false;
+	uint32_t ring = 0;
 	if (hr) {
+		ring = hr->sample_ring;
 		o->call_paths = hr->call_paths;
 		if (hr->max_path_id)
 			atomic_store(&G.conn.path_max, hr->max_path_id < PMC_MAX_PATHS - 1
@@ -92,8 +119,13 @@ pmc__daemon_connect(const char *path, bool app, struct pmc_hello *o)
 	}
 	/* The heads table, before any registration that names a word of it (best effort: a
 	 * daemon that does not get it counts as lost what batches announced, as before). */
-	if (table)
+	if (table) {
 		o->heads = pmc__heads_send(fd);
+		o->sent += o->heads;
+	}
+	/* The ring, before anything that goes in it (best effort: datagrams without one). */
+	if (ring >= PMC_SAMPLE_RING && !pmc__env_no_ring())
+		ring_send(fd, o);
 	return fd;
 }
 
@@ -106,6 +138,11 @@ pmc__connection_set_locked(int fd, const struct pmc_hello *h)
 	G.conn.call_paths = h->call_paths;
 	G.conn.heads = h->heads;
 	G.conn.takes_pidfd = h->pidfd;
+	G.conn.ring = h->ring;
+	G.conn.ring_seen = UINT64_MAX;
+	G.conn.sent = h->sent;
+	G.conn.wait_ring = 0;
+	G.conn.ring_err = 0;
 	memcpy(G.conn.daemon_version, h->version, sizeof(G.conn.daemon_version));
 }
 
@@ -194,6 +231,8 @@ pmc__connection_failed_locked(int r)
 	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
 	pmc_wire_close_draining(G.conn.fd, 0);
 	G.conn.fd = -1;
+	/* Under the lock: a thread waiting for room in it (unlocked) looks at it under the lock. */
+	pmc_ring_unmap(&G.conn.ring);
 	G.conn.heads = 0; /* the next connection says whether its daemon has the table */
 	G.reg.late = 0;   /* its reply went with the connection */
 	atomic_store(&G.conn.state, ST_LOST);
@@ -209,10 +248,95 @@ pmc__conn_fork_child(void)
 	if (G.conn.fd >= 0)
 		close(G.conn.fd);
 	G.conn.fd = -1;
+	/* The parent's ring is the parent's: the child's mapping of it goes, unread by it. */
+	pmc_ring_unmap(&G.conn.ring);
 	G.conn.heads = 0;
 	pthread_mutex_init(&G.conn.lock, NULL);
 	/* The child's wait bound is its own, whole (wait.c). */
 	G.conn.room_late = 0;
 	if (atomic_load(&G.conn.state) == ST_ON || atomic_load(&G.conn.state) == ST_LOST)
 		atomic_store(&G.conn.state, ST_NONE);
+}
+
+int
+pmc__send_fds_locked(const ProtobufCMessage *msg, const int *fds, size_t n_fds)
+{
+	int r = pmc_wire_send(G.conn.fd, msg, fds, n_fds, MSG_DONTWAIT);
+	if (r == 0)
+		G.conn.sent++;
+	else if (r == -EAGAIN)
+		G.conn.wait_ring = 0;
+	return r;
+}
+
+/* A RingWake: the daemon may have read every frame and gone idle. A full socket needs none
+ * (the daemon reads the ring as it reads the socket); a daemon gone fails the next send. */
+static void
+ring_wake_locked(void)
+{
+	Pmc__RingWake w = PMC__RING_WAKE__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_RING_WAKE;
+	req.ring_wake = &w;
+	int r = pmc__send_fds_locked(&req.base, NULL, 0);
+	if (r < 0 && r != -EAGAIN)
+		G.conn.ring_err = r;
+}
+
+int
+pmc__send_locked(const uint8_t *buf, size_t len)
+{
+	if (G.conn.ring_err)
+		return G.conn.ring_err;
+	if (!G.conn.ring.hdr) {
+		if (len > WIRE_MAX_DATAGRAM)
+			return -EMSGSIZE;
+		for (;;) {
+			if (send(G.conn.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+				G.conn.sent++;
+				G.conn.room_late = 0; /* the daemon takes datagrams again */
+				return 0;
+			}
+			if (errno == EAGAIN)
+				G.conn.wait_ring = 0;
+			if (errno != EINTR)
+				return -errno;
+		}
+	}
+	/* A daemon that read nothing since the last look, or read everything (it may be idle),
+	 * may have died (a frame put then would be lost unsaid, where a send fails): its socket
+	 * is looked at (no event asked for: poll() says a hang-up only). One that is reading
+	 * frames is alive: no system call. */
+	uint64_t tail = pmc_ring_tail(&G.conn.ring);
+	if (tail == G.conn.ring_seen || tail == G.conn.ring.pos) {
+		struct pollfd p = {.fd = G.conn.fd, .events = 0};
+		if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+			return -EPIPE;
+	}
+	G.conn.ring_seen = tail;
+	bool wake;
+	int r = pmc_ring_put(&G.conn.ring, G.conn.sent, buf, len, &wake);
+	if (r == 0) {
+		G.conn.room_late = 0;
+		if (wake)
+			ring_wake_locked();
+	} else if (r == -EAGAIN) {
+		G.conn.wait_ring = 1;
+	}
+	return r;
+}
+
+int
+pmc__send_msg_locked(const ProtobufCMessage *msg)
+{
+	uint8_t stack[4096];
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	uint8_t *buf = len <= sizeof(stack) ? stack : malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	protobuf_c_message_pack(msg, buf);
+	int r = pmc__send_locked(buf, len);
+	if (buf != stack)
+		free(buf);
+	return r;
 }

@@ -78,6 +78,8 @@ pmc_sample_at(const void *samples, size_t stride, size_t i)
  *             past the daemon's bound), bare without (a daemon that takes no call paths:
  *             @path_keep 0); a flagged id stays flagged with @paths, bare without
  * @paths: the connection agreed on call paths
+ * @fixed: the wall times and values in fixed form (wall_ns_fixed, values_fixed: a daemon that
+ *         takes a SampleRing takes it), written right after the regions; else as varints
  * @def_id: room for @n ids: receives the ids defined (the caller unmarks them when the batch
  *          is not sent)
  * @n_def: set to how many
@@ -93,6 +95,7 @@ struct pmc_batch {
 	const uint32_t *path_region;
 	uint32_t path_keep;
 	bool paths;
+	bool fixed;
 	uint32_t *def_id;
 	size_t n_def;
 	uint64_t dropped, sent_before, pending;
@@ -180,11 +183,12 @@ pmc_close_field(uint8_t *head, unsigned field, uint8_t *payload, uint8_t *end)
 	return at + len;
 }
 
-/* A length-delimited field of the @len bytes at @src, at @p, at or before @src. */
+/* A length-delimited field of the @len bytes at @src, at @p, at or before @src (its tag and
+ * length take at most 7 bytes). */
 static inline uint8_t *
 pmc_put_bytes(uint8_t *p, unsigned field, const uint8_t *src, size_t len)
 {
-	*p++ = (uint8_t)(field << 3 | 2);
+	p = pmc_put_varint(p, field << 3 | 2);
 	p = pmc_put_varint(p, len);
 	memmove(p, src, len);
 	return p + len;
@@ -219,6 +223,13 @@ pmc_encode_samples(struct pmc_batch *b, const void *s0, size_t stride, size_t k,
 			b->def_id[nd++] = id;
 		}
 		last = id;
+		if (b->fixed) {
+			memcpy(w, &s->wall, sizeof(s->wall));
+			w += sizeof(s->wall);
+			memcpy(v, s->values, k * sizeof(s->values[0]));
+			v += k * sizeof(s->values[0]);
+			continue;
+		}
 		w = pmc_put_varint(w, s->wall);
 		for (size_t j = 0; j < k; j++)
 			v = pmc_put_varint(v, s->values[j]);
@@ -275,9 +286,9 @@ pmc_batch_encode(struct pmc_batch *b, uint8_t *buf, uint8_t **start)
 		pay = pmc_open_field(p, n * 5);
 		uint8_t *q = pmc_encode_samples_k(b, s0, stride, pay, &w, &v, &nd);
 		p = pmc_close_field(head, 2, pay, q);
-		p = pmc_put_bytes(p, 3, wall, (size_t)(w - wall));
+		p = pmc_put_bytes(p, b->fixed ? 61 : 3, wall, (size_t)(w - wall));
 		if (k)
-			p = pmc_put_bytes(p, 4, values, (size_t)(v - values));
+			p = pmc_put_bytes(p, b->fixed ? 62 : 4, values, (size_t)(v - values));
 	}
 	/* scaled: left out, as the ratios are, when no value was extrapolated. */
 	uint32_t any_scaled = 0, any_first = 0;

@@ -97,3 +97,10 @@ pmc__env_run_tag(void)
 	const char *tag = env_get("PMC_RUN_TAG");
 	return tag && strlen(tag) <= 32 ? tag : NULL;
 }
+
+bool
+pmc__env_no_ring(void)
+{
+	const char *v = env_get("PMC_RING");
+	return v && !strcmp(v, "0");
+}

@@ -125,8 +125,7 @@ register_call_locked(const Pmc__Request *req, int *pidfd, int *fds, size_t *n_fd
                      Pmc__Response **out)
 {
 	int r;
-	while ((r = pmc_wire_send(G.conn.fd, &req->base, pidfd, *pidfd >= 0, MSG_DONTWAIT)) ==
-	       -EAGAIN)
+	while ((r = pmc__send_fds_locked(&req->base, pidfd, *pidfd >= 0)) == -EAGAIN)
 		if (pmc__app_wait_room_locked(false) < 0)
 			return -EAGAIN;
 	if (r < 0)
@@ -563,7 +562,7 @@ pmc__reattach_locked(struct pmc_thread *t)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_REGISTER_THREAD;
 	req.register_thread = &rt;
-	int r = pmc_wire_send(G.conn.fd, &req.base, &pidfd, pidfd >= 0, MSG_DONTWAIT);
+	int r = pmc__send_fds_locked(&req.base, &pidfd, pidfd >= 0);
 	if (r == 0)
 		t->conn = G.conn.n;
 	return r;

@@ -28,7 +28,7 @@ pmc__thread_exit_send_locked(pid_t tid, uint64_t deadline, bool unlock)
 	req.body_case = PMC__REQUEST__BODY_THREAD_EXIT;
 	req.thread_exit = &te;
 	int r;
-	while ((r = pmc_wire_send(G.conn.fd, &req.base, NULL, 0, MSG_DONTWAIT)) == -EAGAIN &&
+	while ((r = pmc__send_msg_locked(&req.base)) == -EAGAIN &&
 	       (deadline ? pmc__wait_room_locked(deadline, unlock)
 	                 : pmc__app_wait_room_locked(unlock)) == 0 &&
 	       atomic_load(&G.conn.state) == ST_ON)
@@ -73,22 +73,6 @@ warn_losses(const struct pmc_thread *t, const uint64_t *loss)
 		        pmc_loss_name(PMC_LOSS_EXITED));
 }
 
-/* Called with G.conn.lock held: sends the @len bytes at @buf as one datagram, without waiting. */
-static int
-send_locked(const uint8_t *buf, size_t len)
-{
-	if (len > WIRE_MAX_DATAGRAM)
-		return -EMSGSIZE;
-	for (;;) {
-		if (send(G.conn.fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
-			G.conn.room_late = 0; /* the daemon takes datagrams again */
-			return 0;
-		}
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
 /* Called with G.conn.lock held: what define_locked() is putting in one Define. */
 struct defs {
 	Pmc__Define d;
@@ -109,7 +93,7 @@ defs_send_locked(struct defs *m)
 	Pmc__Request req = PMC__REQUEST__INIT;
 	req.body_case = PMC__REQUEST__BODY_DEFINE;
 	req.define = &m->d;
-	int r = pmc_wire_send(G.conn.fd, &req.base, NULL, 0, MSG_DONTWAIT);
+	int r = pmc__send_msg_locked(&req.base);
 	if (r < 0) {
 		for (size_t i = 0; i < m->d.n_def_id; i++)
 			G.sent.announced[m->def_id[i]] = 0;
@@ -222,6 +206,7 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 	        .path_region = G.paths.region,
 	        .path_keep = G.conn.call_paths ? atomic_load(&G.conn.path_max) : 0,
 	        .paths = G.conn.call_paths,
+	        .fixed = G.conn.ring.hdr != NULL, /* a frame: the daemon counts it as it lies */
 	        .def_id = def_id,
 	        .sent_before = G.sent.total,
 	        .pending = hd - end,
@@ -253,10 +238,10 @@ send_slice_locked(struct pmc_thread *t, const struct ring *rg, uint64_t start, u
 		Pmc__Request fr = PMC__REQUEST__INIT;
 		fr.body_case = PMC__REQUEST__BODY_THREAD_FLOOR;
 		fr.thread_floor = &f;
-		if (pmc_wire_send(G.conn.fd, &fr.base, NULL, 0, MSG_DONTWAIT) == 0)
+		if (pmc__send_msg_locked(&fr.base) == 0)
 			t->floor_pending = 0;
 	}
-	int r = send_locked(msg, len);
+	int r = pmc__send_locked(msg, len);
 	if (r < 0) {
 		for (size_t i = 0; i < b.n_def; i++)
 			G.sent.announced[def_id[i]] = 0;
@@ -477,6 +462,7 @@ service_main(void *arg)
 			}
 			if (atomic_load(&G.conn.state) != ST_LOST) {
 				close(fd);
+				pmc_ring_unmap(&h.ring);
 				continue;
 			}
 			pmc__connection_set_locked(fd, &h);

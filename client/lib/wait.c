@@ -45,6 +45,21 @@ wait_end(void)
 	return end;
 }
 
+/* When an application's wait that is free to @free_to and capped at @cap ends, looked at @now:
+ * @free_to while it is free, then (charged from then on: wait_enter() once, *@charged set) when
+ * the wait bound is spent, @cap at the latest. */
+static uint64_t
+app_wait_end(uint64_t now, uint64_t free_to, uint64_t cap, bool *charged)
+{
+	if (now < free_to)
+		return free_to;
+	if (!*charged)
+		wait_enter(now);
+	*charged = true;
+	uint64_t until = wait_end();
+	return until > cap ? cap : until;
+}
+
 int
 pmc__wait_fd(int fd, short events, bool unlock)
 {
@@ -58,18 +73,10 @@ pmc__wait_fd(int fd, short events, bool unlock)
 	if (unlock)
 		pthread_mutex_unlock(&G.conn.lock);
 	for (;;) {
-		uint64_t until = free_to;
-		if (now >= free_to) {
-			if (!charged)
-				wait_enter(now);
-			charged = true;
-			until = wait_end();
-			if (until > cap)
-				until = cap;
-			if (now >= until) {
-				r = 0;
-				break;
-			}
+		uint64_t until = app_wait_end(now, free_to, cap, &charged);
+		if (now >= until) {
+			r = 0;
+			break;
 		}
 		r = poll(&p, 1, ms_left(until));
 		if (r > 0 || (r < 0 && errno != EINTR)) {
@@ -86,12 +93,50 @@ pmc__wait_fd(int fd, short events, bool unlock)
 	return r;
 }
 
+/* Called with G.conn.lock held, after a put met a full ring: waits until its daemon read a
+ * frame (its tail moved), the socket hung up, or the connection changed (1), or until
+ * @deadline (0: as pmc__wait_fd() waits for an application's thread, charged, up to the wait
+ * bound) (0). Nothing tells the waiter when a tail moves: it looks every millisecond, the lock
+ * taken for each look when @unlock (the ring is unmapped only under it). */
+static int
+wait_ring_locked(uint64_t deadline, bool unlock)
+{
+	uint64_t now = util_now_ns(CLOCK_MONOTONIC), t0 = pmc_ring_tail(&G.conn.ring);
+	const uint64_t free_to = now + PMC_PROMPT_MS * UINT64_C(1000000);
+	const uint64_t cap = now + PMC_CALL_TIMEOUT_MS * UINT64_C(1000000);
+	unsigned n = G.conn.n;
+	int fd = G.conn.fd, r = 0;
+	bool charged = false;
+	for (;;) {
+		uint64_t until = deadline ? deadline : app_wait_end(now, free_to, cap, &charged);
+		if (now >= until)
+			break;
+		if (unlock)
+			pthread_mutex_unlock(&G.conn.lock);
+		/* No event asked for: poll() says only a hang-up (or an error). */
+		struct pollfd p = {.fd = fd, .events = 0};
+		int k = poll(&p, 1, 1);
+		if (unlock)
+			pthread_mutex_lock(&G.conn.lock);
+		if (G.conn.n != n || G.conn.fd != fd || !G.conn.ring.hdr || k > 0 ||
+		    pmc_ring_tail(&G.conn.ring) != t0) {
+			r = 1;
+			break;
+		}
+		now = util_now_ns(CLOCK_MONOTONIC);
+	}
+	if (charged)
+		wait_leave(util_now_ns(CLOCK_MONOTONIC));
+	return r;
+}
+
 int
 pmc__app_wait_room_locked(bool unlock)
 {
 	if (G.conn.room_late)
 		return -EAGAIN;
-	if (pmc__wait_fd(G.conn.fd, POLLOUT, unlock) != 0)
+	if (G.conn.wait_ring && G.conn.ring.hdr ? wait_ring_locked(0, unlock) != 0
+	                                        : pmc__wait_fd(G.conn.fd, POLLOUT, unlock) != 0)
 		return 0;
 	G.conn.room_late = 1;
 	return -EAGAIN;
@@ -108,6 +153,8 @@ pmc__wait_room_locked(uint64_t deadline, bool unlock)
 	int ms = ms_left(deadline), n;
 	if (!ms)
 		return -EAGAIN;
+	if (G.conn.wait_ring && G.conn.ring.hdr)
+		return wait_ring_locked(deadline, unlock) ? 0 : -EAGAIN;
 	if (unlock)
 		pthread_mutex_unlock(&G.conn.lock);
 	/* A signal does not start it over. */

@@ -34,6 +34,8 @@ enum {
 	F_END = 22,
 	F_LAST = F_END,
 	F_FIRST_PATH = 60, /* past the others: seen apart */
+	F_WALL_FIXED = 61,
+	F_VALUES_FIXED = 62,
 };
 _Static_assert(F_LAST < 32, "decode_batch() marks the fields seen in one unsigned");
 #define WT_VARINT 0u
@@ -102,6 +104,41 @@ unpack_u64(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t 
 			return -1;
 	}
 	*n = k;
+	return 0;
+}
+
+/* Whether the @n fixed64 values at @p are all at most STATS_TALLY_MAX_VALUE's 2^49 - 1 (what
+ * a column in place may hold). Four chains: one would take a cycle per value. */
+static bool
+fixed_narrow(const uint8_t *p, size_t n)
+{
+	uint64_t x[4] = {0, 0, 0, 0}, v;
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4)
+		for (size_t j = 0; j < 4; j++) {
+			memcpy(&v, p + 8 * (i + j), sizeof(v));
+			x[j] |= v;
+		}
+	for (; i < n; i++) {
+		memcpy(&v, p + 8 * i, sizeof(v));
+		x[0] |= v;
+	}
+	return ((x[0] | x[1] | x[2] | x[3]) >> (7 * BATCH_INPLACE_BYTES)) == 0;
+}
+
+/* A fixed-form column (wall_ns_fixed, values_fixed) of @len bytes at @p, as the column
+ * wall_ns or values: its number in *@n (at most @cap), its place in *@at and *@at_end. */
+static int
+fixed_col(const uint8_t *p, uint64_t len, size_t cap, size_t *n, const uint8_t **at,
+          const uint8_t **at_end, struct batch_cols *cols)
+{
+	if (len % 8u || len / 8u > cap)
+		return -1;
+	*n = (size_t)(len / 8u);
+	*at = *n ? p : NULL;
+	*at_end = *n ? p + len : NULL;
+	cols->fixed = true;
+	cols->in_place &= fixed_narrow(p, *n);
 	return 0;
 }
 
@@ -265,10 +302,11 @@ u64_field(Pmc__SampleBatch *b, unsigned field)
 /* The body of a SampleBatch in [@p, @end): wall_ns and values checked and counted, their
  * places in @cols (in place unless one is wide). */
 static int
-decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct batch_cols *cols)
+decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct batch_cols *cols,
+             bool shared)
 {
 	unsigned seen = 0;
-	bool seen_first = false;
+	bool seen_first = false, seen_wfix = false, seen_vfix = false;
 	uint64_t v, *u64;
 	bool wide;
 
@@ -285,6 +323,19 @@ decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct b
 		}
 		field = tag >> 3;
 		wt = tag & 7u;
+		if (field == F_WALL_FIXED || field == F_VALUES_FIXED) {
+			bool w = field == F_WALL_FIXED;
+			if ((w ? seen_wfix : seen_vfix) || wt != WT_LEN ||
+			    get_varint(&p, end, 5, &v) < 0 || v > (uint64_t)(end - p) ||
+			    fixed_col(p, v, w ? BATCH_MAX_SAMPLES : BATCH_MAX_VALUES,
+			              w ? &b->n_wall_ns : &b->n_values,
+			              w ? &cols->wall : &cols->values,
+			              w ? &cols->wall_end : &cols->values_end, cols) < 0)
+				return -1;
+			*(w ? &seen_wfix : &seen_vfix) = true;
+			p += v;
+			continue;
+		}
 		if (field == F_FIRST_PATH) {
 			if (seen_first || wt != WT_LEN || get_varint(&p, end, 5, &v) < 0 ||
 			    v > (uint64_t)(end - p) ||
@@ -320,14 +371,14 @@ decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct b
 			b->region = b->n_region ? store.region : NULL;
 			break;
 		case F_WALL_NS:
-			if (scan_u64(p, q, BATCH_MAX_SAMPLES, &b->n_wall_ns, &wide) < 0)
+			if (shared || scan_u64(p, q, BATCH_MAX_SAMPLES, &b->n_wall_ns, &wide) < 0)
 				return -1;
 			cols->in_place &= !wide;
 			cols->wall = b->n_wall_ns ? p : NULL;
 			cols->wall_end = b->n_wall_ns ? q : NULL;
 			break;
 		case F_VALUES:
-			if (scan_u64(p, q, BATCH_MAX_VALUES, &b->n_values, &wide) < 0)
+			if (shared || scan_u64(p, q, BATCH_MAX_VALUES, &b->n_values, &wide) < 0)
 				return -1;
 			cols->in_place &= !wide;
 			cols->values = b->n_values ? p : NULL;
@@ -350,6 +401,9 @@ decode_batch(const uint8_t *p, const uint8_t *end, Pmc__SampleBatch *b, struct b
 		}
 		p = q;
 	}
+	/* One form or the other (protobuf-c takes both: the batch is then refused). */
+	if ((seen_wfix || seen_vfix) && (seen & (1u << F_WALL_NS | 1u << F_VALUES)))
+		return -1;
 	return 0;
 }
 
@@ -361,19 +415,34 @@ decode_col(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t 
 		*out++ = batch_varint_at(&p, limit);
 }
 
+/* The columns at @cols, decoded (varints) or copied (fixed form) into the store. */
+static void
+cols_to_store(const struct batch_cols *cols)
+{
+	if (cols->fixed) {
+		if (cols->wall)
+			memcpy(store.wall_ns, cols->wall, (size_t)(cols->wall_end - cols->wall));
+		if (cols->values)
+			memcpy(store.values, cols->values,
+			       (size_t)(cols->values_end - cols->values));
+		return;
+	}
+	decode_col(cols->wall, cols->wall_end, cols->limit, store.wall_ns);
+	decode_col(cols->values, cols->values_end, cols->limit, store.values);
+}
+
 void
 batch_cols_decode(const struct batch_cols *cols, Pmc__SampleBatch *out)
 {
 	if (!cols->in_place)
 		return;
-	decode_col(cols->wall, cols->wall_end, cols->limit, store.wall_ns);
-	decode_col(cols->values, cols->values_end, cols->limit, store.values);
+	cols_to_store(cols);
 	out->wall_ns = out->n_wall_ns ? store.wall_ns : NULL;
 	out->values = out->n_values ? store.values : NULL;
 }
 
-int
-batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_cols *cols)
+static int
+scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_cols *cols, bool shared)
 {
 	const uint8_t *p = buf, *end = buf + len;
 	uint64_t n;
@@ -386,21 +455,36 @@ batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_c
 		return -EAGAIN;
 	pmc__sample_batch__init(out);
 	*cols = (struct batch_cols){.in_place = true, .limit = end};
-	if (decode_batch(p, end, out, cols) < 0)
+	if (decode_batch(p, end, out, cols, shared) < 0)
 		return -EAGAIN;
 	if (cols->in_place)
 		return 0;
-	/* A wide column: both decoded (checked by the scan: unpack_u64() takes them). */
-	if (cols->wall && unpack_u64(cols->wall, cols->wall_end, end, store.wall_ns,
-	                             BATCH_MAX_SAMPLES, &out->n_wall_ns) < 0)
+	/* A wide column: both decoded (checked by the scan: unpack_u64() takes them), or copied
+	 * (fixed form). */
+	if (cols->fixed) {
+		cols_to_store(cols);
+	} else if ((cols->wall && unpack_u64(cols->wall, cols->wall_end, end, store.wall_ns,
+	                                     BATCH_MAX_SAMPLES, &out->n_wall_ns) < 0) ||
+	           (cols->values && unpack_u64(cols->values, cols->values_end, end, store.values,
+	                                       BATCH_MAX_VALUES, &out->n_values) < 0)) {
 		return -EAGAIN;
-	if (cols->values && unpack_u64(cols->values, cols->values_end, end, store.values,
-	                               BATCH_MAX_VALUES, &out->n_values) < 0)
-		return -EAGAIN;
+	}
 	out->wall_ns = out->n_wall_ns ? store.wall_ns : NULL;
 	out->values = out->n_values ? store.values : NULL;
 	*cols = (struct batch_cols){.in_place = false};
 	return 0;
+}
+
+int
+batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_cols *cols)
+{
+	return scan(buf, len, out, cols, false);
+}
+
+int
+batch_scan_shared(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_cols *cols)
+{
+	return scan(buf, len, out, cols, true);
 }
 
 int

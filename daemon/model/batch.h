@@ -3,7 +3,10 @@
  * fields packed, no region definitions, no unknown fields) and leaves everything else to
  * protobuf-c, so that whatever it decodes, pmc__request__unpack() decodes the same. Its two
  * long columns (wall_ns and values) may be left where they lie, checked and counted, for
- * ingest.h to read in place (batch_scan()). */
+ * ingest.h to read in place (batch_scan()). A batch in fixed form (wall_ns_fixed and
+ * values_fixed, in place of wall_ns and values) is given as if its columns were wall_ns and
+ * values (n_wall_ns, n_values and their arrays set, the _fixed fields empty): as the daemon
+ * takes protobuf-c's of it (sample_batch_cols(), session-batch.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -30,7 +33,9 @@
  * types of pmc.proto, repeated fields packed, def_id and
  * def_name absent, varints of at most 9 bytes (5 for lengths, uint32 values at most
  * UINT32_MAX), scale_ratio a multiple of 4 bytes, and at most BATCH_MAX_SAMPLES entries in
- * region, wall_ns and scaled and BATCH_MAX_VALUES in values and scale_ratio.
+ * region, wall_ns and scaled and BATCH_MAX_VALUES in values and scale_ratio; or, in place of
+ * wall_ns and values (not beside either), wall_ns_fixed and values_fixed (multiples of 8
+ * bytes, within the same bounds), given as wall_ns and values.
  * Return: 0, or -EAGAIN for any other datagram (well-formed or not), and for every one on a
  * big-endian machine: decode it with protobuf-c.
  */
@@ -46,14 +51,17 @@ int batch_decode(const uint8_t *buf, size_t len, Pmc__SampleBatch *out);
  *            batch_decode() decodes them, and the pointers below are NULL)
  * @wall: the first byte of wall_ns's packed varints, @wall_end the byte after the last
  * @values: the same for values
+ * @fixed: the batch's columns are in fixed form (SampleBatch.wall_ns_fixed, values_fixed:
+ *         8 bytes each, little-endian, not aligned), @wall and @values their first bytes
  * @limit: the datagram's end: bytes up to it may be read (8 at a time)
  *
- * In place, every varint of the columns is of at most BATCH_INPLACE_BYTES bytes (a value
- * below 2^49) and each column ends with the end of one; their numbers are the batch's
- * n_wall_ns and n_values. An empty column has both its pointers NULL.
+ * In place, every value of the columns is below 2^49 (a varint of at most
+ * BATCH_INPLACE_BYTES bytes, or a fixed-form value so small), and a varint column ends with
+ * the end of one; their numbers are the batch's n_wall_ns and n_values. An empty column has
+ * both its pointers NULL.
  */
 struct batch_cols {
-	bool in_place;
+	bool in_place, fixed;
 	const uint8_t *wall, *wall_end, *values, *values_end, *limit;
 };
 
@@ -70,6 +78,21 @@ struct batch_cols {
  * Return: 0, or -EAGAIN as batch_decode().
  */
 int batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct batch_cols *cols);
+
+/**
+ * batch_scan_shared() - batch_scan() of bytes another process may write meanwhile (a
+ * SampleRing's frame)
+ *
+ * As batch_scan(), but for a batch whose columns are varints (wall_ns, values), which it
+ * leaves to the caller to copy first (-EAGAIN): each byte it reads is read once in one pass
+ * forward, every bound checked on what was read, the scalars, regions, scaled bits, ratios and
+ * first_path copied out, and only columns in fixed form are left where they lie, of a length
+ * it read once. Their values are read again when counted: a writer that changes one then only
+ * changes what its own samples say (values past 2^49 wrap its sums; every index stays in its
+ * bounds). Return: 0, or -EAGAIN (copy the bytes, then batch_scan() or protobuf-c).
+ */
+int batch_scan_shared(const uint8_t *buf, size_t len, Pmc__SampleBatch *out,
+                      struct batch_cols *cols);
 
 /**
  * batch_cols_decode() - decode columns batch_scan() left in place into @out's wall_ns and

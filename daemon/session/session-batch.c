@@ -626,9 +626,32 @@ keep_out_first_path(struct session *s, Pmc__SampleBatch *b, uint32_t *keys, cons
 	return refused;
 }
 
+/* @b's columns in fixed form (wall_ns_fixed, values_fixed) as wall_ns and values, as
+ * batch_scan() gives them: @b itself when it has none, else @tmp (a copy whose arrays are
+ * @b's: protobuf-c's to free). NULL: both forms, a batch refused. */
+static Pmc__SampleBatch *
+sample_batch_cols(Pmc__SampleBatch *b, Pmc__SampleBatch *tmp)
+{
+	if (!b->n_wall_ns_fixed && !b->n_values_fixed)
+		return b;
+	if (b->n_wall_ns || b->n_values)
+		return NULL;
+	*tmp = *b;
+	tmp->n_wall_ns = b->n_wall_ns_fixed;
+	tmp->wall_ns = b->wall_ns_fixed;
+	tmp->n_values = b->n_values_fixed;
+	tmp->values = b->values_fixed;
+	tmp->n_wall_ns_fixed = tmp->n_values_fixed = 0;
+	tmp->wall_ns_fixed = tmp->values_fixed = NULL;
+	return tmp;
+}
+
 static int
 handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *cols)
 {
+	Pmc__SampleBatch cols_tmp;
+	if (!(b = sample_batch_cols(b, &cols_tmp)))
+		return -EBADMSG;
 	struct session_thread *t = session_register_find_thread(s, b->tid);
 	if (!t && session_register_thread_refused(s, b->tid)) {
 		session_count_dropped(s, b->n_region, PMC_LOSS_REFUSED);

@@ -215,39 +215,50 @@ handle_hello(struct session *s, const Pmc__Request *req)
 	hr.heads_table = 1;
 	hr.pidfd = 1;
 	hr.open_command = 1;
+	hr.sample_ring = SESSION_RING_MAX;
 	Pmc__Response resp = PMC__RESPONSE__INIT;
 	resp.body_case = PMC__RESPONSE__BODY_HELLO;
 	resp.hello = &hr;
 	return session_reply(s, &resp, NULL, 0);
 }
 
-/* The client's heads table: a memfd sealed against shrinking (F_GET_SEALS answers for shmem
- * and hugetlbfs alone, without calling into any file system, so this never waits on a FUSE
- * server; a file that cannot shrink cannot take the mapping's pages away), on shmem, of the
- * size it says, mapped read-only. Anything else closes the connection. */
+/* Whether the fd the request carried is a memfd fit to map, of at least @size bytes: sealed
+ * against shrinking (F_GET_SEALS answers for shmem and hugetlbfs alone, without calling into
+ * any file system, so this never waits on a FUSE server; a file that cannot shrink cannot take
+ * the mapping's pages away), on shmem. Return: NULL, or what is wrong, in words. */
+static const char *
+memfd_unfit(const struct session *s, uint64_t size)
+{
+	struct stat st;
+	struct statfs sf;
+	int seals = fcntl(s->rx_fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return "not a memfd sealed against shrinking";
+	/* shmem, not hugetlbfs, whose pages are taken at the first touch and can fail it
+	 * (SIGBUS) when the pool is empty. */
+	if (fstatfs(s->rx_fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
+		return "not a plain memfd (hugetlbfs?)";
+	if (fstat(s->rx_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < size)
+		return "smaller than it says";
+	return NULL;
+}
+
+/* The client's heads table: a memfd fit to map (memfd_unfit()) of the size it says, mapped
+ * read-only. Anything else closes the connection. */
 static int
 handle_heads_table(struct session *s, const Pmc__Request *req)
 {
 	uint32_t n = req->heads_table->slots;
 	const char *bad = NULL;
-	struct stat st;
-	struct statfs sf;
-	int seals = fcntl(s->rx_fd, F_GET_SEALS);
 	if (s->heads)
 		bad = "a second heads table";
 	else if (!n || n > SESSION_MAX_HEADS)
 		bad = "a heads table of no size or too large";
-	else if (seals < 0 || !(seals & F_SEAL_SHRINK))
-		bad = "a heads table that is not a memfd sealed against shrinking";
-	/* shmem, not hugetlbfs, whose pages are taken at the first touch and can fail it
-	 * (SIGBUS) when the pool is empty. */
-	else if (fstatfs(s->rx_fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
-		bad = "a heads table that is not a plain memfd (hugetlbfs?)";
-	else if (fstat(s->rx_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	         (uint64_t)st.st_size < (uint64_t)n * sizeof(uint64_t))
-		bad = "a heads table smaller than it says";
+	else
+		bad = memfd_unfit(s, (uint64_t)n * sizeof(uint64_t));
 	if (bad) {
-		log_warn_limited("pid %d: %s: closing the connection", (int)s->pid, bad);
+		log_warn_limited("pid %d: heads table: %s: closing the connection", (int)s->pid,
+		                 bad);
 		return -EBADMSG;
 	}
 	void *p = mmap(NULL, (size_t)n * sizeof(uint64_t), PROT_READ, MAP_SHARED, s->rx_fd, 0);
@@ -260,6 +271,45 @@ handle_heads_table(struct session *s, const Pmc__Request *req)
 	s->heads = p;
 	s->n_heads = n;
 	s->heads_given_up = req->heads_table->given_up;
+	return 0;
+}
+
+/* The client's SampleRing: a memfd fit to map (memfd_unfit()) of a size HelloReply allowed,
+ * mapped read-write. Anything else closes the connection; a ring that cannot be mapped too
+ * (the client would put frames in it that nobody reads). */
+static int
+handle_sample_ring(struct session *s, const Pmc__Request *req)
+{
+	uint32_t bytes = req->sample_ring->bytes;
+	const char *bad = NULL;
+	if (s->ring.hdr)
+		bad = "a second sample ring";
+	else if (bytes < RING_MIN_BYTES || bytes > SESSION_RING_MAX || (bytes & (bytes - 1u)))
+		bad = "a sample ring of a size not offered";
+	else
+		bad = memfd_unfit(s, (uint64_t)RING_HEADER_BYTES + bytes);
+	if (bad) {
+		log_warn_limited("pid %d: sample ring: %s: closing the connection", (int)s->pid,
+		                 bad);
+		return -EBADMSG;
+	}
+	int r = pmc_ring_map(&s->ring, s->rx_fd, bytes, SESSION_RING_MAX);
+	if (r < 0)
+		log_warn_limited("pid %d: cannot map its sample ring: %s: closing the connection",
+		                 (int)s->pid, strerror(-r));
+	else
+		log_debug("pid %d (uid %d): its batches come in a sample ring of %u bytes",
+		          (int)s->pid, (int)s->uid, bytes);
+	return r < 0 ? -ENOMEM : 0;
+}
+
+/* The client put a frame in its ring while this daemon may have been idle: reading this
+ * datagram reads the ring too (session_dispatch_one()). */
+static int
+handle_ring_wake(struct session *s, const Pmc__Request *req)
+{
+	(void)s;
+	(void)req;
 	return 0;
 }
 
@@ -343,8 +393,9 @@ session_drain_others(struct server *srv, struct session *self, uint64_t budget_n
 			}
 			if (r < 0 && r != -EAGAIN)
 				session_close(o, r);
-			else if (o->def || o->batch_req)
-				session_ready(o); /* its Define, a batch's names: in its slices */
+			else if (o->def || o->batch_req || session_ring_ready(o))
+				session_ready(o); /* its Define, a batch's names, its ring: in its
+				                   * slices */
 		}
 	}
 	srv->deadline_ns = slice_end;
@@ -370,16 +421,29 @@ static const struct {
         [PMC__REQUEST__BODY_DEFINE] = {session_batch_define, true},
         [PMC__REQUEST__BODY_OPEN_COMMAND] = {session_command_open, true},
         [PMC__REQUEST__BODY_HEADS_TABLE] = {handle_heads_table, true},
+        [PMC__REQUEST__BODY_SAMPLE_RING] = {handle_sample_ring, true},
+        [PMC__REQUEST__BODY_RING_WAKE] = {handle_ring_wake, true},
 };
 
-/* Handle the datagram @buf (@len bytes) with the @n_fds @fds (taken) it carried; @drained:
- * what other connections queued was read just now (a request that waited for that).
- * Returns 0 to go on reading, SESSION_STEP_HELD when the request waits for exited clients'
- * queues, < 0 to drop the peer. */
+/* Where handle_datagram()'s bytes come from. */
+enum rx_from {
+	RX_SOCKET,      /* a datagram */
+	RX_RING_COPY,   /* a frame of the connection's ring, copied */
+	RX_RING_SHARED, /* a frame of its ring where it lies: only a plain batch is read there */
+};
+/* handle_datagram() of RX_RING_SHARED bytes that are no plain batch: copy them, then again. */
+#define RX_COPY_FIRST 1000
+
+/* Handle the datagram @buf (@len bytes) with the @n_fds @fds (taken) it carried, or a frame of
+ * its ring (@from); @drained: what other connections queued was read just now (a request that
+ * waited for that). Returns 0 to go on reading, SESSION_STEP_HELD when the request waits for
+ * exited clients' queues, RX_COPY_FIRST (RX_RING_SHARED only: nothing done), < 0 to drop the
+ * peer. */
 static int
 handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, size_t n_fds,
-                bool drained)
+                bool drained, enum rx_from from)
 {
+	bool from_ring = from != RX_SOCKET;
 	/* The hot request, a plain SampleBatch, is decoded by hand, its long columns read in
 	 * place when it is counted; the rest by protobuf-c. */
 	Pmc__Request *req = NULL, fast = PMC__REQUEST__INIT;
@@ -388,11 +452,14 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 	int r = 0;
 	s->rx_cols = NULL;
 	s->outq_empty = false;
-	if (!n_fds && batch_scan(buf, len, &fast_batch, &cols) == 0) {
+	if (!n_fds && (from == RX_RING_SHARED ? batch_scan_shared(buf, len, &fast_batch, &cols)
+	                                      : batch_scan(buf, len, &fast_batch, &cols)) == 0) {
 		fast.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
 		fast.sample_batch = &fast_batch;
 		req = &fast;
 		s->rx_cols = cols.in_place ? &cols : NULL;
+	} else if (from == RX_RING_SHARED) {
+		return RX_COPY_FIRST; /* protobuf-c reads some bytes twice: not where they lie */
 	} else if ((r = pmc_wire_unpack_request(buf, len, &req)) < 0) {
 		if (n_fds)
 			pmc_fdcheck_close(fds[0], (unsigned)s->uid);
@@ -408,17 +475,26 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 	 * behind their batches), the others (a new client's Hello and first registration,
 	 * pmcctl) control. */
 	s->bulk |= c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE;
-	/* Only a RegisterThread that says so, an OpenCommand and a HeadsTable carry an fd:
-	 * exactly one. */
+	/* Only a RegisterThread that says so, an OpenCommand, a HeadsTable and a SampleRing
+	 * carry an fd: exactly one. */
 	bool wants_fd = (c == PMC__REQUEST__BODY_REGISTER_THREAD && req->register_thread->pidfd) ||
-	                c == PMC__REQUEST__BODY_OPEN_COMMAND || c == PMC__REQUEST__BODY_HEADS_TABLE;
+	                c == PMC__REQUEST__BODY_OPEN_COMMAND ||
+	                c == PMC__REQUEST__BODY_HEADS_TABLE || c == PMC__REQUEST__BODY_SAMPLE_RING;
 	/* A reply that counts what exited clients sent last reads their queues first: a
 	 * budget at a time, the request waiting in between (the other uids' turns go on). */
 	bool drains = !drained && !s->srv->draining &&
 	              (c == PMC__REQUEST__BODY_QUERY || c == PMC__REQUEST__BODY_STATUS ||
 	               c == PMC__REQUEST__BODY_RESET);
 	s->rx_fd = n_fds ? fds[0] : -1;
-	if (wants_fd != (n_fds == 1)) {
+	/* A ring holds only what needs neither an fd nor a reply. */
+	bool ringable = c == PMC__REQUEST__BODY_SAMPLE_BATCH || c == PMC__REQUEST__BODY_DEFINE ||
+	                c == PMC__REQUEST__BODY_THREAD_FLOOR || c == PMC__REQUEST__BODY_THREAD_EXIT;
+	if (from_ring && !ringable) {
+		log_warn_limited("pid %d: a request its sample ring cannot carry (body %u): "
+		                 "closing the connection",
+		                 (int)s->pid, c);
+		r = -EBADMSG;
+	} else if (wants_fd != (n_fds == 1)) {
 		log_warn_limited(
 		        "pid %d: %s: closing the connection", (int)s->pid,
 		        !wants_fd ? "unexpected file descriptors"
@@ -481,14 +557,75 @@ held_step(struct session *s)
 		return SESSION_STEP_HELD;
 	}
 	_cleanup_free_ uint8_t *buf = TAKE_PTR(s->held);
-	int r = handle_datagram(s, buf, s->held_len, NULL, 0, true);
+	int r = handle_datagram(s, buf, s->held_len, NULL, 0, true, RX_SOCKET);
 	log_debug("pid %d (uid %d): its request is answered, the exited clients' queues read",
 	          (int)s->pid, (int)s->uid);
 	return r;
 }
 
+bool
+session_ring_ready(struct session *s)
+{
+	struct pmc_ring_frame f;
+	/* A datagram parked behind frames is ready (session_dispatch_one()). After a fence
+	 * (pmc_ring_idle()): a frame put meanwhile is seen, or woken for. A frame whose datagrams
+	 * have not come is not ready: they wake the connection. A broken ring is (its read closes
+	 * the connection). */
+	if (s->parked)
+		return true;
+	if (!s->ring.hdr || pmc_ring_idle(&s->ring))
+		return false;
+	int r = pmc_ring_peek(&s->ring, &f);
+	return r == -EBADMSG || (r == 0 && f.after <= s->rx_count);
+}
+
+/* The next frame of @s's ring, copied and handled, unless its datagrams come first (its
+ * `after`) or there is none: then 1. Else handle_datagram()'s return. */
+static int
+ring_step(struct session *s)
+{
+	struct pmc_ring_frame f;
+	int r = pmc_ring_peek(&s->ring, &f);
+	if (r == -EAGAIN || (r == 0 && f.after > s->rx_count))
+		return 1;
+	if (r < 0 || f.len > SERVER_MAX_REQUEST) {
+		log_warn_limited("pid %d: its sample ring's words or frames are impossible: "
+		                 "closing the connection",
+		                 (int)s->pid);
+		return -EBADMSG;
+	}
+	s->rx_bytes += f.len;
+	/* A plain batch is read where it lies (batch_scan_shared(): its bytes each read once, its
+	 * columns in fixed form counted there); anything else copied first, the client being free
+	 * to write the frame's bytes while they are decoded. The frame stays the reader's until
+	 * it is consumed. */
+	r = handle_datagram(s, f.data, f.len, NULL, 0, false, RX_RING_SHARED);
+	if (r != RX_COPY_FIRST) {
+		pmc_ring_consume(&s->ring, &f);
+		return r;
+	}
+	memcpy(s->srv->rxbuf, f.data, f.len);
+	pmc_ring_consume(&s->ring, &f);
+	return handle_datagram(s, s->srv->rxbuf, f.len, NULL, 0, false, RX_RING_COPY);
+}
+
+/* The datagram parked behind frames of the ring (session_dispatch_one()), handled now that
+ * they are read. */
+static int
+parked_step(struct session *s)
+{
+	_cleanup_free_ uint8_t *buf = TAKE_PTR(s->parked);
+	int fds[1] = {s->parked_fd};
+	size_t n_fds = s->parked_fd >= 0;
+	s->parked_fd = -1;
+	s->rx_count++;
+	return handle_datagram(s, buf, s->parked_len, fds, n_fds, false, RX_SOCKET);
+}
+
 /* Returns 0 to go on reading, -EAGAIN when drained, SESSION_STEP_HELD when a request waits
- * for exited clients' queues, other < 0 to drop the peer. */
+ * for exited clients' queues, other < 0 to drop the peer. A connection with a ring: its
+ * frames and its datagrams in the order the client sent them (each frame after the datagrams
+ * its `after` counts). */
 int
 session_dispatch_one(struct session *s)
 {
@@ -503,11 +640,47 @@ session_dispatch_one(struct session *s)
 		                 (int)s->pid, (int)s->uid, pmc_fdcheck_pending((unsigned)s->uid));
 		return -EMFILE;
 	}
+	if (s->ring.hdr) {
+		int r = ring_step(s);
+		if (r != 1)
+			return r;
+	}
+	if (s->parked)
+		return parked_step(s);
 	int fds[1];
 	size_t n_fds = 0;
 	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
 	ssize_t len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
 	                                 MSG_DONTWAIT, (unsigned)s->uid);
+	/* Nothing queued: before the connection sleeps, its ring looked at again after a fence
+	 * (ring.h: a frame put meanwhile is seen here, or its client sends a RingWake). */
+	if (len == -EAGAIN && s->ring.hdr && !pmc_ring_idle(&s->ring)) {
+		int r = ring_step(s);
+		return r == 1 ? -EAGAIN : r;
+	}
+	/* The client's hang-up (or an error) after the frames it put before it: those first
+	 * (the kernel's hang-up orders them before this look). */
+	if (len < 0 && len != -EAGAIN && s->ring.hdr) {
+		int r = ring_step(s);
+		if (r != 1)
+			return r;
+	}
+	/* A datagram read after a frame put before it was sent (the look above came before the
+	 * frame; this read orders it after): parked until such frames are read. */
+	struct pmc_ring_frame f;
+	if (len > 0 && s->ring.hdr && pmc_ring_peek(&s->ring, &f) == 0 && f.after <= s->rx_count) {
+		s->parked = malloc((size_t)len);
+		if (!s->parked) {
+			if (n_fds)
+				pmc_fdcheck_close(fds[0], (unsigned)s->uid);
+			return -ENOMEM;
+		}
+		memcpy(s->parked, s->srv->rxbuf, (size_t)len);
+		s->parked_len = (size_t)len;
+		s->parked_fd = n_fds ? fds[0] : -1;
+		s->rx_bytes += (uint64_t)len;
+		return 0;
+	}
 	if (len < 0) {
 		if (len == -EMSGSIZE)
 			log_warn_limited("pid %d: request over %u bytes: closing the connection",
@@ -519,7 +692,8 @@ session_dispatch_one(struct session *s)
 		return (int)len;
 	}
 	s->rx_bytes += (uint64_t)len;
-	return handle_datagram(s, s->srv->rxbuf, (size_t)len, fds, n_fds, false);
+	s->rx_count++;
+	return handle_datagram(s, s->srv->rxbuf, (size_t)len, fds, n_fds, false, RX_SOCKET);
 }
 
 static void
@@ -617,8 +791,12 @@ session_serve(struct session *s, uint64_t deadline_ns)
 		return;
 	}
 	/* Its reply waits for room in the socket (its write event is armed), or all is done:
-	 * the next request wakes it. */
-	if (!s->qs && !s->def && !s->batch_req && event_add(s->ev, NULL) < 0)
+	 * the next request wakes it. A frame its ring holds wakes nothing: read in its turn. */
+	if (s->qs || s->def || s->batch_req)
+		return;
+	if (session_ring_ready(s))
+		session_ready(s);
+	else if (event_add(s->ev, NULL) < 0)
 		session_close(s, -ENOMEM);
 }
 
@@ -635,8 +813,13 @@ session_drain_all(struct server *srv, bool final)
 	stopping |= final;
 	struct session *s, *next;
 	if (final) {
-		pmc_list_for_each(s, &srv->sessions, link)
+		/* Likewise its ring: closed, a frame put after this is not sent (its client
+		 * keeps it), and every frame put before is read below (ring.h). */
+		pmc_list_for_each(s, &srv->sessions, link) {
 			shutdown(s->fd, SHUT_RD);
+			if (s->ring.hdr)
+				pmc_ring_close(&s->ring);
+		}
 		/* A Define or a batch's names that goes on in later slices is finished first, at
 		 * once (no slice's end): the drain reads no connection in the middle of one, nor
 		 * any other of its uid's, and what they queued after it would be lost. */
@@ -654,6 +837,25 @@ session_drain_all(struct server *srv, bool final)
 		srv->deadline_ns = slice_end;
 	}
 	session_drain_others(srv, NULL, 0);
+	if (!final)
+		return;
+	/* Every frame a closed ring holds is one its client counts as sent: each read to the
+	 * end (the ring bounds it), with the datagrams they come after; a connection streaming
+	 * a reply or holding a request (pmcctl's, not a library's) is left as it is. */
+	uint64_t slice_end = srv->deadline_ns;
+	pmc_list_for_each_safe(s, next, &srv->sessions, link) {
+		if (!s->ring.hdr || s->qs || s->held)
+			continue;
+		int r = session_pump(s, SESSION_RING_MAX / RING_FRAME_HEADER + WIRE_DRAIN_MAX);
+		if (r < 0)
+			session_close(s, r);
+		else if (!pmc_ring_idle(&s->ring))
+			log_warn_limited(
+			        "pid %d (uid %d): its sample ring not read to its end at the "
+			        "final drain (frames after datagrams that never came)",
+			        (int)s->pid, (int)s->uid);
+	}
+	srv->deadline_ns = slice_end;
 }
 
 int
@@ -781,6 +983,7 @@ session_new(struct server *srv, int fd)
 	s->srv = srv;
 	s->fd = fd;
 	s->rx_fd = -1;
+	s->parked_fd = -1;
 	s->same_ns = -1;
 	s->pid = cred.pid;
 	s->uid = cred.uid;
@@ -880,6 +1083,7 @@ session_free(struct session *s)
 	session_batch_tables_free(s);
 	if (s->heads)
 		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
+	pmc_ring_unmap(&s->ring);
 	pmc_list_remove(&srv->sessions, &s->link);
 	srv->n_sessions--;
 	if (s->proc && --s->proc->connections == 0)
@@ -890,6 +1094,9 @@ session_free(struct session *s)
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	free(s->held);
+	free(s->parked);
+	if (s->parked_fd >= 0)
+		pmc_fdcheck_close(s->parked_fd, (unsigned)s->uid);
 	/* What the peer queued and the daemon did not read would be freed by a plain close,
 	 * here, fds included, and each of those fds' close could wait: the socket goes through
 	 * pmc_fdcheck_close() (session_inflight_close()), closed at once when nothing is queued,

@@ -9,6 +9,7 @@
 #include "common/list.h"
 #include "kernel/creds.h"
 #include "session/loop-sched.h"
+#include "wire/ring.h"
 
 struct batch_cols;
 
@@ -122,6 +123,17 @@ struct session {
 	uint8_t *held;
 	size_t held_len;
 	unsigned gone_read; /* datagrams drains read from it since its process exited */
+	/* The client's SampleRing (pmc.proto), mapped read-write (its tail and state are the
+	 * daemon's words); ring.hdr NULL: none. rx_count: the datagrams read from the socket,
+	 * to which each frame's `after` is compared, so that the two are read in the order the
+	 * client sent them. */
+	struct pmc_ring ring;
+	uint64_t rx_count;
+	/* A datagram read while a frame put before it was sent still waited in the ring: its
+	 * bytes (owned) and fd (-1: none), handled once such frames are read. NULL: none. */
+	uint8_t *parked;
+	size_t parked_len;
+	int parked_fd;
 };
 
 /**
@@ -133,6 +145,9 @@ int session_new(struct server *srv, int fd);
 
 /* Words in a client's heads table at most (HeadsTable.slots): 512 KiB mapped. */
 #define SESSION_MAX_HEADS 65536
+/* The most data bytes of a client's SampleRing (HelloReply.sample_ring): its frames are at most
+ * a quarter of it, SERVER_MAX_REQUEST. */
+#define SESSION_RING_MAX (4u << 20)
 
 /* Daemon time one slice of a connection's work takes at most (a datagram, or a part of
  * a reply, more). */
@@ -167,6 +182,10 @@ int session_pump(struct session *s, unsigned max);
 /** session_ready() - queue @s for a slice (its uid's queue of its class); no-op when
  * queued already */
 void session_ready(struct session *s);
+/* Whether @s's SampleRing holds a frame it may read now (its datagrams read): it is then read
+ * in @s's turns, as a socket with datagrams queued would wake it; or its ring is broken (the
+ * next read closes the connection). */
+bool session_ring_ready(struct session *s);
 
 /**
  * session_drain_all() - handle what every connection has queued now (bounded), closing

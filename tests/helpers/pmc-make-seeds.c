@@ -153,5 +153,18 @@ main(int argc, char **argv)
 	put(f, &reg);
 	put(f, &loss_batch);
 	fclose(f);
+	/* The same batch with its columns in fixed form, as a SampleRing's frame holds it. */
+	Pmc__SampleBatch fb = b;
+	fb.n_wall_ns = fb.n_values = 0;
+	fb.wall_ns = fb.values = NULL;
+	fb.n_wall_ns_fixed = 3, fb.wall_ns_fixed = wall;
+	fb.n_values_fixed = 6, fb.values_fixed = values;
+	Pmc__Request fixed_batch = PMC__REQUEST__INIT;
+	fixed_batch.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	fixed_batch.sample_batch = &fb;
+	f = open_seed(dir, "batch-fixed");
+	put(f, &reg);
+	put(f, &fixed_batch);
+	fclose(f);
 	return 0;
 }

@@ -19,6 +19,14 @@
  *                            smaller than it says), big (65,537 words), none (no fd),
  *                            twice (a good one, then another): connection closed;
  *                            heads-good: a good one, then Status answered
+ *   SOCKET ring-KIND         a SampleRing the daemon must refuse (closes the connection):
+ *                            KIND unsealed (a memfd, no seal), size (of a size not
+ *                            offered), twice (a good one, then another), head (a good one
+ *                            whose head is impossible), frame (a frame of no known kind),
+ *                            status (a Status request in a frame: no ring carries one),
+ *                            bad-batch (bad-batch's SampleBatch in a frame: the daemon reads
+ *                            frames); each followed by a RingWake; ring-good: a good one, a
+ *                            RingWake, then Status answered
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
@@ -165,6 +173,7 @@
 #include <unistd.h>
 
 #include "wire/pmc-shared.h"
+#include "wire/ring.h"
 #include "wire/wire.h"
 
 static int
@@ -274,6 +283,98 @@ send_heads(int fd, const char *kind, const Pmc__Request *status)
 	}
 	printf("a good heads table kept the connection\n");
 	pmc__response__free_unpacked(resp, NULL);
+	return 0;
+}
+
+/* Puts the packed @req in @rg as a frame after @sent datagrams (no room: -1). */
+static int
+ring_put_req(struct pmc_ring *rg, uint64_t sent, const Pmc__Request *req)
+{
+	uint8_t buf[1024];
+	bool wake;
+	size_t len = pmc__request__get_packed_size(req);
+	if (len > sizeof(buf))
+		return -1;
+	pmc__request__pack(req, buf);
+	return pmc_ring_put(rg, sent, buf, len, &wake) == 0 ? 0 : -1;
+}
+
+/* ring-KIND: a SampleRing the daemon must refuse (it closes the connection), or a good one
+ * after which @status is answered. */
+static int
+send_ring(int fd, const char *kind, const Pmc__Request *status)
+{
+	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
+	req.sample_ring = &sr;
+	sr.bytes = RING_MIN_BYTES;
+	struct pmc_ring rg = {0};
+	int rfd = -1;
+	uint64_t sent = 1; /* Hello */
+	if (!strcmp(kind, "unsealed")) {
+		rfd = heads_memfd(RING_HEADER_BYTES + RING_MIN_BYTES, false);
+	} else {
+		if (pmc_ring_create(&rg, RING_MIN_BYTES, &rfd) < 0) {
+			perror("sample ring");
+			return 1;
+		}
+		if (!strcmp(kind, "size"))
+			sr.bytes = 3 * RING_MIN_BYTES;
+	}
+	if (rfd < 0 || pmc_wire_send(fd, &req.base, &rfd, 1, 0) < 0)
+		return 1;
+	sent++;
+	if (!strcmp(kind, "twice")) {
+		if (pmc_wire_send(fd, &req.base, &rfd, 1, 0) < 0)
+			return 1;
+		sent++;
+	}
+	close(rfd);
+	Pmc__Request breq = PMC__REQUEST__INIT;
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	uint32_t region[1] = {1};
+	uint64_t wall[1] = {5};
+	if (!strcmp(kind, "head")) {
+		__atomic_store_n(&rg.hdr[0], 8, __ATOMIC_RELEASE); /* not a whole frame */
+	} else if (!strcmp(kind, "frame")) {
+		/* A frame of 8 bytes of kind 9, published by hand. */
+		uint32_t h[2] = {8, 9};
+		memcpy(rg.data, h, sizeof(h));
+		memcpy(rg.data + sizeof(h), &sent, sizeof(sent));
+		__atomic_store_n(&rg.hdr[0], pmc_ring_frame_size(8), __ATOMIC_RELEASE);
+	} else if (!strcmp(kind, "status")) {
+		if (ring_put_req(&rg, sent, status) < 0)
+			return 1;
+	} else if (!strcmp(kind, "bad-batch")) {
+		b.tid = getpid();
+		b.n_region = 1, b.region = region;
+		b.n_wall_ns_fixed = 1, b.wall_ns_fixed = wall;
+		breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+		breq.sample_batch = &b;
+		if (ring_put_req(&rg, sent, &breq) < 0)
+			return 1;
+	} else if (strcmp(kind, "good") && strcmp(kind, "unsealed") && strcmp(kind, "size") &&
+	           strcmp(kind, "twice")) {
+		return 2;
+	}
+	Pmc__RingWake w = PMC__RING_WAKE__INIT;
+	Pmc__Request wreq = PMC__REQUEST__INIT;
+	wreq.body_case = PMC__REQUEST__BODY_RING_WAKE;
+	wreq.ring_wake = &w;
+	if (pmc_wire_send(fd, &wreq.base, NULL, 0, 0) < 0 && strcmp(kind, "good"))
+		return expect_closed(fd);
+	if (strcmp(kind, "good"))
+		return expect_closed(fd);
+	Pmc__Response *resp = NULL;
+	int r = pmc_wire_call(fd, status, 5000, NULL, 0, NULL, &resp);
+	if (r < 0 || !resp || resp->body_case != PMC__RESPONSE__BODY_STATUS) {
+		printf("no Status after a good sample ring (%d)\n", r);
+		return 1;
+	}
+	printf("a good sample ring kept the connection\n");
+	pmc__response__free_unpacked(resp, NULL);
+	pmc_ring_unmap(&rg);
 	return 0;
 }
 
@@ -1477,6 +1578,8 @@ main(int argc, char **argv)
 		return define_kind(fd, argv[3]);
 	if (!strncmp(mode, "heads-", 6))
 		return send_heads(fd, mode + 6, &req);
+	if (!strncmp(mode, "ring-", 5))
+		return send_ring(fd, mode + 5, &req);
 	if (!strcmp(mode, "garbage")) {
 		static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
 		if (send(fd, junk, sizeof(junk), 0) < 0)

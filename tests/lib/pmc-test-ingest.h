@@ -1,7 +1,8 @@
 /* The daemon's two ways of counting a SampleBatch datagram, compared: protobuf-c's unpack
  * counted from its arrays (ingest_batch() without columns), and batch_scan() counted in place
  * (ingest_batch() reading wall_ns and values where they lie, or from the arrays batch_scan()
- * decoded when a varint is too long for that). Each way counts into a registry of its own;
+ * decoded when a varint is too long for that; a batch in fixed form, wall_ns_fixed and
+ * values_fixed, read where they lie too). Each way counts into a registry of its own;
  * after each batch every aggregate of the two must be the same: counts, sums, minima, maxima,
  * histograms and scaled events exactly, means and m2 up to rounding. Whatever batch_scan()
  * takes, protobuf-c must take too. Shared by tests/unit/test-ingest.c and
@@ -41,7 +42,7 @@ struct cmp_side {
 
 static struct cmp_side cmp_side[2];
 static uint32_t cmp_ev_id[CMP_EVENTS];
-static unsigned long cmp_counted, cmp_in_place, cmp_taken, cmp_refused;
+static unsigned long cmp_counted, cmp_in_place, cmp_fixed, cmp_taken, cmp_refused;
 
 static struct region_agg *
 cmp_resolve(void *ctx, uint32_t key, struct region_agg **node)
@@ -178,6 +179,20 @@ cmp_datagram(const uint8_t *buf, size_t len)
 	/* What the hand decoder takes, protobuf-c takes as the same batch. */
 	INGEST_CHECK(req && req->body_case == PMC__REQUEST__BODY_SAMPLE_BATCH);
 	const Pmc__SampleBatch *b = req->sample_batch;
+	/* A batch in fixed form: its columns as wall_ns and values, as batch_scan() gives them and
+	 * the session takes protobuf-c's (sample_batch_cols()); batch_scan() refuses both forms. */
+	Pmc__SampleBatch norm;
+	if (b->n_wall_ns_fixed || b->n_values_fixed) {
+		INGEST_CHECK(!b->n_wall_ns && !b->n_values && (cols.fixed || !cols.in_place));
+		norm = *b;
+		norm.n_wall_ns = b->n_wall_ns_fixed;
+		norm.wall_ns = b->wall_ns_fixed;
+		norm.n_values = b->n_values_fixed;
+		norm.values = b->values_fixed;
+		b = &norm;
+	} else {
+		INGEST_CHECK(!cols.fixed || (!b->n_wall_ns && !b->n_values));
+	}
 	INGEST_CHECK(fast.n_region == b->n_region && fast.n_wall_ns == b->n_wall_ns &&
 	             fast.n_values == b->n_values && fast.n_scaled == b->n_scaled &&
 	             fast.n_scale_ratio == b->n_scale_ratio && fast.tid == b->tid);
@@ -217,6 +232,7 @@ cmp_datagram(const uint8_t *buf, size_t len)
 	}
 	cmp_counted++;
 	cmp_in_place += cols.in_place;
+	cmp_fixed += cols.fixed && cols.in_place;
 	pmc__request__free_unpacked(req, NULL);
 	return 1;
 }

@@ -98,8 +98,14 @@ check_decode(const uint8_t *buf, size_t len, int expect)
 	CHECK(fast.dropped_unregistered == b->dropped_unregistered);
 	CHECK(fast.dropped_no_daemon == b->dropped_no_daemon);
 	check_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
-	check_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
-	check_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));
+	/* The fixed form is given as wall_ns and values; protobuf-c's has one form only. */
+	bool fixed = b->n_wall_ns_fixed || b->n_values_fixed;
+	CHECK(!fixed || (!b->n_wall_ns && !b->n_values));
+	CHECK(!fast.n_wall_ns_fixed && !fast.n_values_fixed);
+	check_array(fast.n_wall_ns, fast.wall_ns, fixed ? b->n_wall_ns_fixed : b->n_wall_ns,
+	            fixed ? b->wall_ns_fixed : b->wall_ns, sizeof(*b->wall_ns));
+	check_array(fast.n_values, fast.values, fixed ? b->n_values_fixed : b->n_values,
+	            fixed ? b->values_fixed : b->values, sizeof(*b->values));
 	check_array(fast.n_scaled, fast.scaled, b->n_scaled, b->scaled, sizeof(*b->scaled));
 	check_array(fast.n_scale_ratio, fast.scale_ratio, b->n_scale_ratio, b->scale_ratio,
 	            sizeof(*b->scale_ratio));
@@ -380,6 +386,80 @@ test_client_batch(void)
 	for (size_t k = 0; k < len; k++)
 		CHECK(check_decode(buf, k, 0) == 0);
 	free(buf);
+}
+
+/* A batch in fixed form (wall_ns_fixed, values_fixed), as a SampleRing's frame holds it: taken
+ * as if its columns were wall_ns and values, in place while every value is below 2^49, else
+ * copied; both forms in one batch, or a column that is not a whole number of values, are left
+ * to protobuf-c (whose batch the session then refuses). */
+static void
+test_fixed_form(void)
+{
+	static uint32_t region[300];
+	static uint64_t wall[300], values[300 * 3];
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT, out;
+	struct batch_cols cols;
+	uint64_t seed = 11;
+	size_t len;
+
+	for (size_t i = 0; i < 300; i++) {
+		region[i] = 1 + (uint32_t)(i % 5);
+		wall[i] = rng_next(&seed) % 100000;
+		for (size_t j = 0; j < 3; j++)
+			values[i * 3 + j] = rng_next(&seed) % 1000;
+	}
+	b.tid = 77;
+	b.n_region = 300;
+	b.region = region;
+	b.n_wall_ns_fixed = 300;
+	b.wall_ns_fixed = wall;
+	b.n_values_fixed = 900;
+	b.values_fixed = values;
+	for (int wide = 0; wide < 2; wide++) {
+		values[450] = wide ? UINT64_C(1) << 49 : 7;
+		uint8_t *buf = pack_batch(&b, &len);
+		CHECK(batch_scan(buf, len, &out, &cols) == 0);
+		CHECK(out.tid == 77 && out.n_region == 300 && out.n_wall_ns == 300 &&
+		      out.n_values == 900 && !out.n_wall_ns_fixed && !out.n_values_fixed);
+		CHECK(cols.in_place == !wide);
+		if (wide) {
+			CHECK(memcmp(out.wall_ns, wall, sizeof(wall)) == 0);
+			CHECK(memcmp(out.values, values, sizeof(values)) == 0);
+		} else {
+			CHECK(cols.fixed && !out.wall_ns && !out.values);
+			batch_cols_decode(&cols, &out);
+			CHECK(memcmp(out.wall_ns, wall, sizeof(wall)) == 0);
+			CHECK(memcmp(out.values, values, sizeof(values)) == 0);
+		}
+		/* Where the writer may change it (a ring's frame), the same. */
+		CHECK(batch_scan_shared(buf, len, &out, &cols) == 0 && out.n_values == 900 &&
+		      cols.in_place == !wide);
+		/* Cut short anywhere: refused. */
+		for (size_t k = 0; k < len; k += 7)
+			CHECK(batch_scan(buf, k, &out, &cols) == -EAGAIN);
+		free(buf);
+	}
+	/* Both forms: protobuf-c's. */
+	b.n_wall_ns = 300;
+	b.wall_ns = wall;
+	uint8_t *buf = pack_batch(&b, &len);
+	CHECK(batch_scan(buf, len, &out, &cols) == -EAGAIN);
+	free(buf);
+	/* Varint columns where the writer may change them: copied first (left to the caller). */
+	b.n_wall_ns_fixed = b.n_values_fixed = 0;
+	b.n_values = 900;
+	b.values = values;
+	buf = pack_batch(&b, &len);
+	CHECK(batch_scan(buf, len, &out, &cols) == 0);
+	CHECK(batch_scan_shared(buf, len, &out, &cols) == -EAGAIN);
+	free(buf);
+	/* A fixed column of 12 bytes (hand-made: field 61, length 12). */
+	uint8_t odd[] = {3 << 3 | 2, 0, 0xea, 0x03, 12, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0};
+	odd[1] = (uint8_t)(sizeof(odd) - 2);
+	CHECK(batch_scan(odd, sizeof(odd), &out, &cols) == -EAGAIN);
+	odd[4] = 8;
+	odd[1] = (uint8_t)(sizeof(odd) - 2 - 4);
+	CHECK(batch_scan(odd, sizeof(odd) - 4, &out, &cols) == 0 && out.n_wall_ns == 1);
 }
 
 /* Hand-made encodings: what the decoder takes and what it leaves to protobuf-c. */
@@ -839,6 +919,7 @@ main(void)
 
 	RUN(test_encodings);
 	RUN(test_client_batch);
+	RUN(test_fixed_form);
 	RUN(test_random_batches);
 	RUN(test_scan_runs);
 	RUN(test_corpus);

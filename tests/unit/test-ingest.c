@@ -87,9 +87,10 @@ mutate(const uint8_t *buf, size_t len, unsigned rounds, uint64_t *seed)
 	free(m);
 }
 
-/* A batch as the session counts it: @n samples of @ne events over a few regions. */
+/* A batch as the session counts it: @n samples of @ne events over a few regions; with @fixed,
+ * its columns in fixed form (wall_ns_fixed, values_fixed), as a SampleRing's frames hold them. */
 static uint8_t *
-random_batch(uint64_t *seed, size_t n, size_t ne, int wide, int scaled, size_t *len)
+random_batch(uint64_t *seed, size_t n, size_t ne, int wide, int scaled, int fixed, size_t *len)
 {
 	uint32_t *region = calloc(n + 1, sizeof(*region)), *sc = calloc(n + 1, sizeof(*sc));
 	uint64_t *wall = calloc(n + 1, sizeof(*wall)), *values = calloc(n * ne + 1, 8);
@@ -111,11 +112,19 @@ random_batch(uint64_t *seed, size_t n, size_t ne, int wide, int scaled, size_t *
 	}
 	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
 	b.tid = (int32_t)(rng(seed) % 100000);
-	b.n_region = b.n_wall_ns = n;
+	b.n_region = n;
 	b.region = region;
-	b.wall_ns = wall;
-	b.n_values = n * ne;
-	b.values = values;
+	if (fixed) {
+		b.n_wall_ns_fixed = n;
+		b.wall_ns_fixed = wall;
+		b.n_values_fixed = n * ne;
+		b.values_fixed = values;
+	} else {
+		b.n_wall_ns = n;
+		b.wall_ns = wall;
+		b.n_values = n * ne;
+		b.values = values;
+	}
 	if (scaled) {
 		b.n_scaled = n;
 		b.scaled = sc;
@@ -137,13 +146,14 @@ static void
 test_random_batches(void)
 {
 	uint64_t seed = 7;
-	unsigned long counted = cmp_counted, in_place = cmp_in_place;
+	unsigned long counted = cmp_counted, in_place = cmp_in_place, fixed_n = cmp_fixed;
 	for (unsigned k = 0; k < 800; k++) {
 		size_t n = (size_t)(rng(&seed) % (k % 10 ? 64 : 700));
 		size_t ne = (size_t)(rng(&seed) % 9);
 		int wide = rng(&seed) % 4 == 0, scaled = rng(&seed) % 3 == 0;
+		int fixed = rng(&seed) % 3 == 0;
 		size_t len;
-		uint8_t *buf = random_batch(&seed, n, ne, wide, scaled, &len);
+		uint8_t *buf = random_batch(&seed, n, ne, wide, scaled, fixed, &len);
 		CHECK(cmp_exact(buf, len) == 1);
 		if (k % 8 == 0)
 			mutate(buf, len, 30, &seed);
@@ -151,15 +161,19 @@ test_random_batches(void)
 	}
 	/* The largest batch a decode holds, and one event of 32. */
 	size_t len;
-	uint8_t *buf = random_batch(&seed, BATCH_MAX_SAMPLES, 4, 0, 1, &len);
+	uint8_t *buf = random_batch(&seed, BATCH_MAX_SAMPLES, 4, 0, 1, 0, &len);
 	CHECK(cmp_exact(buf, len) == 1);
 	free(buf);
-	buf = random_batch(&seed, 100, 32, 0, 1, &len);
+	buf = random_batch(&seed, BATCH_MAX_SAMPLES, 4, 0, 1, 1, &len);
 	CHECK(cmp_exact(buf, len) == 1);
 	free(buf);
-	printf("# %lu batches counted both ways, %lu of them in place\n", cmp_counted - counted,
-	       cmp_in_place - in_place);
+	buf = random_batch(&seed, 100, 32, 0, 1, 0, &len);
+	CHECK(cmp_exact(buf, len) == 1);
+	free(buf);
+	printf("# %lu batches counted both ways, %lu of them in place, %lu in fixed form\n",
+	       cmp_counted - counted, cmp_in_place - in_place, cmp_fixed - fixed_n);
 	CHECK(cmp_in_place - in_place > 500 && cmp_counted - cmp_in_place > 30);
+	CHECK(cmp_fixed - fixed_n > 150);
 }
 
 /* Appends the varint @v to @p. */
