@@ -270,8 +270,8 @@ pmc__send_fds_locked(const ProtobufCMessage *msg, const int *fds, size_t n_fds)
 }
 
 /* A RingWake: the daemon may have read every frame and gone idle. A full socket needs none
- * (the daemon reads the ring as it reads the socket); a daemon gone fails the next send. */
-static void
+ * (the daemon reads the ring as it reads the socket). Return: 0, or the send's -errno. */
+static int
 ring_wake_locked(void)
 {
 	Pmc__RingWake w = PMC__RING_WAKE__INIT;
@@ -279,8 +279,7 @@ ring_wake_locked(void)
 	req.body_case = PMC__REQUEST__BODY_RING_WAKE;
 	req.ring_wake = &w;
 	int r = pmc__send_fds_locked(&req.base, NULL, 0);
-	if (r < 0 && r != -EAGAIN)
-		G.conn.ring_err = r;
+	return r == -EAGAIN ? 0 : r;
 }
 
 int
@@ -315,11 +314,19 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 	}
 	G.conn.ring_seen = tail;
 	bool wake;
+	uint64_t start = G.conn.ring.pos;
 	int r = pmc_ring_put(&G.conn.ring, G.conn.sent, buf, len, &wake);
 	if (r == 0) {
 		G.conn.room_late = 0;
-		if (wake)
-			ring_wake_locked();
+		int w = wake ? ring_wake_locked() : 0;
+		/* The daemon, idle, is gone (or stopping): the frame taken back is not sent, as a
+		 * datagram would not have been; one it may read (a stopping daemon closed the
+		 * ring first) stays sent. The next send fails either way. */
+		if (w < 0) {
+			G.conn.ring_err = w;
+			if (pmc_ring_retract(&G.conn.ring, start))
+				return w;
+		}
 	} else if (r == -EAGAIN) {
 		G.conn.wait_ring = 1;
 	}

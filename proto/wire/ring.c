@@ -141,6 +141,18 @@ pmc_ring_put(struct pmc_ring *r, uint64_t after, const void *buf, size_t len, bo
 	return 0;
 }
 
+bool
+pmc_ring_retract(struct pmc_ring *r, uint64_t start)
+{
+	uint64_t expect = r->pos;
+	if (start > r->pos || load(r, W_TAIL) != start ||
+	    !__atomic_compare_exchange_n(&r->hdr[W_HEAD], &expect, start, false, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_RELAXED))
+		return false;
+	r->pos = start;
+	return true;
+}
+
 uint64_t
 pmc_ring_tail(const struct pmc_ring *r)
 {

@@ -125,6 +125,15 @@ void pmc_ring_unmap(struct pmc_ring *r);
 int pmc_ring_put(struct pmc_ring *r, uint64_t after, const void *buf, size_t len, bool *wake);
 
 /**
+ * pmc_ring_retract() - the writer takes its last frame back, which began at @start, where the
+ * reader has not read it (its tail still there) and has not closed the ring: for a frame whose
+ * RingWake found the reader gone (its socket hung up), so that the frame is not counted sent
+ * Return: true when it is taken back (the ring as before it), false when the reader may read
+ * it, or did (closed since, or its tail moved).
+ */
+bool pmc_ring_retract(struct pmc_ring *r, uint64_t start);
+
+/**
  * pmc_ring_room() - whether the writer has room for a frame of @len bytes now (or the ring is
  * closed or broken: a put then fails at once)
  */

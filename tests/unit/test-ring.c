@@ -104,6 +104,18 @@ test_ring_room_and_wake(void)
 	CHECK(pmc_ring_idle(&r));
 	CHECK(pmc_ring_put(&w, 0, buf, 10, &wake) == 0 && wake);
 	CHECK(!pmc_ring_idle(&r));
+	/* Taken back where the reader, which had read all before it, has not read it; not where
+	 * it did. */
+	while (pmc_ring_peek(&r, &f) == 0)
+		pmc_ring_consume(&r, &f);
+	uint64_t start = w.pos;
+	CHECK(pmc_ring_put(&w, 0, buf, 20, &wake) == 0 && wake);
+	CHECK(pmc_ring_retract(&w, start) && w.pos == start);
+	CHECK(pmc_ring_peek(&r, &f) == -EAGAIN);
+	CHECK(pmc_ring_put(&w, 0, buf, 20, &wake) == 0 && wake);
+	CHECK(pmc_ring_peek(&r, &f) == 0 && f.len == 20);
+	pmc_ring_consume(&r, &f);
+	CHECK(!pmc_ring_retract(&w, start) && w.pos > start);
 	/* A frame over a quarter of the ring is refused. */
 	static uint8_t big[BYTES / 4 + 1];
 	CHECK(pmc_ring_put(&w, 0, big, sizeof(big), &wake) == -EMSGSIZE);
@@ -152,8 +164,10 @@ test_ring_close(void)
 	bool wake;
 	ring_pair(&w, &r);
 	/* Closed: what was published is read, nothing after it is put. */
+	uint64_t start = w.pos;
 	CHECK(pmc_ring_put(&w, 0, buf, sizeof(buf), &wake) == 0);
 	pmc_ring_close(&r);
+	CHECK(!pmc_ring_retract(&w, start)); /* the closed reader reads it */
 	CHECK(pmc_ring_put(&w, 0, buf, sizeof(buf), &wake) == -EPIPE);
 	CHECK(pmc_ring_room(&w, 1)); /* "go on": the put fails at once */
 	CHECK(!pmc_ring_idle(&r));
