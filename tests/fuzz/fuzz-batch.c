@@ -1,9 +1,11 @@
 /* libFuzzer target: the daemon's hand decoder of SampleBatch requests (daemon/model/batch.c)
  * against protobuf-c. Input: one datagram. Whenever batch_decode() takes it,
- * pmc__request__unpack() must decode it to the same SampleBatch, field by field; a difference
- * aborts. Seeds: tests/fuzz/corpus (whose records start with a 2-byte length: the fuzzer
+ * pmc__request__unpack() must decode it to the same SampleBatch, field by field (columns in
+ * fixed form as wall_ns and values), and whatever batch_scan_shared() takes it takes; a
+ * difference aborts. Seeds: tests/fuzz/corpus (whose records start with a 2-byte length: the fuzzer
  * finds the datagrams inside) and any plain batch. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +26,17 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	Pmc__SampleBatch fast;
+	struct batch_cols cols;
+	/* What the reader of a ring's frame takes in place, batch_decode() takes. */
+	int shared = batch_scan_shared(data, size, &fast, &cols);
 	int r = batch_decode(data, size, &fast);
-	if (r == -EAGAIN)
+	if (shared != 0 && shared != -EAGAIN)
+		abort();
+	if (r == -EAGAIN) {
+		if (shared == 0)
+			abort();
 		return 0;
+	}
 	if (r != 0)
 		abort();
 	Pmc__Request *req = pmc__request__unpack(NULL, size, data);
@@ -48,8 +58,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    fast.dropped_no_daemon != b->dropped_no_daemon)
 		abort();
 	same_array(fast.n_region, fast.region, b->n_region, b->region, sizeof(*b->region));
-	same_array(fast.n_wall_ns, fast.wall_ns, b->n_wall_ns, b->wall_ns, sizeof(*b->wall_ns));
-	same_array(fast.n_values, fast.values, b->n_values, b->values, sizeof(*b->values));
+	/* Columns in fixed form (wall_ns_fixed, values_fixed) are given as wall_ns and values:
+	 * protobuf-c's batch then has that form alone. */
+	bool fixed = b->n_wall_ns_fixed || b->n_values_fixed;
+	if ((fixed && (b->n_wall_ns || b->n_values)) || fast.n_wall_ns_fixed || fast.n_values_fixed)
+		abort();
+	same_array(fast.n_wall_ns, fast.wall_ns, fixed ? b->n_wall_ns_fixed : b->n_wall_ns,
+	           fixed ? b->wall_ns_fixed : b->wall_ns, sizeof(*b->wall_ns));
+	same_array(fast.n_values, fast.values, fixed ? b->n_values_fixed : b->n_values,
+	           fixed ? b->values_fixed : b->values, sizeof(*b->values));
 	same_array(fast.n_scaled, fast.scaled, b->n_scaled, b->scaled, sizeof(*b->scaled));
 	same_array(fast.n_scale_ratio, fast.scale_ratio, b->n_scale_ratio, b->scale_ratio,
 	           sizeof(*b->scale_ratio));
