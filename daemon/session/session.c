@@ -563,6 +563,15 @@ held_step(struct session *s)
 	return r;
 }
 
+/* @s's next frame into *@f where it may be read now: 0; -EAGAIN where there is none, or the
+ * datagrams it comes after (its `after`) are not read yet; -EBADMSG for a broken ring. */
+static int
+ring_next(struct session *s, struct pmc_ring_frame *f)
+{
+	int r = pmc_ring_peek(&s->ring, f);
+	return r == 0 && f->after > s->rx_count ? -EAGAIN : r;
+}
+
 bool
 session_ring_ready(struct session *s)
 {
@@ -575,8 +584,7 @@ session_ring_ready(struct session *s)
 		return true;
 	if (!s->ring.hdr || pmc_ring_idle(&s->ring))
 		return false;
-	int r = pmc_ring_peek(&s->ring, &f);
-	return r == -EBADMSG || (r == 0 && f.after <= s->rx_count);
+	return ring_next(s, &f) != -EAGAIN;
 }
 
 /* The next frame of @s's ring, copied and handled, unless its datagrams come first (its
@@ -585,8 +593,8 @@ static int
 ring_step(struct session *s)
 {
 	struct pmc_ring_frame f;
-	int r = pmc_ring_peek(&s->ring, &f);
-	if (r == -EAGAIN || (r == 0 && f.after > s->rx_count))
+	int r = ring_next(s, &f);
+	if (r == -EAGAIN)
 		return 1;
 	if (r < 0 || f.len > SERVER_MAX_REQUEST) {
 		log_warn_limited("pid %d: its sample ring's words or frames are impossible: "
@@ -652,15 +660,11 @@ session_dispatch_one(struct session *s)
 	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
 	ssize_t len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
 	                                 MSG_DONTWAIT, (unsigned)s->uid);
-	/* Nothing queued: before the connection sleeps, its ring looked at again after a fence
-	 * (ring.h: a frame put meanwhile is seen here, or its client sends a RingWake). */
-	if (len == -EAGAIN && s->ring.hdr && !pmc_ring_idle(&s->ring)) {
-		int r = ring_step(s);
-		return r == 1 ? -EAGAIN : r;
-	}
-	/* The client's hang-up (or an error) after the frames it put before it: those first
-	 * (the kernel's hang-up orders them before this look). */
-	if (len < 0 && len != -EAGAIN && s->ring.hdr) {
+	/* Its ring looked at again: with nothing queued, before the connection sleeps, after a
+	 * fence (ring.h: a frame put meanwhile is seen here, or its client sends a RingWake); at
+	 * the client's hang-up (or an error), for the frames it put before it (the kernel's
+	 * hang-up orders them before this look): those first. */
+	if (len < 0 && s->ring.hdr && (len != -EAGAIN || !pmc_ring_idle(&s->ring))) {
 		int r = ring_step(s);
 		if (r != 1)
 			return r;
@@ -668,7 +672,7 @@ session_dispatch_one(struct session *s)
 	/* A datagram read after a frame put before it was sent (the look above came before the
 	 * frame; this read orders it after): parked until such frames are read. */
 	struct pmc_ring_frame f;
-	if (len > 0 && s->ring.hdr && pmc_ring_peek(&s->ring, &f) == 0 && f.after <= s->rx_count) {
+	if (len > 0 && s->ring.hdr && ring_next(s, &f) == 0) {
 		s->parked = malloc((size_t)len);
 		if (!s->parked) {
 			if (n_fds)

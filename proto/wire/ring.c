@@ -97,16 +97,6 @@ tail_of(const struct pmc_ring *r)
 	return t <= r->pos && r->pos - t <= r->bytes ? t : UINT64_MAX;
 }
 
-bool
-pmc_ring_room(const struct pmc_ring *r, size_t len)
-{
-	uint64_t t = tail_of(r);
-	size_t need = pmc_ring_frame_size(len), off = (size_t)(r->pos & (r->bytes - 1u));
-	size_t pad = need > r->bytes - off ? r->bytes - off : 0;
-	return t == UINT64_MAX || (load(r, W_HEAD) & RING_CLOSED_BIT) ||
-	       r->pos - t + pad + need <= r->bytes;
-}
-
 int
 pmc_ring_put(struct pmc_ring *r, uint64_t after, const void *buf, size_t len, bool *wake)
 {

@@ -134,12 +134,6 @@ int pmc_ring_put(struct pmc_ring *r, uint64_t after, const void *buf, size_t len
 bool pmc_ring_retract(struct pmc_ring *r, uint64_t start);
 
 /**
- * pmc_ring_room() - whether the writer has room for a frame of @len bytes now (or the ring is
- * closed or broken: a put then fails at once)
- */
-bool pmc_ring_room(const struct pmc_ring *r, size_t len);
-
-/**
  * pmc_ring_tail() - the reader's tail, as the writer sees it now (acquire): it moves when the
  * reader consumes a frame
  */
