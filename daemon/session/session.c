@@ -683,6 +683,9 @@ session_dispatch_one(struct session *s)
 		s->parked_len = (size_t)len;
 		s->parked_fd = n_fds ? fds[0] : -1;
 		s->rx_bytes += (uint64_t)len;
+		log_debug("pid %d (uid %d): a datagram read before a frame its client put ahead of "
+		          "it: parked until the frame is read",
+		          (int)s->pid, (int)s->uid);
 		return 0;
 	}
 	if (len < 0) {

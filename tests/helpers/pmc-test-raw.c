@@ -27,6 +27,10 @@
  *                            bad-batch (bad-batch's SampleBatch in a frame: the daemon reads
  *                            frames); each followed by a RingWake; ring-good: a good one, a
  *                            RingWake, then Status answered
+ *   SOCKET ring-park DIR     with pmcdaemon under pmc-test-recv-gate (PMC_TEST_GATE=DIR): a
+ *                            frame put between the daemon's look at the ring and its read
+ *                            of the socket, then a datagram that needs it (a batch of the
+ *                            region the frame's batch defines): Status answered after both
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
@@ -155,6 +159,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <pthread.h>
@@ -401,29 +406,44 @@ struct batch {
 	float *ratio;
 	size_t n_ratio;
 	uint64_t dropped, sent_before;
+	bool fixed; /* wall times and values in fixed form (as in a SampleRing's frames) */
 };
 
 /* sendmsg() flags of send_batch() (fill-exit: MSG_DONTWAIT). */
 static int batch_flags;
 
+/* @c as the SampleBatch @b of the Request @breq (both pointing into @c's arrays). */
+static void
+batch_request(const struct batch *c, Pmc__SampleBatch *b, Pmc__Request *breq)
+{
+	*b = (Pmc__SampleBatch)PMC__SAMPLE_BATCH__INIT;
+	b->tid = getpid();
+	b->n_region = c->n, b->region = c->region;
+	if (c->fixed) {
+		b->n_wall_ns_fixed = c->n, b->wall_ns_fixed = c->wall;
+		b->n_values_fixed = c->n * c->ne, b->values_fixed = c->values;
+	} else {
+		b->n_wall_ns = c->n, b->wall_ns = c->wall;
+		b->n_values = c->n * c->ne, b->values = c->values;
+	}
+	if (c->scaled)
+		b->n_scaled = c->n, b->scaled = c->scaled;
+	b->n_scale_ratio = c->n_ratio, b->scale_ratio = c->ratio;
+	b->n_def_id = c->n_def, b->def_id = c->def_id;
+	b->n_def_name = c->n_def, b->def_name = c->def_name;
+	b->dropped = c->dropped;
+	b->sent_before = c->sent_before;
+	*breq = (Pmc__Request)PMC__REQUEST__INIT;
+	breq->body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	breq->sample_batch = b;
+}
+
 static int
 send_batch(int fd, const struct batch *c)
 {
-	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
-	b.tid = getpid();
-	b.n_region = c->n, b.region = c->region;
-	b.n_wall_ns = c->n, b.wall_ns = c->wall;
-	b.n_values = c->n * c->ne, b.values = c->values;
-	if (c->scaled)
-		b.n_scaled = c->n, b.scaled = c->scaled;
-	b.n_scale_ratio = c->n_ratio, b.scale_ratio = c->ratio;
-	b.n_def_id = c->n_def, b.def_id = c->def_id;
-	b.n_def_name = c->n_def, b.def_name = c->def_name;
-	b.dropped = c->dropped;
-	b.sent_before = c->sent_before;
-	Pmc__Request breq = PMC__REQUEST__INIT;
-	breq.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
-	breq.sample_batch = &b;
+	Pmc__SampleBatch b;
+	Pmc__Request breq;
+	batch_request(c, &b, &breq);
 	return pmc_wire_send(fd, &breq.base, NULL, 0, batch_flags);
 }
 
@@ -598,6 +618,96 @@ status_served(int fd)
 	int r = resp->body_case == PMC__RESPONSE__BODY_STATUS ? 0 : -1;
 	pmc__response__free_unpacked(resp, NULL);
 	return r;
+}
+
+/* A byte through the FIFO DIR/@name, written or read (each end waits for the other's). */
+static int
+gate_byte(const char *dir, const char *name, int write_it)
+{
+	char path[PATH_MAX], c = 'g';
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, write_it ? O_WRONLY : O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : write_it ? write(fd, &c, 1) : read(fd, &c, 1);
+	if (fd >= 0)
+		close(fd);
+	return n == 1 ? 0 : -1;
+}
+
+/* ring-park DIR: with pmcdaemon under pmc-test-recv-gate (PMC_TEST_GATE=DIR), a frame put in
+ * this connection's SampleRing between the daemon's look at the ring and its read of the
+ * socket, and a datagram sent after it that needs it: the batch in the frame defines region 1
+ * ("parked-first") with one sample, the datagram's batch counts a second sample of region 1
+ * without defining it. Read in the order they were sent, region 1 has two samples and the
+ * connection stays open; the datagram read first would be a batch of an unknown region. */
+static int
+ring_park(int fd, const char *dir)
+{
+	char path[PATH_MAX];
+	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	struct pmc_ring rg = {0};
+	int rfd = -1;
+	uint64_t sent = 1; /* Hello */
+
+	alarm(60); /* a gate that never fires: this fails, never hangs */
+	if (register_self(fd) < 0)
+		return 1;
+	sent++;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
+	req.sample_ring = &sr;
+	sr.bytes = RING_MIN_BYTES;
+	if (pmc_ring_create(&rg, RING_MIN_BYTES, &rfd) < 0 ||
+	    pmc_wire_send(fd, &req.base, &rfd, 1, 0) < 0)
+		return 1;
+	close(rfd);
+	sent++;
+	/* Armed, then a RingWake read: the daemon's next read of this socket finding it empty
+	 * waits at the gate. */
+	snprintf(path, sizeof(path), "%s/arm", dir);
+	int afd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (afd < 0)
+		return 1;
+	close(afd);
+	Pmc__RingWake w = PMC__RING_WAKE__INIT;
+	Pmc__Request wreq = PMC__REQUEST__INIT;
+	wreq.body_case = PMC__REQUEST__BODY_RING_WAKE;
+	wreq.ring_wake = &w;
+	if (pmc_wire_send(fd, &wreq.base, NULL, 0, 0) < 0)
+		return 1;
+	sent++;
+	if (gate_byte(dir, "notify", 0) < 0) {
+		printf("the daemon never waited at the gate\n");
+		return 1;
+	}
+	/* The daemon has looked at the ring (empty) and reads the socket: the frame, then the
+	 * datagram that needs it. */
+	uint32_t region[1] = {1}, def_id[1] = {1};
+	uint64_t wall[1] = {1000}, values[1] = {7}, wall2[1] = {2000}, values2[1] = {5};
+	char *def_name[1] = {"parked-first"};
+	struct batch f = {.n = 1,
+	                  .ne = 1,
+	                  .n_def = 1,
+	                  .region = region,
+	                  .def_id = def_id,
+	                  .def_name = def_name,
+	                  .wall = wall,
+	                  .values = values,
+	                  .fixed = true};
+	Pmc__SampleBatch b;
+	Pmc__Request breq;
+	batch_request(&f, &b, &breq);
+	struct batch d = {.n = 1, .ne = 1, .region = region, .wall = wall2, .values = values2};
+	if (ring_put_req(&rg, sent, &breq) < 0 || send_batch(fd, &d) < 0)
+		return 1;
+	if (gate_byte(dir, "go", 1) < 0)
+		return 1;
+	if (status_served(fd) < 0) {
+		printf("no Status after the parked datagram: the connection was closed\n");
+		return 1;
+	}
+	printf("served after a datagram read before the frame put ahead of it\n");
+	pmc_ring_unmap(&rg);
+	return 0;
 }
 
 /* Registers, then sends what @kind names (mode define in the usage above); 0 when the
@@ -1578,6 +1688,8 @@ main(int argc, char **argv)
 		return define_kind(fd, argv[3]);
 	if (!strncmp(mode, "heads-", 6))
 		return send_heads(fd, mode + 6, &req);
+	if (!strcmp(mode, "ring-park") && argc == 4)
+		return ring_park(fd, argv[3]);
 	if (!strncmp(mode, "ring-", 5))
 		return send_ring(fd, mode + 5, &req);
 	if (!strcmp(mode, "garbage")) {
