@@ -156,9 +156,10 @@
 /* How many times the usual begin makes again a pass the kernel's update of a page interrupted
  * (pass_retry()) before it takes the general way. */
 #define PMC_PASS_TRIES 3
-/* How many times the holder of G.conn.lock yields the CPU while a thread turns its own records
- * into samples (a ring's worth at most) before it leaves them to it (pmc__records_convert()). */
-#define PMC_CONV_TRIES 100000
+/* How long the holder of G.conn.lock yields the CPU while a thread turns its own records into
+ * samples (a ring's worth at most, some microseconds unless preempted) before it leaves them to
+ * it (pmc__records_convert()): a bound in time, however many threads share the CPU. */
+#define PMC_CONV_WAIT_NS (20u * 1000u * 1000u)
 /* Empty regions a thread runs as it registers: the first warms up, the least of the others
  * is its floor (ThreadFloor). */
 #define PMC_WARMUP_RUNS 5
@@ -776,7 +777,7 @@ pcache_key(uint32_t parent, pmc_region_t region)
 /* Called with G.conn.lock held: turns @t's records up to its E-th end into samples and
  * tombstones in its sample ring, as far as the ring has room (grown to PMC_GAP first). Where
  * @t's own thread is turning them (pmc__records_convert_own(), a ring's worth at most), it waits
- * for that to end (yielding the CPU; given up after PMC_CONV_TRIES). */
+ * for that to end (yielding the CPU; given up after PMC_CONV_WAIT_NS). */
 void pmc__records_convert(struct pmc_thread *t);
 /* By @t's own thread, whose lock another thread holds: as pmc__records_convert(), unless that
  * one is turning them now (t->conv; then at once, never waiting). Return: whether it did. */

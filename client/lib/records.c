@@ -236,9 +236,16 @@ pmc__records_convert(struct pmc_thread *t)
 {
 	if (!t->rec)
 		return;
+	uint64_t deadline = 0;
 	for (unsigned k = 0; atomic_exchange_explicit(&t->conv, 1, memory_order_acquire); k++) {
-		if (k == PMC_CONV_TRIES)
-			return;
+		/* The clock read once in 64 yields (a yield alone costs less than a read). */
+		if (k % 64 == 0) {
+			uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+			if (!deadline)
+				deadline = now + PMC_CONV_WAIT_NS;
+			else if (now >= deadline)
+				return;
+		}
 		sched_yield();
 	}
 	convert(t);

@@ -345,6 +345,26 @@ test_lock_taken(void)
 	thread_done(t);
 }
 
+/* The holder of the lock finds the thread turning its own records (t->conv) and that turn never
+ * ends (a thread preempted, or stopped, there): it gives up within PMC_CONV_WAIT_NS and leaves
+ * them to the thread, instead of yielding for as long as the thread does not run. */
+static void
+test_convert_gives_up(void)
+{
+	struct pmc_thread *t = thread_new();
+	region(5, 10, 10, 12, 12, 12);
+	region(6, 20, 20, 23, 23, 23);
+	atomic_store(&t->conv, 1);
+	convert(t); /* returns: what this case checks (without a bound it would never) */
+	CHECK_EQ_U64(atomic_load(&t->head), 0);
+	atomic_store(&t->conv, 0);
+	convert(t);
+	CHECK_EQ_U64(atomic_load(&t->head), 2);
+	CHECK_EQ_U64(slot(t, 0)->values[0], 2);
+	CHECK_EQ_U64(slot(t, 1)->values[0], 3);
+	thread_done(t);
+}
+
 /* The library's connection made by hand: @fd, its daemon's end elsewhere, @t's connection. */
 static void
 conn_on(struct pmc_thread *t, int fd)
@@ -621,6 +641,7 @@ main(void)
 	RUN(test_exit_tombstones);
 	RUN(test_scope_refused);
 	RUN(test_sample_ring_grows);
+	RUN(test_convert_gives_up);
 	for (pmc_region_t id = 1; id < 10; id++)
 		G.names.name[id] = "r";
 	RUN(test_sent);
