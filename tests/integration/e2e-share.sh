@@ -90,11 +90,13 @@ kill "$DAEMON_PID"; wait "$DAEMON_PID"; DAEMON_PID=
 # registration, samples and queries are served (a Status drains only the caller's uid's
 # connections, for 2 ms at most).
 start_daemon --max-batch-rate 1000000
-raw flood 4 >/dev/null &
+raw flood 4 >"$TMP/flood1" &
 f1=$!
-raw flood 4 >/dev/null &
+raw flood 4 >"$TMP/flood2" &
 f2=$!
-wait_status samples 1 # the floods', the only samples to this daemon
+# Both floods under way (each registered and sent its first batch), then the victim.
+floods_on() { [ "$(cat "$TMP/flood1" "$TMP/flood2" | grep -c '^connected$')" = 2 ]; }
+wait_until "both floods connected and sending" 120 floods_on
 victim_counted "beside a flood"
 expect_eq "the victim's own status" "$(ctl_as 65533 status --format json | jq .samples)" 5
 wait $f1 $f2 || fail "flood"
