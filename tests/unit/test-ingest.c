@@ -380,6 +380,76 @@ test_corpus(void)
 	CHECK(records > 0 && counted > 0);
 }
 
+/* One aggregate's figures of @n samples each STATS_TALLY_MAX_VALUE. */
+static void
+all_clamped(const struct stats *s, uint64_t n)
+{
+	CHECK(s->count == n);
+	CHECK(s->min == STATS_TALLY_MAX_VALUE && s->max == STATS_TALLY_MAX_VALUE);
+	CHECK(s->sum == n * STATS_TALLY_MAX_VALUE);
+	CHECK(s->mean == (double)STATS_TALLY_MAX_VALUE);
+	CHECK(s->m2 == 0);
+}
+
+/* A SampleRing's frame is counted where it lies: its writer may rewrite the fixed columns
+ * between batch_scan_shared()'s check (every value below 2^49) and the count. The values
+ * written then (2^63, UINT64_MAX) are counted at most STATS_TALLY_MAX_VALUE, so that the sums
+ * hold: each aggregate (a region alone, a region and its node) says N samples of that value,
+ * mean and spread with them. */
+static void
+test_rewritten_after_scan(void)
+{
+	enum { N = 1024 };
+	static uint32_t region[N];
+	static uint64_t wall[N], val[N];
+	for (int i = 0; i < N; i++) {
+		region[i] = i % 2 ? 5 : 2; /* 5: a node too; 2: none */
+		wall[i] = 1000 + (uint64_t)i;
+		val[i] = 5;
+	}
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.tid = 1;
+	b.n_region = N, b.region = region;
+	b.n_wall_ns_fixed = N, b.wall_ns_fixed = wall;
+	b.n_values_fixed = N, b.values_fixed = val;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &b;
+	size_t len = pmc__request__get_packed_size(&req);
+	uint8_t *frame = malloc(len);
+	CHECK(frame != NULL);
+	pmc__request__pack(&req, frame);
+	Pmc__SampleBatch got;
+	struct batch_cols cols;
+	CHECK(batch_scan_shared(frame, len, &got, &cols) == 0);
+	CHECK(cols.in_place && cols.fixed);
+	/* The writer, after the check. */
+	uint64_t wide[2] = {UINT64_C(1) << 63, UINT64_MAX};
+	for (int i = 0; i < N; i++) {
+		memcpy((uint8_t *)(uintptr_t)cols.wall + 8 * i, &wide[0], 8);
+		memcpy((uint8_t *)(uintptr_t)cols.values + 8 * i, &wide[1], 8);
+	}
+	cmp_free();
+	cmp_init();
+	struct cmp_side *c = &cmp_side[0];
+	struct ingest g = {.b = &got,
+	                   .cols = &cols,
+	                   .keys = got.region,
+	                   .ev_id = cmp_ev_id,
+	                   .ne = 1,
+	                   .resolve = cmp_resolve,
+	                   .ctx = c,
+	                   .budget = &c->budget};
+	CHECK(ingest_batch(&g) == 0);
+	CHECK(g.counted == N);
+	const struct region_agg *aggs[3] = {c->region[2], c->region[5], c->node[5]};
+	for (int a = 0; a < 3; a++) {
+		all_clamped(&aggs[a]->wall, N / 2);
+		all_clamped(&aggs[a]->ev[cmp_ev_id[0]].st, N / 2);
+	}
+	free(frame);
+}
+
 int
 main(void)
 {
@@ -388,6 +458,7 @@ main(void)
 	PMC_TEST_RUN(test_random_batches);
 	PMC_TEST_RUN(test_hostile);
 	PMC_TEST_RUN(test_corpus);
+	PMC_TEST_RUN(test_rewritten_after_scan);
 	cmp_free();
 	CHECK(pmc_test_count_fds() == fds);
 	return 0;
