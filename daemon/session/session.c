@@ -580,7 +580,7 @@ session_ring_ready(struct session *s)
 	 * (pmc_ring_idle()): a frame put meanwhile is seen, or woken for. A frame whose datagrams
 	 * have not come is not ready: they wake the connection. A broken ring is (its read closes
 	 * the connection). */
-	if (s->parked)
+	if (s->parked || s->parked_err)
 		return true;
 	if (!s->ring.hdr || pmc_ring_idle(&s->ring))
 		return false;
@@ -630,6 +630,19 @@ parked_step(struct session *s)
 	return handle_datagram(s, buf, s->parked_len, fds, n_fds, false, RX_SOCKET);
 }
 
+/* A read of @s's socket that failed with @err: said where the client is at fault; @err. */
+static int
+recv_failed(struct session *s, ssize_t err)
+{
+	if (err == -EMSGSIZE)
+		log_warn_limited("pid %d: request over %u bytes: closing the connection",
+		                 (int)s->pid, SERVER_MAX_REQUEST);
+	else if (err == -EBADMSG)
+		log_warn_limited("pid %d: unexpected file descriptors: closing the connection",
+		                 (int)s->pid);
+	return (int)err;
+}
+
 /* Returns 0 to go on reading, -EAGAIN when drained, SESSION_STEP_HELD when a request waits
  * for exited clients' queues, other < 0 to drop the peer. A connection with a ring: its
  * frames and its datagrams in the order the client sent them (each frame after the datagrams
@@ -655,6 +668,8 @@ session_dispatch_one(struct session *s)
 	}
 	if (s->parked)
 		return parked_step(s);
+	if (s->parked_err)
+		return recv_failed(s, s->parked_err);
 	int fds[1];
 	size_t n_fds = 0;
 	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
@@ -666,6 +681,10 @@ session_dispatch_one(struct session *s)
 	 * hang-up orders them before this look): those first. */
 	if (len < 0 && s->ring.hdr && (len != -EAGAIN || !pmc_ring_idle(&s->ring))) {
 		int r = ring_step(s);
+		/* A frame read first: the error (its datagram read, perhaps, and gone) waits
+		 * until no frame put before that datagram is left. */
+		if (r == 0 && len != -EAGAIN)
+			s->parked_err = (int)len;
 		if (r != 1)
 			return r;
 	}
@@ -688,16 +707,8 @@ session_dispatch_one(struct session *s)
 		          (int)s->pid, (int)s->uid);
 		return 0;
 	}
-	if (len < 0) {
-		if (len == -EMSGSIZE)
-			log_warn_limited("pid %d: request over %u bytes: closing the connection",
-			                 (int)s->pid, SERVER_MAX_REQUEST);
-		else if (len == -EBADMSG)
-			log_warn_limited(
-			        "pid %d: unexpected file descriptors: closing the connection",
-			        (int)s->pid);
-		return (int)len;
-	}
+	if (len < 0)
+		return recv_failed(s, len);
 	s->rx_bytes += (uint64_t)len;
 	s->rx_count++;
 	return handle_datagram(s, s->srv->rxbuf, (size_t)len, fds, n_fds, false, RX_SOCKET);

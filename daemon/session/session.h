@@ -134,6 +134,10 @@ struct session {
 	uint8_t *parked;
 	size_t parked_len;
 	int parked_fd;
+	/* A read's error met while a frame put before the datagram it failed on still waited in
+	 * the ring (that datagram may be gone: cut, or refused for its fds): returned once such
+	 * frames are read, so that it closes the connection after them. 0: none. */
+	int parked_err;
 };
 
 /**

@@ -31,6 +31,8 @@
  *                            frame put between the daemon's look at the ring and its read
  *                            of the socket, then a datagram that needs it (a batch of the
  *                            region the frame's batch defines): Status answered after both
+ *   SOCKET ring-park-fds DIR the same frame, then a datagram the daemon's read refuses (a
+ *                            Status with 2 fds): connection closed (the frame read first)
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
@@ -638,9 +640,11 @@ gate_byte(const char *dir, const char *name, int write_it)
  * socket, and a datagram sent after it that needs it: the batch in the frame defines region 1
  * ("parked-first") with one sample, the datagram's batch counts a second sample of region 1
  * without defining it. Read in the order they were sent, region 1 has two samples and the
- * connection stays open; the datagram read first would be a batch of an unknown region. */
+ * connection stays open; the datagram read first would be a batch of an unknown region.
+ * With @bad (ring-park-fds), the datagram is one the daemon's read refuses (a Status with 2
+ * fds): the connection must be closed, the frame counted first. */
 static int
-ring_park(int fd, const char *dir)
+ring_park(int fd, const char *dir, bool bad)
 {
 	char path[PATH_MAX];
 	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
@@ -697,9 +701,21 @@ ring_park(int fd, const char *dir)
 	Pmc__Request breq;
 	batch_request(&f, &b, &breq);
 	struct batch d = {.n = 1, .ne = 1, .region = region, .wall = wall2, .values = values2};
-	if (ring_put_req(&rg, sent, &breq) < 0 || send_batch(fd, &d) < 0)
+	if (ring_put_req(&rg, sent, &breq) < 0)
 		return 1;
-	if (gate_byte(dir, "go", 1) < 0)
+	if (bad) {
+		Pmc__Request st = PMC__REQUEST__INIT;
+		Pmc__Status sb = PMC__STATUS__INIT;
+		st.body_case = PMC__REQUEST__BODY_STATUS;
+		st.status = &sb;
+		int two[2] = {STDIN_FILENO, STDIN_FILENO};
+		if (pmc_wire_send(fd, &st.base, two, 2, 0) < 0 || gate_byte(dir, "go", 1) < 0)
+			return 1;
+		int r = expect_closed(fd);
+		pmc_ring_unmap(&rg);
+		return r;
+	}
+	if (send_batch(fd, &d) < 0 || gate_byte(dir, "go", 1) < 0)
 		return 1;
 	if (status_served(fd) < 0) {
 		printf("no Status after the parked datagram: the connection was closed\n");
@@ -1689,7 +1705,9 @@ main(int argc, char **argv)
 	if (!strncmp(mode, "heads-", 6))
 		return send_heads(fd, mode + 6, &req);
 	if (!strcmp(mode, "ring-park") && argc == 4)
-		return ring_park(fd, argv[3]);
+		return ring_park(fd, argv[3], false);
+	if (!strcmp(mode, "ring-park-fds") && argc == 4)
+		return ring_park(fd, argv[3], true);
 	if (!strncmp(mode, "ring-", 5))
 		return send_ring(fd, mode + 5, &req);
 	if (!strcmp(mode, "garbage")) {

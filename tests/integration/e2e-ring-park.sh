@@ -5,6 +5,8 @@
 # Only a daemon stopped between its look at the ring and its read of the socket shows it:
 # pmc-test-recv-gate (LD_PRELOAD) holds it there once, while pmc-test-raw's ring-park puts a
 # frame defining a region and sends a datagram counting that region without defining it.
+# The same window with a datagram the read itself refuses (2 fds): the frame put before it is
+# read, then the connection is closed for it (the error is not lost behind the frame).
 . "$(dirname "$0")/../lib/lib.sh"
 [ -n "${PMC_TEST_RECV_GATE_LIB:-}" ] && [ -f "$PMC_TEST_RECV_GATE_LIB" ] ||
 	fail "PMC_TEST_RECV_GATE_LIB is not set to the built pmc-test-recv-gate module"
@@ -12,8 +14,11 @@ GATE=$TMP/gate
 mkdir -m 0777 "$GATE"
 mkfifo -m 0666 "$GATE/notify" "$GATE/go"
 # An ASan daemon wants its runtime first in the list of libraries: the gate goes after it.
-LD_PRELOAD=$PMC_TEST_RECV_GATE_LIB PMC_TEST_GATE=$GATE \
-	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 start_daemon
+gated_daemon() {
+	LD_PRELOAD=$PMC_TEST_RECV_GATE_LIB PMC_TEST_GATE=$GATE \
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 start_daemon
+}
+gated_daemon
 
 out=$(as_user "$PMC_TEST_RAW_BIN" "$SOCK" ring-park "$GATE") || fail "ring-park: $out"
 pass "ring-park: $out"
@@ -27,4 +32,16 @@ j=$(pmcctl query --region parked-first --format json | jq -ce '.regions[] | sele
 expect_eq "parked-first's samples (the frame's, then the datagram's)" "$(jq .count <<<"$j")" 2
 expect_eq "parked-first's page-faults (7 + 5)" "$(jq '.events["page-faults"].sum' <<<"$j")" 12
 expect_eq "nothing dropped" "$(pmcctl status --format json | jq .dropped)" 0
+daemon_alive
+
+# 2. The read refuses the datagram (2 fds) that came after the frame.
+kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
+gated_daemon
+out=$(as_user "$PMC_TEST_RAW_BIN" "$SOCK" ring-park-fds "$GATE") || fail "ring-park-fds: $out"
+pass "ring-park-fds: $out"
+grep -q "unexpected file descriptors: closing the connection" "$TMP/daemon.log" ||
+	fail "the refused datagram's close not logged: $(cat "$TMP/daemon.log")"
+j=$(pmcctl query --region parked-first --format json | jq -ce '.regions[] | select(.name == "parked-first")') ||
+	fail "no region parked-first: $(pmcctl query --format json)"
+expect_eq "parked-first's samples (the frame's, read before the refusal)" "$(jq .count <<<"$j")" 1
 daemon_alive
