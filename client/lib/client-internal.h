@@ -433,14 +433,17 @@ struct pmc_conn {
 	/* The connection's SampleRing (ring.hdr NULL: none), where pmc__send_locked() puts what
 	 * needs no fd and no reply; the datagrams sent on it so far (each frame says how many
 	 * came before it); the last send that met no room met a full ring (not a full socket:
-	 * the waits for room look at the ring then); a RingWake that failed (-errno: the next
-	 * send fails with it); the ring's tail when the socket was last seen up (UINT64_MAX: not
-	 * yet). */
+	 * the waits for room look at the ring then); a RingWake that found the daemon gone
+	 * (-errno: the next send fails with it); the ring's tail when the socket was last seen up
+	 * (UINT64_MAX: not yet). */
 	struct pmc_ring ring;
 	uint64_t ring_seen;
 	uint64_t sent;
 	int wait_ring;
 	int ring_err;
+	/* A RingWake failed for want of memory or buffers (the daemon, alive, may read the frame
+	 * it was for already): the next send sends one first. */
+	int wake_owed;
 };
 
 /* Registering threads (register.c): under G.conn.lock but where said. */

@@ -143,6 +143,7 @@ pmc__connection_set_locked(int fd, const struct pmc_hello *h)
 	G.conn.sent = h->sent;
 	G.conn.wait_ring = 0;
 	G.conn.ring_err = 0;
+	G.conn.wake_owed = 0;
 	memcpy(G.conn.daemon_version, h->version, sizeof(G.conn.daemon_version));
 }
 
@@ -269,6 +270,14 @@ pmc__send_fds_locked(const ProtobufCMessage *msg, const int *fds, size_t n_fds)
 	return r;
 }
 
+/* A send's -errno that says the daemon is gone (its end closed): nothing it has not read of
+ * the ring will be. */
+static bool
+daemon_gone(int err)
+{
+	return err == -EPIPE || err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN;
+}
+
 /* A RingWake: the daemon may have read every frame and gone idle. A full socket needs none
  * (the daemon reads the ring as it reads the socket). Return: 0, or the send's -errno. */
 static int
@@ -313,6 +322,13 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 			return -EPIPE;
 	}
 	G.conn.ring_seen = tail;
+	if (G.conn.wake_owed) {
+		int w = ring_wake_locked();
+		if (w == 0)
+			G.conn.wake_owed = 0;
+		else if (daemon_gone(w))
+			return G.conn.ring_err = w;
+	}
 	bool wake;
 	uint64_t start = G.conn.ring.pos;
 	int r = pmc_ring_put(&G.conn.ring, G.conn.sent, buf, len, &wake);
@@ -321,11 +337,15 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 		int w = wake ? ring_wake_locked() : 0;
 		/* The daemon, idle, is gone (or stopping): the frame taken back is not sent, as a
 		 * datagram would not have been; one it may read (a stopping daemon closed the
-		 * ring first) stays sent. The next send fails either way. */
-		if (w < 0) {
+		 * ring first) stays sent. The next send fails either way. Any other failure
+		 * (memory or buffers short) leaves a daemon that may be reading the frame already:
+		 * it stays sent, and the wake is owed to the next send. */
+		if (w < 0 && daemon_gone(w)) {
 			G.conn.ring_err = w;
 			if (pmc_ring_retract(&G.conn.ring, start))
 				return w;
+		} else if (w < 0) {
+			G.conn.wake_owed = 1;
 		}
 	} else if (r == -EAGAIN) {
 		G.conn.wait_ring = 1;

@@ -626,6 +626,59 @@ test_sent_past_the_ring(void)
 	thread_done(t);
 }
 
+/* A RingWake that fails for another reason than the daemon's end being gone (here ENOTSOCK:
+ * the connection's fd a pipe, as ENOBUFS or ENOMEM would) leaves the frame it was for sent: a
+ * daemon alive may be reading it already, and taking it back would have it counted and sent
+ * again. The wake is owed: the next send sends it before its own frame. */
+static void
+test_wake_failed_frame_kept(void)
+{
+	struct pmc_ring rd;
+	int rfd, p[2], sp[2];
+	CHECK(pmc_ring_create(&G.conn.ring, RING_MIN_BYTES, &rfd) == 0);
+	CHECK(pmc_ring_map(&rd, rfd, RING_MIN_BYTES, RING_MIN_BYTES) == 0); /* the daemon's */
+	close(rfd);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+	G.conn.fd = p[1];
+	G.conn.sent = 1;
+	G.conn.ring_seen = UINT64_MAX;
+	G.conn.ring_err = G.conn.wake_owed = 0;
+	const uint8_t msg[40] = {1, 2, 3};
+
+	CHECK_EQ(pmc__send_locked(msg, sizeof(msg)), 0);
+	CHECK_EQ(G.conn.ring_err, 0);
+	CHECK_EQ(G.conn.wake_owed, 1);
+	struct pmc_ring_frame f;
+	CHECK_EQ(pmc_ring_peek(&rd, &f), 0);
+	CHECK_EQ_U64(f.len, sizeof(msg));
+	CHECK_EQ_U64(f.after, 1);
+	pmc_ring_consume(&rd, &f);
+
+	G.conn.fd = sp[0];
+	CHECK_EQ(pmc__send_locked(msg, sizeof(msg)), 0);
+	CHECK_EQ(G.conn.wake_owed, 0);
+	CHECK_EQ(pmc_ring_peek(&rd, &f), 0);
+	CHECK_EQ_U64(f.after, 2); /* after the owed wake */
+	uint8_t buf[64];
+	ssize_t n = recv(sp[1], buf, sizeof(buf), MSG_DONTWAIT);
+	CHECK(n > 0);
+	Pmc__Request *req = pmc__request__unpack(NULL, (size_t)n, buf);
+	CHECK(req && req->body_case == PMC__REQUEST__BODY_RING_WAKE);
+	pmc__request__free_unpacked(req, NULL);
+
+	pmc_ring_unmap(&rd);
+	pmc_ring_unmap(&G.conn.ring);
+	memset(&G.conn.ring, 0, sizeof(G.conn.ring));
+	G.conn.fd = -1;
+	G.conn.sent = 0;
+	G.conn.wake_owed = 0;
+	close(p[0]);
+	close(p[1]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
 int
 main(void)
 {
@@ -647,6 +700,7 @@ main(void)
 	RUN(test_sent);
 	RUN(test_sent_past_the_ring);
 	RUN(test_announced_not_past_head);
+	RUN(test_wake_failed_frame_kept);
 	CHECK_EQ_U64(pmc_test_count_fds(), fds_at_start);
 	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
 	return 0;
