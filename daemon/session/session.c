@@ -1101,6 +1101,9 @@ session_free(struct session *s)
 	session_batch_tables_free(s);
 	if (s->heads)
 		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
+	/* Closed first: a client still putting learns at once that its frame did not go. */
+	if (s->ring.hdr)
+		pmc_ring_close(&s->ring);
 	pmc_ring_unmap(&s->ring);
 	pmc_list_remove(&srv->sessions, &s->link);
 	srv->n_sessions--;

@@ -33,6 +33,9 @@
  *                            region the frame's batch defines): Status answered after both
  *   SOCKET ring-park-fds DIR the same frame, then a datagram the daemon's read refuses (a
  *                            Status with 2 fds): connection closed (the frame read first)
+ *   SOCKET ring-closed       a good SampleRing, then a datagram that is not a Request: once
+ *                            the daemon has closed the connection, a frame put in the ring
+ *                            is refused (EPIPE: the daemon closed the ring as it let go)
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
@@ -633,6 +636,36 @@ gate_byte(const char *dir, const char *name, int write_it)
 	if (fd >= 0)
 		close(fd);
 	return n == 1 ? 0 : -1;
+}
+
+/* ring-closed: a connection with a good ring that the daemon closes (a datagram that is no
+ * Request): a frame put after that is refused at once. */
+static int
+ring_closed(int fd)
+{
+	static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
+	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	struct pmc_ring rg = {0};
+	int rfd = -1;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
+	req.sample_ring = &sr;
+	sr.bytes = RING_MIN_BYTES;
+	if (pmc_ring_create(&rg, RING_MIN_BYTES, &rfd) < 0 ||
+	    pmc_wire_send(fd, &req.base, &rfd, 1, 0) < 0)
+		return 1;
+	close(rfd);
+	if (send(fd, junk, sizeof(junk), 0) < 0 || expect_closed(fd) != 0)
+		return 1;
+	bool wake;
+	int r = pmc_ring_put(&rg, 3, junk, sizeof(junk), &wake);
+	pmc_ring_unmap(&rg);
+	if (r != -EPIPE) {
+		printf("a frame put after the daemon closed the connection: %d, not EPIPE\n", r);
+		return 1;
+	}
+	printf("a frame put after the close refused (EPIPE)\n");
+	return 0;
 }
 
 /* ring-park DIR: with pmcdaemon under pmc-test-recv-gate (PMC_TEST_GATE=DIR), a frame put in
@@ -1704,6 +1737,8 @@ main(int argc, char **argv)
 		return define_kind(fd, argv[3]);
 	if (!strncmp(mode, "heads-", 6))
 		return send_heads(fd, mode + 6, &req);
+	if (!strcmp(mode, "ring-closed"))
+		return ring_closed(fd);
 	if (!strcmp(mode, "ring-park") && argc == 4)
 		return ring_park(fd, argv[3], false);
 	if (!strcmp(mode, "ring-park-fds") && argc == 4)

@@ -20,6 +20,8 @@ done
 pass "sample rings refused, each logged with its reason (the bad batch read from its frame)"
 out=$(raw ring-good) || fail "ring-good: $out"
 pass "ring-good: $out"
+out=$(raw ring-closed) || fail "ring-closed: $out"
+pass "ring-closed: $out"
 
 # 2. The library, both ways: the same regions, the same exact page faults. K > a batch, and
 #    threads: frames from several threads, a partial batch each at its exit.
