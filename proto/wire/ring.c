@@ -152,9 +152,10 @@ pmc_ring_tail(const struct pmc_ring *r)
 int
 pmc_ring_peek(struct pmc_ring *r, struct pmc_ring_frame *f)
 {
+	/* The head looked at once: the padding frames skipped below are those it covers (at
+	 * most two), however fast a writer publishes more. */
+	uint64_t head = r->limit != UINT64_MAX ? r->limit : load(r, W_HEAD) & ~RING_CLOSED_BIT;
 	for (;;) {
-		uint64_t head =
-		        r->limit != UINT64_MAX ? r->limit : load(r, W_HEAD) & ~RING_CLOSED_BIT;
 		uint64_t avail = head - r->pos;
 		if (head == r->pos)
 			return -EAGAIN;
