@@ -162,10 +162,13 @@ pmc_ring_peek(struct pmc_ring *r, struct pmc_ring_frame *f)
 		if (head < r->pos || avail > r->bytes || avail % RING_ALIGN)
 			return -EBADMSG;
 		size_t off = (size_t)(r->pos & (r->bytes - 1u));
-		uint32_t h[2];
-		uint64_t after;
-		memcpy(h, r->data + off, sizeof(h));
-		memcpy(&after, r->data + off + sizeof(h), sizeof(after));
+		/* Each word of the header read once (the writer may change them meanwhile: what
+		 * is checked is what is used); a frame starts 16-aligned. */
+		const uint32_t *hw = (const uint32_t *)(const void *)(r->data + off);
+		uint32_t h[2] = {__atomic_load_n(&hw[0], __ATOMIC_RELAXED),
+		                 __atomic_load_n(&hw[1], __ATOMIC_RELAXED)};
+		uint64_t after =
+		        __atomic_load_n((const uint64_t *)(const void *)(hw + 2), __ATOMIC_RELAXED);
 		if (h[0] > r->bytes)
 			return -EBADMSG;
 		size_t size = pmc_ring_frame_size(h[0]);
