@@ -675,15 +675,24 @@ session_dispatch_one(struct session *s)
 	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
 	ssize_t len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
 	                                 MSG_DONTWAIT, (unsigned)s->uid);
+	/* A client that closed with replies unread leaves its reset pending here, said once before
+	 * the datagrams it sent until then: those are read on (once a connection: a hang-up says
+	 * the same again). */
+	if (len == -ECONNRESET && !s->reset_read) {
+		s->reset_read = true;
+		len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
+		                         MSG_DONTWAIT, (unsigned)s->uid);
+	}
 	/* Its ring looked at again: with nothing queued, before the connection sleeps, after a
 	 * fence (ring.h: a frame put meanwhile is seen here, or its client sends a RingWake); at
 	 * the client's hang-up (or an error), for the frames it put before it (the kernel's
 	 * hang-up orders them before this look): those first. */
 	if (len < 0 && s->ring.hdr && (len != -EAGAIN || !pmc_ring_idle(&s->ring))) {
 		int r = ring_step(s);
-		/* A frame read first: the error (its datagram read, perhaps, and gone) waits
-		 * until no frame put before that datagram is left. */
-		if (r == 0 && len != -EAGAIN)
+		/* A frame read first: the error of a datagram read and gone (cut, or refused for
+		 * its fds) waits until no frame put before that datagram is left. Another (a
+		 * hang-up) is read again. */
+		if (r == 0 && (len == -EMSGSIZE || len == -EBADMSG))
 			s->parked_err = (int)len;
 		if (r != 1)
 			return r;
@@ -1101,9 +1110,10 @@ session_free(struct session *s)
 	session_batch_tables_free(s);
 	if (s->heads)
 		munmap((void *)s->heads, (size_t)s->n_heads * sizeof(uint64_t));
-	/* Closed first: a client still putting learns at once that its frame did not go. */
+	/* Dropped first: a client still putting learns at once that its frame did not go, and
+	 * takes back one it put that no one read. */
 	if (s->ring.hdr)
-		pmc_ring_close(&s->ring);
+		pmc_ring_drop(&s->ring);
 	pmc_ring_unmap(&s->ring);
 	pmc_list_remove(&srv->sessions, &s->link);
 	srv->n_sessions--;

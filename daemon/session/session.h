@@ -138,6 +138,8 @@ struct session {
 	 * the ring (that datagram may be gone: cut, or refused for its fds): returned once such
 	 * frames are read, so that it closes the connection after them. 0: none. */
 	int parked_err;
+	/* A read said ECONNRESET once, and was made again (session_dispatch_one()). */
+	bool reset_read;
 };
 
 /**

@@ -135,10 +135,16 @@ bool
 pmc_ring_retract(struct pmc_ring *r, uint64_t start)
 {
 	uint64_t expect = r->pos;
-	if (start > r->pos || load(r, W_TAIL) != start ||
-	    !__atomic_compare_exchange_n(&r->hdr[W_HEAD], &expect, start, false, __ATOMIC_ACQ_REL,
-	                                 __ATOMIC_RELAXED))
+	if (start > r->pos || load(r, W_TAIL) != start)
 		return false;
+	if (!__atomic_compare_exchange_n(&r->hdr[W_HEAD], &expect, start, false, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_ACQUIRE)) {
+		/* Dropped (and not closed) after the frame: taken back where the reader had not
+		 * consumed it when it dropped the ring (its tail, read after the drop's bit, is
+		 * then final). */
+		if (expect != (r->pos | RING_DROPPED_BIT) || load(r, W_TAIL) != start)
+			return false;
+	}
 	r->pos = start;
 	return true;
 }
@@ -207,6 +213,13 @@ pmc_ring_idle(const struct pmc_ring *r)
 		return r->limit == r->pos;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return (__atomic_load_n(&r->hdr[W_HEAD], __ATOMIC_RELAXED) & ~RING_CLOSED_BIT) == r->pos;
+}
+
+void
+pmc_ring_drop(struct pmc_ring *r)
+{
+	/* Release: the tail stored before it is what a writer that sees the bit reads. */
+	(void)__atomic_fetch_or(&r->hdr[W_HEAD], RING_DROPPED_BIT, __ATOMIC_RELEASE);
 }
 
 void

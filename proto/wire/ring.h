@@ -25,6 +25,11 @@
  * frames published before it are all it reads, and it reads them all; a writer's swap after it
  * fails, and the frame is not sent (its samples wait for the next daemon). Either way the
  * writer knows, at once, without waiting for the reader.
+ *
+ * Dropping (the daemon lets one connection go, reading no more of its ring). The reader sets
+ * RING_DROPPED_BIT in head (pmc_ring_drop()): a writer's swap after it fails, and a frame it
+ * published that the reader had not consumed (the tail still at its start) may be taken back
+ * (pmc_ring_retract()): nothing will read it.
  */
 #pragma once
 
@@ -41,6 +46,7 @@
 
 enum { RING_PAD = 0, RING_REQUEST = 1 };
 #define RING_CLOSED_BIT (UINT64_C(1) << 63)
+#define RING_DROPPED_BIT (UINT64_C(1) << 62)
 
 /**
  * struct pmc_ring - one side's view of a SampleRing
@@ -126,10 +132,11 @@ int pmc_ring_put(struct pmc_ring *r, uint64_t after, const void *buf, size_t len
 
 /**
  * pmc_ring_retract() - the writer takes its last frame back, which began at @start, where the
- * reader has not read it (its tail still there) and has not closed the ring: for a frame whose
- * RingWake found the reader gone (its socket hung up), so that the frame is not counted sent
- * Return: true when it is taken back (the ring as before it), false when the reader may read
- * it, or did (closed since, or its tail moved).
+ * reader has not read it (its tail still there) and has not closed the ring, or has dropped
+ * it: for a frame whose RingWake found the reader gone (its socket hung up), so that the frame
+ * is not counted sent
+ * Return: true when it is taken back (the ring as before it; a dropped ring stays dropped),
+ * false when the reader may read it, or did (closed since, or its tail moved).
  */
 bool pmc_ring_retract(struct pmc_ring *r, uint64_t start);
 
@@ -167,3 +174,11 @@ bool pmc_ring_idle(const struct pmc_ring *r);
  * as their writers count them sent)
  */
 void pmc_ring_close(struct pmc_ring *r);
+
+/**
+ * pmc_ring_drop() - the reader lets the ring go without reading more of it (its connection
+ * closed for good, as the daemon ends it): no frame is published after this, and one
+ * published but not consumed may be taken back (pmc_ring_retract()). The reader is to unmap
+ * it next, whatever its words say.
+ */
+void pmc_ring_drop(struct pmc_ring *r);

@@ -35,7 +35,11 @@
  *                            Status with 2 fds): connection closed (the frame read first)
  *   SOCKET ring-closed       a good SampleRing, then a datagram that is not a Request: once
  *                            the daemon has closed the connection, a frame put in the ring
- *                            is refused (EPIPE: the daemon closed the ring as it let go)
+ *                            is refused (EPIPE: the daemon dropped the ring as it let go)
+ *   SOCKET reset-queued DIR  with pmcdaemon under pmc-test-recv-gate: a batch sent at the
+ *                            gate, then this end closed with a reply unread (the daemon's
+ *                            read says ECONNRESET before that batch): 3 batches of region
+ *                            "reset-queued", one sample each
  *   SOCKET fds               a valid Status request with an fd attached: connection closed
  *   SOCKET bad-batch         a SampleBatch for a thread never registered: connection closed
  *   SOCKET no-hello          a Status request before Hello: connection closed
@@ -639,7 +643,7 @@ gate_byte(const char *dir, const char *name, int write_it)
 }
 
 /* ring-closed: a connection with a good ring that the daemon closes (a datagram that is no
- * Request): a frame put after that is refused at once. */
+ * Request): a frame put after that is refused at once (the daemon dropped the ring). */
 static int
 ring_closed(int fd)
 {
@@ -668,6 +672,64 @@ ring_closed(int fd)
 	return 0;
 }
 
+/* Arms pmc-test-recv-gate (DIR/arm). */
+static int
+gate_arm(const char *dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/arm", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/* reset-queued DIR: with pmcdaemon under pmc-test-recv-gate (PMC_TEST_GATE=DIR), a batch sent
+ * just before this end is closed with a reply unread: the daemon's read then says ECONNRESET
+ * once, before that batch, which must still be read. Region "reset-queued" gets a sample from
+ * each of 3 batches: one that defines it, one read before the gate, one sent at the gate. */
+static int
+reset_queued(int fd, const char *dir)
+{
+	alarm(60);
+	uint32_t region[1] = {1}, def_id[1] = {1};
+	uint64_t wall[1] = {1000}, values[1] = {3};
+	char *def_name[1] = {"reset-queued"};
+	struct batch c = {.n = 1,
+	                  .ne = 1,
+	                  .n_def = 1,
+	                  .region = region,
+	                  .def_id = def_id,
+	                  .def_name = def_name,
+	                  .wall = wall,
+	                  .values = values};
+	if (register_self(fd) < 0 || send_batch(fd, &c) < 0 || status_served(fd) < 0)
+		return 1;
+	c.n_def = 0;
+	/* A reply left unread: a Status answered, its reply waiting here. */
+	Pmc__Request st = PMC__REQUEST__INIT;
+	Pmc__Status sb = PMC__STATUS__INIT;
+	st.body_case = PMC__REQUEST__BODY_STATUS;
+	st.status = &sb;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (pmc_wire_send(fd, &st.base, NULL, 0, 0) < 0 || poll(&p, 1, 30000) != 1)
+		return 1;
+	if (gate_arm(dir) < 0 || send_batch(fd, &c) < 0)
+		return 1;
+	if (gate_byte(dir, "notify", 0) < 0) {
+		printf("the daemon never waited at the gate\n");
+		return 1;
+	}
+	if (send_batch(fd, &c) < 0)
+		return 1;
+	close(fd);
+	if (gate_byte(dir, "go", 1) < 0)
+		return 1;
+	printf("closed with a reply unread, a batch just sent\n");
+	return 0;
+}
+
 /* ring-park DIR: with pmcdaemon under pmc-test-recv-gate (PMC_TEST_GATE=DIR), a frame put in
  * this connection's SampleRing between the daemon's look at the ring and its read of the
  * socket, and a datagram sent after it that needs it: the batch in the frame defines region 1
@@ -679,7 +741,6 @@ ring_closed(int fd)
 static int
 ring_park(int fd, const char *dir, bool bad)
 {
-	char path[PATH_MAX];
 	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
 	Pmc__Request req = PMC__REQUEST__INIT;
 	struct pmc_ring rg = {0};
@@ -698,13 +759,14 @@ ring_park(int fd, const char *dir, bool bad)
 		return 1;
 	close(rfd);
 	sent++;
-	/* Armed, then a RingWake read: the daemon's next read of this socket finding it empty
+	/* The ring taken (a Status answered after it, so that no read of it arms the gate), then
+	 * armed, then a RingWake read: the daemon's next read of this socket finding it empty
 	 * waits at the gate. */
-	snprintf(path, sizeof(path), "%s/arm", dir);
-	int afd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (afd < 0)
+	if (status_served(fd) < 0)
 		return 1;
-	close(afd);
+	sent++;
+	if (gate_arm(dir) < 0)
+		return 1;
 	Pmc__RingWake w = PMC__RING_WAKE__INIT;
 	Pmc__Request wreq = PMC__REQUEST__INIT;
 	wreq.body_case = PMC__REQUEST__BODY_RING_WAKE;
@@ -1737,6 +1799,8 @@ main(int argc, char **argv)
 		return define_kind(fd, argv[3]);
 	if (!strncmp(mode, "heads-", 6))
 		return send_heads(fd, mode + 6, &req);
+	if (!strcmp(mode, "reset-queued") && argc == 4)
+		return reset_queued(fd, argv[3]);
 	if (!strcmp(mode, "ring-closed"))
 		return ring_closed(fd);
 	if (!strcmp(mode, "ring-park") && argc == 4)
