@@ -190,6 +190,16 @@
 #include "wire/ring.h"
 #include "wire/wire.h"
 
+/* @req, a Status request whose body is @st. */
+static void
+status_req(Pmc__Request *req, Pmc__Status *st)
+{
+	*st = (Pmc__Status)PMC__STATUS__INIT;
+	*req = (Pmc__Request)PMC__REQUEST__INIT;
+	req->body_case = PMC__REQUEST__BODY_STATUS;
+	req->status = st;
+}
+
 static int
 call(int fd, Pmc__Request *req, Pmc__Response **resp)
 {
@@ -617,10 +627,9 @@ u64_cmp(const void *a, const void *b)
 static int
 status_served(int fd)
 {
-	Pmc__Request req = PMC__REQUEST__INIT;
-	Pmc__Status st = PMC__STATUS__INIT;
-	req.body_case = PMC__REQUEST__BODY_STATUS;
-	req.status = &st;
+	Pmc__Request req;
+	Pmc__Status st;
+	status_req(&req, &st);
 	Pmc__Response *resp;
 	if (call(fd, &req, &resp) < 0)
 		return -1;
@@ -708,10 +717,9 @@ reset_queued(int fd, const char *dir)
 		return 1;
 	c.n_def = 0;
 	/* A reply left unread: a Status answered, its reply waiting here. */
-	Pmc__Request st = PMC__REQUEST__INIT;
-	Pmc__Status sb = PMC__STATUS__INIT;
-	st.body_case = PMC__REQUEST__BODY_STATUS;
-	st.status = &sb;
+	Pmc__Request st;
+	Pmc__Status sb;
+	status_req(&st, &sb);
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	if (pmc_wire_send(fd, &st.base, NULL, 0, 0) < 0 || poll(&p, 1, 30000) != 1)
 		return 1;
@@ -799,10 +807,9 @@ ring_park(int fd, const char *dir, bool bad)
 	if (ring_put_req(&rg, sent, &breq) < 0)
 		return 1;
 	if (bad) {
-		Pmc__Request st = PMC__REQUEST__INIT;
-		Pmc__Status sb = PMC__STATUS__INIT;
-		st.body_case = PMC__REQUEST__BODY_STATUS;
-		st.status = &sb;
+		Pmc__Request st;
+		Pmc__Status sb;
+		status_req(&st, &sb);
 		int two[2] = {STDIN_FILENO, STDIN_FILENO};
 		if (pmc_wire_send(fd, &st.base, two, 2, 0) < 0 || gate_byte(dir, "go", 1) < 0)
 			return 1;
@@ -1145,10 +1152,9 @@ main(int argc, char **argv)
 			int c = pmc_wire_connect(argv[1]);
 			if (c < 0 || hello(c) < 0)
 				_exit(1);
-			Pmc__Request st = PMC__REQUEST__INIT;
-			Pmc__Status sb = PMC__STATUS__INIT;
-			st.body_case = PMC__REQUEST__BODY_STATUS;
-			st.status = &sb;
+			Pmc__Request st;
+			Pmc__Status sb;
+			status_req(&st, &sb);
 			/* Any message carries the fd: a Status, which the parent never sends. */
 			if (pmc_wire_send(sp[1], &st.base, &c, 1, 0) < 0)
 				_exit(1);
@@ -1245,10 +1251,9 @@ main(int argc, char **argv)
 		for (int i = 0; i < conns; i++)
 			socks[i] = pmc_wire_connect(argv[1]);
 		/* A Status, packed by hand: pmc_wire_send() attaches WIRE_MAX_FDS at most. */
-		Pmc__Status st = PMC__STATUS__INIT;
-		Pmc__Request req = PMC__REQUEST__INIT;
-		req.body_case = PMC__REQUEST__BODY_STATUS;
-		req.status = &st;
+		Pmc__Request req;
+		Pmc__Status st;
+		status_req(&req, &st);
 		uint8_t buf[64];
 		size_t len = pmc__request__pack(&req, buf);
 		union {
@@ -1304,10 +1309,9 @@ main(int argc, char **argv)
 		fflush(stdout);
 		char line[8];
 		(void)!fgets(line, sizeof(line), stdin);
-		Pmc__Status st = PMC__STATUS__INIT;
-		Pmc__Request req = PMC__REQUEST__INIT;
-		req.body_case = PMC__REQUEST__BODY_STATUS;
-		req.status = &st;
+		Pmc__Request req;
+		Pmc__Status st;
+		status_req(&req, &st);
 		for (int i = 0; i < conns; i++) {
 			if (pmc_wire_send(socks[i], &req.base, &null, 1, MSG_DONTWAIT) < 0) {
 				closed++; /* closed already */
@@ -1414,10 +1418,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "connect: %s\n", strerror(-fd));
 		return 1;
 	}
-	Pmc__Request req = PMC__REQUEST__INIT;
-	Pmc__Status st = PMC__STATUS__INIT;
-	req.body_case = PMC__REQUEST__BODY_STATUS;
-	req.status = &st;
+	Pmc__Request req;
+	Pmc__Status st;
+	status_req(&req, &st);
 
 	call_paths = !strcmp(mode, "define") && argc == 4 && strcmp(argv[3], "no-paths");
 	if (!strcmp(mode, "no-hello")) {
