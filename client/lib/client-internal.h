@@ -442,7 +442,8 @@ struct pmc_conn {
 	int wait_ring;
 	int ring_err;
 	/* A RingWake failed for want of memory or buffers (the daemon, alive, may read the frame
-	 * it was for already): the next send sends one first. */
+	 * it was for already): the next send sends one first, or the background thread within
+	 * PMC_LATE_POLL_MS. */
 	int wake_owed;
 };
 
@@ -627,6 +628,10 @@ void pmc__connection_failed_locked(int r);
  * now: pmc__app_wait_room_locked() or pmc__wait_room_locked() waits for it), -EMSGSIZE, or
  * another -errno (-EPIPE: the daemon is gone or closed the ring: not sent). */
 int pmc__send_locked(const uint8_t *buf, size_t len);
+/* Under G.conn.lock: the RingWake a send owes (G.conn.wake_owed) sent now, where one is owed.
+ * Return: 0 (sent, or none owed), or the send's -errno (still owed, or the daemon gone: then
+ * G.conn.ring_err). */
+int pmc__wake_owed_locked(void);
 /* pmc__send_locked() of @msg, packed (on the stack, or in memory allocated for a large one:
  * -ENOMEM). */
 int pmc__send_msg_locked(const ProtobufCMessage *msg);

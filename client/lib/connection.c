@@ -275,7 +275,9 @@ pmc__send_fds_locked(const ProtobufCMessage *msg, const int *fds, size_t n_fds)
 static bool
 daemon_gone(int err)
 {
-	return err == -EPIPE || err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN;
+	/* EBADF, ENOTSOCK: the application closed the library's socket, or reused its number. */
+	return err == -EPIPE || err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN ||
+	       err == -EBADF || err == -ENOTSOCK;
 }
 
 /* A RingWake: the daemon may have read every frame and gone idle. A full socket needs none
@@ -289,6 +291,19 @@ ring_wake_locked(void)
 	req.ring_wake = &w;
 	int r = pmc__send_fds_locked(&req.base, NULL, 0);
 	return r == -EAGAIN ? 0 : r;
+}
+
+int
+pmc__wake_owed_locked(void)
+{
+	if (!G.conn.wake_owed || !G.conn.ring.hdr)
+		return 0;
+	int w = ring_wake_locked();
+	if (w == 0)
+		G.conn.wake_owed = 0;
+	else if (daemon_gone(w))
+		G.conn.ring_err = w;
+	return w;
 }
 
 int
@@ -322,13 +337,8 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 			return -EPIPE;
 	}
 	G.conn.ring_seen = tail;
-	if (G.conn.wake_owed) {
-		int w = ring_wake_locked();
-		if (w == 0)
-			G.conn.wake_owed = 0;
-		else if (daemon_gone(w))
-			return G.conn.ring_err = w;
-	}
+	if (pmc__wake_owed_locked() < 0 && G.conn.ring_err)
+		return G.conn.ring_err;
 	bool wake;
 	uint64_t start = G.conn.ring.pos;
 	int r = pmc_ring_put(&G.conn.ring, G.conn.sent, buf, len, &wake);

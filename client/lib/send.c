@@ -427,7 +427,8 @@ service_main(void *arg)
 	for (;;) {
 		int st = atomic_load(&G.conn.state);
 		unsigned ms = st == ST_LOST ? backoff_ms : (G.env.flush_ms + 1) / 2;
-		if (G.reg.late && (!ms || ms > PMC_LATE_POLL_MS))
+		bool owed = G.reg.late || G.conn.wake_owed;
+		if (owed && (!ms || ms > PMC_LATE_POLL_MS))
 			ms = PMC_LATE_POLL_MS;
 		if (st == ST_ON && G.service.blocked) {
 			/* The queue was full: send again once it has room, not a period later. */
@@ -436,7 +437,7 @@ service_main(void *arg)
 			                                    (ms ? ms : PMC_FLUSH_MS / 2) *
 			                                            UINT64_C(1000000),
 			                            true);
-		} else if (st != ST_LOST && !G.env.flush_ms && !G.reg.late) {
+		} else if (st != ST_LOST && !G.env.flush_ms && !owed) {
 			pthread_cond_wait(&G.service.wake, &G.conn.lock);
 		} else {
 			struct timespec ts;
@@ -473,6 +474,8 @@ service_main(void *arg)
 		}
 		if (G.reg.late && atomic_load(&G.conn.state) == ST_ON)
 			pmc__late_reply_locked();
+		if (atomic_load(&G.conn.state) == ST_ON)
+			(void)pmc__wake_owed_locked();
 		(void)consume_all_locked();
 	}
 	return NULL;

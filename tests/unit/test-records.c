@@ -626,21 +626,23 @@ test_sent_past_the_ring(void)
 	thread_done(t);
 }
 
-/* A RingWake that fails for another reason than the daemon's end being gone (here ENOTSOCK:
- * the connection's fd a pipe, as ENOBUFS or ENOMEM would) leaves the frame it was for sent: a
- * daemon alive may be reading it already, and taking it back would have it counted and sent
- * again. The wake is owed: the next send sends it before its own frame. */
+/* A RingWake that fails for another reason than the daemon's end being gone (here
+ * EDESTADDRREQ: the connection's fd an unconnected UDP socket, as ENOBUFS or ENOMEM would)
+ * leaves the frame it was for sent: a daemon alive may be reading it already, and taking it
+ * back would have it counted and sent again. The wake is owed: the next send sends it before
+ * its own frame. */
 static void
 test_wake_failed_frame_kept(void)
 {
 	struct pmc_ring rd;
-	int rfd, p[2], sp[2];
+	int rfd, sp[2];
 	CHECK(pmc_ring_create(&G.conn.ring, RING_MIN_BYTES, &rfd) == 0);
 	CHECK(pmc_ring_map(&rd, rfd, RING_MIN_BYTES, RING_MIN_BYTES) == 0); /* the daemon's */
 	close(rfd);
-	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(udp >= 0);
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
-	G.conn.fd = p[1];
+	G.conn.fd = udp;
 	G.conn.sent = 1;
 	G.conn.ring_seen = UINT64_MAX;
 	G.conn.ring_err = G.conn.wake_owed = 0;
@@ -673,8 +675,7 @@ test_wake_failed_frame_kept(void)
 	G.conn.fd = -1;
 	G.conn.sent = 0;
 	G.conn.wake_owed = 0;
-	close(p[0]);
-	close(p[1]);
+	close(udp);
 	close(sp[0]);
 	close(sp[1]);
 }
