@@ -629,8 +629,9 @@ void pmc__connection_failed_locked(int r);
  * another -errno (-EPIPE: the daemon is gone or closed the ring: not sent). */
 int pmc__send_locked(const uint8_t *buf, size_t len);
 /* Under G.conn.lock: the RingWake a send owes (G.conn.wake_owed) sent now, where one is owed.
- * Return: 0 (sent, or none owed), or the send's -errno (still owed, or the daemon gone: then
- * G.conn.ring_err). */
+ * Return: 0 (sent, or none owed), or the send's -errno (still owed where memory or buffers
+ * were short; else no longer, and G.conn.ring_err says it: the connection is to be given
+ * up). */
 int pmc__wake_owed_locked(void);
 /* pmc__send_locked() of @msg, packed (on the stack, or in memory allocated for a large one:
  * -ENOMEM). */

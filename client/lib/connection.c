@@ -236,6 +236,7 @@ pmc__connection_failed_locked(int r)
 	pmc_ring_unmap(&G.conn.ring);
 	G.conn.heads = 0; /* the next connection says whether its daemon has the table */
 	G.reg.late = 0;   /* its reply went with the connection */
+	G.conn.wake_owed = 0;
 	atomic_store(&G.conn.state, ST_LOST);
 	if (pmc__service_start_locked() == 0)
 		pthread_cond_signal(&G.service.wake);
@@ -252,6 +253,7 @@ pmc__conn_fork_child(void)
 	/* The parent's ring is the parent's: the child's mapping of it goes, unread by it. */
 	pmc_ring_unmap(&G.conn.ring);
 	G.conn.heads = 0;
+	G.conn.wake_owed = 0;
 	pthread_mutex_init(&G.conn.lock, NULL);
 	/* The child's wait bound is its own, whole (wait.c). */
 	G.conn.room_late = 0;
@@ -275,9 +277,14 @@ pmc__send_fds_locked(const ProtobufCMessage *msg, const int *fds, size_t n_fds)
 static bool
 daemon_gone(int err)
 {
-	/* EBADF, ENOTSOCK: the application closed the library's socket, or reused its number. */
-	return err == -EPIPE || err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN ||
-	       err == -EBADF || err == -ENOTSOCK;
+	return err == -EPIPE || err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN;
+}
+
+/* A send's -errno that may pass: memory or buffers short for now. */
+static bool
+send_transient(int err)
+{
+	return err == -ENOBUFS || err == -ENOMEM;
 }
 
 /* A RingWake: the daemon may have read every frame and gone idle. A full socket needs none
@@ -299,9 +306,9 @@ pmc__wake_owed_locked(void)
 	if (!G.conn.wake_owed || !G.conn.ring.hdr)
 		return 0;
 	int w = ring_wake_locked();
-	if (w == 0)
+	if (w == 0 || !send_transient(w))
 		G.conn.wake_owed = 0;
-	else if (daemon_gone(w))
+	if (w < 0 && !send_transient(w))
 		G.conn.ring_err = w;
 	return w;
 }
@@ -345,17 +352,19 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 	if (r == 0) {
 		G.conn.room_late = 0;
 		int w = wake ? ring_wake_locked() : 0;
-		/* The daemon, idle, is gone (or stopping): the frame taken back is not sent, as a
-		 * datagram would not have been; one it may read (a stopping daemon closed the
-		 * ring first) stays sent. The next send fails either way. Any other failure
-		 * (memory or buffers short) leaves a daemon that may be reading the frame already:
-		 * it stays sent, and the wake is owed to the next send. */
-		if (w < 0 && daemon_gone(w)) {
-			G.conn.ring_err = w;
-			if (pmc_ring_retract(&G.conn.ring, start))
-				return w;
-		} else if (w < 0) {
+		/* The daemon, idle, is gone (or stopping, or it dropped the connection): the
+		 * frame taken back is not sent, as a datagram would not have been; one it may read
+		 * (a stopping daemon closed the ring first) stays sent. The next send fails either
+		 * way. Memory or buffers short: a daemon that may be reading the frame already
+		 * keeps it, and the wake is owed (the next send, or the background thread). Any
+		 * other failure (the socket no longer the library's: EBADF, ENOTSOCK) keeps the
+		 * frame too, the daemon alive, and gives the connection up at the next send. */
+		if (w < 0 && send_transient(w)) {
 			G.conn.wake_owed = 1;
+		} else if (w < 0) {
+			G.conn.ring_err = w;
+			if (daemon_gone(w) && pmc_ring_retract(&G.conn.ring, start))
+				return w;
 		}
 	} else if (r == -EAGAIN) {
 		G.conn.wait_ring = 1;

@@ -427,7 +427,7 @@ service_main(void *arg)
 	for (;;) {
 		int st = atomic_load(&G.conn.state);
 		unsigned ms = st == ST_LOST ? backoff_ms : (G.env.flush_ms + 1) / 2;
-		bool owed = G.reg.late || G.conn.wake_owed;
+		bool owed = G.reg.late || (st == ST_ON && G.conn.wake_owed);
 		if (owed && (!ms || ms > PMC_LATE_POLL_MS))
 			ms = PMC_LATE_POLL_MS;
 		if (st == ST_ON && G.service.blocked) {
@@ -474,8 +474,11 @@ service_main(void *arg)
 		}
 		if (G.reg.late && atomic_load(&G.conn.state) == ST_ON)
 			pmc__late_reply_locked();
-		if (atomic_load(&G.conn.state) == ST_ON)
-			(void)pmc__wake_owed_locked();
+		/* An owed wake that finds the daemon gone gives the connection up, as a send
+		 * would (the application may send nothing more). */
+		if (atomic_load(&G.conn.state) == ST_ON && pmc__wake_owed_locked() < 0 &&
+		    G.conn.ring_err)
+			pmc__connection_failed_locked(G.conn.ring_err);
 		(void)consume_all_locked();
 	}
 	return NULL;

@@ -135,16 +135,22 @@ bool
 pmc_ring_retract(struct pmc_ring *r, uint64_t start)
 {
 	uint64_t expect = r->pos;
-	if (start > r->pos || load(r, W_TAIL) != start)
+	if (start > r->pos)
 		return false;
-	if (!__atomic_compare_exchange_n(&r->hdr[W_HEAD], &expect, start, false, __ATOMIC_ACQ_REL,
-	                                 __ATOMIC_ACQUIRE)) {
-		/* Dropped (and not closed) after the frame: taken back where the reader had not
-		 * consumed it when it dropped the ring (its tail, read after the drop's bit, is
-		 * then final). */
-		if (expect != (r->pos | RING_DROPPED_BIT) || load(r, W_TAIL) != start)
-			return false;
+	if (load(r, W_TAIL) == start &&
+	    __atomic_compare_exchange_n(&r->hdr[W_HEAD], &expect, start, false, __ATOMIC_ACQ_REL,
+	                                __ATOMIC_ACQUIRE)) {
+		r->pos = start;
+		return true;
 	}
+	/* Dropped (and not closed) after the frame: taken back where the reader had not consumed
+	 * it when it dropped the ring; its tail, read after the drop's bit, is then final, and
+	 * may have passed the padding before the frame (a look that found the frame not due). */
+	if (load(r, W_HEAD) != (r->pos | RING_DROPPED_BIT))
+		return false;
+	uint64_t t = load(r, W_TAIL);
+	if (t < start || t >= r->pos)
+		return false;
 	r->pos = start;
 	return true;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lib/client-internal.h"
@@ -626,38 +627,72 @@ test_sent_past_the_ring(void)
 	thread_done(t);
 }
 
-/* A RingWake that fails for another reason than the daemon's end being gone (here
- * EDESTADDRREQ: the connection's fd an unconnected UDP socket, as ENOBUFS or ENOMEM would)
- * leaves the frame it was for sent: a daemon alive may be reading it already, and taking it
- * back would have it counted and sent again. The wake is owed: the next send sends it before
- * its own frame. */
-static void
-test_wake_failed_frame_kept(void)
+/* -errno the library's sendmsg() calls fail with while not 0 (the test's own sendmsg(), which
+ * the static library's calls reach before the C library's). */
+static int fail_sendmsg;
+
+ssize_t
+sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	struct pmc_ring rd;
-	int rfd, sp[2];
+	if (fail_sendmsg) {
+		errno = -fail_sendmsg;
+		return -1;
+	}
+	return syscall(SYS_sendmsg, fd, msg, flags);
+}
+
+/* A frame put in a fresh ring on a connection to @fd whose RingWake fails with @err. Return:
+ * pmc__send_locked()'s; the daemon's view of the ring in *@rd. */
+static int
+put_wake_failing(struct pmc_ring *rd, int fd, int err)
+{
+	int rfd;
 	CHECK(pmc_ring_create(&G.conn.ring, RING_MIN_BYTES, &rfd) == 0);
-	CHECK(pmc_ring_map(&rd, rfd, RING_MIN_BYTES, RING_MIN_BYTES) == 0); /* the daemon's */
+	CHECK(pmc_ring_map(rd, rfd, RING_MIN_BYTES, RING_MIN_BYTES) == 0);
 	close(rfd);
-	int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	CHECK(udp >= 0);
-	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
-	G.conn.fd = udp;
+	G.conn.fd = fd;
 	G.conn.sent = 1;
 	G.conn.ring_seen = UINT64_MAX;
 	G.conn.ring_err = G.conn.wake_owed = 0;
 	const uint8_t msg[40] = {1, 2, 3};
+	fail_sendmsg = err;
+	int r = pmc__send_locked(msg, sizeof(msg));
+	fail_sendmsg = 0;
+	return r;
+}
 
-	CHECK_EQ(pmc__send_locked(msg, sizeof(msg)), 0);
+static void
+wake_case_done(struct pmc_ring *rd)
+{
+	pmc_ring_unmap(rd);
+	pmc_ring_unmap(&G.conn.ring);
+	memset(&G.conn.ring, 0, sizeof(G.conn.ring));
+	G.conn.fd = -1;
+	G.conn.sent = 0;
+	G.conn.ring_err = G.conn.wake_owed = 0;
+}
+
+/* A RingWake that fails: where memory or buffers were short (ENOBUFS) the frame stays sent (a
+ * daemon alive may be reading it already: taken back, it was counted and sent again) and the
+ * wake is owed, sent before the next frame; where the daemon is gone (EPIPE) the frame is
+ * taken back and the connection is to be given up; where the socket is no longer the
+ * library's (EBADF) the frame stays (the daemon, alive, reads it at the hang-up) and the
+ * connection is to be given up. */
+static void
+test_wake_failed(void)
+{
+	struct pmc_ring rd;
+	struct pmc_ring_frame f;
+	int sp[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+
+	CHECK_EQ(put_wake_failing(&rd, sp[0], -ENOBUFS), 0);
 	CHECK_EQ(G.conn.ring_err, 0);
 	CHECK_EQ(G.conn.wake_owed, 1);
-	struct pmc_ring_frame f;
 	CHECK_EQ(pmc_ring_peek(&rd, &f), 0);
-	CHECK_EQ_U64(f.len, sizeof(msg));
 	CHECK_EQ_U64(f.after, 1);
 	pmc_ring_consume(&rd, &f);
-
-	G.conn.fd = sp[0];
+	const uint8_t msg[40] = {4, 5, 6};
 	CHECK_EQ(pmc__send_locked(msg, sizeof(msg)), 0);
 	CHECK_EQ(G.conn.wake_owed, 0);
 	CHECK_EQ(pmc_ring_peek(&rd, &f), 0);
@@ -668,14 +703,20 @@ test_wake_failed_frame_kept(void)
 	Pmc__Request *req = pmc__request__unpack(NULL, (size_t)n, buf);
 	CHECK(req && req->body_case == PMC__REQUEST__BODY_RING_WAKE);
 	pmc__request__free_unpacked(req, NULL);
+	while (recv(sp[1], buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+	wake_case_done(&rd);
 
-	pmc_ring_unmap(&rd);
-	pmc_ring_unmap(&G.conn.ring);
-	memset(&G.conn.ring, 0, sizeof(G.conn.ring));
-	G.conn.fd = -1;
-	G.conn.sent = 0;
-	G.conn.wake_owed = 0;
-	close(udp);
+	CHECK_EQ(put_wake_failing(&rd, sp[0], -EPIPE), -EPIPE);
+	CHECK_EQ(G.conn.ring_err, -EPIPE);
+	CHECK_EQ(pmc_ring_peek(&rd, &f), -EAGAIN); /* taken back */
+	wake_case_done(&rd);
+
+	CHECK_EQ(put_wake_failing(&rd, sp[0], -EBADF), 0);
+	CHECK_EQ(G.conn.ring_err, -EBADF);
+	CHECK_EQ(G.conn.wake_owed, 0);
+	CHECK_EQ(pmc_ring_peek(&rd, &f), 0); /* kept */
+	wake_case_done(&rd);
 	close(sp[0]);
 	close(sp[1]);
 }
@@ -701,7 +742,7 @@ main(void)
 	RUN(test_sent);
 	RUN(test_sent_past_the_ring);
 	RUN(test_announced_not_past_head);
-	RUN(test_wake_failed_frame_kept);
+	RUN(test_wake_failed);
 	CHECK_EQ_U64(pmc_test_count_fds(), fds_at_start);
 	printf("ok %u - no_fd_leak\n", ++pmc_test_n);
 	return 0;
