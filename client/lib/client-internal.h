@@ -442,8 +442,8 @@ struct pmc_conn {
 	int wait_ring;
 	int ring_err;
 	/* A RingWake failed for want of memory or buffers (the daemon, alive, may read the frame
-	 * it was for already): the next send sends one first, or the background thread within
-	 * PMC_LATE_POLL_MS. */
+	 * it was for already): the next send sends one first, or the background thread (woken
+	 * when it is owed) within PMC_LATE_POLL_MS. */
 	int wake_owed;
 };
 

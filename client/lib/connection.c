@@ -229,8 +229,11 @@ pmc__connection_failed_locked(int r)
 			pmc__heads_give_up();
 	}
 	/* What the daemon queued and nobody read: its fds closed where no close can hold
-	 * this thread (a hostile daemon's lingering socket, a file that never flushes). */
-	pmc_wire_close_draining(G.conn.fd, 0);
+	 * this thread (a hostile daemon's lingering socket, a file that never flushes). A
+	 * number that is no longer the library's socket (EBADF, ENOTSOCK: the application
+	 * closed it, and may have opened something else there) is left alone. */
+	if (r != -EBADF && r != -ENOTSOCK)
+		pmc_wire_close_draining(G.conn.fd, 0);
 	G.conn.fd = -1;
 	/* Under the lock: a thread waiting for room in it (unlocked) looks at it under the lock. */
 	pmc_ring_unmap(&G.conn.ring);
@@ -309,7 +312,7 @@ pmc__wake_owed_locked(void)
 	if (w == 0 || !send_transient(w))
 		G.conn.wake_owed = 0;
 	if (w < 0 && !send_transient(w))
-		G.conn.ring_err = w;
+		G.conn.ring_err = w = daemon_gone(w) ? -EPIPE : w;
 	return w;
 }
 
@@ -361,10 +364,13 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 		 * frame too, the daemon alive, and gives the connection up at the next send. */
 		if (w < 0 && send_transient(w)) {
 			G.conn.wake_owed = 1;
+			pthread_cond_signal(&G.service.wake); /* its wait bounded now (send.c) */
 		} else if (w < 0) {
-			G.conn.ring_err = w;
+			/* Gone, however said: given up as a hang-up (EPIPE), nothing counted lost
+			 * at the daemon, the samples sent again on the next connection. */
+			G.conn.ring_err = daemon_gone(w) ? -EPIPE : w;
 			if (daemon_gone(w) && pmc_ring_retract(&G.conn.ring, start))
-				return w;
+				return G.conn.ring_err;
 		}
 	} else if (r == -EAGAIN) {
 		G.conn.wait_ring = 1;
