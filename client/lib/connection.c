@@ -303,17 +303,31 @@ ring_wake_locked(void)
 	return r == -EAGAIN ? 0 : r;
 }
 
+/* A RingWake that failed with @w, sorted. Memory or buffers short: the daemon, alive, may be
+ * reading the frame already; the wake is owed (the next send, or the background thread, woken
+ * for it). Anything else gives the connection up at the next send (G.conn.ring_err): a daemon
+ * gone, however said, as a hang-up (-EPIPE: nothing counted lost at the daemon, the samples
+ * sent again on the next connection); a socket no longer the library's (EBADF, ENOTSOCK) as
+ * itself, the daemon alive. Return: -EPIPE where the daemon is gone, else @w. */
+static int
+wake_failed_locked(int w)
+{
+	if (send_transient(w)) {
+		G.conn.wake_owed = 1;
+		pthread_cond_signal(&G.service.wake); /* its wait bounded now (send.c) */
+		return w;
+	}
+	return G.conn.ring_err = daemon_gone(w) ? -EPIPE : w;
+}
+
 int
 pmc__wake_owed_locked(void)
 {
 	if (!G.conn.wake_owed || !G.conn.ring.hdr)
 		return 0;
+	G.conn.wake_owed = 0;
 	int w = ring_wake_locked();
-	if (w == 0 || !send_transient(w))
-		G.conn.wake_owed = 0;
-	if (w < 0 && !send_transient(w))
-		G.conn.ring_err = w = daemon_gone(w) ? -EPIPE : w;
-	return w;
+	return w ? wake_failed_locked(w) : 0;
 }
 
 int
@@ -357,21 +371,10 @@ pmc__send_locked(const uint8_t *buf, size_t len)
 		int w = wake ? ring_wake_locked() : 0;
 		/* The daemon, idle, is gone (or stopping, or it dropped the connection): the
 		 * frame taken back is not sent, as a datagram would not have been; one it may read
-		 * (a stopping daemon closed the ring first) stays sent. The next send fails either
-		 * way. Memory or buffers short: a daemon that may be reading the frame already
-		 * keeps it, and the wake is owed (the next send, or the background thread). Any
-		 * other failure (the socket no longer the library's: EBADF, ENOTSOCK) keeps the
-		 * frame too, the daemon alive, and gives the connection up at the next send. */
-		if (w < 0 && send_transient(w)) {
-			G.conn.wake_owed = 1;
-			pthread_cond_signal(&G.service.wake); /* its wait bounded now (send.c) */
-		} else if (w < 0) {
-			/* Gone, however said: given up as a hang-up (EPIPE), nothing counted lost
-			 * at the daemon, the samples sent again on the next connection. */
-			G.conn.ring_err = daemon_gone(w) ? -EPIPE : w;
-			if (daemon_gone(w) && pmc_ring_retract(&G.conn.ring, start))
-				return G.conn.ring_err;
-		}
+		 * (a stopping daemon closed the ring first) stays sent. Any other failure keeps
+		 * the frame (wake_failed_locked()). */
+		if (w && wake_failed_locked(w) == -EPIPE && pmc_ring_retract(&G.conn.ring, start))
+			return -EPIPE;
 	} else if (r == -EAGAIN) {
 		G.conn.wait_ring = 1;
 	}

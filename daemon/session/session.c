@@ -672,16 +672,17 @@ session_dispatch_one(struct session *s)
 		return recv_failed(s, s->parked_err);
 	int fds[1];
 	size_t n_fds = 0;
-	/* One fd at most (a RegisterThread's pidfd); more closes the connection. */
-	ssize_t len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
-	                                 MSG_DONTWAIT, (unsigned)s->uid);
-	/* A client that closed with replies unread leaves its reset pending here, said once before
-	 * the datagrams it sent until then: those are read on (once a connection: a hang-up says
-	 * the same again). */
-	if (len == -ECONNRESET && !s->reset_read) {
-		s->reset_read = true;
+	ssize_t len;
+	/* One fd at most (a RegisterThread's pidfd); more closes the connection. A client that
+	 * closed with replies unread leaves its reset pending here, said once before the
+	 * datagrams it sent until then: those are read on (once a connection: a hang-up says the
+	 * same again). */
+	for (;;) {
 		len = pmc_wire_recv_from(s->fd, s->srv->rxbuf, SERVER_MAX_REQUEST, fds, 1, &n_fds,
 		                         MSG_DONTWAIT, (unsigned)s->uid);
+		if (len != -ECONNRESET || s->reset_read)
+			break;
+		s->reset_read = true;
 	}
 	/* Its ring looked at again: with nothing queued, before the connection sleeps, after a
 	 * fence (ring.h: a frame put meanwhile is seen here, or its client sends a RingWake); at

@@ -323,6 +323,35 @@ ring_put_req(struct pmc_ring *rg, uint64_t sent, const Pmc__Request *req)
 	return pmc_ring_put(rg, sent, buf, len, &wake) == 0 ? 0 : -1;
 }
 
+/* A RingWake sent: pmc_wire_send()'s return. */
+static int
+send_ring_wake(int fd)
+{
+	Pmc__RingWake w = PMC__RING_WAKE__INIT;
+	Pmc__Request wreq = PMC__REQUEST__INIT;
+	wreq.body_case = PMC__REQUEST__BODY_RING_WAKE;
+	wreq.ring_wake = &w;
+	return pmc_wire_send(fd, &wreq.base, NULL, 0, 0);
+}
+
+/* A good SampleRing of RING_MIN_BYTES made in *@rg and offered on @fd (its fd sent, then
+ * closed here). Return: 0 or -1. */
+static int
+ring_offer(int fd, struct pmc_ring *rg)
+{
+	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
+	Pmc__Request req = PMC__REQUEST__INIT;
+	int rfd;
+	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
+	req.sample_ring = &sr;
+	sr.bytes = RING_MIN_BYTES;
+	if (pmc_ring_create(rg, RING_MIN_BYTES, &rfd) < 0)
+		return -1;
+	int r = pmc_wire_send(fd, &req.base, &rfd, 1, 0);
+	close(rfd);
+	return r < 0 ? -1 : 0;
+}
+
 /* ring-KIND: a SampleRing the daemon must refuse (it closes the connection), or a good one
  * after which @status is answered. */
 static int
@@ -382,11 +411,7 @@ send_ring(int fd, const char *kind, const Pmc__Request *status)
 	           strcmp(kind, "twice")) {
 		return 2;
 	}
-	Pmc__RingWake w = PMC__RING_WAKE__INIT;
-	Pmc__Request wreq = PMC__REQUEST__INIT;
-	wreq.body_case = PMC__REQUEST__BODY_RING_WAKE;
-	wreq.ring_wake = &w;
-	if (pmc_wire_send(fd, &wreq.base, NULL, 0, 0) < 0 && strcmp(kind, "good"))
+	if (send_ring_wake(fd) < 0 && strcmp(kind, "good"))
 		return expect_closed(fd);
 	if (strcmp(kind, "good"))
 		return expect_closed(fd);
@@ -657,18 +682,9 @@ static int
 ring_closed(int fd)
 {
 	static const unsigned char junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
-	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
-	Pmc__Request req = PMC__REQUEST__INIT;
 	struct pmc_ring rg = {0};
-	int rfd = -1;
-	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
-	req.sample_ring = &sr;
-	sr.bytes = RING_MIN_BYTES;
-	if (pmc_ring_create(&rg, RING_MIN_BYTES, &rfd) < 0 ||
-	    pmc_wire_send(fd, &req.base, &rfd, 1, 0) < 0)
-		return 1;
-	close(rfd);
-	if (send(fd, junk, sizeof(junk), 0) < 0 || expect_closed(fd) != 0)
+	if (ring_offer(fd, &rg) < 0 || send(fd, junk, sizeof(junk), 0) < 0 ||
+	    expect_closed(fd) != 0)
 		return 1;
 	bool wake;
 	int r = pmc_ring_put(&rg, 3, junk, sizeof(junk), &wake);
@@ -749,23 +765,15 @@ reset_queued(int fd, const char *dir)
 static int
 ring_park(int fd, const char *dir, bool bad)
 {
-	Pmc__SampleRing sr = PMC__SAMPLE_RING__INIT;
-	Pmc__Request req = PMC__REQUEST__INIT;
 	struct pmc_ring rg = {0};
-	int rfd = -1;
 	uint64_t sent = 1; /* Hello */
 
 	alarm(60); /* a gate that never fires: this fails, never hangs */
 	if (register_self(fd) < 0)
 		return 1;
 	sent++;
-	req.body_case = PMC__REQUEST__BODY_SAMPLE_RING;
-	req.sample_ring = &sr;
-	sr.bytes = RING_MIN_BYTES;
-	if (pmc_ring_create(&rg, RING_MIN_BYTES, &rfd) < 0 ||
-	    pmc_wire_send(fd, &req.base, &rfd, 1, 0) < 0)
+	if (ring_offer(fd, &rg) < 0)
 		return 1;
-	close(rfd);
 	sent++;
 	/* The ring taken (a Status answered after it, so that no read of it arms the gate), then
 	 * armed, then a RingWake read: the daemon's next read of this socket finding it empty
@@ -775,11 +783,7 @@ ring_park(int fd, const char *dir, bool bad)
 	sent++;
 	if (gate_arm(dir) < 0)
 		return 1;
-	Pmc__RingWake w = PMC__RING_WAKE__INIT;
-	Pmc__Request wreq = PMC__REQUEST__INIT;
-	wreq.body_case = PMC__REQUEST__BODY_RING_WAKE;
-	wreq.ring_wake = &w;
-	if (pmc_wire_send(fd, &wreq.base, NULL, 0, 0) < 0)
+	if (send_ring_wake(fd) < 0)
 		return 1;
 	sent++;
 	if (gate_byte(dir, "notify", 0) < 0) {
