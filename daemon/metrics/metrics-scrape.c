@@ -438,7 +438,7 @@ min_of(const struct stats *st)
 static bool
 event_seen(const struct region_agg *r, size_t id)
 {
-	return r->seen[id] || r->ev[id].st.count;
+	return r->seen[id] || registry_region_stats(r, id)->count;
 }
 
 static size_t
@@ -473,7 +473,7 @@ scan_region(struct scrape *s, const struct sproc *sp, const struct region_agg *r
 	if (!e)
 		return -ENOMEM;
 	e->count += r->count + r->first_path; /* as pmcctl query counts */
-	v = min_of(&r->wall);
+	v = min_of(registry_region_wall(r));
 	if (v < e->wall_min)
 		e->wall_min = v;
 	for (size_t id = 0, n = events_of(sp, r); id < n; id++) {
@@ -481,7 +481,7 @@ scan_region(struct scrape *s, const struct sproc *sp, const struct region_agg *r
 
 		if (k == NO_EVENT || !event_seen(r, id))
 			continue;
-		v = min_of(&r->ev[id].st);
+		v = min_of(registry_region_stats(r, id));
 		if (v < ev_min(e)[k])
 			ev_min(e)[k] = v;
 	}
@@ -905,21 +905,23 @@ gather_entry(struct scrape *s, const struct entry *e, struct oentry *o)
 		if (!ra)
 			continue;
 		o->count += ra->count + ra->first_path;
-		coarse_add(s->coarse, &ra->wall);
-		o->h[0].count += ra->wall.count;
-		o->h[0].sum = util_sat_add(o->h[0].sum, ra->wall.sum);
+		const struct stats *wall = registry_region_wall(ra);
+		coarse_add(s->coarse, wall);
+		o->h[0].count += wall->count;
+		o->h[0].sum = util_sat_add(o->h[0].sum, wall->sum);
 		for (size_t id = 0, ne = events_of(sp, ra); id < ne; id++) {
 			uint16_t k = event_of(s, sp, id);
 			const struct event_agg *ev = &ra->ev[id];
+			const struct stats *st = registry_region_stats(ra, id);
 
 			if (k == NO_EVENT || !event_seen(ra, id))
 				continue;
 			for (uint32_t j = 1; j < o->n_hist; j++) {
 				if (o->h[j].event != k)
 					continue;
-				coarse_add(s->coarse + j * POWERS, &ev->st);
-				o->h[j].count += ev->st.count;
-				o->h[j].sum = util_sat_add(o->h[j].sum, ev->st.sum);
+				coarse_add(s->coarse + j * POWERS, st);
+				o->h[j].count += st->count;
+				o->h[j].sum = util_sat_add(o->h[j].sum, st->sum);
 				o->h[j].scaled += ev->scaled;
 				break;
 			}

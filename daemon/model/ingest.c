@@ -35,6 +35,36 @@ batch_slots(const struct ingest *g, struct region_agg *reg, struct region_agg *n
 	return 0;
 }
 
+/* Whether @r's statistics (wall and events) have counted nothing. */
+static bool
+stats_empty(const struct region_agg *r)
+{
+	if (r->wall.count)
+		return false;
+	for (size_t i = 0; i < r->n_ev; i++)
+		if (r->ev[i].st.count)
+			return false;
+	return true;
+}
+
+/* A region about to count samples of @node (NULL: of none) starts sharing its statistics with
+ * @node when neither has counted any (registry.h, struct region_agg's via). */
+static void
+share_begin(struct region_agg *reg, struct region_agg *node)
+{
+	if (node && !reg->via && stats_empty(reg) && stats_empty(node))
+		reg->via = node;
+}
+
+/* A region sharing its statistics with another node than @node (NULL: none), which the
+ * samples about to be counted do not go through, gets its own copy first. */
+static void
+share_end(const struct ingest *g, struct region_agg *reg, const struct region_agg *node)
+{
+	if (reg->via && reg->via != node)
+		(void)registry_region_unshare(reg, g->budget);
+}
+
 /* Counts a checked batch sample by sample with stats_add(): the way for values over
  * STATS_ACC_MAX_VALUE, or when count_accumulated() cannot allocate. Sample i counts where
  * @keys[i] says (the resolver); *@counted counts those counted. 0 or -ENOMEM. */
@@ -57,12 +87,18 @@ count_samples(struct ingest *g)
 		if ((reg != last || node) && batch_slots(g, reg, node) < 0)
 			return -ENOMEM;
 		last = reg;
+		share_begin(reg, node);
+		share_end(g, reg, node);
 		size_t k0 = k;
 		for (struct region_agg *a = reg; a; a = a == reg ? node : NULL) {
 			a->count++;
-			stats_add(&a->wall, b->wall_ns[i], g->budget);
-			for (size_t j = 0; j < ne; j++)
-				stats_add(&a->ev[g->ev_id[j]].st, b->values[i * ne + j], g->budget);
+			/* A region sharing its node's statistics counts in the node's. */
+			if (!(a == reg && reg->via)) {
+				stats_add(&a->wall, b->wall_ns[i], g->budget);
+				for (size_t j = 0; j < ne; j++)
+					stats_add(&a->ev[g->ev_id[j]].st, b->values[i * ne + j],
+					          g->budget);
+			}
 			k = k0;
 			if (scaled)
 				count_scaled(g, a, scaled, &k);
@@ -162,15 +198,32 @@ ungroup(struct batch_groups *gr)
 		free(gr->br);
 }
 
-/* The event slots of every group's region and node, created before anything is counted.
- * 0 or -ENOMEM. */
+/* The event slots of every group's region and node, created before anything is counted; then
+ * which regions share their node's statistics for the batch (struct region_agg's via): after
+ * it, a region does when it does with the node of each of its groups, and counts its own
+ * figures alone otherwise. 0 or -ENOMEM (nothing shared or copied then). */
 static int
 groups_slots(const struct ingest *g, const struct batch_groups *gr)
 {
 	for (size_t x = 0; x < gr->n; x++)
 		if (gr->br[x].reg && batch_slots(g, gr->br[x].reg, gr->br[x].node) < 0)
 			return -ENOMEM;
+	/* Begun for every group first: a region in two groups of the batch that begins with the
+	 * one ends with the other, before either counts. */
+	for (size_t x = 0; x < gr->n; x++)
+		if (gr->br[x].reg)
+			share_begin(gr->br[x].reg, gr->br[x].node);
+	for (size_t x = 0; x < gr->n; x++)
+		if (gr->br[x].reg)
+			share_end(g, gr->br[x].reg, gr->br[x].node);
 	return 0;
+}
+
+/* Whether @br's region counts its own statistics beside its node's (else they are one). */
+static inline struct region_agg *
+group_also(const struct batch_region *br)
+{
+	return br->node && br->reg->via != br->node ? br->reg : NULL;
 }
 
 /* Each group's samples counted in its region and node (their statistics aside), and in
@@ -260,15 +313,16 @@ count_accumulated(struct ingest *g)
 		size_t i = order[br[x].start];
 		if (!reg)
 			continue;
+		struct region_agg *also = group_also(&br[x]);
 		stats_acc_begin(&a[0], &first->wall, b->wall_ns[i], g->budget);
-		if (node)
-			stats_acc_also(&a[0], &reg->wall);
+		if (also)
+			stats_acc_also(&a[0], &also->wall);
 		for (size_t j = 0; j < ne; j++) {
 			size_t e = g->ev_id[j];
 			stats_acc_begin(&a[1 + j], &first->ev[e].st, b->values[i * ne + j],
 			                g->budget);
-			if (node)
-				stats_acc_also(&a[1 + j], &reg->ev[e].st);
+			if (also)
+				stats_acc_also(&a[1 + j], &also->ev[e].st);
 		}
 	}
 
@@ -287,8 +341,9 @@ count_accumulated(struct ingest *g)
 		const struct stats_acc *a = acc + x * na;
 		if (!reg)
 			continue;
+		struct region_agg *also = group_also(&br[x]);
 		for (struct region_agg *agg = node ? node : reg; agg;
-		     agg = agg == node ? reg : NULL) {
+		     agg = agg == node ? also : NULL) {
 			stats_acc_fold(&agg->wall, &a[0]);
 			for (size_t j = 0; j < ne; j++)
 				stats_acc_fold(&agg->ev[g->ev_id[j]].st, &a[1 + j]);
@@ -443,7 +498,8 @@ count_in_place(struct ingest *g)
 	/* From here on nothing fails (stats.h): the batch is counted whole. */
 	for (size_t x = 0; x < gr.n; x++) {
 		struct region_agg *reg = gr.br[x].reg, *node = gr.br[x].node;
-		struct region_agg *first = node ? node : reg, *also = node ? reg : NULL;
+		struct region_agg *first = node ? node : reg,
+		                  *also = reg ? group_also(&gr.br[x]) : NULL;
 		struct stats_tally *t = tal + x * na;
 		if (!reg)
 			continue;

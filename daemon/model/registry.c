@@ -219,7 +219,7 @@ event_sum(const struct process *p, const struct region_agg *r, const char *base,
 		if (!r->seen[i] || name[0] != base[0] || strncmp(name, base, len) ||
 		    (name[len] && name[len] != ':'))
 			continue;
-		*sum = r->ev[i].st.sum;
+		*sum = registry_region_stats(r, i)->sum;
 		return true;
 	}
 	return false;
@@ -247,9 +247,64 @@ registry_region_derived(const struct process *p, const struct region_agg *r, str
 	return n;
 }
 
+/* Heap memory of @r's histograms. */
+static size_t
+region_memory(const struct region_agg *r)
+{
+	size_t bytes = stats_memory(&r->wall);
+	for (size_t j = 0; j < r->n_ev; j++)
+		bytes += stats_memory(&r->ev[j].st);
+	return bytes;
+}
+
+int
+registry_region_unshare(struct region_agg *r, struct stats_budget *budget)
+{
+	const struct region_agg *n = r->via;
+	size_t before = region_memory(r);
+	int e = 0;
+
+	if (!n)
+		return 0;
+	r->via = NULL;
+	/* The region's own are empty while it shares: the merge is a copy. Its blocks hold
+	 * figures shown already, which a budget that has no room left must not take back (a
+	 * histogram's buckets never go down, /metrics): charged whatever the limit, as much as
+	 * the node holds, which the region held too before it shared. */
+	e |= stats_merge(&r->wall, &n->wall, NULL);
+	for (size_t i = 0; i < r->n_ev && i < n->n_ev; i++)
+		e |= stats_merge(&r->ev[i].st, &n->ev[i].st, NULL);
+	size_t after = region_memory(r);
+	stats_budget_force(budget, after > before ? after - before : 0);
+	return e < 0 ? -ENOMEM : 0;
+}
+
+void
+registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget)
+{
+	struct region_agg *r = registry_region_find(p, node->name);
+
+	if (!r || r->via || !r->wall.count || r->wall.count != node->wall.count)
+		return;
+	for (size_t i = 0; i < r->n_ev; i++)
+		if (r->ev[i].st.count != (i < node->n_ev ? node->ev[i].st.count : 0))
+			return;
+	for (size_t i = r->n_ev; i < node->n_ev; i++)
+		if (node->ev[i].st.count)
+			return;
+	stats_budget_credit(budget, region_memory(r));
+	stats_free(&r->wall);
+	for (size_t i = 0; i < r->n_ev; i++)
+		stats_free(&r->ev[i].st);
+	r->via = node;
+}
+
+/* Clears @r's figures; a region sharing its node's statistics (via) gets its own again,
+ * empty. */
 static void
 region_clear(struct region_agg *r)
 {
+	r->via = NULL;
 	r->count = 0;
 	r->first_path = r->first_path_wall = 0;
 	stats_reset(&r->wall);
@@ -263,24 +318,14 @@ region_clear(struct region_agg *r)
 
 static void region_free(struct region_agg *r);
 
-/* Heap memory of @r's histograms. */
-static size_t
-region_memory(const struct region_agg *r)
-{
-	size_t bytes = stats_memory(&r->wall);
-	for (size_t j = 0; j < r->n_ev; j++)
-		bytes += stats_memory(&r->ev[j].st);
-	return bytes;
-}
-
 /* Whether @r counted anything: a region without figures adds nothing to an aggregate. */
 static bool
 region_has_figures(const struct region_agg *r)
 {
-	if (r->count || r->first_path || r->wall.count)
+	if (r->count || r->first_path || registry_region_wall(r)->count)
 		return true;
 	for (size_t i = 0; i < r->n_ev; i++)
-		if (r->ev[i].st.count || r->ev[i].scaled)
+		if (registry_region_stats(r, i)->count || r->ev[i].scaled)
 			return true;
 	return false;
 }
@@ -461,13 +506,14 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 		reg->n_retired++;
 	}
 	/* A histogram block that cannot be had loses its counts: the region is counted. */
-	bool lost = stats_merge(&d->wall, &r->wall, b) < 0;
+	bool lost = stats_merge(&d->wall, registry_region_wall(r), b) < 0;
 	d->count += r->count;
 	d->first_path += r->first_path;
 	d->first_path_wall += r->first_path_wall;
 	for (size_t i = 0; i < r->n_ev && i < p->n_events; i++) {
 		const struct event_agg *e = &r->ev[i];
-		if (!e->st.count && !e->scaled && !e->first_path_sum)
+		const struct stats *st = registry_region_stats(r, i);
+		if (!st->count && !e->scaled && !e->first_path_sum)
 			continue;
 		int id = p->events[i] ? retired_event_id(a, p->events[i]) : -EINVAL;
 		struct event_agg *de = id >= 0 ? registry_region_event(d, (size_t)id) : NULL;
@@ -475,7 +521,7 @@ retire_region(struct registry *reg, struct process *a, const struct process *p,
 			lost = true;
 			continue;
 		}
-		lost |= stats_merge(&de->st, &e->st, b) < 0;
+		lost |= stats_merge(&de->st, st, b) < 0;
 		de->scaled += e->scaled;
 		de->ratio_sum += e->ratio_sum;
 		de->first_path_sum += e->first_path_sum;
@@ -505,13 +551,17 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 			reg->retired_dropped += region_has_figures(r);
 			continue;
 		}
+		/* A region that shares its node's figures leaves the node's memory (freed here:
+		 * the node is freed with the process, nothing more to credit then). */
+		struct region_agg *held[2] = {r, r->via};
 		if (forget && b)
-			stats_budget_credit(b, region_memory(r));
+			stats_budget_credit(b, region_memory(r) +
+			                               (r->via ? region_memory(r->via) : 0));
 		retire_region(reg, a, p, r, b);
-		if (forget) {
-			stats_free(&r->wall);
-			for (size_t j = 0; j < r->n_ev; j++)
-				stats_free(&r->ev[j].st);
+		for (int k = 0; forget && k < 2 && held[k]; k++) {
+			stats_free(&held[k]->wall);
+			for (size_t j = 0; j < held[k]->n_ev; j++)
+				stats_free(&held[k]->ev[j].st);
 		}
 	}
 }
@@ -695,6 +745,9 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 		bool touched = !region || !*region;
 		for (size_t i = 0; !touched && i < p->n_regions; i++)
 			touched = !strcmp(region, p->regions[i]->name);
+		/* A region left as it is keeps the figures its node shared with it. */
+		for (size_t i = 0; touched && i < p->n_regions; i++)
+			(void)registry_region_unshare(p->regions[i], user_budget(reg, p->uid));
 		for (size_t i = 0; touched && i < p->n_paths; i++)
 			region_clear(p->paths[i]);
 		if (touched)

@@ -43,7 +43,48 @@ struct region_agg {
 	size_t n_ev;          /* slots in ev, indexed by process event id */
 	struct event_agg *ev; /* slot i is in use when ev[i].st.count or seen[i] */
 	bool *seen;
+	/*
+	 * A region only (NULL in a node): its one call path node while every sample the region
+	 * counted came through that node, which then holds the statistics of both (wall and
+	 * ev[].st: one histogram and one fold per value instead of two); the region's own are
+	 * left empty meanwhile. Read them through registry_region_wall() and
+	 * registry_region_stats(); registry_region_unshare() gives the region its own copy
+	 * before it counts anything the node does not (ingest.c), and before the node is cleared
+	 * alone (registry_reset()). Same process: freed together.
+	 */
+	struct region_agg *via;
 };
+
+/**
+ * registry_region_wall() - the wall time statistics of @r (a region, or a node): its own, or
+ * those of the node it shares them with (struct region_agg's via); borrowed from @r's process
+ */
+static inline const struct stats *
+registry_region_wall(const struct region_agg *r)
+{
+	return r->via ? &r->via->wall : &r->wall;
+}
+
+/**
+ * registry_region_stats() - the statistics of process event @e (below @r->n_ev) in @r, as
+ * registry_region_wall() says; borrowed from @r's process
+ */
+static inline const struct stats *
+registry_region_stats(const struct region_agg *r, size_t e)
+{
+	/* Sharing, the region's own are empty: so are they where the node has no slot. */
+	return r->via && e < r->via->n_ev ? &r->via->ev[e].st : &r->ev[e].st;
+}
+
+/**
+ * registry_region_unshare() - give region @r its own copy of the statistics it shares with
+ * its node (struct region_agg's via), and share no more; nothing when it shares none
+ * @budget: what the histogram blocks of the copy are charged to (NULL: nobody)
+ *
+ * Return: 0, or -ENOMEM when a histogram block could not be had: its counts are missed in
+ * @r's copy (counted in @budget's missed), every other figure is copied.
+ */
+int registry_region_unshare(struct region_agg *r, struct stats_budget *budget);
 
 /**
  * enum untracked_reason - why samples counted under their region's name are in no call path
@@ -202,6 +243,16 @@ struct process *registry_process(struct registry *reg, pid_t pid, uid_t uid);
  */
 struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t start,
                                     const char comm[17], uid_t uid, bool live);
+
+/**
+ * registry_node_restored() - after call path node @node of @p got its figures back (a state
+ * file), let its region share them again when they are all the region's: as many samples in
+ * the wall time and in each event (a node's samples are its region's, so the same ones). The
+ * region's own statistics are freed then, their memory given back to @budget (NULL: nobody).
+ * Nothing else changes, and nothing fails.
+ */
+void registry_node_restored(struct process *p, struct region_agg *node,
+                            struct stats_budget *budget);
 
 /** registry_region_find() - region @name of @p, or NULL */
 struct region_agg *registry_region_find(struct process *p, const char *name);

@@ -193,7 +193,7 @@ save_region(struct alloc_list *a, const struct process *p, const struct region_a
 	rs->count = r->count;
 	rs->first_path_samples = r->first_path;
 	rs->first_path_wall = r->first_path_wall;
-	rs->wall = save_stats(a, &r->wall);
+	rs->wall = save_stats(a, registry_region_wall(r));
 	rs->events = alloc_list_add(a, r->n_ev * sizeof(*rs->events));
 	for (size_t j = 0; j < r->n_ev && !a->oom; j++) {
 		if (!r->seen[j])
@@ -204,7 +204,7 @@ save_region(struct alloc_list *a, const struct process *p, const struct region_a
 		pmc__event_state__init(es);
 		rs->events[rs->n_events++] = es;
 		es->name = p->events[j];
-		es->stats = save_stats(a, &r->ev[j].st);
+		es->stats = save_stats(a, registry_region_stats(r, j));
 		es->scaled = r->ev[j].scaled;
 		es->ratio_sum = r->ev[j].ratio_sum;
 		es->first_path_sum = r->ev[j].first_path_sum;
@@ -811,6 +811,8 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
 		int e = load_figures(p, r, rs, budget);
 		if (e < 0)
 			return e;
+		/* Its region shares them again, as before the file was written. */
+		registry_node_restored(p, r, budget);
 	}
 	return 0;
 }

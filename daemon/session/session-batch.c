@@ -149,6 +149,12 @@ define_regions(struct session *s, size_t n_id, const uint32_t *def_id, size_t n_
 		if (id == 0 || id > PMC_LIMIT_REGION_ID || len == 0 || len > PMC_LIMIT_NAME_MAX)
 			return -EBADMSG;
 		struct process *p = s->proc;
+		/* An id names one region for the connection's life (a library never takes one
+		 * back): its paths' nodes count that region's samples only, which the region may
+		 * read its figures from (registry.h, struct region_agg's via). */
+		if (id < s->n_ids && s->ids[id] && s->ids[id] != &refused_region &&
+		    strcmp(s->ids[id]->name, name))
+			return -EBADMSG;
 		if (id > ids_bound(s)) {
 			if (s->ids_full) /* its uid's share of id tables: logged there */
 				continue;

@@ -269,8 +269,8 @@ region_estimate(const struct process *p, const struct region_agg *r, bool hist)
 	for (size_t j = 0; j < r->n_ev; j++)
 		if (r->seen[j])
 			n += 96 + strlen(p->events[j]) +
-			     (hist ? 40 * hist_buckets(&r->ev[j].st) : 0);
-	return n + 96 + (hist ? 40 * hist_buckets(&r->wall) : 0);
+			     (hist ? 40 * hist_buckets(registry_region_stats(r, j)) : 0);
+	return n + 96 + (hist ? 40 * hist_buckets(registry_region_wall(r)) : 0);
 }
 
 /* What a query lists of @p: its regions, or with Query.tree its call path nodes (in *@n). */
@@ -315,11 +315,14 @@ query_losses(const struct process *p, const Pmc__Query *q)
 static void
 query_floor_lower(const struct process *p, const struct region_agg *r, struct query_floor *f)
 {
-	if (r->wall.count && r->wall.min < f->wall)
-		f->wall = r->wall.min;
-	for (size_t j = 0; j < r->n_ev && j < PROCESS_MAX_EVENTS; j++)
-		if ((p->has_floor >> j & 1) && r->ev[j].st.count && r->ev[j].st.min < f->ev[j])
-			f->ev[j] = r->ev[j].st.min;
+	const struct stats *w = registry_region_wall(r);
+	if (w->count && w->min < f->wall)
+		f->wall = w->min;
+	for (size_t j = 0; j < r->n_ev && j < PROCESS_MAX_EVENTS; j++) {
+		const struct stats *st = registry_region_stats(r, j);
+		if ((p->has_floor >> j & 1) && st->count && st->min < f->ev[j])
+			f->ev[j] = st->min;
+	}
 }
 
 /* The floor shown beside @p's figures, in @f: what the library measured of an empty region as
@@ -464,10 +467,11 @@ query_fill(struct session *s, struct query_stream *qs, size_t from_proc, size_t 
 				rs->path = r->id;
 				rs->parent = r->parent;
 			}
+			const struct stats *wall = registry_region_wall(r);
 			rs->wall_ns = &b->st[b->n_st++];
-			fill_stats(rs->wall_ns, &r->wall);
+			fill_stats(rs->wall_ns, wall);
 			rs->wall_ns->sum += r->first_path_wall;
-			if (q->hist && fill_buckets(rs->wall_ns, &r->wall, b) < 0)
+			if (q->hist && fill_buckets(rs->wall_ns, wall, b) < 0)
 				return -ENOMEM;
 			rs->events = &b->esp[b->n_es];
 			for (size_t j = 0; j < r->n_ev && b->n_es < n_es; j++) {
@@ -478,10 +482,11 @@ query_fill(struct session *s, struct query_stream *qs, size_t from_proc, size_t 
 				rs->n_events++;
 				pmc__event_stats__init(es);
 				es->name = p->events[j];
+				const struct stats *st = registry_region_stats(r, j);
 				es->stats = &b->st[b->n_st++];
-				fill_stats(es->stats, &r->ev[j].st);
+				fill_stats(es->stats, st);
 				es->stats->sum += r->ev[j].first_path_sum;
-				if (q->hist && fill_buckets(es->stats, &r->ev[j].st, b) < 0)
+				if (q->hist && fill_buckets(es->stats, st, b) < 0)
 					return -ENOMEM;
 				es->scaled_count = r->ev[j].scaled;
 				es->scaled_ratio = r->ev[j].scaled ? r->ev[j].ratio_sum /
@@ -489,11 +494,11 @@ query_fill(struct session *s, struct query_stream *qs, size_t from_proc, size_t 
 				                                   : 0.0;
 				if (j < PROCESS_MAX_EVENTS && (p->has_floor >> j & 1)) {
 					es->floor = floor->ev[j];
-					es->too_short = too_short(&r->ev[j].st, floor->ev[j]);
+					es->too_short = too_short(st, floor->ev[j]);
 				}
 			}
 			rs->wall_floor = floor->wall;
-			rs->wall_too_short = too_short(&r->wall, floor->wall);
+			rs->wall_too_short = too_short(wall, floor->wall);
 			struct derived d[DERIVED_MAX];
 			size_t nd = registry_region_derived(p, r, d);
 			rs->derived = &b->dvp[b->n_dv];

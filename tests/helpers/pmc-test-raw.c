@@ -121,7 +121,10 @@
  *                            path never defined), flags (a sample with both flags set): the
  *                            connection must be closed; noreg: a Define before any thread
  *                            registered, then Status (prints "sent"); ok: a path of 32 regions "r"
- * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"
+ * with one sample (1000 ns, 7) and one flagged deeper, then Status: prints "sent"; rename:
+ *                            path 1 of region id 1 "before", one sample of it (1000 ns, 7),
+ *                            then id 1 defined again as "renamed" and one more sample of
+ *                            path 1 (3000 ns, 7): the connection must be closed
  *   SOCKET names-batch N     register, then send one SampleBatch naming N regions (ids 1 to
  *                            4,096 in turn, id i named "n<i>": 4,096 names, then the same
  *                            again) with one sample of region 1 (1000 ns, value 1); then a
@@ -846,6 +849,8 @@ define_kind(int fd, const char *kind)
 	d.path_id = id, d.path_parent = parent, d.path_region = region;
 	size_t n = 1;
 	id[0] = 1, parent[0] = 0, region[0] = 1;
+	if (!strcmp(kind, "rename"))
+		def_name[0] = "before";
 	if (!strcmp(kind, "orphan"))
 		parent[0] = 7;
 	else if (!strcmp(kind, "no-region"))
@@ -872,6 +877,19 @@ define_kind(int fd, const char *kind)
 	}
 	if (register_self(fd) < 0 || pmc_wire_send(fd, &dreq.base, NULL, 0, 0) < 0)
 		return 1;
+	if (!strcmp(kind, "rename")) {
+		uint64_t w2[1] = {3000};
+		struct batch again = {
+		        .n = 1, .ne = 1, .region = sample, .wall = w2, .values = values};
+		if (send_batch(fd, &c) < 0)
+			return 1;
+		def_name[0] = "renamed";
+		d.n_path_id = d.n_path_parent = d.n_path_region = 0;
+		if (pmc_wire_send(fd, &dreq.base, NULL, 0, 0) < 0)
+			return 1;
+		(void)send_batch(fd, &again); /* the connection may be closed already */
+		return expect_closed(fd);
+	}
 	if (!strcmp(kind, "ok")) {
 		uint32_t two[2] = {32, 0x40000001u};
 		uint64_t w2[2] = {1000, 1000}, v2[2] = {7, 7};

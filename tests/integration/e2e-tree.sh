@@ -92,6 +92,15 @@ expect_eq "older client untracked" "$(pmcctl query --tree --pid "$raw_pid" --for
 
 # A path of exactly 32 regions is kept; each broken Define closes only its connection.
 "$PMC_TEST_RAW_BIN" "$SOCK" define ok >/dev/null || fail "define ok"
+# A region id defined again as another name closes the connection (a library never takes an
+# id back): the path defined with the first name counted only the first sample, in its
+# region and its node, which the region reads its figures from while they are the same.
+"$PMC_TEST_RAW_BIN" "$SOCK" define rename >/dev/null 2>&1 || fail "define rename: not closed"
+pass "define rename: connection closed"
+raw_pid=$(pmcctl query --region before --format json | jq '.regions[0].pid')
+expect_eq "first name's figures" "$(region_json before "$raw_pid" | jq -c '[.count, .wall_ns.sum, .wall_ns.max]')" '[1,1000,1000]'
+expect_eq "second name unknown" "$(pmcctl query --region renamed --pid "$raw_pid" --format json | jq '.regions | length')" 0
+expect_eq "first name's node" "$(pmcctl query --tree --pid "$raw_pid" --format json | jq -c '[.. | objects | select(.path? == "before")] | .[0] | [.count, .wall_ns.sum]')" '[1,1000]'
 for kind in no-paths orphan deep no-region batch-undefined flags; do
 	"$PMC_TEST_RAW_BIN" "$SOCK" define "$kind" >/dev/null 2>&1 || fail "define $kind: not closed"
 	pass "define $kind: connection closed"

@@ -5,7 +5,9 @@
  * values_fixed, read where they lie too). Each way counts into a registry of its own;
  * after each batch every aggregate of the two must be the same: counts, sums, minima, maxima,
  * histograms and scaled events exactly, means and m2 up to rounding. Whatever batch_scan()
- * takes, protobuf-c must take too. Shared by tests/unit/test-ingest.c and
+ * takes, protobuf-c must take too. A third registry counts the batch in regions alone, no
+ * call path node: every region must read the same there, whether it shared its statistics
+ * with a node (struct region_agg's via) or not. Shared by tests/unit/test-ingest.c and
  * tests/fuzz/fuzz-ingest.c; the includer defines INGEST_CHECK(expr) (its failure: CHECK()
  * or abort()). */
 #pragma once
@@ -28,8 +30,11 @@
 #error "define INGEST_CHECK(expr) before including pmc-test-ingest.h"
 #endif
 
-/* Keys of the compared batches: a sample's region id modulo this. Key k % 7 == 3 is a
- * region refused (by a limit), an odd key has a call path node too. */
+/* Keys of the compared batches: a sample's region id modulo this. Below CMP_KEYS / 2, key
+ * k % 7 == 3 is a region refused (by a limit), an odd key has a call path node too; key
+ * k + CMP_KEYS / 2 is k's region too, in no node, in its root node or in a node below key
+ * 1's (cmp_init()): a region counted through two nodes, or through one and none, in one batch
+ * or in turn. */
 #define CMP_KEYS 64u
 #define CMP_EVENTS 32u
 
@@ -38,9 +43,11 @@ struct cmp_side {
 	struct process *p;
 	struct region_agg *region[CMP_KEYS], *node[CMP_KEYS];
 	struct stats_budget budget;
+	bool plain; /* counted without call path nodes */
 };
 
-static struct cmp_side cmp_side[2];
+/* The two ways compared, then the plain registry. */
+static struct cmp_side cmp_side[3];
 static uint32_t cmp_ev_id[CMP_EVENTS];
 static unsigned long cmp_counted, cmp_in_place, cmp_fixed, cmp_taken, cmp_refused;
 
@@ -49,22 +56,23 @@ cmp_resolve(void *ctx, uint32_t key, struct region_agg **node)
 {
 	struct cmp_side *c = ctx;
 
-	*node = c->node[key];
+	*node = c->plain ? NULL : c->node[key];
 	return c->region[key];
 }
 
 static void
 cmp_init(void)
 {
-	for (int s = 0; s < 2; s++) {
+	for (int s = 0; s < 3; s++) {
 		struct cmp_side *c = &cmp_side[s];
 		char name[32];
 
 		memset(c, 0, sizeof(*c));
 		c->budget = (struct stats_budget){.limit = SIZE_MAX, .keep = SIZE_MAX};
+		c->plain = s == 2;
 		c->p = registry_process(&c->reg, getpid(), getuid());
 		INGEST_CHECK(c->p);
-		for (uint32_t k = 0; k < CMP_KEYS; k++) {
+		for (uint32_t k = 0; k < CMP_KEYS / 2; k++) {
 			if (k % 7 == 3)
 				continue;
 			snprintf(name, sizeof(name), "r%u", k);
@@ -73,6 +81,14 @@ cmp_init(void)
 			if (k % 2)
 				INGEST_CHECK(c->node[k] =
 				                     registry_process_path(&c->reg, c->p, 0, name));
+		}
+		for (uint32_t k = CMP_KEYS / 2; k < CMP_KEYS; k++) {
+			uint32_t base = k - CMP_KEYS / 2, how = base / 2 % 3;
+			if (!(c->region[k] = c->region[base]) || !how)
+				continue;
+			snprintf(name, sizeof(name), "r%u", base);
+			INGEST_CHECK(c->node[k] = registry_process_path(
+			                     &c->reg, c->p, how == 1 ? 0 : c->node[1]->id, name));
 		}
 		for (uint32_t j = 0; j < CMP_EVENTS; j++) {
 			snprintf(name, sizeof(name), "e%u", j);
@@ -86,8 +102,8 @@ cmp_init(void)
 static inline void
 cmp_free(void)
 {
-	registry_free(&cmp_side[0].reg);
-	registry_free(&cmp_side[1].reg);
+	for (int s = 0; s < 3; s++)
+		registry_free(&cmp_side[s].reg);
 }
 
 /* @a and @b equal up to the rounding of two exact ways of summing (relative 1e-9 of the
@@ -127,12 +143,12 @@ cmp_region(const struct region_agg *x, const struct region_agg *y)
 		return;
 	}
 	INGEST_CHECK(x->count == y->count);
-	cmp_stats(&x->wall, &y->wall);
+	cmp_stats(registry_region_wall(x), registry_region_wall(y));
 	INGEST_CHECK(x->n_ev == y->n_ev);
 	for (size_t e = 0; e < x->n_ev; e++) {
 		INGEST_CHECK(x->ev[e].scaled == y->ev[e].scaled);
 		INGEST_CHECK(x->ev[e].ratio_sum == y->ev[e].ratio_sum);
-		cmp_stats(&x->ev[e].st, &y->ev[e].st);
+		cmp_stats(registry_region_stats(x, e), registry_region_stats(y, e));
 	}
 }
 
@@ -208,9 +224,10 @@ cmp_datagram(const uint8_t *buf, size_t len)
 		pmc__request__free_unpacked(req, NULL);
 		return 0;
 	}
+	/* Spread: a batch's region ids are mostly small. */
 	for (size_t i = 0; i < b->n_region; i++)
-		keys[i] = b->region[i] % CMP_KEYS;
-	struct ingest g[2] = {
+		keys[i] = b->region[i] * 37u % CMP_KEYS;
+	struct ingest g[3] = {
 	        {.b = b, .keys = keys, .ev_id = cmp_ev_id, .ne = ne, .resolve = cmp_resolve},
 	        {.b = &fast,
 	         .cols = cols.in_place ? &cols : NULL,
@@ -219,16 +236,28 @@ cmp_datagram(const uint8_t *buf, size_t len)
 	         .ne = ne,
 	         .resolve = cmp_resolve},
 	};
-	for (int s = 0; s < 2; s++) {
+	g[2] = g[1]; /* the plain registry: as the daemon counts */
+	for (int s = 0; s < 3; s++) {
 		g[s].ctx = &cmp_side[s];
 		g[s].budget = &cmp_side[s].budget;
 		INGEST_CHECK(ingest_batch(&g[s]) == 0);
 	}
 	INGEST_CHECK(g[0].counted == g[1].counted && g[0].refused == g[1].refused);
 	INGEST_CHECK(g[0].counted + g[0].refused == b->n_region);
-	for (uint32_t k = 0; k < CMP_KEYS; k++) {
-		cmp_region(cmp_side[0].region[k], cmp_side[1].region[k]);
-		cmp_region(cmp_side[0].node[k], cmp_side[1].node[k]);
+	INGEST_CHECK(g[2].counted == g[0].counted && g[2].refused == g[0].refused);
+	for (int reset = 0; reset < 2; reset++) {
+		for (uint32_t k = 0; k < CMP_KEYS; k++) {
+			cmp_region(cmp_side[0].region[k], cmp_side[1].region[k]);
+			cmp_region(cmp_side[0].node[k], cmp_side[1].node[k]);
+			cmp_region(cmp_side[0].region[k], cmp_side[2].region[k]);
+		}
+		/* Now and then every region cleared (each counts from nothing again), or one (the
+		 * whole tree with it, the other regions keeping their figures). */
+		if (reset || cmp_counted % 4 != 3)
+			break;
+		for (int s = 0; s < 3; s++)
+			(void)registry_reset(&cmp_side[s].reg, 0,
+			                     cmp_counted % 8 == 3 ? NULL : "r1");
 	}
 	cmp_counted++;
 	cmp_in_place += cols.in_place;

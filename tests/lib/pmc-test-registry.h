@@ -1,6 +1,7 @@
 /* Figures for registries the unit tests build by hand (test-registry, test-scrape). */
 #pragma once
 
+#include "model/ingest.h"
 #include "model/registry.h"
 #include "pmc-test.h"
 
@@ -27,4 +28,43 @@ static inline void
 pmc_test_add_runs(struct registry *reg, struct process *p, const char *name, unsigned n, uint64_t v)
 {
 	pmc_test_add_runs_to(reg, p, name, n, v, NULL);
+}
+
+/* pmc_test_add_path_runs_to()'s resolver: every key is the region and its node in @ctx. */
+static inline struct region_agg *
+pmc_test_path_key(void *ctx, uint32_t key, struct region_agg **node)
+{
+	struct region_agg **rn = ctx;
+	(void)key;
+	*node = rn[1];
+	return rn[0];
+}
+
+/* pmc_test_add_runs_to() as the daemon counts a batch of them through region @name's root
+ * call path node (ingest_batch()): while that node holds every sample of the region, the
+ * region reads its figures there (struct region_agg's via). */
+static inline void
+pmc_test_add_path_runs_to(struct registry *reg, struct process *p, const char *name, unsigned n,
+                          uint64_t v, struct stats_budget *budget)
+{
+	struct region_agg *rn[2] = {registry_process_region(reg, p, name),
+	                            registry_process_path(reg, p, 0, name)};
+	int id = registry_process_event_id(p, "page-faults");
+	CHECK(rn[0] && rn[1] && id >= 0 && n <= 64);
+	uint32_t keys[64] = {0}, ev_id[1] = {(uint32_t)id};
+	uint64_t wall[64], values[64];
+	for (unsigned i = 0; i < n; i++)
+		wall[i] = 100, values[i] = v;
+	Pmc__SampleBatch b = PMC__SAMPLE_BATCH__INIT;
+	b.n_region = n, b.region = keys;
+	b.n_wall_ns = n, b.wall_ns = wall;
+	b.n_values = n, b.values = values;
+	struct ingest g = {.b = &b,
+	                   .keys = keys,
+	                   .ev_id = ev_id,
+	                   .ne = 1,
+	                   .resolve = pmc_test_path_key,
+	                   .ctx = rn,
+	                   .budget = budget};
+	CHECK(ingest_batch(&g) == 0 && g.counted == n);
 }

@@ -444,8 +444,8 @@ test_rewritten_after_scan(void)
 	CHECK(g.counted == N);
 	const struct region_agg *aggs[3] = {c->region[2], c->region[5], c->node[5]};
 	for (int a = 0; a < 3; a++) {
-		all_clamped(&aggs[a]->wall, N / 2);
-		all_clamped(&aggs[a]->ev[cmp_ev_id[0]].st, N / 2);
+		all_clamped(registry_region_wall(aggs[a]), N / 2);
+		all_clamped(registry_region_stats(aggs[a], cmp_ev_id[0]), N / 2);
 	}
 	free(frame);
 }

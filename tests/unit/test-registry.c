@@ -194,6 +194,90 @@ test_retired_fold(void)
 	users_free(&users);
 }
 
+/* Frees @reg, then @users: every histogram block given back, @u's and the daemon's. */
+static void
+free_given_back(struct registry *reg, struct users *users, struct user_share *u)
+{
+	registry_free(reg);
+	CHECK(u->hist.used == 0 && u->hist.parent->used == 0);
+	users_free(users);
+}
+
+/* test_retired_fold() counted through a call path node, which holds the region's figures
+ * (struct region_agg's via), at a budget capped for the user and the daemon: what a forgotten
+ * process leaves, its node's memory, pays for what its retired aggregate needs, and none of
+ * its figures are lost. */
+static void
+test_retired_fold_shared(void)
+{
+	struct stats_budget daemon = {.limit = SIZE_MAX};
+	struct users users = {.parent = &daemon};
+	struct registry reg = {.max_ended = 0, .users = &users};
+	CHECK(registry_retire_enable(&reg, 100) == 0);
+	struct user_share *u = users_get(&users, 1000);
+	CHECK(u);
+	uint64_t runs = 0, faults = 0;
+	struct process *a = NULL;
+	for (unsigned k = 1; k <= 5; k++) {
+		struct process *p = registry_process(&reg, getpid(), 1000);
+		CHECK(p && p->retired);
+		a = p->retired;
+		/* a new power of 1024 each time: a block of its own */
+		pmc_test_add_path_runs_to(&reg, p, "r", k, UINT64_C(1) << (10 * k), &u->hist);
+		CHECK(registry_process_region(&reg, p, "r")->via != NULL);
+		runs += k;
+		faults += (uint64_t)k << (10 * k);
+		if (k == 5) { /* not a byte to spare, for the user nor the daemon */
+			u->hist.limit = u->hist.used;
+			daemon.limit = daemon.used;
+		}
+		registry_process_ended(&reg, p, k);
+		CHECK(reg.n_procs == 0 && a->members == 0);
+	}
+	CHECK(reg.retired_dropped == 0 && u->hist.missed == 0);
+	uint64_t count;
+	const struct stats *st = retired_faults(a, "r", &count);
+	CHECK(count == runs && st->count == runs && st->sum == faults);
+	for (unsigned k = 1; k <= 5; k++)
+		CHECK(stats_hist_get(st, stats_bucket(UINT64_C(1) << (10 * k))) == k);
+	/* What the aggregate holds is all the user holds. */
+	const struct region_agg *r = registry_region_find(a, "r");
+	size_t held = stats_memory(&r->wall);
+	for (size_t j = 0; j < r->n_ev; j++)
+		held += stats_memory(&r->ev[j].st);
+	CHECK(u->hist.used == held && daemon.used == held);
+	free_given_back(&reg, &users, u);
+}
+
+/* A region that shares its node's figures gets its own copy when it counts a sample of no
+ * node, or when the call path tree is cleared without it: each charged to its user even past
+ * the budget (the buckets shown never go down), and given back when freed. */
+static void
+test_unshare_budget(void)
+{
+	struct stats_budget daemon = {.limit = SIZE_MAX};
+	struct users users = {.parent = &daemon};
+	struct registry reg = {.users = &users};
+	struct user_share *u = users_get(&users, 1000);
+	struct process *p = registry_process(&reg, getpid(), 1000);
+	CHECK(u && p);
+	pmc_test_add_path_runs_to(&reg, p, "a", 3, 1000, &u->hist);
+	pmc_test_add_path_runs_to(&reg, p, "b", 2, 5000, &u->hist);
+	struct region_agg *a = registry_region_find(p, "a"), *b = registry_region_find(p, "b");
+	CHECK(a->via && b->via && stats_memory(&a->wall) == 0);
+	size_t shared = u->hist.used;
+	u->hist.limit = u->hist.used;
+	daemon.limit = daemon.used;
+	/* "b" cleared, with the whole tree: "a" keeps its figures, in a copy of its own. */
+	CHECK(registry_reset(&reg, 0, "b") == 1);
+	CHECK(!a->via && !b->via);
+	const struct stats *st = registry_region_stats(a, 0);
+	CHECK(a->wall.count == 3 && st->count == 3 && st->sum == 3000);
+	CHECK(stats_hist_get(st, stats_bucket(1000)) == 3 && u->hist.missed == 0);
+	CHECK(u->hist.used > shared && u->hist.used == daemon.used);
+	free_given_back(&reg, &users, u);
+}
+
 /* Evicted processes are counted by run tag per uid: another uid's evictions under more tags
  * than a table holds never push a tag out, and its processes that say the same tag never
  * add to it (issue 31, item 6). */
@@ -463,6 +547,8 @@ main(void)
 	PMC_TEST_RUN(test_room);
 	PMC_TEST_RUN(test_events_and_owners);
 	PMC_TEST_RUN(test_retired_fold);
+	PMC_TEST_RUN(test_retired_fold_shared);
+	PMC_TEST_RUN(test_unshare_budget);
 	PMC_TEST_RUN(test_run_tags_per_uid);
 	PMC_TEST_RUN(test_retired_by_cgroup);
 	PMC_TEST_RUN(test_retired_off);

@@ -34,6 +34,7 @@
 #include "common/util.h"
 #include "model/model.h"
 #include "model/state.h"
+#include "pmc-test-registry.h"
 #include "pmc-test.h"
 #include "pmc.pb-c.h"
 
@@ -215,8 +216,9 @@ same_region(const struct process *p, const struct region_agg *x, const struct pr
             const struct region_agg *y)
 {
 	CHECK(!strcmp(x->name, y->name) && x->count == y->count);
-	CHECK(x->wall.count == y->wall.count && x->wall.sum == y->wall.sum);
-	CHECK(stats_quantile(&x->wall, 0.9) == stats_quantile(&y->wall, 0.9));
+	const struct stats *xw = registry_region_wall(x), *yw = registry_region_wall(y);
+	CHECK(xw->count == yw->count && xw->sum == yw->sum);
+	CHECK(stats_quantile(xw, 0.9) == stats_quantile(yw, 0.9));
 	size_t n = 0;
 	for (size_t i = 0; i < x->n_ev; i++) {
 		if (!x->seen[i])
@@ -227,9 +229,11 @@ same_region(const struct process *p, const struct region_agg *x, const struct pr
 			j++;
 		CHECK(j < y->n_ev && y->seen[j]);
 		const struct event_agg *e = &x->ev[i], *f = &y->ev[j];
-		CHECK(e->st.count == f->st.count && e->st.sum == f->st.sum);
-		CHECK(e->st.min == f->st.min && e->st.max == f->st.max);
-		CHECK(stats_quantile(&e->st, 0.5) == stats_quantile(&f->st, 0.5));
+		const struct stats *es = registry_region_stats(x, i),
+		                   *fs = registry_region_stats(y, j);
+		CHECK(es->count == fs->count && es->sum == fs->sum);
+		CHECK(es->min == fs->min && es->max == fs->max);
+		CHECK(stats_quantile(es, 0.5) == stats_quantile(fs, 0.5));
 		CHECK(e->scaled == f->scaled && e->ratio_sum == f->ratio_sum);
 	}
 	for (size_t j = 0; j < y->n_ev; j++)
@@ -577,6 +581,65 @@ test_state_paths_round_trip(void)
 	registry_free(&b.reg);
 	registry_free(&c.reg);
 	CHECK(b.reg.n_paths == 0 && c.reg.n_paths == 0);
+}
+
+/* Histogram memory that @p's regions and nodes hold themselves. */
+static size_t
+held_memory(const struct process *p)
+{
+	size_t n = 0;
+	for (size_t k = 0; k < p->n_regions + p->n_paths; k++) {
+		const struct region_agg *r =
+		        k < p->n_regions ? p->regions[k] : p->paths[k - p->n_regions];
+		n += stats_memory(&r->wall);
+		for (size_t j = 0; j < r->n_ev; j++)
+			n += stats_memory(&r->ev[j].st);
+	}
+	return n;
+}
+
+/* A region counted only through its one node reads its figures there (struct region_agg's
+ * via): saved as its own, and after a load shared again (the copy the file gave it freed, its
+ * memory given back), so that a restart costs no memory; saved again, the same bytes. A region
+ * with samples of its own beside its node's ("m") keeps its own. */
+static void
+test_state_paths_shared(void)
+{
+	struct model a = {0}, b = {0};
+	fill_paths(&a);
+	struct process *p = registry_first(&a.reg);
+	pmc_test_add_path_runs_to(&a.reg, p, "s", 5, 1000, NULL);
+	pmc_test_add_path_runs_to(&a.reg, p, "s", 3, 70000, NULL);
+	struct region_agg *s = registry_region_find(p, "s");
+	CHECK(s && s->via && s->wall.count == 0 && registry_region_wall(s)->count == 8);
+	pmc_test_add_runs_to(&a.reg, p, "m", 2, 10, NULL);
+	pmc_test_add_path_runs_to(&a.reg, p, "m", 4, 10, NULL);
+	struct region_agg *m = registry_region_find(p, "m");
+	CHECK(m && !m->via && m->wall.count == 6);
+	uint8_t *buf;
+	size_t len;
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	b.reg.users = &b.users;
+	b.users.hist_limit = 1 << 20;
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	struct process *q = registry_first(&b.reg);
+	struct region_agg *t = registry_region_find(q, "s"), *n = registry_region_find(q, "m");
+	CHECK(t && t->via == registry_path_find(q, 0, "s") && n && !n->via);
+	CHECK(n->wall.count == 6 && registry_path_find(q, 0, "m")->wall.count == 4);
+	CHECK(!registry_region_find(q, "parse")->via);
+	CHECK(stats_memory(&t->wall) == 0 && stats_memory(&t->ev[0].st) == 0);
+	same_region(p, s, q, t);
+	same_region(p, m, q, n);
+	const struct stats *st = registry_region_stats(t, 0);
+	CHECK(st->count == 8 && st->sum == 5 * 1000 + 3 * 70000 && st->max == 70000);
+	struct user_share *u = users_get(&b.users, getuid());
+	CHECK(u && u->hist.used == held_memory(q) && !u->hist.missed);
+	same_bytes(&b, buf, len);
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	users_free(&b.users);
+	free(buf);
+	registry_free(&a.reg);
 }
 
 /* The nodes' histogram blocks are charged to the uid's budget with its regions' (and given
@@ -1676,6 +1739,7 @@ main(int argc, char **argv)
 	PMC_TEST_RUN(test_state_process_budget);
 	PMC_TEST_RUN(test_state_retired_hostile);
 	PMC_TEST_RUN(test_state_paths_round_trip);
+	PMC_TEST_RUN(test_state_paths_shared);
 	PMC_TEST_RUN(test_state_paths_budget);
 	PMC_TEST_RUN(test_state_paths_old_file);
 	PMC_TEST_RUN(test_state_origin);
