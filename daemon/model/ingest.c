@@ -62,7 +62,7 @@ static void
 share_end(const struct ingest *g, struct region_agg *reg, const struct region_agg *node)
 {
 	if (reg->via && reg->via != node)
-		(void)registry_region_unshare(reg, g->budget);
+		(void)registry_region_unshare(reg, g->budget, true);
 }
 
 /* Counts a checked batch sample by sample with stats_add(): the way for values over

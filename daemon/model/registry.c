@@ -257,46 +257,89 @@ region_memory(const struct region_agg *r)
 	return bytes;
 }
 
-int
-registry_region_unshare(struct region_agg *r, struct stats_budget *budget)
+/* The statistics @r shares with @n, in turn (@i: 0 the wall time, then event i - 1): false
+ * past them. */
+static bool
+pair_at(struct region_agg *r, struct region_agg *n, size_t i, struct stats **rs, struct stats **ns)
 {
-	const struct region_agg *n = r->via;
-	size_t before = region_memory(r);
+	if (i == 0) {
+		*rs = &r->wall, *ns = &n->wall;
+		return true;
+	}
+	if (i > r->n_ev || i > n->n_ev)
+		return false;
+	*rs = &r->ev[i - 1].st, *ns = &n->ev[i - 1].st;
+	return true;
+}
+
+static void
+stats_swap(struct stats *a, struct stats *b)
+{
+	struct stats t = *a;
+	*a = *b;
+	*b = t;
+}
+
+int
+registry_region_unshare(struct region_agg *r, struct stats_budget *budget, bool copy)
+{
+	struct region_agg *n = r->via;
+	struct stats *rs, *ns;
 	int e = 0;
 
 	if (!n)
 		return 0;
 	r->via = NULL;
-	/* The region's own are empty while it shares: the merge is a copy. Its blocks hold
-	 * figures shown already, which a budget that has no room left must not take back (a
-	 * histogram's buckets never go down, /metrics): charged whatever the limit, as much as
-	 * the node holds, which the region held too before it shared. */
-	e |= stats_merge(&r->wall, &n->wall, NULL);
-	for (size_t i = 0; i < r->n_ev && i < n->n_ev; i++)
-		e |= stats_merge(&r->ev[i].st, &n->ev[i].st, NULL);
-	size_t after = region_memory(r);
-	stats_budget_force(budget, after > before ? after - before : 0);
+	/* The region's own are empty while it shares (blocks a reset kept, zeroed, at most):
+	 * the node's go to the region, those to the node, which the merge fills. */
+	for (size_t i = 0; pair_at(r, n, i, &rs, &ns); i++) {
+		stats_swap(rs, ns);
+		if (copy)
+			e |= stats_merge(ns, rs, budget);
+	}
 	return e < 0 ? -ENOMEM : 0;
 }
 
-void
+/* The counts @s's histogram holds. */
+static uint64_t
+hist_total(const struct stats *s)
+{
+	uint64_t total = 0, c;
+	for (unsigned b = 0, i; stats_hist_next(s, &b, &i, &c);)
+		total += c;
+	return total;
+}
+
+bool
 registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget)
 {
 	struct region_agg *r = registry_region_find(p, node->name);
+	struct stats *rs, *ns;
+	bool whole = true;
+	size_t i;
 
-	if (!r || r->via || !r->wall.count || r->wall.count != node->wall.count)
-		return;
-	for (size_t i = 0; i < r->n_ev; i++)
-		if (r->ev[i].st.count != (i < node->n_ev ? node->ev[i].st.count : 0))
-			return;
-	for (size_t i = r->n_ev; i < node->n_ev; i++)
-		if (node->ev[i].st.count)
-			return;
-	stats_budget_credit(budget, region_memory(r));
-	stats_free(&r->wall);
-	for (size_t i = 0; i < r->n_ev; i++)
-		stats_free(&r->ev[i].st);
+	if (!r || r->via || !r->wall.count)
+		return false;
+	for (i = 0; pair_at(r, node, i, &rs, &ns); i++)
+		if (rs->count != ns->count || rs->sum != ns->sum || rs->min != ns->min ||
+		    rs->max != ns->max)
+			return false;
+	/* Slots one of them has alone: empty there. */
+	for (size_t k = i - 1; k < r->n_ev; k++)
+		if (r->ev[k].st.count)
+			return false;
+	for (size_t k = i - 1; k < node->n_ev; k++)
+		if (node->ev[k].st.count)
+			return false;
+	for (i = 0; pair_at(r, node, i, &rs, &ns); i++) {
+		if (hist_total(rs) > hist_total(ns))
+			stats_swap(rs, ns);
+		whole &= hist_total(ns) == ns->count;
+		stats_budget_credit(budget, stats_memory(rs));
+		stats_free(rs);
+	}
 	r->via = node;
+	return whole;
 }
 
 /* Clears @r's figures; a region sharing its node's statistics (via) gets its own again,
@@ -747,7 +790,7 @@ registry_reset(struct registry *reg, pid_t pid, const char *region)
 			touched = !strcmp(region, p->regions[i]->name);
 		/* A region left as it is keeps the figures its node shared with it. */
 		for (size_t i = 0; touched && i < p->n_regions; i++)
-			(void)registry_region_unshare(p->regions[i], user_budget(reg, p->uid));
+			(void)registry_region_unshare(p->regions[i], NULL, false);
 		for (size_t i = 0; touched && i < p->n_paths; i++)
 			region_clear(p->paths[i]);
 		if (touched)

@@ -77,14 +77,18 @@ registry_region_stats(const struct region_agg *r, size_t e)
 }
 
 /**
- * registry_region_unshare() - give region @r its own copy of the statistics it shares with
- * its node (struct region_agg's via), and share no more; nothing when it shares none
- * @budget: what the histogram blocks of the copy are charged to (NULL: nobody)
+ * registry_region_unshare() - give region @r statistics of its own instead of those it shares
+ * with its node (struct region_agg's via), and share no more; nothing when it shares none
+ * @budget: what the histogram blocks of the node's copy are charged to (NULL: nobody)
+ * @copy: the node keeps counting: it gets a copy; false: the node is cleared next
+ *        (registry_reset()), it gets empty statistics
  *
- * Return: 0, or -ENOMEM when a histogram block could not be had: its counts are missed in
- * @r's copy (counted in @budget's missed), every other figure is copied.
+ * The region takes the node's statistics as they are, blocks and all, so that no figure or
+ * bucket it shows goes down (/metrics); the node gets the copy. Return: 0, or -ENOMEM when a
+ * block of the copy could not be had: its counts are missed in the node's histogram (counted
+ * in @budget's missed), every other figure is copied.
  */
-int registry_region_unshare(struct region_agg *r, struct stats_budget *budget);
+int registry_region_unshare(struct region_agg *r, struct stats_budget *budget, bool copy);
 
 /**
  * enum untracked_reason - why samples counted under their region's name are in no call path
@@ -246,12 +250,15 @@ struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t st
 
 /**
  * registry_node_restored() - after call path node @node of @p got its figures back (a state
- * file), let its region share them again when they are all the region's: as many samples in
- * the wall time and in each event (a node's samples are its region's, so the same ones). The
- * region's own statistics are freed then, their memory given back to @budget (NULL: nobody).
- * Nothing else changes, and nothing fails.
+ * file), let its region share them again when they are all the region's: the same count, sum,
+ * minimum and maximum in the wall time and in each event (a node's samples are its region's,
+ * so the same ones). Of each pair of statistics the node keeps the histogram that holds more
+ * counts (a copy that had no room is missing some), the other is freed, its memory given back
+ * to @budget (NULL: nobody). Nothing fails.
+ * Return: true when the region shares them now and every histogram kept is whole (then what
+ * the restore of @node missed was not lost); false otherwise.
  */
-void registry_node_restored(struct process *p, struct region_agg *node,
+bool registry_node_restored(struct process *p, struct region_agg *node,
                             struct stats_budget *budget);
 
 /** registry_region_find() - region @name of @p, or NULL */

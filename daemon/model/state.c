@@ -808,11 +808,14 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
 			return -ENOMEM;
 		if (p->n_paths == before)
 			return -EBADMSG;
+		uint64_t missed = budget ? budget->missed : 0;
 		int e = load_figures(p, r, rs, budget);
 		if (e < 0)
 			return e;
-		/* Its region shares them again, as before the file was written. */
-		registry_node_restored(p, r, budget);
+		/* Its region shares them again, as before the file was written: what had no room
+		 * in the node's copy was kept in the region's. */
+		if (registry_node_restored(p, r, budget) && budget)
+			budget->missed = missed;
 	}
 	return 0;
 }

@@ -95,13 +95,6 @@ stats_budget_credit(struct stats_budget *b, size_t bytes)
 		b->used = b->used > bytes ? b->used - bytes : 0;
 }
 
-void
-stats_budget_force(struct stats_budget *b, size_t bytes)
-{
-	for (; b; b = b->parent)
-		b->used = b->used < SIZE_MAX - bytes ? b->used + bytes : SIZE_MAX;
-}
-
 bool
 stats_budget_charge(struct stats_budget *budget, size_t bytes)
 {

@@ -107,13 +107,6 @@ void stats_budget_credit(struct stats_budget *b, size_t bytes);
 bool stats_budget_charge(struct stats_budget *b, size_t bytes);
 
 /**
- * stats_budget_force() - charge @bytes to @b and its parents whatever their limits (for
- * blocks that hold figures already counted, which must not be lost: registry.h's
- * registry_region_unshare())
- */
-void stats_budget_force(struct stats_budget *b, size_t bytes);
-
-/**
  * stats_init() - make @s an empty aggregate
  * @s: the aggregate, caller-owned; any previous contents are overwritten, not freed
  *

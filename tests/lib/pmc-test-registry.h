@@ -40,17 +40,17 @@ pmc_test_path_key(void *ctx, uint32_t key, struct region_agg **node)
 	return rn[0];
 }
 
-/* pmc_test_add_runs_to() as the daemon counts a batch of them through region @name's root
- * call path node (ingest_batch()): while that node holds every sample of the region, the
- * region reads its figures there (struct region_agg's via). */
+/* pmc_test_add_runs_to() as the daemon counts a batch of them (ingest_batch()), through
+ * region @name's root call path node when @path: while that node holds every sample of the
+ * region, the region reads its figures there (struct region_agg's via). */
 static inline void
-pmc_test_add_path_runs_to(struct registry *reg, struct process *p, const char *name, unsigned n,
-                          uint64_t v, struct stats_budget *budget)
+pmc_test_ingest_runs_to(struct registry *reg, struct process *p, const char *name, unsigned n,
+                        uint64_t v, struct stats_budget *budget, bool path)
 {
 	struct region_agg *rn[2] = {registry_process_region(reg, p, name),
-	                            registry_process_path(reg, p, 0, name)};
+	                            path ? registry_process_path(reg, p, 0, name) : NULL};
 	int id = registry_process_event_id(p, "page-faults");
-	CHECK(rn[0] && rn[1] && id >= 0 && n <= 64);
+	CHECK(rn[0] && (rn[1] || !path) && id >= 0 && n <= 64);
 	uint32_t keys[64] = {0}, ev_id[1] = {(uint32_t)id};
 	uint64_t wall[64], values[64];
 	for (unsigned i = 0; i < n; i++)
@@ -67,4 +67,12 @@ pmc_test_add_path_runs_to(struct registry *reg, struct process *p, const char *n
 	                   .ctx = rn,
 	                   .budget = budget};
 	CHECK(ingest_batch(&g) == 0 && g.counted == n);
+}
+
+/* pmc_test_ingest_runs_to() through the region's root node. */
+static inline void
+pmc_test_add_path_runs_to(struct registry *reg, struct process *p, const char *name, unsigned n,
+                          uint64_t v, struct stats_budget *budget)
+{
+	pmc_test_ingest_runs_to(reg, p, name, n, v, budget, true);
 }

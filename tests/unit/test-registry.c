@@ -249,9 +249,11 @@ test_retired_fold_shared(void)
 	free_given_back(&reg, &users, u);
 }
 
-/* A region that shares its node's figures gets its own copy when it counts a sample of no
- * node, or when the call path tree is cleared without it: each charged to its user even past
- * the budget (the buckets shown never go down), and given back when freed. */
+/* A region that shares its node's figures gets its own when the call path tree is cleared
+ * without it (it takes the node's, nothing charged), or when it counts a sample of no node
+ * (it takes the node's, the node gets a copy): at a budget with no room left, the region's
+ * figures and buckets stay whole (they never go down: /metrics), what the node's copy had no
+ * room for is missed in the node alone, counted. */
 static void
 test_unshare_budget(void)
 {
@@ -268,13 +270,27 @@ test_unshare_budget(void)
 	size_t shared = u->hist.used;
 	u->hist.limit = u->hist.used;
 	daemon.limit = daemon.used;
-	/* "b" cleared, with the whole tree: "a" keeps its figures, in a copy of its own. */
+	/* "b" cleared, with the whole tree: "a" keeps its figures, its own now. */
 	CHECK(registry_reset(&reg, 0, "b") == 1);
 	CHECK(!a->via && !b->via);
 	const struct stats *st = registry_region_stats(a, 0);
 	CHECK(a->wall.count == 3 && st->count == 3 && st->sum == 3000);
 	CHECK(stats_hist_get(st, stats_bucket(1000)) == 3 && u->hist.missed == 0);
-	CHECK(u->hist.used > shared && u->hist.used == daemon.used);
+	CHECK(u->hist.used == shared && daemon.used == shared);
+	/* "d" through its node, then, with no room left, a sample of no node. */
+	u->hist.limit = daemon.limit = SIZE_MAX;
+	pmc_test_add_path_runs_to(&reg, p, "d", 2, 7, &u->hist);
+	struct region_agg *d = registry_region_find(p, "d"), *dn = registry_path_find(p, 0, "d");
+	CHECK(d->via == dn && u->hist.missed == 0);
+	u->hist.limit = u->hist.used;
+	daemon.limit = daemon.used;
+	pmc_test_ingest_runs_to(&reg, p, "d", 1, 7, &u->hist, false);
+	st = registry_region_stats(d, 0);
+	CHECK(!d->via && st->count == 3 && st->sum == 21 &&
+	      stats_hist_get(st, stats_bucket(7)) == 3);
+	CHECK(dn->ev[0].st.count == 2 && dn->ev[0].st.sum == 14 && u->hist.missed > 0);
+	CHECK(stats_hist_get(&dn->ev[0].st, stats_bucket(7)) == 0);
+	CHECK(u->hist.used <= u->hist.limit && u->hist.used == daemon.used);
 	free_given_back(&reg, &users, u);
 }
 

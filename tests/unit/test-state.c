@@ -642,6 +642,41 @@ test_state_paths_shared(void)
 	registry_free(&a.reg);
 }
 
+/* A shared region (test_state_paths_shared()) whose uid has room for one copy of its figures,
+ * not two: the file holds two (the region's, then the node's), and the load keeps the whole
+ * one, nothing missed. */
+static void
+test_state_paths_shared_budget(void)
+{
+	struct model a = {0}, b = {0};
+	struct process *p = registry_process(&a.reg, getpid(), getuid());
+	CHECK(p);
+	for (unsigned k = 0; k < 6; k++)
+		pmc_test_add_path_runs_to(&a.reg, p, "s", 1, UINT64_C(1) << (8 * k), NULL);
+	struct region_agg *s = registry_region_find(p, "s");
+	CHECK(s->via && stats_memory(&s->wall) == 0);
+	size_t one = held_memory(p);
+	uint8_t *buf;
+	size_t len;
+	CHECK(state_encode(&a, 7, &buf, &len) == 0);
+	b.reg.users = &b.users;
+	b.users.hist_limit = one + one / 2;
+	CHECK(state_load_buffer(&b, buf, len) == 0);
+	struct process *q = registry_first(&b.reg);
+	struct region_agg *t = registry_region_find(q, "s");
+	CHECK(t && t->via == registry_path_find(q, 0, "s"));
+	const struct stats *st = registry_region_stats(t, 0);
+	for (unsigned k = 0; k < 6; k++)
+		CHECK(stats_hist_get(st, stats_bucket(UINT64_C(1) << (8 * k))) == 1);
+	struct user_share *u = users_get(&b.users, getuid());
+	CHECK(u && !u->hist.missed && u->hist.used == one && held_memory(q) == one);
+	registry_free(&b.reg);
+	CHECK(u->hist.used == 0);
+	users_free(&b.users);
+	free(buf);
+	registry_free(&a.reg);
+}
+
 /* The nodes' histogram blocks are charged to the uid's budget with its regions' (and given
  * back when the process is forgotten); those past it lose their counts, in the uid's
  * `histogram missed`, the other figures kept. */
@@ -1740,6 +1775,7 @@ main(int argc, char **argv)
 	PMC_TEST_RUN(test_state_retired_hostile);
 	PMC_TEST_RUN(test_state_paths_round_trip);
 	PMC_TEST_RUN(test_state_paths_shared);
+	PMC_TEST_RUN(test_state_paths_shared_budget);
 	PMC_TEST_RUN(test_state_paths_budget);
 	PMC_TEST_RUN(test_state_paths_old_file);
 	PMC_TEST_RUN(test_state_origin);
