@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/client-internal.h"
@@ -346,9 +348,29 @@ test_lock_taken(void)
 	thread_done(t);
 }
 
+/* sched_yield() calls made while slow_yield is set, each made to last a time slice of a busy
+ * machine (1 ms at least). */
+static unsigned slow_yields;
+static bool slow_yield;
+
+int
+sched_yield(void)
+{
+	if (slow_yield) {
+		slow_yields++;
+		struct timespec ms = {0, 1000000};
+		while (nanosleep(&ms, &ms) < 0 && errno == EINTR)
+			;
+		return 0;
+	}
+	return (int)syscall(SYS_sched_yield);
+}
+
 /* The holder of the lock finds the thread turning its own records (t->conv) and that turn never
  * ends (a thread preempted, or stopped, there): it gives up within PMC_CONV_WAIT_NS and leaves
- * them to the thread, instead of yielding for as long as the thread does not run. */
+ * them to the thread, instead of yielding for as long as the thread does not run. Each yield
+ * lasting 1 ms or more, PMC_CONV_WAIT_NS (20 ms) passes within the 64 yields between two looks
+ * at the clock: 64 yields, not a count of tries (100,000 before: 100 s). */
 static void
 test_convert_gives_up(void)
 {
@@ -356,7 +378,10 @@ test_convert_gives_up(void)
 	region(5, 10, 10, 12, 12, 12);
 	region(6, 20, 20, 23, 23, 23);
 	atomic_store(&t->conv, 1);
+	slow_yield = true;
 	convert(t); /* returns: what this case checks (without a bound it would never) */
+	slow_yield = false;
+	CHECK(slow_yields > 0 && slow_yields <= 64);
 	CHECK_EQ_U64(atomic_load(&t->head), 0);
 	atomic_store(&t->conv, 0);
 	convert(t);
