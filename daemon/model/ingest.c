@@ -1,7 +1,10 @@
 /* ingest: how a checked sample batch becomes aggregates. Each sample counts in its region
  * and, on a call path connection, in its call path's node; where either is (or whether a
  * limit refused its region) the caller's resolver says, so that this file knows nothing of
- * connections. The batch is counted key by key through the accumulators of stats.h (grouped,
+ * connections. A region whose samples all came through one node shares that node's
+ * statistics (registry.h, struct region_agg's via): their values are counted once, in the
+ * node's, until a sample of another node or of none makes them part (share_begin(),
+ * share_end()). The batch is counted key by key through the accumulators of stats.h (grouped,
  * no division or lookup per value), or sample by sample where its values do not fit them. */
 #include "model/ingest.h"
 
