@@ -257,6 +257,15 @@ region_memory(const struct region_agg *r)
 	return bytes;
 }
 
+/* Frees @r's statistics (the wall time's and each event's), leaving them empty. */
+static void
+region_stats_free(struct region_agg *r)
+{
+	stats_free(&r->wall);
+	for (size_t i = 0; i < r->n_ev; i++)
+		stats_free(&r->ev[i].st);
+}
+
 /* The statistics @r shares with @n, in turn (@i: 0 the wall time, then event i - 1): false
  * past them. */
 static bool
@@ -332,9 +341,12 @@ registry_node_restored(struct process *p, struct region_agg *node, struct stats_
 		if (node->ev[k].st.count)
 			return false;
 	for (i = 0; pair_at(r, node, i, &rs, &ns); i++) {
-		if (hist_total(rs) > hist_total(ns))
+		uint64_t kept = hist_total(ns), other = hist_total(rs);
+		if (other > kept) {
 			stats_swap(rs, ns);
-		whole &= hist_total(ns) == ns->count;
+			kept = other;
+		}
+		whole &= kept == ns->count;
 		stats_budget_credit(budget, stats_memory(rs));
 		stats_free(rs);
 	}
@@ -601,11 +613,8 @@ retire(struct registry *reg, struct process *p, const char *region, bool forget)
 			stats_budget_credit(b, region_memory(r) +
 			                               (r->via ? region_memory(r->via) : 0));
 		retire_region(reg, a, p, r, b);
-		for (int k = 0; forget && k < 2 && held[k]; k++) {
-			stats_free(&held[k]->wall);
-			for (size_t j = 0; j < held[k]->n_ev; j++)
-				stats_free(&held[k]->ev[j].st);
-		}
+		for (int k = 0; forget && k < 2 && held[k]; k++)
+			region_stats_free(held[k]);
 	}
 }
 
@@ -1001,9 +1010,7 @@ registry_room(struct registry *reg, const struct process *keep)
 static void
 region_free(struct region_agg *r)
 {
-	stats_free(&r->wall);
-	for (size_t i = 0; i < r->n_ev; i++)
-		stats_free(&r->ev[i].st);
+	region_stats_free(r);
 	free(r->ev);
 	free(r->seen);
 	free(r->name);

@@ -30,7 +30,7 @@ pmc_test_add_runs(struct registry *reg, struct process *p, const char *name, uns
 	pmc_test_add_runs_to(reg, p, name, n, v, NULL);
 }
 
-/* pmc_test_add_path_runs_to()'s resolver: every key is the region and its node in @ctx. */
+/* pmc_test_ingest_runs_to()'s resolver: every key is the region and its node in @ctx. */
 static inline struct region_agg *
 pmc_test_path_key(void *ctx, uint32_t key, struct region_agg **node)
 {

@@ -137,19 +137,32 @@ retired_faults(struct process *a, const char *name, uint64_t *count)
 	return NULL;
 }
 
+/* A registry whose processes are forgotten as they end (--keep-exited 0), their figures kept
+ * in retired aggregates (100 regions), its users' budgets under @daemon (no limit yet).
+ * Return: uid 1000's share. */
+static struct user_share *
+retiring_registry(struct registry *reg, struct users *users, struct stats_budget *daemon)
+{
+	*daemon = (struct stats_budget){.limit = SIZE_MAX};
+	*users = (struct users){.parent = daemon};
+	*reg = (struct registry){.max_ended = 0, .users = users};
+	CHECK(registry_retire_enable(reg, 100) == 0);
+	struct user_share *u = users_get(users, 1000);
+	CHECK(u);
+	return u;
+}
+
 /* A forgotten process's figures join the retired aggregate of its (uid, comm), exactly
  * (runs, sums, min, histogram), however many come and go; the histogram memory they leave
  * pays for the blocks the aggregate needs, even at the user's budget. */
 static void
 test_retired_fold(void)
 {
-	struct stats_budget daemon = {.limit = SIZE_MAX};
-	struct users users = {.parent = &daemon};
-	struct registry reg = {.max_ended = 0, .users = &users};
-	CHECK(registry_retire_enable(&reg, 100) == 0);
+	struct stats_budget daemon;
+	struct users users;
+	struct registry reg;
+	struct user_share *u = retiring_registry(&reg, &users, &daemon);
 	CHECK(reg.max_retired == 100 && reg.max_retired_per_uid == 25);
-	struct user_share *u = users_get(&users, 1000);
-	CHECK(u);
 
 	/* Processes of one program and uid, one after the other, each forgotten as it ends
 	 * (--keep-exited 0; the same pid: each is a new process once the one before is
@@ -210,12 +223,10 @@ free_given_back(struct registry *reg, struct users *users, struct user_share *u)
 static void
 test_retired_fold_shared(void)
 {
-	struct stats_budget daemon = {.limit = SIZE_MAX};
-	struct users users = {.parent = &daemon};
-	struct registry reg = {.max_ended = 0, .users = &users};
-	CHECK(registry_retire_enable(&reg, 100) == 0);
-	struct user_share *u = users_get(&users, 1000);
-	CHECK(u);
+	struct stats_budget daemon;
+	struct users users;
+	struct registry reg;
+	struct user_share *u = retiring_registry(&reg, &users, &daemon);
 	uint64_t runs = 0, faults = 0;
 	struct process *a = NULL;
 	for (unsigned k = 1; k <= 5; k++) {

@@ -598,6 +598,18 @@ held_memory(const struct process *p)
 	return n;
 }
 
+/* Frees @b, loaded from @buf (freed too) with users: every block given back to @u; then @a,
+ * the model @buf was encoded from. */
+static void
+loaded_free(struct model *a, struct model *b, struct user_share *u, uint8_t *buf)
+{
+	registry_free(&b->reg);
+	CHECK(u->hist.used == 0);
+	users_free(&b->users);
+	free(buf);
+	registry_free(&a->reg);
+}
+
 /* A region counted only through its one node reads its figures there (struct region_agg's
  * via): saved as its own, and after a load shared again (the copy the file gave it freed, its
  * memory given back), so that a restart costs no memory; saved again, the same bytes. A region
@@ -635,11 +647,7 @@ test_state_paths_shared(void)
 	struct user_share *u = users_get(&b.users, getuid());
 	CHECK(u && u->hist.used == held_memory(q) && !u->hist.missed);
 	same_bytes(&b, buf, len);
-	registry_free(&b.reg);
-	CHECK(u->hist.used == 0);
-	users_free(&b.users);
-	free(buf);
-	registry_free(&a.reg);
+	loaded_free(&a, &b, u, buf);
 }
 
 /* A shared region (test_state_paths_shared()) whose uid has room for one copy of its figures,
@@ -670,11 +678,7 @@ test_state_paths_shared_budget(void)
 		CHECK(stats_hist_get(st, stats_bucket(UINT64_C(1) << (8 * k))) == 1);
 	struct user_share *u = users_get(&b.users, getuid());
 	CHECK(u && !u->hist.missed && u->hist.used == one && held_memory(q) == one);
-	registry_free(&b.reg);
-	CHECK(u->hist.used == 0);
-	users_free(&b.users);
-	free(buf);
-	registry_free(&a.reg);
+	loaded_free(&a, &b, u, buf);
 }
 
 /* The nodes' histogram blocks are charged to the uid's budget with its regions' (and given
