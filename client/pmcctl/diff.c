@@ -245,8 +245,11 @@ read_buckets(struct jr *r, struct jregion *g, struct jstats *st)
 		jread_skip(r);
 		return;
 	}
+	/* A key given twice (refused at the object's end, read before) reads as its last. */
 	st->buckets = true;
 	st->row = g->n_row;
+	st->n_rows = 0;
+	st->bad_row = false;
 	jread_array(r);
 	while (jread_element(r)) {
 		int64_t v[3];

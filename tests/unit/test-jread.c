@@ -265,6 +265,62 @@ test_jread_diff_any_order(void)
 	free(text);
 }
 
+/* A key given twice (buckets past the first's rows, events, a name) is refused, and what was
+ * read of it before the object closed overruns nothing (fuzz-diff found buckets given twice
+ * read past their rows on 6 Dec; ASan's build of this test sees an overrun). */
+static void
+test_jread_diff_key_twice(void)
+{
+	static const char *const twice[] = {
+	        "\"buckets\":[[1,1,17]],\"buckets\":[[1,1,17]]",
+	        "\"buckets\":[ROWS],\"buckets\":[[1,1,17]]",
+	        "\"buckets\":[ROWS],\"buckets\":[[1,1]]",
+	        "\"buckets\":[[1,1]],\"buckets\":[ROWS]",
+	};
+	char rows[17 * 8 + 1] = "", *text;
+
+	for (int i = 0; i < 17; i++)
+		strcat(rows, i ? ",[1,1,1]" : "[1,1,1]");
+	for (size_t i = 0; i < sizeof(twice) / sizeof(*twice); i++) {
+		char *member = strdup(twice[i]), *at;
+		struct diff_file *f = NULL;
+		char *why = NULL;
+
+		CHECK(member);
+		while ((at = strstr(member, "ROWS"))) {
+			char *m;
+			CHECK(asprintf(&m, "%.*s%s%s", (int)(at - member), member, rows, at + 4) >
+			      0);
+			free(member);
+			member = m;
+		}
+		CHECK(asprintf(&text,
+		               "{\"regions\":[{\"name\":\"a\",\"comm\":\"c\",\"count\":17,"
+		               "\"events\":{},\"wall_ns\":{\"sum\":17,\"min\":1,\"max\":1,"
+		               "\"mean\":1,%s}}]}",
+		               member) > 0);
+		CHECK(!jansson_takes(text, strlen(text)));
+		CHECK(diff_file_parse(text, strlen(text), &f, &why) < 0);
+		CHECK(!f);
+		CHECK(why && strstr(why, "duplicate"));
+		free(why);
+		free(text);
+		free(member);
+	}
+	/* the same region with each key once is read */
+	CHECK(asprintf(
+	              &text,
+	              "{\"regions\":[{\"name\":\"a\",\"comm\":\"c\",\"count\":17,\"events\":{},"
+	              "\"wall_ns\":{\"sum\":17,\"min\":1,\"max\":1,\"mean\":1,\"buckets\":[%s]}}]}",
+	              rows) > 0);
+	struct diff_file *f = NULL;
+	char *why = NULL;
+	CHECK(diff_file_parse(text, strlen(text), &f, &why) == 0);
+	CHECK(f);
+	diff_file_free(f);
+	free(text);
+}
+
 int
 main(void)
 {
@@ -273,6 +329,7 @@ main(void)
 	RUN(test_jread_by_hand);
 	RUN(test_jread_mutations);
 	RUN(test_jread_diff_any_order);
+	RUN(test_jread_diff_key_twice);
 	CHECK(pmc_test_count_fds() == fds);
 	return 0;
 }
