@@ -287,6 +287,62 @@ test_ring_hostile(void)
 	pmc_ring_unmap(&r);
 }
 
+/* A hostile writer that publishes a padding frame of the whole ring each time the reader has
+ * consumed the last one, as fast as it can (padding needs no reply and no kind the reader
+ * acts on). */
+struct padder {
+	struct pmc_ring *w;
+	atomic_int stop;
+	atomic_ulong published;
+};
+
+static void *
+padder_main(void *arg)
+{
+	struct padder *c = arg;
+	uint32_t *fh = (uint32_t *)(void *)c->w->data;
+	fh[0] = BYTES - RING_FRAME_HEADER; /* from byte 0 to the end: a pad of the whole ring */
+	fh[1] = RING_PAD;
+	while (!atomic_load(&c->stop)) {
+		uint64_t t = __atomic_load_n(&TAIL(c->w), __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&HEAD(c->w), __ATOMIC_RELAXED) == t) {
+			__atomic_store_n(&HEAD(c->w), t + BYTES, __ATOMIC_RELEASE);
+			atomic_fetch_add(&c->published, 1);
+		}
+	}
+	return NULL;
+}
+
+/* A writer that publishes padding as fast as the reader skips it cannot hold the reader inside
+ * pmc_ring_peek(): each call skips at most the padding the head covered when it began (one
+ * ring's worth), however often the writer publishes more meanwhile (issue 34's review of
+ * 4feab72: the head was loaded again for each padding frame skipped). */
+static void
+test_ring_padding_bound(void)
+{
+	struct pmc_ring w, r;
+	struct pmc_ring_frame f;
+	struct padder c = {.w = &w};
+	pthread_t th;
+	ring_pair(&w, &r);
+	CHECK(pthread_create(&th, NULL, padder_main, &c) == 0);
+	unsigned long skipped = 0;
+	/* Until the writer has published 5,000 pads (it publishes each once the last is read). */
+	while (atomic_load(&c.published) < 5000) {
+		uint64_t pos = r.pos;
+		CHECK(pmc_ring_peek(&r, &f) == -EAGAIN);
+		CHECK_LE(r.pos - pos, (uint64_t)BYTES);
+		skipped += r.pos != pos;
+	}
+	atomic_store(&c.stop, 1);
+	CHECK(pthread_join(th, NULL) == 0);
+	/* Every pad skipped was skipped by a call of its own. */
+	CHECK_GE(skipped, 4999u);
+	CHECK_EQ_U64(r.pos, (uint64_t)skipped * BYTES);
+	pmc_ring_unmap(&w);
+	pmc_ring_unmap(&r);
+}
+
 /* Random words and frame headers a hostile writer may leave: whatever the reader takes lies
  * inside the data and inside what was published, and it never loops (a sanitized build sees
  * any read outside the mapping). */
@@ -362,6 +418,7 @@ main(void)
 	PMC_TEST_RUN(test_ring_room_and_wake);
 	PMC_TEST_RUN(test_ring_close);
 	PMC_TEST_RUN(test_ring_hostile);
+	PMC_TEST_RUN(test_ring_padding_bound);
 	PMC_TEST_RUN(test_ring_random_words);
 	PMC_TEST_RUN(test_ring_map_checks);
 	CHECK(pmc_test_count_fds() == fds_at_start);
