@@ -3,8 +3,10 @@
  * write, which the other refuses. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pmc-test.h"
@@ -289,7 +291,8 @@ test_ring_hostile(void)
 
 /* A hostile writer that publishes a padding frame of the whole ring each time the reader has
  * consumed the last one, as fast as it can (padding needs no reply and no kind the reader
- * acts on). */
+ * acts on). It yields while the reader has not consumed: on one CPU the two would otherwise
+ * hand over a pad per time slice. */
 struct padder {
 	struct pmc_ring *w;
 	atomic_int stop;
@@ -303,20 +306,35 @@ padder_main(void *arg)
 	uint32_t *fh = (uint32_t *)(void *)c->w->data;
 	fh[0] = BYTES - RING_FRAME_HEADER; /* from byte 0 to the end: a pad of the whole ring */
 	fh[1] = RING_PAD;
+	unsigned idle = 0;
 	while (!atomic_load(&c->stop)) {
 		uint64_t t = __atomic_load_n(&TAIL(c->w), __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&HEAD(c->w), __ATOMIC_RELAXED) == t) {
 			__atomic_store_n(&HEAD(c->w), t + BYTES, __ATOMIC_RELEASE);
 			atomic_fetch_add(&c->published, 1);
+			idle = 0;
+		} else if (++idle % 1024 == 0) {
+			sched_yield();
 		}
 	}
 	return NULL;
 }
 
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* A writer that publishes padding as fast as the reader skips it cannot hold the reader inside
  * pmc_ring_peek(): each call skips at most the padding the head covered when it began (one
- * ring's worth), however often the writer publishes more meanwhile (issue 34's review of
- * 4feab72: the head was loaded again for each padding frame skipped). */
+ * ring's worth), however often the writer publishes more meanwhile (4feab72: the head was
+ * loaded again for each padding frame skipped). That defect shows only when the writer
+ * publishes between the reader's store of its tail and its next look at the head, a few
+ * nanoseconds: on two CPUs most runs catch it (2 of 3, then 3 of 4 did), on one CPU hardly any; the
+ * bound itself is checked at every call. */
 static void
 test_ring_padding_bound(void)
 {
@@ -327,17 +345,25 @@ test_ring_padding_bound(void)
 	ring_pair(&w, &r);
 	CHECK(pthread_create(&th, NULL, padder_main, &c) == 0);
 	unsigned long skipped = 0;
-	/* Until the writer has published 5,000 pads (it publishes each once the last is read). */
-	while (atomic_load(&c.published) < 5000) {
+	unsigned idle = 0;
+	/* Until the writer has published 5,000 pads, or for 2 s once at least one was skipped
+	 * (a loaded or one-CPU machine hands them over more slowly). */
+	uint64_t end = now_ns() + UINT64_C(2000000000);
+	while (atomic_load(&c.published) < 5000 && (skipped == 0 || now_ns() < end)) {
 		uint64_t pos = r.pos;
 		CHECK(pmc_ring_peek(&r, &f) == -EAGAIN);
 		CHECK_LE(r.pos - pos, (uint64_t)BYTES);
-		skipped += r.pos != pos;
+		if (r.pos != pos) {
+			skipped++;
+			idle = 0;
+		} else if (++idle % 1024 == 0) {
+			sched_yield();
+		}
 	}
 	atomic_store(&c.stop, 1);
 	CHECK(pthread_join(th, NULL) == 0);
-	/* Every pad skipped was skipped by a call of its own. */
-	CHECK_GE(skipped, 4999u);
+	/* Every pad published but the last was skipped, each by a call of its own. */
+	CHECK_GE(skipped + 1, (unsigned long)atomic_load(&c.published));
 	CHECK_EQ_U64(r.pos, (uint64_t)skipped * BYTES);
 	pmc_ring_unmap(&w);
 	pmc_ring_unmap(&r);
