@@ -124,8 +124,8 @@ daemon_alive
 run_client "$TMP/paths" env PMC_EVENTS=page-faults "$PMC_TEST_CLIENT_BIN" paths 130
 # Its last batches and path definitions may still wait in its socket for a slow daemon (more
 # than a query reads of an ended client first: 123-125 runs of 131 counted in a sanitized
-# soak): once the daemon took its hang-up, it read them all.
-hangups_taken
+# soak): once the daemon took its hang-up, it read them all (run_client waited for that:
+# RUN_CLIENT_TAKEN, above).
 pmcctl query --pid "$CLIENT_PID" --format json >"$TMP/paths.json"
 expect_eq "every run counted by name" "$(jq '[.regions[].count] | unique' "$TMP/paths.json" | jq -c .)" "[$(kv runs "$TMP/paths")]"
 expect_eq "no loss" "$(jq '[.losses[]? | .count] | add // 0' "$TMP/paths.json")" 0
