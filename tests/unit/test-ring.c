@@ -6,9 +6,9 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "pmc-test.h"
 #include "wire/ring.h"
 
@@ -320,14 +320,6 @@ padder_main(void *arg)
 	return NULL;
 }
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A writer that publishes padding as fast as the reader skips it cannot hold the reader inside
  * pmc_ring_peek(): each call skips at most the padding the head covered when it began (one
  * ring's worth), however often the writer publishes more meanwhile (4feab72: the head was
@@ -348,8 +340,9 @@ test_ring_padding_bound(void)
 	unsigned idle = 0;
 	/* Until the writer has published 5,000 pads, or for 2 s once at least one was skipped
 	 * (a loaded or one-CPU machine hands them over more slowly). */
-	uint64_t end = now_ns() + UINT64_C(2000000000);
-	while (atomic_load(&c.published) < 5000 && (skipped == 0 || now_ns() < end)) {
+	uint64_t end = util_now_ns(CLOCK_MONOTONIC) + UINT64_C(2000000000);
+	while (atomic_load(&c.published) < 5000 &&
+	       (skipped == 0 || util_now_ns(CLOCK_MONOTONIC) < end)) {
 		uint64_t pos = r.pos;
 		CHECK(pmc_ring_peek(&r, &f) == -EAGAIN);
 		CHECK_LE(r.pos - pos, (uint64_t)BYTES);
