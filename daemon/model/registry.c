@@ -320,7 +320,8 @@ hist_total(const struct stats *s)
 }
 
 bool
-registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget)
+registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget,
+                       const uint64_t *want, size_t n_want)
 {
 	struct region_agg *r = registry_region_find(p, node->name);
 	struct stats *rs, *ns;
@@ -346,7 +347,7 @@ registry_node_restored(struct process *p, struct region_agg *node, struct stats_
 			stats_swap(rs, ns);
 			kept = other;
 		}
-		whole &= kept == ns->count;
+		whole &= kept >= (i < n_want ? want[i] : 0);
 		stats_budget_credit(budget, stats_memory(rs));
 		stats_free(rs);
 	}

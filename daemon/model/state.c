@@ -780,6 +780,38 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 	return 0;
 }
 
+/* The counts the histogram entries of @o hold (saturated). */
+static uint64_t
+file_hist_total(const Pmc__StatsState *o)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; o && i < o->n_hist; i++)
+		t = util_sat_add(t, o->hist[i]->count);
+	return t;
+}
+
+/* In @want (PROCESS_MAX_EVENTS + 1 entries), as registry_node_restored() takes it: the counts
+ * the file's histograms of @a and @b (one region's two copies, both loaded into @p; @b may be
+ * NULL) hold, the larger of the two for each statistics. Return: the entries set. */
+static size_t
+file_totals(struct process *p, const Pmc__RegionState *a, const Pmc__RegionState *b, uint64_t *want)
+{
+	size_t n = p->n_events + 1u;
+	memset(want, 0, n * sizeof(*want));
+	for (const Pmc__RegionState *rs = a; rs; rs = rs == a ? b : NULL) {
+		uint64_t t = file_hist_total(rs->wall);
+		want[0] = t > want[0] ? t : want[0];
+		for (size_t j = 0; j < rs->n_events; j++) {
+			int id = registry_process_event_id(p, rs->events[j]->name);
+			if (id < 0 || (size_t)id + 1u >= n)
+				continue;
+			t = file_hist_total(rs->events[j]->stats);
+			want[id + 1] = t > want[id + 1] ? t : want[id + 1];
+		}
+	}
+	return n;
+}
+
 /* Loads the call path nodes of @ps into process @p, in the file's order, and its untracked
  * counts; histogram blocks as load_regions(). A node whose parent is not an earlier node,
  * that would be deeper than PMC_LIMIT_PATH_DEPTH, listed twice (parent and name), or whose name
@@ -808,14 +840,23 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
 			return -ENOMEM;
 		if (p->n_paths == before)
 			return -EBADMSG;
-		uint64_t missed = budget ? budget->missed : 0;
+		uint64_t m0 = budget ? budget->missed : 0;
 		int e = load_figures(p, r, rs, budget);
 		if (e < 0)
 			return e;
+		/* The region's copy in the file: at the index it was loaded at (@p was empty). */
+		size_t k = region_index_pos(&p->index, p->regions, 0, rs->name);
+		const Pmc__RegionState *own =
+		        k && k <= ps->n_regions && !strcmp(ps->regions[k - 1]->name, rs->name)
+		                ? ps->regions[k - 1]
+		                : NULL;
+		uint64_t want[PROCESS_MAX_EVENTS + 1];
+		size_t n_want = file_totals(p, rs, own, want);
 		/* Its region shares them again, as before the file was written: what had no room
-		 * in the node's copy was kept in the region's. */
-		if (registry_node_restored(p, r, budget) && budget)
-			budget->missed = missed;
+		 * in the node's copy, kept whole in the region's, was not lost. (What the region's
+		 * copy missed, this later load, with no more room, missed too: those stay.) */
+		if (registry_node_restored(p, r, budget, want, n_want) && budget)
+			budget->missed = m0;
 	}
 	return 0;
 }
