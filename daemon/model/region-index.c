@@ -32,19 +32,13 @@ slot_of(const struct region_index *ix, struct region_agg *const *v, uint32_t par
 	}
 }
 
-size_t
-region_index_pos(const struct region_index *ix, struct region_agg *const *v, uint32_t parent,
-                 const char *name)
-{
-	return ix->cap ? ix->slots[slot_of(ix, v, parent, name, region_index_hash(parent, name))]
-	               : 0;
-}
-
 struct region_agg *
 region_index_find(const struct region_index *ix, struct region_agg *const *v, uint32_t parent,
                   const char *name)
 {
-	size_t s = region_index_pos(ix, v, parent, name);
+	if (!ix->cap)
+		return NULL;
+	uint32_t s = ix->slots[slot_of(ix, v, parent, name, region_index_hash(parent, name))];
 	return s ? v[s - 1] : NULL;
 }
 

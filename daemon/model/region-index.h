@@ -31,13 +31,6 @@ struct region_agg *region_index_find(const struct region_index *ix, struct regio
                                      uint32_t parent, const char *name);
 
 /**
- * region_index_pos() - where region_index_find() finds it: 1 + its index in @v, or 0 when
- * @v has none with @parent and @name
- */
-size_t region_index_pos(const struct region_index *ix, struct region_agg *const *v, uint32_t parent,
-                        const char *name);
-
-/**
  * region_index_reserve() - make room for element @n (0-based) of array *@v: the array grows
  * (doubles, from 8) when @n reaches *@cap, the index (doubles, from 16, rebuilt) when it would
  * be more than half full

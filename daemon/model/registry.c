@@ -315,17 +315,15 @@ hist_total(const struct stats *s)
 {
 	uint64_t total = 0, c;
 	for (unsigned b = 0, i; stats_hist_next(s, &b, &i, &c);)
-		total += c;
+		total = util_sat_add(total, c);
 	return total;
 }
 
 bool
-registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget,
-                       const uint64_t *want, size_t n_want)
+registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget)
 {
 	struct region_agg *r = registry_region_find(p, node->name);
 	struct stats *rs, *ns;
-	bool whole = true;
 	size_t i;
 
 	if (!r || r->via || !r->wall.count)
@@ -343,16 +341,13 @@ registry_node_restored(struct process *p, struct region_agg *node, struct stats_
 			return false;
 	for (i = 0; pair_at(r, node, i, &rs, &ns); i++) {
 		uint64_t kept = hist_total(ns), other = hist_total(rs);
-		if (other > kept) {
+		if (other > kept)
 			stats_swap(rs, ns);
-			kept = other;
-		}
-		whole &= kept >= (i < n_want ? want[i] : 0);
 		stats_budget_credit(budget, stats_memory(rs));
 		stats_free(rs);
 	}
 	r->via = node;
-	return whole;
+	return true;
 }
 
 /* Clears @r's figures; a region sharing its node's statistics (via) gets its own again,

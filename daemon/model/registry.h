@@ -254,16 +254,12 @@ struct process *registry_process_at(struct registry *reg, pid_t pid, uint64_t st
  * minimum and maximum in the wall time and in each event (a node's samples are its region's,
  * so the same ones). Of each pair of statistics the node keeps the histogram that holds more
  * counts (a copy that had no room is missing some), the other is freed, its memory given back
- * to @budget (NULL: nobody).
- * @want: what the file's histograms held, the larger of the region's copy and the node's: of
- *        the wall time at 0, of process event e at 1 + e (0 past @n_want)
- * @n_want: the entries of @want
- * Nothing fails.
- * Return: true when the region shares them now and every histogram kept holds at least its
- * @want (then what the load of either copy missed was not lost); false otherwise.
+ * to @budget (NULL: nobody). Nothing fails.
+ * Return: true when the region shares them now (@node's statistics are the copies kept);
+ * false otherwise.
  */
-bool registry_node_restored(struct process *p, struct region_agg *node, struct stats_budget *budget,
-                            const uint64_t *want, size_t n_want);
+bool registry_node_restored(struct process *p, struct region_agg *node,
+                            struct stats_budget *budget);
 
 /** registry_region_find() - region @name of @p, or NULL */
 struct region_agg *registry_region_find(struct process *p, const char *name);

@@ -780,36 +780,31 @@ load_regions(struct registry *reg, struct process *p, const Pmc__ProcessState *p
 	return 0;
 }
 
-/* The counts the histogram entries of @o hold (saturated). */
-static uint64_t
-file_hist_total(const Pmc__StatsState *o)
+/* Whether @st's histogram counts at least what each entry of @o's says in its bucket. */
+static bool
+hist_holds(const struct stats *st, const Pmc__StatsState *o)
 {
-	uint64_t t = 0;
 	for (size_t i = 0; o && i < o->n_hist; i++)
-		t = util_sat_add(t, o->hist[i]->count);
-	return t;
+		if (o->hist[i]->index >= STATS_BUCKETS ||
+		    stats_hist_get(st, o->hist[i]->index) < o->hist[i]->count)
+			return false;
+	return true;
 }
 
-/* In @want (PROCESS_MAX_EVENTS + 1 entries), as registry_node_restored() takes it: the counts
- * the file's histograms of @a and @b (one region's two copies, both loaded into @p; @b may be
- * NULL) hold, the larger of the two for each statistics. Return: the entries set. */
-static size_t
-file_totals(struct process *p, const Pmc__RegionState *a, const Pmc__RegionState *b, uint64_t *want)
+/* Whether @node's histograms (the copies registry_node_restored() kept) hold every count its
+ * copy in the file, @rs, held: then what that copy's load missed was not lost. */
+static bool
+node_holds_file(struct process *p, const struct region_agg *node, const Pmc__RegionState *rs)
 {
-	size_t n = p->n_events + 1u;
-	memset(want, 0, n * sizeof(*want));
-	for (const Pmc__RegionState *rs = a; rs; rs = rs == a ? b : NULL) {
-		uint64_t t = file_hist_total(rs->wall);
-		want[0] = t > want[0] ? t : want[0];
-		for (size_t j = 0; j < rs->n_events; j++) {
-			int id = registry_process_event_id(p, rs->events[j]->name);
-			if (id < 0 || (size_t)id + 1u >= n)
-				continue;
-			t = file_hist_total(rs->events[j]->stats);
-			want[id + 1] = t > want[id + 1] ? t : want[id + 1];
-		}
+	if (!hist_holds(&node->wall, rs->wall))
+		return false;
+	for (size_t j = 0; j < rs->n_events; j++) {
+		int id = registry_process_event_id(p, rs->events[j]->name);
+		if (id < 0 || (size_t)id >= node->n_ev ||
+		    !hist_holds(&node->ev[id].st, rs->events[j]->stats))
+			return false;
 	}
-	return n;
+	return true;
 }
 
 /* Loads the call path nodes of @ps into process @p, in the file's order, and its untracked
@@ -844,18 +839,12 @@ load_paths(struct registry *reg, struct process *p, const Pmc__ProcessState *ps,
 		int e = load_figures(p, r, rs, budget);
 		if (e < 0)
 			return e;
-		/* The region's copy in the file: at the index it was loaded at (@p was empty). */
-		size_t k = region_index_pos(&p->index, p->regions, 0, rs->name);
-		const Pmc__RegionState *own =
-		        k && k <= ps->n_regions && !strcmp(ps->regions[k - 1]->name, rs->name)
-		                ? ps->regions[k - 1]
-		                : NULL;
-		uint64_t want[PROCESS_MAX_EVENTS + 1];
-		size_t n_want = file_totals(p, rs, own, want);
-		/* Its region shares them again, as before the file was written: what had no room
-		 * in the node's copy, kept whole in the region's, was not lost. (What the region's
-		 * copy missed, this later load, with no more room, missed too: those stay.) */
-		if (registry_node_restored(p, r, budget, want, n_want) && budget)
+		/* Its region shares them again, as before the file was written. What had no room
+		 * in the node's copy was not lost when the copies kept hold every count that copy
+		 * held in the file (not the count: a histogram that missed some before the save
+		 * never holds that). What the region's own load missed, this later one, with no
+		 * more room, missed too: those stay counted. */
+		if (registry_node_restored(p, r, budget) && budget && node_holds_file(p, r, rs))
 			budget->missed = m0;
 	}
 	return 0;

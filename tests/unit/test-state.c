@@ -652,12 +652,15 @@ test_state_paths_shared(void)
 
 /* A shared region (test_state_paths_shared()) whose uid has room for one copy of its figures,
  * not two: the file holds two (the region's, then the node's), and the load keeps the whole
- * one, nothing missed. With @partial, its histogram had missed a count before the file was
- * written (both copies of its event's statistics in the file hold 5 of the 6 samples): the
- * load keeps all the file holds, and misses nothing either. (It had judged the copy kept
- * against the count, and counted the node's refused blocks in `histogram missed`.) */
+ * one, nothing missed. With @cut_region and @cut_node, that copy's histogram in the file lacks
+ * its last bucket (5 of the 6 samples), and the file is one of before checksums. Both cut: a
+ * histogram that had missed a count before the save; the load keeps all the file holds and
+ * misses nothing either (it had judged the copy kept against the count, and counted the
+ * node's refused blocks in `histogram missed`). The region's alone: the node's copy, partly
+ * loaded, held a count the copy kept lacks, counted missed. With @half, the uid has room for
+ * half a copy: counts are lost, and counted missed. */
 static void
-shared_budget(bool partial)
+shared_budget(bool cut_region, bool cut_node, bool half)
 {
 	struct model a = {0}, b = {0};
 	struct process *p = registry_process(&a.reg, getpid(), getuid());
@@ -670,7 +673,9 @@ shared_budget(bool partial)
 	uint8_t *buf;
 	size_t len;
 	CHECK(state_encode(&a, 7, &buf, &len) == 0);
-	if (partial) {
+	bool cut = cut_region || cut_node;
+	if (cut) {
+		/* Changed, and written as a file of before checksums (unframe()). */
 		Pmc__State *st = pmc__state__unpack(NULL, len, buf);
 		CHECK(st && st->n_processes == 1);
 		Pmc__ProcessState *ps = st->processes[0];
@@ -679,33 +684,47 @@ shared_budget(bool partial)
 		Pmc__StatsState *w[2] = {ps->regions[0]->events[0]->stats,
 		                         ps->paths[0]->region->events[0]->stats};
 		CHECK(w[0]->n_hist == 6 && w[1]->n_hist == 6);
-		w[0]->n_hist = w[1]->n_hist = 5;
+		w[0]->n_hist = cut_region ? 5 : 6;
+		w[1]->n_hist = cut_node ? 5 : 6;
+		char *kind = st->checksum_kind;
+		st->checksum_kind = "";
+		st->checksum = 0;
 		len = pmc__state__pack(st, buf); /* shorter */
+		st->checksum_kind = kind;
 		w[0]->n_hist = w[1]->n_hist = 6;
 		pmc__state__free_unpacked(st, NULL);
 	}
 	b.reg.users = &b.users;
-	b.users.hist_limit = one + one / 2;
-	CHECK(state_load_buffer(&b, buf, len) == 0);
+	b.users.hist_limit = half ? one / 2 : one + one / 2;
+	CHECK(state_load_buffer(&b, buf, len) == 0 && b.state_unchecked == cut);
 	struct process *q = registry_first(&b.reg);
 	struct region_agg *t = registry_region_find(q, "s");
 	CHECK(t && t->via == registry_path_find(q, 0, "s"));
 	const struct stats *st = registry_region_stats(t, 0);
 	CHECK(st->count == 6);
-	for (unsigned k = 0; k < 6; k++)
-		CHECK(stats_hist_get(st, stats_bucket(UINT64_C(1) << (8 * k))) ==
-		      (partial && k == 5 ? 0 : 1));
 	struct user_share *u = users_get(&b.users, getuid());
-	CHECK(u && !u->hist.missed && u->hist.used == held_memory(q));
-	CHECK(partial ? held_memory(q) < one : held_memory(q) == one);
+	CHECK(u && u->hist.used == held_memory(q));
+	if (half) {
+		CHECK(u->hist.missed && held_memory(q) <= one / 2);
+		CHECK(stats_hist_get(st, stats_bucket(UINT64_C(1) << 40)) == 0);
+	} else {
+		for (unsigned k = 0; k < 6; k++)
+			CHECK(stats_hist_get(st, stats_bucket(UINT64_C(1) << (8 * k))) ==
+			      (cut_region && k == 5 ? 0 : 1));
+		CHECK(!u->hist.missed == !(cut_region && !cut_node));
+		CHECK(cut_region ? held_memory(q) < one : held_memory(q) == one);
+	}
 	loaded_free(&a, &b, u, buf);
 }
 
 static void
 test_state_paths_shared_budget(void)
 {
-	shared_budget(false);
-	shared_budget(true);
+	shared_budget(false, false, false);
+	shared_budget(true, true, false);
+	shared_budget(true, false, false);
+	shared_budget(false, false, true);
+	shared_budget(true, true, true);
 }
 
 /* The nodes' histogram blocks are charged to the uid's budget with its regions' (and given
