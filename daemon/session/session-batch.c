@@ -688,29 +688,35 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	 * at id % SESSION_KNOWN_PATHS: checked again they would say the same (nothing here
 	 * changes the tables), and such a sample counts nothing in untracked. */
 	uint64_t known[SESSION_KNOWN_PATHS] = {0};
+	/* In locals: the stores to keys would otherwise reload them each sample. */
+	const uint32_t *region = b->region;
+	const bool paths = s->call_paths;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t name = b->region[i], id = name;
-		if (s->call_paths && known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u) {
-			keys[i] = id;
-		} else {
-			if (s->call_paths && !path_sample(s, id, &name, &keys[i], untracked)) {
+		uint32_t name = region[i], id = name;
+		if (paths) {
+			if (__builtin_expect(known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u,
+			                     1)) {
+				keys[i] = id;
+				continue;
+			}
+			if (!path_sample(s, id, &name, &keys[i], untracked)) {
 				r = -EBADMSG;
 				goto out;
 			}
-			if (!session_region(s, name)) {
-				r = -EBADMSG;
-				goto out;
-			}
-			if (s->call_paths && keys[i] == id)
-				known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
 		}
-		if (b->n_scaled) {
-			if (b->scaled[i] & ~valid) {
-				r = -EBADMSG;
-				goto out;
-			}
-			n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
+		if (!session_region(s, name)) {
+			r = -EBADMSG;
+			goto out;
 		}
+		if (paths && keys[i] == id)
+			known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
+	}
+	for (size_t i = 0; i < b->n_scaled; i++) {
+		if (b->scaled[i] & ~valid) {
+			r = -EBADMSG;
+			goto out;
+		}
+		n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
 	}
 	if (b->n_scale_ratio != n_ratio) {
 		r = -EBADMSG;
