@@ -384,7 +384,7 @@ varint_fast(const uint8_t **p)
  * they are read without a look at the datagram's end; the last samples with one. Inlined
  * with @ne known (4 events, the default) and not. */
 static inline __attribute__((always_inline)) void
-count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne)
+count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne, bool also)
 {
 	const struct batch_cols *c = g->cols;
 	const uint32_t *keys = g->keys;
@@ -402,9 +402,9 @@ count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne)
 				(void)varint_fast(&pv);
 			continue;
 		}
-		stats_tally_add(&t[0], varint_fast(&pw));
+		stats_tally_add(&t[0], varint_fast(&pw), also);
 		for (size_t j = 0; j < ne; j++)
-			stats_tally_add(&t[1 + j], varint_fast(&pv));
+			stats_tally_add(&t[1 + j], varint_fast(&pv), also);
 	}
 	for (; i < n; i++) {
 		struct stats_tally *t = row[batch_slot[keys[i]] - 1u];
@@ -414,9 +414,9 @@ count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne)
 				(void)batch_varint_at(&pv, limit);
 			continue;
 		}
-		stats_tally_add(&t[0], batch_varint_at(&pw, limit));
+		stats_tally_add(&t[0], batch_varint_at(&pw, limit), also);
 		for (size_t j = 0; j < ne; j++)
-			stats_tally_add(&t[1 + j], batch_varint_at(&pv, limit));
+			stats_tally_add(&t[1 + j], batch_varint_at(&pv, limit), also);
 	}
 }
 
@@ -434,7 +434,7 @@ fixed_at(const uint8_t *p)
 
 /* count_rows() of a batch in fixed form: each value read where it lies, no varint to find. */
 static inline __attribute__((always_inline)) void
-count_rows_fixed(const struct ingest *g, struct stats_tally *const *row, size_t ne)
+count_rows_fixed(const struct ingest *g, struct stats_tally *const *row, size_t ne, bool also)
 {
 	const struct batch_cols *c = g->cols;
 	const uint32_t *keys = g->keys;
@@ -445,26 +445,32 @@ count_rows_fixed(const struct ingest *g, struct stats_tally *const *row, size_t 
 		struct stats_tally *t = row[batch_slot[keys[i]] - 1u];
 		if (__builtin_expect(!t, 0))
 			continue;
-		stats_tally_add(&t[0], fixed_at(pw));
+		stats_tally_add(&t[0], fixed_at(pw), also);
 		for (size_t j = 0; j < ne; j++)
-			stats_tally_add(&t[1 + j], fixed_at(pv + 8 * j));
+			stats_tally_add(&t[1 + j], fixed_at(pv + 8 * j), also);
 	}
 }
 
+/* count_rows() or count_rows_fixed(), inlined for 4 events (the default) and any, and for
+ * tallies of which some count in a second aggregate (@also) and none do. */
 static void
-count_rows_any(const struct ingest *g, struct stats_tally *const *row, size_t ne)
+count_rows_any(const struct ingest *g, struct stats_tally *const *row, size_t ne, bool also)
 {
 	if (g->cols->fixed) {
-		if (ne == 4)
-			count_rows_fixed(g, row, 4);
+		if (ne == 4 && also)
+			count_rows_fixed(g, row, 4, true);
+		else if (ne == 4)
+			count_rows_fixed(g, row, 4, false);
 		else
-			count_rows_fixed(g, row, ne);
+			count_rows_fixed(g, row, ne, also);
 		return;
 	}
-	if (ne == 4)
-		count_rows(g, row, 4);
+	if (ne == 4 && also)
+		count_rows(g, row, 4, true);
+	else if (ne == 4)
+		count_rows(g, row, 4, false);
 	else
-		count_rows(g, row, ne);
+		count_rows(g, row, ne, also);
 }
 
 /*
@@ -499,6 +505,7 @@ count_in_place(struct ingest *g)
 		goto out;
 	}
 	/* From here on nothing fails (stats.h): the batch is counted whole. */
+	bool any_also = false;
 	for (size_t x = 0; x < gr.n; x++) {
 		struct region_agg *reg = gr.br[x].reg, *node = gr.br[x].node;
 		struct region_agg *first = node ? node : reg,
@@ -506,6 +513,7 @@ count_in_place(struct ingest *g)
 		struct stats_tally *t = tal + x * na;
 		if (!reg)
 			continue;
+		any_also |= also != NULL;
 		stats_tally_begin(&t[0], &first->wall, also ? &also->wall : NULL, g->budget);
 		for (size_t j = 0; j < ne; j++) {
 			size_t e = g->ev_id[j];
@@ -515,7 +523,7 @@ count_in_place(struct ingest *g)
 	}
 	for (size_t x = 0; x < gr.n; x++)
 		row[x] = gr.br[x].reg ? tal + x * na : NULL;
-	count_rows_any(g, row, ne);
+	count_rows_any(g, row, ne, any_also);
 	count_groups(g, &gr);
 	for (size_t x = 0; x < gr.n; x++) {
 		if (!gr.br[x].reg)

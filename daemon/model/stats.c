@@ -609,6 +609,12 @@ stats_memory(const struct stats *s)
 }
 
 void
+stats_tally_hist_new(const struct stats_tally *t, struct stats *s, unsigned b)
+{
+	(void)stats_hist_add(s, b, 1, t->budget);
+}
+
+void
 stats_tally_fold(const struct stats_tally *t, uint64_t count)
 {
 	uint64_t zeros = count - t->nonzero;

@@ -438,7 +438,7 @@ void stats_acc_fold(struct stats *s, const struct stats_acc *a);
  * a test only (the zeros are what the count given to stats_tally_fold() leaves over):
  *
  *	stats_tally_begin(&t, &s, NULL, budget);
- *	stats_tally_add(&t, v);			(for each sample v)
+ *	stats_tally_add(&t, v, false);		(for each sample v)
  *	stats_tally_fold(&t, count);		(count: the samples added, zeros included)
  *
  * Values at most STATS_TALLY_MAX_VALUE, at most STATS_TALLY_MAX_COUNT in one tally: the sum
@@ -478,10 +478,16 @@ stats_tally_begin(struct stats_tally *t, struct stats *s, struct stats *s2,
 	*t = (struct stats_tally){.min = UINT64_MAX, .s = s, .s2 = s2, .budget = budget};
 }
 
-/* Counts @v in bucket @b of @s's histogram: in place where its block is, else through
- * stats_hist_add() (which allocates it, or misses @v). */
+/* stats_hist_inc()'s way when @s has no block for bucket @b: stats_hist_add() (which allocates
+ * it, charged to @t's budget, or misses the value). Out of line, so that the loops never load
+ * the budget. */
+void stats_tally_hist_new(const struct stats_tally *t, struct stats *s, unsigned b)
+        __attribute__((noinline, cold));
+
+/* Counts a value in bucket @b of @s's histogram (@t's aggregate or its second): in place where
+ * its block is, else through stats_tally_hist_new(). */
 static inline void
-stats_hist_inc(struct stats *s, unsigned b, struct stats_budget *budget)
+stats_hist_inc(const struct stats_tally *t, struct stats *s, unsigned b)
 {
 	struct stats_hist *h = s->hist;
 	unsigned k = h ? h->slot[b / STATS_GROUP_BUCKETS] : 0;
@@ -489,15 +495,17 @@ stats_hist_inc(struct stats *s, unsigned b, struct stats_budget *budget)
 	if (__builtin_expect(k != 0, 1))
 		h->c[8u * k + b - 16u * STATS_SLOT_BIAS]++;
 	else
-		(void)stats_hist_add(s, b, 1, budget);
+		stats_tally_hist_new(t, s, b);
 }
 
 /**
  * stats_tally_add() - gather sample @v (at most STATS_TALLY_MAX_VALUE) in @t: a zero only
  * in the count stats_tally_fold() is given; another in the sums and the histograms at once.
+ * @also: false only where @t was opened without a second aggregate (@s2 NULL): inlined with a
+ *        constant, the test of @s2 leaves the loop that adds the values
  */
-static inline void
-stats_tally_add(struct stats_tally *t, uint64_t v)
+static inline __attribute__((always_inline)) void
+stats_tally_add(struct stats_tally *t, uint64_t v, bool also)
 {
 	if (!v)
 		return;
@@ -509,9 +517,9 @@ stats_tally_add(struct stats_tally *t, uint64_t v)
 		t->min = v;
 	if (v > t->max)
 		t->max = v;
-	stats_hist_inc(t->s, b, t->budget);
-	if (t->s2)
-		stats_hist_inc(t->s2, b, t->budget);
+	stats_hist_inc(t, t->s, b);
+	if (also && t->s2)
+		stats_hist_inc(t, t->s2, b);
 }
 
 /**
