@@ -31,10 +31,14 @@ count_scaled(const struct ingest *g, struct region_agg *reg, uint32_t scaled, si
 static int
 batch_slots(const struct ingest *g, struct region_agg *reg, struct region_agg *node)
 {
-	for (size_t j = 0; j < g->ne; j++)
-		if (!registry_region_event(reg, g->ev_id[j]) ||
-		    (node && !registry_region_event(node, g->ev_id[j])))
+	for (size_t j = 0; j < g->ne; j++) {
+		size_t e = g->ev_id[j];
+		/* Most batches find every slot there: no call then. */
+		if ((e >= reg->n_ev || !reg->seen[e]) && !registry_region_event(reg, e))
 			return -ENOMEM;
+		if (node && (e >= node->n_ev || !node->seen[e]) && !registry_region_event(node, e))
+			return -ENOMEM;
+	}
 	return 0;
 }
 
