@@ -631,7 +631,7 @@ stats_tally_fold(const struct stats_tally *t, uint64_t count)
 	 * range): sum((v - m)^2) = sum(v^2) - 2 m sum(v) + n m^2, exact modulo 2^128 and so
 	 * exact, the true value being below 2^128.
 	 */
-	uint64_t m = t->sum / count;
+	uint64_t m = t->nonzero ? t->sum / count : 0;
 	struct stats_acc a = {
 	        .sum = t->sum,
 	        .sq = t->sq - 2 * (stats_u128)m * t->sum + (stats_u128)count * m * m,
@@ -640,8 +640,11 @@ stats_tally_fold(const struct stats_tally *t, uint64_t count)
 	        .min = zeros ? 0 : t->min,
 	        .max = t->max,
 	};
-	/* The moments once for both aggregates: the same operations stats_acc_fold() does. */
-	struct acc_moments mo = acc_moments(&a);
+	/* The moments once for both aggregates: the same operations stats_acc_fold() does. Of
+	 * zeros alone (a rare event's, often) they are what acc_moments() gives, exactly: their
+	 * count, and +0 for their mean and m2. */
+	struct acc_moments mo =
+	        t->nonzero ? acc_moments(&a) : (struct acc_moments){.nb = (long double)count};
 	acc_fold(t->s, &a, &mo);
 	if (t->s2)
 		acc_fold(t->s2, &a, &mo);

@@ -1033,6 +1033,42 @@ test_hist_next(void)
 	stats_free(&s);
 }
 
+/* A tally of zeros alone (a rare event's) folds as an accumulator of the same zeros does, bit
+ * for bit: its moments, taken without a division, are the ones acc_moments() gives (their
+ * count, +0, +0). Into an empty aggregate, one of a few values, and one whose sum saturated. */
+static void
+test_tally_zeros(void)
+{
+	for (int kind = 0; kind < 3; kind++) {
+		struct stats x, y;
+		stats_init(&x);
+		stats_init(&y);
+		uint64_t seed = 5 + (uint64_t)kind;
+		for (int k = 0; kind && k < 37; k++) {
+			uint64_t v =
+			        kind == 2 ? UINT64_MAX - (uint64_t)k : rng_next(&seed) % 100000;
+			CHECK(stats_add(&x, v, NULL) == 0 && stats_add(&y, v, NULL) == 0);
+		}
+		struct stats_tally t;
+		stats_tally_begin(&t, &x, NULL, NULL);
+		struct stats_acc a;
+		stats_acc_begin(&a, &y, 0, NULL);
+		for (int i = 0; i < 300; i++) {
+			stats_tally_add(&t, 0, false);
+			stats_acc_add(&a, 0);
+		}
+		stats_tally_fold(&t, 300);
+		stats_acc_fold(&y, &a);
+		CHECK(x.count == y.count && x.count == (kind ? 337u : 300u));
+		CHECK(x.sum == y.sum && x.min == 0 && y.min == 0 && x.max == y.max);
+		CHECK(memcmp(&x.mean, &y.mean, sizeof(x.mean)) == 0);
+		CHECK(memcmp(&x.m2, &y.m2, sizeof(x.m2)) == 0);
+		CHECK(stats_hist_get(&x, 0) == 300 && stats_hist_get(&y, 0) == 300);
+		stats_free(&x);
+		stats_free(&y);
+	}
+}
+
 int
 main(void)
 {
@@ -1059,6 +1095,7 @@ main(void)
 	RUN(test_acc_also);
 	RUN(test_acc_edges);
 	RUN(test_acc_limits);
+	RUN(test_tally_zeros);
 	RUN(test_hist_next);
 
 	CHECK(fds_start >= 0);
