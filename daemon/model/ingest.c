@@ -440,16 +440,17 @@ count_rows(const struct ingest *g, struct stats_tally *const *row, size_t ne, bo
 	}
 }
 
-/* The value at @p of a column in fixed form (8 bytes, little-endian, not aligned), at most
- * STATS_TALLY_MAX_VALUE: the frame's writer may have changed it since batch_scan_shared() found
- * every value below that (a SampleRing's frame is read where it lies), and a tally's sums hold
- * only values up to it. */
+/* The value at @p of a column in fixed form (8 bytes, little-endian, not aligned), modulo
+ * 2^49 (STATS_TALLY_MAX_VALUE + 1): the frame's writer may have changed it since
+ * batch_scan_shared() found every value below that (a SampleRing's frame is read where it
+ * lies), and a tally's sums hold only values up to STATS_TALLY_MAX_VALUE. A mask, where a
+ * clamp took two instructions more a value. */
 static inline uint64_t
 fixed_at(const uint8_t *p)
 {
 	uint64_t v;
 	memcpy(&v, p, sizeof(v));
-	return v < STATS_TALLY_MAX_VALUE ? v : STATS_TALLY_MAX_VALUE;
+	return v & STATS_TALLY_MAX_VALUE;
 }
 
 /* count_rows() of a batch in fixed form: each value read where it lies, no varint to find. */

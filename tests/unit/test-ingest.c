@@ -380,22 +380,22 @@ test_corpus(void)
 	CHECK(records > 0 && counted > 0);
 }
 
-/* One aggregate's figures of @n samples each STATS_TALLY_MAX_VALUE. */
+/* One aggregate's figures of @n samples each @v. */
 static void
-all_clamped(const struct stats *s, uint64_t n)
+all_equal(const struct stats *s, uint64_t n, uint64_t v)
 {
 	CHECK(s->count == n);
-	CHECK(s->min == STATS_TALLY_MAX_VALUE && s->max == STATS_TALLY_MAX_VALUE);
-	CHECK(s->sum == n * STATS_TALLY_MAX_VALUE);
-	CHECK(s->mean == (double)STATS_TALLY_MAX_VALUE);
+	CHECK(s->min == v && s->max == v);
+	CHECK(s->sum == n * v);
+	CHECK(s->mean == (double)v);
 	CHECK(s->m2 == 0);
 }
 
 /* A SampleRing's frame is counted where it lies: its writer may rewrite the fixed columns
  * between batch_scan_shared()'s check (every value below 2^49) and the count. The values
- * written then (2^63, UINT64_MAX) are counted at most STATS_TALLY_MAX_VALUE, so that the sums
- * hold: each aggregate (a region alone, a region and its node) says N samples of that value,
- * mean and spread with them. */
+ * written then (UINT64_MAX, 2^63 + 2^49 + 7) are counted modulo 2^49 (STATS_TALLY_MAX_VALUE, 7),
+ * so that the sums hold: each aggregate (a region alone, a region and its node) says N samples
+ * of that value, mean and spread with them. */
 static void
 test_rewritten_after_scan(void)
 {
@@ -424,7 +424,7 @@ test_rewritten_after_scan(void)
 	CHECK(batch_scan_shared(frame, len, &got, &cols) == 0);
 	CHECK(cols.in_place && cols.fixed);
 	/* The writer, after the check. */
-	uint64_t wide[2] = {UINT64_C(1) << 63, UINT64_MAX};
+	uint64_t wide[2] = {UINT64_MAX, (UINT64_C(1) << 63) + (UINT64_C(1) << 49) + 7};
 	for (int i = 0; i < N; i++) {
 		memcpy((uint8_t *)(uintptr_t)cols.wall + 8 * i, &wide[0], 8);
 		memcpy((uint8_t *)(uintptr_t)cols.values + 8 * i, &wide[1], 8);
@@ -444,8 +444,8 @@ test_rewritten_after_scan(void)
 	CHECK(g.counted == N);
 	const struct region_agg *aggs[3] = {c->region[2], c->region[5], c->node[5]};
 	for (int a = 0; a < 3; a++) {
-		all_clamped(registry_region_wall(aggs[a]), N / 2);
-		all_clamped(registry_region_stats(aggs[a], cmp_ev_id[0]), N / 2);
+		all_equal(registry_region_wall(aggs[a]), N / 2, STATS_TALLY_MAX_VALUE);
+		all_equal(registry_region_stats(aggs[a], cmp_ev_id[0]), N / 2, 7);
 	}
 	free(frame);
 }
