@@ -108,22 +108,25 @@ unpack_u64(const uint8_t *p, const uint8_t *end, const uint8_t *limit, uint64_t 
 }
 
 /* Whether the @n fixed64 values at @p are all at most STATS_TALLY_MAX_VALUE's 2^49 - 1 (what
- * a column in place may hold). Four chains: one would take a cycle per value. */
+ * a column in place may hold). Eight chains (four vectors of two): one would take a cycle per
+ * value. */
 static bool
 fixed_narrow(const uint8_t *p, size_t n)
 {
-	uint64_t x[4] = {0, 0, 0, 0}, v;
+	uint64_t x[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v;
 	size_t i = 0;
-	for (; i + 4 <= n; i += 4)
-		for (size_t j = 0; j < 4; j++) {
+	for (; i + 8 <= n; i += 8)
+		for (size_t j = 0; j < 8; j++) {
 			memcpy(&v, p + 8 * (i + j), sizeof(v));
 			x[j] |= v;
 		}
+	for (size_t j = 1; j < 8; j++)
+		x[0] |= x[j];
 	for (; i < n; i++) {
 		memcpy(&v, p + 8 * i, sizeof(v));
 		x[0] |= v;
 	}
-	return ((x[0] | x[1] | x[2] | x[3]) >> (7 * BATCH_INPLACE_BYTES)) == 0;
+	return (x[0] >> (7 * BATCH_INPLACE_BYTES)) == 0;
 }
 
 /* A fixed-form column (wall_ns_fixed, values_fixed) of @len bytes at @p, as the column
