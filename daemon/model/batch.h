@@ -88,8 +88,9 @@ int batch_scan(const uint8_t *buf, size_t len, Pmc__SampleBatch *out, struct bat
  * forward, every bound checked on what was read, the scalars, regions, scaled bits, ratios and
  * first_path copied out, and only columns in fixed form are left where they lie, of a length
  * it read once. Their values are read again when counted: a writer that changes one then only
- * changes what its own samples say (ingest takes a value modulo 2^49, so that sums hold;
- * every index stays in its bounds). Return: 0, or -EAGAIN (copy the bytes, then
+ * changes what its own samples say (ingest, counting in place, takes a value modulo 2^49, so
+ * that sums hold; batch_cols_decode() copies it as it is then, its count saturating; every
+ * index stays in its bounds). Return: 0, or -EAGAIN (copy the bytes, then
  * batch_scan() or protobuf-c).
  */
 int batch_scan_shared(const uint8_t *buf, size_t len, Pmc__SampleBatch *out,

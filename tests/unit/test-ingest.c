@@ -389,13 +389,15 @@ all_equal(const struct stats *s, uint64_t n, uint64_t v)
 	CHECK(s->sum == n * v);
 	CHECK(s->mean == (double)v);
 	CHECK(s->m2 == 0);
+	CHECK(stats_hist_get(s, stats_bucket(v)) == n);
 }
 
 /* A SampleRing's frame is counted where it lies: its writer may rewrite the fixed columns
  * between batch_scan_shared()'s check (every value below 2^49) and the count. The values
  * written then (UINT64_MAX, 2^63 + 2^49 + 7) are counted modulo 2^49 (STATS_TALLY_MAX_VALUE, 7),
- * so that the sums hold: each aggregate (a region alone, a region and its node) says N samples
- * of that value, mean and spread with them. */
+ * so that the sums hold: each aggregate says its samples of that value, mean and spread with
+ * them. A region alone (key 2), and one counted through two nodes (keys 5 and 37: its tallies
+ * count in a second aggregate, the region's own). */
 static void
 test_rewritten_after_scan(void)
 {
@@ -403,7 +405,7 @@ test_rewritten_after_scan(void)
 	static uint32_t region[N];
 	static uint64_t wall[N], val[N];
 	for (int i = 0; i < N; i++) {
-		region[i] = i % 2 ? 5 : 2; /* 5: a node too; 2: none */
+		region[i] = i % 3 == 0 ? 2 : i % 3 == 1 ? 5 : 5 + CMP_KEYS / 2;
 		wall[i] = 1000 + (uint64_t)i;
 		val[i] = 5;
 	}
@@ -442,10 +444,14 @@ test_rewritten_after_scan(void)
 	                   .budget = &c->budget};
 	CHECK(ingest_batch(&g) == 0);
 	CHECK(g.counted == N);
-	const struct region_agg *aggs[3] = {c->region[2], c->region[5], c->node[5]};
-	for (int a = 0; a < 3; a++) {
-		all_equal(registry_region_wall(aggs[a]), N / 2, STATS_TALLY_MAX_VALUE);
-		all_equal(registry_region_stats(aggs[a], cmp_ev_id[0]), N / 2, 7);
+	const uint32_t k2 = 5 + CMP_KEYS / 2;
+	CHECK(c->region[k2] == c->region[5] && c->node[k2] && c->node[k2] != c->node[5]);
+	CHECK(!c->region[5]->via); /* its own beside each node's */
+	const struct region_agg *aggs[4] = {c->region[2], c->region[5], c->node[5], c->node[k2]};
+	const uint64_t n[4] = {(N + 2) / 3, N - (N + 2) / 3, (N + 1) / 3, N / 3};
+	for (int a = 0; a < 4; a++) {
+		all_equal(registry_region_wall(aggs[a]), n[a], STATS_TALLY_MAX_VALUE);
+		all_equal(registry_region_stats(aggs[a], cmp_ev_id[0]), n[a], 7);
 	}
 	free(frame);
 }
