@@ -677,46 +677,76 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	 * sample's key (batch_key()) in keys, and what no node counts in untracked. */
 	uint32_t stack_keys[SESSION_STACK_KEYS], *keys = b->region;
 	uint64_t untracked[UNTRACKED_N] = {0};
-	if (s->call_paths) {
-		keys = n > SESSION_STACK_KEYS ? malloc(n * sizeof(*keys)) : stack_keys;
-		if (!keys)
-			return -ENOMEM;
-	}
 	size_t n_ratio = 0;
 	uint32_t valid = ne >= 32 ? UINT32_MAX : (UINT32_C(1) << ne) - 1;
 	/* Call path ids found to be paths with a node (their own key) and a known region, id + 1
 	 * at id % SESSION_KNOWN_PATHS: checked again they would say the same (nothing here
 	 * changes the tables), and such a sample counts nothing in untracked. */
 	uint64_t known[SESSION_KNOWN_PATHS] = {0};
-	/* In locals: the stores to keys would otherwise reload them each sample. */
 	const uint32_t *region = b->region;
-	const bool paths = s->call_paths;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t name = region[i], id = name;
-		if (paths) {
-			if (__builtin_expect(known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u,
-			                     1)) {
-				keys[i] = id;
-				continue;
-			}
-			if (!path_sample(s, id, &name, &keys[i], untracked)) {
+	size_t i = 0;
+	if (!s->call_paths) {
+		for (; i < n; i++)
+			if (!session_region(s, region[i])) {
 				r = -EBADMSG;
 				goto out;
 			}
+	}
+	/* On a call path connection the keys are the ids (keys is b->region) while each is a
+	 * path with a node; from the first that is not, they are copied, each set apart. */
+	while (i < n && keys == b->region) {
+		/* Four known ones at once. */
+		while (i + 4 <= n) {
+			uint32_t a = region[i], c = region[i + 1], d = region[i + 2],
+			         e = region[i + 3];
+			if ((known[a % SESSION_KNOWN_PATHS] ^ ((uint64_t)a + 1u)) |
+			    (known[c % SESSION_KNOWN_PATHS] ^ ((uint64_t)c + 1u)) |
+			    (known[d % SESSION_KNOWN_PATHS] ^ ((uint64_t)d + 1u)) |
+			    (known[e % SESSION_KNOWN_PATHS] ^ ((uint64_t)e + 1u)))
+				break;
+			i += 4;
 		}
-		if (!session_region(s, name)) {
+		if (i == n)
+			break;
+		uint32_t id = region[i], name = id, key;
+		if (known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u) {
+			i++;
+			continue;
+		}
+		if (!path_sample(s, id, &name, &key, untracked) || !session_region(s, name)) {
 			r = -EBADMSG;
 			goto out;
 		}
-		if (paths && keys[i] == id)
+		if (key == id) {
+			known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
+			i++;
+			continue;
+		}
+		keys = n > SESSION_STACK_KEYS ? malloc(n * sizeof(*keys)) : stack_keys;
+		if (!keys)
+			return -ENOMEM;
+		memcpy(keys, region, i * sizeof(*keys));
+		keys[i++] = key;
+	}
+	for (; i < n; i++) {
+		uint32_t id = region[i], name = id;
+		if (known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u) {
+			keys[i] = id;
+			continue;
+		}
+		if (!path_sample(s, id, &name, &keys[i], untracked) || !session_region(s, name)) {
+			r = -EBADMSG;
+			goto out;
+		}
+		if (keys[i] == id)
 			known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
 	}
-	for (size_t i = 0; i < b->n_scaled; i++) {
-		if (b->scaled[i] & ~valid) {
+	for (size_t k = 0; k < b->n_scaled; k++) {
+		if (b->scaled[k] & ~valid) {
 			r = -EBADMSG;
 			goto out;
 		}
-		n_ratio += (size_t)__builtin_popcount(b->scaled[i]);
+		n_ratio += (size_t)__builtin_popcount(b->scaled[k]);
 	}
 	if (b->n_scale_ratio != n_ratio) {
 		r = -EBADMSG;
