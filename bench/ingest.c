@@ -68,8 +68,10 @@
  *	Thread registration: on one connection (connect and Hello once), RegisterThread for this
  *	thread, wait for RegisterReply and its fds, close them; against perf_event_open of the
  *	same group of events on this thread, then close; and, to show what the round trip alone
- *	costs, a Status request and its reply on the same connection. Alternating blocks of
- *	ITERS, REPS times.
+ *	costs, a Status request and its reply on the same connection. And the opens as the
+ *	daemon makes them (struct opener): by another process on the daemon's CPUs, for this
+ *	thread, waiting meanwhile; that process's hand-off alone beside, to take out. Alternating
+ *	blocks of ITERS, REPS times.
  *
  *   pmc-bench-ingest register-parts ITERS
  *	What a registration costs beyond its round trip and its opens, part by part, in this
@@ -105,6 +107,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -1226,24 +1229,125 @@ cmd_load(const char *path, double seconds)
 	return 0;
 }
 
+/*
+ * The opens as the daemon makes them: by another process, on the daemon's CPUs, for this
+ * thread, which waits meanwhile (blocked, as a registering client waits for its reply). The
+ * kernel installs the first event of a thread's context on the CPU the thread last ran on:
+ * from another CPU, an interrupt there (a VM exit to wake an idle vCPU), which the floor's
+ * opens in the thread itself never pay. The hand-off alone (no opens) is timed too, so that
+ * the opens' part is the difference. A process, not a thread: this one stays single-threaded
+ * (the kernel takes shortcuts in a single-threaded process's fd table).
+ */
+struct opener {
+	pid_t pid;
+	int req, rep; /* eventfds: a request to the opener (1 + whether to open), its answer */
+};
+
+static void
+opener_run(const struct opener *o, pid_t tid, const struct events *e)
+{
+	uint64_t v;
+
+	while (read(o->req, &v, sizeof(v)) == sizeof(v)) {
+		uint64_t answer = 1;
+		if (v == 2) {
+			struct perf_event_attr attr;
+			int fds[BENCH_MAX_EVENTS];
+			size_t i;
+			for (i = 0; i < e->n; i++) {
+				bench_event_attr(e->ev[i], &attr);
+				attr.disabled = i == 0; /* as perf_open_group(): the leader */
+				fds[i] = (int)syscall(SYS_perf_event_open, &attr, tid, -1,
+				                      i ? fds[0] : -1, PERF_FLAG_FD_CLOEXEC);
+				if (fds[i] < 0) {
+					answer = 2 + (uint64_t)errno;
+					break;
+				}
+			}
+			while (i-- > 0)
+				close(fds[i]);
+		}
+		if (write(o->rep, &answer, sizeof(answer)) != sizeof(answer))
+			break;
+	}
+	_exit(0);
+}
+
+/* Starts the opener on the CPUs @dpid may run on (the daemon's); false where it cannot. */
+static bool
+opener_start(struct opener *o, pid_t dpid, const struct events *e)
+{
+	cpu_set_t cpus;
+	pid_t tid = gettid_();
+
+	o->pid = -1;
+	o->req = eventfd(0, EFD_CLOEXEC);
+	o->rep = eventfd(0, EFD_CLOEXEC);
+	if (o->req < 0 || o->rep < 0 || sched_getaffinity(dpid, sizeof(cpus), &cpus) < 0)
+		return false;
+	o->pid = fork();
+	if (o->pid == 0) {
+		if (sched_setaffinity(0, sizeof(cpus), &cpus) < 0)
+			_exit(1);
+		opener_run(o, tid, e);
+	}
+	return o->pid > 0;
+}
+
+/* One hand-off to the opener (with its opens or not), this thread blocked until it answers.
+ * Return: 0, or the errno of an open that failed. */
+static int
+opener_call(struct opener *o, bool opens)
+{
+	uint64_t v = opens ? 2 : 1;
+
+	if (write(o->req, &v, sizeof(v)) != sizeof(v) || read(o->rep, &v, sizeof(v)) != sizeof(v))
+		die("the opener process: %s", strerror(errno));
+	return v > 1 ? (int)(v - 2) : 0;
+}
+
+static void
+opener_stop(struct opener *o)
+{
+	if (o->pid > 0) {
+		kill(o->pid, SIGKILL);
+		waitpid(o->pid, NULL, 0);
+	}
+	if (o->req >= 0)
+		close(o->req);
+	if (o->rep >= 0)
+		close(o->rep);
+}
+
 static int
 cmd_register(const char *path, int reps, long iters)
 {
 	struct events e;
 	static double reg[MAX_REPS], raw[MAX_REPS], rtt[MAX_REPS], ratio[MAX_REPS], byid[MAX_REPS],
-	        proof[MAX_REPS], dcpu[4][MAX_REPS];
+	        proof[MAX_REPS], dcpu[4][MAX_REPS], hand[2][MAX_REPS], side[MAX_REPS],
+	        side_ratio[MAX_REPS];
+	struct opener op;
 
 	events_get(&e);
 	int fd = conn_open(path);
 	int fds[BENCH_MAX_EVENTS];
 	pid_t dpid = status_get(fd).pid;
+	bool opener = opener_start(&op, dpid, &e);
+	int nv = opener ? 6 : 4, failed = 0;
 
 	for (int rep = -1; rep < reps; rep++) {
-		for (int k = 0; k < 4; k++) {
-			int v = (rep + k + 4) % 4;
+		for (int k = 0; k < nv; k++) {
+			int v = (rep + k + nv) % nv;
 			uint64_t c0 = cpu_ns(dpid), t0 = bench_now_ns();
 
 			for (long i = 0; i < iters; i++) {
+				if (v >=
+				    4) { /* the opener: with its opens (4), the hand-off alone */
+					int err = opener_call(&op, v == 4);
+					if (err && !failed)
+						failed = err;
+					continue;
+				}
 				if (v == 0) { /* as libpmcclient: the thread's pidfd proves it */
 					register_self_as(fd, &e, pidfd_self());
 					continue;
@@ -1265,6 +1369,10 @@ cmd_register(const char *path, int reps, long iters)
 			double ns = (double)(bench_now_ns() - t0) / (double)iters;
 			if (rep < 0)
 				continue; /* warm-up */
+			if (v >= 4) {
+				hand[v - 4][rep] = ns;
+				continue;
+			}
 			/* The daemon's CPU time per call (what other processes on its CPU do not
 			 * stretch, unlike the wall time). */
 			dcpu[v][rep] = (double)(cpu_ns(dpid) - c0) / (double)iters;
@@ -1280,9 +1388,12 @@ cmd_register(const char *path, int reps, long iters)
 		if (rep >= 0) {
 			ratio[rep] = reg[rep] / raw[rep];
 			proof[rep] = reg[rep] / byid[rep];
+			side[rep] = opener ? hand[0][rep] - hand[1][rep] : 0;
+			side_ratio[rep] = opener ? reg[rep] / (rtt[rep] + side[rep]) : 0;
 		}
 	}
 	close(fd);
+	opener_stop(&op);
 	printf("events=%zu\nreps=%d\niters=%ld\n", e.n, reps, iters);
 	printf("register_ns=%.0f\nraw_open_close_ns=%.0f\nregister_ratio=%.3f\n",
 	       bench_median(reg, (size_t)reps), bench_median(raw, (size_t)reps),
@@ -1296,6 +1407,16 @@ cmd_register(const char *path, int reps, long iters)
 	       "ns=%.0f\n",
 	       bench_median(dcpu[0], (size_t)reps), bench_median(dcpu[2], (size_t)reps),
 	       bench_median(dcpu[3], (size_t)reps));
+	/* The same opens made as the daemon makes them (struct opener), and registration against
+	 * the round trip and those. */
+	if (opener && !failed)
+		printf("daemon_side_open_close_ns=%.0f\nhandoff_ns=%.0f\n"
+		       "register_vs_daemon_side_ratio=%.3f\n",
+		       bench_median(side, (size_t)reps), bench_median(hand[1], (size_t)reps),
+		       bench_median(side_ratio, (size_t)reps));
+	else if (opener)
+		fprintf(stderr, "pmc-bench-ingest: the opens for this thread from another: %s\n",
+		        strerror(failed));
 	return 0;
 }
 
