@@ -494,6 +494,96 @@ count_rows_any(const struct ingest *g, struct stats_tally *const *row, size_t ne
 		count_rows(g, row, ne, also);
 }
 
+/* Events a carried batch may have (struct ingest's @carry): PMC_LIMIT_EVENTS, a thread's. */
+#define CARRY_EVENTS PMC_LIMIT_EVENTS
+
+/*
+ * The tallies of the last batch counted in place with @carry, not yet folded in: the next
+ * batch of the same groups (same resolver context, events and budget; same keys, regions and
+ * nodes, in the same order, and nothing for groups_slots() to do) counts on in them, the
+ * statistics' divisions then once for many batches (ingest_flush()). Each group's histograms
+ * have counted every value already; their counts, sums, extremes and moments wait for the
+ * fold. One, the daemon being one thread.
+ */
+static struct {
+	bool on;
+	bool any_also;
+	void *ctx;
+	struct stats_budget *budget;
+	size_t ne, n; /* events, groups */
+	uint32_t ev_id[CARRY_EVENTS];
+	struct carry_group {
+		uint32_t id;
+		uint32_t n; /* its samples in the batches carried */
+		struct region_agg *reg, *node;
+	} grp[BATCH_STACK_REGIONS];
+	struct stats_tally tal[BATCH_STACK_ACCS];
+} carry;
+
+void
+ingest_flush(void)
+{
+	size_t na = carry.ne + 1;
+	if (!carry.on)
+		return;
+	carry.on = false;
+	for (size_t x = 0; x < carry.n; x++) {
+		if (!carry.grp[x].reg)
+			continue;
+		for (size_t j = 0; j < na; j++)
+			stats_tally_fold(&carry.tal[x * na + j], carry.grp[x].n);
+	}
+}
+
+/* Whether groups_slots() would change nothing for @gr: every event slot there, and no
+ * region to begin or end sharing with its node. */
+static bool
+groups_steady(const struct ingest *g, const struct batch_groups *gr)
+{
+	for (size_t x = 0; x < gr->n; x++) {
+		const struct region_agg *reg = gr->br[x].reg, *node = gr->br[x].node;
+		if (!reg)
+			continue;
+		for (size_t j = 0; j < g->ne; j++) {
+			size_t e = g->ev_id[j];
+			if (e >= reg->n_ev || !reg->seen[e] ||
+			    (node && (e >= node->n_ev || !node->seen[e])))
+				return false;
+		}
+		if (reg->via ? reg->via != node : node && stats_empty(reg) && stats_empty(node))
+			return false;
+	}
+	return true;
+}
+
+/* Whether @g's batch, grouped in @gr, counts on in the tallies carried (see carry). */
+static bool
+carry_continues(const struct ingest *g, const struct batch_groups *gr)
+{
+	size_t na = g->ne + 1;
+	if (!carry.on || carry.ctx != g->ctx || carry.budget != g->budget || carry.ne != g->ne ||
+	    carry.n != gr->n || memcmp(carry.ev_id, g->ev_id, g->ne * sizeof(*g->ev_id)))
+		return false;
+	for (size_t x = 0; x < gr->n; x++) {
+		const struct batch_region *br = &gr->br[x];
+		const struct carry_group *c = &carry.grp[x];
+		if (br->id != c->id || br->reg != c->reg || br->node != c->node ||
+		    (uint64_t)c->n + br->n > STATS_TALLY_MAX_COUNT)
+			return false;
+		if (!br->reg)
+			continue;
+		/* The tallies' aggregates are still where they were. */
+		struct region_agg *first = br->node ? br->node : br->reg, *also = group_also(br);
+		const struct stats_tally *t = &carry.tal[x * na];
+		if (t[0].s != &first->wall || t[0].s2 != (also ? &also->wall : NULL))
+			return false;
+		for (size_t j = 0; j < g->ne; j++)
+			if (t[1 + j].s != &first->ev[g->ev_id[j]].st)
+				return false;
+	}
+	return groups_steady(g, gr);
+}
+
 /*
  * Counts a checked batch whose wall times and values lie in place (g->cols), in one pass over
  * them: each sample, as it is read, goes into the tallies of its key's region (stats.h: one
@@ -517,7 +607,24 @@ count_in_place(struct ingest *g)
 	_Static_assert(BATCH_INPLACE_BYTES * 7 <= 49, "a value in place fits the tallies");
 	if (group_keys(g, &gr) < 0)
 		goto out;
-	if (gr.n * na > BATCH_STACK_ACCS && !(tal = malloc(gr.n * na * sizeof(*tal))))
+	if (carry_continues(g, &gr)) {
+		/* The groups of the batch before: counted on in its tallies. */
+		for (size_t x = 0; x < gr.n; x++) {
+			row[x] = gr.br[x].reg ? carry.tal + x * na : NULL;
+			carry.grp[x].n += gr.br[x].n;
+		}
+		count_rows_any(g, row, ne, carry.any_also);
+		count_groups(g, &gr);
+		r = 0;
+		goto out;
+	}
+	ingest_flush();
+	/* Kept for the next batch where the caller says so and they fit. */
+	bool keep = g->carry && gr.n <= BATCH_STACK_REGIONS && gr.n * na <= BATCH_STACK_ACCS &&
+	            ne <= CARRY_EVENTS;
+	if (keep)
+		tal = carry.tal;
+	else if (gr.n * na > BATCH_STACK_ACCS && !(tal = malloc(gr.n * na * sizeof(*tal))))
 		goto out;
 	if (gr.n > BATCH_STACK_REGIONS && !(row = malloc(gr.n * sizeof(*row))))
 		goto out;
@@ -546,6 +653,20 @@ count_in_place(struct ingest *g)
 		row[x] = gr.br[x].reg ? tal + x * na : NULL;
 	count_rows_any(g, row, ne, any_also);
 	count_groups(g, &gr);
+	if (keep) {
+		carry.on = true;
+		carry.any_also = any_also;
+		carry.ctx = g->ctx;
+		carry.budget = g->budget;
+		carry.ne = ne;
+		carry.n = gr.n;
+		memcpy(carry.ev_id, g->ev_id, ne * sizeof(*g->ev_id));
+		for (size_t x = 0; x < gr.n; x++)
+			carry.grp[x] = (struct carry_group){gr.br[x].id, gr.br[x].n, gr.br[x].reg,
+			                                    gr.br[x].node};
+		r = 0;
+		goto out;
+	}
 	for (size_t x = 0; x < gr.n; x++) {
 		if (!gr.br[x].reg)
 			continue;
@@ -555,7 +676,7 @@ count_in_place(struct ingest *g)
 	r = 0;
 out:
 	ungroup(&gr);
-	if (tal != stack_t)
+	if (tal != stack_t && tal != carry.tal)
 		free(tal);
 	if (row != stack_row)
 		free(row);
@@ -570,7 +691,9 @@ ingest_batch(struct ingest *g)
 		r = count_in_place(g);
 		if (r != -EAGAIN)
 			return r;
-		/* Memory short: the columns decoded, counted sample by sample. */
+		/* Memory short: the columns decoded, counted sample by sample (after what was
+		 * carried: nothing else reads or moves the aggregates meanwhile). */
+		ingest_flush();
 		const Pmc__SampleBatch *b = g->b;
 		Pmc__SampleBatch copy = *b;
 		batch_cols_decode(g->cols, &copy);
@@ -579,6 +702,7 @@ ingest_batch(struct ingest *g)
 		g->b = b;
 		return r;
 	}
+	ingest_flush();
 	r = count_accumulated(g);
 	if (r == -EAGAIN)
 		r = count_samples(g);

@@ -32,6 +32,12 @@
  *           path's node, or NULL; called once or more per key, @ctx passed back
  * @ctx: for @resolve
  * @budget: what the histogram blocks the batch allocates are charged to (stats.h)
+ * @carry: a batch counted in place may leave its sums unfolded, for the next batch of the
+ *         same regions to count on in them (the divisions of the fold once for many
+ *         batches): then the caller calls ingest_flush() before anything else reads or
+ *         changes an aggregate (a region's statistics, its event slots, whether it shares its
+ *         node's) or frees one, and before returning to its event loop. false: every batch
+ *         is folded in whole before ingest_batch() returns
  * @counted: out: samples counted (set to 0 by the caller)
  * @refused: out: samples of refused regions, not counted (set to 0 by the caller)
  */
@@ -44,6 +50,7 @@ struct ingest {
 	struct region_agg *(*resolve)(void *ctx, uint32_t key, struct region_agg **node);
 	void *ctx;
 	struct stats_budget *budget;
+	bool carry;
 	size_t counted, refused;
 };
 
@@ -58,3 +65,15 @@ struct ingest {
  * batch may be counted in part, as @g->counted and @g->refused say.
  */
 int ingest_batch(struct ingest *g);
+
+/**
+ * ingest_flush() - fold in what batches counted with @carry left unfolded
+ *
+ * Every figure of their regions and nodes is then whole: the count and the histograms (which
+ * counted each value at once) agree with the sums, extremes and moments again. Nothing
+ * fails or allocates; nothing to do (and cheap) when nothing is left. ingest_batch() calls
+ * it itself before a batch it does not count on in the same tallies.
+ * Threads: the daemon's one (the tallies left are one static set). Fork: call it first where
+ * a child is to see the figures whole.
+ */
+void ingest_flush(void);

@@ -656,6 +656,10 @@ static int
 handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *cols)
 {
 	Pmc__SampleBatch cols_tmp;
+	/* Only a plain batch counted in place counts on in the tallies the one before left
+	 * (ingest.h): anything else may change the aggregates before it is counted. */
+	if (!cols || !cols->in_place || b->n_def_id || b->n_first_path)
+		ingest_flush();
 	if (!(b = sample_batch_cols(b, &cols_tmp)))
 		return -EBADMSG;
 	struct session_thread *t = session_register_find_thread(s, b->tid);
@@ -793,6 +797,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	        .resolve = batch_key,
 	        .ctx = s,
 	        .budget = &s->user->hist,
+	        .carry = true, /* flushed in session.c: each slice's end, and before the rest */
 	};
 	r = ingest_batch(&g);
 	counted = g.counted;

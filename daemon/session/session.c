@@ -29,6 +29,7 @@
 #include "kernel/log.h"
 #include "kernel/perf.h"
 #include "model/batch.h"
+#include "model/ingest.h"
 #include "model/share.h"
 #include "session/server.h"
 #include "wire/wire.h"
@@ -338,6 +339,7 @@ drain_one(struct session *o, unsigned max, uint64_t deadline, unsigned *n)
 		if (++i % 16 == 0 && util_now_ns(CLOCK_MONOTONIC) > deadline)
 			break;
 	}
+	ingest_flush();
 	*n = i;
 	return r;
 }
@@ -468,6 +470,9 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 		return r;
 	}
 	unsigned c = req->body_case;
+	/* The tallies a batch left unfolded (ingest.h), folded in before any other request. */
+	if (c != PMC__REQUEST__BODY_SAMPLE_BATCH)
+		ingest_flush();
 	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
 	 * (its later requests are behind its batches in its socket anyway; and switching back
 	 * would let a flood earn control's turns with a Status now and then, or, in a burst
@@ -808,6 +813,8 @@ session_serve(struct session *s, uint64_t deadline_ns)
 	        : s->batch_req ? session_batch_step(s)
 	        : s->qs        ? session_query_step(s, deadline_ns)
 	                       : session_read_slice(s, deadline_ns);
+	/* Whole figures between slices: what a batch left unfolded (ingest.h) folded in. */
+	ingest_flush();
 	if (r < 0) {
 		session_close(s, r);
 		return;
@@ -886,8 +893,8 @@ session_drain_all(struct server *srv, bool final)
 	srv->deadline_ns = slice_end;
 }
 
-int
-session_pump(struct session *s, unsigned max)
+static int
+pump_steps(struct session *s, unsigned max)
 {
 	s->srv->deadline_ns = UINT64_MAX;
 	for (unsigned i = 0; i < max; i++) {
@@ -904,6 +911,14 @@ session_pump(struct session *s, unsigned max)
 			return r;
 	}
 	return 0;
+}
+
+int
+session_pump(struct session *s, unsigned max)
+{
+	int r = pump_steps(s, max);
+	ingest_flush(); /* what its batches left unfolded (ingest.h) */
+	return r;
 }
 
 /* The client hung up: its process ended or exec'd (the library never closes a working
@@ -951,6 +966,7 @@ count_unsent(struct session *s)
 void
 session_close(struct session *s, int r)
 {
+	ingest_flush(); /* before any figure of its process is read or retired */
 	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE || r == -ETIMEDOUT) {
 		s->srv->model.rejected++;
 		s->user->rejected++;
