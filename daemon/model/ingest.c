@@ -607,7 +607,7 @@ count_in_place(struct ingest *g)
 	_Static_assert(BATCH_INPLACE_BYTES * 7 <= 49, "a value in place fits the tallies");
 	if (group_keys(g, &gr) < 0)
 		goto out;
-	if (carry_continues(g, &gr)) {
+	if (g->carry && carry_continues(g, &gr)) {
 		/* The groups of the batch before: counted on in its tallies. */
 		for (size_t x = 0; x < gr.n; x++) {
 			row[x] = gr.br[x].reg ? carry.tal + x * na : NULL;
