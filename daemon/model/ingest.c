@@ -502,8 +502,8 @@ count_rows_any(const struct ingest *g, struct stats_tally *const *row, size_t ne
  * batch of the same groups (same resolver context, events and budget; same keys, regions and
  * nodes, in the same order, and nothing for groups_slots() to do) counts on in them, the
  * statistics' divisions then once for many batches (ingest_flush()). Each group's histograms
- * have counted every value already; their counts, sums, extremes and moments wait for the
- * fold. One, the daemon being one thread.
+ * have counted every nonzero value already; their zeros, counts, sums, extremes and moments
+ * wait for the fold. One, the daemon being one thread.
  */
 static struct {
 	bool on;
@@ -519,6 +519,12 @@ static struct {
 	} grp[BATCH_STACK_REGIONS];
 	struct stats_tally tal[BATCH_STACK_ACCS];
 } carry;
+
+void *
+ingest_carried(void)
+{
+	return carry.on ? carry.ctx : NULL;
+}
 
 void
 ingest_flush(void)
@@ -572,14 +578,19 @@ carry_continues(const struct ingest *g, const struct batch_groups *gr)
 			return false;
 		if (!br->reg)
 			continue;
-		/* The tallies' aggregates are still where they were. */
+		/* The tallies' aggregates where they were: a check beside the caller's flushes,
+		 * which are what keep them valid (an aggregate freed and its place reused would
+		 * pass it). */
 		struct region_agg *first = br->node ? br->node : br->reg, *also = group_also(br);
 		const struct stats_tally *t = &carry.tal[x * na];
 		if (t[0].s != &first->wall || t[0].s2 != (also ? &also->wall : NULL))
 			return false;
-		for (size_t j = 0; j < g->ne; j++)
-			if (t[1 + j].s != &first->ev[g->ev_id[j]].st)
+		for (size_t j = 0; j < g->ne; j++) {
+			size_t e = g->ev_id[j];
+			if (t[1 + j].s != &first->ev[e].st ||
+			    t[1 + j].s2 != (also ? &also->ev[e].st : NULL))
 				return false;
+		}
 	}
 	return groups_steady(g, gr);
 }

@@ -36,8 +36,8 @@
  *         same regions to count on in them (the divisions of the fold once for many
  *         batches): then the caller calls ingest_flush() before anything else reads or
  *         changes an aggregate (a region's statistics, its event slots, whether it shares its
- *         node's) or frees one, and before returning to its event loop. false: every batch
- *         is folded in whole before ingest_batch() returns
+ *         node's) or frees one, and before returning to its event loop; @ctx must stay valid
+ *         until then. false: every batch is folded in whole before ingest_batch() returns
  * @counted: out: samples counted (set to 0 by the caller)
  * @refused: out: samples of refused regions, not counted (set to 0 by the caller)
  */
@@ -69,11 +69,19 @@ int ingest_batch(struct ingest *g);
 /**
  * ingest_flush() - fold in what batches counted with @carry left unfolded
  *
- * Every figure of their regions and nodes is then whole: the count and the histograms (which
- * counted each value at once) agree with the sums, extremes and moments again. Nothing
- * fails or allocates; nothing to do (and cheap) when nothing is left. ingest_batch() calls
- * it itself before a batch it does not count on in the same tallies.
+ * Every figure of their regions and nodes is then whole: their histograms (which counted each
+ * nonzero value at once) get the zeros, and the sums, extremes and moments agree with the
+ * count again. Nothing fails. The zeros' histogram block may be allocated here, charged to
+ * the batches' budget (a block it refuses misses them, in its @missed, as in a batch).
+ * Nothing to do (and cheap) when nothing is left. ingest_batch() calls it itself before a
+ * batch it does not count on in the same tallies.
  * Threads: the daemon's one (the tallies left are one static set). Fork: call it first where
  * a child is to see the figures whole.
  */
 void ingest_flush(void);
+
+/**
+ * ingest_carried() - the @ctx of the batches whose tallies wait for ingest_flush(), or NULL
+ * when none do (for the caller to say what the flush's histogram blocks missed)
+ */
+void *ingest_carried(void);

@@ -652,6 +652,32 @@ sample_batch_cols(Pmc__SampleBatch *b, Pmc__SampleBatch *tmp)
 	return tmp;
 }
 
+/* Said once a uid: its histograms missed samples since @missed was its count of them. */
+static void
+warn_memory(struct session *s, uint64_t missed)
+{
+	if (s->user->hist.missed != missed && !s->user->warned_memory) {
+		log_warn_limited(
+		        "uid %d: its processes' histograms hold %zu bytes, its share "
+		        "(--max-memory-per-user): further samples in new value ranges miss "
+		        "the percentiles (every other figure still counts them)",
+		        (int)s->uid, s->user->hist.used);
+		s->user->warned_memory = true;
+	}
+}
+
+void
+session_batch_flush(void)
+{
+	/* The carry's context is a session: handle_batch() is the one caller that leaves one. */
+	struct session *s = ingest_carried();
+	if (!s)
+		return;
+	uint64_t missed = s->user->hist.missed;
+	ingest_flush();
+	warn_memory(s, missed);
+}
+
 static int
 handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *cols)
 {
@@ -659,7 +685,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	/* Only a plain batch counted in place counts on in the tallies the one before left
 	 * (ingest.h): anything else may change the aggregates before it is counted. */
 	if (!cols || !cols->in_place || b->n_def_id || b->n_first_path)
-		ingest_flush();
+		session_batch_flush();
 	if (!(b = sample_batch_cols(b, &cols_tmp)))
 		return -EBADMSG;
 	struct session_thread *t = session_register_find_thread(s, b->tid);
@@ -797,7 +823,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	        .resolve = batch_key,
 	        .ctx = s,
 	        .budget = &s->user->hist,
-	        .carry = true, /* flushed in session.c: each slice's end, and before the rest */
+	        .carry = true, /* session_batch_flush(): each slice's end, and before the rest */
 	};
 	r = ingest_batch(&g);
 	counted = g.counted;
@@ -807,14 +833,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 		untracked[UNTRACKED_OLDER] = counted;
 	for (unsigned k = 0; r == 0 && k < UNTRACKED_N; k++)
 		s->proc->untracked[k] += untracked[k];
-	if (s->user->hist.missed != missed && !s->user->warned_memory) {
-		log_warn_limited(
-		        "uid %d: its processes' histograms hold %zu bytes, its share "
-		        "(--max-memory-per-user): further samples in new value ranges miss "
-		        "the percentiles (every other figure still counts them)",
-		        (int)s->uid, s->user->hist.used);
-		s->user->warned_memory = true;
-	}
+	warn_memory(s, missed);
 	if (r < 0)
 		goto out;
 	s->srv->model.samples += counted;

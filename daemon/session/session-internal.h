@@ -171,6 +171,15 @@ int session_batch_handle(struct session *s, const Pmc__Request *req);
 int session_batch_define(struct session *s, const Pmc__Request *req);
 
 /**
+ * session_batch_flush() - ingest_flush(): the tallies a connection's batches left unfolded
+ * (ingest.h) folded in, and its uid warned, once, where that fold's histogram block found no
+ * room (as a batch's own count does). Called at each slice's end, before any request but a
+ * plain batch counted in place, and before a connection closes; nothing to do when nothing is
+ * left.
+ */
+void session_batch_flush(void);
+
+/**
  * session_batch_define_step() - go on with @s's Define (s->def) until srv->deadline_ns
  * Return: SESSION_STEP_DONE (s->def freed), SESSION_STEP_MORE, or < 0 to close @s.
  */

@@ -29,7 +29,6 @@
 #include "kernel/log.h"
 #include "kernel/perf.h"
 #include "model/batch.h"
-#include "model/ingest.h"
 #include "model/share.h"
 #include "session/server.h"
 #include "wire/wire.h"
@@ -339,7 +338,7 @@ drain_one(struct session *o, unsigned max, uint64_t deadline, unsigned *n)
 		if (++i % 16 == 0 && util_now_ns(CLOCK_MONOTONIC) > deadline)
 			break;
 	}
-	ingest_flush();
+	session_batch_flush();
 	*n = i;
 	return r;
 }
@@ -472,7 +471,7 @@ handle_datagram(struct session *s, const uint8_t *buf, size_t len, int *fds, siz
 	unsigned c = req->body_case;
 	/* The tallies a batch left unfolded (ingest.h), folded in before any other request. */
 	if (c != PMC__REQUEST__BODY_SAMPLE_BATCH)
-		ingest_flush();
+		session_batch_flush();
 	/* Its class in the loop's queue: a connection that has sent batches is bulk for good
 	 * (its later requests are behind its batches in its socket anyway; and switching back
 	 * would let a flood earn control's turns with a Status now and then, or, in a burst
@@ -814,7 +813,7 @@ session_serve(struct session *s, uint64_t deadline_ns)
 	        : s->qs        ? session_query_step(s, deadline_ns)
 	                       : session_read_slice(s, deadline_ns);
 	/* Whole figures between slices: what a batch left unfolded (ingest.h) folded in. */
-	ingest_flush();
+	session_batch_flush();
 	if (r < 0) {
 		session_close(s, r);
 		return;
@@ -917,7 +916,7 @@ int
 session_pump(struct session *s, unsigned max)
 {
 	int r = pump_steps(s, max);
-	ingest_flush(); /* what its batches left unfolded (ingest.h) */
+	session_batch_flush(); /* what its batches left unfolded (ingest.h) */
 	return r;
 }
 
@@ -966,7 +965,7 @@ count_unsent(struct session *s)
 void
 session_close(struct session *s, int r)
 {
-	ingest_flush(); /* before any figure of its process is read or retired */
+	session_batch_flush(); /* before any figure of its process is read or retired */
 	if (r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE || r == -ETIMEDOUT) {
 		s->srv->model.rejected++;
 		s->user->rejected++;
