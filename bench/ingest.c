@@ -1641,9 +1641,19 @@ cmd_clients(const char *path, int n)
 	close(ready[1]);
 	close(hold[0]);
 	char x;
-	for (int i = 0; i < n; i++)
-		if (read(ready[0], &x, 1) != 1)
-			die("a client process failed");
+	/* A client that ends before it is ready failed (refused by a limit: its error above);
+	 * the others, ready, hold the pipe open. */
+	for (int got = 0; got < n;) {
+		struct pollfd p = {.fd = ready[0], .events = POLLIN};
+		int st;
+		if (poll(&p, 1, 100) > 0) {
+			if (read(ready[0], &x, 1) != 1)
+				die("a client process failed");
+			got++;
+		} else if (waitpid(-1, &st, WNOHANG) > 0) {
+			die("a client process failed before it was ready");
+		}
+	}
 	struct mem m1 = mem_get(st0.pid);
 	close(hold[1]); /* the children exit */
 	while (wait(NULL) > 0)
