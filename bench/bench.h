@@ -165,19 +165,21 @@ bench_event_attr(const struct bench_event *e, struct perf_event_attr *attr)
 }
 
 /**
- * bench_open_group() - open @n events as one group counting the calling thread, as the
- * daemon opens a client thread's group
+ * bench_open_group_for() - open @n events as one group counting thread @tid (0: the calling
+ * thread), the leader disabled where @leader_disabled (as the daemon opens a client thread's)
  * @fds: @n slots; fds[0] is the leader
  * Return: 0, or -errno (every fd opened so far closed).
  */
 static inline int
-bench_open_group(const struct bench_event *const *ev, int n, int *fds)
+bench_open_group_for(const struct bench_event *const *ev, int n, pid_t tid, int leader_disabled,
+                     int *fds)
 {
 	struct perf_event_attr attr;
 
 	for (int i = 0; i < n; i++) {
 		bench_event_attr(ev[i], &attr);
-		int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, i ? fds[0] : -1,
+		attr.disabled = leader_disabled && i == 0;
+		int fd = (int)syscall(SYS_perf_event_open, &attr, tid, -1, i ? fds[0] : -1,
 		                      PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0) {
 			int r = -errno;
@@ -189,4 +191,15 @@ bench_open_group(const struct bench_event *const *ev, int n, int *fds)
 		fds[i] = fd;
 	}
 	return 0;
+}
+
+/**
+ * bench_open_group() - open @n events as one group counting the calling thread, enabled
+ * @fds: @n slots; fds[0] is the leader
+ * Return: 0, or -errno (every fd opened so far closed).
+ */
+static inline int
+bench_open_group(const struct bench_event *const *ev, int n, int *fds)
+{
+	return bench_open_group_for(ev, n, 0, 0, fds);
 }

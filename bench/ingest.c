@@ -1250,21 +1250,12 @@ opener_run(const struct opener *o, pid_t tid, const struct events *e)
 
 	while (read(o->req, &v, sizeof(v)) == sizeof(v)) {
 		uint64_t answer = 1;
-		if (v == 2) {
-			struct perf_event_attr attr;
+		if (v == 2) { /* as perf_open_group(): the leader disabled */
 			int fds[BENCH_MAX_EVENTS];
-			size_t i;
-			for (i = 0; i < e->n; i++) {
-				bench_event_attr(e->ev[i], &attr);
-				attr.disabled = i == 0; /* as perf_open_group(): the leader */
-				fds[i] = (int)syscall(SYS_perf_event_open, &attr, tid, -1,
-				                      i ? fds[0] : -1, PERF_FLAG_FD_CLOEXEC);
-				if (fds[i] < 0) {
-					answer = 2 + (uint64_t)errno;
-					break;
-				}
-			}
-			while (i-- > 0)
+			int r = bench_open_group_for(e->ev, (int)e->n, tid, 1, fds);
+			if (r < 0)
+				answer = 2 + (uint64_t)-r;
+			for (size_t i = 0; r == 0 && i < e->n; i++)
 				close(fds[i]);
 		}
 		if (write(o->rep, &answer, sizeof(answer)) != sizeof(answer))

@@ -26,6 +26,13 @@ count_scaled(const struct ingest *g, struct region_agg *reg, uint32_t scaled, si
 	}
 }
 
+/* Whether @r has event slot @e. */
+static inline bool
+slot_there(const struct region_agg *r, size_t e)
+{
+	return e < r->n_ev && r->seen[e];
+}
+
 /* The event slots of @t's events in @reg (and @node): created first, as creating one may
  * move the others. 0 or -ENOMEM. */
 static int
@@ -34,9 +41,9 @@ batch_slots(const struct ingest *g, struct region_agg *reg, struct region_agg *n
 	for (size_t j = 0; j < g->ne; j++) {
 		size_t e = g->ev_id[j];
 		/* Most batches find every slot there: no call then. */
-		if ((e >= reg->n_ev || !reg->seen[e]) && !registry_region_event(reg, e))
+		if (!slot_there(reg, e) && !registry_region_event(reg, e))
 			return -ENOMEM;
-		if (node && (e >= node->n_ev || !node->seen[e]) && !registry_region_event(node, e))
+		if (node && !slot_there(node, e) && !registry_region_event(node, e))
 			return -ENOMEM;
 	}
 	return 0;
@@ -54,21 +61,34 @@ stats_empty(const struct region_agg *r)
 	return true;
 }
 
-/* A region about to count samples of @node (NULL: of none) starts sharing its statistics with
- * @node when neither has counted any (registry.h, struct region_agg's via). */
+/* Whether a region about to count samples of @node (NULL: of none) starts sharing its
+ * statistics with @node: when neither has counted any (registry.h, struct region_agg's via). */
+static bool
+share_begins(const struct region_agg *reg, const struct region_agg *node)
+{
+	return node && !reg->via && stats_empty(reg) && stats_empty(node);
+}
+
+/* Whether a region about to count samples of @node stops sharing its statistics: it shares
+ * them with another node, which those samples do not go through. */
+static bool
+share_ends(const struct region_agg *reg, const struct region_agg *node)
+{
+	return reg->via && reg->via != node;
+}
+
 static void
 share_begin(struct region_agg *reg, struct region_agg *node)
 {
-	if (node && !reg->via && stats_empty(reg) && stats_empty(node))
+	if (share_begins(reg, node))
 		reg->via = node;
 }
 
-/* A region sharing its statistics with another node than @node (NULL: none), which the
- * samples about to be counted do not go through, gets its own copy first. */
+/* share_ends(): the region gets its own copy first. */
 static void
 share_end(const struct ingest *g, struct region_agg *reg, const struct region_agg *node)
 {
-	if (reg->via && reg->via != node)
+	if (share_ends(reg, node))
 		(void)registry_region_unshare(reg, g->budget, true);
 }
 
@@ -552,11 +572,10 @@ groups_steady(const struct ingest *g, const struct batch_groups *gr)
 			continue;
 		for (size_t j = 0; j < g->ne; j++) {
 			size_t e = g->ev_id[j];
-			if (e >= reg->n_ev || !reg->seen[e] ||
-			    (node && (e >= node->n_ev || !node->seen[e])))
+			if (!slot_there(reg, e) || (node && !slot_there(node, e)))
 				return false;
 		}
-		if (reg->via ? reg->via != node : node && stats_empty(reg) && stats_empty(node))
+		if (share_begins(reg, node) || share_ends(reg, node))
 			return false;
 	}
 	return true;

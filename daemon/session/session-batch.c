@@ -652,6 +652,20 @@ sample_batch_cols(Pmc__SampleBatch *b, Pmc__SampleBatch *tmp)
 	return tmp;
 }
 
+/* handle_batch()'s table of call path ids known to be paths with a node and a known region:
+ * 0 where @id is, else nonzero (four of them OR'ed: 0 when each is). */
+static inline uint64_t
+path_unknown(const uint64_t *known, uint32_t id)
+{
+	return known[id % SESSION_KNOWN_PATHS] ^ ((uint64_t)id + 1u);
+}
+
+static inline void
+path_learn(uint64_t *known, uint32_t id)
+{
+	known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
+}
+
 /* Said once a uid: its histograms missed samples since @missed was its count of them. */
 static void
 warn_memory(struct session *s, uint64_t missed)
@@ -729,17 +743,15 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 		while (i + 4 <= n) {
 			uint32_t a = region[i], c = region[i + 1], d = region[i + 2],
 			         e = region[i + 3];
-			if ((known[a % SESSION_KNOWN_PATHS] ^ ((uint64_t)a + 1u)) |
-			    (known[c % SESSION_KNOWN_PATHS] ^ ((uint64_t)c + 1u)) |
-			    (known[d % SESSION_KNOWN_PATHS] ^ ((uint64_t)d + 1u)) |
-			    (known[e % SESSION_KNOWN_PATHS] ^ ((uint64_t)e + 1u)))
+			if (path_unknown(known, a) | path_unknown(known, c) |
+			    path_unknown(known, d) | path_unknown(known, e))
 				break;
 			i += 4;
 		}
 		if (i == n)
 			break;
 		uint32_t id = region[i], name = id, key;
-		if (known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u) {
+		if (!path_unknown(known, id)) {
 			i++;
 			continue;
 		}
@@ -748,7 +760,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 			goto out;
 		}
 		if (key == id) {
-			known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
+			path_learn(known, id);
 			i++;
 			continue;
 		}
@@ -760,7 +772,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 	}
 	for (; i < n; i++) {
 		uint32_t id = region[i], name = id;
-		if (known[id % SESSION_KNOWN_PATHS] == (uint64_t)id + 1u) {
+		if (!path_unknown(known, id)) {
 			keys[i] = id;
 			continue;
 		}
@@ -769,7 +781,7 @@ handle_batch(struct session *s, Pmc__SampleBatch *b, const struct batch_cols *co
 			goto out;
 		}
 		if (keys[i] == id)
-			known[id % SESSION_KNOWN_PATHS] = (uint64_t)id + 1u;
+			path_learn(known, id);
 	}
 	for (size_t k = 0; k < b->n_scaled; k++) {
 		if (b->scaled[k] & ~valid) {
