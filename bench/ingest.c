@@ -25,8 +25,10 @@
  *
  *   pmc-bench-ingest beside SOCKET NPROC REPS SECONDS CMD...
  *	Ingest with other work beside it. NPROC load processes send as in ingest (with call
- *	paths unless PMC_BENCH_OLD_CLIENT=1), without a pause, at nice -10 (so that CMD, on
- *	their CPU, never starves them). REPS times, the variants in rotating order: the
+ *	paths unless PMC_BENCH_OLD_CLIENT=1), without a pause, at nice -10 (ahead of CMD on
+ *	their CPU; yet a CMD that runs still delays a load process that wakes, by up to its
+ *	slice: a CMD that asks nothing of the daemon shows what that costs, bench/scale.sh's
+ *	row 9). REPS times, the variants in rotating order: the
  *	daemon's samples per second (Status, SECONDS apart) with nothing else, and with each
  *	CMD (a shell command line, its output to /dev/null) run again and again by /bin/sh
  *	meanwhile, from 0.3 s before the window until it closes (the run in progress then
@@ -999,8 +1001,9 @@ cmd_beside(const char *path, int nproc, int reps, double seconds, int ncmd, char
 		if (kids[i] < 0)
 			die("fork: %s", strerror(errno));
 		if (kids[i] == 0) {
-			/* Ahead of the loop on this CPU (root may): the daemon is fed as when
-			 * alone, and the loop runs on what the load leaves. */
+			/* Ahead of the loop on this CPU (root may), though not at once: a load
+			 * process that wakes may wait for the loop's slice to end, its ring
+			 * drained meanwhile (the daemon then idle, or serving the loop). */
 			(void)setpriority(PRIO_PROCESS, 0, -10);
 			load_run(path, ctl, 0);
 			_exit(0);
