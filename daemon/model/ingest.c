@@ -649,9 +649,10 @@ count_in_place(struct ingest *g)
 		goto out;
 	}
 	ingest_flush();
-	/* Kept for the next batch where the caller says so and they fit. */
-	bool keep = g->carry && gr.n <= BATCH_STACK_REGIONS && gr.n * na <= BATCH_STACK_ACCS &&
-	            ne <= CARRY_EVENTS;
+	/* Kept for the next batch where the caller says so and they fit, and its context names
+	 * them (ingest_carried(): NULL says none wait). */
+	bool keep = g->carry && g->ctx && gr.n <= BATCH_STACK_REGIONS &&
+	            gr.n * na <= BATCH_STACK_ACCS && ne <= CARRY_EVENTS;
 	if (keep)
 		tal = carry.tal;
 	else if (gr.n * na > BATCH_STACK_ACCS && !(tal = malloc(gr.n * na * sizeof(*tal))))

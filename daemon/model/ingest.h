@@ -37,7 +37,8 @@
  *         batches): then the caller calls ingest_flush() before anything else reads or
  *         changes an aggregate (a region's statistics, its event slots, whether it shares its
  *         node's) or frees one, and before returning to its event loop; @ctx must stay valid
- *         until then. false: every batch is folded in whole before ingest_batch() returns
+ *         until then (a NULL @ctx carries nothing: ingest_carried() names the batches by it).
+ *         false: every batch is folded in whole before ingest_batch() returns
  * @counted: out: samples counted (set to 0 by the caller)
  * @refused: out: samples of refused regions, not counted (set to 0 by the caller)
  */

@@ -486,6 +486,17 @@ tmpl_batch(uint64_t *seed, const uint32_t *tmpl, size_t n, size_t ne, int wide, 
 	return buf;
 }
 
+/* Side 1's batches counted with no context (count_side()): their regions resolved as side 1's
+ * all the same. */
+static bool side1_no_ctx;
+
+static struct region_agg *
+side1_resolve(void *ctx, uint32_t key, struct region_agg **node)
+{
+	CHECK(!ctx);
+	return cmp_resolve(&cmp_side[1], key, node);
+}
+
 /* Counts @buf on side @side (1: in place, carried where @carry; 0: protobuf-c's arrays). */
 static void
 count_side(int side, const uint8_t *buf, size_t len, size_t ne, const uint32_t *ev_id, bool carry)
@@ -515,8 +526,8 @@ count_side(int side, const uint8_t *buf, size_t len, size_t ne, const uint32_t *
 	                   .keys = keys,
 	                   .ev_id = ev_id,
 	                   .ne = ne,
-	                   .resolve = cmp_resolve,
-	                   .ctx = &cmp_side[side],
+	                   .resolve = side == 1 && side1_no_ctx ? side1_resolve : cmp_resolve,
+	                   .ctx = side == 1 && side1_no_ctx ? NULL : &cmp_side[side],
 	                   .budget = &cmp_side[side].budget,
 	                   .carry = carry};
 	CHECK(ingest_batch(&g) == 0);
@@ -616,6 +627,34 @@ test_carry(void)
 	CHECK(lagged > RUNS);
 }
 
+/* A batch counted with @carry but no context leaves nothing to fold: ingest_carried() names
+ * what waits by its context, and a NULL one would say nothing waits. */
+static void
+test_carry_no_ctx(void)
+{
+	static uint32_t tmpl[BATCH_MAX_SAMPLES];
+	uint64_t seed = 7;
+	cmp_free();
+	cmp_init();
+	for (size_t i = 0; i < 300; i++)
+		tmpl[i] = (uint32_t)(rng(&seed) % 5) * 37u % (CMP_KEYS / 2);
+	for (int k = 0; k < 4; k++) {
+		size_t len;
+		uint8_t *buf = tmpl_batch(&seed, tmpl, 300, 4, 0, k % 2, &len);
+		side1_no_ctx = true;
+		count_side(1, buf, len, 4, cmp_ev_id, true);
+		side1_no_ctx = false;
+		CHECK(!ingest_carried());
+		all_whole(&cmp_side[1]); /* folded before ingest_batch() returned */
+		count_side(0, buf, len, 4, cmp_ev_id, false);
+		free(buf);
+	}
+	for (uint32_t key = 0; key < CMP_KEYS; key++) {
+		cmp_region(cmp_side[0].region[key], cmp_side[1].region[key]);
+		cmp_region(cmp_side[0].node[key], cmp_side[1].node[key]);
+	}
+}
+
 int
 main(void)
 {
@@ -626,6 +665,7 @@ main(void)
 	PMC_TEST_RUN(test_corpus);
 	PMC_TEST_RUN(test_rewritten_after_scan);
 	PMC_TEST_RUN(test_carry);
+	PMC_TEST_RUN(test_carry_no_ctx);
 	cmp_free();
 	CHECK(pmc_test_count_fds() == fds);
 	return 0;
