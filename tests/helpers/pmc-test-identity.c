@@ -16,6 +16,10 @@
  *   SOCKET linger-many   a Status carrying 69 fds, the lingering TCP socket last; then a
  *                        Status on a new connection: answered within 10 s
  *   SOCKET linger-nested the same with a Unix socket whose queue holds the lingering one
+ *                        (both: with PMC_TEST_STEP set, "ready" printed once connected, then
+ *                        a line read from stdin before the send, and "sent" printed once
+ *                        this process closed its copies: the test stops the daemon
+ *                        meanwhile, so that its copy is the last, whose close would linger)
  *   SOCKET linger        a Hello carrying a TCP socket whose close would linger 30 s, then
  *                        a Status on a new connection: answered within 10 s
  *   SOCKET attach FILE   a Status carrying FILE twice (opened read-only; a file whose close
@@ -441,6 +445,13 @@ main(int argc, char **argv)
 			return 1;
 		}
 		int a = connect_hello(path);
+		bool step = getenv("PMC_TEST_STEP") != NULL;
+		char line[16];
+		if (step) {
+			printf("ready\n");
+			if (!fgets(line, sizeof(line), stdin))
+				return 1;
+		}
 		Pmc__Status st = PMC__STATUS__INIT;
 		Pmc__Request req = PMC__REQUEST__INIT;
 		req.body_case = PMC__REQUEST__BODY_STATUS;
@@ -489,6 +500,8 @@ main(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		close(sp[0]);
+		if (step)
+			printf("sent\n");
 		int b = connect_hello(path);
 		return status(b, -1) != 0;
 	}
