@@ -9,7 +9,6 @@
 . "$(dirname "$0")/../lib/lib.sh"
 start_daemon
 kill -STOP "$DAEMON_PID"
-trap 'rc=$?; kill -CONT "$DAEMON_PID" 2>/dev/null || true; (exit $rc); cleanup' EXIT
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults \
 	"$PMC_TEST_CLIENT_BIN" steady 2 200 25000 >"$TMP/out" 2>"$TMP/err" &
 client=$!

@@ -67,7 +67,6 @@ done
 # hot path, which never waits.) Every region is counted or lost once it goes on.
 # With a SIGALRM every 20 ms all along (the first run shows the wait without it).
 start_daemon
-trap 'rc=$?; kill -CONT "$DAEMON_PID" 2>/dev/null || true; set +e; (exit $rc); cleanup' EXIT
 for alarm in 0 20000; do
 	rm -f "$TMP/stop" # the first pass's "ready" is not this client's
 	setpriv --reuid=65534 --regid=65534 --clear-groups -- "${USER_ENV[@]}" env PMC_EVENTS=page-faults,task-clock,context-switches,cpu-migrations \

@@ -32,6 +32,8 @@ cleanup() {
 		wait "$p" 2>/dev/null || true
 	done
 	if [ -n "$DAEMON_PID" ]; then
+		# Resumed first where a test stopped it (SIGSTOP) and ended before it resumed it.
+		kill -CONT "$DAEMON_PID" 2>/dev/null
 		kill -TERM "$DAEMON_PID" 2>/dev/null
 		wait "$DAEMON_PID" 2>/dev/null || drc=$?
 		if [ "$drc" != 0 ] || grep -qE "Sanitizer|runtime error" "$TMP/daemon.log"; then
